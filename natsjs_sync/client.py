@@ -1,0 +1,879 @@
+"""The core NATS client: connect, publish, subscribe, request, flush, drain, close.
+
+Threads of a connected client (all daemon threads, named ``natsjs-<role>-<name>``):
+
+- **reader**: reads the socket, parses, hands messages to subscription queues.
+  It never runs user code and never waits on a user.
+- **flusher**: sends the write buffer when something is in it and sends the
+  keep-alive PINGs. Publishes only append to the buffer, so a loop of small
+  publishes becomes a few large ``sendall`` calls. Calls that wait for an answer
+  (request, flush) send the buffer from the caller's thread instead, so a lone
+  request pays no thread hop.
+- **events**: runs the user's connection callbacks (error, disconnected, closed...).
+- one thread per subscription made with ``cb=``, running that callback in order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import queue
+import socket
+import ssl
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._version import __version__
+from ._connection import ServerAddress, handshake, open_socket, parse_server_url
+from ._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
+from .errors import (
+    AuthorizationError,
+    BadSubscriptionError,
+    ConnectionClosedError,
+    MaxPayloadError,
+    NatsConnectionError,
+    NatsError,
+    NoRespondersError,
+    NoServersError,
+    PermissionsError,
+    ServerError,
+    StaleConnectionError,
+    TimeoutError,
+)
+from .msg import Msg
+from .protocol import commands
+from .protocol.headers import STATUS_NO_RESPONDERS, HeadersInput, encode_headers
+from .protocol.nuid import NUID
+from .protocol.parser import OK, PING, PONG, Err, Info, Parser
+from .protocol.subjects import publish_subject, validate_queue, validate_subscribe_subject
+from .subscription import (
+    DEFAULT_PENDING_BYTES_LIMIT,
+    DEFAULT_PENDING_MSGS_LIMIT,
+    _CLOSED,
+    _DRAINED,
+    _DRAINING,
+    _UNSUBSCRIBED,
+    MsgHandler,
+    Subscription,
+)
+
+log = logging.getLogger("natsjs_sync")
+
+ErrorCallback = Callable[[Exception], None]
+EventCallback = Callable[[], None]
+
+DEFAULT_SERVER = "nats://127.0.0.1:4222"
+# Past this many buffered bytes a publisher sends the buffer itself: that is the
+# back-pressure that keeps a fast publisher from growing the buffer without end.
+_FLUSH_THRESHOLD = 1024 * 1024
+_RECV_SIZE = 256 * 1024
+
+_CONNECTING, _CONNECTED, _DRAINING_SUBS, _DRAINING_PUBS, _CLOSED_STATE = range(5)
+
+
+@dataclass
+class Stats:
+    """Counters of one client (read them as ``client.stats``)."""
+
+    in_msgs: int = 0
+    out_msgs: int = 0
+    in_bytes: int = 0
+    out_bytes: int = 0
+    reconnects: int = 0
+    errors_received: int = 0
+
+
+@dataclass
+class _Options:
+    servers: list[ServerAddress]
+    name: str | None = None
+    user: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    tls: ssl.SSLContext | None = None
+    tls_handshake_first: bool = False
+    connect_timeout: float = 2.0
+    ping_interval: float = 120.0
+    max_outstanding_pings: int = 2
+    no_echo: bool = False
+    verbose: bool = False
+    pedantic: bool = False
+    inbox_prefix: str = "_INBOX"
+    drain_timeout: float = 30.0
+    pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT
+    pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT
+    error_cb: ErrorCallback | None = None
+    disconnected_cb: EventCallback | None = None
+    closed_cb: EventCallback | None = None
+
+
+class _Waiter:
+    """A one-shot slot the reader fills and a caller waits on (a bare lock is the cheapest)."""
+
+    __slots__ = ("_lock", "value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self.value: Any = None
+
+    def set(self, value: Any) -> None:
+        if self.value is None:
+            self.value = value
+            try:
+                self._lock.release()
+            except RuntimeError:  # already woken by close()
+                pass
+
+    def wait(self, timeout: float | None) -> bool:
+        return self._lock.acquire(timeout=-1 if timeout is None else timeout)
+
+
+class _ResponseMux(Subscription):
+    """The one ``_INBOX.<nuid>.*`` subscription that answers every request."""
+
+    def _deliver(self, msg: Msg) -> None:  # reader thread: no user code here
+        token = msg.subject[self._client._resp_prefix_len :]
+        waiter = self._client._resp_map.pop(token, None)
+        if waiter is not None:
+            waiter.set(msg)
+
+
+class _EventRunner:
+    """Runs the user's connection callbacks on one thread of their own, in order."""
+
+    def __init__(self, name: str):
+        self._q: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"natsjs-events-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._q.put((fn, args))
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            fn, args = item
+            try:
+                fn(*args)
+            except Exception:  # a user's callback must not kill the runner
+                log.exception("natsjs_sync: exception in a connection callback")
+
+    def stop(self, timeout: float | None = 2.0) -> None:
+        self._q.put(None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+
+class Client:
+    """A connection to a NATS server. Thread-safe: share one per process.
+
+    Make one with :func:`natsjs_sync.connect`. Use it as a context manager to
+    drain-free close it at the end of the block.
+    """
+
+    def __init__(self, options: _Options):
+        self._options = options
+        self.name = options.name
+        self._lock = threading.Lock()
+        self._flush_cond = threading.Condition(self._lock)
+        self._send_lock = threading.Lock()
+        self._pending = bytearray()
+        self._flush_requested = False
+        self._state = _CONNECTING
+        self._pid = os.getpid()
+        self._sock: socket.socket | None = None
+        self._addr: ServerAddress | None = None
+        self._info: dict[str, Any] = {}
+        self._max_payload = 1024 * 1024
+        self._subs: dict[int, Subscription] = {}
+        self._sids = itertools.count(1)
+        self._nuid = NUID()
+        self._resp_mux: _ResponseMux | None = None
+        self._resp_prefix = ""
+        self._resp_prefix_len = 0
+        self._resp_map: dict[str, _Waiter] = {}
+        self._resp_tokens = itertools.count(1)
+        self._pongs: deque[_Waiter | None] = deque()
+        self._pings_outstanding = 0
+        self._next_ping = 0.0
+        self._last_error: Exception | None = None
+        self.stats = Stats()
+        self._events = _EventRunner(options.name or "client")
+        self._reader: threading.Thread | None = None
+        self._flusher: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ connect
+
+    def _connect(self) -> None:
+        opts = self._options
+        errors: list[str] = []
+        for addr in opts.servers:
+            try:
+                self._connect_to(addr, Deadline(opts.connect_timeout))
+                return
+            except AuthorizationError:
+                self._events.stop()
+                raise
+            except NatsError as exc:
+                errors.append(f"{addr.url}: {exc}")
+                last: Exception = exc
+        self._events.stop()
+        raise NoServersError("could not connect to any server: " + "; ".join(errors)) from last
+
+    def _connect_options(self, info: dict[str, Any], addr: ServerAddress) -> tuple[dict[str, Any], ssl.SSLContext | None]:
+        opts = self._options
+        user = addr.user or opts.user
+        password = addr.password or opts.password
+        token = opts.token
+        if user and not password and not token and addr.user:
+            # nats://token@host: a bare user part in the URL is a token.
+            token, user = user, None
+        tls_ctx = opts.tls
+        if tls_ctx is None and (addr.tls or info.get("tls_required")) and opts.tls is not False:
+            tls_ctx = ssl.create_default_context() if addr.tls else None
+        connect = {
+            "verbose": opts.verbose,
+            "pedantic": opts.pedantic,
+            "tls_required": tls_ctx is not None,
+            "name": opts.name,
+            "lang": "python-sync",
+            "version": __version__,
+            "protocol": 1,
+            "echo": not opts.no_echo,
+            "headers": True,
+            "no_responders": True,
+            "user": user,
+            "pass": password,
+            "auth_token": token,
+        }
+        return connect, tls_ctx
+
+    def _connect_to(self, addr: ServerAddress, deadline: Deadline) -> None:
+        sock = open_socket(addr, deadline)
+        parser = Parser(msg_factory=Msg)
+        try:
+            hs = handshake(sock, parser, addr, self._connect_options, deadline)
+        except BaseException:
+            sock.close()
+            raise
+        sock = hs.sock
+        sock.settimeout(None)
+        self._sock = sock
+        self._addr = addr
+        self._info = hs.info
+        self._max_payload = int(hs.info.get("max_payload", self._max_payload))
+        self._state = _CONNECTED
+        self._next_ping = time.monotonic() + self._options.ping_interval
+        name = self._options.name or "client"
+        self._reader = threading.Thread(
+            target=self._read_loop, args=(sock, parser, hs.leftover), name=f"natsjs-reader-{name}", daemon=True
+        )
+        self._flusher = threading.Thread(target=self._flush_loop, name=f"natsjs-flusher-{name}", daemon=True)
+        self._reader.start()
+        self._flusher.start()
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def is_connected(self) -> bool:
+        """True while connected (also while draining)."""
+        return self._state in (_CONNECTED, _DRAINING_SUBS, _DRAINING_PUBS)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._state == _CLOSED_STATE
+
+    @property
+    def is_draining(self) -> bool:
+        return self._state in (_DRAINING_SUBS, _DRAINING_PUBS)
+
+    @property
+    def connected_url(self) -> str | None:
+        """The URL (without credentials) of the server we are connected to."""
+        return self._addr.url if self._addr is not None and self.is_connected else None
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The server's INFO, as a dict."""
+        return dict(self._info)
+
+    @property
+    def max_payload(self) -> int:
+        """The largest message (headers plus data) the server accepts."""
+        return self._max_payload
+
+    @property
+    def client_id(self) -> int | None:
+        return self._info.get("client_id")
+
+    @property
+    def last_error(self) -> Exception | None:
+        """The last asynchronous error (server -ERR, slow consumer, lost connection)."""
+        return self._last_error
+
+    def new_inbox(self) -> str:
+        """A new unique inbox subject under this client's inbox prefix."""
+        return f"{self._options.inbox_prefix}.{self._nuid.next()}"
+
+    # ------------------------------------------------------------------ writing
+
+    def _check_open(self) -> None:
+        if self._state >= _DRAINING_PUBS:
+            raise ConnectionClosedError("the connection is closed" if self._state == _CLOSED_STATE else "the connection is draining")
+
+    def publish(
+        self,
+        subject: str,
+        payload: bytes | bytearray | memoryview = b"",
+        reply: str | None = None,
+        headers: HeadersInput | None = None,
+    ) -> None:
+        """Publish a message. Returns once it is in the write buffer.
+
+        Args:
+            subject: where to publish (no wildcards).
+            payload: the data, any bytes-like object.
+            reply: an optional reply subject.
+            headers: an optional mapping of header key to a value or list of values.
+
+        Raises:
+            BadSubjectError: invalid subject or reply subject.
+            MaxPayloadError: headers plus payload exceed the server's max_payload.
+            TypeError: payload is not bytes-like.
+            ConnectionClosedError: the client is closed.
+        """
+        subj = publish_subject(subject)
+        if headers is None:
+            if reply is None:
+                frame = b"PUB %b %d\r\n%b\r\n" % (subj, len(payload), payload)
+            else:
+                frame = commands.pub(subj, payload, publish_subject(reply))
+            size = len(payload)
+        else:
+            hdr = encode_headers(headers)
+            frame = commands.hpub(subj, hdr, payload, publish_subject(reply) if reply is not None else None)
+            size = len(hdr) + len(payload)
+        if size > self._max_payload:
+            raise MaxPayloadError(f"message of {size} bytes exceeds the server's max_payload of {self._max_payload}")
+        with self._lock:
+            if self._state >= _DRAINING_PUBS:
+                raise ConnectionClosedError("the connection is closed")
+            pending = self._pending
+            pending += frame
+            stats = self.stats
+            stats.out_msgs += 1
+            stats.out_bytes += size
+            if len(pending) > _FLUSH_THRESHOLD:
+                overflow = True
+            else:
+                overflow = False
+                if not self._flush_requested:
+                    self._flush_requested = True
+                    self._flush_cond.notify()
+        if overflow:
+            self._send_pending()
+
+    def _write(self, data: bytes, now: bool = False) -> None:
+        """Queue protocol bytes; with ``now`` send them from this thread."""
+        with self._lock:
+            if self._state == _CLOSED_STATE:
+                raise ConnectionClosedError("the connection is closed")
+            self._pending += data
+            if not now and not self._flush_requested:
+                self._flush_requested = True
+                self._flush_cond.notify()
+        if now:
+            self._send_pending()
+
+    def _send_pending(self) -> None:
+        """Send the whole write buffer. The send lock keeps the wire in buffer order."""
+        with self._send_lock:
+            with self._lock:
+                data = self._pending
+                self._flush_requested = False
+                if not data:
+                    return
+                self._pending = bytearray()
+                sock = self._sock
+            if sock is None:
+                return
+            try:
+                sock.sendall(data)
+            except OSError as exc:
+                self._connection_lost(exc)
+
+    def _flush_loop(self) -> None:
+        cond = self._flush_cond
+        interval = self._options.ping_interval
+        while True:
+            with cond:
+                while not self._flush_requested and self._state != _CLOSED_STATE:
+                    wait = self._next_ping - time.monotonic() if interval > 0 else None
+                    if wait is not None and wait <= 0:
+                        break
+                    cond.wait(wait)
+                if self._state == _CLOSED_STATE:
+                    return
+                ping_due = interval > 0 and time.monotonic() >= self._next_ping
+            if ping_due:
+                self._keepalive_ping()
+            self._send_pending()
+
+    def _keepalive_ping(self) -> None:
+        self._next_ping = time.monotonic() + self._options.ping_interval
+        if self._pings_outstanding >= self._options.max_outstanding_pings:
+            self._connection_lost(StaleConnectionError("the server stopped answering PINGs"))
+            return
+        self._pings_outstanding += 1
+        with self._lock:
+            if self._state == _CLOSED_STATE:
+                return
+            self._pongs.append(None)
+            self._pending += commands.PING
+
+    # ------------------------------------------------------------------ reading
+
+    def _read_loop(self, sock: socket.socket, parser: Parser, leftover: list[Any]) -> None:
+        subs = self._subs
+        stats = self.stats
+        recv = sock.recv
+        events: Iterable[Any] = leftover
+        try:
+            while True:
+                for ev in events:
+                    if ev.__class__ is Msg:
+                        sub = subs.get(ev.sid)
+                        stats.in_msgs += 1
+                        stats.in_bytes += len(ev.data)
+                        if sub is not None:
+                            ev._client = self
+                            sub._deliver(ev)
+                    elif ev is PING:
+                        self._write(commands.PONG)
+                    elif ev is PONG:
+                        self._pings_outstanding = 0
+                        try:
+                            waiter = self._pongs.popleft()
+                        except IndexError:
+                            waiter = None
+                        if waiter is not None:
+                            waiter.set(True)
+                    elif ev is OK:
+                        pass
+                    elif isinstance(ev, Info):
+                        self._on_info(ev.options)
+                    elif isinstance(ev, Err):
+                        self._on_err(ev.text)
+                data = recv(_RECV_SIZE)
+                if not data:
+                    raise NatsConnectionError(
+                        f"the server closed the connection{self._last_err_suffix()}"
+                    )
+                events = parser.feed(data)
+        except Exception as exc:
+            self._connection_lost(exc)
+
+    def _last_err_suffix(self) -> str:
+        err = self._last_error
+        return f" ({err})" if isinstance(err, ServerError) else ""
+
+    def _on_info(self, options: dict[str, Any]) -> None:
+        self._info = {**self._info, **options}
+        if "max_payload" in options:
+            self._max_payload = int(options["max_payload"])
+
+    def _on_err(self, text: str) -> None:
+        self.stats.errors_received += 1
+        low = text.lower()
+        if low.startswith("permissions violation"):
+            err: ServerError = PermissionsError(text)
+        else:
+            err = ServerError(text)
+        self._report_error(err)
+
+    def _report_error(self, exc: Exception) -> None:
+        """Remember an asynchronous error and hand it to ``error_cb`` on the events thread."""
+        self._last_error = exc
+        cb = self._options.error_cb
+        if cb is not None:
+            self._events.submit(cb, exc)
+        elif not isinstance(exc, NatsError):
+            log.error("natsjs_sync: unhandled exception in a subscription callback", exc_info=exc)
+        else:
+            log.warning("natsjs_sync: %s", exc)
+
+    def _connection_lost(self, exc: BaseException) -> None:
+        """The socket failed. Without reconnect support the client closes."""
+        if self._state == _CLOSED_STATE:
+            return
+        if isinstance(exc, NatsError):
+            err: Exception = exc
+        else:
+            err = NatsConnectionError(f"connection lost: {exc}")
+            err.__cause__ = exc
+        self._report_error(err)
+        if self._options.disconnected_cb is not None:
+            self._events.submit(self._options.disconnected_cb)
+        self._close(flush=False)
+
+    # ------------------------------------------------------------------ subscribe
+
+    def subscribe(
+        self,
+        subject: str,
+        queue: str | None = None,
+        cb: MsgHandler | None = None,
+        *,
+        max_msgs: int | None = None,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
+    ) -> Subscription:
+        """Express interest in ``subject`` (wildcards allowed).
+
+        Args:
+            subject: the subject, e.g. ``"orders.*"`` or ``"orders.>"``.
+            queue: join this queue group: each message goes to one member.
+            cb: call ``cb(msg)`` for every message on a thread of this subscription;
+                without it, read with :meth:`Subscription.next_msg` or iterate.
+            max_msgs: unsubscribe automatically after this many messages.
+            pending_msgs_limit: messages held before dropping (slow consumer).
+            pending_bytes_limit: payload bytes held before dropping.
+
+        Raises:
+            BadSubjectError: invalid subject or queue.
+            ConnectionClosedError: the client is closed or draining.
+        """
+        validate_subscribe_subject(subject)
+        if queue is not None:
+            validate_queue(queue)
+        if cb is not None and not callable(cb):
+            raise TypeError("cb must be callable")
+        self._check_open()
+        if self._state == _DRAINING_SUBS:
+            raise ConnectionClosedError("the connection is draining")
+        opts = self._options
+        sid = next(self._sids)
+        sub = Subscription(
+            self,
+            sid,
+            subject,
+            queue,
+            cb,
+            pending_msgs_limit if pending_msgs_limit is not None else opts.pending_msgs_limit,
+            pending_bytes_limit if pending_bytes_limit is not None else opts.pending_bytes_limit,
+        )
+        frame = commands.sub(subject.encode(), sid, queue.encode() if queue else None)
+        if max_msgs:
+            sub._max = max_msgs
+            frame += commands.unsub(sid, max_msgs)
+        self._subs[sid] = sub
+        try:
+            self._write(frame)
+        except ConnectionClosedError:
+            self._subs.pop(sid, None)
+            sub._finish(_CLOSED)
+            raise
+        return sub
+
+    def _remove_sub(self, sub: Subscription) -> None:
+        self._subs.pop(sub.sid, None)
+
+    def _unsubscribe(self, sub: Subscription, limit: int | None) -> None:
+        if sub._state >= _DRAINED:
+            raise BadSubscriptionError(f"subscription to {sub.subject!r} has already ended")
+        if self._state == _CLOSED_STATE:
+            raise ConnectionClosedError("the connection is closed")
+        if limit:
+            sub._max = limit
+            if sub._received >= limit:
+                self._remove_sub(sub)
+                sub._finish(_DRAINED)
+            self._write(commands.unsub(sub.sid, limit))
+            return
+        self._remove_sub(sub)
+        sub._finish(_UNSUBSCRIBED)
+        self._write(commands.unsub(sub.sid))
+
+    def _drain_sub(self, sub: Subscription, timeout: float | None) -> None:
+        deadline = Deadline(timeout)
+        if sub._state < _DRAINED:
+            sub._state = _DRAINING
+            self._write(commands.unsub(sub.sid))
+            # After the PONG nothing more can arrive for this sid.
+            self.flush(timeout=deadline.remaining())
+            self._remove_sub(sub)
+            sub._finish(_DRAINED)
+        if sub._cb is not None and not sub._wait_done(deadline.remaining()):
+            raise TimeoutError(f"draining {sub.subject!r} did not finish in time")
+
+    # ------------------------------------------------------------------ request
+
+    def _ensure_resp_mux(self) -> None:
+        if self._resp_mux is not None:
+            return
+        with self._lock:
+            if self._resp_mux is not None:
+                return
+            prefix = f"{self._options.inbox_prefix}.{self._nuid.next()}."
+            sid = next(self._sids)
+            mux = _ResponseMux(self, sid, prefix + "*", None, None, 1 << 62, 1 << 62)
+            self._resp_prefix = prefix
+            self._resp_prefix_len = len(prefix)
+            self._subs[sid] = mux
+            self._pending += commands.sub((prefix + "*").encode(), sid)
+            self._resp_mux = mux
+
+    def request(
+        self,
+        subject: str,
+        payload: bytes | bytearray | memoryview = b"",
+        timeout: TimeoutArg = 1.0,
+        headers: HeadersInput | None = None,
+    ) -> Msg:
+        """Publish a request and wait for the first reply.
+
+        Raises:
+            NoRespondersError: nobody is subscribed to ``subject``.
+            TimeoutError: no reply within ``timeout`` seconds.
+            ConnectionClosedError: the client closed while waiting.
+        """
+        t = resolve(timeout, 1.0)
+        self._check_open()
+        self._ensure_resp_mux()
+        token = str(next(self._resp_tokens))
+        waiter = _Waiter()
+        self._resp_map[token] = waiter
+        try:
+            self.publish(subject, payload, reply=self._resp_prefix + token, headers=headers)
+            self._send_pending()
+            if not waiter.wait(t):
+                raise TimeoutError(f"no reply on {subject!r} within {t} s")
+        finally:
+            self._resp_map.pop(token, None)
+        msg = waiter.value
+        if isinstance(msg, Exception):
+            raise msg
+        if msg._hdr is not None and msg.status == STATUS_NO_RESPONDERS and not msg.data:
+            raise NoRespondersError(f"no responders on {subject!r}")
+        return msg  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ flush, rtt
+
+    def flush(self, timeout: TimeoutArg = 10.0) -> None:
+        """Send everything buffered and wait until the server has processed it.
+
+        Raises:
+            TimeoutError: no PONG within ``timeout`` seconds.
+            ConnectionClosedError: the client is closed.
+        """
+        t = resolve(timeout, 10.0)
+        waiter = _Waiter()
+        with self._lock:
+            if self._state == _CLOSED_STATE:
+                raise ConnectionClosedError("the connection is closed")
+            self._pongs.append(waiter)
+            self._pending += commands.PING
+        self._send_pending()
+        if not waiter.wait(t):
+            raise TimeoutError(f"flush: no PONG within {t} s")
+        if isinstance(waiter.value, Exception):
+            raise waiter.value
+
+    def rtt(self, timeout: TimeoutArg = 10.0) -> float:
+        """The round-trip time to the server, in seconds."""
+        start = time.perf_counter()
+        self.flush(timeout)
+        return time.perf_counter() - start
+
+    # ------------------------------------------------------------------ drain, close
+
+    def drain(self, timeout: TimeoutArg = USE_DEFAULT) -> None:
+        """Stop taking messages, let every subscription finish its queue, flush, close.
+
+        Raises:
+            TimeoutError: draining took longer than ``timeout`` (the client is closed anyway).
+        """
+        t = resolve(timeout, self._options.drain_timeout)
+        deadline = Deadline(t)
+        if self._state >= _DRAINING_SUBS:
+            if self._state == _CLOSED_STATE:
+                raise ConnectionClosedError("the connection is closed")
+            return
+        self._state = _DRAINING_SUBS
+        try:
+            subs = [s for s in list(self._subs.values()) if s is not self._resp_mux]
+            for sub in subs:
+                sub._state = _DRAINING
+                self._write(commands.unsub(sub.sid))
+            self.flush(timeout=deadline.remaining())
+            for sub in subs:
+                self._remove_sub(sub)
+                sub._finish(_DRAINED)
+            for sub in subs:
+                if sub._cb is not None and not sub._wait_done(deadline.remaining()):
+                    raise TimeoutError(f"drain: subscription {sub.subject!r} did not finish in time")
+            self._state = _DRAINING_PUBS
+            self.flush(timeout=deadline.remaining())
+        finally:
+            self._close(flush=True)
+
+    def close(self) -> None:
+        """Flush what is buffered (best effort) and close. Wakes every waiter.
+
+        Waiting calls (request, flush, next_msg) raise ConnectionClosedError.
+        Safe to call more than once and from any thread.
+        """
+        self._close(flush=True)
+
+    def _close(self, flush: bool) -> None:
+        with self._lock:
+            if self._state == _CLOSED_STATE:
+                return
+            self._state = _CLOSED_STATE
+            self._flush_cond.notify_all()
+        sock = self._sock
+        if flush and sock is not None and self._pending and os.getpid() == self._pid:
+            try:
+                sock.settimeout(1.0)
+                with self._send_lock:
+                    sock.sendall(self._pending)
+            except OSError:
+                pass
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        closed = ConnectionClosedError("the connection is closed")
+        for waiter in list(self._resp_map.values()):
+            waiter.set(closed)
+        self._resp_map.clear()
+        while self._pongs:
+            w = self._pongs.popleft()
+            if w is not None:
+                w.set(closed)
+        for sub in list(self._subs.values()):
+            sub._finish(_CLOSED)
+        self._subs.clear()
+        current = threading.current_thread()
+        for t in (self._reader, self._flusher):
+            if t is not None and t is not current and t.is_alive():
+                t.join(2.0)
+        if self._options.closed_cb is not None:
+            self._events.submit(self._options.closed_cb)
+        self._events.stop()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = ("connecting", "connected", "draining", "draining", "closed")[self._state]
+        return f"<natsjs_sync.Client {self.name or ''} {state} {self.connected_url or ''}>".replace("  ", " ")
+
+
+def _as_server_list(servers: str | Sequence[str] | None) -> list[ServerAddress]:
+    if servers is None:
+        servers = os.environ.get("NATS_URL") or DEFAULT_SERVER
+    if isinstance(servers, str):
+        items = [s for s in servers.split(",") if s.strip()]
+    else:
+        items = list(servers)
+    if not items:
+        raise ValueError("no server URL given")
+    return [parse_server_url(s) for s in items]
+
+
+def _tls_context(tls: ssl.SSLContext | bool | None) -> ssl.SSLContext | None:
+    if tls is None or tls is False:
+        return None
+    if tls is True:
+        return ssl.create_default_context()
+    if isinstance(tls, ssl.SSLContext):
+        return tls
+    raise TypeError(f"tls must be an ssl.SSLContext or a bool, not {type(tls).__name__}")
+
+
+def connect(
+    servers: str | Sequence[str] | None = None,
+    *,
+    name: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    token: str | None = None,
+    tls: ssl.SSLContext | bool | None = None,
+    connect_timeout: float = 2.0,
+    ping_interval: float = 120.0,
+    max_outstanding_pings: int = 2,
+    no_echo: bool = False,
+    verbose: bool = False,
+    pedantic: bool = False,
+    inbox_prefix: str = "_INBOX",
+    drain_timeout: float = 30.0,
+    pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
+    pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
+    error_cb: ErrorCallback | None = None,
+    disconnected_cb: EventCallback | None = None,
+    closed_cb: EventCallback | None = None,
+) -> Client:
+    """Connect to a NATS server and return a :class:`Client`.
+
+    Args:
+        servers: a URL, a comma-separated list or a sequence of URLs
+            (``nats://[user:pass@]host:port``, ``tls://host:port``); default: the
+            ``NATS_URL`` environment variable, else ``nats://127.0.0.1:4222``.
+        name: a client name shown in the server's monitoring and thread names.
+        user, password, token: credentials (URL credentials win).
+        tls: ``True`` or an :class:`ssl.SSLContext` to use TLS.
+        connect_timeout: seconds for TCP connect plus handshake, per server.
+        ping_interval: seconds between keep-alive PINGs (``0`` turns them off).
+        max_outstanding_pings: unanswered PINGs after which the connection is stale.
+        no_echo: do not receive our own publishes.
+        inbox_prefix: prefix of reply inboxes.
+        drain_timeout: default seconds for :meth:`Client.drain`.
+        pending_msgs_limit, pending_bytes_limit: default slow-consumer limits per subscription.
+        error_cb: called with asynchronous errors (server -ERR, slow consumers,
+            exceptions from subscription callbacks), on the events thread.
+        disconnected_cb, closed_cb: called on the events thread.
+
+    Raises:
+        NoServersError: no server could be reached (the causes are in the message).
+        AuthorizationError: the server refused the credentials.
+    """
+    if not isinstance(inbox_prefix, str) or not inbox_prefix:
+        raise ValueError("inbox_prefix must be a non-empty str")
+    options = _Options(
+        servers=_as_server_list(servers),
+        name=name,
+        user=user,
+        password=password,
+        token=token,
+        tls=_tls_context(tls),
+        connect_timeout=connect_timeout,
+        ping_interval=ping_interval,
+        max_outstanding_pings=max_outstanding_pings,
+        no_echo=no_echo,
+        verbose=verbose,
+        pedantic=pedantic,
+        inbox_prefix=inbox_prefix,
+        drain_timeout=drain_timeout,
+        pending_msgs_limit=pending_msgs_limit,
+        pending_bytes_limit=pending_bytes_limit,
+        error_cb=error_cb,
+        disconnected_cb=disconnected_cb,
+        closed_cb=closed_cb,
+    )
+    client = Client(options)
+    client._connect()
+    return client

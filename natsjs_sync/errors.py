@@ -1,0 +1,230 @@
+"""The one exception tree of natsjs_sync.
+
+::
+
+    NatsError
+    ├── ProtocolError                 malformed bytes from the peer
+    ├── ConnectionError               (alias: NatsConnectionError)
+    │   ├── ConnectionClosedError     the client is closed, or closed while you waited
+    │   ├── NoServersError            no server in the pool could be reached
+    │   ├── AuthorizationError        the server refused our credentials
+    │   ├── SecureConnRequiredError   the server wants TLS and the user forbade it
+    │   └── StaleConnectionError      too many PINGs went unanswered
+    ├── TimeoutError                  also a builtin TimeoutError
+    ├── NoRespondersError             a request found nobody subscribed (status 503)
+    ├── BadSubjectError               also a ValueError
+    ├── BadHeaderError                also a ValueError
+    ├── MaxPayloadError               also a ValueError
+    ├── SlowConsumerError             a subscription dropped messages
+    ├── BadSubscriptionError          the subscription was unsubscribed or closed
+    ├── ServerError                   a -ERR line the server sent
+    │   └── PermissionsError          a permissions violation
+    └── JetStreamError                .code, .err_code, .description from the server
+        ├── JetStreamNotEnabledError
+        ├── StreamNotFoundError, ConsumerNotFoundError, StreamNameInUseError
+        ├── MsgNotFoundError, NoMessagesError
+        ├── KeyValueError: BucketNotFoundError, KeyNotFoundError, KeyDeletedError,
+        │                  KeyExistsError
+        ├── WrongLastSequenceError
+        └── ObjectStoreError: ObjectNotFoundError, DigestMismatchError
+
+Lower-level exceptions (``OSError``, ``ssl.SSLError``) are translated at the
+connection boundary with ``raise ... from exc`` so the cause stays visible.
+JetStream API errors are matched by the server's ``err_code``, never by text
+(see :data:`JS_ERR_CODES`).
+"""
+
+from __future__ import annotations
+
+import builtins
+
+
+class NatsError(Exception):
+    """Base class of every exception natsjs_sync raises on purpose."""
+
+
+class ProtocolError(NatsError):
+    """The peer sent bytes that are not valid NATS protocol."""
+
+
+class NatsConnectionError(NatsError):
+    """Base class for problems with the connection to the server."""
+
+
+ConnectionError = NatsConnectionError  # noqa: A001 - the documented public name
+
+
+class ConnectionClosedError(NatsConnectionError):
+    """The client is closed (or was closed while the caller waited)."""
+
+
+class NoServersError(NatsConnectionError):
+    """No server in the pool could be reached."""
+
+
+class AuthorizationError(NatsConnectionError):
+    """The server rejected the credentials (its text is in the message)."""
+
+
+class SecureConnRequiredError(NatsConnectionError):
+    """The server requires TLS but the client was told not to use it."""
+
+
+class StaleConnectionError(NatsConnectionError):
+    """The server stopped answering PINGs."""
+
+
+class TimeoutError(NatsError, builtins.TimeoutError):  # noqa: A001
+    """A blocking call ran out of time. Also a builtin :class:`TimeoutError`."""
+
+
+class NoRespondersError(NatsError):
+    """A request was sent to a subject nobody is subscribed to."""
+
+
+class BadSubjectError(NatsError, ValueError):
+    """A subject or queue name is not valid."""
+
+
+class BadHeaderError(NatsError, ValueError):
+    """A header key or value cannot be sent."""
+
+
+class MaxPayloadError(NatsError, ValueError):
+    """The message is larger than the server's ``max_payload``."""
+
+
+class SlowConsumerError(NatsError):
+    """A subscription could not keep up and messages were dropped for it.
+
+    Attributes:
+        subject: the subscription's subject.
+        sid: the subscription id.
+        dropped: how many messages this subscription has dropped so far.
+    """
+
+    def __init__(self, message: str, subject: str = "", sid: int = 0, dropped: int = 0):
+        super().__init__(message)
+        self.subject = subject
+        self.sid = sid
+        self.dropped = dropped
+
+
+class BadSubscriptionError(NatsError):
+    """The subscription is unsubscribed, drained or its client closed."""
+
+
+class ServerError(NatsError):
+    """The server sent ``-ERR``; the text is the message."""
+
+
+class PermissionsError(ServerError):
+    """The server refused a publish or subscribe for lack of permission."""
+
+
+# --------------------------------------------------------------------- JetStream
+
+
+class JetStreamError(NatsError):
+    """An error answered by the JetStream API.
+
+    Attributes:
+        code: the HTTP-like status code (e.g. 404, 400, 503).
+        err_code: the JetStream error code, stable across server versions.
+        description: the server's text.
+    """
+
+    def __init__(
+        self,
+        description: str = "",
+        code: int | None = None,
+        err_code: int | None = None,
+    ):
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [self.description or type(self).__name__]
+        if self.code is not None or self.err_code is not None:
+            parts.append(f"(code={self.code}, err_code={self.err_code})")
+        return " ".join(parts)
+
+
+class JetStreamNotEnabledError(JetStreamError):
+    """JetStream is not enabled on the server or for this account."""
+
+
+class StreamNotFoundError(JetStreamError):
+    """The stream does not exist."""
+
+
+class ConsumerNotFoundError(JetStreamError):
+    """The consumer does not exist."""
+
+
+class StreamNameInUseError(JetStreamError):
+    """A stream of that name exists with a different configuration."""
+
+
+class MsgNotFoundError(JetStreamError):
+    """No message at that sequence or for that subject."""
+
+
+class NoMessagesError(JetStreamError):
+    """A pull request found no messages."""
+
+
+class WrongLastSequenceError(JetStreamError):
+    """An expected-last-sequence condition failed."""
+
+
+class KeyValueError(JetStreamError):
+    """Base for key-value store errors."""
+
+
+class BucketNotFoundError(KeyValueError):
+    """The key-value or object store bucket does not exist."""
+
+
+class KeyNotFoundError(KeyValueError):
+    """The key does not exist."""
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key was deleted or purged."""
+
+
+class KeyExistsError(KeyValueError):
+    """The key exists (create) or its revision moved on (update)."""
+
+
+class ObjectStoreError(JetStreamError):
+    """Base for object store errors."""
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """The object does not exist."""
+
+
+class DigestMismatchError(ObjectStoreError):
+    """The object's SHA-256 digest does not match its data."""
+
+
+#: JetStream ``err_code`` -> exception class (codes from the server's errors.json).
+JS_ERR_CODES: dict[int, type[JetStreamError]] = {
+    10039: JetStreamNotEnabledError,  # JSNotEnabledForAccountErr
+    10076: JetStreamNotEnabledError,  # JSNotEnabledErr
+    10059: StreamNotFoundError,  # JSStreamNotFoundErr
+    10014: ConsumerNotFoundError,  # JSConsumerNotFoundErr
+    10058: StreamNameInUseError,  # JSStreamNameExistErr
+    10037: MsgNotFoundError,  # JSNoMessageFoundErr
+    10071: WrongLastSequenceError,  # JSStreamWrongLastSequenceErr
+}
+
+
+def jetstream_error(code: int | None, err_code: int | None, description: str) -> JetStreamError:
+    """Build the most specific :class:`JetStreamError` for a server error."""
+    cls = JS_ERR_CODES.get(err_code or 0, JetStreamError)
+    return cls(description, code=code, err_code=err_code)

@@ -1,0 +1,174 @@
+"""NATS message headers: ``NATS/1.0 [status [description]]`` plus MIME-style lines.
+
+Keys keep the case they were sent with and lookups are case-sensitive, as in
+the server and the Go client. A key may carry several values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Union
+
+from ..errors import BadHeaderError, ProtocolError
+
+HEADER_LINE = b"NATS/1.0"
+_CRLF = b"\r\n"
+
+# Status codes the server and JetStream use in headers-only messages.
+STATUS_CONTROL = 100  # idle heartbeat / flow control
+STATUS_BAD_REQUEST = 400
+STATUS_NOT_FOUND = 404  # no messages
+STATUS_TIMEOUT = 408  # pull request expired
+STATUS_CONFLICT = 409  # consumer deleted, leadership change, limits exceeded
+STATUS_LOCKED = 423  # pinned consumer id mismatch
+STATUS_NO_RESPONDERS = 503
+
+HeaderValue = Union[str, Sequence[str]]
+HeadersInput = Mapping[str, HeaderValue]
+
+
+class Headers(dict):  # type: ignore[type-arg]
+    """A ``dict`` of header key -> first value, keeping every value of repeated keys.
+
+    ``headers["K"]`` gives the first value, :meth:`get_all` gives all of them,
+    :meth:`add` appends one. Assigning ``headers["K"] = v`` replaces every value.
+    Not thread-safe for mutation (like ``dict``).
+    """
+
+    __slots__ = ("_extra",)
+
+    def __init__(self, *args: object, **kwargs: str) -> None:
+        super().__init__()
+        self._extra: dict[str, list[str]] = {}
+        for key, value in dict(*args, **kwargs).items():  # type: ignore[arg-type]
+            if isinstance(value, str):
+                self[key] = value
+            else:
+                for v in value:
+                    self.add(key, v)
+
+    def add(self, key: str, value: str) -> None:
+        """Append a value to ``key``."""
+        if key in self:
+            self._extra.setdefault(key, []).append(value)
+        else:
+            dict.__setitem__(self, key, value)
+
+    def get_all(self, key: str) -> list[str]:
+        """Every value of ``key`` in the order received (empty when absent)."""
+        if key not in self:
+            return []
+        return [dict.__getitem__(self, key), *self._extra.get(key, ())]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._extra.pop(key, None)
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._extra.pop(key, None)
+        dict.__delitem__(self, key)
+
+    def items_all(self) -> Iterable[tuple[str, str]]:
+        """Every ``(key, value)`` pair, repeated keys included."""
+        for key in self:
+            for value in self.get_all(key):
+                yield key, value
+
+    def __repr__(self) -> str:
+        return f"Headers({list(self.items_all())!r})"
+
+
+def _check_key(key: object) -> str:
+    if not isinstance(key, str) or not key:
+        raise BadHeaderError(f"header key must be a non-empty str, got {key!r}")
+    for ch in key:
+        if ch == ":" or ch <= " " or ch == "\x7f":
+            raise BadHeaderError(f"header key {key!r} contains ':', whitespace or a control character")
+    return key
+
+
+def _check_value(key: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise BadHeaderError(f"header {key!r} value must be a str, got {type(value).__name__}")
+    if "\r" in value or "\n" in value:
+        raise BadHeaderError(f"header {key!r} value contains CR or LF")
+    return value
+
+
+def encode_headers(
+    headers: HeadersInput | None,
+    status: int | None = None,
+    description: str = "",
+) -> bytes:
+    """Encode headers (and an optional status line) to the wire format.
+
+    Raises:
+        BadHeaderError: a key or value that cannot be sent.
+    """
+    parts: list[str] = ["NATS/1.0"]
+    if status is not None:
+        parts.append(f" {status:03d}")
+        if description:
+            parts.append(f" {_check_value('status', description)}")
+    parts.append("\r\n")
+    if headers:
+        if isinstance(headers, Headers):
+            pairs: Iterable[tuple[str, object]] = headers.items_all()
+        else:
+            pairs = _flatten(headers)
+        for key, value in pairs:
+            parts.append(f"{_check_key(key)}: {_check_value(key, value)}\r\n")
+    parts.append("\r\n")
+    return "".join(parts).encode()
+
+
+def _flatten(headers: HeadersInput) -> Iterable[tuple[str, object]]:
+    if not isinstance(headers, Mapping):
+        raise BadHeaderError(f"headers must be a mapping, not {type(headers).__name__}")
+    for key, value in headers.items():
+        if isinstance(value, str):
+            yield key, value
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                yield key, v
+        else:
+            yield key, value  # _check_value rejects it with a clear message
+
+
+def parse_headers(raw: bytes) -> tuple[int | None, str, Headers]:
+    """Parse a header block into ``(status, description, headers)``.
+
+    Raises:
+        ProtocolError: the block does not start with ``NATS/1.0``.
+    """
+    if not raw.startswith(HEADER_LINE):
+        raise ProtocolError(f"header block does not start with NATS/1.0: {raw[:32]!r}")
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.split("\r\n")
+    first = lines[0][len("NATS/1.0") :].strip()
+    status: int | None = None
+    description = ""
+    if first:
+        code, _, description = first.partition(" ")
+        if len(code) == 3 and code.isdigit():
+            status = int(code)
+            description = description.strip()
+        else:
+            description = first
+    headers = Headers()
+    for line in lines[1:]:
+        if not line:
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise ProtocolError(f"malformed header line {line[:64]!r}")
+        headers.add(key, value.strip())
+    return status, description, headers
+
+
+def status_of(raw: bytes | None) -> int | None:
+    """The status code of a header block without parsing the rest (fast path)."""
+    if raw is None or len(raw) < 12 or raw[8:9] != b" ":
+        return None
+    code = raw[9:12]
+    return int(code) if code.isdigit() else None

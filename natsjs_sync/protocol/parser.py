@@ -1,0 +1,272 @@
+"""The NATS protocol parser: bytes in, events out (no I/O).
+
+Feed it whatever the socket returned, split anywhere, and it returns complete
+events: :class:`Info`, :class:`MsgEvent` (for both MSG and HMSG), :data:`PING`,
+:data:`PONG`, :data:`OK` and :class:`Err`.
+
+Memory is bounded: a control line longer than ``max_control_line`` or a
+payload larger than ``max_payload`` raises :class:`ProtocolError` at once, so
+the buffer never holds more than one control line, one payload and one read.
+After a ProtocolError the parser stays broken; the connection must be dropped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, Union
+
+import msgspec
+
+from ..errors import ProtocolError
+
+DEFAULT_MAX_CONTROL_LINE = 16 * 1024
+DEFAULT_MAX_PAYLOAD = 64 * 1024 * 1024 + 64 * 1024  # the server's hard limit plus headers
+
+
+class Info:
+    """The server's ``INFO`` options (a dict decoded from its JSON)."""
+
+    __slots__ = ("options",)
+
+    def __init__(self, options: dict[str, Any]):
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"Info({self.options!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Info) and other.options == self.options
+
+
+class Err:
+    """A ``-ERR`` line; ``text`` has the surrounding quotes removed."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Err({self.text!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Err) and other.text == self.text
+
+
+class _Token:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+PING = _Token("PING")
+PONG = _Token("PONG")
+OK = _Token("OK")
+#: Returned by :meth:`Parser.next_event` when more bytes are needed.
+NEED_DATA = _Token("NEED_DATA")
+
+
+class MsgEvent:
+    """A delivered message (``MSG`` or ``HMSG``). ``headers`` is the raw block or None."""
+
+    __slots__ = ("subject", "sid", "reply", "headers", "payload")
+
+    def __init__(self, subject: str, sid: int, reply: str | None, headers: bytes | None, payload: bytes):
+        self.subject = subject
+        self.sid = sid
+        self.reply = reply
+        self.headers = headers
+        self.payload = payload
+
+    def __repr__(self) -> str:
+        return (
+            f"MsgEvent(subject={self.subject!r}, sid={self.sid}, reply={self.reply!r}, "
+            f"headers={self.headers!r}, payload={self.payload!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MsgEvent) and all(
+            getattr(self, s) == getattr(other, s) for s in self.__slots__
+        )
+
+
+Event = Union[Info, Err, MsgEvent, _Token, Any]
+MsgFactory = Callable[[str, int, Union[str, None], Union[bytes, None], bytes], Any]
+
+_json_decode = msgspec.json.decode
+
+
+class Parser:
+    """Incremental NATS protocol parser. Not thread-safe: one reader feeds it.
+
+    Args:
+        max_control_line: the longest control line accepted, in bytes.
+        max_payload: the largest MSG/HMSG payload (headers included) accepted.
+        msg_factory: builds the object returned for each message from
+            ``(subject, sid, reply, headers, payload)``; :class:`MsgEvent` by default.
+    """
+
+    __slots__ = ("_buf", "_max_cl", "_max_payload", "_factory", "_pending", "_ready", "_broken")
+
+    def __init__(
+        self,
+        max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+        msg_factory: MsgFactory | None = None,
+    ):
+        self._buf = bytearray()
+        self._max_cl = max_control_line
+        self._max_payload = max_payload
+        self._factory: MsgFactory = msg_factory or MsgEvent
+        # (subject, sid, reply, header_len, total_len) of a message whose payload
+        # has not fully arrived; the buffer then starts at the payload.
+        self._pending: tuple[str, int, str | None, int, int] | None = None
+        self._ready: deque[Event] = deque()
+        self._broken: ProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet turned into events."""
+        return len(self._buf)
+
+    # -- h11-style interface -------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Add bytes received from the peer."""
+        self._ready.extend(self.feed(data))
+
+    def next_event(self) -> Event:
+        """The next complete event, or :data:`NEED_DATA`."""
+        if self._ready:
+            return self._ready.popleft()
+        return NEED_DATA
+
+    # -- fast interface --------------------------------------------------------
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Event]:
+        """Add bytes and return every event they complete, in order.
+
+        Raises:
+            ProtocolError: the input is not NATS protocol (the parser stays broken).
+        """
+        if self._broken is not None:
+            raise self._broken
+        buf = self._buf
+        buf += data
+        out: list[Event] = []
+        try:
+            pos = self._parse(buf, out)
+        except ProtocolError as exc:
+            self._broken = exc
+            buf.clear()
+            raise
+        if pos:
+            del buf[:pos]
+        return out
+
+    def _parse(self, buf: bytearray, out: list[Event]) -> int:
+        n = len(buf)
+        pos = 0
+        factory = self._factory
+        max_cl = self._max_cl
+        while True:
+            pending = self._pending
+            if pending is not None:
+                subject, sid, reply, hlen, total = pending
+                end = pos + total
+                if end + 2 > n:
+                    return pos
+                if buf[end : end + 2] != b"\r\n":
+                    raise ProtocolError("message payload not followed by CRLF")
+                if hlen:
+                    hdr: bytes | None = bytes(buf[pos : pos + hlen])
+                    payload = bytes(buf[pos + hlen : end])
+                else:
+                    hdr = None
+                    payload = bytes(buf[pos:end])
+                out.append(factory(subject, sid, reply, hdr, payload))
+                self._pending = None
+                pos = end + 2
+                continue
+
+            idx = buf.find(b"\r\n", pos)
+            if idx < 0:
+                if n - pos > max_cl:
+                    raise ProtocolError(f"control line longer than {max_cl} bytes")
+                return pos
+            if idx - pos > max_cl:
+                raise ProtocolError(f"control line longer than {max_cl} bytes")
+
+            if buf.startswith(b"MSG ", pos):
+                self._pending = self._msg_args(buf[pos + 4 : idx], False)
+            elif buf.startswith(b"HMSG ", pos):
+                self._pending = self._msg_args(buf[pos + 5 : idx], True)
+            else:
+                out.append(self._control(bytes(buf[pos:idx])))
+            pos = idx + 2
+
+    def _msg_args(self, line: bytearray, with_headers: bool) -> tuple[str, int, str | None, int, int]:
+        args = line.split()
+        nargs = len(args)
+        reply: str | None = None
+        try:
+            if with_headers:
+                if nargs == 5:
+                    reply = args[2].decode()
+                elif nargs != 4:
+                    raise ProtocolError(f"HMSG needs 4 or 5 arguments: {bytes(line)[:80]!r}")
+                hraw, traw = args[-2], args[-1]
+                if not (hraw.isdigit() and traw.isdigit()):
+                    raise ProtocolError(f"HMSG sizes are not numbers: {bytes(line)[:80]!r}")
+                hlen, total = int(hraw), int(traw)
+                if hlen > total or hlen < len(b"NATS/1.0\r\n\r\n") - 2:
+                    raise ProtocolError(f"HMSG header size {hlen} invalid for total {total}")
+            else:
+                if nargs == 4:
+                    reply = args[2].decode()
+                elif nargs != 3:
+                    raise ProtocolError(f"MSG needs 3 or 4 arguments: {bytes(line)[:80]!r}")
+                traw = args[-1]
+                if not traw.isdigit():
+                    raise ProtocolError(f"MSG size is not a number: {bytes(line)[:80]!r}")
+                hlen, total = 0, int(traw)
+            sid_raw = args[1]
+            if not sid_raw.isdigit():
+                raise ProtocolError(f"subscription id is not a number: {bytes(sid_raw)[:32]!r}")
+            subject = args[0].decode()
+        except UnicodeDecodeError as exc:
+            raise ProtocolError("subject is not UTF-8") from exc
+        if total > self._max_payload:
+            raise ProtocolError(f"payload of {total} bytes exceeds the limit of {self._max_payload}")
+        return subject, int(sid_raw), reply, hlen, total
+
+    def _control(self, line: bytes) -> Event:
+        op, _, rest = line.partition(b" ")
+        if not rest:
+            # Tabs are legal separators too.
+            op, _, rest = line.partition(b"\t")
+        op = op.upper()
+        if op == b"PING" and not rest.strip():
+            return PING
+        if op == b"PONG" and not rest.strip():
+            return PONG
+        if op == b"+OK" and not rest.strip():
+            return OK
+        if op == b"-ERR":
+            text = rest.strip().decode("utf-8", errors="replace")
+            if len(text) >= 2 and text[0] == text[-1] == "'":
+                text = text[1:-1]
+            return Err(text)
+        if op == b"INFO":
+            try:
+                options = _json_decode(rest)
+            except (msgspec.DecodeError, ValueError) as exc:
+                raise ProtocolError(f"INFO is not valid JSON: {rest[:80]!r}") from exc
+            if not isinstance(options, dict):
+                raise ProtocolError("INFO is not a JSON object")
+            return Info(options)
+        raise ProtocolError(f"unknown protocol operation: {line[:80]!r}")

