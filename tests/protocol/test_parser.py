@@ -1,0 +1,135 @@
+"""The parser on its own: every frame kind, every split point, limits, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from natsjs_sync.errors import ProtocolError
+from natsjs_sync.protocol.parser import NEED_DATA, OK, PING, PONG, Err, Info, MsgEvent, Parser
+
+FRAMES: list[tuple[bytes, object]] = [
+    (b'INFO {"server_id":"S","max_payload":1048576,"headers":true}\r\n',
+     Info({"server_id": "S", "max_payload": 1048576, "headers": True})),
+    (b"MSG foo.bar 7 5\r\nhello\r\n", MsgEvent("foo.bar", 7, None, None, b"hello")),
+    (b"MSG foo 1 _INBOX.abc 0\r\n\r\n", MsgEvent("foo", 1, "_INBOX.abc", None, b"")),
+    (b"MSG bin 2 6\r\n\r\n\x00\xff\r\n\r\n", MsgEvent("bin", 2, None, None, b"\r\n\x00\xff\r\n")),
+    (b"HMSG h 3 24 29\r\nNATS/1.0\r\nA: bcdefgh\r\n\r\nhello\r\n",
+     MsgEvent("h", 3, None, b"NATS/1.0\r\nA: bcdefgh\r\n\r\n", b"hello")),
+    (b"HMSG h 4 reply.to 16 16\r\nNATS/1.0 503\r\n\r\n\r\n",
+     MsgEvent("h", 4, "reply.to", b"NATS/1.0 503\r\n\r\n", b"")),
+    (b"PING\r\n", PING),
+    (b"PONG\r\n", PONG),
+    (b"+OK\r\n", OK),
+    (b"-ERR 'Authorization Violation'\r\n", Err("Authorization Violation")),
+    (b"-ERR 'Permissions Violation for Publish to \"x\"'\r\n", Err('Permissions Violation for Publish to "x"')),
+]
+
+
+@pytest.mark.parametrize(("frame", "expected"), FRAMES, ids=[f[0][:12].decode("latin1") for f in FRAMES])
+def test_every_split_point_of_every_frame(frame: bytes, expected: object) -> None:
+    for cut in range(len(frame) + 1):
+        p = Parser()
+        events = p.feed(frame[:cut]) + p.feed(frame[cut:])
+        assert events == [expected], f"split at {cut}"
+        assert p.buffered == 0
+
+
+def test_all_frames_one_byte_at_a_time() -> None:
+    stream = b"".join(f for f, _ in FRAMES)
+    p = Parser()
+    events = []
+    for i in range(len(stream)):
+        events += p.feed(stream[i : i + 1])
+    assert events == [e for _, e in FRAMES]
+
+
+def test_all_frames_in_one_read() -> None:
+    stream = b"".join(f for f, _ in FRAMES) * 3
+    assert Parser().feed(stream) == [e for _, e in FRAMES] * 3
+
+
+def test_h11_style_interface() -> None:
+    p = Parser()
+    p.receive_data(b"PING\r\nPO")
+    assert p.next_event() is PING
+    assert p.next_event() is NEED_DATA
+    p.receive_data(b"NG\r\n")
+    assert p.next_event() is PONG
+    assert p.next_event() is NEED_DATA
+
+
+def test_lowercase_operations_are_accepted() -> None:
+    assert Parser().feed(b"ping\r\npong\r\n+ok\r\n") == [PING, PONG, OK]
+
+
+def test_msg_factory_builds_user_objects() -> None:
+    made = []
+
+    def factory(*args: object) -> str:
+        made.append(args)
+        return "made"
+
+    assert Parser(msg_factory=factory).feed(b"MSG a 1 r 2\r\nhi\r\n") == ["made"]
+    assert made == [("a", 1, "r", None, b"hi")]
+
+
+def test_large_payload_in_many_pieces_is_not_quadratic() -> None:
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    frame = b"MSG big 1 %d\r\n" % len(payload) + payload + b"\r\n"
+    p = Parser(max_payload=2 * 1024 * 1024)
+    events = []
+    for i in range(0, len(frame), 1000):
+        events += p.feed(frame[i : i + 1000])
+    assert len(events) == 1 and events[0].payload == payload
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"WHAT\r\n",
+        b"MSG foo\r\n",
+        b"MSG foo 1 2 3 4 5\r\n",
+        b"MSG foo x 5\r\nhello\r\n",
+        b"MSG foo 1 -5\r\n",
+        b"MSG foo 1 abc\r\n",
+        b"MSG foo 1 5\r\nhelloXX",
+        b"HMSG foo 1 20 10\r\n",
+        b"HMSG foo 1 x 10\r\n",
+        b"HMSG foo 1\r\n",
+        b"INFO {not json}\r\n",
+        b"INFO [1,2]\r\n",
+        b"PING extra\r\n",
+        b"MSG \xff\xfe 1 0\r\n\r\n",
+    ],
+)
+def test_malformed_input_raises_protocol_error(bad: bytes) -> None:
+    p = Parser()
+    with pytest.raises(ProtocolError):
+        p.feed(bad)
+
+
+def test_parser_stays_broken_after_an_error() -> None:
+    p = Parser()
+    with pytest.raises(ProtocolError):
+        p.feed(b"BOGUS\r\n")
+    with pytest.raises(ProtocolError):
+        p.feed(b"PING\r\n")
+
+
+def test_control_line_limit_without_crlf() -> None:
+    p = Parser(max_control_line=64)
+    p.feed(b"MSG " + b"a" * 50)  # still within the limit: waits for more
+    with pytest.raises(ProtocolError, match="control line"):
+        p.feed(b"a" * 50)
+
+
+def test_control_line_limit_with_crlf() -> None:
+    with pytest.raises(ProtocolError, match="control line"):
+        Parser(max_control_line=16).feed(b"INFO {" + b'"a":1,' * 10 + b'"b":2}\r\n')
+
+
+def test_payload_limit() -> None:
+    p = Parser(max_payload=1024)
+    with pytest.raises(ProtocolError, match="exceeds"):
+        p.feed(b"MSG foo 1 1025\r\n")
+    assert Parser(max_payload=1024).feed(b"MSG foo 1 3\r\nabc\r\n")[0].payload == b"abc"
