@@ -7,6 +7,7 @@ socket and translates socket errors into natsjs_sync errors at that boundary.
 
 from __future__ import annotations
 
+import builtins
 import socket
 import ssl
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ def open_socket(addr: ServerAddress, deadline: Deadline) -> socket.socket:
     """Open a TCP connection with Nagle off (we coalesce writes ourselves)."""
     try:
         sock = socket.create_connection((addr.host, addr.port), timeout=deadline.remaining())
-    except socket.timeout as exc:
+    except builtins.TimeoutError as exc:
         raise TimeoutError(f"connecting to {addr.url} timed out") from exc
     except OSError as exc:
         raise NatsConnectionError(f"cannot connect to {addr.url}: {exc.strerror or exc}") from exc
@@ -106,7 +107,7 @@ def read_events(sock: socket.socket, parser: Parser, deadline: Deadline, what: s
         sock.settimeout(remaining)
         try:
             data = sock.recv(65536)
-        except socket.timeout as exc:
+        except builtins.TimeoutError as exc:
             raise TimeoutError(f"timed out waiting for {what}") from exc
         except ssl.SSLError as exc:
             raise NatsConnectionError(f"TLS error while waiting for {what}: {exc}") from exc
@@ -122,7 +123,7 @@ def read_events(sock: socket.socket, parser: Parser, deadline: Deadline, what: s
 def auth_error_for(text: str) -> ServerError | AuthorizationError:
     """Map a ``-ERR`` text seen during the handshake to an exception."""
     low = text.lower()
-    if "authorization" in low or "authentication" in low or "user" in low and "expired" in low:
+    if "authorization" in low or "authentication" in low or ("user" in low and "expired" in low):
         return AuthorizationError(f"server refused the connection: {text}")
     return ServerError(text)
 
@@ -194,7 +195,7 @@ def upgrade_tls(
         tls = ctx.wrap_socket(sock, server_hostname=addr.host)
     except ssl.SSLCertVerificationError as exc:
         raise NatsConnectionError(f"TLS certificate of {addr.url} failed verification: {exc.verify_message}") from exc
-    except socket.timeout as exc:
+    except builtins.TimeoutError as exc:
         raise TimeoutError(f"TLS handshake with {addr.url} timed out") from exc
     except (ssl.SSLError, OSError) as exc:
         raise NatsConnectionError(f"TLS handshake with {addr.url} failed: {exc}") from exc

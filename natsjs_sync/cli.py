@@ -64,7 +64,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             _print(f"published {args.count} messages to demo.greeting.*")
             for _ in range(args.count):
                 msg = sub.next_msg(timeout=5.0)
-                headers = msg.headers or {}
+                headers: dict[str, str] = msg.headers or {}
                 _print(f"  received {msg.subject}: {msg.data.decode()} (Demo-Seq={headers.get('Demo-Seq')})")
             sub.unsubscribe()
 

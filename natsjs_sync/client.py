@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._version import __version__
 from ._connection import ServerAddress, handshake, open_socket, parse_server_url
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
+from ._version import __version__
 from .errors import (
     AuthorizationError,
     BadSubscriptionError,
@@ -52,12 +52,12 @@ from .protocol.nuid import NUID
 from .protocol.parser import OK, PING, PONG, Err, Info, Parser
 from .protocol.subjects import publish_subject, validate_queue, validate_subscribe_subject
 from .subscription import (
-    DEFAULT_PENDING_BYTES_LIMIT,
-    DEFAULT_PENDING_MSGS_LIMIT,
     _CLOSED,
     _DRAINED,
     _DRAINING,
     _UNSUBSCRIBED,
+    DEFAULT_PENDING_BYTES_LIMIT,
+    DEFAULT_PENDING_MSGS_LIMIT,
     MsgHandler,
     Subscription,
 )
@@ -228,7 +228,9 @@ class Client:
         self._events.stop()
         raise NoServersError("could not connect to any server: " + "; ".join(errors)) from last
 
-    def _connect_options(self, info: dict[str, Any], addr: ServerAddress) -> tuple[dict[str, Any], ssl.SSLContext | None]:
+    def _connect_options(
+        self, info: dict[str, Any], addr: ServerAddress
+    ) -> tuple[dict[str, Any], ssl.SSLContext | None]:
         opts = self._options
         user = addr.user or opts.user
         password = addr.password or opts.password
@@ -237,8 +239,8 @@ class Client:
             # nats://token@host: a bare user part in the URL is a token.
             token, user = user, None
         tls_ctx = opts.tls
-        if tls_ctx is None and (addr.tls or info.get("tls_required")) and opts.tls is not False:
-            tls_ctx = ssl.create_default_context() if addr.tls else None
+        if tls_ctx is None and addr.tls:
+            tls_ctx = ssl.create_default_context()
         connect = {
             "verbose": opts.verbose,
             "pedantic": opts.pedantic,
@@ -327,7 +329,8 @@ class Client:
 
     def _check_open(self) -> None:
         if self._state >= _DRAINING_PUBS:
-            raise ConnectionClosedError("the connection is closed" if self._state == _CLOSED_STATE else "the connection is draining")
+            what = "closed" if self._state == _CLOSED_STATE else "draining"
+            raise ConnectionClosedError(f"the connection is {what}")
 
     def publish(
         self,
@@ -353,7 +356,7 @@ class Client:
         subj = publish_subject(subject)
         if headers is None:
             if reply is None:
-                frame = b"PUB %b %d\r\n%b\r\n" % (subj, len(payload), payload)
+                frame = b"PUB %b %d\r\n%b\r\n" % (subj, len(payload), payload)  # type: ignore[str-format]
             else:
                 frame = commands.pub(subj, payload, publish_subject(reply))
             size = len(payload)

@@ -20,7 +20,7 @@ class Msg:
         sid: the id of the subscription that received it.
     """
 
-    __slots__ = ("subject", "sid", "reply", "_hdr", "data", "_headers", "_client")
+    __slots__ = ("_client", "_hdr", "_headers", "data", "reply", "sid", "subject")
 
     def __init__(
         self,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from ._timeout import USE_DEFAULT, TimeoutArg, resolve
 from .errors import BadSubscriptionError, ConnectionClosedError, SlowConsumerError, TimeoutError

@@ -25,8 +25,8 @@ def connect(options: dict[str, Any]) -> bytes:
 def pub(subject: bytes, payload: bytes | bytearray | memoryview, reply: bytes | None = None) -> bytes:
     """``PUB <subject> [reply] <size>`` and the payload."""
     if reply:
-        return b"PUB %b %b %d\r\n%b\r\n" % (subject, reply, len(payload), payload)
-    return b"PUB %b %d\r\n%b\r\n" % (subject, len(payload), payload)
+        return b"PUB %b %b %d\r\n%b\r\n" % (subject, reply, len(payload), payload)  # type: ignore[str-format]
+    return b"PUB %b %d\r\n%b\r\n" % (subject, len(payload), payload)  # type: ignore[str-format]
 
 
 def hpub(
@@ -39,8 +39,8 @@ def hpub(
     hlen = len(headers)
     total = hlen + len(payload)
     if reply:
-        return b"HPUB %b %b %d %d\r\n%b%b\r\n" % (subject, reply, hlen, total, headers, payload)
-    return b"HPUB %b %d %d\r\n%b%b\r\n" % (subject, hlen, total, headers, payload)
+        return b"HPUB %b %b %d %d\r\n%b%b\r\n" % (subject, reply, hlen, total, headers, payload)  # type: ignore[str-format]
+    return b"HPUB %b %d %d\r\n%b%b\r\n" % (subject, hlen, total, headers, payload)  # type: ignore[str-format]
 
 
 def sub(subject: bytes, sid: int, queue: bytes | None = None) -> bytes:

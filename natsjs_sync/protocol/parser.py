@@ -13,7 +13,8 @@ After a ProtocolError the parser stays broken; the connection must be dropped.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Union
+from collections.abc import Callable
+from typing import Any, Union
 
 import msgspec
 
@@ -73,7 +74,7 @@ NEED_DATA = _Token("NEED_DATA")
 class MsgEvent:
     """A delivered message (``MSG`` or ``HMSG``). ``headers`` is the raw block or None."""
 
-    __slots__ = ("subject", "sid", "reply", "headers", "payload")
+    __slots__ = ("headers", "payload", "reply", "sid", "subject")
 
     def __init__(self, subject: str, sid: int, reply: str | None, headers: bytes | None, payload: bytes):
         self.subject = subject
@@ -95,7 +96,7 @@ class MsgEvent:
 
 
 Event = Union[Info, Err, MsgEvent, _Token, Any]
-MsgFactory = Callable[[str, int, Union[str, None], Union[bytes, None], bytes], Any]
+MsgFactory = Callable[[str, int, str | None, bytes | None, bytes], Any]
 
 _json_decode = msgspec.json.decode
 
@@ -110,7 +111,7 @@ class Parser:
             ``(subject, sid, reply, headers, payload)``; :class:`MsgEvent` by default.
     """
 
-    __slots__ = ("_buf", "_max_cl", "_max_payload", "_factory", "_pending", "_ready", "_broken")
+    __slots__ = ("_broken", "_buf", "_factory", "_max_cl", "_max_payload", "_pending", "_ready")
 
     def __init__(
         self,

@@ -155,7 +155,7 @@ class NatsServer:
         self.config_path = self._dir / "nats.conf"
         self.log_path = self._dir / "nats.log"
         self._user_config_file = Path(config_file) if config_file else None
-        self._settings = dict(
+        self._settings: dict[str, Any] = dict(
             user=user,
             password=password,
             token=token,

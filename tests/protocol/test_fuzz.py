@@ -49,7 +49,7 @@ frames = st.one_of(
 def feed_all(p: Parser, data: bytes, cuts: list[int]) -> list[object]:
     events: list[object] = []
     prev = 0
-    for c in sorted(set(cuts)) + [len(data)]:
+    for c in [*sorted(set(cuts)), len(data)]:
         c = min(c, len(data))
         events += p.feed(data[prev:c])
         prev = c

@@ -12,7 +12,7 @@ import pytest
 import natsjs_sync.protocol as protocol
 from natsjs_sync.errors import BadHeaderError, BadSubjectError, ProtocolError
 from natsjs_sync.protocol import commands
-from natsjs_sync.protocol.headers import Headers, encode_headers, parse_headers, status_of
+from natsjs_sync.protocol.headers import encode_headers, parse_headers, status_of
 from natsjs_sync.protocol.nuid import NUID, TOTAL_LEN, new_inbox
 from natsjs_sync.protocol.subjects import (
     publish_subject,

@@ -1,0 +1,42 @@
+"""Shared fixtures. The ``nats_server``/``nats_url``/``nats_cluster`` fixtures come
+from natsjs_sync's own pytest plugin (natsjs_sync.testing.plugin)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.testing import NatsServer
+
+
+@pytest.fixture(scope="session")
+def shared_server() -> Iterator[NatsServer]:
+    """One server for tests that do not stop, restart or reconfigure it."""
+    server = NatsServer()
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def nc(shared_server: NatsServer) -> Iterator[nats.Client]:
+    client = nats.connect(shared_server.url, name="test")
+    yield client
+    client.close()
+
+
+@pytest.fixture(autouse=True)
+def no_thread_leaks() -> Iterator[None]:
+    """Every test must leave no natsjs thread running once its clients are closed."""
+    before = {t for t in threading.enumerate() if t.name.startswith("natsjs-")}
+    yield
+    leaked = []
+    for t in threading.enumerate():
+        if t.name.startswith("natsjs-") and t not in before:
+            t.join(3.0)
+            if t.is_alive():
+                leaked.append(t.name)
+    assert not leaked, f"threads left running: {leaked}"

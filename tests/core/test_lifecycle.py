@@ -1,0 +1,183 @@
+"""Connect, auth, flush, drain, close, and what waiters see when the client closes."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.testing import NatsServer, free_port
+
+
+def test_connect_to_nothing_raises_no_servers() -> None:
+    port = free_port()
+    with pytest.raises(nats.NoServersError, match=str(port)):
+        nats.connect(f"nats://127.0.0.1:{port}", connect_timeout=1)
+
+
+def test_server_pool_skips_dead_servers(shared_server: NatsServer) -> None:
+    dead = f"nats://127.0.0.1:{free_port()}"
+    with nats.connect([dead, shared_server.url]) as nc:
+        assert nc.connected_url == shared_server.url
+
+
+def test_nats_url_environment_variable(shared_server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NATS_URL", shared_server.url)
+    with nats.connect() as nc:
+        assert nc.connected_url == shared_server.url
+
+
+@pytest.mark.parametrize("bad", ["http://127.0.0.1:4222", "nats://127.0.0.1:notaport", ""])
+def test_bad_urls(bad: str) -> None:
+    with pytest.raises(ValueError):
+        nats.connect(bad)
+
+
+def test_user_password_and_wrong_password() -> None:
+    with NatsServer(user="alice", password="s3cret-pw", jetstream=False) as server:
+        with nats.connect(server.url, user="alice", password="s3cret-pw") as nc:
+            nc.flush()
+        host = server.url.split("//")[1]
+        with nats.connect(f"nats://alice:s3cret-pw@{host}") as nc:
+            nc.flush()
+            assert "s3cret-pw" not in repr(nc) and "s3cret-pw" not in repr(nc._options)
+        with pytest.raises(nats.AuthorizationError) as err:
+            nats.connect(server.url, user="alice", password="wrong-pw")
+        assert "Authorization Violation" in str(err.value)
+        assert "wrong-pw" not in str(err.value)
+
+
+def test_token_auth() -> None:
+    with NatsServer(token="tok-123", jetstream=False) as server:
+        with nats.connect(server.url, token="tok-123") as nc:
+            nc.flush()
+        host = server.url.split("//")[1]
+        with nats.connect(f"nats://tok-123@{host}") as nc:
+            nc.flush()
+        with pytest.raises(nats.AuthorizationError):
+            nats.connect(server.url, token="nope")
+
+
+def test_flush_rtt_and_server_info(nc: nats.Client) -> None:
+    nc.flush(timeout=2)
+    assert 0 < nc.rtt() < 1
+    assert nc.server_info["version"]
+    assert nc.is_connected and not nc.is_closed
+    assert nc.client_id is not None
+
+
+def test_close_wakes_every_waiter(shared_server: NatsServer) -> None:
+    nc = nats.connect(shared_server.url)
+    sub = nc.subscribe("close.wait")
+    nc.subscribe("close.svc")  # never answers
+    results: dict[str, BaseException | None] = {}
+    started = threading.Barrier(3)
+
+    def wait_msg() -> None:
+        started.wait()
+        try:
+            sub.next_msg(timeout=30)
+        except BaseException as exc:
+            results["next_msg"] = exc
+
+    def wait_req() -> None:
+        started.wait()
+        try:
+            nc.request("close.svc", b"x", timeout=30)
+        except BaseException as exc:
+            results["request"] = exc
+
+    threads = [threading.Thread(target=wait_msg), threading.Thread(target=wait_req)]
+    for t in threads:
+        t.start()
+    started.wait()
+    # Both are now blocking (or about to): closing must release them promptly.
+    nc.flush()
+    nc.close()
+    for t in threads:
+        t.join(5)
+        assert not t.is_alive()
+    assert isinstance(results["next_msg"], nats.ConnectionClosedError)
+    assert isinstance(results["request"], nats.ConnectionClosedError)
+    with pytest.raises(nats.ConnectionClosedError):
+        nc.publish("x", b"")
+    with pytest.raises(nats.ConnectionClosedError):
+        nc.flush()
+    with pytest.raises(nats.ConnectionClosedError):
+        nc.subscribe("x")
+    nc.close()  # idempotent
+
+
+def test_context_manager_closes_and_calls_closed_cb(shared_server: NatsServer) -> None:
+    closed = threading.Event()
+    with nats.connect(shared_server.url, closed_cb=closed.set) as nc:
+        nc.publish("cm.x", b"")
+    assert nc.is_closed
+    assert closed.wait(2)
+
+
+def test_close_sends_what_was_buffered(shared_server: NatsServer) -> None:
+    with nats.connect(shared_server.url) as receiver:
+        sub = receiver.subscribe("close.flush")
+        receiver.flush()
+        sender = nats.connect(shared_server.url)
+        for i in range(1000):
+            sender.publish("close.flush", str(i).encode())
+        sender.close()
+        assert [sub.next_msg(5).data for _ in range(1000)] == [str(i).encode() for i in range(1000)]
+
+
+def test_drain_lets_callbacks_finish_then_closes(shared_server: NatsServer) -> None:
+    handled: list[bytes] = []
+    gate = threading.Event()
+
+    def handler(msg: nats.Msg) -> None:
+        gate.wait(5)
+        handled.append(msg.data)
+
+    with nats.connect(shared_server.url) as pub:
+        nc = nats.connect(shared_server.url)
+        nc.subscribe("drain.cb", cb=handler)
+        it = nc.subscribe("drain.iter")
+        nc.flush()
+        for i in range(50):
+            pub.publish("drain.cb", str(i).encode())
+            pub.publish("drain.iter", str(i).encode())
+        pub.flush()
+        nc.flush()  # every message is in our queues now
+        gate.set()
+        nc.drain(timeout=10)
+        assert nc.is_closed
+        assert handled == [str(i).encode() for i in range(50)]
+        assert [m.data for m in it] == [str(i).encode() for i in range(50)]
+
+
+def test_subscription_drain(nc: nats.Client) -> None:
+    got: list[bytes] = []
+    sub = nc.subscribe("subdrain", cb=lambda m: got.append(m.data))
+    for i in range(20):
+        nc.publish("subdrain", str(i).encode())
+    sub.drain(timeout=5)
+    nc.publish("subdrain", b"after")
+    nc.flush()
+    assert got == [str(i).encode() for i in range(20)]
+    assert not sub.is_valid
+
+
+def test_server_crash_fails_waiters_instead_of_hanging() -> None:
+    server = NatsServer(jetstream=False).start()
+    disconnected = threading.Event()
+    try:
+        nc = nats.connect(server.url, disconnected_cb=disconnected.set)
+        sub = nc.subscribe("crash.x")
+        nc.flush()
+        server.kill()
+        with pytest.raises(nats.ConnectionClosedError):
+            sub.next_msg(timeout=5)
+        assert disconnected.wait(5)
+        assert nc.is_closed
+        with pytest.raises(nats.ConnectionClosedError):
+            nc.request("crash.y", b"", timeout=5)
+    finally:
+        server.close()

@@ -1,0 +1,80 @@
+"""Request/reply through the muxed inbox subscription."""
+
+from __future__ import annotations
+
+import builtins
+import threading
+import time
+
+import pytest
+
+import natsjs_sync as nats
+
+
+def test_request_reply_with_headers(nc: nats.Client) -> None:
+    def answer(msg: nats.Msg) -> None:
+        assert msg.headers is not None
+        msg.respond(msg.data.upper(), headers={"Echo": msg.headers["Ask"]})
+
+    nc.subscribe("req.echo", cb=answer)
+    reply = nc.request("req.echo", b"hello", timeout=2, headers={"Ask": "1"})
+    assert reply.data == b"HELLO"
+    assert reply.headers == {"Echo": "1"}
+
+
+def test_no_responders(nc: nats.Client) -> None:
+    with pytest.raises(nats.NoRespondersError):
+        nc.request("req.nobody.home", b"x", timeout=2)
+
+
+def test_timeout_is_also_builtin_timeout_error(nc: nats.Client) -> None:
+    nc.subscribe("req.silent")  # subscribed, never answers
+    start = time.monotonic()
+    with pytest.raises(builtins.TimeoutError):
+        nc.request("req.silent", b"x", timeout=0.2)
+    assert time.monotonic() - start < 2
+    assert issubclass(nats.TimeoutError, nats.NatsError)
+
+
+def test_late_reply_after_timeout_is_dropped(nc: nats.Client) -> None:
+    release = threading.Event()
+
+    def slow(msg: nats.Msg) -> None:
+        release.wait(5)
+        msg.respond(b"late")
+
+    nc.subscribe("req.slow", cb=slow)
+    with pytest.raises(nats.TimeoutError):
+        nc.request("req.slow", b"x", timeout=0.1)
+    release.set()
+    nc.subscribe("req.fast", cb=lambda m: m.respond(b"fast"))
+    assert nc.request("req.fast", b"x", timeout=2).data == b"fast"
+    assert nc._resp_map == {}
+
+
+def test_respond_without_reply_subject(nc: nats.Client) -> None:
+    sub = nc.subscribe("req.noreply")
+    nc.publish("req.noreply", b"x")
+    with pytest.raises(ValueError):
+        sub.next_msg(2).respond(b"y")
+
+
+def test_concurrent_requests_each_get_their_own_reply(nc: nats.Client) -> None:
+    nc.subscribe("req.many", queue="svc", cb=lambda m: m.respond(b"re:" + m.data))
+    nc.subscribe("req.many", queue="svc", cb=lambda m: m.respond(b"re:" + m.data))
+    failures: list[str] = []
+
+    def worker(t: int) -> None:
+        for i in range(100):
+            body = f"{t}-{i}".encode()
+            got = nc.request("req.many", body, timeout=5).data
+            if got != b"re:" + body:
+                failures.append(f"{body!r} -> {got!r}")
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures
+    assert not any(t.is_alive() for t in threads)

@@ -1,0 +1,92 @@
+"""One Client shared by many threads: exact accounting, coalesced writes."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import natsjs_sync as nats
+from natsjs_sync.testing import NatsServer
+
+PUBLISHERS = 8
+PER_PUBLISHER = 5000
+REQUESTERS = 4
+PER_REQUESTER = 200
+
+
+def test_many_threads_publish_request_and_subscribe_on_one_client(shared_server: NatsServer) -> None:
+    nc = nats.connect(shared_server.url, name="shared")
+    try:
+        iter_sub = nc.subscribe("mt.data")
+        cb_counts: Counter[bytes] = Counter()
+        cb_done = threading.Event()
+        total = PUBLISHERS * PER_PUBLISHER
+
+        def on_msg(msg: nats.Msg) -> None:
+            cb_counts[msg.data] += 1
+            if sum(cb_counts.values()) == total:
+                cb_done.set()
+
+        nc.subscribe("mt.data", cb=on_msg)
+        nc.subscribe("mt.svc", queue="svc", cb=lambda m: m.respond(m.data[::-1]))
+        nc.flush()
+        failures: list[str] = []
+        start = threading.Barrier(PUBLISHERS + REQUESTERS)
+
+        def publisher(p: int) -> None:
+            start.wait()
+            for i in range(PER_PUBLISHER):
+                nc.publish("mt.data", f"{p}:{i}".encode())
+
+        def requester(r: int) -> None:
+            start.wait()
+            for i in range(PER_REQUESTER):
+                body = f"r{r}-{i}".encode()
+                if nc.request("mt.svc", body, timeout=10).data != body[::-1]:
+                    failures.append(body.decode())
+
+        threads = [threading.Thread(target=publisher, args=(p,)) for p in range(PUBLISHERS)]
+        threads += [threading.Thread(target=requester, args=(r,)) for r in range(REQUESTERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads)
+        nc.flush()
+        received = Counter(iter_sub.next_msg(timeout=5).data for _ in range(total))
+        expected = Counter(f"{p}:{i}".encode() for p in range(PUBLISHERS) for i in range(PER_PUBLISHER))
+        assert received == expected
+        assert cb_done.wait(10)
+        assert cb_counts == expected
+        assert iter_sub.pending_msgs == 0
+        assert not failures
+        # Order within one publisher is kept.
+        assert nc.stats.out_msgs >= total + REQUESTERS * PER_REQUESTER
+    finally:
+        nc.close()
+
+
+class _CountingSocket:
+    def __init__(self, sock: Any):
+        self._sock = sock
+        self.sends = 0
+
+    def sendall(self, data: bytes) -> None:
+        self.sends += 1
+        self._sock.sendall(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def test_small_publishes_are_coalesced_into_few_writes(nc: nats.Client) -> None:
+    sub = nc.subscribe("coalesce")
+    nc.flush()
+    counting = _CountingSocket(nc._sock)
+    nc._sock = counting  # type: ignore[assignment]
+    for _i in range(10_000):
+        nc.publish("coalesce", b"x")
+    nc.flush()
+    assert counting.sends < 1000, counting.sends
+    assert sum(1 for _ in range(10_000) if sub.next_msg(5)) == 10_000
