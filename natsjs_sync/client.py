@@ -45,7 +45,7 @@ from .errors import (
     StaleConnectionError,
     TimeoutError,
 )
-from .msg import Msg
+from .msg import Msg, bound_msg_class
 from .protocol import commands
 from .protocol.headers import STATUS_NO_RESPONDERS, HeadersInput, encode_headers
 from .protocol.nuid import NUID
@@ -110,6 +110,8 @@ class _Options:
     error_cb: ErrorCallback | None = None
     disconnected_cb: EventCallback | None = None
     closed_cb: EventCallback | None = None
+    discovered_server_cb: EventCallback | None = None
+    lame_duck_mode_cb: EventCallback | None = None
 
 
 class _Waiter:
@@ -207,6 +209,7 @@ class Client:
         self._last_error: Exception | None = None
         self.stats = Stats()
         self._events = _EventRunner(options.name or "client")
+        self._msg_cls = bound_msg_class(self)
         self._reader: threading.Thread | None = None
         self._flusher: threading.Thread | None = None
 
@@ -260,7 +263,7 @@ class Client:
 
     def _connect_to(self, addr: ServerAddress, deadline: Deadline) -> None:
         sock = open_socket(addr, deadline)
-        parser = Parser(msg_factory=Msg)
+        parser = Parser(msg_factory=self._msg_cls)
         try:
             hs = handshake(sock, parser, addr, self._connect_options, deadline)
         except BaseException:
@@ -341,6 +344,10 @@ class Client:
     ) -> None:
         """Publish a message. Returns once it is in the write buffer.
 
+        Small publishes are coalesced: a flusher thread sends the buffer, so a
+        loop of publishes costs a few large writes. Use :meth:`flush` to know the
+        server has them.
+
         Args:
             subject: where to publish (no wildcards).
             payload: the data, any bytes-like object.
@@ -349,40 +356,87 @@ class Client:
 
         Raises:
             BadSubjectError: invalid subject or reply subject.
+            BadHeaderError: a header key or value that cannot be sent.
             MaxPayloadError: headers plus payload exceed the server's max_payload.
             TypeError: payload is not bytes-like.
             ConnectionClosedError: the client is closed.
         """
+        if headers is None and reply is None:
+            # The hot path, kept inline: one format, one lock, one append.
+            subj = publish_subject(subject)
+            frame = b"PUB %b %d\r\n%b\r\n" % (subj, len(payload), payload)  # type: ignore[str-format]
+            size = len(payload)
+            if size > self._max_payload:
+                raise self._too_big(size)
+            with self._lock:
+                if self._state >= _DRAINING_PUBS:
+                    raise ConnectionClosedError("the connection is closed")
+                pending = self._pending
+                pending += frame
+                stats = self.stats
+                stats.out_msgs += 1
+                stats.out_bytes += size
+                if len(pending) <= _FLUSH_THRESHOLD:
+                    if not self._flush_requested:
+                        self._flush_requested = True
+                        self._flush_cond.notify()
+                    return
+            self._send_pending()
+        else:
+            self._append(*self._encode(subject, payload, reply, headers), now=False)
+
+    def _too_big(self, size: int) -> MaxPayloadError:
+        return MaxPayloadError(f"message of {size} bytes exceeds the server's max_payload of {self._max_payload}")
+
+    def _encode(
+        self,
+        subject: str,
+        payload: bytes | bytearray | memoryview,
+        reply: str | None,
+        headers: HeadersInput | None,
+    ) -> tuple[bytes, int]:
+        """Validate and encode a PUB/HPUB frame; returns ``(frame, message size)``."""
         subj = publish_subject(subject)
+        rep = publish_subject(reply) if reply is not None else None
         if headers is None:
-            if reply is None:
-                frame = b"PUB %b %d\r\n%b\r\n" % (subj, len(payload), payload)  # type: ignore[str-format]
-            else:
-                frame = commands.pub(subj, payload, publish_subject(reply))
+            frame = commands.pub(subj, payload, rep)
             size = len(payload)
         else:
             hdr = encode_headers(headers)
-            frame = commands.hpub(subj, hdr, payload, publish_subject(reply) if reply is not None else None)
+            frame = commands.hpub(subj, hdr, payload, rep)
             size = len(hdr) + len(payload)
         if size > self._max_payload:
-            raise MaxPayloadError(f"message of {size} bytes exceeds the server's max_payload of {self._max_payload}")
+            raise self._too_big(size)
+        return frame, size
+
+    def _append(self, frame: bytes, size: int, now: bool) -> None:
+        """Buffer one encoded message; with ``now`` send it from this thread."""
         with self._lock:
             if self._state >= _DRAINING_PUBS:
                 raise ConnectionClosedError("the connection is closed")
-            pending = self._pending
-            pending += frame
-            stats = self.stats
-            stats.out_msgs += 1
-            stats.out_bytes += size
-            if len(pending) > _FLUSH_THRESHOLD:
-                overflow = True
-            else:
-                overflow = False
+            self._pending += frame
+            self.stats.out_msgs += 1
+            self.stats.out_bytes += size
+            if not now and len(self._pending) <= _FLUSH_THRESHOLD:
                 if not self._flush_requested:
                     self._flush_requested = True
                     self._flush_cond.notify()
-        if overflow:
-            self._send_pending()
+                return
+        self._send_pending()
+
+    def publish_now(
+        self,
+        subject: str,
+        payload: bytes | bytearray | memoryview = b"",
+        reply: str | None = None,
+        headers: HeadersInput | None = None,
+    ) -> None:
+        """Like :meth:`publish`, but send the buffer from this thread before returning.
+
+        For latency-bound single messages (replies, requests): it skips the hop
+        to the flusher thread. In a loop, prefer :meth:`publish`.
+        """
+        self._append(*self._encode(subject, payload, reply, headers), now=True)
 
     def _write(self, data: bytes, now: bool = False) -> None:
         """Queue protocol bytes; with ``now`` send them from this thread."""
@@ -448,16 +502,16 @@ class Client:
         subs = self._subs
         stats = self.stats
         recv = sock.recv
+        msg_cls = self._msg_cls
         events: Iterable[Any] = leftover
         try:
             while True:
                 for ev in events:
-                    if ev.__class__ is Msg:
+                    if ev.__class__ is msg_cls:
                         sub = subs.get(ev.sid)
                         stats.in_msgs += 1
                         stats.in_bytes += len(ev.data)
                         if sub is not None:
-                            ev._client = self
                             sub._deliver(ev)
                     elif ev is PING:
                         self._write(commands.PONG)
@@ -489,9 +543,15 @@ class Client:
         return f" ({err})" if isinstance(err, ServerError) else ""
 
     def _on_info(self, options: dict[str, Any]) -> None:
+        """An INFO after the handshake: cluster changes, lame duck mode."""
         self._info = {**self._info, **options}
         if "max_payload" in options:
             self._max_payload = int(options["max_payload"])
+        opts = self._options
+        if options.get("connect_urls") and opts.discovered_server_cb is not None:
+            self._events.submit(opts.discovered_server_cb)
+        if options.get("ldm") and opts.lame_duck_mode_cb is not None:
+            self._events.submit(opts.lame_duck_mode_cb)
 
     def _on_err(self, text: str) -> None:
         self.stats.errors_received += 1
@@ -655,8 +715,7 @@ class Client:
         waiter = _Waiter()
         self._resp_map[token] = waiter
         try:
-            self.publish(subject, payload, reply=self._resp_prefix + token, headers=headers)
-            self._send_pending()
+            self.publish_now(subject, payload, reply=self._resp_prefix + token, headers=headers)
             if not waiter.wait(t):
                 raise TimeoutError(f"no reply on {subject!r} within {t} s")
         finally:
@@ -829,6 +888,8 @@ def connect(
     error_cb: ErrorCallback | None = None,
     disconnected_cb: EventCallback | None = None,
     closed_cb: EventCallback | None = None,
+    discovered_server_cb: EventCallback | None = None,
+    lame_duck_mode_cb: EventCallback | None = None,
 ) -> Client:
     """Connect to a NATS server and return a :class:`Client`.
 
@@ -849,6 +910,8 @@ def connect(
         error_cb: called with asynchronous errors (server -ERR, slow consumers,
             exceptions from subscription callbacks), on the events thread.
         disconnected_cb, closed_cb: called on the events thread.
+        discovered_server_cb: called when the server announces cluster members.
+        lame_duck_mode_cb: called when the server enters lame duck mode.
 
     Raises:
         NoServersError: no server could be reached (the causes are in the message).
@@ -876,6 +939,8 @@ def connect(
         error_cb=error_cb,
         disconnected_cb=disconnected_cb,
         closed_cb=closed_cb,
+        discovered_server_cb=discovered_server_cb,
+        lame_duck_mode_cb=lame_duck_mode_cb,
     )
     client = Client(options)
     client._connect()

@@ -20,7 +20,12 @@ class Msg:
         sid: the id of the subscription that received it.
     """
 
-    __slots__ = ("_client", "_hdr", "_headers", "data", "reply", "sid", "subject")
+    # ``_headers`` stays unset until first read; ``_client`` is a class attribute
+    # of the per-client subclass made by :func:`bound_msg_class`, so building a
+    # message on the reader thread sets five slots and nothing more.
+    __slots__ = ("_hdr", "_headers", "data", "reply", "sid", "subject")
+
+    _client: Client | None = None
 
     def __init__(
         self,
@@ -29,25 +34,23 @@ class Msg:
         reply: str | None = None,
         hdr: bytes | None = None,
         data: bytes = b"",
-        client: Client | None = None,
     ):
         self.subject = subject
         self.sid = sid
         self.reply = reply
         self._hdr = hdr
         self.data = data
-        self._headers: Headers | None = None
-        self._client = client
 
-    # Headers are parsed on first access: most messages never have theirs read.
     @property
     def headers(self) -> Headers | None:
         """The headers (a :class:`~natsjs_sync.Headers` dict), or ``None``."""
         if self._hdr is None:
             return None
-        if self._headers is None:
-            self._headers = parse_headers(self._hdr)[2]
-        return self._headers
+        try:
+            return self._headers
+        except AttributeError:
+            self._headers: Headers = parse_headers(self._hdr)[2]
+            return self._headers
 
     @property
     def status(self) -> int | None:
@@ -67,7 +70,9 @@ class Msg:
         return self._hdr
 
     def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
-        """Publish ``data`` to this message's reply subject.
+        """Publish ``data`` to this message's reply subject, sent at once.
+
+        The reply skips the write buffer's flusher thread: somebody is waiting for it.
 
         Raises:
             ValueError: the message has no reply subject.
@@ -76,7 +81,7 @@ class Msg:
             raise ValueError("message has no reply subject")
         if self._client is None:
             raise ValueError("message is not bound to a client")
-        self._client.publish(self.reply, data, headers=headers)
+        self._client.publish_now(self.reply, data, headers=headers)
 
     def __repr__(self) -> str:
         data = self.data if len(self.data) <= 64 else self.data[:64] + b"..."
@@ -92,3 +97,8 @@ class Msg:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def bound_msg_class(client: Client) -> type[Msg]:
+    """A subclass of :class:`Msg` whose instances belong to ``client`` (for ``respond``)."""
+    return type("Msg", (Msg,), {"__slots__": (), "_client": client, "__module__": Msg.__module__})

@@ -12,6 +12,7 @@ After a ProtocolError the parser stays broken; the connection must be dropped.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Union
@@ -100,6 +101,10 @@ MsgFactory = Callable[[str, int, str | None, bytes | None, bytes], Any]
 
 _json_decode = msgspec.json.decode
 
+# MSG <subject> <sid> [reply] <size>\r\n. Anything it does not match (HMSG,
+# other operations, malformed lines) takes the general path, which validates.
+_MSG_RE = re.compile(rb"MSG[ \t]+([^ \t\r\n]+)[ \t]+(\d+)[ \t]+(?:([^ \t\r\n]+)[ \t]+)?(\d+)\r\n")
+
 
 class Parser:
     """Incremental NATS protocol parser. Not thread-safe: one reader feeds it.
@@ -157,23 +162,37 @@ class Parser:
         if self._broken is not None:
             raise self._broken
         buf = self._buf
-        buf += data
+        if buf:
+            buf += data
+            pending = self._pending
+            if pending is not None and len(buf) < pending[4] + 2:
+                # Still inside a large payload: only count, never rescan or copy.
+                return []
+            work = bytes(buf)
+            buf.clear()
+        else:
+            # The common case: nothing left over, parse the read itself.
+            work = data if data.__class__ is bytes else bytes(data)  # type: ignore[assignment]
         out: list[Event] = []
         try:
-            pos = self._parse(buf, out)
+            pos = self._parse(work, out)  # type: ignore[arg-type]
         except ProtocolError as exc:
             self._broken = exc
-            buf.clear()
+            self._pending = None
             raise
-        if pos:
-            del buf[:pos]
+        if pos < len(work):
+            buf += work[pos:] if pos else work
         return out
 
-    def _parse(self, buf: bytearray, out: list[Event]) -> int:
+    def _parse(self, buf: bytes, out: list[Event]) -> int:
         n = len(buf)
         pos = 0
         factory = self._factory
         max_cl = self._max_cl
+        max_payload = self._max_payload
+        find = buf.find
+        startswith = buf.startswith
+        match_msg = _MSG_RE.match
         while True:
             pending = self._pending
             if pending is not None:
@@ -181,20 +200,36 @@ class Parser:
                 end = pos + total
                 if end + 2 > n:
                     return pos
-                if buf[end : end + 2] != b"\r\n":
+                if not startswith(b"\r\n", end):
                     raise ProtocolError("message payload not followed by CRLF")
                 if hlen:
-                    hdr: bytes | None = bytes(buf[pos : pos + hlen])
-                    payload = bytes(buf[pos + hlen : end])
+                    out.append(factory(subject, sid, reply, buf[pos : pos + hlen], buf[pos + hlen : end]))
                 else:
-                    hdr = None
-                    payload = bytes(buf[pos:end])
-                out.append(factory(subject, sid, reply, hdr, payload))
+                    out.append(factory(subject, sid, reply, None, buf[pos:end]))
                 self._pending = None
                 pos = end + 2
                 continue
 
-            idx = buf.find(b"\r\n", pos)
+            m = match_msg(buf, pos)
+            if m is not None and m.end() - pos <= max_cl:
+                # Hot path: a plain MSG whose payload is all here, in one C-level match.
+                subj_b, sid_b, reply_b, size_b = m.groups()
+                size = int(size_b)
+                if size > max_payload:
+                    raise ProtocolError(f"payload of {size} bytes exceeds the limit of {max_payload}")
+                start = m.end()
+                end = start + size
+                if end + 2 <= n:
+                    if not startswith(b"\r\n", end):
+                        raise ProtocolError("message payload not followed by CRLF")
+                    if reply_b is not None:
+                        reply_b = reply_b.decode() if reply_b.isascii() else self._decode(reply_b)
+                    subject = subj_b.decode() if subj_b.isascii() else self._decode(subj_b)
+                    out.append(factory(subject, int(sid_b), reply_b, None, buf[start:end]))
+                    pos = end + 2
+                    continue
+
+            idx = find(b"\r\n", pos)
             if idx < 0:
                 if n - pos > max_cl:
                     raise ProtocolError(f"control line longer than {max_cl} bytes")
@@ -202,15 +237,24 @@ class Parser:
             if idx - pos > max_cl:
                 raise ProtocolError(f"control line longer than {max_cl} bytes")
 
-            if buf.startswith(b"MSG ", pos):
+            if startswith(b"MSG ", pos):
                 self._pending = self._msg_args(buf[pos + 4 : idx], False)
-            elif buf.startswith(b"HMSG ", pos):
+                pos = idx + 2
+                continue
+            if startswith(b"HMSG ", pos):
                 self._pending = self._msg_args(buf[pos + 5 : idx], True)
             else:
-                out.append(self._control(bytes(buf[pos:idx])))
+                out.append(self._control(buf[pos:idx]))
             pos = idx + 2
 
-    def _msg_args(self, line: bytearray, with_headers: bool) -> tuple[str, int, str | None, int, int]:
+    @staticmethod
+    def _decode(raw: bytes) -> str:
+        try:
+            return raw.decode()
+        except UnicodeDecodeError as exc:
+            raise ProtocolError("subject is not UTF-8") from exc
+
+    def _msg_args(self, line: bytes, with_headers: bool) -> tuple[str, int, str | None, int, int]:
         args = line.split()
         nargs = len(args)
         reply: str | None = None

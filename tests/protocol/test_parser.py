@@ -133,3 +133,9 @@ def test_payload_limit() -> None:
     with pytest.raises(ProtocolError, match="exceeds"):
         p.feed(b"MSG foo 1 1025\r\n")
     assert Parser(max_payload=1024).feed(b"MSG foo 1 3\r\nabc\r\n")[0].payload == b"abc"
+
+
+def test_non_utf8_reply_subject_is_a_protocol_error() -> None:
+    # Found by hypothesis: the fast MSG path decoded the reply without checking.
+    with pytest.raises(ProtocolError):
+        Parser().feed(b"MSG a 1 \x80\xff 0\r\n\r\n")
