@@ -2,15 +2,23 @@
 
 Threads of a connected client (all daemon threads, named ``natsjs-<role>-<name>``):
 
-- **reader**: reads the socket, parses, hands messages to subscription queues.
-  It never runs user code and never waits on a user.
+- **reader**: one per connection; reads the socket, parses, hands messages to
+  subscription queues. It never runs user code and never waits on a user.
 - **flusher**: sends the write buffer when something is in it and sends the
   keep-alive PINGs. Publishes only append to the buffer, so a loop of small
   publishes becomes a few large ``sendall`` calls. Calls that wait for an answer
-  (request, flush) send the buffer from the caller's thread instead, so a lone
-  request pays no thread hop.
-- **events**: runs the user's connection callbacks (error, disconnected, closed...).
+  (request, flush, respond) send the buffer from the caller's thread instead,
+  so a lone request pays no thread hop.
+- **events**: runs the user's connection callbacks (error, disconnected, ...).
+- **reconnect**: exists while the connection is being re-established.
 - one thread per subscription made with ``cb=``, running that callback in order.
+
+Life cycle: CONNECTED -> (socket lost) RECONNECTING -> CONNECTED ... -> CLOSED.
+While reconnecting, publishes go to the write buffer, bounded by
+``pending_size``; on reconnect the subscriptions are restored first and the
+buffer is sent after them. After ``os.fork()`` the child's copy of a client
+drops everything it inherited and connects afresh on first use (see
+docs/threads.rst).
 """
 
 from __future__ import annotations
@@ -23,14 +31,17 @@ import socket
 import ssl
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._connection import ServerAddress, handshake, open_socket, parse_server_url
+from ._connection import ServerAddress, handshake, open_socket, parse_server_url, upgrade_tls
+from ._reconnect import PoolEntry, ServerPool
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
 from ._version import __version__
+from .auth import Credentials
 from .errors import (
     AuthorizationError,
     BadSubscriptionError,
@@ -40,7 +51,9 @@ from .errors import (
     NatsError,
     NoRespondersError,
     NoServersError,
+    OutboundBufferLimitError,
     PermissionsError,
+    SecureConnRequiredError,
     ServerError,
     StaleConnectionError,
     TimeoutError,
@@ -73,7 +86,18 @@ DEFAULT_SERVER = "nats://127.0.0.1:4222"
 _FLUSH_THRESHOLD = 1024 * 1024
 _RECV_SIZE = 256 * 1024
 
-_CONNECTING, _CONNECTED, _DRAINING_SUBS, _DRAINING_PUBS, _CLOSED_STATE = range(5)
+# States, ordered so that the publish hot path tests one integer: 0 is "go".
+_CONNECTED = 0
+_RECONNECTING = 1
+_DRAINING_SUBS = 2
+_FORKED = 3  # a copy in a forked child: connects afresh on first use
+_DRAINING_PUBS = 4
+_CLOSED_STATE = 5
+_CONNECTING = 6
+_STATE_NAMES = ("connected", "reconnecting", "draining", "forked", "draining", "closed", "connecting")
+
+# Every client of this process, so a forked child can disown the parent's sockets.
+_CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()
 
 
 @dataclass
@@ -92,12 +116,17 @@ class Stats:
 class _Options:
     servers: list[ServerAddress]
     name: str | None = None
-    user: str | None = field(default=None, repr=False)
-    password: str | None = field(default=None, repr=False)
-    token: str | None = field(default=None, repr=False)
-    tls: ssl.SSLContext | None = None
+    credentials: Credentials = field(default_factory=Credentials)
+    tls: ssl.SSLContext | bool | None = None
     tls_handshake_first: bool = False
     connect_timeout: float = 2.0
+    allow_reconnect: bool = True
+    max_reconnect_attempts: int = 60
+    reconnect_time_wait: float = 2.0
+    reconnect_jitter: float = 0.1
+    reconnect_jitter_tls: float = 1.0
+    no_randomize: bool = False
+    pending_size: int = 2 * 1024 * 1024
     ping_interval: float = 120.0
     max_outstanding_pings: int = 2
     no_echo: bool = False
@@ -109,6 +138,7 @@ class _Options:
     pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT
     error_cb: ErrorCallback | None = None
     disconnected_cb: EventCallback | None = None
+    reconnected_cb: EventCallback | None = None
     closed_cb: EventCallback | None = None
     discovered_server_cb: EventCallback | None = None
     lame_duck_mode_cb: EventCallback | None = None
@@ -129,7 +159,7 @@ class _Waiter:
             self.value = value
             try:
                 self._lock.release()
-            except RuntimeError:  # already woken by close()
+            except RuntimeError:  # already woken
                 pass
 
     def wait(self, timeout: float | None) -> bool:
@@ -175,20 +205,23 @@ class _EventRunner:
 
 
 class Client:
-    """A connection to a NATS server. Thread-safe: share one per process.
+    """A connection to NATS (and its reconnects). Thread-safe: share one per process.
 
-    Make one with :func:`natsjs_sync.connect`. Use it as a context manager to
-    drain-free close it at the end of the block.
+    Make one with :func:`natsjs_sync.connect`. Used as a context manager it
+    closes at the end of the block.
     """
 
     def __init__(self, options: _Options):
         self._options = options
         self.name = options.name
+        self._thread_tag = options.name or "client"
         self._lock = threading.Lock()
         self._flush_cond = threading.Condition(self._lock)
         self._send_lock = threading.Lock()
+        self._revive_lock = threading.Lock()
         self._pending = bytearray()
         self._flush_requested = False
+        self._pings_in_pending = 0  # PINGs appended to _pending and not yet sent
         self._state = _CONNECTING
         self._pid = os.getpid()
         self._sock: socket.socket | None = None
@@ -208,42 +241,71 @@ class Client:
         self._next_ping = 0.0
         self._last_error: Exception | None = None
         self.stats = Stats()
-        self._events = _EventRunner(options.name or "client")
+        self._pool = self._new_pool()
+        self._default_tls: ssl.SSLContext | None = None
+        self._events = _EventRunner(self._thread_tag)
         self._msg_cls = bound_msg_class(self)
         self._reader: threading.Thread | None = None
         self._flusher: threading.Thread | None = None
+        self._reconnector: threading.Thread | None = None
+        self._stop_reconnect = threading.Event()
+        self._connected_event = threading.Event()
+        _CLIENTS.add(self)
+
+    def _new_pool(self) -> ServerPool:
+        opts = self._options
+        uses_tls = opts.tls not in (None, False) or any(s.tls for s in opts.servers)
+        return ServerPool(
+            opts.servers,
+            randomize=not opts.no_randomize,
+            max_reconnect_attempts=opts.max_reconnect_attempts,
+            reconnect_time_wait=opts.reconnect_time_wait,
+            jitter=opts.reconnect_jitter_tls if uses_tls else opts.reconnect_jitter,
+        )
 
     # ------------------------------------------------------------------ connect
 
     def _connect(self) -> None:
-        opts = self._options
+        """The first connection: each server once, in pool order."""
         errors: list[str] = []
-        for addr in opts.servers:
+        last: Exception | None = None
+        for entry in list(self._pool.entries):
             try:
-                self._connect_to(addr, Deadline(opts.connect_timeout))
+                self._attach(self._open(entry), entry)
+                self._start_flusher()
                 return
-            except AuthorizationError:
+            except (AuthorizationError, SecureConnRequiredError):
+                # The user's settings are wrong: another server would say the same.
                 self._events.stop()
                 raise
             except NatsError as exc:
-                errors.append(f"{addr.url}: {exc}")
-                last: Exception = exc
+                errors.append(f"{entry.addr.url}: {exc}")
+                last = exc
         self._events.stop()
         raise NoServersError("could not connect to any server: " + "; ".join(errors)) from last
+
+    def _tls_for(self, addr: ServerAddress, info: dict[str, Any] | None) -> ssl.SSLContext | None:
+        tls = self._options.tls
+        wants = addr.tls or (info is not None and bool(info.get("tls_required")))
+        if tls is False:
+            if wants:
+                raise SecureConnRequiredError(
+                    f"{addr.url} requires TLS and this client was made with tls=False"
+                )
+            return None
+        if isinstance(tls, ssl.SSLContext):
+            return tls
+        if tls is True or wants:
+            if self._default_tls is None:
+                self._default_tls = ssl.create_default_context()
+            return self._default_tls
+        return None
 
     def _connect_options(
         self, info: dict[str, Any], addr: ServerAddress
     ) -> tuple[dict[str, Any], ssl.SSLContext | None]:
         opts = self._options
-        user = addr.user or opts.user
-        password = addr.password or opts.password
-        token = opts.token
-        if user and not password and not token and addr.user:
-            # nats://token@host: a bare user part in the URL is a token.
-            token, user = user, None
-        tls_ctx = opts.tls
-        if tls_ctx is None and addr.tls:
-            tls_ctx = ssl.create_default_context()
+        tls_ctx = self._tls_for(addr, info)
         connect = {
             "verbose": opts.verbose,
             "pedantic": opts.pedantic,
@@ -255,42 +317,76 @@ class Client:
             "echo": not opts.no_echo,
             "headers": True,
             "no_responders": True,
-            "user": user,
-            "pass": password,
-            "auth_token": token,
         }
+        connect.update(opts.credentials.connect_fields(info, addr.user, addr.password))
         return connect, tls_ctx
 
-    def _connect_to(self, addr: ServerAddress, deadline: Deadline) -> None:
+    def _open(self, entry: PoolEntry) -> tuple[socket.socket, Parser, dict[str, Any], list[Any]]:
+        """Open and handshake a connection to one server (nothing is shared yet)."""
+        addr = entry.addr
+        deadline = Deadline(self._options.connect_timeout)
+        self._pool.attempted(entry, time.monotonic())
         sock = open_socket(addr, deadline)
-        parser = Parser(msg_factory=self._msg_cls)
         try:
+            if self._options.tls_handshake_first:
+                ctx = self._tls_for(addr, None) or self._tls_for(addr, {"tls_required": True})
+                assert ctx is not None
+                sock = upgrade_tls(sock, ctx, addr, deadline)
+            parser = Parser(msg_factory=self._msg_cls)
             hs = handshake(sock, parser, addr, self._connect_options, deadline)
         except BaseException:
             sock.close()
             raise
-        sock = hs.sock
+        return hs.sock, parser, hs.info, hs.leftover
+
+    def _attach(self, opened: tuple[socket.socket, Parser, dict[str, Any], list[Any]], entry: PoolEntry) -> None:
+        """Make an opened connection the current one and start its reader."""
+        sock, parser, info, leftover = opened
         sock.settimeout(None)
-        self._sock = sock
-        self._addr = addr
-        self._info = hs.info
-        self._max_payload = int(hs.info.get("max_payload", self._max_payload))
-        self._state = _CONNECTED
+        self._pool.connected(entry, time.monotonic())
+        self._addr = entry.addr
+        self._info = info
+        self._max_payload = int(info.get("max_payload", self._max_payload))
+        self._add_discovered(info)
+        self._pings_outstanding = 0
         self._next_ping = time.monotonic() + self._options.ping_interval
-        name = self._options.name or "client"
+        with self._lock:
+            self._sock = sock
+            if self._state in (_CONNECTING, _RECONNECTING):
+                self._state = _CONNECTED
         self._reader = threading.Thread(
-            target=self._read_loop, args=(sock, parser, hs.leftover), name=f"natsjs-reader-{name}", daemon=True
+            target=self._read_loop,
+            args=(sock, parser, leftover),
+            name=f"natsjs-reader-{self._thread_tag}",
+            daemon=True,
         )
-        self._flusher = threading.Thread(target=self._flush_loop, name=f"natsjs-flusher-{name}", daemon=True)
         self._reader.start()
+        self._connected_event.set()
+
+    def _start_flusher(self) -> None:
+        self._flusher = threading.Thread(
+            target=self._flush_loop, name=f"natsjs-flusher-{self._thread_tag}", daemon=True
+        )
         self._flusher.start()
+
+    def _add_discovered(self, info: dict[str, Any]) -> None:
+        urls = info.get("connect_urls")
+        if not urls:
+            return
+        added = self._pool.add_discovered(urls, tls=bool(self._addr and self._addr.tls))
+        if added and self._options.discovered_server_cb is not None and self._state != _CONNECTING:
+            self._events.submit(self._options.discovered_server_cb)
 
     # ------------------------------------------------------------------ properties
 
     @property
     def is_connected(self) -> bool:
         """True while connected (also while draining)."""
-        return self._state in (_CONNECTED, _DRAINING_SUBS, _DRAINING_PUBS)
+        return self._state in (_CONNECTED, _DRAINING_SUBS, _DRAINING_PUBS) and self._sock is not None
+
+    @property
+    def is_reconnecting(self) -> bool:
+        return self._state == _RECONNECTING
 
     @property
     def is_closed(self) -> bool:
@@ -304,6 +400,15 @@ class Client:
     def connected_url(self) -> str | None:
         """The URL (without credentials) of the server we are connected to."""
         return self._addr.url if self._addr is not None and self.is_connected else None
+
+    @property
+    def servers(self) -> list[str]:
+        """The URLs of the server pool, discovered servers included."""
+        return [a.url for a in self._pool.addresses]
+
+    @property
+    def discovered_servers(self) -> list[str]:
+        return [a.url for a in self._pool.addresses if a.discovered]
 
     @property
     def server_info(self) -> dict[str, Any]:
@@ -324,16 +429,38 @@ class Client:
         """The last asynchronous error (server -ERR, slow consumer, lost connection)."""
         return self._last_error
 
+    @property
+    def pending_data_size(self) -> int:
+        """Bytes in the write buffer (held there while reconnecting)."""
+        return len(self._pending)
+
     def new_inbox(self) -> str:
         """A new unique inbox subject under this client's inbox prefix."""
         return f"{self._options.inbox_prefix}.{self._nuid.next()}"
 
     # ------------------------------------------------------------------ writing
 
-    def _check_open(self) -> None:
-        if self._state >= _DRAINING_PUBS:
-            what = "closed" if self._state == _CLOSED_STATE else "draining"
+    def _ready(self, draining_ok: bool = False) -> None:
+        """Slow path of every public call: revive after fork, refuse when closed."""
+        state = self._state
+        if state == _FORKED:
+            self._revive_after_fork()
+        elif state == _DRAINING_PUBS and draining_ok:
+            return
+        elif state >= _DRAINING_PUBS:
+            what = "closed" if state == _CLOSED_STATE else "draining"
             raise ConnectionClosedError(f"the connection is {what}")
+
+    def _check_buffer(self, extra: int) -> None:
+        """Called under the lock when not connected: bound the reconnect buffer."""
+        state = self._state
+        if state >= _DRAINING_PUBS:
+            raise ConnectionClosedError("the connection is closed")
+        if state == _RECONNECTING and len(self._pending) + extra > self._options.pending_size:
+            raise OutboundBufferLimitError(
+                f"reconnect buffer full: {len(self._pending)} bytes held while reconnecting "
+                f"(pending_size={self._options.pending_size}); nothing was sent for this message"
+            )
 
     def publish(
         self,
@@ -346,7 +473,8 @@ class Client:
 
         Small publishes are coalesced: a flusher thread sends the buffer, so a
         loop of publishes costs a few large writes. Use :meth:`flush` to know the
-        server has them.
+        server has them. While reconnecting, messages wait in the buffer (up to
+        ``pending_size`` bytes) and are sent after the subscriptions are restored.
 
         Args:
             subject: where to publish (no wildcards).
@@ -359,8 +487,11 @@ class Client:
             BadHeaderError: a header key or value that cannot be sent.
             MaxPayloadError: headers plus payload exceed the server's max_payload.
             TypeError: payload is not bytes-like.
+            OutboundBufferLimitError: reconnecting and the buffer is full.
             ConnectionClosedError: the client is closed.
         """
+        if self._state:
+            self._ready()
         if headers is None and reply is None:
             # The hot path, kept inline: one format, one lock, one append.
             subj = publish_subject(subject)
@@ -369,8 +500,8 @@ class Client:
             if size > self._max_payload:
                 raise self._too_big(size)
             with self._lock:
-                if self._state >= _DRAINING_PUBS:
-                    raise ConnectionClosedError("the connection is closed")
+                if self._state:
+                    self._check_buffer(len(frame))
                 pending = self._pending
                 pending += frame
                 stats = self.stats
@@ -411,9 +542,11 @@ class Client:
 
     def _append(self, frame: bytes, size: int, now: bool) -> None:
         """Buffer one encoded message; with ``now`` send it from this thread."""
+        if self._state:
+            self._ready()
         with self._lock:
-            if self._state >= _DRAINING_PUBS:
-                raise ConnectionClosedError("the connection is closed")
+            if self._state:
+                self._check_buffer(len(frame))
             self._pending += frame
             self.stats.out_msgs += 1
             self.stats.out_bytes += size
@@ -438,34 +571,37 @@ class Client:
         """
         self._append(*self._encode(subject, payload, reply, headers), now=True)
 
-    def _write(self, data: bytes, now: bool = False) -> None:
-        """Queue protocol bytes; with ``now`` send them from this thread."""
+    def _write_control(self, data: bytes) -> None:
+        """Queue SUB/UNSUB/PONG bytes. While reconnecting they are dropped: the
+        subscriptions are restored from ``_subs`` when the connection is back."""
         with self._lock:
             if self._state == _CLOSED_STATE:
                 raise ConnectionClosedError("the connection is closed")
+            if self._state == _RECONNECTING or self._sock is None:
+                return
             self._pending += data
-            if not now and not self._flush_requested:
+            if not self._flush_requested:
                 self._flush_requested = True
                 self._flush_cond.notify()
-        if now:
-            self._send_pending()
 
     def _send_pending(self) -> None:
-        """Send the whole write buffer. The send lock keeps the wire in buffer order."""
+        """Send the whole write buffer. The send lock keeps the wire in buffer order.
+
+        Without a socket (reconnecting) the buffer stays where it is.
+        """
         with self._send_lock:
             with self._lock:
-                data = self._pending
                 self._flush_requested = False
-                if not data:
+                sock = self._sock
+                data = self._pending
+                if sock is None or not data:
                     return
                 self._pending = bytearray()
-                sock = self._sock
-            if sock is None:
-                return
+                self._pings_in_pending = 0
             try:
                 sock.sendall(data)
             except OSError as exc:
-                self._connection_lost(exc)
+                self._connection_lost(exc, sock)
 
     def _flush_loop(self) -> None:
         cond = self._flush_cond
@@ -473,27 +609,30 @@ class Client:
         while True:
             with cond:
                 while not self._flush_requested and self._state != _CLOSED_STATE:
-                    wait = self._next_ping - time.monotonic() if interval > 0 else None
+                    wait = self._next_ping - time.monotonic() if interval > 0 and self._sock is not None else None
                     if wait is not None and wait <= 0:
                         break
                     cond.wait(wait)
-                if self._state == _CLOSED_STATE:
+                if self._state == _CLOSED_STATE or self._pid != os.getpid():
                     return
-                ping_due = interval > 0 and time.monotonic() >= self._next_ping
+                ping_due = interval > 0 and self._sock is not None and time.monotonic() >= self._next_ping
             if ping_due:
                 self._keepalive_ping()
             self._send_pending()
 
     def _keepalive_ping(self) -> None:
         self._next_ping = time.monotonic() + self._options.ping_interval
+        sock = self._sock
         if self._pings_outstanding >= self._options.max_outstanding_pings:
-            self._connection_lost(StaleConnectionError("the server stopped answering PINGs"))
+            if sock is not None:
+                self._connection_lost(StaleConnectionError("the server stopped answering PINGs"), sock)
             return
         self._pings_outstanding += 1
         with self._lock:
-            if self._state == _CLOSED_STATE:
+            if self._state != _CONNECTED and self._state != _DRAINING_SUBS:
                 return
             self._pongs.append(None)
+            self._pings_in_pending += 1
             self._pending += commands.PING
 
     # ------------------------------------------------------------------ reading
@@ -514,7 +653,7 @@ class Client:
                         if sub is not None:
                             sub._deliver(ev)
                     elif ev is PING:
-                        self._write(commands.PONG)
+                        self._write_control(commands.PONG)
                     elif ev is PONG:
                         self._pings_outstanding = 0
                         try:
@@ -526,38 +665,42 @@ class Client:
                     elif ev is OK:
                         pass
                     elif isinstance(ev, Info):
-                        self._on_info(ev.options)
+                        self._on_info(ev.options, sock)
                     elif isinstance(ev, Err):
                         self._on_err(ev.text)
                 data = recv(_RECV_SIZE)
                 if not data:
-                    raise NatsConnectionError(
-                        f"the server closed the connection{self._last_err_suffix()}"
-                    )
+                    raise NatsConnectionError(f"the server closed the connection{self._last_err_suffix()}")
                 events = parser.feed(data)
         except Exception as exc:
-            self._connection_lost(exc)
+            self._connection_lost(exc, sock)
 
     def _last_err_suffix(self) -> str:
         err = self._last_error
         return f" ({err})" if isinstance(err, ServerError) else ""
 
-    def _on_info(self, options: dict[str, Any]) -> None:
+    def _on_info(self, options: dict[str, Any], sock: socket.socket) -> None:
         """An INFO after the handshake: cluster changes, lame duck mode."""
         self._info = {**self._info, **options}
         if "max_payload" in options:
             self._max_payload = int(options["max_payload"])
-        opts = self._options
-        if options.get("connect_urls") and opts.discovered_server_cb is not None:
-            self._events.submit(opts.discovered_server_cb)
-        if options.get("ldm") and opts.lame_duck_mode_cb is not None:
-            self._events.submit(opts.lame_duck_mode_cb)
+        self._add_discovered(options)
+        if options.get("ldm"):
+            if self._options.lame_duck_mode_cb is not None:
+                self._events.submit(self._options.lame_duck_mode_cb)
+            self._pool.mark_lame_duck()
+            if self._options.allow_reconnect and any(not e.lame_duck for e in self._pool.entries):
+                # Move to another server now rather than wait to be cut off.
+                self._connection_lost(NatsConnectionError("the server entered lame duck mode"), sock)
 
     def _on_err(self, text: str) -> None:
         self.stats.errors_received += 1
         low = text.lower()
+        err: ServerError
         if low.startswith("permissions violation"):
-            err: ServerError = PermissionsError(text)
+            err = PermissionsError(text)
+        elif "authorization" in low or "authentication" in low or "expired" in low:
+            err = AuthorizationError(text)  # type: ignore[assignment]
         else:
             err = ServerError(text)
         self._report_error(err)
@@ -573,19 +716,162 @@ class Client:
         else:
             log.warning("natsjs_sync: %s", exc)
 
-    def _connection_lost(self, exc: BaseException) -> None:
-        """The socket failed. Without reconnect support the client closes."""
-        if self._state == _CLOSED_STATE:
-            return
+    # ------------------------------------------------------------------ losing and regaining
+
+    def _connection_lost(self, exc: BaseException, sock: socket.socket) -> None:
+        """The socket ``sock`` failed (called from any thread; idempotent per socket)."""
         if isinstance(exc, NatsError):
             err: Exception = exc
         else:
             err = NatsConnectionError(f"connection lost: {exc}")
             err.__cause__ = exc
+        lost = NatsConnectionError(f"connection lost while waiting: {err}")
+        with self._lock:
+            if self._sock is not sock or self._state in (_CLOSED_STATE, _FORKED):
+                return
+            self._sock = None
+            self._connected_event.clear()
+            reconnect = self._options.allow_reconnect and self._state in (_CONNECTED, _RECONNECTING)
+            if reconnect:
+                self._state = _RECONNECTING
+            # PINGs already on the wire will never be answered; those still in
+            # the buffer will be, after the reconnect.
+            for _ in range(len(self._pongs) - self._pings_in_pending):
+                w = self._pongs.popleft()
+                if w is not None:
+                    w.set(lost)
+            # A reply to a request in flight may be lost with the connection.
+            waiting = list(self._resp_map.values())
+            self._resp_map.clear()
+        for w in waiting:
+            w.set(lost)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
         self._report_error(err)
         if self._options.disconnected_cb is not None:
             self._events.submit(self._options.disconnected_cb)
-        self._close(flush=False)
+        if not reconnect:
+            self._close(flush=False)
+            return
+        self._pool.disconnected()
+        self._reconnector = threading.Thread(
+            target=self._reconnect_loop, name=f"natsjs-reconnect-{self._thread_tag}", daemon=True
+        )
+        self._reconnector.start()
+
+    def _reconnect_loop(self) -> None:
+        pool = self._pool
+        while self._state == _RECONNECTING:
+            choice = pool.next_attempt(time.monotonic())
+            if choice is None:
+                self._report_error(NoServersError("no server left to reconnect to"))
+                self._close(flush=False)
+                return
+            entry, wait = choice
+            if wait > 0 and self._stop_reconnect.wait(wait):
+                return
+            if self._state != _RECONNECTING:
+                return
+            try:
+                opened = self._open(entry)
+            except NatsError as exc:
+                pool.failed(entry)
+                self._report_error(exc)
+                continue
+            if self._resume(opened, entry):
+                return
+
+    def _resume(self, opened: tuple[socket.socket, Parser, dict[str, Any], list[Any]], entry: PoolEntry) -> bool:
+        """Restore subscriptions, send the buffered bytes, go back to CONNECTED."""
+        sock = opened[0]
+        with self._send_lock:
+            with self._lock:
+                if self._state != _RECONNECTING:
+                    sock.close()
+                    return True
+                restore = bytearray()
+                for sub in list(self._subs.values()):
+                    if sub._state >= _DRAINED:
+                        continue
+                    restore += commands.sub(sub.subject.encode(), sub.sid, sub.queue.encode() if sub.queue else None)
+                    if sub._max is not None:
+                        remaining = sub._max - sub._received
+                        if remaining <= 0:
+                            self._subs.pop(sub.sid, None)
+                            sub._finish(_DRAINED)
+                            continue
+                        restore += commands.unsub(sub.sid, remaining)
+                data = bytes(restore) + self._pending
+                self._pending = bytearray()
+                self._pings_in_pending = 0
+                self._flush_requested = False
+            self._attach(opened, entry)
+            try:
+                sock.sendall(data)
+            except OSError as exc:
+                self._connection_lost(exc, sock)
+                return False
+        self.stats.reconnects += 1
+        if self._options.reconnected_cb is not None:
+            self._events.submit(self._options.reconnected_cb)
+        return True
+
+    # ------------------------------------------------------------------ fork
+
+    def _disown_after_fork(self) -> None:
+        """In a forked child: forget the parent's socket, threads and waiters.
+
+        Runs in the child right after ``fork()``, while it has one thread. The
+        locks may have been held by parent threads that do not exist here, so
+        they are replaced, not acquired. The socket is closed without shutdown:
+        shutting it down would cut the parent's connection too.
+        """
+        self._lock = threading.Lock()
+        self._flush_cond = threading.Condition(self._lock)
+        self._send_lock = threading.Lock()
+        self._revive_lock = threading.Lock()
+        self._stop_reconnect = threading.Event()
+        self._connected_event = threading.Event()
+        self._pid = os.getpid()
+        self._nuid.reset()
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                # detach() first so the socket object never closes the fd number
+                # again later, when it may belong to something else.
+                os.close(sock.detach())
+            except OSError:
+                pass
+        self._pending = bytearray()
+        self._pings_in_pending = 0
+        self._flush_requested = False
+        self._pongs.clear()
+        self._resp_map.clear()
+        self._resp_mux = None
+        for sub in list(self._subs.values()):
+            sub._disown_after_fork()
+        self._subs.clear()
+        self._reader = self._flusher = self._reconnector = None
+        if self._state != _CLOSED_STATE:
+            self._state = _FORKED
+        self._events = None  # type: ignore[assignment]
+
+    def _revive_after_fork(self) -> None:
+        """First use of a client in a forked child: a fresh connection of its own."""
+        with self._revive_lock:
+            if self._state != _FORKED:
+                return
+            self._events = _EventRunner(self._thread_tag)
+            self._pool = self._new_pool()
+            self._state = _CONNECTING
+            try:
+                self._connect()
+            except BaseException:
+                self._state = _FORKED
+                raise
 
     # ------------------------------------------------------------------ subscribe
 
@@ -600,6 +886,9 @@ class Client:
         pending_bytes_limit: int | None = None,
     ) -> Subscription:
         """Express interest in ``subject`` (wildcards allowed).
+
+        Subscriptions survive reconnects: they are restored (with what remains
+        of ``max_msgs``) before anything buffered is sent.
 
         Args:
             subject: the subject, e.g. ``"orders.*"`` or ``"orders.>"``.
@@ -619,7 +908,8 @@ class Client:
             validate_queue(queue)
         if cb is not None and not callable(cb):
             raise TypeError("cb must be callable")
-        self._check_open()
+        if self._state:
+            self._ready()
         if self._state == _DRAINING_SUBS:
             raise ConnectionClosedError("the connection is draining")
         opts = self._options
@@ -639,7 +929,7 @@ class Client:
             frame += commands.unsub(sid, max_msgs)
         self._subs[sid] = sub
         try:
-            self._write(frame)
+            self._write_control(frame)
         except ConnectionClosedError:
             self._subs.pop(sid, None)
             sub._finish(_CLOSED)
@@ -659,17 +949,17 @@ class Client:
             if sub._received >= limit:
                 self._remove_sub(sub)
                 sub._finish(_DRAINED)
-            self._write(commands.unsub(sub.sid, limit))
+            self._write_control(commands.unsub(sub.sid, limit))
             return
         self._remove_sub(sub)
         sub._finish(_UNSUBSCRIBED)
-        self._write(commands.unsub(sub.sid))
+        self._write_control(commands.unsub(sub.sid))
 
     def _drain_sub(self, sub: Subscription, timeout: float | None) -> None:
         deadline = Deadline(timeout)
         if sub._state < _DRAINED:
             sub._state = _DRAINING
-            self._write(commands.unsub(sub.sid))
+            self._write_control(commands.unsub(sub.sid))
             # After the PONG nothing more can arrive for this sid.
             self.flush(timeout=deadline.remaining())
             self._remove_sub(sub)
@@ -691,7 +981,8 @@ class Client:
             self._resp_prefix = prefix
             self._resp_prefix_len = len(prefix)
             self._subs[sid] = mux
-            self._pending += commands.sub((prefix + "*").encode(), sid)
+            if self._state != _RECONNECTING and self._sock is not None:
+                self._pending += commands.sub((prefix + "*").encode(), sid)
             self._resp_mux = mux
 
     def request(
@@ -703,13 +994,19 @@ class Client:
     ) -> Msg:
         """Publish a request and wait for the first reply.
 
+        A request made while reconnecting waits in the buffer and goes out after
+        the reconnect, within ``timeout``. A request already sent when the
+        connection breaks fails at once: its reply may be lost.
+
         Raises:
             NoRespondersError: nobody is subscribed to ``subject``.
             TimeoutError: no reply within ``timeout`` seconds.
+            NatsConnectionError: the connection broke while waiting.
             ConnectionClosedError: the client closed while waiting.
         """
         t = resolve(timeout, 1.0)
-        self._check_open()
+        if self._state:
+            self._ready()
         self._ensure_resp_mux()
         token = str(next(self._resp_tokens))
         waiter = _Waiter()
@@ -732,16 +1029,23 @@ class Client:
     def flush(self, timeout: TimeoutArg = 10.0) -> None:
         """Send everything buffered and wait until the server has processed it.
 
+        While reconnecting, this waits (within ``timeout``) for the reconnect and
+        for the server to confirm what was buffered.
+
         Raises:
             TimeoutError: no PONG within ``timeout`` seconds.
+            NatsConnectionError: the connection broke after the PING was sent.
             ConnectionClosedError: the client is closed.
         """
         t = resolve(timeout, 10.0)
+        if self._state:
+            self._ready(draining_ok=True)
         waiter = _Waiter()
         with self._lock:
             if self._state == _CLOSED_STATE:
                 raise ConnectionClosedError("the connection is closed")
             self._pongs.append(waiter)
+            self._pings_in_pending += 1
             self._pending += commands.PING
         self._send_pending()
         if not waiter.wait(t):
@@ -765,6 +1069,9 @@ class Client:
         """
         t = resolve(timeout, self._options.drain_timeout)
         deadline = Deadline(t)
+        if self._state == _FORKED:
+            self._close(flush=False)
+            return
         if self._state >= _DRAINING_SUBS:
             if self._state == _CLOSED_STATE:
                 raise ConnectionClosedError("the connection is closed")
@@ -774,7 +1081,7 @@ class Client:
             subs = [s for s in list(self._subs.values()) if s is not self._resp_mux]
             for sub in subs:
                 sub._state = _DRAINING
-                self._write(commands.unsub(sub.sid))
+                self._write_control(commands.unsub(sub.sid))
             self.flush(timeout=deadline.remaining())
             for sub in subs:
                 self._remove_sub(sub)
@@ -791,7 +1098,7 @@ class Client:
         """Flush what is buffered (best effort) and close. Wakes every waiter.
 
         Waiting calls (request, flush, next_msg) raise ConnectionClosedError.
-        Safe to call more than once and from any thread.
+        Safe to call more than once and from any thread, callbacks included.
         """
         self._close(flush=True)
 
@@ -799,10 +1106,14 @@ class Client:
         with self._lock:
             if self._state == _CLOSED_STATE:
                 return
+            forked = self._state == _FORKED
             self._state = _CLOSED_STATE
             self._flush_cond.notify_all()
-        sock = self._sock
-        if flush and sock is not None and self._pending and os.getpid() == self._pid:
+            sock, self._sock = self._sock, None
+        self._stop_reconnect.set()
+        if forked:
+            return
+        if flush and sock is not None and self._pending:
             try:
                 sock.settimeout(1.0)
                 with self._send_lock:
@@ -827,7 +1138,7 @@ class Client:
             sub._finish(_CLOSED)
         self._subs.clear()
         current = threading.current_thread()
-        for t in (self._reader, self._flusher):
+        for t in (self._reader, self._flusher, self._reconnector):
             if t is not None and t is not current and t.is_alive():
                 t.join(2.0)
         if self._options.closed_cb is not None:
@@ -841,8 +1152,17 @@ class Client:
         self.close()
 
     def __repr__(self) -> str:
-        state = ("connecting", "connected", "draining", "draining", "closed")[self._state]
-        return f"<natsjs_sync.Client {self.name or ''} {state} {self.connected_url or ''}>".replace("  ", " ")
+        parts = ["<natsjs_sync.Client", self.name or "", _STATE_NAMES[self._state], self.connected_url or ""]
+        return " ".join(p for p in parts if p) + ">"
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_CLIENTS):
+        client._disown_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _as_server_list(servers: str | Sequence[str] | None) -> list[ServerAddress]:
@@ -857,16 +1177,6 @@ def _as_server_list(servers: str | Sequence[str] | None) -> list[ServerAddress]:
     return [parse_server_url(s) for s in items]
 
 
-def _tls_context(tls: ssl.SSLContext | bool | None) -> ssl.SSLContext | None:
-    if tls is None or tls is False:
-        return None
-    if tls is True:
-        return ssl.create_default_context()
-    if isinstance(tls, ssl.SSLContext):
-        return tls
-    raise TypeError(f"tls must be an ssl.SSLContext or a bool, not {type(tls).__name__}")
-
-
 def connect(
     servers: str | Sequence[str] | None = None,
     *,
@@ -874,8 +1184,22 @@ def connect(
     user: str | None = None,
     password: str | None = None,
     token: str | None = None,
+    nkeys_seed: str | None = None,
+    user_credentials: str | None = None,
+    user_jwt_cb: Callable[[], str] | None = None,
+    signature_cb: Callable[[str], bytes | str] | None = None,
+    token_cb: Callable[[], str] | None = None,
+    user_info_cb: Callable[[], tuple[str, str]] | None = None,
     tls: ssl.SSLContext | bool | None = None,
+    tls_handshake_first: bool = False,
     connect_timeout: float = 2.0,
+    allow_reconnect: bool = True,
+    max_reconnect_attempts: int = 60,
+    reconnect_time_wait: float = 2.0,
+    reconnect_jitter: float = 0.1,
+    reconnect_jitter_tls: float = 1.0,
+    no_randomize: bool = False,
+    pending_size: int = 2 * 1024 * 1024,
     ping_interval: float = 120.0,
     max_outstanding_pings: int = 2,
     no_echo: bool = False,
@@ -887,6 +1211,7 @@ def connect(
     pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
     error_cb: ErrorCallback | None = None,
     disconnected_cb: EventCallback | None = None,
+    reconnected_cb: EventCallback | None = None,
     closed_cb: EventCallback | None = None,
     discovered_server_cb: EventCallback | None = None,
     lame_duck_mode_cb: EventCallback | None = None,
@@ -899,8 +1224,25 @@ def connect(
             ``NATS_URL`` environment variable, else ``nats://127.0.0.1:4222``.
         name: a client name shown in the server's monitoring and thread names.
         user, password, token: credentials (URL credentials win).
-        tls: ``True`` or an :class:`ssl.SSLContext` to use TLS.
+        nkeys_seed: a user nkey seed (``SU...``) or the path of a file holding it.
+        user_credentials: the path of a ``.creds`` file (user JWT plus seed).
+        user_jwt_cb, signature_cb: dynamic JWT credentials: the JWT, and the
+            signature of the server's nonce (bytes, or base64url text).
+        token_cb, user_info_cb: dynamic token, or ``(user, password)``, asked
+            for at every (re)connect.
+        tls: ``True`` or an :class:`ssl.SSLContext` to use TLS; ``False`` to
+            refuse it (SecureConnRequiredError when the server requires it);
+            ``None`` uses TLS for ``tls://`` URLs and servers that require it.
+        tls_handshake_first: start with the TLS handshake, before the server's INFO.
         connect_timeout: seconds for TCP connect plus handshake, per server.
+        allow_reconnect: reconnect when the connection breaks (else close).
+        max_reconnect_attempts: failed attempts in a row before a server is
+            dropped from the pool (negative: never).
+        reconnect_time_wait: seconds between attempts on the same server.
+        reconnect_jitter, reconnect_jitter_tls: random extra wait, up to this.
+        no_randomize: keep the server order instead of shuffling it.
+        pending_size: bytes buffered while reconnecting; more raises
+            OutboundBufferLimitError.
         ping_interval: seconds between keep-alive PINGs (``0`` turns them off).
         max_outstanding_pings: unanswered PINGs after which the connection is stale.
         no_echo: do not receive our own publishes.
@@ -908,25 +1250,50 @@ def connect(
         drain_timeout: default seconds for :meth:`Client.drain`.
         pending_msgs_limit, pending_bytes_limit: default slow-consumer limits per subscription.
         error_cb: called with asynchronous errors (server -ERR, slow consumers,
-            exceptions from subscription callbacks), on the events thread.
-        disconnected_cb, closed_cb: called on the events thread.
-        discovered_server_cb: called when the server announces cluster members.
+            lost connections, exceptions from subscription callbacks).
+        disconnected_cb, reconnected_cb, closed_cb: connection events.
+        discovered_server_cb: called when the server announces new cluster members.
         lame_duck_mode_cb: called when the server enters lame duck mode.
+
+        Every callback runs on the client's events thread, never on the reader.
 
     Raises:
         NoServersError: no server could be reached (the causes are in the message).
         AuthorizationError: the server refused the credentials.
+        SecureConnRequiredError: the server requires TLS and ``tls=False``.
     """
     if not isinstance(inbox_prefix, str) or not inbox_prefix:
         raise ValueError("inbox_prefix must be a non-empty str")
-    options = _Options(
-        servers=_as_server_list(servers),
-        name=name,
+    if tls is not None and not isinstance(tls, (bool, ssl.SSLContext)):
+        raise TypeError(f"tls must be an ssl.SSLContext or a bool, not {type(tls).__name__}")
+    if pending_size < 0:
+        raise ValueError("pending_size must be >= 0")
+    credentials = Credentials(
         user=user,
         password=password,
         token=token,
-        tls=_tls_context(tls),
+        nkeys_seed=nkeys_seed,
+        user_credentials=user_credentials,
+        user_jwt_cb=user_jwt_cb,
+        signature_cb=signature_cb,
+        token_cb=token_cb,
+        user_info_cb=user_info_cb,
+    )
+    credentials.validate()
+    options = _Options(
+        servers=_as_server_list(servers),
+        name=name,
+        credentials=credentials,
+        tls=tls,
+        tls_handshake_first=tls_handshake_first,
         connect_timeout=connect_timeout,
+        allow_reconnect=allow_reconnect,
+        max_reconnect_attempts=max_reconnect_attempts,
+        reconnect_time_wait=reconnect_time_wait,
+        reconnect_jitter=reconnect_jitter,
+        reconnect_jitter_tls=reconnect_jitter_tls,
+        no_randomize=no_randomize,
+        pending_size=pending_size,
         ping_interval=ping_interval,
         max_outstanding_pings=max_outstanding_pings,
         no_echo=no_echo,
@@ -938,6 +1305,7 @@ def connect(
         pending_bytes_limit=pending_bytes_limit,
         error_cb=error_cb,
         disconnected_cb=disconnected_cb,
+        reconnected_cb=reconnected_cb,
         closed_cb=closed_cb,
         discovered_server_cb=discovered_server_cb,
         lame_duck_mode_cb=lame_duck_mode_cb,

@@ -9,7 +9,8 @@
     │   ├── NoServersError            no server in the pool could be reached
     │   ├── AuthorizationError        the server refused our credentials
     │   ├── SecureConnRequiredError   the server wants TLS and the user forbade it
-    │   └── StaleConnectionError      too many PINGs went unanswered
+    │   ├── StaleConnectionError      too many PINGs went unanswered
+    │   └── OutboundBufferLimitError  reconnecting, and the reconnect buffer is full
     ├── TimeoutError                  also a builtin TimeoutError
     ├── NoRespondersError             a request found nobody subscribed (status 503)
     ├── BadSubjectError               also a ValueError
@@ -72,6 +73,10 @@ class SecureConnRequiredError(NatsConnectionError):
 
 class StaleConnectionError(NatsConnectionError):
     """The server stopped answering PINGs."""
+
+
+class OutboundBufferLimitError(NatsConnectionError):
+    """Publishing while reconnecting, and ``pending_size`` bytes are already held."""
 
 
 class TimeoutError(NatsError, builtins.TimeoutError):  # noqa: A001

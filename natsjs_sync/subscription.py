@@ -62,6 +62,7 @@ class Subscription:
         # Written by the consuming side only (bytes_in - bytes_out = pending bytes).
         self._bytes_out = 0
         self._max: int | None = None
+        self._forked = False
         self._state = _OPEN
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -113,6 +114,18 @@ class Subscription:
         if self._thread is None:
             self._done.set()
 
+    def _disown_after_fork(self) -> None:
+        """In a forked child: this subscription belongs to the parent. Its queue
+        and thread are not ours (a parent thread may have held the queue's lock),
+        so both are replaced and every read ends at once."""
+        self._q = queue.SimpleQueue()
+        self._q.put(_END)
+        self._state = _UNSUBSCRIBED
+        self._forked = True
+        self._thread = None
+        self._done = threading.Event()
+        self._done.set()
+
     # ---------------------------------------------------------------- user side
 
     @property
@@ -160,6 +173,11 @@ class Subscription:
             raise BadSubscriptionError("next_msg() cannot be used on a subscription with a callback")
         t = resolve(timeout, 1.0)
         if self._state == _UNSUBSCRIBED:
+            if self._forked:
+                raise BadSubscriptionError(
+                    f"subscription to {self.subject!r} was made in the parent process before fork(); "
+                    "subscribe again in this process"
+                )
             raise BadSubscriptionError(f"subscription to {self.subject!r} is unsubscribed")
         try:
             item = self._q.get(timeout=t)

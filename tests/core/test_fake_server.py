@@ -20,7 +20,7 @@ def test_malformed_frame_reports_protocol_error_and_closes() -> None:
     errors: list[Exception] = []
     closed = threading.Event()
     with FakeServer(script) as server:
-        nc = nats.connect(server.url, error_cb=errors.append, closed_cb=closed.set)
+        nc = nats.connect(server.url, error_cb=errors.append, closed_cb=closed.set, allow_reconnect=False)
         assert closed.wait(5)
         assert nc.is_closed
     assert any(isinstance(e, nats.ProtocolError) for e in errors)
@@ -88,6 +88,6 @@ def test_unanswered_pings_mean_a_stale_connection() -> None:
     closed = threading.Event()
     with FakeServer(script) as server:
         nats.connect(server.url, ping_interval=0.1, max_outstanding_pings=2, error_cb=errors.append,
-                     closed_cb=closed.set)
+                     closed_cb=closed.set, allow_reconnect=False)
         assert closed.wait(5)
     assert any(isinstance(e, nats.StaleConnectionError) for e in errors)

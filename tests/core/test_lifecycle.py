@@ -165,11 +165,11 @@ def test_subscription_drain(nc: nats.Client) -> None:
     assert not sub.is_valid
 
 
-def test_server_crash_fails_waiters_instead_of_hanging() -> None:
+def test_server_crash_without_reconnect_fails_waiters_instead_of_hanging() -> None:
     server = NatsServer(jetstream=False).start()
     disconnected = threading.Event()
     try:
-        nc = nats.connect(server.url, disconnected_cb=disconnected.set)
+        nc = nats.connect(server.url, disconnected_cb=disconnected.set, allow_reconnect=False)
         sub = nc.subscribe("crash.x")
         nc.flush()
         server.kill()

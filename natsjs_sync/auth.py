@@ -1,0 +1,119 @@
+"""Credentials: user/password, token, nkey seed, JWT ``.creds`` files, callbacks.
+
+Secrets live only here and in the CONNECT message. They are kept out of
+``repr``, log lines and exception messages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import AuthorizationError
+from .nkeys import InvalidNkeyError, KeyPair, sign_nonce
+
+# A .creds file holds the user JWT and then the user's nkey seed, each between
+# dashed BEGIN/END lines.
+_CREDS_BLOCK = re.compile(r"-{3,}[^\n]*BEGIN[^\n]*-{3,}\s*\n\s*([A-Za-z0-9_\-.=]+)\s*\n\s*-{3,}[^\n]*END[^\n]*-{3,}")
+
+
+def parse_creds(text: str) -> tuple[str, str]:
+    """Split ``.creds`` content into ``(jwt, seed)``.
+
+    Raises:
+        AuthorizationError: the content is not a creds file (nothing of it is quoted).
+    """
+    blocks = _CREDS_BLOCK.findall(text)
+    if len(blocks) < 2:
+        raise AuthorizationError("credentials file has no user JWT and nkey seed blocks")
+    jwt, seed = blocks[0], blocks[1]
+    if not seed.startswith("SU"):
+        raise AuthorizationError("credentials file does not hold a user nkey seed")
+    return jwt, seed
+
+
+def _read_secret(value: str, what: str) -> str:
+    """``value`` itself, or the content of the file it names."""
+    if os.path.exists(value):
+        try:
+            with open(value) as f:
+                return f.read()
+        except OSError as exc:
+            raise AuthorizationError(f"cannot read the {what} file {value!r}: {exc.strerror}") from exc
+    return value
+
+
+@dataclass
+class Credentials:
+    """Everything a client may authenticate with. Secrets are hidden from ``repr``."""
+
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    nkeys_seed: str | None = field(default=None, repr=False)
+    user_credentials: str | None = None  # a path (or the file's content)
+    user_jwt_cb: Callable[[], str] | None = None
+    signature_cb: Callable[[str], bytes | str] | None = None
+    token_cb: Callable[[], str] | None = None
+    user_info_cb: Callable[[], tuple[str, str]] | None = None
+
+    def validate(self) -> None:
+        """Fail early on unusable settings (before any network traffic)."""
+        if self.nkeys_seed is not None:
+            seed = _read_secret(self.nkeys_seed, "nkey seed").strip()
+            try:
+                KeyPair.from_seed(seed)
+            except InvalidNkeyError as exc:
+                raise AuthorizationError(f"nkeys_seed is not a valid nkey seed: {exc}") from None
+        if self.user_credentials is not None:
+            parse_creds(_read_secret(self.user_credentials, "credentials"))
+        if self.user_jwt_cb is not None and self.signature_cb is None:
+            raise ValueError("user_jwt_cb needs signature_cb to sign the server's nonce")
+
+    def connect_fields(self, info: dict[str, Any], url_user: str | None, url_password: str | None) -> dict[str, Any]:
+        """The CONNECT fields for this server (signing its nonce when asked).
+
+        URL credentials win over the arguments, as in the other NATS clients.
+        """
+        fields: dict[str, Any] = {}
+        nonce = info.get("nonce")
+        if self.user_credentials is not None:
+            jwt, seed = parse_creds(_read_secret(self.user_credentials, "credentials"))
+            fields["jwt"] = jwt
+            if nonce:
+                fields["sig"] = sign_nonce(seed, nonce)
+        elif self.user_jwt_cb is not None:
+            fields["jwt"] = self.user_jwt_cb()
+            if nonce and self.signature_cb is not None:
+                sig = self.signature_cb(nonce)
+                fields["sig"] = sig if isinstance(sig, str) else _b64url(sig)
+        elif self.nkeys_seed is not None:
+            kp = KeyPair.from_seed(_read_secret(self.nkeys_seed, "nkey seed").strip())
+            fields["nkey"] = kp.public_key
+            if nonce:
+                fields["sig"] = sign_nonce(kp.seed, nonce)
+
+        user, password = self.user, self.password
+        if self.user_info_cb is not None:
+            user, password = self.user_info_cb()
+        token = self.token_cb() if self.token_cb is not None else self.token
+        if url_user:
+            if url_password is None and not user:
+                token = url_user  # nats://TOKEN@host
+            else:
+                user, password = url_user, url_password
+        if user is not None:
+            fields["user"] = user
+            fields["pass"] = password or ""
+        if token is not None:
+            fields["auth_token"] = token
+        return fields
+
+
+def _b64url(raw: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
