@@ -166,7 +166,27 @@ def handshake(
         raise SecureConnRequiredError(f"{addr.url} requires TLS and TLS is turned off for this client")
     if tls_ctx is not None and not getattr(sock, "_natsjs_tls", False):
         sock = upgrade_tls(sock, tls_ctx, addr, deadline)
-    sock.sendall(commands.connect(options) + commands.PING)
+        try:
+            return _finish_handshake(sock, parser, addr, options, info, pending, deadline)
+        except BaseException:
+            sock.close()  # the caller only knows the plain socket
+            raise
+    return _finish_handshake(sock, parser, addr, options, info, pending, deadline)
+
+
+def _finish_handshake(
+    sock: socket.socket,
+    parser: Parser,
+    addr: ServerAddress,
+    options: dict[str, Any],
+    info: dict[str, Any],
+    pending: list[Any],
+    deadline: Deadline,
+) -> Handshake:
+    try:
+        sock.sendall(commands.connect(options) + commands.PING)
+    except OSError as exc:
+        raise NatsConnectionError(f"connection to {addr.url} lost during the handshake: {exc}") from exc
     while True:
         while not pending:
             pending = read_events(sock, parser, deadline, "the server's PONG")

@@ -1,0 +1,119 @@
+"""A Client made before os.fork(): the child gets a connection of its own."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.testing import NatsServer
+
+# Forking a process that has threads is what these tests are about (3.12+ warns).
+pytestmark = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+
+
+def run_in_child(fn: object) -> dict[str, object]:
+    """Fork, run ``fn()`` in the child, return what it reported as JSON."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            result = fn()  # type: ignore[operator]
+        except BaseException as exc:
+            result = {"error": f"{type(exc).__name__}: {exc}"}
+        os.write(w, json.dumps(result).encode())
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    return json.loads(b"".join(chunks))  # type: ignore[no-any-return]
+
+
+def test_child_connects_afresh_and_parent_is_untouched(shared_server: NatsServer) -> None:
+    nc = nats.connect(shared_server.url, name="forker")
+    try:
+        parent_sub = nc.subscribe("fork.data")
+        nc.subscribe("fork.echo", cb=lambda m: m.respond(b"parent:" + m.data))
+        nc.flush()
+        parent_id = nc.client_id
+
+        def child() -> dict[str, object]:
+            try:
+                parent_sub.next_msg(timeout=0.1)
+                inherited = "readable"
+            except nats.BadSubscriptionError as exc:
+                inherited = str(exc)
+            nc.publish("fork.data", b"from child")
+            reply = nc.request("fork.echo", b"hi", timeout=5)
+            nc.flush()
+            out = {"client_id": nc.client_id, "reply": reply.data.decode(), "inherited": inherited}
+            nc.close()
+            return out
+
+        result = run_in_child(child)
+        assert "error" not in result, result
+        assert result["client_id"] != parent_id
+        assert result["reply"] == "parent:hi"
+        assert "parent process before fork" in str(result["inherited"])
+        # The parent's connection survived the child closing its copy.
+        assert parent_sub.next_msg(timeout=5).data == b"from child"
+        nc.publish("fork.data", b"parent still works")
+        assert parent_sub.next_msg(timeout=5).data == b"parent still works"
+        assert nc.client_id == parent_id
+    finally:
+        nc.close()
+
+
+def _worker(url_and_n: tuple[int, int]) -> int:
+    n, count = url_and_n
+    for i in range(count):
+        SHARED.publish("fork.pool", f"{n}:{i}".encode())
+    SHARED.flush(timeout=5)
+    return os.getpid()
+
+
+SHARED: nats.Client
+
+
+def test_multiprocessing_fork_pool_shares_one_inherited_client(shared_server: NatsServer) -> None:
+    global SHARED
+    SHARED = nats.connect(shared_server.url, name="pool-parent")
+    try:
+        sub = SHARED.subscribe("fork.pool")
+        SHARED.flush()
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(3) as pool:
+            pids = pool.map(_worker, [(n, 50) for n in range(6)])
+        assert len(set(pids)) >= 1 and os.getpid() not in pids
+        got = sorted(sub.next_msg(timeout=5).data for _ in range(300))
+        assert got == sorted(f"{n}:{i}".encode() for n in range(6) for i in range(50))
+    finally:
+        SHARED.close()
+
+
+@pytest.mark.parametrize("closed_first", [True, False])
+def test_closed_client_stays_closed_in_the_child(shared_server: NatsServer, closed_first: bool) -> None:
+    nc = nats.connect(shared_server.url)
+    if closed_first:
+        nc.close()
+
+    def child() -> dict[str, object]:
+        try:
+            nc.publish("fork.closed", b"x")
+            return {"published": True}
+        except nats.ConnectionClosedError:
+            return {"published": False}
+
+    result = run_in_child(child)
+    assert result == {"published": not closed_first}
+    nc.close()
