@@ -35,7 +35,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._connection import ServerAddress, handshake, open_socket, parse_server_url, upgrade_tls
 from ._reconnect import PoolEntry, ServerPool
@@ -74,6 +74,9 @@ from .subscription import (
     MsgHandler,
     Subscription,
 )
+
+if TYPE_CHECKING:
+    from .jetstream import JetStream
 
 log = logging.getLogger("natsjs_sync")
 
@@ -250,6 +253,10 @@ class Client:
         self._reconnector: threading.Thread | None = None
         self._stop_reconnect = threading.Event()
         self._connected_event = threading.Event()
+        # Internal listeners (JetStream layers), run on the reconnect/closing
+        # thread; they must be quick and never block.
+        self._close_hooks: list[Callable[[], None]] = []
+        self._reconnect_hooks: list[Callable[[], None]] = []
         _CLIENTS.add(self)
 
     def _new_pool(self) -> ServerPool:
@@ -815,6 +822,11 @@ class Client:
                 self._connection_lost(exc, sock)
                 return False
         self.stats.reconnects += 1
+        for hook in list(self._reconnect_hooks):
+            try:
+                hook()
+            except Exception:
+                log.exception("natsjs_sync: internal reconnect hook failed")
         if self._options.reconnected_cb is not None:
             self._events.submit(self._options.reconnected_cb)
         return True
@@ -935,6 +947,43 @@ class Client:
             sub._finish(_CLOSED)
             raise
         return sub
+
+    def _subscribe_internal(self, subject: str, cls: type[Subscription] = Subscription) -> Subscription:
+        """A library-owned subscription: no slow-consumer limits, restored on reconnect."""
+        if self._state:
+            self._ready()
+        sid = next(self._sids)
+        sub = cls(self, sid, subject, None, None, 1 << 62, 1 << 62)
+        self._subs[sid] = sub
+        self._write_control(commands.sub(subject.encode(), sid))
+        return sub
+
+    def _on_close(self, fn: Callable[[], None]) -> None:
+        self._close_hooks.append(fn)
+
+    def _on_reconnect(self, fn: Callable[[], None]) -> None:
+        self._reconnect_hooks.append(fn)
+
+    def jetstream(
+        self,
+        domain: str | None = None,
+        api_prefix: str = "$JS.API",
+        timeout: float = 5.0,
+        publish_async_max_pending: int = 4000,
+    ) -> JetStream:
+        """A JetStream context on this connection (cheap; make as many as you like).
+
+        Args:
+            domain: the JetStream domain (changes the API prefix to ``$JS.<domain>.API``).
+            api_prefix: a custom API prefix (for imported JetStream APIs).
+            timeout: default seconds for every JetStream API call and sync publish.
+            publish_async_max_pending: async publishes in flight before
+                ``publish_async`` blocks.
+        """
+        from .jetstream import JetStream
+
+        return JetStream(self, domain=domain, api_prefix=api_prefix, timeout=timeout,
+                         publish_async_max_pending=publish_async_max_pending)
 
     def _remove_sub(self, sub: Subscription) -> None:
         self._subs.pop(sub.sid, None)
@@ -1137,6 +1186,11 @@ class Client:
         for sub in list(self._subs.values()):
             sub._finish(_CLOSED)
         self._subs.clear()
+        for hook in list(self._close_hooks):
+            try:
+                hook()
+            except Exception:
+                log.exception("natsjs_sync: internal close hook failed")
         current = threading.current_thread()
         for t in (self._reader, self._flusher, self._reconnector):
             if t is not None and t is not current and t.is_alive():

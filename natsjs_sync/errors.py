@@ -23,7 +23,8 @@
     └── JetStreamError                .code, .err_code, .description from the server
         ├── JetStreamNotEnabledError
         ├── StreamNotFoundError, ConsumerNotFoundError, StreamNameInUseError
-        ├── MsgNotFoundError, NoMessagesError
+        ├── MsgNotFoundError, NoMessagesError, NoStreamResponseError
+        ├── ConsumerExistsError, ConsumerDeletedError, MsgAlreadyAckdError, NotJSMessageError
         ├── KeyValueError: BucketNotFoundError, KeyNotFoundError, KeyDeletedError,
         │                  KeyExistsError
         ├── WrongLastSequenceError
@@ -181,6 +182,26 @@ class NoMessagesError(JetStreamError):
     """A pull request found no messages."""
 
 
+class NoStreamResponseError(JetStreamError):
+    """A JetStream publish got no answer: no stream captures the subject."""
+
+
+class ConsumerExistsError(JetStreamError):
+    """A consumer of that name exists with a different configuration."""
+
+
+class ConsumerDeletedError(JetStreamError):
+    """The consumer was deleted while messages were being pulled."""
+
+
+class MsgAlreadyAckdError(JetStreamError):
+    """The message was already acknowledged (or nak'ed, or terminated)."""
+
+
+class NotJSMessageError(JetStreamError):
+    """The message did not come from a JetStream consumer, so it cannot be acked."""
+
+
 class WrongLastSequenceError(JetStreamError):
     """An expected-last-sequence condition failed."""
 
@@ -226,6 +247,11 @@ JS_ERR_CODES: dict[int, type[JetStreamError]] = {
     10058: StreamNameInUseError,  # JSStreamNameExistErr
     10037: MsgNotFoundError,  # JSNoMessageFoundErr
     10071: WrongLastSequenceError,  # JSStreamWrongLastSequenceErr
+    10070: WrongLastSequenceError,  # JSStreamWrongLastMsgIDErr
+    10164: WrongLastSequenceError,  # JSStreamWrongLastSequenceConstantErr
+    10148: ConsumerExistsError,  # JSConsumerAlreadyExists
+    10013: ConsumerExistsError,  # JSConsumerNameExistErr
+    10149: ConsumerNotFoundError,  # JSConsumerDoesNotExist (update of a missing one)
 }
 
 

@@ -8,6 +8,7 @@ from .protocol.headers import Headers, HeadersInput, parse_headers, status_of
 
 if TYPE_CHECKING:
     from .client import Client
+    from .jetstream.message import MsgMetadata
 
 
 class Msg:
@@ -23,7 +24,7 @@ class Msg:
     # ``_headers`` stays unset until first read; ``_client`` is a class attribute
     # of the per-client subclass made by :func:`bound_msg_class`, so building a
     # message on the reader thread sets five slots and nothing more.
-    __slots__ = ("_hdr", "_headers", "data", "reply", "sid", "subject")
+    __slots__ = ("_ackd", "_hdr", "_headers", "data", "reply", "sid", "subject")
 
     _client: Client | None = None
 
@@ -82,6 +83,78 @@ class Msg:
         if self._client is None:
             raise ValueError("message is not bound to a client")
         self._client.publish_now(self.reply, data, headers=headers)
+
+    # ------------------------------------------------------------ JetStream
+
+    @property
+    def metadata(self) -> MsgMetadata:
+        """Stream, consumer, sequences, delivery count and time of a JetStream message.
+
+        Raises:
+            NotJSMessageError: the message did not come from a JetStream consumer.
+        """
+        from .jetstream.message import parse_metadata
+
+        return parse_metadata(self.reply)
+
+    @property
+    def is_acked(self) -> bool:
+        """True once ack, nak or term was sent for this message."""
+        try:
+            return self._ackd
+        except AttributeError:
+            return False
+
+    def _ack_reply(self) -> str:
+        from .errors import MsgAlreadyAckdError, NotJSMessageError
+
+        if not self.reply or not self.reply.startswith("$JS.ACK."):
+            raise NotJSMessageError(f"not a JetStream message (reply subject {self.reply!r})")
+        if self.is_acked:
+            raise MsgAlreadyAckdError(f"message {self.reply} was already acknowledged")
+        if self._client is None:
+            raise ValueError("message is not bound to a client")
+        return self.reply
+
+    def _send_ack(self, body: bytes, final: bool = True) -> None:
+        reply = self._ack_reply()
+        self._client.publish(reply, body)  # type: ignore[union-attr]
+        if final:
+            self._ackd = True
+
+    def ack(self) -> None:
+        """Acknowledge: the message is processed. Sent with the next write, not waited for.
+
+        Raises:
+            MsgAlreadyAckdError: ack, nak or term was already sent.
+            NotJSMessageError: the message did not come from a JetStream consumer.
+        """
+        self._send_ack(b"+ACK")
+
+    def ack_sync(self, timeout: float = 5.0) -> None:
+        """Acknowledge and wait until the server confirms it (double ack).
+
+        Raises:
+            TimeoutError: no confirmation within ``timeout`` seconds.
+        """
+        reply = self._ack_reply()
+        self._client.request(reply, b"+ACK", timeout=timeout)  # type: ignore[union-attr]
+        self._ackd = True
+
+    def nak(self, delay: float | None = None) -> None:
+        """Negative acknowledgement: redeliver, after ``delay`` seconds when given."""
+        if delay is None:
+            self._send_ack(b"-NAK")
+        else:
+            self._send_ack(b'-NAK {"delay":%d}' % int(delay * 1_000_000_000))
+
+    def in_progress(self) -> None:
+        """Tell the server work is still going on: resets the ack wait. Can be repeated."""
+        self._send_ack(b"+WPI", final=False)
+
+    def term(self, reason: str | None = None) -> None:
+        """Stop redelivery of this message for good (with an optional reason)."""
+        self._send_ack(b"+TERM" + (b" " + reason.encode() if reason else b""))
 
     def __repr__(self) -> str:
         data = self.data if len(self.data) <= 64 else self.data[:64] + b"..."

@@ -1,0 +1,301 @@
+"""The JetStream context: streams, consumers, publishing (after Go's ``jetstream``)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from .._timeout import Deadline
+from ..errors import BadSubjectError, StreamNotFoundError, TimeoutError
+from ..protocol.headers import HeadersInput
+from ._api import DEFAULT_API_PREFIX, DEFAULT_TIMEOUT, JetStreamAPI, from_wire, to_wire
+from .consumer import Consumer
+from .consumer_config import ConsumerConfig, ConsumerInfo
+from .publish import AsyncPublisher, PubAck, publish_headers, publish_sync
+from .stream import Stream
+from .stream_config import StreamConfig, StreamInfo, _Model
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from .ordered import OrderedConsumer
+
+
+class APIStats(_Model, frozen=True, kw_only=True):
+    total: int = 0
+    errors: int = 0
+
+
+class AccountLimits(_Model, frozen=True, kw_only=True):
+    max_memory: int = -1
+    max_storage: int = -1
+    max_streams: int = -1
+    max_consumers: int = -1
+    max_ack_pending: int = -1
+    memory_max_stream_bytes: int = -1
+    storage_max_stream_bytes: int = -1
+    max_bytes_required: bool = False
+
+
+class AccountInfo(_Model, frozen=True, kw_only=True):
+    memory: int = 0
+    storage: int = 0
+    streams: int = 0
+    consumers: int = 0
+    limits: AccountLimits = AccountLimits()
+    api: APIStats = APIStats()
+    domain: str | None = None
+
+
+_BAD_NAME_CHARS = frozenset(" \t\r\n.*>/\\")
+
+
+def check_name(name: object, what: str) -> str:
+    """Stream and consumer names: non-empty, no whitespace, dots, wildcards or slashes."""
+    if not isinstance(name, str) or not name:
+        raise BadSubjectError(f"{what} name must be a non-empty str, got {name!r}")
+    if _BAD_NAME_CHARS.intersection(name):
+        raise BadSubjectError(f"{what} name {name!r} may not contain whitespace, '.', '*', '>', '/' or '\\'")
+    return name
+
+
+def _config(cls: type[Any], config: Any, kwargs: dict[str, Any]) -> Any:
+    if config is None:
+        return cls(**kwargs)
+    if not isinstance(config, cls):
+        raise TypeError(f"expected a {cls.__name__}, got {type(config).__name__}")
+    return config.replace(**kwargs) if kwargs else config
+
+
+class JetStream:
+    """JetStream on one connection. Thread-safe. Make it with ``nc.jetstream()``."""
+
+    def __init__(self, nc: Client, domain: str | None = None, api_prefix: str = DEFAULT_API_PREFIX,
+                 timeout: float = DEFAULT_TIMEOUT, publish_async_max_pending: int = 4000,
+                 publish_async_stall_wait: float = 5.0):
+        self.nc = nc
+        self._api = JetStreamAPI(nc, api_prefix, domain, timeout)
+        self.timeout = timeout
+        self._async = AsyncPublisher(nc, publish_async_max_pending, publish_async_stall_wait, timeout)
+
+    @property
+    def api_prefix(self) -> str:
+        return self._api.prefix
+
+    def account_info(self, timeout: float | None = None) -> AccountInfo:
+        """Usage and limits of this account. Raises JetStreamNotEnabledError."""
+        return self._api.request_typed("INFO", None, AccountInfo, timeout)
+
+    # ------------------------------------------------------------------ streams
+
+    def _stream_request(self, action: str, cfg: StreamConfig, timeout: float | None) -> Stream:
+        check_name(cfg.name, "stream")
+        info = self._api.request_typed(f"STREAM.{action}.{cfg.name}", cfg, StreamInfo, timeout)
+        return Stream(self, info)
+
+    def create_stream(self, config: StreamConfig | None = None, timeout: float | None = None,
+                      **kwargs: Any) -> Stream:
+        """Create a stream (from a StreamConfig or keyword arguments).
+
+        Raises:
+            StreamNameInUseError: a stream of that name exists with another config.
+        """
+        return self._stream_request("CREATE", _config(StreamConfig, config, kwargs), timeout)
+
+    def update_stream(self, config: StreamConfig | None = None, timeout: float | None = None,
+                      **kwargs: Any) -> Stream:
+        """Change a stream's config. Raises StreamNotFoundError."""
+        return self._stream_request("UPDATE", _config(StreamConfig, config, kwargs), timeout)
+
+    def create_or_update_stream(self, config: StreamConfig | None = None, timeout: float | None = None,
+                                **kwargs: Any) -> Stream:
+        cfg = _config(StreamConfig, config, kwargs)
+        try:
+            return self._stream_request("UPDATE", cfg, timeout)
+        except StreamNotFoundError:
+            return self._stream_request("CREATE", cfg, timeout)
+
+    def delete_stream(self, name: str, timeout: float | None = None) -> bool:
+        """Delete a stream and its messages. Raises StreamNotFoundError."""
+        check_name(name, "stream")
+        return bool(self._api.request(f"STREAM.DELETE.{name}", None, timeout).get("success"))
+
+    def stream(self, name: str, timeout: float | None = None) -> Stream:
+        """A handle on an existing stream. Raises StreamNotFoundError."""
+        check_name(name, "stream")
+        return Stream(self, self._stream_info(name, timeout))
+
+    def _stream_info(self, name: str, timeout: float | None) -> StreamInfo:
+        return self._api.request_typed(f"STREAM.INFO.{name}", None, StreamInfo, timeout)
+
+    def stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
+        """The stream capturing ``subject``. Raises StreamNotFoundError."""
+        resp = self._api.request("STREAM.NAMES", {"subject": subject}, timeout)
+        names = resp.get("streams") or []
+        if not names:
+            raise StreamNotFoundError(f"no stream captures subject {subject!r}", code=404)
+        return str(names[0])
+
+    def list_streams(self, subject: str | None = None, timeout: float | None = None) -> Iterator[StreamInfo]:
+        """Info of every stream (optionally those capturing ``subject``), page by page."""
+        body = {"subject": subject} if subject else None
+        for item in self._api.paged("STREAM.LIST", "streams", body, timeout):
+            yield from_wire(item, StreamInfo)
+
+    def stream_names(self, subject: str | None = None, timeout: float | None = None) -> Iterator[str]:
+        body = {"subject": subject} if subject else None
+        yield from self._api.paged("STREAM.NAMES", "streams", body, timeout)
+
+    # ------------------------------------------------------------------ consumers
+
+    def _consumer_request(self, stream: str, cfg: ConsumerConfig, action: str, timeout: float | None) -> Consumer:
+        check_name(stream, "stream")
+        name = cfg.name or cfg.durable_name
+        if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
+            raise ValueError("name and durable_name differ")
+        if name:
+            check_name(name, "consumer")
+            suffix = f"CONSUMER.CREATE.{stream}.{name}"
+            if cfg.filter_subject and not cfg.filter_subjects:
+                suffix += f".{cfg.filter_subject}"
+        else:
+            suffix = f"CONSUMER.CREATE.{stream}"
+        wire = to_wire(cfg)
+        wire["ack_policy"] = cfg.ack_policy.value if hasattr(cfg.ack_policy, "value") else cfg.ack_policy
+        body: dict[str, Any] = {"stream_name": stream, "config": wire}
+        if action:
+            body["action"] = action
+        info = from_wire(self._api.request(suffix, body, timeout), ConsumerInfo)
+        return Consumer(self, info)
+
+    def create_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: float | None = None,
+                        **kwargs: Any) -> Consumer:
+        """Create a consumer; fails if one of that name exists with another config.
+
+        Without ``name``/``durable_name`` the consumer is ephemeral.
+        """
+        return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "create", timeout)
+
+    def update_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: float | None = None,
+                        **kwargs: Any) -> Consumer:
+        """Change an existing consumer. Raises ConsumerNotFoundError."""
+        return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "update", timeout)
+
+    def create_or_update_consumer(self, stream: str, config: ConsumerConfig | None = None,
+                                  timeout: float | None = None, **kwargs: Any) -> Consumer:
+        return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "", timeout)
+
+    def _consumer_info(self, stream: str, name: str, timeout: float | None) -> ConsumerInfo:
+        check_name(stream, "stream")
+        check_name(name, "consumer")
+        return self._api.request_typed(f"CONSUMER.INFO.{stream}.{name}", None, ConsumerInfo, timeout)
+
+    def consumer(self, stream: str, name: str, timeout: float | None = None) -> Consumer:
+        """A handle on an existing consumer. Raises ConsumerNotFoundError."""
+        return Consumer(self, self._consumer_info(stream, name, timeout))
+
+    def delete_consumer(self, stream: str, name: str, timeout: float | None = None) -> bool:
+        check_name(stream, "stream")
+        check_name(name, "consumer")
+        return bool(self._api.request(f"CONSUMER.DELETE.{stream}.{name}", None, timeout).get("success"))
+
+    def list_consumers(self, stream: str, timeout: float | None = None) -> Iterator[ConsumerInfo]:
+        check_name(stream, "stream")
+        for item in self._api.paged(f"CONSUMER.LIST.{stream}", "consumers", None, timeout):
+            yield from_wire(item, ConsumerInfo)
+
+    def consumer_names(self, stream: str, timeout: float | None = None) -> Iterator[str]:
+        check_name(stream, "stream")
+        yield from self._api.paged(f"CONSUMER.NAMES.{stream}", "consumers", None, timeout)
+
+    def pause_consumer(self, stream: str, name: str, until: datetime.datetime,
+                       timeout: float | None = None) -> dict[str, Any]:
+        """Pause a consumer until ``until`` (server 2.11+)."""
+        body = {"pause_until": until.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")}
+        return self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout)
+
+    def resume_consumer(self, stream: str, name: str, timeout: float | None = None) -> dict[str, Any]:
+        return self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout)
+
+    def unpin_consumer(self, stream: str, name: str, group: str, timeout: float | None = None) -> None:
+        """Release the pinned client of a priority group (server 2.11+)."""
+        self._api.request(f"CONSUMER.UNPIN.{stream}.{name}", {"group": group}, timeout)
+
+    def ordered_consumer(self, stream: str, **kwargs: Any) -> OrderedConsumer:
+        """An ordered consumer (ADR-17): every message once, in order, no acks, self-healing."""
+        from .ordered import OrderedConsumer
+
+        check_name(stream, "stream")
+        return OrderedConsumer(self, stream, **kwargs)
+
+    # ------------------------------------------------------------------ publish
+
+    def publish(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        headers: HeadersInput | None = None,
+        msg_id: str | None = None,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None,
+        expected_last_msg_id: str | None = None,
+        ttl: float | str | None = None,
+        timeout: float | None = None,
+        retry_attempts: int = 2,
+    ) -> PubAck:
+        """Publish to a stream and wait for it to store the message.
+
+        Args:
+            msg_id: de-duplication id (``Nats-Msg-Id``) within the stream's duplicate window.
+            expected_*: the publish fails (WrongLastSequenceError) unless these hold.
+            ttl: per-message TTL in seconds (or a Go duration string) on streams with allow_msg_ttl.
+            retry_attempts: retries when no stream answers yet (ADR-22).
+
+        Raises:
+            NoStreamResponseError: no stream captures ``subject``.
+            WrongLastSequenceError: an expectation failed.
+            TimeoutError: no PubAck within ``timeout`` (default: the context's).
+        """
+        hdrs = publish_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
+                               expected_last_msg_id, ttl)
+        return publish_sync(self.nc, subject, payload, hdrs, self.timeout if timeout is None else timeout,
+                            retry_attempts)
+
+    def publish_async(
+        self,
+        subject: str,
+        payload: bytes = b"",
+        headers: HeadersInput | None = None,
+        msg_id: str | None = None,
+        expected_stream: str | None = None,
+        expected_last_seq: int | None = None,
+        expected_last_subject_seq: int | None = None,
+        expected_last_msg_id: str | None = None,
+        ttl: float | str | None = None,
+    ) -> Future[PubAck]:
+        """Publish without waiting; the future completes with the PubAck (or its error).
+
+        Blocks while ``publish_async_max_pending`` publishes await their acks
+        (at most the stall wait, then TimeoutError).
+        """
+        hdrs = publish_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
+                               expected_last_msg_id, ttl)
+        return self._async.publish(subject, payload, hdrs)
+
+    def publish_async_complete(self, timeout: float | None = 10.0) -> None:
+        """Wait until every async publish has its PubAck (or failed). Raises TimeoutError."""
+        self.nc.flush(timeout=Deadline(timeout).remaining())
+        self._async.wait_complete(timeout)
+
+    @property
+    def publish_async_pending(self) -> int:
+        """Async publishes not yet acknowledged."""
+        return self._async.pending
+
+    def __repr__(self) -> str:
+        return f"<JetStream {self._api.prefix}>"
+
+
+__all__ = ["AccountInfo", "JetStream", "TimeoutError"]

@@ -1,0 +1,235 @@
+"""A stream handle: info, purge, reading and deleting messages, its consumers."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..errors import JetStreamError, MsgNotFoundError
+from ..msg import Msg
+from ..protocol.headers import parse_headers
+from .consumer_config import ConsumerConfig, ConsumerInfo
+from .stream_config import RawStreamMsg, StreamInfo
+
+if TYPE_CHECKING:
+    from .consumer import Consumer
+    from .context import JetStream
+
+_EOB = 204  # end of a batched direct get
+
+
+def _parse_time(text: str | None) -> datetime.datetime | None:
+    if not text:
+        return None
+    return msgspec.convert(text, datetime.datetime)
+
+
+def _raw_from_api(stream: str, m: dict[str, Any]) -> RawStreamMsg:
+    hdrs = None
+    if m.get("hdrs"):
+        _, _, h = parse_headers(base64.b64decode(m["hdrs"]))
+        hdrs = {k: h.get_all(k) for k in h}
+    return RawStreamMsg(
+        subject=m["subject"],
+        seq=m["seq"],
+        data=base64.b64decode(m.get("data") or b""),
+        headers=hdrs,
+        time=_parse_time(m.get("time")),
+        stream=stream,
+    )
+
+
+def _raw_from_direct(msg: Msg, stream: str) -> RawStreamMsg:
+    h = msg.headers
+    if h is None:
+        raise JetStreamError("direct get answer without headers")
+    hdrs = {k: h.get_all(k) for k in h if not k.startswith("Nats-") or k in _KEEP}
+    return RawStreamMsg(
+        subject=h.get("Nats-Subject", ""),
+        seq=int(h.get("Nats-Sequence", "0")),
+        data=msg.data,
+        headers=hdrs or None,
+        time=_parse_time(h.get("Nats-Time-Stamp")),
+        stream=h.get("Nats-Stream", stream),
+    )
+
+
+# Headers the user (or KV/object store) set, which direct get must keep.
+_KEEP = frozenset({"Nats-Msg-Id", "Nats-Rollup", "Nats-TTL", "Nats-Marker-Reason", "Nats-Expected-Stream"})
+
+
+class Stream:
+    """A handle on one stream. Thread-safe; cheap to keep."""
+
+    def __init__(self, js: JetStream, info: StreamInfo):
+        self._js = js
+        self.name = info.config.name
+        self._info = info
+
+    @property
+    def cached_info(self) -> StreamInfo:
+        """The info from when this handle was made or last refreshed (no request)."""
+        return self._info
+
+    def info(self, subjects_filter: str | None = None, deleted_details: bool = False,
+             timeout: float | None = None) -> StreamInfo:
+        """Fresh stream info; with ``subjects_filter``, the per-subject counts too (all pages)."""
+        body: dict[str, Any] = {}
+        if subjects_filter:
+            body["subjects_filter"] = subjects_filter
+        if deleted_details:
+            body["deleted_details"] = True
+        api = self._js._api
+        resp = api.request(f"STREAM.INFO.{self.name}", body or None, timeout)
+        subjects = dict(resp.get("state", {}).get("subjects") or {})
+        total = resp.get("total", 0)
+        while subjects_filter and total and len(subjects) < total:
+            page = api.request(f"STREAM.INFO.{self.name}", {**body, "offset": len(subjects)}, timeout)
+            more = page.get("state", {}).get("subjects") or {}
+            if not more:
+                break
+            subjects.update(more)
+        if subjects:
+            resp.setdefault("state", {})["subjects"] = subjects
+        from ._api import from_wire
+
+        self._info = from_wire(resp, StreamInfo)
+        return self._info
+
+    def purge(self, subject: str | None = None, sequence: int | None = None, keep: int | None = None,
+              timeout: float | None = None) -> int:
+        """Remove messages; returns how many. ``sequence``: up to (not incl.) it; ``keep``: the newest N."""
+        if sequence is not None and keep is not None:
+            raise ValueError("purge takes sequence or keep, not both")
+        body: dict[str, Any] = {}
+        if subject:
+            body["filter"] = subject
+        if sequence is not None:
+            body["seq"] = sequence
+        if keep is not None:
+            body["keep"] = keep
+        resp = self._js._api.request(f"STREAM.PURGE.{self.name}", body or None, timeout)
+        return int(resp.get("purged", 0))
+
+    # ------------------------------------------------------------------ reading messages
+
+    def _get(self, body: dict[str, Any], timeout: float | None) -> RawStreamMsg:
+        if self._info.config.allow_direct:
+            return self._direct_get(body, timeout)
+        resp = self._js._api.request(f"STREAM.MSG.GET.{self.name}", body, timeout)
+        return _raw_from_api(self.name, resp["message"])
+
+    def _direct_get(self, body: dict[str, Any], timeout: float | None, subject_suffix: str = "") -> RawStreamMsg:
+        api = self._js._api
+        subject = api.subject(f"DIRECT.GET.{self.name}{subject_suffix}")
+        payload = b"" if subject_suffix else msgspec.json.encode(body)
+        msg = api.nc.request(subject, payload, timeout=api.timeout if timeout is None else timeout)
+        status = msg.status
+        if status == 404:
+            raise MsgNotFoundError(f"no message found in {self.name!r} for {body or subject_suffix}", code=404)
+        if status is not None and status >= 400:
+            raise JetStreamError(msg.description or f"direct get failed with {status}", code=status)
+        return _raw_from_direct(msg, self.name)
+
+    def get_msg(self, seq: int, timeout: float | None = None) -> RawStreamMsg:
+        """The message at sequence ``seq``. Raises MsgNotFoundError."""
+        return self._get({"seq": seq}, timeout)
+
+    def get_last_msg_for_subject(self, subject: str, timeout: float | None = None) -> RawStreamMsg:
+        """The newest message on ``subject``. Raises MsgNotFoundError."""
+        if self._info.config.allow_direct:
+            return self._direct_get({"last_by_subj": subject}, timeout, subject_suffix=f".{subject}")
+        return self._get({"last_by_subj": subject}, timeout)
+
+    def get_next_msg_for_subject(self, subject: str, seq: int = 1, timeout: float | None = None) -> RawStreamMsg:
+        """The first message on ``subject`` at or after ``seq``. Raises MsgNotFoundError."""
+        return self._get({"next_by_subj": subject, "seq": seq}, timeout)
+
+    def direct_get_batch(self, seq: int = 1, batch: int = 100, subject: str | None = None,
+                         max_bytes: int | None = None, timeout: float | None = None) -> Iterator[RawStreamMsg]:
+        """Up to ``batch`` messages from ``seq`` on, in one direct-get request.
+
+        Needs ``allow_direct`` on the stream and a server with batched direct get (2.11+).
+        """
+        body: dict[str, Any] = {"seq": seq, "batch": batch}
+        if subject:
+            body["next_by_subj"] = subject
+        if max_bytes:
+            body["max_bytes"] = max_bytes
+        yield from self._direct_multi(body, timeout)
+
+    def direct_get_last_for_subjects(self, subjects: Sequence[str], up_to_seq: int | None = None,
+                                     batch: int | None = None, timeout: float | None = None
+                                     ) -> Iterator[RawStreamMsg]:
+        """The newest message of each of ``subjects`` (wildcards allowed), multi-last direct get (2.11+)."""
+        body: dict[str, Any] = {"multi_last": list(subjects)}
+        if up_to_seq is not None:
+            body["up_to_seq"] = up_to_seq
+        if batch is not None:
+            body["batch"] = batch
+        yield from self._direct_multi(body, timeout)
+
+    def _direct_multi(self, body: dict[str, Any], timeout: float | None) -> Iterator[RawStreamMsg]:
+        api = self._js._api
+        nc = api.nc
+        inbox = nc.new_inbox()
+        sub = nc.subscribe(inbox)
+        try:
+            nc.publish_now(api.subject(f"DIRECT.GET.{self.name}"), msgspec.json.encode(body), reply=inbox)
+            t = api.timeout if timeout is None else timeout
+            while True:
+                msg = sub.next_msg(timeout=t)
+                status = msg.status
+                if status == _EOB:
+                    return
+                if status == 404:
+                    return
+                if status is not None and status >= 400:
+                    raise JetStreamError(msg.description or f"direct get failed with {status}", code=status)
+                yield _raw_from_direct(msg, self.name)
+        finally:
+            sub.unsubscribe()
+
+    def delete_msg(self, seq: int, secure: bool = False, timeout: float | None = None) -> bool:
+        """Delete the message at ``seq``; ``secure`` overwrites its bytes on disk."""
+        body: dict[str, Any] = {"seq": seq}
+        if not secure:
+            body["no_erase"] = True
+        resp = self._js._api.request(f"STREAM.MSG.DELETE.{self.name}", body, timeout)
+        return bool(resp.get("success"))
+
+    def secure_delete_msg(self, seq: int, timeout: float | None = None) -> bool:
+        return self.delete_msg(seq, secure=True, timeout=timeout)
+
+    # ------------------------------------------------------------------ consumers
+
+    def create_consumer(self, config: ConsumerConfig | None = None, **kwargs: Any) -> Consumer:
+        return self._js.create_consumer(self.name, config, **kwargs)
+
+    def update_consumer(self, config: ConsumerConfig | None = None, **kwargs: Any) -> Consumer:
+        return self._js.update_consumer(self.name, config, **kwargs)
+
+    def create_or_update_consumer(self, config: ConsumerConfig | None = None, **kwargs: Any) -> Consumer:
+        return self._js.create_or_update_consumer(self.name, config, **kwargs)
+
+    def consumer(self, name: str) -> Consumer:
+        return self._js.consumer(self.name, name)
+
+    def delete_consumer(self, name: str) -> bool:
+        return self._js.delete_consumer(self.name, name)
+
+    def list_consumers(self) -> Iterator[ConsumerInfo]:
+        return self._js.list_consumers(self.name)
+
+    def consumer_names(self) -> Iterator[str]:
+        return self._js.consumer_names(self.name)
+
+    def ordered_consumer(self, **kwargs: Any) -> Any:
+        return self._js.ordered_consumer(self.name, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.name}>"

@@ -1,0 +1,188 @@
+"""Stream configuration and state (``StreamConfig``, ``StreamInfo``, ...).
+
+All are frozen msgspec Structs: durations are seconds, fields left at their
+default are not sent, and fields a newer server adds are ignored on decode.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from typing import Any
+
+import msgspec
+
+
+class _Model(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    def replace(self, **changes: Any) -> Any:
+        """A copy with ``changes`` applied."""
+        return msgspec.structs.replace(self, **changes)
+
+
+class RetentionPolicy(str, enum.Enum):
+    LIMITS = "limits"
+    INTEREST = "interest"
+    WORK_QUEUE = "workqueue"
+
+
+class StorageType(str, enum.Enum):
+    FILE = "file"
+    MEMORY = "memory"
+
+
+class DiscardPolicy(str, enum.Enum):
+    OLD = "old"
+    NEW = "new"
+
+
+class StoreCompression(str, enum.Enum):
+    NONE = "none"
+    S2 = "s2"
+
+
+class Placement(_Model, frozen=True, kw_only=True):
+    cluster: str | None = None
+    tags: list[str] | None = None
+
+
+class SubjectTransform(_Model, frozen=True, kw_only=True):
+    src: str
+    dest: str
+
+
+class RePublish(_Model, frozen=True, kw_only=True):
+    src: str | None = None
+    dest: str
+    headers_only: bool = False
+
+
+class ExternalStream(_Model, frozen=True, kw_only=True):
+    api: str
+    deliver: str | None = None
+
+
+class StreamSource(_Model, frozen=True, kw_only=True):
+    """A stream to mirror or source from (ADR-57 for key-value buckets)."""
+
+    name: str
+    opt_start_seq: int | None = None
+    opt_start_time: datetime.datetime | None = None
+    filter_subject: str | None = None
+    subject_transforms: list[SubjectTransform] | None = None
+    external: ExternalStream | None = None
+    domain: str | None = None
+
+
+class StreamConsumerLimits(_Model, frozen=True, kw_only=True):
+    inactive_threshold: float | None = None
+    max_ack_pending: int | None = None
+
+
+class StreamConfig(_Model, frozen=True, kw_only=True):
+    """How a stream stores messages. Only ``name`` is required."""
+
+    name: str
+    description: str | None = None
+    subjects: list[str] | None = None
+    retention: str = "limits"
+    max_consumers: int = -1
+    max_msgs: int = -1
+    max_bytes: int = -1
+    discard: str = "old"
+    discard_new_per_subject: bool = False
+    max_age: float = 0.0
+    max_msgs_per_subject: int = -1
+    max_msg_size: int = -1
+    storage: str = "file"
+    num_replicas: int = 1
+    no_ack: bool = False
+    duplicate_window: float = 0.0
+    placement: Placement | None = None
+    mirror: StreamSource | None = None
+    sources: list[StreamSource] | None = None
+    sealed: bool = False
+    deny_delete: bool = False
+    deny_purge: bool = False
+    allow_rollup_hdrs: bool = False
+    allow_direct: bool = False
+    mirror_direct: bool = False
+    republish: RePublish | None = None
+    subject_transform: SubjectTransform | None = None
+    compression: str = "none"
+    first_seq: int = 0
+    metadata: dict[str, str] | None = None
+    consumer_limits: StreamConsumerLimits | None = None
+    allow_msg_ttl: bool = False
+    subject_delete_marker_ttl: float = 0.0
+    allow_msg_counter: bool = False
+    allow_atomic: bool = False
+    allow_msg_schedules: bool = False
+
+
+class LostStreamData(_Model, frozen=True, kw_only=True):
+    msgs: list[int] | None = None
+    bytes: int = 0
+
+
+class StreamState(_Model, frozen=True, kw_only=True):
+    messages: int = 0
+    bytes: int = 0
+    first_seq: int = 0
+    first_ts: datetime.datetime | None = None
+    last_seq: int = 0
+    last_ts: datetime.datetime | None = None
+    consumer_count: int = 0
+    deleted: list[int] | None = None
+    num_deleted: int = 0
+    num_subjects: int = 0
+    subjects: dict[str, int] | None = None
+    lost: LostStreamData | None = None
+
+
+class PeerInfo(_Model, frozen=True, kw_only=True):
+    name: str
+    current: bool = False
+    offline: bool = False
+    active: float = 0.0
+    lag: int = 0
+
+
+class ClusterInfo(_Model, frozen=True, kw_only=True):
+    name: str | None = None
+    raft_group: str | None = None
+    leader: str | None = None
+    replicas: list[PeerInfo] | None = None
+
+
+class StreamSourceInfo(_Model, frozen=True, kw_only=True):
+    name: str
+    lag: int = 0
+    active: float = 0.0
+    filter_subject: str | None = None
+    external: ExternalStream | None = None
+
+
+class StreamInfo(_Model, frozen=True, kw_only=True):
+    config: StreamConfig
+    created: datetime.datetime | None = None
+    state: StreamState = StreamState()
+    cluster: ClusterInfo | None = None
+    mirror: StreamSourceInfo | None = None
+    sources: list[StreamSourceInfo] | None = None
+    ts: datetime.datetime | None = None
+
+
+class RawStreamMsg(_Model, frozen=True, kw_only=True):
+    """A message read from a stream by sequence or subject (not through a consumer)."""
+
+    subject: str
+    seq: int
+    data: bytes = b""
+    headers: dict[str, list[str]] | None = None
+    time: datetime.datetime | None = None
+    stream: str | None = None
+
+    def header(self, key: str) -> str | None:
+        """The first value of a header, or ``None``."""
+        values = (self.headers or {}).get(key)
+        return values[0] if values else None
