@@ -50,7 +50,7 @@ def _secs_to_ns(v: Any) -> Any:
     if isinstance(v, list):
         return [_secs_to_ns(x) for x in v]
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return int(round(v * _NS))
+        return round(v * _NS)
     return v
 
 
@@ -78,6 +78,11 @@ def to_wire(obj: Any) -> Any:
 def from_wire(obj: Any, type_: type[T]) -> T:
     """Decoded JSON -> ``type_`` with durations in seconds; unknown fields ignored."""
     return msgspec.convert(_walk(obj, _ns_to_secs), type_, strict=False)
+
+
+def encode_json(obj: Any) -> bytes:
+    """JSON of builtins already in wire form (no duration conversion)."""
+    return _encoder.encode(obj)
 
 
 def encode(obj: Any) -> bytes:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .._timeout import Deadline
 from ..errors import BadSubjectError, StreamNotFoundError, TimeoutError
 from ..protocol.headers import HeadersInput
-from ._api import DEFAULT_API_PREFIX, DEFAULT_TIMEOUT, JetStreamAPI, from_wire, to_wire
+from ._api import DEFAULT_API_PREFIX, DEFAULT_TIMEOUT, JetStreamAPI, encode_json, from_wire, to_wire
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig, ConsumerInfo
 from .publish import AsyncPublisher, PubAck, publish_headers, publish_sync
@@ -166,7 +166,8 @@ class JetStream:
         body: dict[str, Any] = {"stream_name": stream, "config": wire}
         if action:
             body["action"] = action
-        info = from_wire(self._api.request(suffix, body, timeout), ConsumerInfo)
+        # ``body`` is on the wire already (durations in ns): encode it as it is.
+        info = from_wire(self._api.request(suffix, encode_json(body), timeout), ConsumerInfo)
         return Consumer(self, info)
 
     def create_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: float | None = None,

@@ -100,7 +100,7 @@ def _status_error(msg: Msg) -> JetStreamError | None:
 
 
 def _pending_counts(msg: Msg) -> tuple[int, int]:
-    h = msg.headers or {}
+    h: dict[str, str] = msg.headers or {}
     try:
         return int(h.get("Nats-Pending-Messages", 0)), int(h.get("Nats-Pending-Bytes", 0))
     except ValueError:

@@ -1,0 +1,89 @@
+"""Ordered consumer (ADR-17): each stream message once and in order, whatever happens."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from natsjs_sync.jetstream import JetStream, Stream
+
+
+def _publish(js: JetStream, subject: str, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        js.publish_async(subject, str(i).encode())
+    js.publish_async_complete(timeout=10)
+
+
+def test_messages_in_order(js: JetStream, stream: Stream) -> None:
+    name = stream.cached_info.config.name
+    _publish(js, f"{name}.a", 300)
+    oc = js.ordered_consumer(name)
+    got = []
+    with oc.messages(max_messages=50) as it:
+        for msg in it:
+            got.append(int(msg.data))
+            if len(got) == 300:
+                break
+    assert got == list(range(300))
+
+
+def test_filter_and_start_sequence(js: JetStream, stream: Stream) -> None:
+    name = stream.cached_info.config.name
+    for i in range(20):
+        js.publish(f"{name}.{'a' if i % 2 else 'b'}", str(i).encode())
+    oc = js.ordered_consumer(name, filter_subjects=[f"{name}.a"], deliver_policy="by_start_sequence",
+                             opt_start_seq=10)
+    got = [int(m.data) for m in oc.fetch(100, max_wait=0.5)]
+    assert got == [i for i in range(9, 20) if i % 2]
+
+
+def test_fetch_and_next_continue_where_they_left(js: JetStream, stream: Stream) -> None:
+    name = stream.cached_info.config.name
+    _publish(js, f"{name}.x", 10)
+    oc = js.ordered_consumer(name)
+    first = [int(m.data) for m in oc.fetch(4, max_wait=2)]
+    assert first == [0, 1, 2, 3]
+    assert int(oc.next(timeout=2).data) == 4
+    rest = [int(m.data) for m in oc.fetch(10, max_wait=0.5)]
+    assert rest == [5, 6, 7, 8, 9]
+    with pytest.raises(TimeoutError):
+        oc.next(timeout=0.3)
+
+
+def test_exact_sequence_while_consumer_deleted_under_it(js: JetStream, stream: Stream) -> None:
+    """The consumer is deleted three times mid-read: the reader still sees 0..N-1 once each."""
+    name = stream.cached_info.config.name
+    total = 2000
+    _publish(js, f"{name}.x", total)
+    oc = js.ordered_consumer(name)
+    got: list[int] = []
+    with oc.messages(max_messages=100, expires=5.0) as it:
+        for msg in it:
+            got.append(int(msg.data))
+            if len(got) in (300, 900, 1500):
+                js.delete_consumer(name, oc.name)  # type: ignore[arg-type]
+            if len(got) == total:
+                break
+    assert got == list(range(total))
+    assert oc.resets >= 3
+
+
+def test_consume_while_publishing(js: JetStream, stream: Stream) -> None:
+    name = stream.cached_info.config.name
+    total = 500
+    got: list[int] = []
+    done = threading.Event()
+
+    def handler(msg: object) -> None:
+        got.append(int(msg.data))  # type: ignore[attr-defined]
+        if len(got) == total:
+            done.set()
+
+    ctx = js.ordered_consumer(name).consume(handler, max_messages=64)
+    try:
+        _publish(js, f"{name}.y", total)
+        assert done.wait(15)
+    finally:
+        ctx.stop()
+    assert got == list(range(total))
