@@ -970,6 +970,7 @@ class Client:
         api_prefix: str = "$JS.API",
         timeout: float = 5.0,
         publish_async_max_pending: int = 4000,
+        publish_async_stall_wait: float = 5.0,
     ) -> JetStream:
         """A JetStream context on this connection (cheap; make as many as you like).
 
@@ -979,11 +980,14 @@ class Client:
             timeout: default seconds for every JetStream API call and sync publish.
             publish_async_max_pending: async publishes in flight before
                 ``publish_async`` blocks.
+            publish_async_stall_wait: how long ``publish_async`` blocks on a
+                full window before it raises TimeoutError.
         """
         from .jetstream import JetStream
 
         return JetStream(self, domain=domain, api_prefix=api_prefix, timeout=timeout,
-                         publish_async_max_pending=publish_async_max_pending)
+                         publish_async_max_pending=publish_async_max_pending,
+                         publish_async_stall_wait=publish_async_stall_wait)
 
     def _remove_sub(self, sub: Subscription) -> None:
         self._subs.pop(sub.sid, None)

@@ -21,6 +21,7 @@ DEFAULT_PENDING_BYTES_LIMIT = 128 * 1024 * 1024
 
 # Placed in a subscription's queue to wake readers when it ends.
 _END = object()
+_WAKE = object()  # wakes one next_msg() waiter with a TimeoutError (internal use)
 
 _OPEN, _DRAINING, _DRAINED, _UNSUBSCRIBED, _CLOSED = range(5)
 
@@ -188,9 +189,16 @@ class Subscription:
             if self._state == _CLOSED:
                 raise ConnectionClosedError("the connection is closed")
             raise BadSubscriptionError(f"subscription to {self.subject!r} has ended")
+        if item is _WAKE:
+            raise TimeoutError(f"woken while waiting on {self.subject!r}")
         msg: Msg = item  # type: ignore[assignment]
         self._bytes_out += len(msg.data)
         return msg
+
+    def _wake(self) -> None:
+        """Make one waiting (or the next) ``next_msg`` raise TimeoutError after the
+        messages already queued: lets an iterator built on this see a state change."""
+        self._q.put(_WAKE)
 
     def __iter__(self) -> Iterator[Msg]:
         """Yield messages until the subscription ends (no timeout)."""

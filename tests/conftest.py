@@ -4,7 +4,8 @@ from natsjs_sync's own pytest plugin (natsjs_sync.testing.plugin)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -40,3 +41,16 @@ def no_thread_leaks() -> Iterator[None]:
             if t.is_alive():
                 leaked.append(t.name)
     assert not leaked, f"threads left running: {leaked}"
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, interval: float = 0.02) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` passes (for server-side state
+    that changes asynchronously and offers nothing to wait on)."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        pause.wait(interval)

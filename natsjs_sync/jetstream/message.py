@@ -21,6 +21,9 @@ TERM = b"+TERM"
 NEXT = b"+NXT"
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
 class SequencePair(NamedTuple):
     """Consumer and stream sequence of a delivered message."""
 
@@ -65,7 +68,7 @@ def parse_metadata(reply: str | None) -> MsgMetadata:
             sequence=SequencePair(consumer=int(cseq), stream=int(sseq)),
             num_delivered=int(delivered),
             num_pending=int(pending),
-            timestamp=datetime.datetime.fromtimestamp(ts_ns / 1e9, tz=datetime.timezone.utc),
+            timestamp=_EPOCH + datetime.timedelta(microseconds=ts_ns // 1000),  # exact, no float rounding
             stream=stream,
             consumer=consumer,
             domain=domain,

@@ -28,6 +28,7 @@ from ..errors import (
     BadSubscriptionError,
     ConnectionClosedError,
     ConsumerDeletedError,
+    ConsumerNotFoundError,
     JetStreamError,
     NatsError,
     TimeoutError,
@@ -275,6 +276,21 @@ class MessagesContext:
         if self._on_reset is not None:
             self._on_reset()
 
+    def _check_consumer_exists(self) -> None:
+        """After missed heartbeats: a consumer deleted while no request was
+        waiting sends no 409, so ask. The ordered consumer re-creates its own."""
+        if self._on_reset is not None:
+            return
+        try:
+            self._consumer.info(timeout=2.0)
+        except ConsumerNotFoundError:
+            self.stop()
+            err = ConsumerDeletedError(f"consumer {self._consumer.name!r} was deleted", code=409)
+            self._report(err)
+            raise err from None
+        except NatsError:
+            pass  # the server is away: keep pulling, it may come back
+
     def _pull(self) -> None:
         if self._max_bytes:
             want_bytes = self._max_bytes - self._pending_bytes
@@ -331,6 +347,7 @@ class MessagesContext:
                     raise BadSubscriptionError("the messages iterator is drained") from None
                 if self._heartbeat and time.monotonic() - self._last_activity >= 2 * self._heartbeat:
                     self._report(TimeoutError("missed idle heartbeats: pulling again"))
+                    self._check_consumer_exists()
                     self._reset_pending()
                     continue
                 if deadline.expired():
@@ -355,6 +372,14 @@ class MessagesContext:
                 msgs, nbytes = _pending_counts(msg)
                 self._pending_msgs = max(0, self._pending_msgs - msgs)
                 self._pending_bytes = max(0, self._pending_bytes - nbytes)
+            if status == 503:
+                # No responders on the consumer's pull subject: it is gone (or
+                # its stream is moving). Ordered consumers make a new one.
+                if self._on_reset is not None:
+                    self._reset_pending()
+                    continue
+                self._check_consumer_exists()
+                self._reset_pending()
             err = _status_error(msg)
             if isinstance(err, ConsumerDeletedError):
                 self._report(err)
@@ -390,6 +415,7 @@ class MessagesContext:
     def drain(self) -> None:
         """Ask for no more; the iteration ends once what was received is read."""
         self._draining = True
+        self._sub._wake()  # a reader waiting for more must notice
 
     def __enter__(self) -> MessagesContext:
         return self

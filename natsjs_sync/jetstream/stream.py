@@ -11,7 +11,7 @@ import msgspec
 
 from ..errors import JetStreamError, MsgNotFoundError
 from ..msg import Msg
-from ..protocol.headers import parse_headers
+from ..protocol.headers import Headers, parse_headers
 from .consumer_config import ConsumerConfig, ConsumerInfo
 from .stream_config import RawStreamMsg, StreamInfo
 
@@ -31,8 +31,7 @@ def _parse_time(text: str | None) -> datetime.datetime | None:
 def _raw_from_api(stream: str, m: dict[str, Any]) -> RawStreamMsg:
     hdrs = None
     if m.get("hdrs"):
-        _, _, h = parse_headers(base64.b64decode(m["hdrs"]))
-        hdrs = {k: h.get_all(k) for k in h}
+        _, _, hdrs = parse_headers(base64.b64decode(m["hdrs"]))
     return RawStreamMsg(
         subject=m["subject"],
         seq=m["seq"],
@@ -47,19 +46,23 @@ def _raw_from_direct(msg: Msg, stream: str) -> RawStreamMsg:
     h = msg.headers
     if h is None:
         raise JetStreamError("direct get answer without headers")
-    hdrs = {k: h.get_all(k) for k in h if not k.startswith("Nats-") or k in _KEEP}
+    hdrs = Headers()
+    for k, v in h.items_all():
+        if k not in _DIRECT_META:
+            hdrs.add(k, v)
     return RawStreamMsg(
         subject=h.get("Nats-Subject", ""),
         seq=int(h.get("Nats-Sequence", "0")),
         data=msg.data,
-        headers=hdrs or None,
+        headers=hdrs if hdrs else None,
         time=_parse_time(h.get("Nats-Time-Stamp")),
         stream=h.get("Nats-Stream", stream),
     )
 
 
-# Headers the user (or KV/object store) set, which direct get must keep.
-_KEEP = frozenset({"Nats-Msg-Id", "Nats-Rollup", "Nats-TTL", "Nats-Marker-Reason", "Nats-Expected-Stream"})
+# Headers a direct-get answer adds about the message; the message's own headers are the rest.
+_DIRECT_META = frozenset({"Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Subject",
+                          "Nats-Last-Sequence", "Nats-Num-Pending", "Nats-UpTo-Sequence"})
 
 
 class Stream:

@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from ..protocol.headers import Headers
+
 
 class _Model(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     def replace(self, **changes: Any) -> Any:
@@ -172,17 +174,35 @@ class StreamInfo(_Model, frozen=True, kw_only=True):
     ts: datetime.datetime | None = None
 
 
-class RawStreamMsg(_Model, frozen=True, kw_only=True):
-    """A message read from a stream by sequence or subject (not through a consumer)."""
+class RawStreamMsg:
+    """A message read from a stream by sequence or subject (not through a consumer).
 
-    subject: str
-    seq: int
-    data: bytes = b""
-    headers: dict[str, list[str]] | None = None
-    time: datetime.datetime | None = None
-    stream: str | None = None
+    ``headers`` is a :class:`~natsjs_sync.Headers` (first value by key,
+    ``get_all`` for repeated keys) or ``None``, as on :class:`~natsjs_sync.Msg`.
+    """
+
+    __slots__ = ("data", "headers", "seq", "stream", "subject", "time")
+
+    def __init__(self, subject: str, seq: int, data: bytes = b"", headers: Headers | None = None,
+                 time: datetime.datetime | None = None, stream: str | None = None):
+        self.subject = subject
+        self.seq = seq
+        self.data = data
+        self.headers = headers
+        self.time = time
+        self.stream = stream
 
     def header(self, key: str) -> str | None:
         """The first value of a header, or ``None``."""
-        values = (self.headers or {}).get(key)
-        return values[0] if values else None
+        return self.headers.get(key) if self.headers else None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RawStreamMsg):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"RawStreamMsg(stream={self.stream!r}, seq={self.seq}, subject={self.subject!r}, "
+                f"data={self.data[:40]!r})")

@@ -1,0 +1,109 @@
+"""Acknowledgements and message metadata."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.errors import MsgAlreadyAckdError, NotJSMessageError
+from natsjs_sync.jetstream import JetStream, Stream
+from natsjs_sync.jetstream.message import parse_metadata
+
+
+def test_metadata_both_reply_formats() -> None:
+    old = "$JS.ACK.ORDERS.C1.3.40.12.1700000000123456789.5"
+    md = parse_metadata(old)
+    assert (md.stream, md.consumer, md.num_delivered, md.sequence.stream, md.sequence.consumer,
+            md.num_pending, md.domain) == ("ORDERS", "C1", 3, 40, 12, 5, None)
+    assert md.timestamp == datetime.datetime.fromtimestamp(1700000000.123456, datetime.timezone.utc)
+    assert md.timestamp_ns == 1700000000123456789
+    new = "$JS.ACK.hub.ACCHASH.ORDERS.C1.3.40.12.1700000000123456789.5.tok"
+    md2 = parse_metadata(new)
+    assert (md2.domain, md2.stream, md2.sequence.stream) == ("hub", "ORDERS", 40)
+    assert parse_metadata("$JS.ACK._.ACC.S.C.1.2.3.4.5").domain is None
+    for bad in (None, "", "inbox.x", "$JS.ACK.too.few", "$JS.ACK.S.C.x.2.3.4.5"):
+        with pytest.raises(NotJSMessageError):
+            parse_metadata(bad)
+
+
+def test_metadata_from_server(js: JetStream, stream: Stream) -> None:
+    for i in range(3):
+        js.publish(f"{stream.name}.a", str(i).encode())
+    cons = stream.create_consumer(durable_name="MD")
+    msg = cons.next(timeout=2)
+    md = msg.metadata
+    assert (md.stream, md.consumer, md.sequence.stream, md.sequence.consumer) == (stream.name, "MD", 1, 1)
+    assert md.num_delivered == 1 and md.num_pending == 2
+    assert abs((datetime.datetime.now(datetime.timezone.utc) - md.timestamp).total_seconds()) < 60
+
+
+def test_ack_twice_and_core_messages(js: JetStream, stream: Stream, nc: nats.Client) -> None:
+    js.publish(f"{stream.name}.a", b"1")
+    msg = stream.create_consumer(durable_name="A2").next(timeout=2)
+    assert not msg.is_acked
+    msg.ack_sync(timeout=2)
+    assert msg.is_acked
+    with pytest.raises(MsgAlreadyAckdError):
+        msg.ack()
+    with pytest.raises(MsgAlreadyAckdError):
+        msg.nak()
+    sub = nc.subscribe("plain.x")
+    nc.publish("plain.x", b"hi")
+    plain = sub.next_msg(timeout=2)
+    with pytest.raises(NotJSMessageError):
+        plain.ack()
+    with pytest.raises(NotJSMessageError):
+        _ = plain.metadata
+
+
+def test_nak_redelivers_and_nak_delay_waits(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.a", b"job")
+    cons = stream.create_consumer(durable_name="NK", ack_wait=30.0)
+    first = cons.next(timeout=2)
+    first.nak()
+    again = cons.next(timeout=2)
+    assert again.metadata.num_delivered == 2
+    t0 = time.monotonic()
+    again.nak(delay=0.6)
+    with pytest.raises(nats.TimeoutError):
+        cons.next(timeout=0.3)
+    third = cons.next(timeout=3)
+    assert time.monotonic() - t0 >= 0.55
+    assert third.metadata.num_delivered == 3
+    third.ack_sync()
+    assert cons.info().num_ack_pending == 0
+
+
+def test_term_stops_redelivery(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.a", b"poison")
+    cons = stream.create_consumer(durable_name="TM", ack_wait=0.5)
+    cons.next(timeout=2).term(reason="cannot parse")
+    with pytest.raises(nats.TimeoutError):
+        cons.next(timeout=1.0)  # twice the ack wait: no redelivery
+    assert cons.info().ack_floor.stream_seq == 1
+
+
+def test_in_progress_extends_ack_wait(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.a", b"slow")
+    cons = stream.create_consumer(durable_name="WP", ack_wait=0.6)
+    msg = cons.next(timeout=2)
+    # Keep telling the server we work for twice the ack wait: it never redelivers.
+    for _ in range(6):
+        msg.in_progress()
+        with pytest.raises(nats.TimeoutError):
+            cons.next(timeout=0.2)
+    msg.ack_sync()
+    with pytest.raises(nats.TimeoutError):
+        cons.next(timeout=0.8)
+
+
+def test_unacked_messages_are_redelivered(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.a", b"lost")
+    cons = stream.create_consumer(durable_name="RD", ack_wait=0.4)
+    first = cons.next(timeout=2)
+    second = cons.next(timeout=3)
+    assert first.data == second.data == b"lost"
+    assert second.metadata.num_delivered == 2

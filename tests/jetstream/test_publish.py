@@ -1,0 +1,116 @@
+"""JetStream publish: acks, de-duplication, expectations, pipelining and its window."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.jetstream import JetStream, PubAck, Stream
+from natsjs_sync.testing import NatsServer
+
+
+def test_sync_publish_ack_and_headers(js: JetStream, stream: Stream) -> None:
+    ack = js.publish(f"{stream.name}.a", b"hello", headers={"Trace": "t1"})
+    assert isinstance(ack, PubAck)
+    assert (ack.stream, ack.seq, ack.duplicate) == (stream.name, 1, False)
+    assert stream.get_msg(1).header("Trace") == "t1"
+
+
+def test_msg_id_dedup(js: JetStream, stream: Stream) -> None:
+    first = js.publish(f"{stream.name}.a", b"1", msg_id="order-1")
+    again = js.publish(f"{stream.name}.a", b"1", msg_id="order-1")
+    assert again.duplicate and again.seq == first.seq
+    assert stream.info().state.messages == 1
+
+
+def test_expectations(js: JetStream, stream: Stream) -> None:
+    s = stream.name
+    a1 = js.publish(f"{s}.a", b"1", msg_id="m1")
+    js.publish(f"{s}.b", b"2", expected_stream=s, expected_last_seq=a1.seq, expected_last_msg_id="m1")
+    js.publish(f"{s}.a", b"3", expected_last_subject_seq=a1.seq)
+    with pytest.raises(nats.WrongLastSequenceError):
+        js.publish(f"{s}.a", b"4", expected_last_subject_seq=a1.seq)
+    with pytest.raises(nats.WrongLastSequenceError):
+        js.publish(f"{s}.a", b"4", expected_last_seq=1)
+    with pytest.raises(nats.JetStreamError) as err:
+        js.publish(f"{s}.a", b"4", expected_stream="OTHER")
+    assert err.value.err_code == 10060  # expected stream does not match
+    with pytest.raises(nats.JetStreamError):
+        js.publish(f"{s}.a", b"4", expected_last_msg_id="nope")
+    assert stream.info().state.messages == 3
+
+
+def test_bad_input_sends_nothing(js: JetStream, stream: Stream, nc: nats.Client) -> None:
+    with pytest.raises(nats.BadSubjectError):
+        js.publish("bad subject", b"x")
+    with pytest.raises(nats.MaxPayloadError):
+        js.publish(f"{stream.name}.a", b"x" * (nc.max_payload + 1))
+    with pytest.raises(nats.BadSubjectError):
+        js.publish_async("a..b", b"x")
+    assert js.publish_async_pending == 0
+    assert stream.info().state.messages == 0
+
+
+def test_publish_async_many_threads(js: JetStream, stream: Stream) -> None:
+    """4 threads x 2,500 pipelined publishes: every future resolves, sequences are 1..10,000."""
+    futures: list[Future[PubAck]] = []
+    lock = threading.Lock()
+
+    def worker(t: int) -> None:
+        mine = [js.publish_async(f"{stream.name}.t{t}", str(i).encode()) for i in range(2500)]
+        with lock:
+            futures.extend(mine)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    js.publish_async_complete(timeout=20)
+    assert js.publish_async_pending == 0
+    seqs = sorted(f.result(timeout=0).seq for f in futures)
+    assert seqs == list(range(1, 10001))
+    assert stream.info().state.messages == 10000
+
+
+def test_publish_async_errors_land_in_the_future(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.a", b"1")
+    fut = js.publish_async(f"{stream.name}.a", b"2", expected_last_seq=42)
+    with pytest.raises(nats.WrongLastSequenceError):
+        fut.result(timeout=5)
+    nostream = js.publish_async("nowhere.at.all", b"x")
+    with pytest.raises(nats.JetStreamError):
+        nostream.result(timeout=5)
+
+
+def test_publish_async_window_stalls_instead_of_growing(nc: nats.Client, stream: Stream) -> None:
+    """With nobody acking (the stream is gone), the window fills and then publish blocks, then fails."""
+    js = nc.jetstream(publish_async_max_pending=10, publish_async_stall_wait=0.2)
+    # A subject with a subscriber that never answers: acks never come.
+    sub = nc.subscribe("silent.>")
+    try:
+        futs = [js.publish_async("silent.x", b"x") for _ in range(10)]
+        assert js.publish_async_pending == 10
+        with pytest.raises(nats.TimeoutError):
+            js.publish_async("silent.x", b"x")
+        assert js.publish_async_pending == 10
+        assert all(not f.done() for f in futs)
+    finally:
+        sub.unsubscribe()
+
+
+def test_pending_futures_fail_on_close(nats_server: NatsServer) -> None:
+    nc = nats.connect(nats_server.url)
+    js = nc.jetstream()
+    sub = nc.subscribe("silent.>")
+    futs = [js.publish_async("silent.y", b"x") for _ in range(5)]
+    nc.close()
+    for f in futs:
+        with pytest.raises(nats.ConnectionClosedError):
+            f.result(timeout=5)
+    with pytest.raises(nats.ConnectionClosedError):
+        js.publish_async("silent.y", b"x")
+    del sub

@@ -1,0 +1,246 @@
+"""Pull consumers: management, fetch, next, messages(), consume(), status handling."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync import Msg
+from natsjs_sync.errors import ConsumerDeletedError
+from natsjs_sync.jetstream import ConsumerConfig, JetStream, Stream
+
+from ..conftest import wait_until
+
+
+def _fill(js: JetStream, subject: str, n: int) -> None:
+    for i in range(n):
+        js.publish_async(subject, str(i).encode())
+    js.publish_async_complete(timeout=10)
+
+
+def test_consumer_crud_and_actions(js: JetStream, stream: Stream) -> None:
+    s = stream.name
+    cfg = ConsumerConfig(durable_name="C1", ack_wait=7.5, max_deliver=3, filter_subject=f"{s}.a",
+                         metadata={"owner": "t"})
+    cons = stream.create_consumer(cfg)
+    info = cons.cached_info
+    assert (info.name, info.config.ack_wait, info.config.max_deliver) == ("C1", 7.5, 3)
+    assert info.config.metadata and info.config.metadata["owner"] == "t"
+    backoff = stream.create_consumer(durable_name="BO", backoff=[1.0, 2.5], max_deliver=4)
+    assert backoff.cached_info.config.backoff == [1.0, 2.5]
+    stream.delete_consumer("BO")
+    assert stream.create_consumer(cfg).name == "C1"  # same config again: fine
+    with pytest.raises(nats.JetStreamError):  # "create" refuses a changed config
+        stream.create_consumer(cfg.replace(ack_wait=9.0))
+    with pytest.raises(nats.ConsumerNotFoundError):  # "update" refuses a missing consumer
+        stream.update_consumer(ConsumerConfig(durable_name="C2"))
+    assert stream.update_consumer(cfg.replace(ack_wait=9.0)).cached_info.config.ack_wait == 9.0
+    stream.create_or_update_consumer(ConsumerConfig(durable_name="C2", filter_subjects=[f"{s}.b", f"{s}.c"]))
+    assert sorted(stream.consumer_names()) == ["C1", "C2"]
+    assert {i.name for i in stream.list_consumers()} == {"C1", "C2"}
+    assert js.consumer(s, "C2").cached_info.config.filter_subjects == [f"{s}.b", f"{s}.c"]
+    until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+    paused = js.pause_consumer(s, "C1", until)
+    assert paused["paused"] is True
+    assert js.resume_consumer(s, "C1")["paused"] is False
+    assert stream.delete_consumer("C1") is True
+    with pytest.raises(nats.ConsumerNotFoundError):
+        stream.consumer("C1")
+    eph = stream.create_consumer(inactive_threshold=5.0)
+    assert eph.name and eph.cached_info.config.inactive_threshold == 5.0
+
+
+def test_fetch_batches_and_empty(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 25)
+    cons = stream.create_consumer(durable_name="F")
+    got: list[int] = []
+    for _ in range(3):
+        with cons.fetch(10, max_wait=2) as batch:
+            for msg in batch:
+                got.append(int(msg.data))
+                msg.ack()
+            assert batch.error is None
+    assert got == list(range(25))
+    empty = cons.fetch(10, max_wait=0.3)
+    assert list(empty) == [] and empty.error is None
+    nowait = cons.fetch_no_wait(10)
+    assert list(nowait) == []
+
+
+def test_fetch_no_wait_and_bytes(js: JetStream, stream: Stream) -> None:
+    for _i in range(10):
+        js.publish(f"{stream.name}.a", b"x" * 100)
+    cons = stream.create_consumer(durable_name="B", ack_policy="none")
+    assert len(list(cons.fetch_no_wait(4))) == 4
+    batch = list(cons.fetch_bytes(350, max_wait=1))
+    assert 1 <= len(batch) <= 3  # messages carry headers/subject overhead on top of the 100 bytes
+    rest = list(cons.fetch(100, max_wait=0.5))
+    assert len(batch) + len(rest) == 6
+
+
+def test_fetch_timeout_leaves_no_pull_request(js: JetStream, stream: Stream) -> None:
+    cons = stream.create_consumer(durable_name="W")
+    assert list(cons.fetch(5, max_wait=0.5)) == []
+    # The server's expiry is shorter than the client's wait: nothing is left waiting.
+    assert cons.info().num_waiting == 0
+    # So a message published now is not lost to a dead inbox.
+    js.publish(f"{stream.name}.a", b"late")
+    assert cons.next(timeout=2).data == b"late"
+
+
+def test_next_and_timeouts(js: JetStream, stream: Stream) -> None:
+    cons = stream.create_consumer(durable_name="N")
+    with pytest.raises(nats.TimeoutError):
+        cons.next(timeout=0.3)
+    js.publish(f"{stream.name}.a", b"1")
+    msg = cons.next(timeout=2)
+    assert isinstance(msg, Msg) and msg.data == b"1" and msg.status is None
+
+
+def test_messages_iterator_with_acks(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 1200)
+    cons = stream.create_consumer(durable_name="M")
+    got = []
+    with cons.messages(max_messages=100) as it:
+        for msg in it:
+            got.append(int(msg.data))
+            msg.ack()
+            if len(got) == 1200:
+                break
+    assert got == list(range(1200))
+    assert wait_until(lambda: cons.info().num_ack_pending == 0, timeout=5)
+    with pytest.raises(nats.BadSubscriptionError):
+        it.next(timeout=0.1)
+
+
+def test_messages_max_bytes_and_drain(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 50)
+    cons = stream.create_consumer(durable_name="MB", ack_policy="none")
+    it = cons.messages(max_bytes=2048, expires=2.0)
+    first = it.next(timeout=2)
+    it.drain()
+    rest = list(it)
+    assert int(first.data) == 0 and len(rest) >= 1
+    assert [int(m.data) for m in [first, *rest]] == list(range(1 + len(rest)))
+
+
+def test_messages_consumer_deleted_while_pulling(js: JetStream, stream: Stream) -> None:
+    cons = stream.create_consumer(durable_name="D")
+    it = cons.messages(expires=5.0)
+    with pytest.raises(nats.TimeoutError):
+        it.next(timeout=0.2)  # a pull request is now waiting on the server
+    stream.delete_consumer("D")
+    with pytest.raises(ConsumerDeletedError):
+        it.next(timeout=5)
+
+
+def test_messages_consumer_deleted_before_pulling(js: JetStream, stream: Stream) -> None:
+    """No request waits, so no 409 comes: missed heartbeats make the iterator check."""
+    cons = stream.create_consumer(durable_name="D2")
+    it = cons.messages(expires=1.0, heartbeat=0.2)
+    stream.delete_consumer("D2")
+    with pytest.raises(ConsumerDeletedError):
+        it.next(timeout=5)
+
+
+def test_consume_callback_thread_and_stop(js: JetStream, stream: Stream) -> None:
+    total = 600
+    seen: list[int] = []
+    done = threading.Event()
+    callers: set[str] = set()
+
+    def handler(msg: Msg) -> None:
+        callers.add(threading.current_thread().name)
+        seen.append(int(msg.data))
+        msg.ack()
+        if len(seen) == total:
+            done.set()
+
+    cons = stream.create_consumer(durable_name="CB")
+    ctx = cons.consume(handler, max_messages=64)
+    _fill(js, f"{stream.name}.a", total)
+    assert done.wait(15)
+    ctx.stop()
+    assert ctx.closed.is_set()
+    assert sorted(seen) == list(range(total))
+    assert len(callers) == 1 and threading.current_thread().name not in callers
+
+
+def test_consume_handler_errors_do_not_stop_it(js: JetStream, stream: Stream) -> None:
+    errors: list[Exception] = []
+    seen: list[int] = []
+    done = threading.Event()
+
+    def handler(msg: Msg) -> None:
+        n = int(msg.data)
+        seen.append(n)
+        msg.ack()
+        if n == 3:
+            raise RuntimeError("boom")
+        if n == 9:
+            done.set()
+
+    cons = stream.create_consumer(durable_name="CE")
+    ctx = cons.consume(handler, error_cb=errors.append)
+    _fill(js, f"{stream.name}.a", 10)
+    assert done.wait(10)
+    ctx.drain()
+    assert seen == list(range(10))
+    assert [str(e) for e in errors] == ["boom"]
+
+
+def test_two_consumers_share_work_queue(js: JetStream) -> None:
+    name = "WQ" + nats.new_inbox().split(".")[-1]
+    st = js.create_stream(name=name, subjects=[f"{name}.>"], retention="workqueue", storage="memory")
+    try:
+        _fill(js, f"{name}.job", 300)
+        cons = st.create_consumer(durable_name="workers")
+        seen: list[int] = []
+        lock = threading.Lock()
+
+        def worker() -> None:
+            while True:
+                batch = cons.fetch(20, max_wait=0.5)
+                got = list(batch)
+                if not got:
+                    return
+                for m in got:
+                    m.ack_sync()
+                    with lock:
+                        seen.append(int(m.data))
+
+        threads = [threading.Thread(target=worker) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert sorted(seen) == list(range(300))
+        assert st.info().state.messages == 0
+    finally:
+        js.delete_stream(name)
+
+
+def test_priority_group_overflow_and_pinning(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 6)
+    pinned = stream.create_consumer(durable_name="P", priority_policy="pinned_client", priority_groups=["g"],
+                                    priority_timeout=30.0)
+    a = js.consumer(stream.name, "P")
+    b = js.consumer(stream.name, "P")
+    first = list(a.fetch(2, max_wait=1, group="g"))
+    assert len(first) == 2
+    assert a._pin_id
+    for m in first:
+        m.ack()
+    # b is not the pinned client: it gets nothing while a holds the pin.
+    assert list(b.fetch(2, max_wait=0.5, group="g")) == []
+    js.unpin_consumer(stream.name, "P", "g")
+    got_b = list(b.fetch(2, max_wait=2, group="g"))
+    assert len(got_b) == 2
+    assert pinned.info().priority_groups
+    # Without a group the server refuses the pull; the batch says why.
+    batch = b.fetch(1, max_wait=0.5)
+    assert list(batch) == []
+    assert isinstance(batch.error, nats.JetStreamError)
