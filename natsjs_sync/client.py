@@ -915,6 +915,18 @@ class Client:
             BadSubjectError: invalid subject or queue.
             ConnectionClosedError: the client is closed or draining.
         """
+        return self._subscribe(subject, queue, cb, max_msgs, pending_msgs_limit, pending_bytes_limit)
+
+    def _subscribe(
+        self,
+        subject: str,
+        queue: str | None,
+        cb: MsgHandler | None,
+        max_msgs: int | None,
+        pending_msgs_limit: int | None,
+        pending_bytes_limit: int | None,
+        cls: type[Subscription] = Subscription,
+    ) -> Subscription:
         validate_subscribe_subject(subject)
         if queue is not None:
             validate_queue(queue)
@@ -926,7 +938,7 @@ class Client:
             raise ConnectionClosedError("the connection is draining")
         opts = self._options
         sid = next(self._sids)
-        sub = Subscription(
+        sub = cls(
             self,
             sid,
             subject,

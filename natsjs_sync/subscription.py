@@ -23,6 +23,25 @@ DEFAULT_PENDING_BYTES_LIMIT = 128 * 1024 * 1024
 _END = object()
 _WAKE = object()  # wakes one next_msg() waiter with a TimeoutError (internal use)
 
+
+
+class Control:
+    """An action queued among a subscription's messages, run by the reader of
+    the queue when it gets there (e.g. a flow-control reply sent once the
+    messages before it were handed to the user)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], None]):
+        self.fn = fn
+
+    def run(self) -> None:
+        try:
+            self.fn()
+        except Exception:
+            pass  # a failed control reply must not break reading
+
+
 _OPEN, _DRAINING, _DRAINED, _UNSUBSCRIBED, _CLOSED = range(5)
 
 
@@ -182,6 +201,9 @@ class Subscription:
             raise BadSubscriptionError(f"subscription to {self.subject!r} is unsubscribed")
         try:
             item = self._q.get(timeout=t)
+            while type(item) is Control:
+                item.run()
+                item = self._q.get(timeout=t)  # rare (flow control): a fresh wait is fine
         except queue.Empty:
             raise TimeoutError(f"no message on {self.subject!r} within {t} s") from None
         if item is _END:
@@ -250,6 +272,9 @@ class Subscription:
                     return
                 if self._state == _UNSUBSCRIBED or self._state == _CLOSED:
                     return
+                if type(item) is Control:
+                    item.run()
+                    continue
                 msg: Msg = item  # type: ignore[assignment]
                 self._bytes_out += len(msg.data)
                 try:

@@ -12,8 +12,11 @@ from .consumer_config import (
 )
 from .context import AccountInfo, JetStream
 from .message import MsgMetadata, SequencePair
+from .nats_py import PullSubscription
+from .ordered import OrderedConsumer, OrderedMessages
 from .publish import PubAck
 from .pull import ConsumeContext, MessageBatch, MessagesContext
+from .push import OrderedSubscription, PushSubscription
 from .stream import Stream
 from .stream_config import (
     DiscardPolicy,
@@ -43,9 +46,14 @@ __all__ = [
     "MessageBatch",
     "MessagesContext",
     "MsgMetadata",
+    "OrderedConsumer",
+    "OrderedMessages",
+    "OrderedSubscription",
     "Placement",
     "PriorityPolicy",
     "PubAck",
+    "PullSubscription",
+    "PushSubscription",
     "RawStreamMsg",
     "RePublish",
     "ReplayPolicy",

@@ -8,6 +8,7 @@ the server's ``err_code``.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -62,17 +63,24 @@ def _ns_to_secs(v: Any) -> Any:
     return v
 
 
+def rfc3339(t: datetime.datetime) -> str:
+    """UTC time for the server; a naive datetime is taken as local time (as Python does)."""
+    return t.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
 def _walk(obj: Any, convert: Any) -> Any:
     if isinstance(obj, dict):
         return {k: (convert(v) if k in DURATION_KEYS else _walk(v, convert)) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_walk(v, convert) for v in obj]
+    if isinstance(obj, datetime.datetime):
+        return rfc3339(obj)
     return obj
 
 
 def to_wire(obj: Any) -> Any:
-    """Structs and dicts -> JSON-ready builtins with durations in nanoseconds."""
-    return _walk(msgspec.to_builtins(obj), _secs_to_ns)
+    """Structs and dicts -> JSON-ready builtins with durations in nanoseconds and times in UTC."""
+    return _walk(msgspec.to_builtins(obj, builtin_types=(datetime.datetime,)), _secs_to_ns)
 
 
 def from_wire(obj: Any, type_: type[T]) -> T:

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from .._timeout import Deadline
 from ..errors import BadSubjectError, StreamNotFoundError, TimeoutError
 from ..protocol.headers import HeadersInput
-from ._api import DEFAULT_API_PREFIX, DEFAULT_TIMEOUT, JetStreamAPI, encode_json, from_wire, to_wire
+from ._api import DEFAULT_API_PREFIX, DEFAULT_TIMEOUT, JetStreamAPI, encode_json, from_wire, rfc3339, to_wire
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig, ConsumerInfo
+from .nats_py import NatsPyNames
 from .publish import AsyncPublisher, PubAck, publish_headers, publish_sync
 from .stream import Stream
 from .stream_config import StreamConfig, StreamInfo, _Model
@@ -51,6 +52,9 @@ class AccountInfo(_Model, frozen=True, kw_only=True):
 _BAD_NAME_CHARS = frozenset(" \t\r\n.*>/\\")
 
 
+_WILDCARD = frozenset("*>")
+
+
 def check_name(name: object, what: str) -> str:
     """Stream and consumer names: non-empty, no whitespace, dots, wildcards or slashes."""
     if not isinstance(name, str) or not name:
@@ -68,7 +72,7 @@ def _config(cls: type[Any], config: Any, kwargs: dict[str, Any]) -> Any:
     return config.replace(**kwargs) if kwargs else config
 
 
-class JetStream:
+class JetStream(NatsPyNames):
     """JetStream on one connection. Thread-safe. Make it with ``nc.jetstream()``."""
 
     def __init__(self, nc: Client, domain: str | None = None, api_prefix: str = DEFAULT_API_PREFIX,
@@ -157,7 +161,9 @@ class JetStream:
         if name:
             check_name(name, "consumer")
             suffix = f"CONSUMER.CREATE.{stream}.{name}"
-            if cfg.filter_subject and not cfg.filter_subjects:
+            # The filter in the subject lets permissions scope consumer creation;
+            # a wildcard cannot ride in a published subject, so those go without.
+            if cfg.filter_subject and not cfg.filter_subjects and not _WILDCARD.intersection(cfg.filter_subject):
                 suffix += f".{cfg.filter_subject}"
         else:
             suffix = f"CONSUMER.CREATE.{stream}"
@@ -213,7 +219,7 @@ class JetStream:
     def pause_consumer(self, stream: str, name: str, until: datetime.datetime,
                        timeout: float | None = None) -> dict[str, Any]:
         """Pause a consumer until ``until`` (server 2.11+)."""
-        body = {"pause_until": until.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")}
+        body = {"pause_until": rfc3339(until)}
         return self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout)
 
     def resume_consumer(self, stream: str, name: str, timeout: float | None = None) -> dict[str, Any]:
@@ -245,6 +251,7 @@ class JetStream:
         ttl: float | str | None = None,
         timeout: float | None = None,
         retry_attempts: int = 2,
+        stream: str | None = None,
     ) -> PubAck:
         """Publish to a stream and wait for it to store the message.
 
@@ -253,14 +260,15 @@ class JetStream:
             expected_*: the publish fails (WrongLastSequenceError) unless these hold.
             ttl: per-message TTL in seconds (or a Go duration string) on streams with allow_msg_ttl.
             retry_attempts: retries when no stream answers yet (ADR-22).
+            stream: nats-py's name for ``expected_stream``.
 
         Raises:
             NoStreamResponseError: no stream captures ``subject``.
             WrongLastSequenceError: an expectation failed.
             TimeoutError: no PubAck within ``timeout`` (default: the context's).
         """
-        hdrs = publish_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
-                               expected_last_msg_id, ttl)
+        hdrs = publish_headers(headers, msg_id, expected_stream or stream, expected_last_seq,
+                               expected_last_subject_seq, expected_last_msg_id, ttl)
         return publish_sync(self.nc, subject, payload, hdrs, self.timeout if timeout is None else timeout,
                             retry_attempts)
 

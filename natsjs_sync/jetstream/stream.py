@@ -13,7 +13,7 @@ from ..errors import JetStreamError, MsgNotFoundError
 from ..msg import Msg
 from ..protocol.headers import Headers, parse_headers
 from .consumer_config import ConsumerConfig, ConsumerInfo
-from .stream_config import RawStreamMsg, StreamInfo
+from .stream_config import RawStreamMsg, StreamConfig, StreamInfo, StreamState
 
 if TYPE_CHECKING:
     from .consumer import Consumer
@@ -77,6 +77,16 @@ class Stream:
     def cached_info(self) -> StreamInfo:
         """The info from when this handle was made or last refreshed (no request)."""
         return self._info
+
+    @property
+    def config(self) -> StreamConfig:
+        """The cached config (so a Stream reads like nats-py's StreamInfo)."""
+        return self._info.config
+
+    @property
+    def state(self) -> StreamState:
+        """The cached state (as of the last :meth:`info`)."""
+        return self._info.state
 
     def info(self, subjects_filter: str | None = None, deleted_details: bool = False,
              timeout: float | None = None) -> StreamInfo:

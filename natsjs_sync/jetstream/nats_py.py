@@ -1,0 +1,228 @@
+"""nats-py's JetStream names, as thin adapters over the simplified API.
+
+Code written for the asyncio client nats-py runs with its ``await``\\ s removed::
+
+    js = nc.jetstream()
+    js.add_stream(name="ORDERS", subjects=["orders.>"])
+    sub = js.subscribe("orders.>", durable="processor")
+    msg = sub.next_msg(timeout=1)
+    msg.ack()
+    psub = js.pull_subscribe("orders.>", "batch-proc")
+    for msg in psub.fetch(batch=100, timeout=5):
+        msg.ack()
+
+Return values follow nats-py: ``add_stream`` gives a StreamInfo,
+``add_consumer`` a ConsumerInfo, ``purge_stream`` a bool, a pull
+subscription's ``fetch`` a list (and TimeoutError when it stays empty). Where a
+name is shared with the simplified API (``update_stream``, ``delete_stream``,
+``delete_consumer``, ``key_value`` ...) the one method serves both: a
+:class:`~natsjs_sync.jetstream.Stream` answers ``.config`` and ``.state`` like
+a StreamInfo.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
+from ..msg import Msg
+from ..subscription import MsgHandler
+from .consumer_config import ConsumerConfig, ConsumerInfo
+from .push import OrderedSubscription, PushSubscription, subscribe_push
+from .stream_config import RawStreamMsg, StreamConfig, StreamInfo
+
+if TYPE_CHECKING:
+    from .consumer import Consumer
+    from .context import JetStream
+
+
+class PullSubscription:
+    """nats-py's pull subscription: :meth:`fetch` returns a list of messages."""
+
+    def __init__(self, consumer: Consumer, owns_consumer: bool):
+        self._consumer = consumer
+        self._owns = owns_consumer
+
+    def fetch(self, batch: int = 1, timeout: float | None = 5.0, heartbeat: float | None = None) -> list[Msg]:
+        """Up to ``batch`` messages within ``timeout`` seconds.
+
+        Raises:
+            TimeoutError: not even one message arrived (as nats-py does).
+        """
+        wait = 5.0 if timeout is None else timeout
+        with self._consumer.fetch(batch, max_wait=wait, heartbeat=heartbeat) as result:
+            msgs = list(result)
+            if not msgs:
+                if result.error is not None:
+                    raise result.error
+                raise TimeoutError(f"no messages from consumer {self._consumer.name!r} within {wait} s")
+        return msgs
+
+    def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
+        return self._consumer.info(timeout)
+
+    def unsubscribe(self) -> None:
+        """Forget the subscription; an ephemeral consumer it made is deleted."""
+        if self._owns:
+            self._owns = False
+            try:
+                self._consumer._js.delete_consumer(self._consumer.stream, self._consumer.name, timeout=2.0)
+            except NatsError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"<PullSubscription {self._consumer.stream}/{self._consumer.name}>"
+
+
+def _js(obj: object) -> JetStream:
+    return cast("JetStream", obj)
+
+
+class NatsPyNames:
+    """Mixed into :class:`~natsjs_sync.jetstream.JetStream`."""
+
+    # ------------------------------------------------------------------ streams
+
+    def add_stream(self, config: StreamConfig | None = None, timeout: float | None = None,
+                   **params: Any) -> StreamInfo:
+        """Create a stream; returns its StreamInfo."""
+        return _js(self).create_stream(config, timeout=timeout, **params).cached_info
+
+    def stream_info(self, name: str, subjects_filter: str | None = None,
+                    timeout: float | None = None) -> StreamInfo:
+        if subjects_filter:
+            return _js(self).stream(name, timeout=timeout).info(subjects_filter=subjects_filter, timeout=timeout)
+        return _js(self)._stream_info(name, timeout)
+
+    def streams_info(self, timeout: float | None = None) -> list[StreamInfo]:
+        return list(_js(self).list_streams(timeout=timeout))
+
+    def purge_stream(self, name: str, seq: int | None = None, subject: str | None = None,
+                     keep: int | None = None, timeout: float | None = None) -> bool:
+        _js(self).stream(name, timeout=timeout).purge(subject=subject, sequence=seq, keep=keep, timeout=timeout)
+        return True
+
+    def delete_msg(self, stream_name: str, seq: int, timeout: float | None = None) -> bool:
+        return _js(self).stream(stream_name, timeout=timeout).delete_msg(seq, timeout=timeout)
+
+    def get_msg(self, stream_name: str, seq: int | None = None, subject: str | None = None,
+                direct: bool = False, next: bool = False, timeout: float | None = None  # noqa: A002
+                ) -> RawStreamMsg:
+        """A message by sequence, the last on a subject, or (``next=True``) the next on a subject."""
+        st = _js(self).stream(stream_name, timeout=timeout)
+        if subject is not None:
+            if next:
+                return st.get_next_msg_for_subject(subject, seq or 1, timeout=timeout)
+            return st.get_last_msg_for_subject(subject, timeout=timeout)
+        if seq is None:
+            raise ValueError("get_msg needs seq or subject")
+        return st.get_msg(seq, timeout=timeout)
+
+    def get_last_msg(self, stream_name: str, subject: str, direct: bool = False,
+                     timeout: float | None = None) -> RawStreamMsg:
+        return _js(self).stream(stream_name, timeout=timeout).get_last_msg_for_subject(subject, timeout=timeout)
+
+    def find_stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
+        return _js(self).stream_name_by_subject(subject, timeout=timeout)
+
+    # ------------------------------------------------------------------ consumers
+
+    def add_consumer(self, stream: str, config: ConsumerConfig | None = None,
+                     timeout: float | None = None, **params: Any) -> ConsumerInfo:
+        """Create (or update to the same config) a consumer; returns its ConsumerInfo."""
+        return _js(self).create_or_update_consumer(stream, config, timeout=timeout, **params).cached_info
+
+    def consumer_info(self, stream: str, consumer: str, timeout: float | None = None) -> ConsumerInfo:
+        return _js(self)._consumer_info(stream, consumer, timeout)
+
+    def consumers_info(self, stream: str, timeout: float | None = None) -> list[ConsumerInfo]:
+        return list(_js(self).list_consumers(stream, timeout=timeout))
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def subscribe(
+        self,
+        subject: str,
+        queue: str | None = None,
+        cb: MsgHandler | None = None,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+        manual_ack: bool = False,
+        ordered_consumer: bool = False,
+        idle_heartbeat: float | None = None,
+        flow_control: bool = False,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
+        deliver_policy: str | None = None,
+        headers_only: bool | None = None,
+        inactive_threshold: float | None = None,
+        **config_fields: Any,
+    ) -> PushSubscription | OrderedSubscription:
+        """A push subscription (nats-py's ``js.subscribe``).
+
+        Binds to the durable consumer ``durable`` (or ``queue``) when it
+        exists, else creates one on ``subject``; without either, an ephemeral
+        consumer deleted on ``unsubscribe()``. With ``cb`` (and not
+        ``manual_ack``) each message is acked after ``cb`` returns. Any other
+        ConsumerConfig field may be passed by name (``opt_start_seq=...``).
+        ``ordered_consumer=True`` gives an ordered consumer (no acks).
+        """
+        if ordered_consumer:
+            st = stream or _js(self).stream_name_by_subject(subject)
+            opts: dict[str, Any] = {"filter_subjects": [subject]}
+            if deliver_policy is not None:
+                opts["deliver_policy"] = deliver_policy
+            for key in ("opt_start_seq", "opt_start_time", "replay_policy"):
+                if key in config_fields:
+                    opts[key] = config_fields.pop(key)
+            if headers_only:
+                opts["headers_only"] = True
+            return OrderedSubscription(_js(self).ordered_consumer(st, **opts), cb, None)
+        return subscribe_push(_js(self), subject, queue, cb, durable, stream, config, manual_ack, idle_heartbeat,
+                              flow_control, pending_msgs_limit, pending_bytes_limit, deliver_policy,
+                              headers_only, inactive_threshold, **config_fields)
+
+    def pull_subscribe(
+        self,
+        subject: str,
+        durable: str | None = None,
+        stream: str | None = None,
+        config: ConsumerConfig | None = None,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
+        inbox_prefix: str | None = None,
+        **config_fields: Any,
+    ) -> PullSubscription:
+        """A pull subscription (nats-py's ``js.pull_subscribe``); fetch with ``psub.fetch(batch, timeout)``.
+
+        Binds to ``durable`` when it exists, else creates it (filtered on
+        ``subject``); without ``durable``, an ephemeral consumer.
+        """
+        st = stream or _js(self).stream_name_by_subject(subject)
+        if durable:
+            try:
+                return PullSubscription(_js(self).consumer(st, durable), owns_consumer=False)
+            except ConsumerNotFoundError:
+                pass
+        fields: dict[str, Any] = {"filter_subject": subject, **config_fields}
+        if durable:
+            fields["durable_name"] = durable
+        if config is not None:
+            cons = _js(self).create_consumer(st, config.replace(**{k: v for k, v in fields.items()
+                                                               if getattr(config, k) is None}))
+        else:
+            cons = _js(self).create_consumer(st, **fields)
+        return PullSubscription(cons, owns_consumer=not durable)
+
+    def pull_subscribe_bind(self, durable: str, stream: str, inbox_prefix: str | None = None
+                            ) -> PullSubscription:
+        """A pull subscription on an existing consumer."""
+        return PullSubscription(_js(self).consumer(stream, durable), owns_consumer=False)
+
+    # ------------------------------------------------------------------ publish
+
+    def publish_async_completed(self, timeout: float | None = 10.0) -> None:
+        """nats-py's name for :meth:`JetStream.publish_async_complete`."""
+        _js(self).publish_async_complete(timeout)
+

@@ -1,0 +1,253 @@
+"""Legacy push consumers, as nats-py's ``js.subscribe`` makes them.
+
+The server pushes a push consumer's messages to its *deliver subject*; the
+client is an ordinary subscription there (in a queue group when the consumer
+has a ``deliver_group``). Two kinds of status messages ride along and are never
+shown to the user:
+
+* flow control (``100 FlowControl Request`` with a reply subject): answered
+  once the messages received before it have been handed to the user, so a
+  slow reader slows the server down instead of being dropped as a slow consumer;
+* idle heartbeats (``100 Idle Heartbeat``): proof of life; when one carries
+  ``Nats-Consumer-Stalled``, that subject is answered to un-stall the consumer.
+
+New code should prefer pull consumers (:class:`~natsjs_sync.jetstream.Consumer`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from .._timeout import USE_DEFAULT, TimeoutArg, resolve
+from ..errors import BadSubscriptionError, ConsumerNotFoundError, JetStreamError, NatsError
+from ..msg import Msg
+from ..subscription import Control, MsgHandler, Subscription
+from .consumer_config import ConsumerConfig, ConsumerInfo
+
+if TYPE_CHECKING:
+    from .context import JetStream
+    from .ordered import OrderedConsumer
+    from .pull import MessagesContext
+
+_ACK_PREFIX = "$JS.ACK."
+_CONFIG_FIELDS = frozenset(ConsumerConfig.__struct_fields__)
+
+
+class PushSubscription(Subscription):
+    """A subscription on a push consumer's deliver subject.
+
+    Iterate it or call :meth:`next_msg` as with any subscription (or pass
+    ``cb=``); status messages are handled underneath.
+    """
+
+    _js: JetStream
+    _stream: str
+    _consumer: str
+    _owns_consumer: bool
+    last_activity: float
+
+    def _deliver(self, msg: Msg) -> None:
+        # Reader thread. JetStream messages carry an ack reply subject; only
+        # status messages (flow control, heartbeats) do not.
+        reply = msg.reply
+        if msg._hdr is not None and not (reply and reply.startswith(_ACK_PREFIX)) and msg.status == 100:
+            self.last_activity = time.monotonic()
+            if reply:  # flow control: answer after what came before is read
+                self._q.put(Control(lambda: self._client.publish(reply, b"")))
+            else:
+                hdrs = msg.headers
+                stalled = hdrs.get("Nats-Consumer-Stalled") if hdrs is not None else None
+                if stalled:
+                    try:
+                        self._client.publish(stalled, b"")
+                    except NatsError:
+                        pass  # reconnecting: the next heartbeat asks again
+            return
+        self.last_activity = time.monotonic()
+        super()._deliver(msg)
+
+    @property
+    def stream(self) -> str:
+        return self._stream
+
+    @property
+    def consumer(self) -> str:
+        return self._consumer
+
+    def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
+        """The consumer's info from the server."""
+        return self._js._consumer_info(self._stream, self._consumer, timeout)
+
+    def unsubscribe(self, limit: int | None = None) -> None:
+        """Stop receiving; an ephemeral consumer made by ``subscribe`` is deleted too."""
+        super().unsubscribe(limit)
+        if not limit:
+            self._delete_owned()
+
+    def drain(self, timeout: TimeoutArg = USE_DEFAULT) -> None:
+        super().drain(timeout)
+        self._delete_owned()
+
+    def _delete_owned(self) -> None:
+        if self._owns_consumer:
+            self._owns_consumer = False
+            try:
+                self._js.delete_consumer(self._stream, self._consumer, timeout=2.0)
+            except NatsError:
+                pass  # it goes away on its own after its inactive threshold
+
+    def __repr__(self) -> str:
+        return f"<PushSubscription {self._stream}/{self._consumer} on {self.subject!r}>"
+
+
+def _auto_ack(cb: MsgHandler) -> MsgHandler:
+    def handler(msg: Msg) -> None:
+        cb(msg)
+        if not msg.is_acked:
+            msg.ack()
+
+    return handler
+
+
+def subscribe_push(
+    js: JetStream,
+    subject: str,
+    queue: str | None = None,
+    cb: MsgHandler | None = None,
+    durable: str | None = None,
+    stream: str | None = None,
+    config: ConsumerConfig | None = None,
+    manual_ack: bool = False,
+    idle_heartbeat: float | None = None,
+    flow_control: bool = False,
+    pending_msgs_limit: int | None = None,
+    pending_bytes_limit: int | None = None,
+    deliver_policy: str | None = None,
+    headers_only: bool | None = None,
+    inactive_threshold: float | None = None,
+    **config_fields: Any,
+) -> PushSubscription:
+    """Bind to (or create) a push consumer and subscribe to its deliver subject."""
+    unknown = set(config_fields) - _CONFIG_FIELDS
+    if unknown:
+        raise TypeError(f"unknown subscribe arguments: {sorted(unknown)}")
+    nc = js.nc
+    if stream is None:
+        stream = js.stream_name_by_subject(subject)
+    if queue and not durable:
+        durable = queue  # queue members must share one consumer
+    info: ConsumerInfo | None = None
+    if durable:
+        try:
+            info = js._consumer_info(stream, durable, None)
+        except ConsumerNotFoundError:
+            info = None
+    owns = False
+    if info is not None:
+        deliver = info.config.deliver_subject
+        if not deliver:
+            raise JetStreamError(f"consumer {durable!r} is a pull consumer: use pull_subscribe")
+        group = info.config.deliver_group
+        if queue != group:
+            raise JetStreamError(
+                f"consumer {durable!r} has deliver group {group!r}, not queue {queue!r}"
+            )
+        if not queue and info.push_bound:
+            raise JetStreamError(f"consumer {durable!r} is already bound to a subscription")
+    else:
+        fields: dict[str, Any] = {
+            "filter_subject": subject,
+            "deliver_subject": nc.new_inbox(),
+            "ack_policy": "explicit",
+        }
+        if durable:
+            fields["durable_name"] = durable
+        if queue:
+            fields["deliver_group"] = queue
+        if deliver_policy is not None:
+            fields["deliver_policy"] = deliver_policy
+        if headers_only is not None:
+            fields["headers_only"] = headers_only
+        if inactive_threshold is not None:
+            fields["inactive_threshold"] = inactive_threshold
+        if idle_heartbeat is not None:
+            fields["idle_heartbeat"] = idle_heartbeat
+        if flow_control:
+            fields["flow_control"] = True
+        fields.update(config_fields)
+        if config is not None:
+            # What the config sets wins over the defaults above; arguments win over both.
+            unset = {k: v for k, v in fields.items() if getattr(config, k) in (None, False)}
+            cfg = config.replace(**{**unset, **config_fields})
+        else:
+            cfg = ConsumerConfig(**fields)
+        info = js.create_consumer(stream, cfg).cached_info
+        deliver = cfg.deliver_subject
+        owns = not durable
+    assert deliver is not None
+    ack_none = str(getattr(info.config.ack_policy, "value", info.config.ack_policy)) == "none"
+    handler = _auto_ack(cb) if cb is not None and not manual_ack and not ack_none else cb
+    sub = nc._subscribe(deliver, queue, handler, None, pending_msgs_limit, pending_bytes_limit, PushSubscription)
+    assert isinstance(sub, PushSubscription)
+    sub._js = js
+    sub._stream = stream
+    sub._consumer = info.name
+    sub._owns_consumer = owns
+    sub.last_activity = time.monotonic()
+    return sub
+
+
+class OrderedSubscription:
+    """``js.subscribe(..., ordered_consumer=True)``: the ordered consumer behind a
+    subscription's face (iterate, ``next_msg``, ``cb=``, ``unsubscribe``).
+
+    It is pull-based underneath (ADR-17), which heals the same way a push one
+    would: a new consumer from the next stream sequence after any doubt.
+    """
+
+    def __init__(self, oc: OrderedConsumer, cb: Callable[[Msg], None] | None,
+                 error_cb: Callable[[Exception], None] | None):
+        self._oc = oc
+        self.subject = ", ".join(oc._filters) or ">"
+        self._it: MessagesContext = oc.messages(error_cb=error_cb)
+        self._ctx = None
+        if cb is not None:
+            from .pull import ConsumeContext
+
+            self._ctx = ConsumeContext(self._it, cb, error_cb, f"ordered-{oc.stream}")
+
+    def next_msg(self, timeout: TimeoutArg = 1.0) -> Msg:
+        """The next message in stream order. Raises TimeoutError."""
+        if self._ctx is not None:
+            raise BadSubscriptionError("next_msg() cannot be used on a subscription with a callback")
+        return self._it.next(resolve(timeout, 1.0))
+
+    def __iter__(self) -> Iterator[Msg]:
+        return iter(self._it)
+
+    @property
+    def messages(self) -> Iterator[Msg]:
+        return iter(self._it)
+
+    def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
+        if self._oc.name is None:
+            raise ConsumerNotFoundError("the ordered consumer has no server-side consumer right now")
+        return self._oc._js._consumer_info(self._oc.stream, self._oc.name, timeout)
+
+    def unsubscribe(self) -> None:
+        if self._ctx is not None:
+            self._ctx.stop()
+        self._it.stop()
+        self._oc.delete()
+
+    def drain(self, timeout: float | None = 30.0) -> None:
+        if self._ctx is not None:
+            self._ctx.drain(timeout)
+        self._it.drain()
+        self._it.stop()
+        self._oc.delete()
+
+    def __repr__(self) -> str:
+        return f"<OrderedSubscription {self._oc.stream} {self.subject!r}>"

@@ -1,0 +1,143 @@
+"""Legacy push consumers (nats-py's js.subscribe): binding, queue groups, flow control, heartbeats."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync import Msg
+from natsjs_sync.jetstream import JetStream, PushSubscription, Stream
+
+from ..conftest import wait_until
+
+
+def _fill(js: JetStream, subject: str, n: int, size: int = 0) -> None:
+    pad = b"." * size
+    for i in range(n):
+        js.publish_async(subject, str(i).encode() + pad)
+    js.publish_async_complete(timeout=20)
+
+
+def test_ephemeral_push_iterate_and_unsubscribe_deletes_consumer(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 20)
+    sub = js.subscribe(f"{stream.name}.>")
+    assert isinstance(sub, PushSubscription)
+    got = []
+    for msg in sub.messages:
+        got.append(int(msg.data))
+        msg.ack()
+        if len(got) == 20:
+            break
+    assert got == list(range(20))
+    consumer = sub.consumer
+    assert consumer in list(stream.consumer_names())
+    sub.unsubscribe()
+    assert consumer not in list(stream.consumer_names())
+
+
+def test_durable_survives_and_rebinds(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 10)
+    sub = js.subscribe(f"{stream.name}.a", durable="proc", ack_wait=1.0)
+    for _ in range(4):
+        sub.next_msg(timeout=2).ack_sync()
+    with pytest.raises(nats.JetStreamError):  # one subscriber at a time on a non-queue push consumer
+        js.subscribe(f"{stream.name}.a", durable="proc")
+    sub.unsubscribe()
+    assert "proc" in list(stream.consumer_names())  # durable: kept
+    # Bound again, it continues where the acks left off (what was pushed to the
+    # old subscription and never acked comes again after the 1 s ack wait).
+    assert wait_until(lambda: not stream.consumer("proc").cached_info.push_bound, timeout=5)
+    sub2 = js.subscribe(f"{stream.name}.a", durable="proc")
+    assert sorted(int(sub2.next_msg(timeout=3).data) for _ in range(6)) == [4, 5, 6, 7, 8, 9]
+    sub2.unsubscribe()
+
+
+def test_callback_auto_acks_unless_manual(js: JetStream, stream: Stream) -> None:
+    done = threading.Event()
+    seen: list[Msg] = []
+
+    def cb(msg: Msg) -> None:
+        seen.append(msg)
+        if len(seen) == 5:
+            done.set()
+
+    sub = js.subscribe(f"{stream.name}.a", durable="auto", cb=cb)
+    _fill(js, f"{stream.name}.a", 5)
+    assert done.wait(5)
+    assert wait_until(lambda: all(m.is_acked for m in seen), timeout=5)
+    assert wait_until(lambda: stream.consumer("auto").info().num_ack_pending == 0, timeout=5)
+    sub.unsubscribe()
+
+    manual: list[Msg] = []
+    got = threading.Event()
+    sub = js.subscribe(f"{stream.name}.b", durable="manual", cb=lambda m: (manual.append(m), got.set()),
+                       manual_ack=True)
+    js.publish(f"{stream.name}.b", b"x")
+    assert got.wait(5)
+    assert not manual[0].is_acked
+    assert stream.consumer("manual").info().num_ack_pending == 1
+    sub.unsubscribe()
+
+
+def test_queue_group_splits_work(js: JetStream, stream: Stream) -> None:
+    counts = [0, 0]
+    total = 400
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def make(i: int):  # type: ignore[no-untyped-def]
+        def cb(msg: Msg) -> None:
+            with lock:
+                counts[i] += 1
+                if sum(counts) == total:
+                    done.set()
+        return cb
+
+    subs = [js.subscribe(f"{stream.name}.q", queue="workers", cb=make(i)) for i in range(2)]
+    assert subs[0].consumer == subs[1].consumer == "workers"
+    _fill(js, f"{stream.name}.q", total)
+    assert done.wait(10)
+    assert sum(counts) == total and all(c > 0 for c in counts)
+    with pytest.raises(nats.JetStreamError):  # wrong queue for that consumer
+        js.subscribe(f"{stream.name}.q", durable="workers")
+    for s in subs:
+        s.unsubscribe()
+
+
+def test_flow_control_and_heartbeats_never_reach_the_user(js: JetStream, stream: Stream) -> None:
+    """With flow control on and a reader that keeps a small backlog, every message
+    arrives once, no status message is seen, and the server is never stalled for long."""
+    total = 3000
+    _fill(js, f"{stream.name}.f", total, size=1000)
+    sub = js.subscribe(f"{stream.name}.f", durable="fc", flow_control=True, idle_heartbeat=0.5,
+                       ack_policy="none")
+    got = []
+    for _ in range(total):
+        msg = sub.next_msg(timeout=5)
+        assert msg.status is None and msg.reply and msg.reply.startswith("$JS.ACK.")
+        got.append(int(msg.data.split(b".")[0]))
+    assert got == list(range(total))
+    # Idle now: heartbeats arrive (and are swallowed) while next_msg times out.
+    before = sub.last_activity
+    with pytest.raises(nats.TimeoutError):
+        sub.next_msg(timeout=1.2)
+    assert sub.last_activity > before
+    sub.unsubscribe()
+
+
+def test_start_options_passed_by_name(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.s", 10)
+    sub = js.subscribe(f"{stream.name}.s", deliver_policy="by_start_sequence", opt_start_seq=8)
+    assert [int(sub.next_msg(timeout=2).data) for _ in range(3)] == [7, 8, 9]
+    sub.unsubscribe()
+    with pytest.raises(TypeError):
+        js.subscribe(f"{stream.name}.s", no_such_option=1)
+
+
+def test_ordered_subscription(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.o", 50)
+    sub = js.subscribe(f"{stream.name}.o", ordered_consumer=True)
+    assert [int(m.data) for m in (sub.next_msg(timeout=2) for _ in range(50))] == list(range(50))
+    sub.unsubscribe()
