@@ -185,6 +185,12 @@ class NatsServer:
         return bool(self._settings["tls_cert"])
 
     @property
+    def server_name(self) -> str | None:
+        """The configured server name (cluster nodes have one; JetStream reports it as leader)."""
+        name: str | None = self._settings["server_name"]
+        return name
+
+    @property
     def url(self) -> str:
         """The client URL, ``nats://127.0.0.1:<port>`` (``tls://`` with TLS)."""
         scheme = "tls" if self.tls else "nats"
