@@ -71,6 +71,7 @@ from .subscription import (
     _UNSUBSCRIBED,
     DEFAULT_PENDING_BYTES_LIMIT,
     DEFAULT_PENDING_MSGS_LIMIT,
+    InternalSubscription,
     MsgHandler,
     Subscription,
 )
@@ -523,6 +524,36 @@ class Client:
         else:
             self._append(*self._encode(subject, payload, reply, headers), now=False)
 
+    def _publish_trusted(self, subject: str, payload: bytes, reply: bytes | None = None,
+                         headers: HeadersInput | None = None) -> None:
+        """Publish to a subject the library made or the server gave (an ack
+        reply, a flow-control reply): no validation, nothing cached."""
+        if headers is None:
+            size = len(payload)
+            frame = commands.pub(subject.encode(), payload, reply)
+        else:
+            hdr = encode_headers(headers)
+            size = len(hdr) + len(payload)
+            frame = commands.hpub(subject.encode(), hdr, payload, reply)
+        if size > self._max_payload:
+            raise self._too_big(size)
+        self._append(frame, size, now=False)
+
+    def _publish_with_reply(self, subject: str, payload: bytes | bytearray | memoryview, reply: bytes,
+                            headers: HeadersInput | None) -> None:
+        """Publish with a library-made reply subject (already bytes, not validated again)."""
+        subj = publish_subject(subject)
+        if headers is None:
+            size = len(payload)
+            frame = b"PUB %b %b %d\r\n%b\r\n" % (subj, reply, size, payload)  # type: ignore[str-format]
+        else:
+            hdr = encode_headers(headers)
+            size = len(hdr) + len(payload)
+            frame = commands.hpub(subj, hdr, payload, reply)
+        if size > self._max_payload:
+            raise self._too_big(size)
+        self._append(frame, size, now=False)
+
     def _too_big(self, size: int) -> MaxPayloadError:
         return MaxPayloadError(f"message of {size} bytes exceeds the server's max_payload of {self._max_payload}")
 
@@ -960,7 +991,7 @@ class Client:
             raise
         return sub
 
-    def _subscribe_internal(self, subject: str, cls: type[Subscription] = Subscription) -> Subscription:
+    def _subscribe_internal(self, subject: str, cls: type[Subscription] = InternalSubscription) -> Subscription:
         """A library-owned subscription: no slow-consumer limits, restored on reconnect."""
         if self._state:
             self._ready()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .errors import MsgAlreadyAckdError, NotJSMessageError
 from .protocol.headers import Headers, HeadersInput, parse_headers, status_of
 
 if TYPE_CHECKING:
@@ -93,32 +94,26 @@ class Msg:
         Raises:
             NotJSMessageError: the message did not come from a JetStream consumer.
         """
-        from .jetstream.message import parse_metadata
-
-        return parse_metadata(self.reply)
+        return _parse_metadata(self.reply)
 
     @property
     def is_acked(self) -> bool:
         """True once ack, nak or term was sent for this message."""
-        try:
-            return self._ackd
-        except AttributeError:
-            return False
+        return getattr(self, "_ackd", False)
 
     def _ack_reply(self) -> str:
-        from .errors import MsgAlreadyAckdError, NotJSMessageError
-
-        if not self.reply or not self.reply.startswith("$JS.ACK."):
-            raise NotJSMessageError(f"not a JetStream message (reply subject {self.reply!r})")
-        if self.is_acked:
-            raise MsgAlreadyAckdError(f"message {self.reply} was already acknowledged")
+        reply = self.reply
+        if not reply or not reply.startswith("$JS.ACK."):
+            raise NotJSMessageError(f"not a JetStream message (reply subject {reply!r})")
+        if getattr(self, "_ackd", False):
+            raise MsgAlreadyAckdError(f"message {reply} was already acknowledged")
         if self._client is None:
             raise ValueError("message is not bound to a client")
-        return self.reply
+        return reply
 
     def _send_ack(self, body: bytes, final: bool = True) -> None:
         reply = self._ack_reply()
-        self._client.publish(reply, body)  # type: ignore[union-attr]
+        self._client._publish_trusted(reply, body)  # type: ignore[union-attr]
         if final:
             self._ackd = True
 
@@ -175,3 +170,12 @@ class Msg:
 def bound_msg_class(client: Client) -> type[Msg]:
     """A subclass of :class:`Msg` whose instances belong to ``client`` (for ``respond``)."""
     return type("Msg", (Msg,), {"__slots__": (), "_client": client, "__module__": Msg.__module__})
+
+
+def _parse_metadata(reply: str | None) -> MsgMetadata:
+    # Bound on first use: the jetstream package imports this module.
+    global _parse_metadata
+    from .jetstream.message import parse_metadata
+
+    _parse_metadata = parse_metadata
+    return parse_metadata(reply)

@@ -200,12 +200,15 @@ class Subscription:
                 )
             raise BadSubscriptionError(f"subscription to {self.subject!r} is unsubscribed")
         try:
-            item = self._q.get(timeout=t)
-            while type(item) is Control:
-                item.run()
-                item = self._q.get(timeout=t)  # rare (flow control): a fresh wait is fine
+            msg = self._unwrap(self._q.get(timeout=t))
+            while msg is None:
+                msg = self._unwrap(self._q.get(timeout=t))  # rare (flow control): a fresh wait is fine
         except queue.Empty:
             raise TimeoutError(f"no message on {self.subject!r} within {t} s") from None
+        return msg
+
+    def _unwrap(self, item: object) -> Msg | None:
+        """A queue item -> the message, or None after running a control item."""
         if item is _END:
             self._q.put(_END)  # every other waiting reader must wake too
             if self._state == _CLOSED:
@@ -213,9 +216,20 @@ class Subscription:
             raise BadSubscriptionError(f"subscription to {self.subject!r} has ended")
         if item is _WAKE:
             raise TimeoutError(f"woken while waiting on {self.subject!r}")
+        if type(item) is Control:
+            item.run()
+            return None
         msg: Msg = item  # type: ignore[assignment]
         self._bytes_out += len(msg.data)
         return msg
+
+    def _poll(self) -> Msg | None:
+        """A message already queued, else None at once (for iterators built on this)."""
+        try:
+            item = self._q.get_nowait()
+        except queue.Empty:
+            return None
+        return self._unwrap(item)
 
     def _wake(self) -> None:
         """Make one waiting (or the next) ``next_msg`` raise TimeoutError after the
@@ -287,3 +301,15 @@ class Subscription:
     def __repr__(self) -> str:
         q = f" queue={self.queue!r}" if self.queue else ""
         return f"<Subscription sid={self.sid} subject={self.subject!r}{q}>"
+
+
+class InternalSubscription(Subscription):
+    """A library-owned inbox (pull requests, fetches): no pending limits to
+    check and no max, so delivery is a count and a put."""
+
+    def _deliver(self, msg: Msg) -> None:
+        if self._state >= _DRAINED:
+            return
+        self._received += 1
+        self._bytes_in += len(msg.data)
+        self._q.put(msg)

@@ -24,7 +24,6 @@ from ..errors import (
     NatsConnectionError,
     NatsError,
     NoRespondersError,
-    NotJSMessageError,
     TimeoutError,
 )
 from ..msg import Msg
@@ -167,17 +166,29 @@ class OrderedConsumer:
             self._recreate(deadline)
 
     def _accept(self, msg: Msg) -> str:
-        """``"ok"`` to deliver, ``"stale"`` to drop, ``"gap"`` to reset."""
+        """``"ok"`` to deliver, ``"stale"`` to drop, ``"gap"`` to reset.
+
+        Reads only the three fields it needs from the reply subject
+        (``$JS.ACK.[domain.hash.]stream.consumer.delivered.sseq.cseq.ts.pending[.x]``):
+        this runs for every message.
+        """
+        reply = msg.reply
+        if not reply or not reply.startswith("$JS.ACK."):
+            return "stale"
+        tokens = reply.split(".")
+        base = 3 if len(tokens) == 9 else 5
         try:
-            meta = msg.metadata
-        except NotJSMessageError:
+            consumer = tokens[base]
+            sseq = int(tokens[base + 2])
+            cseq = int(tokens[base + 3])
+        except (IndexError, ValueError):
             return "stale"
-        if meta.consumer != self.name:
+        if consumer != self.name:
             return "stale"
-        if meta.sequence.consumer != self._consumer_seq + 1:
+        if cseq != self._consumer_seq + 1:
             return "gap"
-        self._consumer_seq = meta.sequence.consumer
-        self._stream_seq = meta.sequence.stream
+        self._consumer_seq = cseq
+        self._stream_seq = sseq
         return "ok"
 
     # ------------------------------------------------------------------ reading

@@ -19,7 +19,7 @@ import itertools
 import queue
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -91,8 +91,37 @@ def publish_headers(
     return merged
 
 
+class _PubAckWire(msgspec.Struct):
+    """A PubAck or an error reply (which may carry ``stream`` too), decoded in one C call."""
+
+    stream: str = ""
+    seq: int = 0
+    duplicate: bool = False
+    domain: str | None = None
+    value: str | None = None
+    error: dict[str, Any] | None = None
+
+
+_pub_ack_wire = msgspec.json.Decoder(_PubAckWire)
+
+
+def _fast_pub_ack(data: bytes) -> PubAck | None:
+    """The PubAck in ``data``, or None when it is anything else (error, garbage)."""
+    try:
+        w = _pub_ack_wire.decode(data)
+    except msgspec.DecodeError:
+        return None
+    if w.error is not None or not w.stream:
+        return None
+    return PubAck(stream=w.stream, seq=w.seq, duplicate=w.duplicate, domain=w.domain, value=w.value)
+
+
 def parse_pub_ack(msg: Msg, subject: str) -> PubAck:
     """Decode a PubAck, raising the mapped error for a JetStream error reply."""
+    if msg._hdr is None:
+        ack = _fast_pub_ack(msg.data)
+        if ack is not None:
+            return ack
     if not msg.data and msg.status == STATUS_NO_RESPONDERS:
         raise NoStreamResponseError(f"no stream answered a publish to {subject!r}", code=503)
     try:
@@ -134,11 +163,40 @@ def publish_sync(
         return parse_pub_ack(msg, subject)
 
 
+def _settle(fut: Future[PubAck], ack: PubAck | None, exc: BaseException | None) -> None:
+    """Complete a future unless the user cancelled it (it is never set running,
+    which saves a lock round per publish)."""
+    try:
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(ack)  # type: ignore[arg-type]
+    except InvalidStateError:
+        pass
+
+
+class _PubFuture(Future):  # type: ignore[type-arg]
+    """A Future whose done-callbacks (user code) never run on the reader thread:
+    acks are settled there, and the callbacks are handed to the acks thread."""
+
+    _publisher: AsyncPublisher
+
+    def _invoke_callbacks(self) -> None:
+        if self._done_callbacks:  # type: ignore[attr-defined]
+            if threading.current_thread() is self._publisher._thread:
+                super()._invoke_callbacks()  # type: ignore[misc]
+            else:
+                self._publisher._acks.put(self)
+
+
 class _AckMux(Subscription):
-    """The inbox for async PubAcks. Reader thread: queue only, decode elsewhere."""
+    """The inbox for async PubAcks: settled right on the reader thread (one C
+    decode, no user code); anything unusual goes to the acks thread."""
+
+    _publisher: AsyncPublisher
 
     def _deliver(self, msg: Msg) -> None:
-        self._publisher._acks.put(msg)  # type: ignore[attr-defined]
+        self._publisher._on_ack(msg)
 
 
 class AsyncPublisher:
@@ -151,14 +209,18 @@ class AsyncPublisher:
         self.max_pending = max_pending
         self.stall_wait = stall_wait
         self.ack_timeout = ack_timeout
-        self._slots = threading.BoundedSemaphore(max_pending)
+        self._low_water = max_pending * 3 // 4
         self._lock = threading.Lock()
         self._empty = threading.Condition(self._lock)
+        self._room = threading.Condition(self._lock)
+        self._stalled = 0
         # token -> (future, deadline, subject); insertion order is deadline order.
         self._pending: collections.OrderedDict[str, tuple[Future[PubAck], float, str]] = collections.OrderedDict()
         self._tokens = itertools.count(1)
-        self._acks: queue.SimpleQueue[Msg | None] = queue.SimpleQueue()
+        self._acks: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._prefix = ""
+        self._prefix_b = b""
+        self._prefix_len = 0
         self._mux: _AckMux | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -166,6 +228,8 @@ class AsyncPublisher:
     def _start(self) -> None:
         nc = self.nc
         self._prefix = nc.new_inbox() + "."
+        self._prefix_b = self._prefix.encode()
+        self._prefix_len = len(self._prefix)
         sub = nc._subscribe_internal(self._prefix + "*", _AckMux)
         sub._publisher = self  # type: ignore[attr-defined]
         self._mux = sub  # type: ignore[assignment]
@@ -185,49 +249,83 @@ class AsyncPublisher:
             with self._lock:
                 if self._thread is None:
                     self._start()
-        if not self._slots.acquire(timeout=self.stall_wait):
-            raise TimeoutError(
-                f"{self.max_pending} async publishes waited {self.stall_wait} s for acks (stalled)"
-            )
         token = str(next(self._tokens))
-        fut: Future[PubAck] = Future()
-        fut.set_running_or_notify_cancel()
+        fut: Future[PubAck] = _PubFuture()
+        fut._publisher = self  # type: ignore[attr-defined]
         with self._lock:
+            if len(self._pending) >= self.max_pending:
+                self._stall()
             self._pending[token] = (fut, time.monotonic() + self.ack_timeout, subject)
         try:
-            self.nc.publish(subject, payload, reply=self._prefix + token, headers=headers)
+            self.nc._publish_with_reply(subject, payload, self._prefix_b + token.encode(), headers)
         except BaseException:
             self._finish(token)
             raise
         return fut
 
+    def _stall(self) -> None:
+        """Lock held, window full: wait until it is down to the low-water mark.
+
+        Resuming at a quarter of the window free, not at each single ack,
+        turns thousands of one-slot wake-ups into a few.
+        """
+        self._stalled += 1
+        try:
+            deadline = time.monotonic() + self.stall_wait
+            while len(self._pending) > self._low_water and not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"{self.max_pending} async publishes waited {self.stall_wait} s for acks (stalled)"
+                    )
+                self._room.wait(remaining)
+        finally:
+            self._stalled -= 1
+        if self._closed:
+            raise ConnectionClosedError("the connection is closed")
+
     def _finish(self, token: str) -> tuple[Future[PubAck], float, str] | None:
         with self._lock:
             item = self._pending.pop(token, None)
             if item is not None:
-                self._slots.release()
-                if not self._pending:
+                left = len(self._pending)
+                if self._stalled and left <= self._low_water:
+                    self._room.notify_all()
+                if not left:
                     self._empty.notify_all()
         return item
 
+    def _on_ack(self, msg: Msg) -> None:
+        """Reader thread: settle the publish this ack is for."""
+        item = self._finish(msg.subject[self._prefix_len:])
+        if item is None:
+            return  # expired already, or not ours
+        if msg._hdr is None:
+            ack = _fast_pub_ack(msg.data)
+            if ack is not None:
+                _settle(item[0], ack, None)
+                return
+        self._acks.put((item, msg))  # an error reply: decoded and mapped off the reader thread
+
     def _run(self) -> None:
-        prefix_len = len(self._prefix)
         get = self._acks.get
         while True:
             try:
-                msg = get(timeout=0.1)
+                work = get(timeout=0.1)
             except queue.Empty:
-                msg = None
-            if msg is None and self._closed:
+                work = None
+            if work is None and self._closed:
                 return
-            if msg is not None:
-                item = self._finish(msg.subject[prefix_len:])
-                if item is not None:
-                    fut, _, subject = item
-                    try:
-                        fut.set_result(parse_pub_ack(msg, subject))
-                    except Exception as exc:
-                        fut.set_exception(exc)
+            if isinstance(work, _PubFuture):
+                Future._invoke_callbacks(work)  # type: ignore[attr-defined]
+            elif work is not None:
+                (fut, _, subject), msg = work
+                try:
+                    ack = parse_pub_ack(msg, subject)
+                except Exception as exc:
+                    _settle(fut, None, exc)
+                else:
+                    _settle(fut, ack, None)
             self._expire()
 
     def _expire(self) -> None:
@@ -241,7 +339,7 @@ class AsyncPublisher:
         for token in expired:
             item = self._finish(token)
             if item is not None:
-                item[0].set_exception(TimeoutError(f"no PubAck for {item[2]!r} within {self.ack_timeout} s"))
+                _settle(item[0], None, TimeoutError(f"no PubAck for {item[2]!r} within {self.ack_timeout} s"))
 
     def wait_complete(self, timeout: float | None) -> None:
         """Block until every pending publish is acknowledged (or failed)."""
@@ -260,9 +358,9 @@ class AsyncPublisher:
             items = list(self._pending.values())
             self._pending.clear()
             self._empty.notify_all()
+            self._room.notify_all()
         for fut, _, _ in items:
-            if not fut.done():
-                fut.set_exception(closed)
+            _settle(fut, None, closed)
         self._acks.put(None)
 
 

@@ -321,7 +321,7 @@ class MessagesContext:
             BadSubscriptionError: the iterator was stopped or drained.
             ConsumerDeletedError: the consumer was deleted.
         """
-        deadline = Deadline(timeout)
+        deadline: Deadline | None = None
         while True:
             if self._stopped:
                 raise BadSubscriptionError("the messages iterator is stopped")
@@ -333,14 +333,19 @@ class MessagesContext:
                     self._pull()
                 except NatsError as exc:
                     self._report(exc)
-            wait = deadline.remaining()
-            if self._draining:
-                wait = 0.0 if self._sub.pending_msgs == 0 else wait
-            if self._heartbeat:
-                hb_left = max(0.0, self._last_activity + 2 * self._heartbeat - time.monotonic())
-                wait = hb_left if wait is None else min(wait, hb_left)
             try:
-                msg = self._sub.next_msg(timeout=wait)
+                # Under load a message is already waiting: no deadline, no clock.
+                msg = self._sub._poll()  # type: ignore[assignment]
+                if msg is None:
+                    if deadline is None:
+                        deadline = Deadline(timeout)
+                    wait = deadline.remaining()
+                    if self._draining:
+                        wait = 0.0 if self._sub.pending_msgs == 0 else wait
+                    if self._heartbeat:
+                        hb_left = max(0.0, self._last_activity + 2 * self._heartbeat - time.monotonic())
+                        wait = hb_left if wait is None else min(wait, hb_left)
+                    msg = self._sub.next_msg(timeout=wait)
             except TimeoutError:
                 if self._draining:
                     self.stop()
@@ -350,7 +355,7 @@ class MessagesContext:
                     self._check_consumer_exists()
                     self._reset_pending()
                     continue
-                if deadline.expired():
+                if deadline is not None and deadline.expired():
                     raise TimeoutError("no message in time") from None
                 continue
             except (BadSubscriptionError, ConnectionClosedError):
