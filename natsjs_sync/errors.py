@@ -226,6 +226,18 @@ class KeyExistsError(KeyValueError):
     """The key exists (create) or its revision moved on (update)."""
 
 
+class InvalidKeyError(KeyValueError, ValueError):
+    """A key (or key filter) that the key-value store cannot hold."""
+
+
+class InvalidBucketNameError(JetStreamError, ValueError):
+    """A bucket name with characters other than letters, digits, ``_`` and ``-``."""
+
+
+class BucketExistsError(KeyValueError):
+    """A bucket of that name exists with a different configuration."""
+
+
 class ObjectStoreError(JetStreamError):
     """Base for object store errors."""
 

@@ -11,6 +11,7 @@ from .consumer_config import (
     SequenceInfo,
 )
 from .context import AccountInfo, JetStream
+from .kv import Entry, KeyValue, KeyValueConfig, KeyValueOp, KeyValueStatus, KeyWatcher
 from .message import MsgMetadata, SequencePair
 from .nats_py import PullSubscription
 from .ordered import OrderedConsumer, OrderedMessages
@@ -42,7 +43,13 @@ __all__ = [
     "ConsumerInfo",
     "DeliverPolicy",
     "DiscardPolicy",
+    "Entry",
     "JetStream",
+    "KeyValue",
+    "KeyValueConfig",
+    "KeyValueOp",
+    "KeyValueStatus",
+    "KeyWatcher",
     "MessageBatch",
     "MessagesContext",
     "MsgMetadata",

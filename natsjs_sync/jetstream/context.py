@@ -8,11 +8,12 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from .._timeout import Deadline
-from ..errors import BadSubjectError, StreamNotFoundError, TimeoutError
+from ..errors import BadSubjectError, BucketNotFoundError, StreamNotFoundError, TimeoutError
 from ..protocol.headers import HeadersInput
 from ._api import DEFAULT_API_PREFIX, DEFAULT_TIMEOUT, JetStreamAPI, encode_json, from_wire, rfc3339, to_wire
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig, ConsumerInfo
+from .kv import KeyValue, KeyValueConfig, KeyValueStatus, create_key_value, kv_config, open_key_value, validate_bucket
 from .nats_py import NatsPyNames
 from .publish import AsyncPublisher, PubAck, publish_headers, publish_sync
 from .stream import Stream
@@ -235,6 +236,50 @@ class JetStream(NatsPyNames):
 
         check_name(stream, "stream")
         return OrderedConsumer(self, stream, **kwargs)
+
+    # ------------------------------------------------------------------ key-value
+
+    def create_key_value(self, config: KeyValueConfig | None = None, timeout: float | None = None,
+                         **kwargs: Any) -> KeyValue:
+        """Create a key-value bucket (``KeyValueConfig`` or keyword arguments: bucket, history, ttl ...).
+
+        Raises:
+            BucketExistsError: it exists with another configuration.
+        """
+        return create_key_value(self, kv_config(config, kwargs), "create", timeout)
+
+    def update_key_value(self, config: KeyValueConfig | None = None, timeout: float | None = None,
+                         **kwargs: Any) -> KeyValue:
+        """Change a bucket's configuration. Raises BucketNotFoundError."""
+        return create_key_value(self, kv_config(config, kwargs), "update", timeout)
+
+    def create_or_update_key_value(self, config: KeyValueConfig | None = None, timeout: float | None = None,
+                                   **kwargs: Any) -> KeyValue:
+        return create_key_value(self, kv_config(config, kwargs), "create_or_update", timeout)
+
+    def key_value(self, bucket: str, timeout: float | None = None) -> KeyValue:
+        """An existing bucket. Raises BucketNotFoundError."""
+        return open_key_value(self, bucket, timeout)
+
+    def delete_key_value(self, bucket: str, timeout: float | None = None) -> bool:
+        """Delete a bucket and everything in it. Raises BucketNotFoundError."""
+        validate_bucket(bucket)
+        try:
+            return self.delete_stream(f"KV_{bucket}", timeout=timeout)
+        except StreamNotFoundError:
+            raise BucketNotFoundError(f"key-value bucket {bucket!r} not found") from None
+
+    def key_value_store_names(self, timeout: float | None = None) -> Iterator[str]:
+        """The names of every key-value bucket."""
+        for name in self.stream_names(subject="$KV.*.>", timeout=timeout):
+            if name.startswith("KV_"):
+                yield name[3:]
+
+    def key_value_stores(self, timeout: float | None = None) -> Iterator[KeyValueStatus]:
+        """The status of every key-value bucket."""
+        for info in self.list_streams(subject="$KV.*.>", timeout=timeout):
+            if info.config.name.startswith("KV_"):
+                yield KeyValueStatus(info, info.config.name[3:])
 
     # ------------------------------------------------------------------ publish
 

@@ -29,7 +29,7 @@ from ..errors import (
 from ..msg import Msg
 from ..protocol.nuid import next_nuid
 from .consumer import DEFAULT_FETCH_WAIT
-from .consumer_config import ConsumerConfig
+from .consumer_config import ConsumerConfig, ConsumerInfo
 from .pull import ConsumeContext, ErrorHandler, MessagesContext, _release, pull_request, server_expiry
 
 if TYPE_CHECKING:
@@ -85,6 +85,7 @@ class OrderedConsumer:
         self._metadata = metadata
         self._serial = 0
         self.name: str | None = None
+        self.info: ConsumerInfo | None = None  # of the consumer when it was last (re)created
         self._next_subject = ""
         self._stream_seq = 0  # last stream sequence handed to the user
         self._consumer_seq = 0  # last consumer sequence seen from the current consumer
@@ -155,6 +156,7 @@ class OrderedConsumer:
                     raise BadSubscriptionError("the ordered consumer was stopped") from exc
                 continue
             self.name = cons.name
+            self.info = cons.cached_info
             self._next_subject = cons._next_subject
             self._consumer_seq = 0
             if old is not None:

@@ -1,0 +1,581 @@
+"""Key-value store on JetStream (ADR-8, ADR-48, ADR-57).
+
+A bucket ``B`` is the stream ``KV_B`` on subjects ``$KV.B.>``; key ``k`` is the
+subject ``$KV.B.k``, its value the newest message there and its revision that
+message's stream sequence. Deletes and purges are messages too, marked by the
+``KV-Operation`` header (``DEL``, ``PURGE``; a purge also rolls the subject up
+to itself). Since server 2.11 the server may write its own markers (header
+``Nats-Marker-Reason``) when a key's TTL or the bucket's limits remove it.
+
+Reads of the latest value use direct get (any replica answers); listing keys,
+history and watching use an ordered consumer with the key filters applied on
+the server, never a fetch of every key.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..errors import (
+    BadSubscriptionError,
+    BucketExistsError,
+    BucketNotFoundError,
+    InvalidBucketNameError,
+    InvalidKeyError,
+    KeyDeletedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    MsgNotFoundError,
+    StreamNameInUseError,
+    StreamNotFoundError,
+    WrongLastSequenceError,
+)
+from ..msg import Msg
+from ..protocol.headers import Headers
+from .message import parse_metadata
+from .stream_config import Placement, RePublish, StreamConfig, StreamInfo, StreamSource, SubjectTransform, _Model
+
+if TYPE_CHECKING:
+    from .context import JetStream
+    from .ordered import OrderedConsumer, OrderedMessages
+    from .stream import Stream
+
+KV_OPERATION = "KV-Operation"
+MARKER_REASON = "Nats-Marker-Reason"
+MAX_HISTORY = 64
+_DEFAULT_DUPLICATE_WINDOW = 120.0
+_PURGE_DELETES_THRESHOLD = 30 * 60.0
+
+_BUCKET_RE = re.compile(r"[a-zA-Z0-9_-]+")
+_KEY_RE = re.compile(r"[-/_=.a-zA-Z0-9]+")
+_FILTER_RE = re.compile(r"[-/_=.a-zA-Z0-9*>]+")
+
+
+def validate_bucket(name: object) -> str:
+    if not isinstance(name, str) or not _BUCKET_RE.fullmatch(name):
+        raise InvalidBucketNameError(f"invalid bucket name {name!r}: use letters, digits, '_' and '-'")
+    return name
+
+
+def validate_key(key: object, filter: bool = False) -> str:  # noqa: A002
+    """Keys: letters, digits and ``-/_=.``, no empty token; filters also ``*`` and ``>``."""
+    what = "key filter" if filter else "key"
+    if not isinstance(key, str) or not key:
+        raise InvalidKeyError(f"{what} must be a non-empty str, got {key!r}")
+    if not (_FILTER_RE if filter else _KEY_RE).fullmatch(key) or key.startswith(".") or key.endswith(".") \
+            or ".." in key:
+        raise InvalidKeyError(f"invalid {what} {key!r}")
+    if filter:
+        tokens = key.split(".")
+        for i, tok in enumerate(tokens):
+            if (">" in tok and (tok != ">" or i != len(tokens) - 1)) or ("*" in tok and tok != "*"):
+                raise InvalidKeyError(f"invalid {what} {key!r}: wildcards must be whole tokens, '>' last")
+    return key
+
+
+class KeyValueOp(str, enum.Enum):
+    PUT = "PUT"
+    DEL = "DEL"
+    PURGE = "PURGE"
+
+
+class KeyValueConfig(_Model, frozen=True, kw_only=True):
+    """A bucket's configuration. ``ttl`` and ``limit_marker_ttl`` are seconds."""
+
+    bucket: str
+    description: str | None = None
+    max_value_size: int = -1
+    history: int = 1
+    ttl: float = 0.0
+    max_bytes: int = -1
+    storage: str = "file"
+    replicas: int = 1
+    placement: Placement | None = None
+    republish: RePublish | None = None
+    mirror: StreamSource | None = None
+    sources: list[StreamSource] | None = None
+    compression: bool = False
+    metadata: dict[str, str] | None = None
+    limit_marker_ttl: float = 0.0
+    direct: bool = True  # nats-py's name; buckets always allow direct get
+
+    def stream_config(self) -> StreamConfig:
+        """The stream that holds this bucket (what other clients make too)."""
+        validate_bucket(self.bucket)
+        if not 1 <= self.history <= MAX_HISTORY:
+            raise ValueError(f"history must be between 1 and {MAX_HISTORY}")
+        if self.ttl < 0 or self.limit_marker_ttl < 0:
+            raise ValueError("ttl and limit_marker_ttl must not be negative")
+        dup = _DEFAULT_DUPLICATE_WINDOW
+        if 0 < self.ttl < dup:
+            dup = self.ttl
+        fields: dict[str, Any] = dict(
+            name=f"KV_{self.bucket}",
+            description=self.description,
+            max_msgs_per_subject=self.history,
+            max_bytes=self.max_bytes,
+            max_age=self.ttl,
+            max_msg_size=self.max_value_size,
+            storage=getattr(self.storage, "value", self.storage),
+            num_replicas=self.replicas,
+            placement=self.placement,
+            allow_rollup_hdrs=True,
+            deny_delete=True,
+            duplicate_window=dup,
+            max_msgs=-1,
+            max_consumers=-1,
+            allow_direct=True,
+            republish=self.republish,
+            compression="s2" if self.compression else "none",
+            discard="new",
+            metadata=self.metadata,
+        )
+        if self.limit_marker_ttl:
+            fields["allow_msg_ttl"] = True
+            fields["subject_delete_marker_ttl"] = self.limit_marker_ttl
+        if self.mirror is not None:
+            m = self.mirror
+            if not m.name.startswith("KV_"):
+                m = m.replace(name=f"KV_{m.name}")
+            fields["mirror"] = m
+            fields["mirror_direct"] = True
+        else:
+            fields["subjects"] = [f"$KV.{self.bucket}.>"]
+            if self.sources:
+                sources = []
+                for src in self.sources:
+                    origin = src.name[3:] if src.name.startswith("KV_") else src.name
+                    src = src.replace(name=f"KV_{origin}")
+                    if origin != self.bucket and src.subject_transforms is None and src.external is None:
+                        src = src.replace(subject_transforms=[
+                            SubjectTransform(src=f"$KV.{origin}.>", dest=f"$KV.{self.bucket}.>")])
+                    sources.append(src)
+                fields["sources"] = sources
+        return StreamConfig(**fields)
+
+
+class KeyValueStatus:
+    """A bucket's state and settings (from its stream's info)."""
+
+    def __init__(self, info: StreamInfo, bucket: str):
+        self.stream_info = info
+        self.bucket = bucket
+
+    @property
+    def values(self) -> int:
+        """Messages stored: values, history and delete markers."""
+        return self.stream_info.state.messages
+
+    @property
+    def history(self) -> int:
+        return self.stream_info.config.max_msgs_per_subject
+
+    @property
+    def ttl(self) -> float:
+        return self.stream_info.config.max_age
+
+    @property
+    def bytes(self) -> int:
+        return self.stream_info.state.bytes
+
+    @property
+    def backing_store(self) -> str:
+        return "JetStream"
+
+    @property
+    def is_compressed(self) -> bool:
+        return getattr(self.stream_info.config.compression, "value", self.stream_info.config.compression) == "s2"
+
+    @property
+    def limit_marker_ttl(self) -> float:
+        return self.stream_info.config.subject_delete_marker_ttl
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return dict(self.stream_info.config.metadata or {})
+
+    def __repr__(self) -> str:
+        return f"<KeyValueStatus {self.bucket} values={self.values} history={self.history} ttl={self.ttl}>"
+
+
+class Entry:
+    """One revision of a key: a value, or a delete/purge marker."""
+
+    __slots__ = ("bucket", "created", "delta", "key", "operation", "revision", "value")
+
+    def __init__(self, bucket: str, key: str, value: bytes, revision: int, created: datetime.datetime | None,
+                 delta: int, operation: KeyValueOp):
+        self.bucket = bucket
+        self.key = key
+        self.value = value
+        self.revision = revision
+        self.created = created
+        self.delta = delta
+        self.operation = operation
+
+    def __repr__(self) -> str:
+        return (f"Entry(key={self.key!r}, revision={self.revision}, operation={self.operation.value}, "
+                f"value={self.value[:40]!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Entry):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _operation(headers: Headers | None) -> KeyValueOp:
+    if not headers:
+        return KeyValueOp.PUT
+    op = headers.get(KV_OPERATION)
+    if op == "DEL":
+        return KeyValueOp.DEL
+    if op == "PURGE":
+        return KeyValueOp.PURGE
+    reason = headers.get(MARKER_REASON)
+    if reason is not None:  # a server-written marker (TTL or limits expired the key)
+        return KeyValueOp.DEL if reason == "Remove" else KeyValueOp.PURGE
+    return KeyValueOp.PUT
+
+
+def _value(value: bytes | bytearray | memoryview | str) -> bytes | bytearray | memoryview:
+    if isinstance(value, str):
+        return value.encode()
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise TypeError(f"value must be bytes or str, not {type(value).__name__}")
+    return value
+
+
+def _ttl_header(ttl: float | str) -> str:
+    return ttl if isinstance(ttl, str) else f"{max(1, round(ttl))}s"
+
+
+class KeyValue:
+    """A key-value bucket. Thread-safe; get one from ``js.key_value(bucket)``."""
+
+    def __init__(self, js: JetStream, bucket: str, stream: Stream):
+        self._js = js
+        self.bucket = bucket
+        self._stream = stream
+        self.stream_name = stream.name
+        cfg = stream.cached_info.config
+        # A mirror holds the origin's subjects; writes go to the origin.
+        origin = bucket
+        if cfg.mirror is not None:
+            origin = cfg.mirror.name[3:] if cfg.mirror.name.startswith("KV_") else cfg.mirror.name
+        self._pre = f"$KV.{origin}."
+        self._put_pre = self._pre
+        if cfg.mirror is not None and cfg.mirror.external is not None and cfg.mirror.external.api:
+            self._put_pre = f"{cfg.mirror.external.api}.$KV.{origin}."
+
+    # ------------------------------------------------------------------ reading
+
+    def _subject(self, key: str, filter: bool = False) -> str:  # noqa: A002
+        return self._pre + validate_key(key, filter)
+
+    def _entry_from_raw(self, key: str, raw: Any) -> Entry:
+        return Entry(self.bucket, key, raw.data, raw.seq, raw.time, 0, _operation(raw.headers))
+
+    def _last_entry(self, key: str, timeout: float | None = None) -> Entry | None:
+        """The newest revision of ``key``, markers included; None when there is none."""
+        try:
+            raw = self._stream.get_last_msg_for_subject(self._subject(key), timeout=timeout)
+        except MsgNotFoundError:
+            return None
+        return self._entry_from_raw(key, raw)
+
+    def get(self, key: str, revision: int | None = None, timeout: float | None = None) -> Entry:
+        """The value of ``key`` (or the given revision of it).
+
+        Raises:
+            KeyNotFoundError: no such key (or revision).
+            KeyDeletedError: (a KeyNotFoundError) the key was deleted or purged.
+        """
+        if revision is None:
+            entry = self._last_entry(key, timeout)
+        else:
+            subject = self._subject(key)
+            try:
+                raw = self._stream.get_msg(revision, timeout=timeout)
+            except MsgNotFoundError:
+                raw = None
+            entry = self._entry_from_raw(key, raw) if raw is not None and raw.subject == subject else None
+        if entry is None:
+            raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+        if entry.operation is not KeyValueOp.PUT:
+            raise KeyDeletedError(f"key {key!r} was {'purged' if entry.operation is KeyValueOp.PURGE else 'deleted'}"
+                                  f" (revision {entry.revision})")
+        return entry
+
+    # ------------------------------------------------------------------ writing
+
+    def _publish(self, key: str, value: bytes | bytearray | memoryview, headers: dict[str, str] | None,
+                 last: int | None, timeout: float | None) -> int:
+        ack = self._js.publish(self._put_pre + validate_key(key), bytes(value), headers=headers,
+                               expected_last_subject_seq=last, timeout=timeout)
+        return ack.seq
+
+    def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: float | None = None) -> int:
+        """Set ``key``; returns the new revision."""
+        return self._publish(key, _value(value), None, None, timeout)
+
+    def update(self, key: str, value: bytes | bytearray | memoryview | str, last: int | None = None,
+               timeout: float | None = None) -> int:
+        """Set ``key`` only if its latest revision is ``last`` (compare and set).
+
+        Raises:
+            WrongLastSequenceError: the key moved on (or does not exist, for ``last`` > 0).
+        """
+        return self._publish(key, _value(value), None, last if last is not None else 0, timeout)
+
+    def create(self, key: str, value: bytes | bytearray | memoryview | str, ttl: float | str | None = None,
+               timeout: float | None = None) -> int:
+        """Set ``key`` only if it has no value (never set, deleted or purged).
+
+        ``ttl`` (seconds) makes the key expire on its own (bucket with ``limit_marker_ttl``).
+
+        Raises:
+            KeyExistsError: the key has a value.
+        """
+        data = _value(value)
+        headers = {"Nats-TTL": _ttl_header(ttl)} if ttl is not None else None
+        try:
+            return self._publish(key, data, headers, 0, timeout)
+        except WrongLastSequenceError as exc:
+            entry = self._last_entry(key, timeout)
+            if entry is not None and entry.operation is not KeyValueOp.PUT:
+                try:
+                    return self._publish(key, data, headers, entry.revision, timeout)
+                except WrongLastSequenceError:
+                    pass
+            raise KeyExistsError(f"key {key!r} exists in bucket {self.bucket!r}", code=exc.code,
+                                 err_code=exc.err_code) from None
+
+    def delete(self, key: str, last: int | None = None, timeout: float | None = None) -> int:
+        """Mark ``key`` deleted (history is kept); with ``last``, only at that revision."""
+        return self._publish(key, b"", {KV_OPERATION: "DEL"}, last, timeout)
+
+    def purge(self, key: str, last: int | None = None, ttl: float | str | None = None,
+              timeout: float | None = None) -> int:
+        """Delete ``key`` and all its history, leaving one purge marker (which
+        itself goes after ``ttl`` seconds on buckets with ``limit_marker_ttl``)."""
+        headers = {KV_OPERATION: "PURGE", "Nats-Rollup": "sub"}
+        if ttl is not None:
+            headers["Nats-TTL"] = _ttl_header(ttl)
+        return self._publish(key, b"", headers, last, timeout)
+
+    def purge_deletes(self, older_than: float | None = None, timeout: float | None = None) -> int:
+        """Remove delete/purge markers and what is left behind them.
+
+        Markers older than ``older_than`` seconds (default 30 minutes; 0 or
+        negative: all) go entirely; younger ones are kept alone. Returns how
+        many keys were cleaned.
+        """
+        threshold = _PURGE_DELETES_THRESHOLD if older_than is None else older_than
+        markers = [e for e in self._initial(">", include_history=False, meta_only=True)
+                   if e.operation is not KeyValueOp.PUT]
+        now = datetime.datetime.now(datetime.timezone.utc)
+        for entry in markers:
+            keep = 0
+            if threshold > 0 and entry.created is not None and (now - entry.created).total_seconds() < threshold:
+                keep = 1
+            self._stream.purge(subject=self._pre + entry.key, keep=keep, timeout=timeout)
+        return len(markers)
+
+    # ------------------------------------------------------------------ listing and watching
+
+    def _initial(self, *filters: str, include_history: bool = False, meta_only: bool = False,
+                 ignore_deletes: bool = False, timeout: float = 30.0) -> list[Entry]:
+        """The entries present now (not waiting for updates)."""
+        out: list[Entry] = []
+        with self.watch(*filters, include_history=include_history, meta_only=meta_only,
+                        ignore_deletes=ignore_deletes) as w:
+            deadline = time.monotonic() + timeout
+            while True:
+                entry = w.next(timeout=max(0.0, deadline - time.monotonic()))
+                if entry is None:
+                    return out
+                out.append(entry)
+
+    def keys(self, *patterns: str, filters: Sequence[str] | None = None, timeout: float = 30.0) -> list[str]:
+        """Keys with a value (deleted ones left out), matched on the server.
+
+        ``kv.keys()``, ``kv.keys("users.*")``, ``kv.keys("a.>", "b.>")``, or
+        nats-py's ``kv.keys(filters=[...])``. An empty bucket gives ``[]``.
+        """
+        fs = list(patterns) + list(filters or [])
+        return [e.key for e in self._initial(*(fs or [">"]), meta_only=True, ignore_deletes=True,
+                                              timeout=timeout)]
+
+    def history(self, key: str, timeout: float = 30.0) -> list[Entry]:
+        """Every stored revision of ``key``, oldest first. Raises KeyNotFoundError."""
+        entries = self._initial(key, include_history=True, timeout=timeout)
+        if not entries:
+            raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+        return entries
+
+    def watch(self, *keys: str, include_history: bool = False, ignore_deletes: bool = False,
+              updates_only: bool = False, meta_only: bool = False, resume_from_revision: int | None = None
+              ) -> KeyWatcher:
+        """Follow ``keys`` (filters allowed; none: every key).
+
+        Yields the current values first (all revisions with
+        ``include_history``), then ``None`` once (end of the initial values),
+        then every change as it happens. ``updates_only`` skips the initial
+        values (and the ``None``); ``resume_from_revision`` starts at that
+        revision instead.
+        """
+        if include_history and updates_only:
+            raise ValueError("include_history and updates_only do not go together")
+        subjects = [self._subject(k, filter=True) for k in (keys or (">",))]
+        if updates_only:
+            policy: dict[str, Any] = {"deliver_policy": "new"}
+        elif resume_from_revision is not None:
+            policy = {"deliver_policy": "by_start_sequence", "opt_start_seq": resume_from_revision}
+        elif include_history:
+            policy = {"deliver_policy": "all"}
+        else:
+            policy = {"deliver_policy": "last_per_subject"}
+        oc = self._js.ordered_consumer(self.stream_name, filter_subjects=subjects, headers_only=meta_only,
+                                       **policy)
+        return KeyWatcher(self, oc, ignore_deletes, initial=not updates_only)
+
+    def watch_all(self, **options: Any) -> KeyWatcher:
+        """:meth:`watch` every key."""
+        return self.watch(">", **options)
+
+    # ------------------------------------------------------------------ bucket
+
+    def status(self, timeout: float | None = None) -> KeyValueStatus:
+        return KeyValueStatus(self._stream.info(timeout=timeout), self.bucket)
+
+    def __repr__(self) -> str:
+        return f"<KeyValue {self.bucket}>"
+
+
+class KeyWatcher:
+    """Entries of a watch, then ``None`` once at the end of the initial values.
+
+    Iterate it, or call :meth:`next`/:meth:`updates` with a timeout. :meth:`stop`
+    (from any thread) ends the iteration; it never blocks on the reader.
+    """
+
+    def __init__(self, kv: KeyValue, oc: OrderedConsumer, ignore_deletes: bool, initial: bool):
+        self._kv = kv
+        self._oc = oc
+        self._ignore_deletes = ignore_deletes
+        self._prefix_len = len(kv._pre)
+        self._it: OrderedMessages = oc.messages(max_messages=256)
+        self._stopped = threading.Event()
+        info = oc.info
+        self._init_done = not initial
+        # Nothing to catch up on: the marker comes first.
+        self._marker_due = initial and info is not None and info.num_pending == 0
+
+    def _entry(self, msg: Msg) -> Entry:
+        md = parse_metadata(msg.reply)
+        headers = msg.headers
+        return Entry(self._kv.bucket, msg.subject[self._prefix_len:], msg.data, md.sequence.stream,
+                     md.timestamp, md.num_pending, _operation(headers))
+
+    def next(self, timeout: float | None = None) -> Entry | None:
+        """The next entry, or ``None`` for the end of the initial values.
+
+        Raises:
+            TimeoutError: nothing within ``timeout`` seconds (``None``: wait for ever).
+            BadSubscriptionError: the watcher was stopped.
+        """
+        if self._marker_due:
+            self._marker_due = False
+            self._init_done = True
+            return None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            msg = self._it.next(timeout=remaining)
+            entry = self._entry(msg)
+            if not self._init_done and entry.delta == 0:
+                self._marker_due = True  # this was the last initial value
+            if self._ignore_deletes and entry.operation is not KeyValueOp.PUT:
+                if self._marker_due:
+                    self._marker_due = False
+                    self._init_done = True
+                    return None
+                continue
+            return entry
+
+    def updates(self, timeout: float | None = 5.0) -> Entry | None:
+        """nats-py's name for :meth:`next`."""
+        return self.next(timeout)
+
+    def __iter__(self) -> Iterator[Entry | None]:
+        while True:
+            try:
+                yield self.next()
+            except BadSubscriptionError:
+                return
+
+    def stop(self) -> None:
+        """End the watch (thread-safe, returns at once)."""
+        self._stopped.set()
+        self._it.stop()
+        self._oc.delete()
+
+    def __enter__(self) -> KeyWatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# ---------------------------------------------------------------------- bucket management
+
+def create_key_value(js: JetStream, config: KeyValueConfig, action: str, timeout: float | None) -> KeyValue:
+    scfg = config.stream_config()
+    try:
+        if action == "create":
+            stream = js.create_stream(scfg, timeout=timeout)
+        elif action == "update":
+            try:
+                stream = js.update_stream(scfg, timeout=timeout)
+            except StreamNotFoundError:
+                raise BucketNotFoundError(f"bucket {config.bucket!r} not found") from None
+        else:
+            stream = js.create_or_update_stream(scfg, timeout=timeout)
+    except StreamNameInUseError as exc:
+        raise BucketExistsError(f"bucket {config.bucket!r} exists with another configuration",
+                                code=exc.code, err_code=exc.err_code) from None
+    return KeyValue(js, config.bucket, stream)
+
+
+def open_key_value(js: JetStream, bucket: str, timeout: float | None) -> KeyValue:
+    validate_bucket(bucket)
+    try:
+        stream = js.stream(f"KV_{bucket}", timeout=timeout)
+    except StreamNotFoundError:
+        raise BucketNotFoundError(f"key-value bucket {bucket!r} not found") from None
+    return KeyValue(js, bucket, stream)
+
+
+def kv_config(config: KeyValueConfig | None, kwargs: dict[str, Any]) -> KeyValueConfig:
+    nested = {"placement": Placement, "republish": RePublish, "mirror": StreamSource,
+              "sources": list[StreamSource]}
+    kwargs = {k: (msgspec.convert(v, nested[k]) if k in nested and v is not None else v)  # type: ignore[arg-type]
+              for k, v in kwargs.items()}
+    if config is None:
+        return KeyValueConfig(**kwargs)
+    if not isinstance(config, KeyValueConfig):
+        raise TypeError(f"expected a KeyValueConfig, got {type(config).__name__}")
+    return config.replace(**kwargs) if kwargs else config
+
+
+__all__ = ["Entry", "KeyValue", "KeyValueConfig", "KeyValueOp", "KeyValueStatus", "KeyWatcher"]

@@ -1,0 +1,230 @@
+"""Key-value store: values, revisions, CAS, deletes, keys, history, watch, buckets."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.errors import BucketExistsError, InvalidBucketNameError, InvalidKeyError
+from natsjs_sync.jetstream import JetStream, KeyValue, KeyValueConfig, KeyValueOp
+from natsjs_sync.protocol.nuid import next_nuid
+
+
+def test_put_get_revisions(kv: KeyValue) -> None:
+    r1 = kv.put("sue.color", b"blue")
+    r2 = kv.put("sue.color", "green")
+    e = kv.get("sue.color")
+    assert (e.key, e.value, e.revision, e.operation) == ("sue.color", b"green", r2, KeyValueOp.PUT)
+    assert e.bucket == kv.bucket and e.created is not None
+    assert kv.get("sue.color", revision=r1).value == b"blue"
+    with pytest.raises(nats.KeyNotFoundError):
+        kv.get("sue.size")
+    kv.put("other", b"x")
+    with pytest.raises(nats.KeyNotFoundError):  # a revision of another key
+        kv.get("sue.color", revision=r2 + 1)
+
+
+def test_create_update_cas(kv: KeyValue) -> None:
+    r1 = kv.create("k", b"1")
+    with pytest.raises(nats.KeyExistsError):
+        kv.create("k", b"again")
+    r2 = kv.update("k", b"2", last=r1)
+    with pytest.raises(nats.WrongLastSequenceError):
+        kv.update("k", b"3", last=r1)
+    kv.delete("k")
+    r4 = kv.create("k", b"back")  # create succeeds over a deleted key
+    assert r4 > r2 and kv.get("k").value == b"back"
+    kv.purge("k")
+    assert kv.create("k", b"after purge") > r4
+
+
+def test_delete_purge_and_history(kv: KeyValue) -> None:
+    for i in range(3):
+        kv.put("h", str(i).encode())
+    kv.delete("h")
+    with pytest.raises(nats.KeyDeletedError):
+        kv.get("h")
+    hist = kv.history("h")
+    assert [(e.value, e.operation) for e in hist] == [(b"0", KeyValueOp.PUT), (b"1", KeyValueOp.PUT),
+                                                     (b"2", KeyValueOp.PUT), (b"", KeyValueOp.DEL)]
+    last = hist[-1].revision
+    with pytest.raises(nats.WrongLastSequenceError):
+        kv.delete("h", last=last - 1)
+    kv.purge("h")
+    assert [e.operation for e in kv.history("h")] == [KeyValueOp.PURGE]
+    with pytest.raises(nats.KeyNotFoundError):
+        kv.history("never")
+
+
+def test_keys_filtered_on_server(kv: KeyValue) -> None:
+    assert kv.keys() == []
+    for k in ("users.a", "users.b", "orders.1", "orders.2", "gone"):
+        kv.put(k, b"v")
+    kv.put("users.a", b"v2")
+    kv.delete("gone")
+    assert sorted(kv.keys()) == ["orders.1", "orders.2", "users.a", "users.b"]
+    assert sorted(kv.keys("users.*")) == ["users.a", "users.b"]
+    assert sorted(kv.keys("users.a", "orders.>")) == ["orders.1", "orders.2", "users.a"]
+    assert sorted(kv.keys(filters=["orders.*"])) == ["orders.1", "orders.2"]
+
+
+def test_purge_deletes(kv: KeyValue) -> None:
+    kv.put("a", b"1")
+    kv.put("b", b"1")
+    kv.delete("a")
+    kv.purge("b")
+    kv.put("c", b"1")
+    assert kv.purge_deletes(older_than=0) == 2
+    assert kv.status().values == 1
+    with pytest.raises(nats.KeyNotFoundError):
+        kv.history("a")
+
+
+def test_watch_initial_marker_and_updates(kv: KeyValue) -> None:
+    kv.put("w.1", b"a")
+    kv.put("w.1", b"b")
+    kv.put("w.2", b"c")
+    kv.put("x", b"not watched")
+    got = []
+    with kv.watch("w.*") as w:
+        for entry in w:
+            got.append(None if entry is None else (entry.key, entry.value))
+            if entry is None:
+                kv.put("w.3", b"d")
+                kv.delete("w.1")
+            if len(got) == 5:
+                break
+    assert got == [("w.1", b"b"), ("w.2", b"c"), None, ("w.3", b"d"), ("w.1", b"")]
+
+
+def test_watch_options(kv: KeyValue) -> None:
+    empty = kv.watch_all()
+    assert empty.next(timeout=2) is None  # nothing yet: the marker at once
+    empty.stop()
+    r1 = kv.put("a", b"1")
+    kv.put("a", b"2")
+    kv.put("b", b"x")
+    kv.delete("b")
+    with kv.watch("a", include_history=True) as w:
+        assert [w.next(2).value, w.next(2).value, w.next(2)] == [b"1", b"2", None]  # type: ignore[union-attr]
+    with kv.watch_all(ignore_deletes=True) as w:
+        first = w.next(2)
+        assert first is not None and first.key == "a" and w.next(2) is None
+    with kv.watch_all(meta_only=True) as w:
+        e = w.next(2)
+        assert e is not None and e.key == "a" and e.value == b""
+    with kv.watch("a", resume_from_revision=r1) as w:
+        assert w.next(2).value == b"1"  # type: ignore[union-attr]
+    with kv.watch_all(updates_only=True) as w:
+        with pytest.raises(nats.TimeoutError):
+            w.next(timeout=0.3)
+        kv.put("c", b"new")
+        e = w.next(2)
+        assert e is not None and e.key == "c"
+
+
+def test_watch_stop_from_another_thread(kv: KeyValue) -> None:
+    w = kv.watch_all(updates_only=True)
+    ended = threading.Event()
+
+    def reader() -> None:
+        for _ in w:
+            pass
+        ended.set()
+
+    t = threading.Thread(target=reader)
+    t.start()
+    w.stop()
+    assert ended.wait(5)
+    t.join(5)
+
+
+def test_bad_keys_and_buckets(js: JetStream, kv: KeyValue) -> None:
+    for bad in ("", ".a", "a.", "a..b", "a b", "a*", "a>", "ä"):
+        with pytest.raises(InvalidKeyError):
+            kv.put(bad, b"x")
+    with pytest.raises(InvalidKeyError):
+        kv.watch("a.>.b")
+    with pytest.raises(TypeError):
+        kv.put("k", 42)  # type: ignore[arg-type]
+    for bad in ("", "a.b", "a b", "a*"):
+        with pytest.raises(InvalidBucketNameError):
+            js.create_key_value(bucket=bad)
+    with pytest.raises(ValueError):
+        js.create_key_value(bucket="toomuch", history=65)
+    with pytest.raises(nats.BucketNotFoundError):
+        js.key_value("nope" + next_nuid())
+
+
+def test_bucket_management(js: JetStream) -> None:
+    bucket = "m" + next_nuid()
+    kv = js.create_key_value(KeyValueConfig(bucket=bucket, history=3, ttl=3600.0, description="d",
+                                            metadata={"team": "x"}, compression=True, storage="memory"))
+    try:
+        st = kv.status()
+        assert (st.bucket, st.history, st.ttl, st.is_compressed, st.backing_store) == (bucket, 3, 3600.0, True,
+                                                                                     "JetStream")
+        assert st.metadata["team"] == "x"
+        cfg = st.stream_info.config
+        assert cfg.name == f"KV_{bucket}" and cfg.subjects == [f"$KV.{bucket}.>"]
+        assert cfg.allow_direct and cfg.allow_rollup_hdrs and cfg.deny_delete and cfg.discard == "new"
+        assert cfg.duplicate_window == 120.0
+        # Same config: fine; another: BucketExistsError; update changes it.
+        js.create_key_value(bucket=bucket, history=3, ttl=3600.0, description="d", metadata={"team": "x"},
+                            compression=True, storage="memory")
+        with pytest.raises(BucketExistsError):
+            js.create_key_value(bucket=bucket, history=4, storage="memory")
+        js.update_key_value(bucket=bucket, history=4, storage="memory")
+        assert js.key_value(bucket).status().history == 4
+        assert bucket in list(js.key_value_store_names())
+        assert bucket in [s.bucket for s in js.key_value_stores()]
+    finally:
+        assert js.delete_key_value(bucket)
+    with pytest.raises(nats.BucketNotFoundError):
+        js.delete_key_value(bucket)
+
+
+def test_per_key_ttl_and_limit_markers(js: JetStream) -> None:
+    bucket = "t" + next_nuid()
+    kv = js.create_key_value(bucket=bucket, limit_marker_ttl=5.0, storage="memory")
+    try:
+        assert kv.status().limit_marker_ttl == 5.0
+        kv.create("short", b"x", ttl=1)
+        assert kv.get("short").value == b"x"
+        # The server removes the key after its TTL and leaves a marker; a watcher sees it.
+        with kv.watch("short", updates_only=True) as w:
+            e = w.next(timeout=10)
+        assert e is not None and e.operation in (KeyValueOp.DEL, KeyValueOp.PURGE)
+        with pytest.raises(nats.KeyNotFoundError):
+            kv.get("short")
+        assert kv.create("short", b"again") > 0
+    finally:
+        js.delete_key_value(bucket)
+
+
+def test_sources_and_mirror(js: JetStream) -> None:
+    a, b, m = ("s" + next_nuid() for _ in range(3))
+    src = js.create_key_value(bucket=a, storage="memory")
+    try:
+        src.put("k1", b"from-a")
+        agg = js.create_key_value(bucket=b, storage="memory", sources=[{"name": a}])  # type: ignore[list-item]
+        mirror = js.create_key_value(bucket=m, storage="memory", mirror={"name": a})  # type: ignore[arg-type]
+        with agg.watch("k1") as w:
+            e = w.next(timeout=10)
+            if e is None:
+                e = w.next(timeout=10)
+        assert e is not None and e.value == b"from-a"
+        with mirror.watch("k1") as w:
+            e = w.next(timeout=10)
+            if e is None:
+                e = w.next(timeout=10)
+        assert e is not None and e.value == b"from-a"
+        assert mirror.get("k1").value == b"from-a"
+    finally:
+        for bucket in (a, b, m):
+            try:
+                js.delete_key_value(bucket)
+            except nats.NatsError:
+                pass
