@@ -14,6 +14,17 @@ from .context import AccountInfo, JetStream
 from .kv import Entry, KeyValue, KeyValueConfig, KeyValueOp, KeyValueStatus, KeyWatcher
 from .message import MsgMetadata, SequencePair
 from .nats_py import PullSubscription
+from .object_store import (
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    ObjectMetaOptions,
+    ObjectResult,
+    ObjectStore,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+    ObjectWatcher,
+)
 from .ordered import OrderedConsumer, OrderedMessages
 from .publish import PubAck
 from .pull import ConsumeContext, MessageBatch, MessagesContext
@@ -53,6 +64,15 @@ __all__ = [
     "MessageBatch",
     "MessagesContext",
     "MsgMetadata",
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectMeta",
+    "ObjectMetaOptions",
+    "ObjectResult",
+    "ObjectStore",
+    "ObjectStoreConfig",
+    "ObjectStoreStatus",
+    "ObjectWatcher",
     "OrderedConsumer",
     "OrderedMessages",
     "OrderedSubscription",

@@ -15,6 +15,14 @@ from .consumer import Consumer
 from .consumer_config import ConsumerConfig, ConsumerInfo
 from .kv import KeyValue, KeyValueConfig, KeyValueStatus, create_key_value, kv_config, open_key_value, validate_bucket
 from .nats_py import NatsPyNames
+from .object_store import (
+    ObjectStore,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+    create_object_store,
+    obj_config,
+    open_object_store,
+)
 from .publish import AsyncPublisher, PubAck, publish_headers, publish_sync
 from .stream import Stream
 from .stream_config import StreamConfig, StreamInfo, _Model
@@ -280,6 +288,42 @@ class JetStream(NatsPyNames):
         for info in self.list_streams(subject="$KV.*.>", timeout=timeout):
             if info.config.name.startswith("KV_"):
                 yield KeyValueStatus(info, info.config.name[3:])
+
+    # ------------------------------------------------------------------ object store
+
+    def create_object_store(self, config: ObjectStoreConfig | str | None = None, timeout: float | None = None,
+                            **kwargs: Any) -> ObjectStore:
+        """Create an object store bucket (``ObjectStoreConfig``, a bucket name, or keyword arguments)."""
+        return create_object_store(self, obj_config(config, kwargs), "create", timeout)
+
+    def update_object_store(self, config: ObjectStoreConfig | None = None, timeout: float | None = None,
+                            **kwargs: Any) -> ObjectStore:
+        return create_object_store(self, obj_config(config, kwargs), "update", timeout)
+
+    def create_or_update_object_store(self, config: ObjectStoreConfig | None = None,
+                                      timeout: float | None = None, **kwargs: Any) -> ObjectStore:
+        return create_object_store(self, obj_config(config, kwargs), "create_or_update", timeout)
+
+    def object_store(self, bucket: str, timeout: float | None = None) -> ObjectStore:
+        """An existing object store. Raises BucketNotFoundError."""
+        return open_object_store(self, bucket, timeout)
+
+    def delete_object_store(self, bucket: str, timeout: float | None = None) -> bool:
+        validate_bucket(bucket)
+        try:
+            return self.delete_stream(f"OBJ_{bucket}", timeout=timeout)
+        except StreamNotFoundError:
+            raise BucketNotFoundError(f"object store {bucket!r} not found") from None
+
+    def object_store_names(self, timeout: float | None = None) -> Iterator[str]:
+        for name in self.stream_names(subject="$O.*.M.>", timeout=timeout):
+            if name.startswith("OBJ_"):
+                yield name[4:]
+
+    def object_stores(self, timeout: float | None = None) -> Iterator[ObjectStoreStatus]:
+        for info in self.list_streams(subject="$O.*.M.>", timeout=timeout):
+            if info.config.name.startswith("OBJ_"):
+                yield ObjectStoreStatus(info, info.config.name[4:])
 
     # ------------------------------------------------------------------ publish
 

@@ -244,11 +244,15 @@ class OrderedConsumer:
                 return got[0]
 
     def messages(self, max_messages: int = 500, expires: float = 30.0, heartbeat: float | None = None,
-                 error_cb: ErrorHandler | None = None) -> OrderedMessages:
-        """Iterate every message in order, healing the consumer underneath as needed."""
+                 error_cb: ErrorHandler | None = None, max_bytes: int | None = None) -> OrderedMessages:
+        """Iterate every message in order, healing the consumer underneath as needed.
+
+        ``max_bytes`` bounds what is requested ahead by size instead of count
+        (for large messages such as object chunks).
+        """
         self._cancel.clear()
         self._ensure()
-        return OrderedMessages(self, max_messages, expires, heartbeat, error_cb)
+        return OrderedMessages(self, max_messages, expires, heartbeat, error_cb, max_bytes)
 
     def consume(self, handler: Callable[[Msg], None], max_messages: int = 500, expires: float = 30.0,
                 heartbeat: float | None = None, error_cb: ErrorHandler | None = None) -> ConsumeContext:
@@ -272,9 +276,9 @@ class OrderedMessages(MessagesContext):
     """:class:`MessagesContext` for an ordered consumer: checks sequences, resets on doubt."""
 
     def __init__(self, oc: OrderedConsumer, max_messages: int, expires: float, heartbeat: float | None,
-                 error_cb: ErrorHandler | None):
+                 error_cb: ErrorHandler | None, max_bytes: int | None = None):
         self._oc = oc
-        super().__init__(oc, max_messages, None, expires, heartbeat, error_cb=error_cb,  # type: ignore[arg-type]
+        super().__init__(oc, max_messages, max_bytes, expires, heartbeat, error_cb=error_cb,  # type: ignore[arg-type]
                          on_message=self._check, on_reset=self._reset)
 
     def _check(self, msg: Msg) -> bool:

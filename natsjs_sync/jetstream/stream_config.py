@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import datetime
 import enum
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from ..protocol.headers import Headers
 
+_M = TypeVar("_M", bound="_Model")
+
 
 class _Model(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    def replace(self, **changes: Any) -> Any:
+    def replace(self: _M, **changes: Any) -> _M:
         """A copy with ``changes`` applied."""
         return msgspec.structs.replace(self, **changes)
 

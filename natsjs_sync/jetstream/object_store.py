@@ -1,0 +1,708 @@
+"""Object store on JetStream (ADR-20).
+
+A bucket ``B`` is the stream ``OBJ_B`` on ``$O.B.C.>`` (chunks) and
+``$O.B.M.>`` (metadata). An object is a run of chunk messages on
+``$O.B.C.<nuid>`` and one JSON ObjectInfo on ``$O.B.M.<base64url(name)>``
+(rolled up, so only the newest stays). The info carries the size, chunk count
+and ``SHA-256=<base64url>`` digest, the same format every NATS client writes.
+
+Objects are streamed both ways: ``put`` reads its source a chunk at a time and
+keeps a bounded number of chunk publishes in flight; ``get`` returns a
+file-like result that pulls chunks by size as it is read and checks the digest
+at the end. Neither holds a whole object in memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import datetime
+import hashlib
+import io
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import msgspec
+
+from ..errors import (
+    BadSubscriptionError,
+    BucketNotFoundError,
+    DigestMismatchError,
+    MsgNotFoundError,
+    NatsError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+    StreamNameInUseError,
+    StreamNotFoundError,
+    TimeoutError,
+)
+from ..protocol.nuid import next_nuid
+from .kv import validate_bucket
+from .publish import PubAck
+from .stream_config import Placement, StreamConfig, StreamInfo, _Model
+
+if TYPE_CHECKING:
+    from .context import JetStream
+    from .ordered import OrderedMessages
+    from .stream import Stream
+
+DEFAULT_CHUNK_SIZE = 128 * 1024
+#: Chunk bytes in flight during a put, and requested ahead during a get.
+WINDOW_BYTES = 8 * 1024 * 1024
+_READ_BLOCK = 1024 * 1024
+
+Progress = Callable[[int, "int | None"], None]
+
+
+class ObjectLink(_Model, frozen=True, kw_only=True):
+    bucket: str
+    name: str | None = None
+
+
+class ObjectMetaOptions(_Model, frozen=True, kw_only=True):
+    link: ObjectLink | None = None
+    max_chunk_size: int | None = None
+
+
+class ObjectMeta(_Model, frozen=True, kw_only=True):
+    """What the user says about an object (``name`` is set by ``put`` when omitted)."""
+
+    name: str = ""
+    description: str | None = None
+    headers: dict[str, list[str]] | None = None
+    metadata: dict[str, str] | None = None
+    options: ObjectMetaOptions | None = None
+
+
+class ObjectInfo(_Model, frozen=True, kw_only=True):
+    """An object's metadata as stored in the bucket (JSON shared by all clients)."""
+
+    name: str
+    bucket: str
+    nuid: str
+    description: str | None = None
+    headers: dict[str, list[str]] | None = None
+    metadata: dict[str, str] | None = None
+    options: ObjectMetaOptions | None = None
+    size: int = 0
+    mtime: datetime.datetime | None = None
+    chunks: int = 0
+    digest: str | None = None
+    deleted: bool = False
+
+    @property
+    def is_link(self) -> bool:
+        return self.options is not None and self.options.link is not None
+
+    @property
+    def meta(self) -> ObjectMeta:
+        return ObjectMeta(name=self.name, description=self.description, headers=self.headers,
+                          metadata=self.metadata, options=self.options)
+
+
+class ObjectStoreConfig(_Model, frozen=True, kw_only=True):
+    bucket: str
+    description: str | None = None
+    ttl: float = 0.0
+    max_bytes: int = -1
+    storage: str = "file"
+    replicas: int = 1
+    placement: Placement | None = None
+    compression: bool = False
+    metadata: dict[str, str] | None = None
+
+    def stream_config(self) -> StreamConfig:
+        validate_bucket(self.bucket)
+        return StreamConfig(
+            name=f"OBJ_{self.bucket}",
+            description=self.description,
+            subjects=[f"$O.{self.bucket}.C.>", f"$O.{self.bucket}.M.>"],
+            max_age=self.ttl,
+            max_bytes=self.max_bytes,
+            storage=getattr(self.storage, "value", self.storage),
+            num_replicas=self.replicas,
+            placement=self.placement,
+            discard="new",
+            allow_rollup_hdrs=True,
+            allow_direct=True,
+            compression="s2" if self.compression else "none",
+            metadata=self.metadata,
+        )
+
+
+class ObjectStoreStatus:
+    def __init__(self, info: StreamInfo, bucket: str):
+        self.stream_info = info
+        self.bucket = bucket
+
+    @property
+    def description(self) -> str | None:
+        return self.stream_info.config.description
+
+    @property
+    def ttl(self) -> float:
+        return self.stream_info.config.max_age
+
+    @property
+    def storage(self) -> str:
+        return str(getattr(self.stream_info.config.storage, "value", self.stream_info.config.storage))
+
+    @property
+    def replicas(self) -> int:
+        return self.stream_info.config.num_replicas
+
+    @property
+    def sealed(self) -> bool:
+        return self.stream_info.config.sealed
+
+    @property
+    def size(self) -> int:
+        return self.stream_info.state.bytes
+
+    @property
+    def backing_store(self) -> str:
+        return "JetStream"
+
+    @property
+    def is_compressed(self) -> bool:
+        return getattr(self.stream_info.config.compression, "value", self.stream_info.config.compression) == "s2"
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return dict(self.stream_info.config.metadata or {})
+
+    def __repr__(self) -> str:
+        return f"<ObjectStoreStatus {self.bucket} size={self.size} sealed={self.sealed}>"
+
+
+def encode_name(name: str) -> str:
+    """The meta-subject token for an object name (base64url with padding, as Go writes it)."""
+    return base64.urlsafe_b64encode(name.encode()).decode()
+
+
+def digest_value(sha: Any) -> str:
+    return "SHA-256=" + base64.urlsafe_b64encode(sha.digest()).decode()
+
+
+def _decode_digest(value: str) -> bytes:
+    kind, _, b64 = value.partition("=")
+    if kind.upper() != "SHA-256" or not b64:
+        raise ObjectStoreError(f"unsupported digest {value!r}")
+    # Some writers omit the padding.
+    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4))
+
+
+_info_decoder = msgspec.json.Decoder(ObjectInfo)
+_encoder = msgspec.json.Encoder()
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"object name must be a non-empty str, got {name!r}")
+    return name
+
+
+class ObjectResult(io.RawIOBase):
+    """An object being read: a binary file-like stream (``read``, ``readinto``,
+    iteration over chunks with :meth:`chunks`, ``with``). The digest is checked
+    when the last byte is read (DigestMismatchError)."""
+
+    def __init__(self, store: ObjectStore, info: ObjectInfo, progress: Progress | None, timeout: float):
+        super().__init__()
+        self.info = info
+        self._progress = progress
+        self._timeout = timeout
+        self._buf = memoryview(b"")
+        self._sha = hashlib.sha256()
+        self._read = 0
+        self._chunks_seen = 0
+        self._done = info.size == 0 and info.chunks == 0
+        self._it: OrderedMessages | None = None
+        self._oc: Any = None
+        if not self._done:
+            subject = f"$O.{store.bucket}.C.{info.nuid}"
+            self._oc = store._js.ordered_consumer(store.stream_name, filter_subjects=[subject])
+            self._it = self._oc.messages(max_bytes=WINDOW_BYTES, expires=10.0)
+        else:
+            self._verify()
+
+    def readable(self) -> bool:
+        return True
+
+    def _next_chunk(self) -> bytes | None:
+        if self._done:
+            return None
+        assert self._it is not None
+        try:
+            msg = self._it.next(timeout=self._timeout)
+        except TimeoutError:
+            raise TimeoutError(f"object {self.info.name!r}: no chunk within {self._timeout} s") from None
+        data = msg.data
+        self._sha.update(data)
+        self._read += len(data)
+        self._chunks_seen += 1
+        if self._progress is not None:
+            self._progress(self._read, self.info.size)
+        if self._chunks_seen >= self.info.chunks or self._read >= self.info.size:
+            self._finish()
+        return data
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._it is not None:
+            self._it.stop()
+            self._oc.delete()
+        self._verify()
+
+    def _verify(self) -> None:
+        if self._read != self.info.size:
+            raise ObjectStoreError(f"object {self.info.name!r}: read {self._read} bytes, info says {self.info.size}")
+        if self.info.digest:
+            if self._sha.digest() != _decode_digest(self.info.digest):
+                raise DigestMismatchError(f"object {self.info.name!r}: SHA-256 digest does not match its data")
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        while not self._buf:
+            chunk = self._next_chunk()
+            if chunk is None:
+                return 0
+            self._buf = memoryview(chunk)
+        n = min(len(view), len(self._buf))
+        view[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+    def read(self, size: int | None = -1) -> bytes:
+        """Up to ``size`` bytes (all the rest when negative); fewer only at the end."""
+        if size is None or size < 0:
+            return b"".join(self.chunks())
+        parts = []
+        want = size
+        while want > 0:
+            if not self._buf:
+                chunk = self._next_chunk()
+                if chunk is None:
+                    break
+                self._buf = memoryview(chunk)
+            piece = self._buf[:want]
+            parts.append(bytes(piece))
+            self._buf = self._buf[len(piece):]
+            want -= len(piece)
+        return b"".join(parts)
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    @property
+    def data(self) -> bytes:
+        """The rest of the object in one bytes (nats-py's ``result.data``; loads it into memory)."""
+        rest = self.read(-1)
+        self._data = getattr(self, "_data", b"") + rest
+        return self._data
+
+    def chunks(self) -> Iterator[bytes]:
+        """The object's data chunk by chunk (as stored), after anything already buffered."""
+        if self._buf:
+            rest = bytes(self._buf)
+            self._buf = memoryview(b"")
+            yield rest
+        while True:
+            chunk = self._next_chunk()
+            if chunk is None:
+                return
+            yield chunk
+
+    def __iter__(self) -> Iterator[bytes]:  # type: ignore[override]
+        return self.chunks()
+
+    def close(self) -> None:
+        if not self._done and self._it is not None:
+            self._done = True
+            self._it.stop()
+            self._oc.delete()
+        super().close()
+
+    def __enter__(self) -> ObjectResult:
+        return self
+
+
+class ObjectStore:
+    """An object store bucket. Thread-safe; get one from ``js.object_store(bucket)``."""
+
+    def __init__(self, js: JetStream, bucket: str, stream: Stream):
+        self._js = js
+        self.bucket = bucket
+        self._stream = stream
+        self.stream_name = stream.name
+
+    def _meta_subject(self, name: str) -> str:
+        return f"$O.{self.bucket}.M.{encode_name(name)}"
+
+    # ------------------------------------------------------------------ info
+
+    def get_info(self, name: str, show_deleted: bool = False, timeout: float | None = None) -> ObjectInfo:
+        """The object's info. Raises ObjectNotFoundError (also for deleted ones, unless ``show_deleted``)."""
+        _check_name(name)
+        try:
+            raw = self._stream.get_last_msg_for_subject(self._meta_subject(name), timeout=timeout)
+        except MsgNotFoundError:
+            raise ObjectNotFoundError(f"object {name!r} not found in bucket {self.bucket!r}") from None
+        info = _info_decoder.decode(raw.data)
+        if raw.time is not None:
+            info = info.replace(mtime=raw.time)
+        if info.deleted and not show_deleted:
+            raise ObjectNotFoundError(f"object {name!r} was deleted from bucket {self.bucket!r}")
+        return info
+
+    def _publish_meta(self, info: ObjectInfo, timeout: float | None) -> PubAck:
+        data = _encoder.encode(info.replace(mtime=None))
+        return self._js.publish(self._meta_subject(info.name), data, headers={"Nats-Rollup": "sub"},
+                                timeout=timeout)
+
+    # ------------------------------------------------------------------ put
+
+    def put(self, name: str | ObjectMeta, data: Any, meta: ObjectMeta | None = None,
+            chunk_size: int | None = None, progress: Progress | None = None,
+            timeout: float | None = None) -> ObjectInfo:
+        """Store an object from bytes, a str (UTF-8), a path (``os.PathLike``) or any
+        binary file-like object (anything with ``read``), chunk by chunk.
+
+        Replacing an object removes the old one's chunks once the new one is in.
+        ``progress(bytes_sent, total_or_None)`` is called after each chunk.
+        """
+        if isinstance(name, ObjectMeta):
+            meta, name = name, name.name
+        meta = meta or ObjectMeta()
+        name = _check_name(name or meta.name)
+        size = chunk_size or (meta.options.max_chunk_size if meta.options and meta.options.max_chunk_size else None) \
+            or DEFAULT_CHUNK_SIZE
+        if size < 1:
+            raise ValueError("chunk_size must be >= 1")
+        if meta.options is not None and meta.options.link is not None:
+            raise ObjectStoreError("put cannot store a link: use add_link")
+        if isinstance(data, os.PathLike):
+            with open(data, "rb") as f:
+                return self.put(name, f, meta, size, progress, timeout)
+        source, total = _reader(data)
+        try:
+            existing: ObjectInfo | None = self.get_info(name, show_deleted=True, timeout=timeout)
+        except ObjectNotFoundError:
+            existing = None
+        nuid = next_nuid()
+        chunk_subject = f"$O.{self.bucket}.C.{nuid}"
+        sha = hashlib.sha256()
+        sent = chunks = 0
+        inflight: collections.deque[Future[PubAck]] = collections.deque()
+        window = max(2, WINDOW_BYTES // size)
+        js = self._js
+        try:
+            while True:
+                block = source(size)
+                if not block:
+                    break
+                sha.update(block)
+                inflight.append(js.publish_async(chunk_subject, block))
+                sent += len(block)
+                chunks += 1
+                if len(inflight) >= window:  # bounded memory: wait for the oldest acks
+                    for _ in range(window // 2):
+                        inflight.popleft().result(timeout=timeout or js.timeout)
+                if progress is not None:
+                    progress(sent, total)
+            while inflight:
+                inflight.popleft().result(timeout=timeout or js.timeout)
+            opts = meta.options or ObjectMetaOptions()
+            info = ObjectInfo(name=name, bucket=self.bucket, nuid=nuid, description=meta.description,
+                              headers=meta.headers, metadata=meta.metadata,
+                              options=opts.replace(max_chunk_size=size), size=sent, chunks=chunks,
+                              digest=digest_value(sha))
+            self._publish_meta(info, timeout)
+        except BaseException:
+            # Leave no orphaned chunks behind.
+            for fut in inflight:
+                try:
+                    fut.result(timeout=timeout or js.timeout)
+                except Exception:
+                    pass
+            try:
+                self._stream.purge(subject=chunk_subject)
+            except NatsError:
+                pass
+            raise
+        if existing is not None and not existing.deleted and not existing.is_link:
+            self._stream.purge(subject=f"$O.{self.bucket}.C.{existing.nuid}", timeout=timeout)
+        return info.replace(mtime=datetime.datetime.now(datetime.timezone.utc))
+
+    def put_bytes(self, name: str, data: bytes, **kwargs: Any) -> ObjectInfo:
+        return self.put(name, data, **kwargs)
+
+    def put_string(self, name: str, data: str, **kwargs: Any) -> ObjectInfo:
+        return self.put(name, data.encode(), **kwargs)
+
+    def put_file(self, path: str | os.PathLike[str], name: str | None = None, **kwargs: Any) -> ObjectInfo:
+        """Store the file at ``path`` (under its base name unless ``name`` is given)."""
+        with open(path, "rb") as f:
+            return self.put(name or os.path.basename(os.fspath(path)), f, **kwargs)
+
+    # ------------------------------------------------------------------ get
+
+    def get(self, name: str, show_deleted: bool = False, progress: Progress | None = None,
+            timeout: float = 30.0) -> ObjectResult:
+        """A file-like reader of the object (links followed). Use it with ``with``."""
+        info = self.get_info(name, show_deleted=show_deleted)
+        if info.is_link:
+            link = info.options.link if info.options is not None else None
+            if link is None or not link.name:
+                raise ObjectStoreError(f"{name!r} links to a whole bucket, not an object")
+            target = self if link.bucket == self.bucket else self._js.object_store(link.bucket)
+            return target.get(link.name, progress=progress, timeout=timeout)
+        return ObjectResult(self, info, progress, timeout)
+
+    def get_bytes(self, name: str, **kwargs: Any) -> bytes:
+        with self.get(name, **kwargs) as result:
+            return b"".join(result.chunks())
+
+    def get_string(self, name: str, encoding: str = "utf-8", **kwargs: Any) -> str:
+        return self.get_bytes(name, **kwargs).decode(encoding)
+
+    def get_file(self, name: str, path: str | os.PathLike[str], **kwargs: Any) -> ObjectInfo:
+        """Write the object to ``path`` (streamed); returns its info."""
+        with self.get(name, **kwargs) as result, open(path, "wb") as f:
+            for chunk in result.chunks():
+                f.write(chunk)
+            return result.info
+
+    # ------------------------------------------------------------------ change
+
+    def update_meta(self, name: str, meta: ObjectMeta, timeout: float | None = None) -> ObjectInfo:
+        """Change description, headers, metadata, or the name (a rename)."""
+        info = self.get_info(name, timeout=timeout)
+        new_name = meta.name or name
+        if new_name != name:
+            try:
+                other = self.get_info(new_name, show_deleted=True, timeout=timeout)
+            except ObjectNotFoundError:
+                other = None
+            if other is not None and not other.deleted:
+                raise ObjectStoreError(f"an object named {new_name!r} exists already")
+        updated = info.replace(name=new_name, description=meta.description, headers=meta.headers,
+                               metadata=meta.metadata)
+        self._publish_meta(updated, timeout)
+        if new_name != name:
+            self._stream.purge(subject=self._meta_subject(name), timeout=timeout)
+        return updated
+
+    def delete(self, name: str, timeout: float | None = None) -> None:
+        """Delete the object: a deleted-marker info, and its chunks purged."""
+        info = self.get_info(name, show_deleted=True, timeout=timeout)
+        self._publish_meta(info.replace(deleted=True, size=0, chunks=0, digest=None), timeout)
+        self._stream.purge(subject=f"$O.{self.bucket}.C.{info.nuid}", timeout=timeout)
+
+    def add_link(self, name: str, target: ObjectInfo, timeout: float | None = None) -> ObjectInfo:
+        """A link called ``name`` to the object ``target`` (here or in another bucket)."""
+        _check_name(name)
+        if target.deleted:
+            raise ObjectStoreError("cannot link to a deleted object")
+        if target.is_link:
+            raise ObjectStoreError("cannot link to a link")
+        return self._put_link(name, ObjectLink(bucket=target.bucket, name=target.name), timeout)
+
+    def add_bucket_link(self, name: str, bucket: ObjectStore, timeout: float | None = None) -> ObjectInfo:
+        """A link called ``name`` to a whole bucket."""
+        _check_name(name)
+        return self._put_link(name, ObjectLink(bucket=bucket.bucket), timeout)
+
+    def _put_link(self, name: str, link: ObjectLink, timeout: float | None) -> ObjectInfo:
+        try:
+            existing = self.get_info(name, show_deleted=True, timeout=timeout)
+        except ObjectNotFoundError:
+            existing = None
+        if existing is not None and not existing.deleted and not existing.is_link:
+            raise ObjectStoreError(f"an object named {name!r} exists already")
+        info = ObjectInfo(name=name, bucket=self.bucket, nuid=next_nuid(), options=ObjectMetaOptions(link=link))
+        self._publish_meta(info, timeout)
+        return info
+
+    # ------------------------------------------------------------------ listing
+
+    def _infos(self, include_history: bool = False, updates_only: bool = False) -> Any:
+        policy = "new" if updates_only else ("all" if include_history else "last_per_subject")
+        return self._js.ordered_consumer(self.stream_name, filter_subjects=[f"$O.{self.bucket}.M.>"],
+                                         deliver_policy=policy)
+
+    def list(self, show_deleted: bool = False, timeout: float = 30.0) -> list[ObjectInfo]:
+        """Every object's info (deleted ones only with ``show_deleted``)."""
+        oc = self._infos()
+        it = oc.messages(max_messages=256)
+        out: list[ObjectInfo] = []
+        try:
+            if oc.info is not None and oc.info.num_pending == 0:
+                return out
+            while True:
+                msg = it.next(timeout=timeout)
+                info = _info_decoder.decode(msg.data).replace(mtime=msg.metadata.timestamp)
+                if show_deleted or not info.deleted:
+                    out.append(info)
+                if msg.metadata.num_pending == 0:
+                    return out
+        finally:
+            it.stop()
+            oc.delete()
+
+    def watch(self, ignore_deletes: bool = False, include_history: bool = False, updates_only: bool = False
+              ) -> ObjectWatcher:
+        """Infos as objects change: the current ones first, then ``None``, then changes."""
+        return ObjectWatcher(self._infos(include_history, updates_only), ignore_deletes, not updates_only)
+
+    # ------------------------------------------------------------------ bucket
+
+    def seal(self, timeout: float | None = None) -> None:
+        """Make the bucket read-only for good."""
+        cfg = self._stream.info(timeout=timeout).config
+        self._stream = self._js.update_stream(cfg.replace(sealed=True), timeout=timeout)
+
+    def status(self, timeout: float | None = None) -> ObjectStoreStatus:
+        return ObjectStoreStatus(self._stream.info(timeout=timeout), self.bucket)
+
+    def __repr__(self) -> str:
+        return f"<ObjectStore {self.bucket}>"
+
+
+class ObjectWatcher:
+    """Infos of a watch, ``None`` once at the end of the current ones; :meth:`stop` ends it."""
+
+    def __init__(self, oc: Any, ignore_deletes: bool, initial: bool):
+        self._oc = oc
+        self._it: OrderedMessages = oc.messages(max_messages=256)
+        self._ignore_deletes = ignore_deletes
+        self._init_done = not initial
+        self._marker_due = initial and oc.info is not None and oc.info.num_pending == 0
+        self._lock = threading.Lock()
+
+    def next(self, timeout: float | None = None) -> ObjectInfo | None:
+        if self._marker_due:
+            self._marker_due = False
+            self._init_done = True
+            return None
+        while True:
+            msg = self._it.next(timeout=timeout)
+            md = msg.metadata
+            info = _info_decoder.decode(msg.data).replace(mtime=md.timestamp)
+            if not self._init_done and md.num_pending == 0:
+                self._marker_due = True
+            if self._ignore_deletes and info.deleted:
+                if self._marker_due:
+                    self._marker_due = False
+                    self._init_done = True
+                    return None
+                continue
+            return info
+
+    def updates(self, timeout: float | None = 5.0) -> ObjectInfo | None:
+        return self.next(timeout)
+
+    def __iter__(self) -> Iterator[ObjectInfo | None]:
+        while True:
+            try:
+                yield self.next()
+            except BadSubscriptionError:
+                return
+
+    def stop(self) -> None:
+        self._it.stop()
+        self._oc.delete()
+
+    def __enter__(self) -> ObjectWatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _reader(data: Any) -> tuple[Callable[[int], bytes], int | None]:
+    """``(read(n), total size or None)`` for bytes, str or a file-like object."""
+    if isinstance(data, str):
+        data = data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        view = memoryview(data).cast("B")
+        pos = [0]
+
+        def read(n: int) -> bytes:
+            start = pos[0]
+            pos[0] = start + n
+            return bytes(view[start:start + n])
+
+        return read, len(view)
+    if hasattr(data, "read"):
+        f: BinaryIO = data
+        total = None
+        try:
+            if f.seekable():
+                here = f.tell()
+                total = f.seek(0, io.SEEK_END) - here
+                f.seek(here)
+        except (AttributeError, OSError, ValueError):
+            total = None
+
+        def read_file(n: int) -> bytes:
+            # File-likes may return short reads: fill the chunk (stable chunking).
+            parts = []
+            want = n
+            while want > 0:
+                block = f.read(want)
+                if not block:
+                    break
+                if isinstance(block, str):
+                    block = block.encode()
+                parts.append(block)
+                want -= len(block)
+            return b"".join(parts)
+
+        return read_file, total
+    raise TypeError(f"cannot store {type(data).__name__}: give bytes, str, a path or a binary file-like object")
+
+
+# ---------------------------------------------------------------------- bucket management
+
+def create_object_store(js: JetStream, config: ObjectStoreConfig, action: str, timeout: float | None
+                        ) -> ObjectStore:
+    scfg = config.stream_config()
+    try:
+        if action == "create":
+            stream = js.create_stream(scfg, timeout=timeout)
+        elif action == "update":
+            try:
+                stream = js.update_stream(scfg, timeout=timeout)
+            except StreamNotFoundError:
+                raise BucketNotFoundError(f"object store {config.bucket!r} not found") from None
+        else:
+            stream = js.create_or_update_stream(scfg, timeout=timeout)
+    except StreamNameInUseError as exc:
+        raise ObjectStoreError(f"object store {config.bucket!r} exists with another configuration",
+                               code=exc.code, err_code=exc.err_code) from None
+    return ObjectStore(js, config.bucket, stream)
+
+
+def open_object_store(js: JetStream, bucket: str, timeout: float | None) -> ObjectStore:
+    validate_bucket(bucket)
+    try:
+        stream = js.stream(f"OBJ_{bucket}", timeout=timeout)
+    except StreamNotFoundError:
+        raise BucketNotFoundError(f"object store {bucket!r} not found") from None
+    return ObjectStore(js, bucket, stream)
+
+
+def obj_config(config: ObjectStoreConfig | str | None, kwargs: dict[str, Any]) -> ObjectStoreConfig:
+    if isinstance(config, str):  # nats-py: create_object_store("bucket", ...)
+        config, kwargs = None, {**kwargs, "bucket": config}
+    if "placement" in kwargs and isinstance(kwargs["placement"], dict):
+        kwargs = {**kwargs, "placement": msgspec.convert(kwargs["placement"], Placement)}
+    if config is None:
+        return ObjectStoreConfig(**kwargs)
+    if not isinstance(config, ObjectStoreConfig):
+        raise TypeError(f"expected an ObjectStoreConfig, got {type(config).__name__}")
+    return config.replace(**kwargs) if kwargs else config
