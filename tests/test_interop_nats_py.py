@@ -55,7 +55,9 @@ def test_kv_written_by_us_read_by_nats_py(nats_server: NatsServer) -> None:
         e = await kv.get("a")
         assert (e.value, e.revision) == (b"\x00two", r2)
         assert (await kv.get("a", revision=r1)).value == b"1"
-        with pytest.raises(Exception):  # nats-py: KeyDeletedError / KeyNotFoundError
+        from nats.js.errors import KeyNotFoundError as NatsPyKeyNotFound
+
+        with pytest.raises(NatsPyKeyNotFound):  # nats-py's KeyDeletedError is one too
             await kv.get("b")
         assert await kv.keys() == ["a"]
         await nc.close()
