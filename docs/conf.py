@@ -7,7 +7,7 @@ import sys
 
 sys.path.insert(0, os.path.abspath(".."))
 
-from natsjs_sync import __version__  # noqa: E402
+from natsjs_sync import __version__
 
 project = "natsjs-sync"
 author = "natsjs-sync maintainers"

@@ -25,7 +25,9 @@ from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
@@ -38,7 +40,7 @@ from pyspark.sql.types import StructType
 from ..errors import JetStreamError, StreamNotFoundError
 from ..jetstream import StreamInfo
 from .config import NatsConfig
-from .helpers import publish_partition, read_range
+from .helpers import iter_range, publish_partition
 
 SCHEMA = ("stream STRING, subject STRING, seq BIGINT, timestamp TIMESTAMP, "
           "headers MAP<STRING, ARRAY<STRING>>, data BINARY")
@@ -139,10 +141,58 @@ class SequenceRange(InputPartition):
     end: int
 
 
-def _rows(cfg: NatsConfig, stream: str, part: SequenceRange, subjects: Sequence[str]) -> Iterator[tuple[Any, ...]]:
-    for m in read_range(cfg, stream, part.start, part.end, subjects or None):
-        headers = {k: m.headers.get_all(k) for k in m.headers} if m.headers else None
-        yield (m.stream or stream, m.subject, m.seq, m.time, headers, m.data)
+_BLOCK = 8192  # rows per Arrow record batch
+
+
+def _arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([
+        ("stream", pa.string()),
+        ("subject", pa.string()),
+        ("seq", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("headers", pa.map_(pa.string(), pa.list_(pa.string()))),
+        ("data", pa.binary()),
+    ])
+
+
+def _batches(cfg: NatsConfig, stream: str, part: SequenceRange, subjects: Sequence[str]) -> Iterator[Any]:
+    """The partition's messages as Arrow record batches: columns built in bulk,
+    no Python object per cell on the way into Spark."""
+    import pyarrow as pa
+
+    schema = _arrow_schema()
+    subj: list[str] = []
+    seqs: list[int] = []
+    times: list[int] = []
+    hdrs: list[Any] = []
+    datas: list[bytes] = []
+
+    def flush() -> Any:
+        n = len(seqs)
+        arrays = [
+            pa.array([stream] * n, pa.string()),
+            pa.array(subj, pa.string()),
+            pa.array(seqs, pa.int64()),
+            pa.array(times, pa.timestamp("us", tz="UTC")),
+            pa.array(hdrs, schema.field("headers").type),
+            pa.array(datas, pa.binary()),
+        ]
+        for col in (subj, seqs, times, hdrs, datas):
+            col.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    for subject, seq, ts_us, headers, data in iter_range(cfg, stream, part.start, part.end, subjects or None):
+        subj.append(subject)
+        seqs.append(seq)
+        times.append(ts_us)
+        hdrs.append([(k, headers.get_all(k)) for k in headers] if headers else None)
+        datas.append(data)
+        if len(seqs) >= _BLOCK:
+            yield flush()
+    if seqs:
+        yield flush()
 
 
 # ---------------------------------------------------------------------- batch read
@@ -183,9 +233,9 @@ class JetStreamBatchReader(DataSourceReader):
         per = int(_opt(self.options, "maxMessagesPerPartition") or _DEFAULT_PARTITION_SIZE)
         return [SequenceRange(s, e) for s, e in _split(start, end, min_parts, per)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, SequenceRange)
-        yield from _rows(self.cfg, self.stream, partition, self.subjects)
+        yield from _batches(self.cfg, self.stream, partition, self.subjects)
 
 
 # ---------------------------------------------------------------------- streaming read
@@ -276,7 +326,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return [SequenceRange(s, e) for s, e in _split(first, int(end["next"]) - 1, self.min_partitions,
                                                       self.per_partition)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, SequenceRange)
         part = partition
         if self.fail_on_data_loss:
@@ -284,7 +334,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if part.start < first:
                 raise DataLossError(f"stream {self.stream!r}: messages from {part.start} were removed "
                                     "before they were read")
-        yield from _rows(self.cfg, self.stream, part, self.subjects)
+        yield from _batches(self.cfg, self.stream, part, self.subjects)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # nothing is held on the server: offsets live in Spark's checkpoint
@@ -301,49 +351,53 @@ class PublishCommit(WriterCommitMessage):
     duplicates: int
 
 
-def _write_rows(cfg: NatsConfig, options: dict[str, Any], schema: StructType, rows: Iterator[Any],
-                id_prefix: str) -> PublishCommit:
+def _write_batches(cfg: NatsConfig, options: dict[str, Any], batches: Iterator[Any], id_prefix: str
+                   ) -> PublishCommit:
+    """Publish Arrow record batches (columns data, subject, headers, msg_id)."""
     from pyspark import TaskContext
 
-    fields = set(schema.fieldNames())
-    if "data" not in fields:
-        raise ValueError("writing to jetstream needs a 'data' column (binary or string)")
     subject_opt = _opt(options, "subject", "topic")
-    if "subject" not in fields and not subject_opt:
-        raise ValueError("writing to jetstream needs a 'subject' column or the option 'subject'")
     ctx = TaskContext.get()
-    partition = ctx.partitionId() if ctx is not None else 0
-    prefix = f"{id_prefix}-{partition}"
-    counter = iter(range(1 << 62))
+    prefix = f"{id_prefix}-{ctx.partitionId() if ctx is not None else 0}"
+    state = {"row": 0}
 
-    def subject(row: Any) -> str:
-        value = row["subject"] if "subject" in fields else None
-        return str(value) if value else str(subject_opt)
+    def rows() -> Iterator[tuple[Any, bytes, str, Any]]:
+        for batch in batches:
+            names = batch.schema.names
+            if "data" not in names:
+                raise ValueError("writing to jetstream needs a 'data' column (binary or string)")
+            if "subject" not in names and not subject_opt:
+                raise ValueError("writing to jetstream needs a 'subject' column or the option 'subject'")
+            n = batch.num_rows
+            datas = batch.column("data").to_pylist()
+            subjects = batch.column("subject").to_pylist() if "subject" in names else [None] * n
+            ids = batch.column("msg_id").to_pylist() if "msg_id" in names else [None] * n
+            headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
+            for i in range(n):
+                row = state["row"]
+                state["row"] = row + 1  # every row counts, so derived ids are the same on a retry
+                data = datas[i]
+                if data is None:
+                    data = b""
+                elif isinstance(data, str):
+                    data = data.encode()
+                mid = ids[i]
+                yield (subjects[i] or subject_opt, data, str(mid) if mid is not None else f"{prefix}-{row}",
+                       headers[i])
 
-    def msg_id(row: Any) -> str:
-        i = next(counter)  # counts every row, so derived ids are stable on a retry
-        value = row["msg_id"] if "msg_id" in fields else None
-        return str(value) if value is not None else f"{prefix}-{i}"
-
-    def headers(row: Any) -> dict[str, Any] | None:
-        if "headers" not in fields:
+    def header_map(r: tuple[Any, bytes, str, Any]) -> dict[str, Any] | None:
+        h = r[3]
+        if not h:
             return None
-        value = row["headers"]
-        if not value:
-            return None
-        return {k: (list(v) if isinstance(v, (list, tuple)) else str(v)) for k, v in value.items()}
+        items = h.items() if isinstance(h, dict) else h
+        return {k: (list(v) if isinstance(v, (list, tuple)) else str(v)) for k, v in items}
 
-    def data(row: Any) -> bytes:
-        value = row["data"]
-        if value is None:
-            return b""
-        return value.encode() if isinstance(value, str) else bytes(value)
-
-    result = publish_partition(cfg, subject, rows, msg_id=msg_id, headers=headers, data=data)
+    result = publish_partition(cfg, lambda r: r[0], rows(), msg_id=lambda r: r[2], headers=header_map,
+                               data=lambda r: r[1])
     return PublishCommit(result.published, result.duplicates)
 
 
-class JetStreamBatchWriter(DataSourceWriter):
+class JetStreamBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Any, schema: StructType):
         self.options = dict(options)
         self.schema = schema
@@ -353,10 +407,10 @@ class JetStreamBatchWriter(DataSourceWriter):
         self.write_id = _opt(options, "writeId") or uuid.uuid4().hex
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return _write_rows(self.cfg, self.options, self.schema, iterator, self.write_id)
+        return _write_batches(self.cfg, self.options, iterator, self.write_id)
 
 
-class JetStreamStreamWriter(DataSourceStreamWriter):
+class JetStreamStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: Any, schema: StructType):
         self.options = dict(options)
         self.schema = schema
@@ -371,7 +425,7 @@ class JetStreamStreamWriter(DataSourceStreamWriter):
         batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
         # A micro-batch replayed after a failure has the same query id and batch id.
         prefix = f"{query or self.fallback_id}-{batch if batch is not None else 'x'}"
-        return _write_rows(self.cfg, self.options, self.schema, iterator, prefix)
+        return _write_batches(self.cfg, self.options, iterator, prefix)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass

@@ -16,10 +16,10 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 
-from . import __version__
-from .client import connect
-from .errors import NatsError
-from .msg import Msg
+from .. import __version__
+from ..client import Client, connect
+from ..errors import NatsError
+from ..msg import Msg
 
 
 def _print(*args: object) -> None:
@@ -35,7 +35,7 @@ def _server_url(url: str | None, embedded_ok: bool) -> Iterator[str]:
         return
     if not embedded_ok:
         raise SystemExit("error: no server given: pass --server URL or set NATS_URL")
-    from .testing import NatsServer
+    from ..testing import NatsServer
 
     try:
         server = NatsServer(jetstream=True)
@@ -82,7 +82,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    from .testing import NatsServer
+    from ..testing import NatsServer
 
     try:
         server = NatsServer(port=args.port, jetstream=not args.no_jetstream)
@@ -130,6 +130,39 @@ def cmd_sub(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def client_for(args: argparse.Namespace, embedded_ok: bool = False) -> Iterator[Client]:
+    """A client on ``--server`` (or ``$NATS_URL``; an embedded server when allowed)."""
+    with _server_url(getattr(args, "server", None), embedded_ok) as url, connect(url, name="natsjs-cli") as nc:
+        yield nc
+
+
+def add_server_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", "-s", help="server URL (default: $NATS_URL)")
+
+
+def cmd_reply(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        done = threading.Event()
+        answered = [0]
+
+        def answer(msg: Msg) -> None:
+            msg.respond(args.data.encode() if args.data is not None else msg.data)
+            answered[0] += 1
+            _print(f"[#{answered[0]}] answered a request on {msg.subject}")
+            if args.count and answered[0] >= args.count:
+                done.set()
+
+        nc.subscribe(args.subject, queue=args.queue, cb=answer)
+        nc.flush()
+        _print(f"answering requests on {args.subject}" + (f" (queue {args.queue})" if args.queue else ""))
+        try:
+            done.wait(args.timeout or None)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 def cmd_req(args: argparse.Namespace) -> int:
     with _server_url(args.server, embedded_ok=False) as url, connect(url, name="natsjs-cli") as nc:
         reply = nc.request(args.subject, args.data.encode(), timeout=args.timeout)
@@ -173,6 +206,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=2.0)
     p.add_argument("--server", "-s")
     p.set_defaults(func=cmd_req)
+
+    p = sub.add_parser("reply", help="answer requests (with DATA, or echo them)")
+    p.add_argument("subject")
+    p.add_argument("data", nargs="?", default=None)
+    p.add_argument("--queue")
+    p.add_argument("--count", type=int, default=0, help="stop after this many (0: never)")
+    p.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds (0: never)")
+    add_server_option(p)
+    p.set_defaults(func=cmd_reply)
+
+    from . import bench, jetstream, stores
+
+    jetstream.register(sub)
+    stores.register(sub)
+    bench.register(sub)
     return parser
 
 
@@ -184,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NatsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,0 +1,185 @@
+"""``natsjs-sync bench``: quick throughput scenarios, like the Go ``nats bench``.
+
+Prints a table and, with ``--png FILE``, draws a bar chart (with matplotlib
+when it is installed, else a plain chart written by :func:`write_bar_png`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import threading
+import time
+import zlib
+from typing import Any
+
+from ..client import Client, connect
+from . import _print, _server_url
+
+SCENARIOS = ("pub", "pubsub", "req", "js-pub", "js-pub-async", "js-consume")
+
+
+def _pub(nc: Client, n: int, payload: bytes) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        nc.publish("bench.pub", payload)
+    nc.flush(timeout=60)
+    return n / (time.perf_counter() - start)
+
+
+def _pubsub(url: str, n: int, payload: bytes) -> float:
+    with connect(url, name="bench-sub") as sub_nc, connect(url, name="bench-pub") as pub_nc:
+        sub = sub_nc.subscribe("bench.ps", pending_msgs_limit=n + 1)
+        sub_nc.flush()
+        done = threading.Event()
+
+        def consume() -> None:
+            for _ in range(n):
+                sub.next_msg(timeout=30)
+            done.set()
+
+        t = threading.Thread(target=consume, daemon=True)
+        t.start()
+        start = time.perf_counter()
+        for _ in range(n):
+            pub_nc.publish("bench.ps", payload)
+        pub_nc.flush(timeout=60)
+        if not done.wait(120):
+            raise TimeoutError("subscriber did not get every message")
+        return n / (time.perf_counter() - start)
+
+
+def _req(nc: Client, n: int, payload: bytes) -> float:
+    nc.subscribe("bench.req", cb=lambda m: m.respond(m.data))
+    nc.flush()
+    start = time.perf_counter()
+    for _ in range(n):
+        nc.request("bench.req", payload, timeout=5)
+    return n / (time.perf_counter() - start)
+
+
+def _js(nc: Client, scenario: str, n: int, payload: bytes) -> float:
+    js = nc.jetstream()
+    name = f"BENCH_{int(time.time() * 1000)}"
+    js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+    subject = f"{name}.x"
+    try:
+        if scenario == "js-pub":
+            start = time.perf_counter()
+            for _ in range(n):
+                js.publish(subject, payload)
+            return n / (time.perf_counter() - start)
+        if scenario == "js-pub-async":
+            start = time.perf_counter()
+            for _ in range(n):
+                js.publish_async(subject, payload)
+            js.publish_async_complete(timeout=120)
+            return n / (time.perf_counter() - start)
+        for _ in range(n):
+            js.publish_async(subject, payload)
+        js.publish_async_complete(timeout=120)
+        cons = js.create_consumer(name, durable_name="bench")
+        start = time.perf_counter()
+        count = 0
+        with cons.messages(max_messages=1000) as it:
+            for msg in it:
+                msg.ack()
+                count += 1
+                if count == n:
+                    break
+        nc.flush()
+        return n / (time.perf_counter() - start)
+    finally:
+        js.delete_stream(name)
+
+
+def run_scenario(url: str, scenario: str, n: int, size: int) -> float:
+    payload = b"x" * size
+    if scenario == "pubsub":
+        return _pubsub(url, n, payload)
+    with connect(url, name="natsjs-bench") as nc:
+        if scenario == "pub":
+            return _pub(nc, n, payload)
+        if scenario == "req":
+            return _req(nc, n, payload)
+        return _js(nc, scenario, n, payload)
+
+
+# ---------------------------------------------------------------------- chart
+
+def _png(width: int, height: int, pixels: bytearray) -> bytes:
+    """RGB pixels -> PNG bytes."""
+    rows = b"".join(b"\x00" + bytes(pixels[y * width * 3:(y + 1) * width * 3]) for y in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b"")
+
+
+def write_bar_png(path: str, values: list[float], width: int = 640, height: int = 320) -> None:
+    """A bar chart (one bar per value, tallest = full height) as a PNG, no dependencies."""
+    pixels = bytearray(b"\xff" * (width * height * 3))
+    top = max(values) or 1.0
+    slot = width // max(len(values), 1)
+    colours = [(0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E), (0x2C, 0xA0, 0x2C), (0xD6, 0x27, 0x28),
+               (0x94, 0x67, 0xBD), (0x8C, 0x56, 0x4B)]
+    for i, v in enumerate(values):
+        h = int((height - 20) * v / top)
+        x0, x1 = i * slot + slot // 6, (i + 1) * slot - slot // 6
+        r, g, b = colours[i % len(colours)]
+        for y in range(height - 10 - h, height - 10):
+            row = y * width * 3
+            for x in range(x0, x1):
+                p = row + x * 3
+                pixels[p:p + 3] = bytes((r, g, b))
+    with open(path, "wb") as f:
+        f.write(_png(width, height, pixels))
+
+
+def _chart(path: str, labels: list[str], values: list[float]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        write_bar_png(path, values)
+        return
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.bar(labels, values)
+    ax.set_ylabel("msg/s")
+    ax.set_title("natsjs-sync bench")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    scenarios = SCENARIOS if args.scenario == "all" else (args.scenario,)
+    results: list[tuple[str, float]] = []
+    with _server_url(args.server, embedded_ok=True) as url:
+        for sc in scenarios:
+            n = args.msgs if sc not in ("req", "js-pub") else min(args.msgs, args.sync_msgs)
+            rate = run_scenario(url, sc, n, args.size)
+            results.append((sc, rate))
+    _print(f"\n{'scenario':14} {'messages':>10} {'size':>6} {'msg/s':>12} {'MB/s':>8}")
+    for sc, rate in results:
+        n = args.msgs if sc not in ("req", "js-pub") else min(args.msgs, args.sync_msgs)
+        _print(f"{sc:14} {n:>10,} {args.size:>6} {rate:>12,.0f} {rate * args.size / 1e6:>8.1f}")
+    if args.png:
+        _chart(args.png, [sc for sc, _ in results], [r for _, r in results])
+        _print(f"chart written to {args.png}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("bench", help="measure publish/subscribe/JetStream throughput")
+    p.add_argument("scenario", nargs="?", choices=(*SCENARIOS, "all"), default="all")
+    p.add_argument("--msgs", type=int, default=100_000, help="messages per scenario")
+    p.add_argument("--sync-msgs", type=int, default=5_000, help="messages for request-bound scenarios")
+    p.add_argument("--size", type=int, default=128, help="payload bytes")
+    p.add_argument("--png", metavar="FILE", help="also draw a bar chart")
+    p.add_argument("--server", "-s", help="server URL (default: $NATS_URL, else an embedded server)")
+    p.set_defaults(func=cmd_bench)

@@ -1,0 +1,287 @@
+"""``natsjs-sync kv ...`` and ``natsjs-sync obj ...``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+from ..errors import TimeoutError
+from . import _print, add_server_option, client_for
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (only drawn on a terminal, or when forced)."""
+
+    def __init__(self, label: str, force: bool = False, width: int = 30):
+        self.label = label
+        self.width = width
+        self.enabled = force or sys.stderr.isatty()
+        self.last = 0.0
+        self.start = time.monotonic()
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.1 and (total is None or done < total):
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-6) / 1e6
+        if total:
+            filled = int(self.width * done / total)
+            bar = "#" * filled + "-" * (self.width - filled)
+            text = f"\r{self.label} [{bar}] {done * 100 // total:3d}% {done:,}/{total:,} B {rate:.1f} MB/s"
+        else:
+            text = f"\r{self.label} {done:,} B {rate:.1f} MB/s"
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------- kv
+
+def kv_ls(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        js = nc.jetstream()
+        if args.bucket:
+            keys = js.key_value(args.bucket).keys()
+            for k in sorted(keys):
+                _print(k)
+            if not keys:
+                _print(f"no keys in {args.bucket}")
+            return 0
+        stores = list(js.key_value_stores())
+        if not stores:
+            _print("no key-value buckets")
+        for st in stores:
+            _print(f"{st.bucket:24} {st.values:>8,} values  history {st.history}  ttl {st.ttl or '-'}  "
+                   f"{st.bytes:,} bytes")
+    return 0
+
+
+def kv_add(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        kv = nc.jetstream().create_key_value(bucket=args.bucket, history=args.history, ttl=args.ttl,
+                                             storage=args.storage)
+        _print(f"created bucket {kv.bucket}")
+    return 0
+
+
+def kv_get(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        e = nc.jetstream().key_value(args.bucket).get(args.key, revision=args.revision)
+        if args.raw:
+            sys.stdout.buffer.write(e.value)
+            sys.stdout.flush()
+        else:
+            _print(f"{args.bucket} > {e.key} revision {e.revision} ({e.created}):")
+            _print(e.value.decode(errors="replace"))
+    return 0
+
+
+def kv_put(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        value = args.value.encode() if args.value is not None else sys.stdin.buffer.read()
+        rev = nc.jetstream().key_value(args.bucket).put(args.key, value)
+        _print(f"{args.bucket} > {args.key} revision {rev}")
+    return 0
+
+
+def kv_del(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        kv = nc.jetstream().key_value(args.bucket)
+        rev = kv.purge(args.key) if args.purge else kv.delete(args.key)
+        _print(f"{'purged' if args.purge else 'deleted'} {args.bucket} > {args.key} (revision {rev})")
+    return 0
+
+
+def kv_history(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        for e in nc.jetstream().key_value(args.bucket).history(args.key):
+            _print(f"{e.revision:>8} {e.operation.value:5} {e.created} {e.value.decode(errors='replace')}")
+    return 0
+
+
+def kv_watch(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        kv = nc.jetstream().key_value(args.bucket)
+        seen = 0
+        deadline = time.monotonic() + args.timeout if args.timeout else None
+        with kv.watch(*(args.keys or [">"]), include_history=args.history, updates_only=args.updates_only) as w:
+            while not args.count or seen < args.count:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                try:
+                    e = w.next(timeout=remaining)
+                except TimeoutError:
+                    break
+                if e is None:
+                    _print("-- up to date --")
+                    continue
+                seen += 1
+                _print(f"[{e.revision}] {e.operation.value} {e.key}: {e.value.decode(errors='replace')}")
+    return 0
+
+
+# ---------------------------------------------------------------------- obj
+
+def obj_ls(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        js = nc.jetstream()
+        if args.bucket:
+            infos = js.object_store(args.bucket).list()
+            if not infos:
+                _print(f"no objects in {args.bucket}")
+            for i in infos:
+                _print(f"{i.name:40} {i.size:>14,} B  {i.chunks:>6} chunks  {i.mtime}")
+            return 0
+        stores = list(js.object_stores())
+        if not stores:
+            _print("no object stores")
+        for st in stores:
+            _print(f"{st.bucket:24} {st.size:>14,} bytes  {'sealed' if st.sealed else ''}")
+    return 0
+
+
+def obj_add(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        obs = nc.jetstream().create_object_store(bucket=args.bucket, storage=args.storage)
+        _print(f"created object store {obs.bucket}")
+    return 0
+
+
+def obj_put(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        obs = nc.jetstream().object_store(args.bucket)
+        name = args.name or os.path.basename(args.file)
+        bar = ProgressBar(f"put {name}", force=args.progress)
+        try:
+            info = obs.put_file(args.file, name=name, progress=bar)
+        finally:
+            bar.close()
+        _print(f"stored {args.bucket} > {info.name}: {info.size:,} bytes in {info.chunks} chunk(s), {info.digest}")
+    return 0
+
+
+def obj_get(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        obs = nc.jetstream().object_store(args.bucket)
+        out = args.output or os.path.basename(args.name)
+        bar = ProgressBar(f"get {args.name}", force=args.progress)
+        try:
+            info = obs.get_file(args.name, out, progress=bar)
+        finally:
+            bar.close()
+        _print(f"wrote {out}: {info.size:,} bytes (digest verified)")
+    return 0
+
+
+def obj_rm(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        nc.jetstream().object_store(args.bucket).delete(args.name)
+        _print(f"deleted {args.bucket} > {args.name}")
+    return 0
+
+
+def obj_info(args: argparse.Namespace) -> int:
+    with client_for(args) as nc:
+        i = nc.jetstream().object_store(args.bucket).get_info(args.name)
+        _print(f"{i.bucket} > {i.name}")
+        _print(f"  size {i.size:,} bytes in {i.chunks} chunk(s), modified {i.mtime}")
+        _print(f"  digest {i.digest}")
+        if i.description:
+            _print(f"  description {i.description}")
+        if i.is_link and i.options and i.options.link:
+            _print(f"  link to {i.options.link.bucket} > {i.options.link.name or '(bucket)'}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    kv = sub.add_parser("kv", help="key-value buckets").add_subparsers(dest="action", required=True)
+    p = kv.add_parser("ls", help="list buckets, or a bucket's keys")
+    p.add_argument("bucket", nargs="?")
+    add_server_option(p)
+    p.set_defaults(func=kv_ls)
+    p = kv.add_parser("add", help="create a bucket")
+    p.add_argument("bucket")
+    p.add_argument("--history", type=int, default=1)
+    p.add_argument("--ttl", type=float, default=0.0)
+    p.add_argument("--storage", choices=["file", "memory"], default="file")
+    add_server_option(p)
+    p.set_defaults(func=kv_add)
+    p = kv.add_parser("get", help="print a key's value")
+    p.add_argument("bucket")
+    p.add_argument("key")
+    p.add_argument("--revision", type=int)
+    p.add_argument("--raw", action="store_true", help="only the value bytes")
+    add_server_option(p)
+    p.set_defaults(func=kv_get)
+    p = kv.add_parser("put", help="set a key (value from the argument or stdin)")
+    p.add_argument("bucket")
+    p.add_argument("key")
+    p.add_argument("value", nargs="?")
+    add_server_option(p)
+    p.set_defaults(func=kv_put)
+    p = kv.add_parser("del", help="delete a key")
+    p.add_argument("bucket")
+    p.add_argument("key")
+    p.add_argument("--purge", action="store_true", help="remove its history too")
+    add_server_option(p)
+    p.set_defaults(func=kv_del)
+    p = kv.add_parser("history", help="a key's revisions")
+    p.add_argument("bucket")
+    p.add_argument("key")
+    add_server_option(p)
+    p.set_defaults(func=kv_history)
+    p = kv.add_parser("watch", help="print changes as they happen")
+    p.add_argument("bucket")
+    p.add_argument("keys", nargs="*")
+    p.add_argument("--history", action="store_true")
+    p.add_argument("--updates-only", action="store_true")
+    p.add_argument("--count", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=0.0)
+    add_server_option(p)
+    p.set_defaults(func=kv_watch)
+
+    obj = sub.add_parser("obj", help="object stores").add_subparsers(dest="action", required=True)
+    p = obj.add_parser("ls", help="list object stores, or a store's objects")
+    p.add_argument("bucket", nargs="?")
+    add_server_option(p)
+    p.set_defaults(func=obj_ls)
+    p = obj.add_parser("add", help="create an object store")
+    p.add_argument("bucket")
+    p.add_argument("--storage", choices=["file", "memory"], default="file")
+    add_server_option(p)
+    p.set_defaults(func=obj_add)
+    p = obj.add_parser("put", help="store a file")
+    p.add_argument("bucket")
+    p.add_argument("file")
+    p.add_argument("--name")
+    p.add_argument("--progress", action="store_true", help="draw the progress bar even without a terminal")
+    add_server_option(p)
+    p.set_defaults(func=obj_put)
+    p = obj.add_parser("get", help="write an object to a file")
+    p.add_argument("bucket")
+    p.add_argument("name")
+    p.add_argument("--output", "-o")
+    p.add_argument("--progress", action="store_true", help="draw the progress bar even without a terminal")
+    add_server_option(p)
+    p.set_defaults(func=obj_get)
+    p = obj.add_parser("rm", help="delete an object")
+    p.add_argument("bucket")
+    p.add_argument("name")
+    add_server_option(p)
+    p.set_defaults(func=obj_rm)
+    p = obj.add_parser("info", help="an object's metadata")
+    p.add_argument("bucket")
+    p.add_argument("name")
+    add_server_option(p)
+    p.set_defaults(func=obj_info)
