@@ -480,6 +480,7 @@ class KeyWatcher:
         self._init_done = not initial
         # Nothing to catch up on: the marker comes first.
         self._marker_due = initial and info is not None and info.num_pending == 0
+        self._it.start(hold_first=5.0 if initial and not self._marker_due else None)
 
     def _entry(self, msg: Msg) -> Entry:
         md = parse_metadata(msg.reply)

@@ -23,7 +23,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
@@ -451,16 +451,25 @@ class ObjectStore:
     # ------------------------------------------------------------------ get
 
     def get(self, name: str, show_deleted: bool = False, progress: Progress | None = None,
-            timeout: float = 30.0) -> ObjectResult:
-        """A file-like reader of the object (links followed). Use it with ``with``."""
+            timeout: float = 30.0, writeinto: IO[bytes] | None = None) -> ObjectResult:
+        """A file-like reader of the object (links followed). Use it with ``with``.
+
+        With ``writeinto`` (nats-py's argument) the object is streamed into that
+        binary file object before returning, and the returned result is closed.
+        """
         info = self.get_info(name, show_deleted=show_deleted)
         if info.is_link:
             link = info.options.link if info.options is not None else None
             if link is None or not link.name:
                 raise ObjectStoreError(f"{name!r} links to a whole bucket, not an object")
             target = self if link.bucket == self.bucket else self._js.object_store(link.bucket)
-            return target.get(link.name, progress=progress, timeout=timeout)
-        return ObjectResult(self, info, progress, timeout)
+            return target.get(link.name, progress=progress, timeout=timeout, writeinto=writeinto)
+        result = ObjectResult(self, info, progress, timeout)
+        if writeinto is not None:
+            with result:
+                for chunk in result.chunks():
+                    writeinto.write(chunk)
+        return result
 
     def get_bytes(self, name: str, **kwargs: Any) -> bytes:
         with self.get(name, **kwargs) as result:
@@ -581,6 +590,7 @@ class ObjectWatcher:
         self._ignore_deletes = ignore_deletes
         self._init_done = not initial
         self._marker_due = initial and oc.info is not None and oc.info.num_pending == 0
+        self._it.start(hold_first=5.0 if initial and not self._marker_due else None)
         self._lock = threading.Lock()
 
     def next(self, timeout: float | None = None) -> ObjectInfo | None:

@@ -203,6 +203,8 @@ def _release(sub: Subscription) -> None:
         pass
 
 
+_DRAIN_QUIET = 0.05  # seconds without a message after which a drain ends
+
 class MessagesContext:
     """Continuous pulling: iterate messages as they come. Thread-safe to stop.
 
@@ -254,6 +256,8 @@ class MessagesContext:
         self._last_activity = time.monotonic()
         self._stopped = False
         self._draining = False
+        self._pulls_stopped = False
+        self._held: Msg | None = None
         self._lock = threading.Lock()
         self._nc._on_reconnect(self._after_reconnect)
 
@@ -305,7 +309,7 @@ class MessagesContext:
         self._last_activity = time.monotonic()
 
     def _wants_more(self) -> bool:
-        if self._draining:
+        if self._pulls_stopped:
             return False
         if self._max_bytes:
             return self._pending_bytes <= self._threshold_bytes
@@ -321,6 +325,9 @@ class MessagesContext:
             BadSubscriptionError: the iterator was stopped or drained.
             ConsumerDeletedError: the consumer was deleted.
         """
+        if self._held is not None:
+            msg, self._held = self._held, None
+            return msg
         deadline: Deadline | None = None
         while True:
             if self._stopped:
@@ -340,16 +347,19 @@ class MessagesContext:
                     if deadline is None:
                         deadline = Deadline(timeout)
                     wait = deadline.remaining()
-                    if self._draining:
-                        wait = 0.0 if self._sub.pending_msgs == 0 else wait
+                    if self._draining and self._sub.pending_msgs == 0:
+                        quiet = self._drain_quiet_left()
+                        wait = quiet if wait is None else min(wait, quiet)
                     if self._heartbeat:
                         hb_left = max(0.0, self._last_activity + 2 * self._heartbeat - time.monotonic())
                         wait = hb_left if wait is None else min(wait, hb_left)
                     msg = self._sub.next_msg(timeout=wait)
             except TimeoutError:
                 if self._draining:
-                    self.stop()
-                    raise BadSubscriptionError("the messages iterator is drained") from None
+                    if self._sub.pending_msgs == 0 and self._drain_quiet_left() == 0.0:
+                        self.stop()
+                        raise BadSubscriptionError("the messages iterator is drained") from None
+                    continue
                 if self._heartbeat and time.monotonic() - self._last_activity >= 2 * self._heartbeat:
                     self._report(TimeoutError("missed idle heartbeats: pulling again"))
                     self._check_consumer_exists()
@@ -398,6 +408,30 @@ class MessagesContext:
             if status == 409 and "leadership" in msg.description.lower():
                 self._reset_pending()
 
+    def start(self, hold_first: float | None = None) -> None:
+        """Send the first pull request now rather than on the first read.
+
+        With ``hold_first`` (seconds) also wait for the first message and keep
+        it for the first read: once it is here the server has read it, so a
+        write made after this call cannot replace it first (a key watcher must
+        show the value present when it was made, even in a history-1 bucket).
+        """
+        if not self._stopped and self._wants_more():
+            self._pull()
+        if hold_first is not None:
+            try:
+                self._held = self.next(timeout=hold_first)
+            except TimeoutError:
+                pass
+
+    def _drain_quiet_left(self) -> float:
+        """How much longer a drain waits for messages still owed by pull
+        requests the server is serving: they come within moments, so after a
+        quiet spell none are coming."""
+        if self._pending_msgs <= 0:
+            return 0.0
+        return max(0.0, self._last_activity + _DRAIN_QUIET - time.monotonic())
+
     def __iter__(self) -> Iterator[Msg]:
         while True:
             try:
@@ -417,8 +451,21 @@ class MessagesContext:
             pass
         _release(self._sub)
 
-    def drain(self) -> None:
-        """Ask for no more; the iteration ends once what was received is read."""
+    def drain(self, timeout: float = 5.0) -> None:
+        """Ask for no more; the iteration ends once what was received is read.
+
+        Messages the server already sent for outstanding pull requests are
+        waited for (one round trip, bounded by ``timeout``), so they are read
+        rather than left unacknowledged until their ack wait runs out.
+        """
+        self._pulls_stopped = True
+        if threading.current_thread() is not self._nc._reader:  # there a flush could not be answered
+            try:
+                # The PONG comes after every message the server had sent us.
+                self._nc.flush(timeout)
+            except NatsError:
+                pass
+        self._last_activity = time.monotonic()
         self._draining = True
         self._sub._wake()  # a reader waiting for more must notice
 

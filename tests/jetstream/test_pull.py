@@ -192,6 +192,34 @@ def test_consume_handler_errors_do_not_stop_it(js: JetStream, stream: Stream) ->
     assert [str(e) for e in errors] == ["boom"]
 
 
+def test_consume_drain_mid_stream_handles_every_delivered_message(js: JetStream, stream: Stream) -> None:
+    """A drain while pull requests are being served must not strand delivered
+    messages (they would sit unacknowledged until their ack wait ran out)."""
+    _fill(js, f"{stream.name}.a", 400)
+    for round_ in range(5):
+        handled = 0
+        enough = threading.Event()
+
+        def handler(msg: Msg, enough: threading.Event = enough) -> None:
+            nonlocal handled
+            msg.ack()
+            handled += 1
+            if handled == 30:
+                enough.set()
+
+        cons = stream.create_consumer(durable_name=f"DR{round_}", ack_policy="explicit")
+        ctx = cons.consume(handler, max_messages=10)
+        assert enough.wait(10)
+        ctx.drain()
+        assert ctx.closed.is_set()
+        after = handled
+        # Acks are processed by the server asynchronously; a stranded message
+        # would stay pending for its 30 s ack wait.
+        assert wait_until(lambda c=cons: c.info().num_ack_pending == 0, timeout=3.0), \
+            f"round {round_}: delivered but never handled"
+        assert cons.info().delivered.consumer_seq == after == handled
+
+
 def test_two_consumers_share_work_queue(js: JetStream) -> None:
     name = "WQ" + nats.new_inbox().split(".")[-1]
     st = js.create_stream(name=name, subjects=[f"{name}.>"], retention="workqueue", storage="memory")
