@@ -5,6 +5,8 @@
 >>> nc.publish("greet", b"hello")                   # doctest: +SKIP
 """
 
+from typing import TYPE_CHECKING
+
 from ._timeout import USE_DEFAULT
 from ._version import __version__
 from .client import Client, Stats, connect
@@ -49,6 +51,32 @@ from .protocol.headers import Headers
 from .protocol.nuid import new_inbox
 from .subscription import Subscription
 
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from .jetstream import (
+        ConsumerConfig,
+        JetStream,
+        KeyValueConfig,
+        ObjectMeta,
+        ObjectStoreConfig,
+        PubAck,
+        StreamConfig,
+    )
+
+# The JetStream names users reach for first, importable from the top level
+# too; loaded on first use so that core-only programs do not import JetStream.
+_JETSTREAM_NAMES = frozenset({
+    "JetStream", "StreamConfig", "ConsumerConfig", "KeyValueConfig", "ObjectStoreConfig", "ObjectMeta", "PubAck",
+})
+
+
+def __getattr__(name: str) -> object:
+    if name in _JETSTREAM_NAMES:
+        from . import jetstream
+
+        return getattr(jetstream, name)
+    raise AttributeError(f"module 'natsjs_sync' has no attribute {name!r}")
+
+
 __all__ = [
     "USE_DEFAULT",
     "AuthorizationError",
@@ -59,14 +87,17 @@ __all__ = [
     "Client",
     "ConnectionClosedError",
     "ConnectionError",
+    "ConsumerConfig",
     "ConsumerNotFoundError",
     "DigestMismatchError",
     "Headers",
+    "JetStream",
     "JetStreamError",
     "JetStreamNotEnabledError",
     "KeyDeletedError",
     "KeyExistsError",
     "KeyNotFoundError",
+    "KeyValueConfig",
     "KeyValueError",
     "MaxPayloadError",
     "Msg",
@@ -75,16 +106,20 @@ __all__ = [
     "NoMessagesError",
     "NoRespondersError",
     "NoServersError",
+    "ObjectMeta",
     "ObjectNotFoundError",
+    "ObjectStoreConfig",
     "ObjectStoreError",
     "OutboundBufferLimitError",
     "PermissionsError",
     "ProtocolError",
+    "PubAck",
     "SecureConnRequiredError",
     "ServerError",
     "SlowConsumerError",
     "StaleConnectionError",
     "Stats",
+    "StreamConfig",
     "StreamNameInUseError",
     "StreamNotFoundError",
     "Subscription",

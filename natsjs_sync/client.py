@@ -23,6 +23,7 @@ docs/threads.rst).
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import os
@@ -207,6 +208,17 @@ class _EventRunner:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
+
+
+def check_callback(cb: object) -> None:
+    """Refuse what cannot be a message callback, before anything is sent."""
+    if cb is None:
+        return
+    if not callable(cb):
+        raise TypeError("cb must be callable")
+    if inspect.iscoroutinefunction(cb):
+        raise TypeError("cb is an async function; natsjs_sync calls callbacks on a thread: "
+                        "pass a plain function (drop 'async' and the 'await's)")
 
 class Client:
     """A connection to NATS (and its reconnects). Thread-safe: share one per process.
@@ -961,8 +973,7 @@ class Client:
         validate_subscribe_subject(subject)
         if queue is not None:
             validate_queue(queue)
-        if cb is not None and not callable(cb):
-            raise TypeError("cb must be callable")
+        check_callback(cb)
         if self._state:
             self._ready()
         if self._state == _DRAINING_SUBS:

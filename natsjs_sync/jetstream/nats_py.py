@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from ..client import check_callback
 from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
 from ..msg import Msg
 from ..subscription import MsgHandler
@@ -168,6 +169,7 @@ class NatsPyNames:
         ConsumerConfig field may be passed by name (``opt_start_seq=...``).
         ``ordered_consumer=True`` gives an ordered consumer (no acks).
         """
+        check_callback(cb)
         if ordered_consumer:
             st = stream or _js(self).stream_name_by_subject(subject)
             opts: dict[str, Any] = {"filter_subjects": [subject]}

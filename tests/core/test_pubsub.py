@@ -168,6 +168,14 @@ def test_bad_subscribe_arguments(nc: nats.Client) -> None:
     with pytest.raises(TypeError):
         nc.subscribe("a.b", cb="not callable")  # type: ignore[arg-type]
 
+    async def handler(msg: nats.Msg) -> None:  # nats-py code not yet converted
+        pass
+
+    with pytest.raises(TypeError, match="async function"):
+        nc.subscribe("a.b", cb=handler)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="async function"):
+        nc.jetstream().subscribe("a.b", cb=handler)  # type: ignore[arg-type]
+
 
 @pytest.mark.parametrize("payload", ["text", 123, None, ["x"]])
 def test_wrong_payload_type_raises_type_error(nc: nats.Client, payload: object) -> None:
