@@ -17,15 +17,13 @@ from __future__ import annotations
 import datetime
 import enum
 import re
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..errors import (
-    BadSubscriptionError,
     BucketExistsError,
     BucketNotFoundError,
     InvalidBucketNameError,
@@ -42,10 +40,11 @@ from ..msg import Msg
 from ..protocol.headers import Headers
 from .message import parse_metadata
 from .stream_config import Placement, RePublish, StreamConfig, StreamInfo, StreamSource, SubjectTransform, _Model
+from .watcher import Watcher
 
 if TYPE_CHECKING:
     from .context import JetStream
-    from .ordered import OrderedConsumer, OrderedMessages
+    from .ordered import OrderedConsumer
     from .stream import Stream
 
 KV_OPERATION = "KV-Operation"
@@ -462,7 +461,7 @@ class KeyValue:
         return f"<KeyValue {self.bucket}>"
 
 
-class KeyWatcher:
+class KeyWatcher(Watcher[Entry]):
     """Entries of a watch, then ``None`` once at the end of the initial values.
 
     Iterate it, or call :meth:`next`/:meth:`updates` with a timeout. :meth:`stop`
@@ -470,72 +469,15 @@ class KeyWatcher:
     """
 
     def __init__(self, kv: KeyValue, oc: OrderedConsumer, ignore_deletes: bool, initial: bool):
-        self._kv = kv
-        self._oc = oc
-        self._ignore_deletes = ignore_deletes
+        self._bucket = kv.bucket
         self._prefix_len = len(kv._pre)
-        self._it: OrderedMessages = oc.messages(max_messages=256)
-        self._stopped = threading.Event()
-        info = oc.info
-        self._init_done = not initial
-        # Nothing to catch up on: the marker comes first.
-        self._marker_due = initial and info is not None and info.num_pending == 0
-        self._it.start(hold_first=5.0 if initial and not self._marker_due else None)
+        super().__init__(oc, ignore_deletes, initial)
 
-    def _entry(self, msg: Msg) -> Entry:
+    def _decode(self, msg: Msg) -> tuple[Entry, int, bool]:
         md = parse_metadata(msg.reply)
-        headers = msg.headers
-        return Entry(self._kv.bucket, msg.subject[self._prefix_len:], msg.data, md.sequence.stream,
-                     md.timestamp, md.num_pending, _operation(headers))
-
-    def next(self, timeout: float | None = None) -> Entry | None:
-        """The next entry, or ``None`` for the end of the initial values.
-
-        Raises:
-            TimeoutError: nothing within ``timeout`` seconds (``None``: wait for ever).
-            BadSubscriptionError: the watcher was stopped.
-        """
-        if self._marker_due:
-            self._marker_due = False
-            self._init_done = True
-            return None
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            msg = self._it.next(timeout=remaining)
-            entry = self._entry(msg)
-            if not self._init_done and entry.delta == 0:
-                self._marker_due = True  # this was the last initial value
-            if self._ignore_deletes and entry.operation is not KeyValueOp.PUT:
-                if self._marker_due:
-                    self._marker_due = False
-                    self._init_done = True
-                    return None
-                continue
-            return entry
-
-    def updates(self, timeout: float | None = 5.0) -> Entry | None:
-        """nats-py's name for :meth:`next`."""
-        return self.next(timeout)
-
-    def __iter__(self) -> Iterator[Entry | None]:
-        while True:
-            try:
-                yield self.next()
-            except BadSubscriptionError:
-                return
-
-    def stop(self) -> None:
-        """End the watch (thread-safe, returns at once)."""
-        self._stopped.set()
-        self._it.stop()
-        self._oc.delete()
-
-    def __enter__(self) -> KeyWatcher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        entry = Entry(self._bucket, msg.subject[self._prefix_len:], msg.data, md.sequence.stream,
+                      md.timestamp, md.num_pending, _operation(msg.headers))
+        return entry, entry.delta, entry.operation is not KeyValueOp.PUT
 
 
 # ---------------------------------------------------------------------- bucket management

@@ -20,7 +20,6 @@ import datetime
 import hashlib
 import io
 import os
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
@@ -28,7 +27,6 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO
 import msgspec
 
 from ..errors import (
-    BadSubscriptionError,
     BucketNotFoundError,
     DigestMismatchError,
     MsgNotFoundError,
@@ -43,8 +41,10 @@ from ..protocol.nuid import next_nuid
 from .kv import validate_bucket
 from .publish import PubAck
 from .stream_config import Placement, StreamConfig, StreamInfo, _Model
+from .watcher import Watcher
 
 if TYPE_CHECKING:
+    from ..msg import Msg
     from .context import JetStream
     from .ordered import OrderedMessages
     from .stream import Stream
@@ -581,56 +581,13 @@ class ObjectStore:
         return f"<ObjectStore {self.bucket}>"
 
 
-class ObjectWatcher:
+class ObjectWatcher(Watcher[ObjectInfo]):
     """Infos of a watch, ``None`` once at the end of the current ones; :meth:`stop` ends it."""
 
-    def __init__(self, oc: Any, ignore_deletes: bool, initial: bool):
-        self._oc = oc
-        self._it: OrderedMessages = oc.messages(max_messages=256)
-        self._ignore_deletes = ignore_deletes
-        self._init_done = not initial
-        self._marker_due = initial and oc.info is not None and oc.info.num_pending == 0
-        self._it.start(hold_first=5.0 if initial and not self._marker_due else None)
-        self._lock = threading.Lock()
-
-    def next(self, timeout: float | None = None) -> ObjectInfo | None:
-        if self._marker_due:
-            self._marker_due = False
-            self._init_done = True
-            return None
-        while True:
-            msg = self._it.next(timeout=timeout)
-            md = msg.metadata
-            info = _info_decoder.decode(msg.data).replace(mtime=md.timestamp)
-            if not self._init_done and md.num_pending == 0:
-                self._marker_due = True
-            if self._ignore_deletes and info.deleted:
-                if self._marker_due:
-                    self._marker_due = False
-                    self._init_done = True
-                    return None
-                continue
-            return info
-
-    def updates(self, timeout: float | None = 5.0) -> ObjectInfo | None:
-        return self.next(timeout)
-
-    def __iter__(self) -> Iterator[ObjectInfo | None]:
-        while True:
-            try:
-                yield self.next()
-            except BadSubscriptionError:
-                return
-
-    def stop(self) -> None:
-        self._it.stop()
-        self._oc.delete()
-
-    def __enter__(self) -> ObjectWatcher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _decode(self, msg: Msg) -> tuple[ObjectInfo, int, bool]:
+        md = msg.metadata
+        info = _info_decoder.decode(msg.data).replace(mtime=md.timestamp)
+        return info, md.num_pending, info.deleted
 
 
 def _reader(data: Any) -> tuple[Callable[[int], bytes], int | None]:

@@ -1,0 +1,89 @@
+"""What key-value and object-store watches share: an ordered consumer read as
+items, with ``None`` once at the end of the values present when it began."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from ..errors import BadSubscriptionError
+from ..msg import Msg
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from .ordered import OrderedConsumer, OrderedMessages
+
+T = TypeVar("T")
+
+
+class Watcher(Generic[T]):
+    """Items of a watch, then ``None`` once at the end of the initial values.
+
+    Iterate it, or call :meth:`next`/:meth:`updates` with a timeout. :meth:`stop`
+    (from any thread) ends the iteration; it never blocks on the reader.
+    """
+
+    def __init__(self, oc: OrderedConsumer, ignore_deletes: bool, initial: bool):
+        self._oc = oc
+        self._ignore_deletes = ignore_deletes
+        self._it: OrderedMessages = oc.messages(max_messages=256)
+        self._init_done = not initial
+        info = oc.info
+        # Nothing to catch up on: the marker comes first.
+        self._marker_due = initial and info is not None and info.num_pending == 0
+        # Hold the first initial value: a write made after watch() returns
+        # cannot then replace it before it was read (history-1 buckets).
+        self._it.start(hold_first=5.0 if initial and not self._marker_due else None)
+
+    def _decode(self, msg: Msg) -> tuple[T, int, bool]:
+        """``(item, messages still pending after it, is a delete or purge)``."""
+        raise NotImplementedError
+
+    def next(self, timeout: float | None = None) -> T | None:
+        """The next item, or ``None`` for the end of the initial values.
+
+        Raises:
+            TimeoutError: nothing within ``timeout`` seconds (``None``: wait for ever).
+            BadSubscriptionError: the watcher was stopped.
+        """
+        if self._marker_due:
+            self._marker_due = False
+            self._init_done = True
+            return None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            item, pending, deleted = self._decode(self._it.next(timeout=remaining))
+            if not self._init_done and pending == 0:
+                self._marker_due = True  # this was the last initial value
+            if self._ignore_deletes and deleted:
+                if self._marker_due:
+                    self._marker_due = False
+                    self._init_done = True
+                    return None
+                continue
+            return item
+
+    def updates(self, timeout: float | None = 5.0) -> T | None:
+        """nats-py's name for :meth:`next`."""
+        return self.next(timeout)
+
+    def __iter__(self) -> Iterator[T | None]:
+        while True:
+            try:
+                yield self.next()
+            except BadSubscriptionError:
+                return
+
+    def stop(self) -> None:
+        """End the watch (thread-safe, returns at once)."""
+        self._it.stop()
+        self._oc.delete()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
