@@ -39,6 +39,12 @@ class ProgressBar:
         sys.stderr.write(text)
         sys.stderr.flush()
 
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         if self.enabled:
             sys.stderr.write("\n")
@@ -162,11 +168,8 @@ def obj_put(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
         obs = nc.jetstream().object_store(args.bucket)
         name = args.name or os.path.basename(args.file)
-        bar = ProgressBar(f"put {name}", force=args.progress)
-        try:
+        with ProgressBar(f"put {name}", force=args.progress) as bar:
             info = obs.put_file(args.file, name=name, progress=bar)
-        finally:
-            bar.close()
         _print(f"stored {args.bucket} > {info.name}: {info.size:,} bytes in {info.chunks} chunk(s), {info.digest}")
     return 0
 
@@ -175,11 +178,8 @@ def obj_get(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
         obs = nc.jetstream().object_store(args.bucket)
         out = args.output or os.path.basename(args.name)
-        bar = ProgressBar(f"get {args.name}", force=args.progress)
-        try:
+        with ProgressBar(f"get {args.name}", force=args.progress) as bar:
             info = obs.get_file(args.name, out, progress=bar)
-        finally:
-            bar.close()
         _print(f"wrote {out}: {info.size:,} bytes (digest verified)")
     return 0
 

@@ -28,6 +28,7 @@ from ..errors import (
     BucketNotFoundError,
     InvalidBucketNameError,
     InvalidKeyError,
+    JetStreamError,
     KeyDeletedError,
     KeyExistsError,
     KeyNotFoundError,
@@ -482,31 +483,42 @@ class KeyWatcher(Watcher[Entry]):
 
 # ---------------------------------------------------------------------- bucket management
 
-def create_key_value(js: JetStream, config: KeyValueConfig, action: str, timeout: float | None) -> KeyValue:
-    scfg = config.stream_config()
+def bucket_stream(js: JetStream, scfg: StreamConfig, action: str, what: str,
+                  exists_error: type[JetStreamError], timeout: float | None) -> Stream:
+    """Create, update or create-or-update the stream behind a KV bucket or an
+    object store (``what`` names it in errors)."""
     try:
         if action == "create":
-            stream = js.create_stream(scfg, timeout=timeout)
-        elif action == "update":
+            return js.create_stream(scfg, timeout=timeout)
+        if action == "update":
             try:
-                stream = js.update_stream(scfg, timeout=timeout)
+                return js.update_stream(scfg, timeout=timeout)
             except StreamNotFoundError:
-                raise BucketNotFoundError(f"bucket {config.bucket!r} not found") from None
-        else:
-            stream = js.create_or_update_stream(scfg, timeout=timeout)
+                raise BucketNotFoundError(f"{what} not found") from None
+        return js.create_or_update_stream(scfg, timeout=timeout)
     except StreamNameInUseError as exc:
-        raise BucketExistsError(f"bucket {config.bucket!r} exists with another configuration",
-                                code=exc.code, err_code=exc.err_code) from None
+        raise exists_error(f"{what} exists with another configuration",
+                           code=exc.code, err_code=exc.err_code) from None
+
+
+def open_bucket_stream(js: JetStream, bucket: str, stream_name: str, what: str, timeout: float | None) -> Stream:
+    """The stream behind an existing KV bucket or object store."""
+    validate_bucket(bucket)
+    try:
+        return js.stream(stream_name, timeout=timeout)
+    except StreamNotFoundError:
+        raise BucketNotFoundError(f"{what} not found") from None
+
+
+def create_key_value(js: JetStream, config: KeyValueConfig, action: str, timeout: float | None) -> KeyValue:
+    stream = bucket_stream(js, config.stream_config(), action, f"key-value bucket {config.bucket!r}",
+                           BucketExistsError, timeout)
     return KeyValue(js, config.bucket, stream)
 
 
 def open_key_value(js: JetStream, bucket: str, timeout: float | None) -> KeyValue:
-    validate_bucket(bucket)
-    try:
-        stream = js.stream(f"KV_{bucket}", timeout=timeout)
-    except StreamNotFoundError:
-        raise BucketNotFoundError(f"key-value bucket {bucket!r} not found") from None
-    return KeyValue(js, bucket, stream)
+    return KeyValue(js, bucket, open_bucket_stream(js, bucket, f"KV_{bucket}", f"key-value bucket {bucket!r}",
+                                                   timeout))
 
 
 def kv_config(config: KeyValueConfig | None, kwargs: dict[str, Any]) -> KeyValueConfig:

@@ -27,18 +27,15 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO
 import msgspec
 
 from ..errors import (
-    BucketNotFoundError,
     DigestMismatchError,
     MsgNotFoundError,
     NatsError,
     ObjectNotFoundError,
     ObjectStoreError,
-    StreamNameInUseError,
-    StreamNotFoundError,
     TimeoutError,
 )
 from ..protocol.nuid import next_nuid
-from .kv import validate_bucket
+from .kv import bucket_stream, open_bucket_stream, validate_bucket
 from .publish import PubAck
 from .stream_config import Placement, StreamConfig, StreamInfo, _Model
 from .watcher import Watcher
@@ -637,30 +634,14 @@ def _reader(data: Any) -> tuple[Callable[[int], bytes], int | None]:
 
 def create_object_store(js: JetStream, config: ObjectStoreConfig, action: str, timeout: float | None
                         ) -> ObjectStore:
-    scfg = config.stream_config()
-    try:
-        if action == "create":
-            stream = js.create_stream(scfg, timeout=timeout)
-        elif action == "update":
-            try:
-                stream = js.update_stream(scfg, timeout=timeout)
-            except StreamNotFoundError:
-                raise BucketNotFoundError(f"object store {config.bucket!r} not found") from None
-        else:
-            stream = js.create_or_update_stream(scfg, timeout=timeout)
-    except StreamNameInUseError as exc:
-        raise ObjectStoreError(f"object store {config.bucket!r} exists with another configuration",
-                               code=exc.code, err_code=exc.err_code) from None
+    stream = bucket_stream(js, config.stream_config(), action, f"object store {config.bucket!r}",
+                           ObjectStoreError, timeout)
     return ObjectStore(js, config.bucket, stream)
 
 
 def open_object_store(js: JetStream, bucket: str, timeout: float | None) -> ObjectStore:
-    validate_bucket(bucket)
-    try:
-        stream = js.stream(f"OBJ_{bucket}", timeout=timeout)
-    except StreamNotFoundError:
-        raise BucketNotFoundError(f"object store {bucket!r} not found") from None
-    return ObjectStore(js, bucket, stream)
+    return ObjectStore(js, bucket, open_bucket_stream(js, bucket, f"OBJ_{bucket}", f"object store {bucket!r}",
+                                                      timeout))
 
 
 def obj_config(config: ObjectStoreConfig | str | None, kwargs: dict[str, Any]) -> ObjectStoreConfig:

@@ -10,6 +10,8 @@ import pytest
 import natsjs_sync as nats
 from natsjs_sync.testing import NatsCluster, NatsServer
 
+from ..conftest import wait_until
+
 FAST = {"reconnect_time_wait": 0.1, "reconnect_jitter": 0.05, "max_reconnect_attempts": -1}
 
 
@@ -236,8 +238,9 @@ def test_cluster_node_killed_client_moves_on(nats_cluster: NatsCluster) -> None:
 @pytest.mark.cluster
 def test_discovered_servers_join_the_pool(nats_cluster: NatsCluster) -> None:
     with nats.connect(nats_cluster.urls[0]) as nc:
+        # A peer whose route forms after we connected is announced by a later INFO.
+        assert wait_until(lambda: set(nats_cluster.urls[1:]) <= set(nc.discovered_servers), timeout=10)
         assert set(nats_cluster.urls[1:]) <= set(nc.servers)
-        assert set(nats_cluster.urls[1:]) <= set(nc.discovered_servers)
 
 
 @pytest.mark.cluster
