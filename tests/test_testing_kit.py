@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.testing import NatsCluster, NatsServer, docker_available, find_nats_server, render_config
+from natsjs_sync.testing import (
+    NatsCluster,
+    NatsServer,
+    docker_available,
+    find_nats_server,
+    free_port,
+    render_config,
+)
+from natsjs_sync.testing.server import _ephemeral_range
 
 
 def js_request(nc: nats.Client, api: str, body: dict[str, object] | None = None) -> dict[str, object]:
@@ -108,6 +117,49 @@ def test_cluster_routes_messages_and_survives_a_node_restart(nats_cluster: NatsC
     with nats.connect(b) as nc:
         info = js_request(nc, "INFO")
         assert "error" not in info, info
+
+
+def test_free_ports_are_distinct_and_outside_the_ephemeral_range() -> None:
+    # An ephemeral port can become the local port of any outgoing connection
+    # before the server binds it; CI once lost a cluster start that way.
+    low, _ = _ephemeral_range()
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    if low > 11000:
+        assert all(p < low for p in ports)
+
+
+def _hold_port(port: int) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", port))
+    s.listen()
+    return s
+
+
+def test_server_start_moves_off_a_port_taken_after_the_probe() -> None:
+    server = NatsServer()
+    taken = server.port
+    holder = _hold_port(taken)
+    try:
+        with server, nats.connect(server.url) as nc:
+            assert server.port != taken
+            nc.flush(timeout=5)
+    finally:
+        holder.close()
+
+
+@pytest.mark.cluster
+def test_cluster_start_moves_off_a_port_taken_after_the_probe() -> None:
+    cluster = NatsCluster(size=3)
+    taken = cluster.nodes[0].port
+    holder = _hold_port(taken)
+    try:
+        with cluster, nats.connect(cluster.url) as nc:
+            assert taken not in [n.port for n in cluster.nodes]
+            info = js_request(nc, "INFO")
+            assert "error" not in info, info
+    finally:
+        holder.close()
 
 
 @pytest.mark.skipif(not docker_available(), reason="needs testcontainers and a running Docker engine")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -58,11 +60,55 @@ def find_nats_server() -> str:
     raise FileNotFoundError(_INSTALL_HINT)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+_handed_out: set[int] = set()
+_port_lock = threading.Lock()
+_port_rng = random.Random()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for automatic local ports (outgoing connections, bind to 0)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # the Linux default; other systems use a range above it
+
+
+def _port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago and is not handed out twice.
+
+    The port is picked below the kernel's ephemeral range when there is room.
+    A port from the ephemeral range can be taken, between this probe and the
+    server's bind, as the local port of any outgoing connection on the machine
+    (a cluster node's route, a test's client), and the server then fails with
+    "address already in use". Ports outside that range are only ever taken by
+    an explicit bind.
+    """
+    low, _ = _ephemeral_range()
+    with _port_lock:
+        if low > 11000:
+            for _ in range(200):
+                port = _port_rng.randrange(10000, low)
+                if port not in _handed_out and _port_is_free(port):
+                    _handed_out.add(port)
+                    return port
+        for _ in range(50):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((LOOPBACK, 0))
+                port = int(s.getsockname()[1])
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
+    raise RuntimeError("no free TCP port on 127.0.0.1")
 
 
 def _conf_value(value: Any, indent: int) -> str:
@@ -448,18 +494,30 @@ class NatsCluster:
         if size < 1:
             raise ValueError("size must be >= 1")
         self.name = name
-        cluster_ports = [free_port() for _ in range(size)]
+        self._size = size
+        self._jetstream = jetstream
+        self._server_options = server_options
+        self.nodes: list[NatsServer] = self._build_nodes()
+
+    def _build_nodes(self) -> list[NatsServer]:
+        cluster_ports = [free_port() for _ in range(self._size)]
         routes = [f"nats-route://{LOOPBACK}:{p}" for p in cluster_ports]
-        self.nodes: list[NatsServer] = []
-        for i in range(size):
+        nodes = []
+        for i in range(self._size):
             cluster = {
-                "name": name,
+                "name": self.name,
                 "listen": f"{LOOPBACK}:{cluster_ports[i]}",
                 "routes": [r for j, r in enumerate(routes) if j != i],
             }
-            self.nodes.append(
-                NatsServer(jetstream=jetstream, server_name=f"{name}-n{i + 1}", cluster=cluster, **server_options)
+            nodes.append(
+                NatsServer(
+                    jetstream=self._jetstream,
+                    server_name=f"{self.name}-n{i + 1}",
+                    cluster=cluster,
+                    **self._server_options,
+                )
             )
+        return nodes
 
     @property
     def urls(self) -> list[str]:
@@ -475,12 +533,26 @@ class NatsCluster:
         return ",".join(self.urls)
 
     def start(self, timeout: float = 30.0) -> NatsCluster:
-        for node in self.nodes:
-            node.start(wait=False)
-        deadline = time.monotonic() + timeout
-        for node in self.nodes:
-            node.wait_ready(max(0.1, deadline - time.monotonic()))
-        return self
+        """Start every node and wait until each reports healthy (cluster formed)."""
+        for attempt in range(5):
+            for node in self.nodes:
+                node.start(wait=False)
+            deadline = time.monotonic() + timeout
+            try:
+                for node in self.nodes:
+                    node.wait_ready(max(0.1, deadline - time.monotonic()))
+                return self
+            except RuntimeError:
+                lost_race = any("address already in use" in node.read_log() for node in self.nodes)
+                if not lost_race or attempt == 4:
+                    raise
+                # Another process bound one of the ports between our probe and the
+                # node's bind. Route URLs name every node's cluster port, so the
+                # whole cluster is rebuilt on fresh ports rather than one node.
+                for node in self.nodes:
+                    node.close()
+                self.nodes = self._build_nodes()
+        raise AssertionError("unreachable")
 
     def stop_node(self, i: int) -> None:
         self.nodes[i].stop()

@@ -25,7 +25,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing import NatsServer, free_port
 
 from ..conftest import wait_until
 
@@ -150,16 +150,10 @@ def test_django_app_shares_one_client(nats_server: NatsServer, pricing: Counter[
             module._client.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_gunicorn_prefork_workers_each_have_their_own_connection(nats_server: NatsServer,
                                                                  tmp_path: Path) -> None:
     workers = 3
-    port = _free_port()
+    port = free_port()
     # HOME: newer gunicorns put a control socket under ~/.gunicorn.
     env = {**os.environ, "NATS_URL": nats_server.url, "HOME": str(tmp_path),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLES.parent), os.environ.get("PYTHONPATH")]))}
