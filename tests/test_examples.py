@@ -88,7 +88,8 @@ def test_go_jetstream_readme(nats_url: str, monkeypatch: pytest.MonkeyPatch) -> 
     assert set(c["names"]) == {"CONS", "bar", "foo", c["ephemeral_name"]} and c["listed"] == c["names"]
     assert c["description"] == "updated consumer" and c["durable"] == "foo"
     assert c["ordered_first"] == b"hello message 0"
-    assert r["receiving"]["fetch"] == 10 and r["receiving"]["consume"] == 5
+    # consume() keeps pulling until stop(): the handler saw at least the 5 it waited for.
+    assert r["receiving"]["fetch"] == 10 and r["receiving"]["consume"] >= 5
     assert r["receiving"]["fetch_bytes"] >= 1 and r["receiving"]["messages_one_by_one"].startswith(b"hello")
     p = r["publishing"]
     assert (p["first_dup"], p["second_dup"], p["same_seq"]) == (False, True, True)
