@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from natsjs_sync import Msg
 from natsjs_sync.jetstream import JetStream, Stream
 
 
@@ -87,3 +88,28 @@ def test_consume_while_publishing(js: JetStream, stream: Stream) -> None:
     finally:
         ctx.stop()
     assert got == list(range(total))
+
+
+def test_sequence_check_reads_both_reply_subject_formats(js: JetStream, stream: Stream) -> None:
+    """The check that keeps order, fed reply subjects a server may send: the
+    usual one, the domain form of ADR-15 (no server here sends it), a stale
+    one from a consumer replaced by a reset, and a skipped consumer sequence."""
+    name = stream.cached_info.config.name
+    oc = js.ordered_consumer(name)
+    oc.fetch(1, max_wait=0.2)  # creates the consumer; the stream is empty
+    assert oc.name is not None
+
+    def verdict(reply: str | None) -> str:
+        return oc._accept(Msg(f"{name}.x", reply=reply))
+
+    assert verdict(f"$JS.ACK.{name}.{oc.name}.1.7.1.1700000000000000000.3") == "ok"
+    assert (oc._stream_seq, oc._consumer_seq) == (7, 1)
+    assert verdict(f"$JS.ACK.hub.ACCHASH.{name}.{oc.name}.1.9.2.1700000000000000000.2.r4nd") == "ok"
+    assert (oc._stream_seq, oc._consumer_seq) == (9, 2)
+    assert verdict(f"$JS.ACK.{name}.{oc.name}_old.1.10.3.1700000000000000000.1") == "stale"
+    assert verdict(f"$JS.ACK.{name}.{oc.name}.1.10.x.1700000000000000000.1") == "stale"
+    assert verdict(None) == "stale"
+    assert verdict(f"$JS.ACK.{name}.{oc.name}.1.12.5.1700000000000000000.0") == "gap"
+    assert (oc._stream_seq, oc._consumer_seq) == (9, 2)  # nothing taken from the gap
+    assert verdict(f"$JS.ACK.{name}.{oc.name}.1.10.3.1700000000000000000.0") == "ok"
+    oc.delete()
