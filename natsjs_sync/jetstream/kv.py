@@ -162,12 +162,45 @@ class KeyValueConfig(_Model, frozen=True, kw_only=True):
         return StreamConfig(**fields)
 
 
-class KeyValueStatus:
-    """A bucket's state and settings (from its stream's info)."""
+class BucketStatus:
+    """What key-value buckets and object stores share: both read their stream's info."""
 
     def __init__(self, info: StreamInfo, bucket: str):
         self.stream_info = info
         self.bucket = bucket
+
+    @property
+    def description(self) -> str | None:
+        return self.stream_info.config.description
+
+    @property
+    def ttl(self) -> float:
+        """Seconds a value or object is kept (0: for ever)."""
+        return self.stream_info.config.max_age
+
+    @property
+    def storage(self) -> str:
+        return str(getattr(self.stream_info.config.storage, "value", self.stream_info.config.storage))
+
+    @property
+    def replicas(self) -> int:
+        return self.stream_info.config.num_replicas
+
+    @property
+    def backing_store(self) -> str:
+        return "JetStream"
+
+    @property
+    def is_compressed(self) -> bool:
+        return getattr(self.stream_info.config.compression, "value", self.stream_info.config.compression) == "s2"
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return dict(self.stream_info.config.metadata or {})
+
+
+class KeyValueStatus(BucketStatus):
+    """A bucket's state and settings (from its stream's info)."""
 
     @property
     def values(self) -> int:
@@ -179,28 +212,12 @@ class KeyValueStatus:
         return self.stream_info.config.max_msgs_per_subject
 
     @property
-    def ttl(self) -> float:
-        return self.stream_info.config.max_age
-
-    @property
     def bytes(self) -> int:
         return self.stream_info.state.bytes
 
     @property
-    def backing_store(self) -> str:
-        return "JetStream"
-
-    @property
-    def is_compressed(self) -> bool:
-        return getattr(self.stream_info.config.compression, "value", self.stream_info.config.compression) == "s2"
-
-    @property
     def limit_marker_ttl(self) -> float:
         return self.stream_info.config.subject_delete_marker_ttl
-
-    @property
-    def metadata(self) -> dict[str, str]:
-        return dict(self.stream_info.config.metadata or {})
 
     def __repr__(self) -> str:
         return f"<KeyValueStatus {self.bucket} values={self.values} history={self.history} ttl={self.ttl}>"

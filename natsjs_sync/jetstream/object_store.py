@@ -35,9 +35,9 @@ from ..errors import (
     TimeoutError,
 )
 from ..protocol.nuid import next_nuid
-from .kv import bucket_stream, open_bucket_stream, validate_bucket
+from .kv import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .publish import PubAck
-from .stream_config import Placement, StreamConfig, StreamInfo, _Model
+from .stream_config import Placement, StreamConfig, _Model
 from .watcher import Watcher
 
 if TYPE_CHECKING:
@@ -130,26 +130,8 @@ class ObjectStoreConfig(_Model, frozen=True, kw_only=True):
         )
 
 
-class ObjectStoreStatus:
-    def __init__(self, info: StreamInfo, bucket: str):
-        self.stream_info = info
-        self.bucket = bucket
-
-    @property
-    def description(self) -> str | None:
-        return self.stream_info.config.description
-
-    @property
-    def ttl(self) -> float:
-        return self.stream_info.config.max_age
-
-    @property
-    def storage(self) -> str:
-        return str(getattr(self.stream_info.config.storage, "value", self.stream_info.config.storage))
-
-    @property
-    def replicas(self) -> int:
-        return self.stream_info.config.num_replicas
+class ObjectStoreStatus(BucketStatus):
+    """An object store's state and settings (from its stream's info)."""
 
     @property
     def sealed(self) -> bool:
@@ -158,18 +140,6 @@ class ObjectStoreStatus:
     @property
     def size(self) -> int:
         return self.stream_info.state.bytes
-
-    @property
-    def backing_store(self) -> str:
-        return "JetStream"
-
-    @property
-    def is_compressed(self) -> bool:
-        return getattr(self.stream_info.config.compression, "value", self.stream_info.config.compression) == "s2"
-
-    @property
-    def metadata(self) -> dict[str, str]:
-        return dict(self.stream_info.config.metadata or {})
 
     def __repr__(self) -> str:
         return f"<ObjectStoreStatus {self.bucket} size={self.size} sealed={self.sealed}>"

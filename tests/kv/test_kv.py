@@ -167,6 +167,7 @@ def test_bucket_management(js: JetStream) -> None:
         assert (st.bucket, st.history, st.ttl, st.is_compressed, st.backing_store) == (bucket, 3, 3600.0, True,
                                                                                      "JetStream")
         assert st.metadata["team"] == "x"
+        assert (st.description, st.storage, st.replicas) == ("d", "memory", 1)
         cfg = st.stream_info.config
         assert cfg.name == f"KV_{bucket}" and cfg.subjects == [f"$KV.{bucket}.>"]
         assert cfg.allow_direct and cfg.allow_rollup_hdrs and cfg.deny_delete and cfg.discard == "new"
