@@ -50,8 +50,12 @@ MSG_TTL = "Nats-TTL"
 _decode = msgspec.json.decode
 
 
-class PubAck(_Model, frozen=True, kw_only=True):
+class PubAck(_Model, frozen=True, kw_only=True, gc=False):
     """The stream's receipt for a stored message."""
+
+    # gc=False: one is made per publish and it only holds str/int/bool, so it
+    # can never be part of a reference cycle; untracked, it does not feed the
+    # garbage collector's generation counts.
 
     stream: str
     seq: int
@@ -91,8 +95,11 @@ def publish_headers(
     return merged
 
 
-class _PubAckWire(msgspec.Struct):
-    """A PubAck or an error reply (which may carry ``stream`` too), decoded in one C call."""
+class _PubAckWire(msgspec.Struct, gc=False):
+    """A PubAck or an error reply (which may carry ``stream`` too), decoded in one C call.
+
+    Untracked by the garbage collector like PubAck: it holds only decoded JSON.
+    """
 
     stream: str = ""
     seq: int = 0
@@ -175,11 +182,50 @@ def _settle(fut: Future[PubAck], ack: PubAck | None, exc: BaseException | None) 
         pass
 
 
+_PENDING = Future()._state  # type: ignore[attr-defined]  # the state a new Future starts in
+
+
 class _PubFuture(Future):  # type: ignore[type-arg]
     """A Future whose done-callbacks (user code) never run on the reader thread:
-    acks are settled there, and the callbacks are handed to the acks thread."""
+    acks are settled there, and the callbacks are handed to the acks thread.
 
-    _publisher: AsyncPublisher
+    All futures of one publisher share its reentrant Condition instead of each
+    making its own. Pipelined publishing keeps thousands of futures alive; a
+    Condition each (with its lock and waiter deque) cost more Python work than
+    the publish, and fed the garbage collector enough objects to trigger full
+    collections over all of them. A shared condition wakes every waiter when
+    any future settles, so :meth:`result` and :meth:`exception` wait in a loop
+    until their own future is done.
+    """
+
+    def __init__(self, publisher: AsyncPublisher, subject: str, deadline: float):
+        # What Future.__init__ sets, with the shared condition.
+        self._condition = publisher._futures_cond
+        self._subject = subject  # for the error message when no ack comes
+        self._deadline = deadline  # time.monotonic() after which it fails
+        self._state = _PENDING
+        self._result = None
+        self._exception = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Any] = []
+        self._publisher = publisher
+
+    def _wait_done(self, timeout: float | None) -> None:
+        deadline = Deadline(timeout)
+        with self._condition:
+            while not self.done():
+                remaining = deadline.remaining()
+                if remaining is not None and remaining <= 0:
+                    return
+                self._condition.wait(remaining)
+
+    def result(self, timeout: float | None = None) -> PubAck:
+        self._wait_done(timeout)
+        return super().result(timeout=0)  # type: ignore[no-any-return]
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait_done(timeout)
+        return super().exception(timeout=0)
 
     def _invoke_callbacks(self) -> None:
         if self._done_callbacks:  # type: ignore[attr-defined]
@@ -213,9 +259,10 @@ class AsyncPublisher:
         self._lock = threading.Lock()
         self._empty = threading.Condition(self._lock)
         self._room = threading.Condition(self._lock)
+        self._futures_cond = threading.Condition(threading.RLock())  # shared by every _PubFuture
         self._stalled = 0
         # token -> (future, deadline, subject); insertion order is deadline order.
-        self._pending: collections.OrderedDict[str, tuple[Future[PubAck], float, str]] = collections.OrderedDict()
+        self._pending: collections.OrderedDict[str, _PubFuture] = collections.OrderedDict()
         self._tokens = itertools.count(1)
         self._acks: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._prefix = ""
@@ -250,12 +297,11 @@ class AsyncPublisher:
                 if self._thread is None:
                     self._start()
         token = str(next(self._tokens))
-        fut: Future[PubAck] = _PubFuture()
-        fut._publisher = self  # type: ignore[attr-defined]
+        fut = _PubFuture(self, subject, time.monotonic() + self.ack_timeout)
         with self._lock:
             if len(self._pending) >= self.max_pending:
                 self._stall()
-            self._pending[token] = (fut, time.monotonic() + self.ack_timeout, subject)
+            self._pending[token] = fut
         try:
             self.nc._publish_with_reply(subject, payload, self._prefix_b + token.encode(), headers)
         except BaseException:
@@ -284,28 +330,28 @@ class AsyncPublisher:
         if self._closed:
             raise ConnectionClosedError("the connection is closed")
 
-    def _finish(self, token: str) -> tuple[Future[PubAck], float, str] | None:
+    def _finish(self, token: str) -> _PubFuture | None:
         with self._lock:
-            item = self._pending.pop(token, None)
-            if item is not None:
+            fut = self._pending.pop(token, None)
+            if fut is not None:
                 left = len(self._pending)
                 if self._stalled and left <= self._low_water:
                     self._room.notify_all()
                 if not left:
                     self._empty.notify_all()
-        return item
+        return fut
 
     def _on_ack(self, msg: Msg) -> None:
         """Reader thread: settle the publish this ack is for."""
-        item = self._finish(msg.subject[self._prefix_len:])
-        if item is None:
+        fut = self._finish(msg.subject[self._prefix_len:])
+        if fut is None:
             return  # expired already, or not ours
         if msg._hdr is None:
             ack = _fast_pub_ack(msg.data)
             if ack is not None:
-                _settle(item[0], ack, None)
+                _settle(fut, ack, None)
                 return
-        self._acks.put((item, msg))  # an error reply: decoded and mapped off the reader thread
+        self._acks.put((fut, msg))  # an error reply: decoded and mapped off the reader thread
 
     def _run(self) -> None:
         get = self._acks.get
@@ -319,9 +365,9 @@ class AsyncPublisher:
             if isinstance(work, _PubFuture):
                 Future._invoke_callbacks(work)  # type: ignore[attr-defined]
             elif work is not None:
-                (fut, _, subject), msg = work
+                fut, msg = work
                 try:
-                    ack = parse_pub_ack(msg, subject)
+                    ack = parse_pub_ack(msg, fut._subject)
                 except Exception as exc:
                     _settle(fut, None, exc)
                 else:
@@ -332,14 +378,14 @@ class AsyncPublisher:
         now = time.monotonic()
         expired = []
         with self._lock:
-            for token, (_, deadline, _) in self._pending.items():
-                if deadline > now:
+            for token, pending in self._pending.items():
+                if pending._deadline > now:
                     break
                 expired.append(token)
         for token in expired:
-            item = self._finish(token)
-            if item is not None:
-                _settle(item[0], None, TimeoutError(f"no PubAck for {item[2]!r} within {self.ack_timeout} s"))
+            fut = self._finish(token)
+            if fut is not None:
+                _settle(fut, None, TimeoutError(f"no PubAck for {fut._subject!r} within {self.ack_timeout} s"))
 
     def wait_complete(self, timeout: float | None) -> None:
         """Block until every pending publish is acknowledged (or failed)."""
@@ -359,7 +405,7 @@ class AsyncPublisher:
             self._pending.clear()
             self._empty.notify_all()
             self._room.notify_all()
-        for fut, _, _ in items:
+        for fut in items:
             _settle(fut, None, closed)
         self._acks.put(None)
 

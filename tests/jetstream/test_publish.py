@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, as_completed, wait
 
 import pytest
 
@@ -84,6 +84,30 @@ def test_publish_async_errors_land_in_the_future(js: JetStream, stream: Stream) 
     nostream = js.publish_async("nowhere.at.all", b"x")
     with pytest.raises(nats.JetStreamError):
         nostream.result(timeout=5)
+
+
+def test_publish_async_futures_wait_for_their_own_ack(js: JetStream, stream: Stream, nc: nats.Client) -> None:
+    """A thread blocked in result() on one publish sees neither a premature
+    TimeoutError nor another publish's ack while 500 others settle first; the
+    standard concurrent.futures helpers and done-callbacks work on these futures."""
+    held = nc.subscribe("held.x")  # answers only when the test says so
+    slow = js.publish_async("held.x", b"slow")
+    got: list[object] = []
+    waiting = threading.Thread(target=lambda: got.append(slow.result(timeout=10)))
+    waiting.start()
+    fast = [js.publish_async(f"{stream.name}.a", str(i).encode()) for i in range(500)]
+    done, not_done = wait(fast, timeout=10)
+    assert len(done) == 500 and not not_done
+    assert sorted(f.result(timeout=0).seq for f in as_completed(fast, timeout=1)) == list(range(1, 501))
+    assert waiting.is_alive() and not slow.done()
+    with pytest.raises(TimeoutError):
+        slow.result(timeout=0.05)
+    called = threading.Event()
+    slow.add_done_callback(lambda f: called.set())
+    held.next_msg(timeout=5).respond(b'{"stream": "ELSEWHERE", "seq": 42}')
+    waiting.join(10)
+    assert got == [PubAck(stream="ELSEWHERE", seq=42)]
+    assert called.wait(5)
 
 
 def test_publish_async_window_stalls_instead_of_growing(nc: nats.Client, stream: Stream) -> None:
