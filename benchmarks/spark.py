@@ -153,14 +153,17 @@ def main() -> None:
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.environ["PYTHONPATH"] = os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("natsjs-spark-bench")
-             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(JetStreamDataSource)
     other = have_nats_py()
     rows_out: list[Row] = []
-    try:
-        with server_url(args.server) as url:
+    with server_url(args.server) as url:
+        # Spark is stopped inside the server's block: its Python workers keep
+        # their shared clients until then, and would log reconnect attempts
+        # to a server already gone.
+        spark = (SparkSession.builder.master("local[2]").appName("natsjs-spark-bench")
+                 .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        spark.dataSource.register(JetStreamDataSource)
+        try:
             # Warm up both sides (Python workers, imports, JIT) so neither pays it in the table.
             warm = _filled(spark, url, 20_000)
             ours_read(spark, url, warm, 20_000)
@@ -178,8 +181,8 @@ def main() -> None:
                 rows_out.append(Row(f"batch read {args.rows:,} rows", "rows/s", a, b))
             finally:
                 _drop(url, name)
-    finally:
-        spark.stop()
+        finally:
+            spark.stop()
     print_table(f"Spark local[2] (median of {args.runs} runs; baseline: nats-py + asyncio.run in each partition)",
                 rows_out)
 
