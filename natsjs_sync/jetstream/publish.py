@@ -198,11 +198,11 @@ class _PubFuture(Future):  # type: ignore[type-arg]
     until their own future is done.
     """
 
-    def __init__(self, publisher: AsyncPublisher, subject: str, deadline: float):
+    def __init__(self, publisher: AsyncPublisher, subject: str):
         # What Future.__init__ sets, with the shared condition.
         self._condition = publisher._futures_cond
         self._subject = subject  # for the error message when no ack comes
-        self._deadline = deadline  # time.monotonic() after which it fails
+        self._deadline = 0.0  # time.monotonic() after which it fails; set once sent
         self._state = _PENDING
         self._result = None
         self._exception = None
@@ -261,7 +261,7 @@ class AsyncPublisher:
         self._room = threading.Condition(self._lock)
         self._futures_cond = threading.Condition(threading.RLock())  # shared by every _PubFuture
         self._stalled = 0
-        # token -> (future, deadline, subject); insertion order is deadline order.
+        # token -> future (with its subject and deadline); insertion order is deadline order.
         self._pending: collections.OrderedDict[str, _PubFuture] = collections.OrderedDict()
         self._tokens = itertools.count(1)
         self._acks: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -297,10 +297,13 @@ class AsyncPublisher:
                 if self._thread is None:
                     self._start()
         token = str(next(self._tokens))
-        fut = _PubFuture(self, subject, time.monotonic() + self.ack_timeout)
+        fut = _PubFuture(self, subject)
         with self._lock:
             if len(self._pending) >= self.max_pending:
                 self._stall()
+            # After any stall, and under the lock: the ack timeout starts now,
+            # and deadlines enter the dict in order.
+            fut._deadline = time.monotonic() + self.ack_timeout
             self._pending[token] = fut
         try:
             self.nc._publish_with_reply(subject, payload, self._prefix_b + token.encode(), headers)
