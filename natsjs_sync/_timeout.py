@@ -1,13 +1,31 @@
-"""One timeout story: a public call turns ``timeout`` into one monotonic deadline."""
+"""The one timeout rule of natsjs_sync.
+
+Every blocking call takes ``timeout=`` in seconds and follows the same rule:
+
+- a number ``>= 0``: wait at most that long, then raise :class:`~natsjs_sync.TimeoutError`;
+- ``None`` or ``float("inf")``: wait for ever;
+- :data:`USE_DEFAULT` (the default of most calls): the documented default of
+  that call (for JetStream calls, the context's ``timeout``);
+- ``NaN``, a negative number, or anything that is not a number (``"1"``,
+  ``True``): :class:`ValueError` or :class:`TypeError` at once, before
+  anything is sent.
+
+A public call turns its timeout into one :class:`Deadline` and spends it across
+all of its steps: a call made of several requests (a paged listing, a
+multi-chunk put, a publish with retries) never waits longer in all than its
+``timeout``. Internal helpers take the :class:`Deadline`, not a number.
+"""
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from typing import Final, Union
 
 
 class _UseDefault:
-    """Sentinel type: "use the configured default" (``None`` means "wait forever")."""
+    """Sentinel type: "use the documented default" (``None`` means "wait for ever")."""
 
     _instance: _UseDefault | None = None
 
@@ -19,30 +37,67 @@ class _UseDefault:
     def __repr__(self) -> str:
         return "USE_DEFAULT"
 
+    def __reduce__(self) -> str:
+        return "USE_DEFAULT"  # pickles as the module-level singleton
+
 
 USE_DEFAULT: Final = _UseDefault()
-TimeoutArg = Union[float, None, _UseDefault]
+#: What a ``timeout=`` parameter takes. A :class:`Deadline` is accepted too: the
+#: library passes its own deadline down through the calls a compound call makes.
+TimeoutArg = Union[float, None, _UseDefault, "Deadline"]
+
+
+def check_seconds(value: object, what: str = "timeout") -> float | None:
+    """Validate a duration in seconds: ``None``/inf -> ``None`` (for ever), else a float >= 0.
+
+    Raises:
+        TypeError: not a real number (``bool`` and ``str`` included).
+        ValueError: NaN or negative.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number of seconds or None, not {type(value).__name__}")
+    seconds = float(value)
+    if math.isnan(seconds):
+        raise ValueError(f"{what} must be a number of seconds, not NaN")
+    if seconds < 0:
+        raise ValueError(f"{what} must be >= 0 or None, got {value!r}")
+    if math.isinf(seconds):
+        return None
+    return seconds
 
 
 def resolve(timeout: TimeoutArg, default: float | None) -> float | None:
-    """The number of seconds to wait (``None`` = forever), after defaults."""
+    """The seconds to wait (``None``: for ever) for ``timeout`` under the rule above.
+
+    Raises:
+        TypeError, ValueError: see :func:`check_seconds`.
+    """
     if timeout is USE_DEFAULT:
         return default
-    if timeout is None:
-        return None
-    t = float(timeout)  # type: ignore[arg-type]
-    if t < 0:
-        raise ValueError(f"timeout must be >= 0 or None, got {timeout!r}")
-    return t
+    if isinstance(timeout, Deadline):
+        return timeout.remaining()
+    return check_seconds(timeout)
 
 
 class Deadline:
-    """A point in monotonic time; ``remaining()`` is the budget still left."""
+    """A point in monotonic time; ``remaining()`` is the budget still left.
+
+    ``Deadline(None)`` never expires. Thread-safe (it is never changed).
+    """
 
     __slots__ = ("at",)
 
     def __init__(self, seconds: float | None):
         self.at = None if seconds is None else time.monotonic() + seconds
+
+    @classmethod
+    def of(cls, timeout: TimeoutArg, default: float | None) -> Deadline:
+        """The deadline of a public call's ``timeout`` argument (validated); a Deadline is itself."""
+        if isinstance(timeout, Deadline):
+            return timeout
+        return cls(resolve(timeout, default))
 
     def remaining(self) -> float | None:
         """Seconds left (never negative), or ``None`` for no deadline."""
@@ -52,3 +107,14 @@ class Deadline:
 
     def expired(self) -> bool:
         return self.at is not None and time.monotonic() >= self.at
+
+    def min(self, seconds: float | None) -> float | None:
+        """The smaller of what is left and ``seconds`` (``None`` is unbounded)."""
+        left = self.remaining()
+        if seconds is None:
+            return left
+        return seconds if left is None else min(left, seconds)
+
+    def __repr__(self) -> str:
+        left = self.remaining()
+        return "Deadline(never)" if left is None else f"Deadline({left:.3f} s left)"

@@ -25,6 +25,7 @@
         ├── StreamNotFoundError, ConsumerNotFoundError, StreamNameInUseError
         ├── MsgNotFoundError, NoMessagesError, NoStreamResponseError
         ├── ConsumerExistsError, ConsumerDeletedError, MsgAlreadyAckdError, NotJSMessageError
+        ├── NoHeartbeatError
         ├── KeyValueError: BucketNotFoundError, KeyNotFoundError, KeyDeletedError,
         │                  KeyExistsError
         ├── WrongLastSequenceError
@@ -192,6 +193,11 @@ class ConsumerExistsError(JetStreamError):
 
 class ConsumerDeletedError(JetStreamError):
     """The consumer was deleted while messages were being pulled."""
+
+
+class NoHeartbeatError(JetStreamError):
+    """A pull consumer's idle heartbeats stopped coming: the server is away, or the
+    consumer is gone. The pull requests are sent again; the iteration may go on."""
 
 
 class MsgAlreadyAckdError(JetStreamError):

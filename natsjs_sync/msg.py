@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import MsgAlreadyAckdError, NotJSMessageError
 from .protocol.headers import Headers, HeadersInput, parse_headers, status_of
+from .protocol.jetstream.ackreply import ACK, ACK_PREFIX, NAK, TERM, WPI, MsgMetadata, parse_metadata
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .jetstream.message import MsgMetadata
+    from ._core.connection import Connection
 
 
 class Msg:
@@ -22,12 +22,12 @@ class Msg:
         sid: the id of the subscription that received it.
     """
 
-    # ``_headers`` stays unset until first read; ``_client`` is a class attribute
+    # ``_headers`` stays unset until first read; ``_conn`` is a class attribute
     # of the per-client subclass made by :func:`bound_msg_class`, so building a
     # message on the reader thread sets five slots and nothing more.
     __slots__ = ("_ackd", "_hdr", "_headers", "data", "reply", "sid", "subject")
 
-    _client: Client | None = None
+    _conn: Connection | None = None
 
     def __init__(
         self,
@@ -81,9 +81,9 @@ class Msg:
         """
         if not self.reply:
             raise ValueError("message has no reply subject")
-        if self._client is None:
+        if self._conn is None:
             raise ValueError("message is not bound to a client")
-        self._client.publish_now(self.reply, data, headers=headers)
+        self._conn.publish_now(self.reply, data, headers=headers)
 
     # ------------------------------------------------------------ JetStream
 
@@ -94,7 +94,7 @@ class Msg:
         Raises:
             NotJSMessageError: the message did not come from a JetStream consumer.
         """
-        return _parse_metadata(self.reply)
+        return parse_metadata(self.reply)
 
     @property
     def is_acked(self) -> bool:
@@ -103,17 +103,17 @@ class Msg:
 
     def _ack_reply(self) -> str:
         reply = self.reply
-        if not reply or not reply.startswith("$JS.ACK."):
+        if not reply or not reply.startswith(ACK_PREFIX):
             raise NotJSMessageError(f"not a JetStream message (reply subject {reply!r})")
         if getattr(self, "_ackd", False):
             raise MsgAlreadyAckdError(f"message {reply} was already acknowledged")
-        if self._client is None:
+        if self._conn is None:
             raise ValueError("message is not bound to a client")
         return reply
 
     def _send_ack(self, body: bytes, final: bool = True) -> None:
         reply = self._ack_reply()
-        self._client._publish_trusted(reply, body)  # type: ignore[union-attr]
+        self._conn.publish_trusted(reply, body)  # type: ignore[union-attr]
         if final:
             self._ackd = True
 
@@ -124,32 +124,34 @@ class Msg:
             MsgAlreadyAckdError: ack, nak or term was already sent.
             NotJSMessageError: the message did not come from a JetStream consumer.
         """
-        self._send_ack(b"+ACK")
+        self._send_ack(ACK)
 
-    def ack_sync(self, timeout: float = 5.0) -> None:
+    def ack_sync(self, timeout: float | None = 5.0) -> None:
         """Acknowledge and wait until the server confirms it (double ack).
 
         Raises:
             TimeoutError: no confirmation within ``timeout`` seconds.
         """
+        from ._timeout import Deadline
+
         reply = self._ack_reply()
-        self._client.request(reply, b"+ACK", timeout=timeout)  # type: ignore[union-attr]
+        self._conn.request(reply, ACK, Deadline.of(timeout, 5.0))  # type: ignore[union-attr]
         self._ackd = True
 
     def nak(self, delay: float | None = None) -> None:
         """Negative acknowledgement: redeliver, after ``delay`` seconds when given."""
         if delay is None:
-            self._send_ack(b"-NAK")
+            self._send_ack(NAK)
         else:
-            self._send_ack(b'-NAK {"delay":%d}' % int(delay * 1_000_000_000))
+            self._send_ack(NAK + b' {"delay":%d}' % int(delay * 1_000_000_000))
 
     def in_progress(self) -> None:
         """Tell the server work is still going on: resets the ack wait. Can be repeated."""
-        self._send_ack(b"+WPI", final=False)
+        self._send_ack(WPI, final=False)
 
     def term(self, reason: str | None = None) -> None:
         """Stop redelivery of this message for good (with an optional reason)."""
-        self._send_ack(b"+TERM" + (b" " + reason.encode() if reason else b""))
+        self._send_ack(TERM + (b" " + reason.encode() if reason else b""))
 
     def __repr__(self) -> str:
         data = self.data if len(self.data) <= 64 else self.data[:64] + b"..."
@@ -167,15 +169,6 @@ class Msg:
     __hash__ = None  # type: ignore[assignment]
 
 
-def bound_msg_class(client: Client) -> type[Msg]:
-    """A subclass of :class:`Msg` whose instances belong to ``client`` (for ``respond``)."""
-    return type("Msg", (Msg,), {"__slots__": (), "_client": client, "__module__": Msg.__module__})
-
-
-def _parse_metadata(reply: str | None) -> MsgMetadata:
-    # Bound on first use: the jetstream package imports this module.
-    global _parse_metadata
-    from .jetstream.message import parse_metadata
-
-    _parse_metadata = parse_metadata
-    return parse_metadata(reply)
+def bound_msg_class(conn: Connection) -> type[Msg]:
+    """A subclass of :class:`Msg` whose instances belong to ``conn`` (for ``respond`` and acks)."""
+    return type("Msg", (Msg,), {"__slots__": (), "_conn": conn, "__module__": Msg.__module__})

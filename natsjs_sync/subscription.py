@@ -5,24 +5,26 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ._timeout import USE_DEFAULT, TimeoutArg, resolve
+from ._core.options import DEFAULT_PENDING_BYTES_LIMIT, DEFAULT_PENDING_MSGS_LIMIT, UNLIMITED
+from ._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
 from .errors import BadSubscriptionError, ConnectionClosedError, SlowConsumerError, TimeoutError
 from .msg import Msg
 
 if TYPE_CHECKING:
-    from .client import Client
+    from ._core.connection import Connection
+    from ._core.dispatch import Lane
 
 MsgHandler = Callable[[Msg], None]
+#: Reader-thread filter of a subscription (JetStream status messages): False drops the message.
+StatusFilter = Callable[["Subscription", Msg], bool]
 
-DEFAULT_PENDING_MSGS_LIMIT = 512 * 1024
-DEFAULT_PENDING_BYTES_LIMIT = 128 * 1024 * 1024
+__all__ = ["DEFAULT_PENDING_BYTES_LIMIT", "DEFAULT_PENDING_MSGS_LIMIT", "Control", "MsgHandler", "Subscription"]
 
 # Placed in a subscription's queue to wake readers when it ends.
 _END = object()
 _WAKE = object()  # wakes one next_msg() waiter with a TimeoutError (internal use)
-
 
 
 class Control:
@@ -49,68 +51,69 @@ class Subscription:
     """An interest in a subject. Thread-safe.
 
     Messages wait in a bounded queue. Read them with :meth:`next_msg` or by
-    iterating; or pass ``cb=`` to :meth:`Client.subscribe` and a thread of the
-    subscription's own calls it for each message in order. The client's reader
-    thread only ever enqueues: when the queue is over its pending limits the
-    message is dropped for this subscription, counted in :attr:`dropped`, and a
-    :class:`SlowConsumerError` is reported once to the client's ``error_cb``.
+    iterating; or pass ``cb=`` to :meth:`Client.subscribe` and the client's
+    dispatcher calls it for each message in order (on a worker thread shared
+    with other subscriptions, never two messages of one subscription at once).
+    The client's reader thread only ever enqueues: when the queue is over its
+    pending limits the message is dropped for this subscription, counted in
+    :attr:`dropped`, and a :class:`SlowConsumerError` is reported to the
+    client's ``error_cb`` once per episode (until a message fits again).
     """
 
     def __init__(
         self,
-        client: Client,
+        conn: Connection,
         sid: int,
         subject: str,
         queue_group: str | None = None,
         cb: MsgHandler | None = None,
         pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
         pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
+        status_filter: StatusFilter | None = None,
     ):
-        self._client = client
+        self._conn = conn
         self.sid = sid
         self.subject = subject
         self.queue = queue_group
         self._cb = cb
         self._q: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._lane: Lane[object] | None = None
+        if cb is not None:
+            self._lane = conn.lane(self._handle, f"sub{sid}-{subject}")
         self._pending_msgs_limit = pending_msgs_limit
         self._pending_bytes_limit = pending_bytes_limit
+        self._filter = status_filter
         # Written by the reader thread only.
         self._received = 0
         self._bytes_in = 0
         self._dropped = 0
-        self._slow_reported = False
+        self._slow = False
         # Written by the consuming side only (bytes_in - bytes_out = pending bytes).
         self._bytes_out = 0
         self._max: int | None = None
         self._forked = False
         self._state = _OPEN
         self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-        if cb is not None:
-            self._thread = threading.Thread(
-                target=self._dispatch_loop,
-                name=f"natsjs-sub{sid}-{client.name or 'client'}",
-                daemon=True,
-            )
-            self._thread.start()
 
     # ---------------------------------------------------------------- reader side
 
-    def _deliver(self, msg: Msg) -> None:
-        """Called on the reader thread: enqueue or drop. Never blocks, never runs user code."""
+    def deliver(self, msg: Msg) -> None:
+        """Reader thread: enqueue or drop. Never blocks, never runs user code."""
         if self._state >= _DRAINED:
+            return
+        if self._filter is not None and not self._filter(self, msg):
             return
         self._received += 1
         size = len(msg.data)
-        q = self._q
+        lane = self._lane
         if (
-            q.qsize() >= self._pending_msgs_limit
+            (len(lane) if lane is not None else self._q.qsize()) >= self._pending_msgs_limit
             or self._bytes_in - self._bytes_out + size > self._pending_bytes_limit
         ):
             self._dropped += 1
-            if not self._slow_reported:
-                self._slow_reported = True
-                self._client._report_error(
+            if not self._slow:
+                self._slow = True
+                self._conn.report_error(
                     SlowConsumerError(
                         f"slow consumer on subject {self.subject!r} (sid {self.sid}): dropping messages",
                         subject=self.subject,
@@ -119,30 +122,73 @@ class Subscription:
                     )
                 )
         else:
+            if self._slow:
+                self._slow = False  # the episode is over; the next one is reported again
             self._bytes_in += size
-            q.put(msg)
+            if lane is not None:
+                lane.put(msg)
+            else:
+                self._q.put(msg)
         if self._max is not None and self._received >= self._max:
-            self._client._remove_sub(self)
-            self._finish(_DRAINED)
+            self._conn.remove_subscription(self.sid)
+            self.finish_drained()
 
-    def _finish(self, state: int) -> None:
-        """End the subscription: readers see ``state`` once the queue is read (drain) or at once."""
+    def enqueue_control(self, fn: Callable[[], None]) -> None:
+        """Reader thread: run ``fn`` on the consuming side once the items before it were read."""
+        item = Control(fn)
+        if self._lane is not None:
+            self._lane.put(item)
+        else:
+            self._q.put(item)
+
+    def remaining(self) -> int | None:
+        """Messages left before the server unsubscribes it (``None``: no limit)."""
+        return None if self._max is None else self._max - self._received
+
+    def set_max(self, limit: int) -> None:
+        self._max = limit
+
+    # ---------------------------------------------------------------- ending
+
+    def _end(self, state: int) -> None:
         if self._state in (_DRAINED, _UNSUBSCRIBED, _CLOSED):
             return
         self._state = state
-        self._q.put(_END)
-        if self._thread is None:
+        lane = self._lane
+        if lane is None:
+            self._q.put(_END)
+            self._done.set()
+        elif state == _DRAINED:
+            lane.put(_END)  # handled after what is queued; sets _done
+        else:
+            lane.close()
             self._done.set()
 
-    def _disown_after_fork(self) -> None:
+    def finish_drained(self) -> None:
+        """No more messages will come: readers see the end once the queue is read."""
+        self._end(_DRAINED)
+
+    def finish_unsubscribed(self) -> None:
+        """Ended by unsubscribe(): what is queued is dropped."""
+        self._end(_UNSUBSCRIBED)
+
+    def finish_closed(self) -> None:
+        """The client closed: readers get ConnectionClosedError once the queue is read."""
+        self._end(_CLOSED)
+
+    def mark_draining(self) -> None:
+        if self._state == _OPEN:
+            self._state = _DRAINING
+
+    def disown_after_fork(self) -> None:
         """In a forked child: this subscription belongs to the parent. Its queue
-        and thread are not ours (a parent thread may have held the queue's lock),
-        so both are replaced and every read ends at once."""
+        is not ours (a parent thread may have held its lock), so it is replaced
+        and every read ends at once."""
         self._q = queue.SimpleQueue()
         self._q.put(_END)
+        self._lane = None
         self._state = _UNSUBSCRIBED
         self._forked = True
-        self._thread = None
         self._done = threading.Event()
         self._done.set()
 
@@ -151,6 +197,8 @@ class Subscription:
     @property
     def pending_msgs(self) -> int:
         """Messages received and not yet handed to the user."""
+        if self._lane is not None:
+            return len(self._lane)
         return max(0, self._q.qsize() - (1 if self._state >= _DRAINED else 0))
 
     @property
@@ -173,10 +221,23 @@ class Subscription:
         """False once the subscription is unsubscribed, drained or closed."""
         return self._state in (_OPEN, _DRAINING)
 
+    @property
+    def is_draining(self) -> bool:
+        return self._state == _DRAINING
+
+    @property
+    def has_callback(self) -> bool:
+        return self._lane is not None
+
+    @property
+    def lane(self) -> Lane[object] | None:
+        """The dispatcher lane running this subscription's callback (``None`` without one)."""
+        return self._lane
+
     def set_pending_limits(self, msgs: int, bytes_: int) -> None:
-        """Change the pending limits (messages, bytes); ``-1`` or ``0`` means no limit."""
-        self._pending_msgs_limit = msgs if msgs > 0 else 1 << 62
-        self._pending_bytes_limit = bytes_ if bytes_ > 0 else 1 << 62
+        """Change the pending limits (messages, bytes); ``0`` or a negative value means no limit."""
+        self._pending_msgs_limit = msgs if msgs > 0 else UNLIMITED
+        self._pending_bytes_limit = bytes_ if bytes_ > 0 else UNLIMITED
 
     def next_msg(self, timeout: TimeoutArg = 1.0) -> Msg:
         """Wait for the next message.
@@ -189,7 +250,7 @@ class Subscription:
             BadSubscriptionError: the subscription ended (unsubscribed or drained and empty).
             ConnectionClosedError: the client closed.
         """
-        if self._cb is not None:
+        if self._lane is not None:
             raise BadSubscriptionError("next_msg() cannot be used on a subscription with a callback")
         t = resolve(timeout, 1.0)
         if self._state == _UNSUBSCRIBED:
@@ -201,8 +262,10 @@ class Subscription:
             raise BadSubscriptionError(f"subscription to {self.subject!r} is unsubscribed")
         try:
             msg = self._unwrap(self._q.get(timeout=t))
-            while msg is None:
-                msg = self._unwrap(self._q.get(timeout=t))  # rare (flow control): a fresh wait is fine
+            if msg is None:
+                deadline = Deadline(t)
+                while msg is None:  # rare (flow control): the rest of the budget
+                    msg = self._unwrap(self._q.get(timeout=deadline.remaining()))
         except queue.Empty:
             raise TimeoutError(f"no message on {self.subject!r} within {t} s") from None
         return msg
@@ -223,7 +286,7 @@ class Subscription:
         self._bytes_out += len(msg.data)
         return msg
 
-    def _poll(self) -> Msg | None:
+    def poll(self) -> Msg | None:
         """A message already queued, else None at once (for iterators built on this)."""
         try:
             item = self._q.get_nowait()
@@ -231,7 +294,7 @@ class Subscription:
             return None
         return self._unwrap(item)
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
         """Make one waiting (or the next) ``next_msg`` raise TimeoutError after the
         messages already queued: lets an iterator built on this see a state change."""
         self._q.put(_WAKE)
@@ -255,61 +318,47 @@ class Subscription:
         Args:
             limit: when given, stop after that many messages in all (the server
                 is told, so nothing more is sent), else stop now and discard the queue.
+
+        Raises:
+            BadSubscriptionError: it has already ended.
+            ConnectionClosedError: the client is closed.
         """
-        self._client._unsubscribe(self, limit)
+        self._conn.unsubscribe(self, limit)
 
     def drain(self, timeout: TimeoutArg = USE_DEFAULT) -> None:
         """Stop interest, then let queued messages be read or handled before ending.
 
         Blocks until the callback has handled everything queued (callback
-        subscriptions) or until the queue is read to the end (iterators), or
-        for ``timeout`` (default: the client's drain timeout).
+        subscriptions) or until the server confirmed the unsubscribe
+        (iterators: read on to the end), or for ``timeout`` (default: the
+        client's drain timeout). Called from the subscription's own callback it
+        returns without waiting: the rest of the queue is handled after the
+        callback returns.
 
         Raises:
             TimeoutError: not drained in time.
         """
-        self._client._drain_sub(self, resolve(timeout, self._client._options.drain_timeout))
+        self._conn.drain_subscription(self, Deadline.of(timeout, self._conn.options.drain_timeout))
 
-    def _wait_done(self, timeout: float | None) -> bool:
+    def wait_done(self, timeout: float | None) -> bool:
         return self._done.wait(timeout)
 
-    # ---------------------------------------------------------------- callback thread
+    # ---------------------------------------------------------------- callback side
 
-    def _dispatch_loop(self) -> None:
-        cb = self._cb
-        assert cb is not None
-        get = self._q.get
-        try:
-            while True:
-                item = get()
-                if item is _END:
-                    return
-                if self._state == _UNSUBSCRIBED or self._state == _CLOSED:
-                    return
-                if type(item) is Control:
-                    item.run()
-                    continue
-                msg: Msg = item  # type: ignore[assignment]
-                self._bytes_out += len(msg.data)
-                try:
-                    cb(msg)
-                except Exception as exc:  # a user's bug must not kill the subscription
-                    self._client._report_error(exc)
-        finally:
+    def _handle(self, item: object) -> None:
+        """Dispatcher lane: one queued item."""
+        if item is _END:
             self._done.set()
+            return
+        if self._state in (_UNSUBSCRIBED, _CLOSED):
+            return
+        if type(item) is Control:
+            item.run()
+            return
+        msg: Any = item
+        self._bytes_out += len(msg.data)
+        self._cb(msg)  # type: ignore[misc]  # exceptions go to error_cb via the lane
 
     def __repr__(self) -> str:
         q = f" queue={self.queue!r}" if self.queue else ""
         return f"<Subscription sid={self.sid} subject={self.subject!r}{q}>"
-
-
-class InternalSubscription(Subscription):
-    """A library-owned inbox (pull requests, fetches): no pending limits to
-    check and no max, so delivery is a count and a put."""
-
-    def _deliver(self, msg: Msg) -> None:
-        if self._state >= _DRAINED:
-            return
-        self._received += 1
-        self._bytes_in += len(msg.data)
-        self._q.put(msg)

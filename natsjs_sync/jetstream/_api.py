@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from .._core.spi import CoreLink, link
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import JetStreamError, JetStreamNotEnabledError, NoRespondersError, jetstream_error
 
 if TYPE_CHECKING:
@@ -105,6 +107,7 @@ class JetStreamAPI:
         if domain:
             prefix = f"$JS.{domain}.API"
         self.nc = nc
+        self.core: CoreLink = link(nc)
         self.prefix = prefix.rstrip(".")
         self.domain = domain
         self.timeout = timeout
@@ -112,7 +115,11 @@ class JetStreamAPI:
     def subject(self, suffix: str) -> str:
         return f"{self.prefix}.{suffix}"
 
-    def request(self, suffix: str, body: Any = None, timeout: float | None = None) -> dict[str, Any]:
+    def deadline(self, timeout: TimeoutArg) -> Deadline:
+        """The one deadline of a call: its ``timeout`` (default: the context's)."""
+        return timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, self.timeout)
+
+    def request(self, suffix: str, body: Any = None, timeout: TimeoutArg = USE_DEFAULT) -> dict[str, Any]:
         """Send one API request and return the decoded response.
 
         Raises:
@@ -120,9 +127,10 @@ class JetStreamAPI:
             JetStreamError: (or a subclass chosen by ``err_code``) the server's error.
             TimeoutError: no answer within ``timeout`` (default: the context's).
         """
+        deadline = self.deadline(timeout)
         payload = body if isinstance(body, (bytes, bytearray)) else encode(body)
         try:
-            msg = self.nc.request(self.subject(suffix), payload, timeout=self.timeout if timeout is None else timeout)
+            msg = self.core.request(self.subject(suffix), payload, deadline)
         except NoRespondersError:
             raise JetStreamNotEnabledError(
                 f"JetStream is not enabled (no responder on {self.subject(suffix)})", code=503
@@ -142,15 +150,18 @@ class JetStreamAPI:
             raise jetstream_error(err.get("code"), err.get("err_code"), err.get("description", ""))
         return resp
 
-    def request_typed(self, suffix: str, body: Any, type_: type[T], timeout: float | None = None) -> T:
+    def request_typed(self, suffix: str, body: Any, type_: type[T],
+                      timeout: TimeoutArg = USE_DEFAULT) -> T:
         return from_wire(self.request(suffix, body, timeout), type_)
 
     def paged(self, suffix: str, key: str, body: dict[str, Any] | None = None,
-              timeout: float | None = None) -> Iterator[Any]:
-        """Every item of a paged list/names response (``offset``/``total``/``limit``)."""
+              timeout: TimeoutArg = USE_DEFAULT) -> Iterator[Any]:
+        """Every item of a paged list/names response (``offset``/``total``/``limit``),
+        all pages within one ``timeout``."""
+        deadline = self.deadline(timeout)
         offset = 0
         while True:
-            resp = self.request(suffix, {**(body or {}), "offset": offset}, timeout)
+            resp = self.request(suffix, {**(body or {}), "offset": offset}, deadline)
             items = resp.get(key) or []
             yield from items
             offset += len(items)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._core.options import check_callback
 from .._timeout import USE_DEFAULT, TimeoutArg, resolve
 from ..errors import TimeoutError
 from ..msg import Msg
@@ -14,6 +15,7 @@ from .pull import ConsumeContext, ErrorHandler, MessageBatch, MessagesContext, p
 if TYPE_CHECKING:
     from .context import JetStream
 
+#: The default wait of :meth:`Consumer.fetch` and :meth:`Consumer.next`, as nats.go's.
 DEFAULT_FETCH_WAIT = 30.0
 
 
@@ -22,36 +24,46 @@ class Consumer:
 
     def __init__(self, js: JetStream, info: ConsumerInfo):
         self._js = js
+        self._core = js._api.core
         self.stream = info.stream_name
-        self.name = info.name
+        self.name: str = info.name
         self._info = info
         self._next_subject = js._api.subject(f"CONSUMER.MSG.NEXT.{self.stream}.{self.name}")
         self._pin_id: str | None = None
+
+    @property
+    def next_subject(self) -> str:
+        """The subject pull requests go to."""
+        return self._next_subject
 
     @property
     def cached_info(self) -> ConsumerInfo:
         """The info from when this handle was made or last refreshed (no request)."""
         return self._info
 
-    def info(self, timeout: float | None = None) -> ConsumerInfo:
-        """Fresh consumer info. Raises ConsumerNotFoundError."""
+    def info(self, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerInfo:
+        """Fresh consumer info (default timeout: the context's).
+
+        Raises:
+            ConsumerNotFoundError: the consumer does not exist (any more).
+        """
         self._info = self._js._consumer_info(self.stream, self.name, timeout)
         return self._info
 
     # ------------------------------------------------------------------ one-shot
 
-    def _fetch(self, batch: int, max_bytes: int | None, max_wait: float, no_wait: bool,
+    def _fetch(self, batch: int, max_bytes: int | None, max_wait: float | None, no_wait: bool,
                heartbeat: float | None, group: str | None, **priority: Any) -> MessageBatch:
-        if batch < 1:
-            raise ValueError("batch must be >= 1")
-        if heartbeat is not None and heartbeat * 2 > max_wait:
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"batch must be an int >= 1, got {batch!r}")
+        if heartbeat is not None and (max_wait is None or heartbeat * 2 > max_wait):
             raise ValueError("heartbeat must be at most half of max_wait")
-        nc = self._js._api.nc
-        inbox = nc.new_inbox()
-        sub = nc._subscribe_internal(inbox)
+        core = self._core
+        inbox = core.new_inbox()
+        sub = core.subscribe_internal(inbox)
         body = pull_request(
             batch,
-            None if no_wait else server_expiry(max_wait),
+            None if no_wait or max_wait is None else server_expiry(max_wait),
             no_wait=no_wait,
             max_bytes=max_bytes,
             heartbeat=heartbeat,
@@ -60,7 +72,7 @@ class Consumer:
             **priority,
         )
         try:
-            nc.publish_now(self._next_subject, body, reply=inbox)
+            core.publish_now(self._next_subject, body, reply=inbox)
         except BaseException:
             sub.unsubscribe()
             raise
@@ -75,41 +87,46 @@ class Consumer:
     def fetch(self, batch: int, max_wait: TimeoutArg = USE_DEFAULT, heartbeat: float | None = None,
               group: str | None = None, min_pending: int | None = None,
               min_ack_pending: int | None = None, priority: int | None = None) -> MessageBatch:
-        """Ask for up to ``batch`` messages, waiting at most ``max_wait`` seconds (default 30).
+        """Ask for up to ``batch`` messages, waiting at most ``max_wait`` seconds.
 
         Returns at once with a :class:`MessageBatch` that yields messages as they
         arrive. An empty or short batch is not an error.
 
         Args:
+            max_wait: seconds the request stays open (default 30; ``None``: until
+                ``batch`` messages came).
+            heartbeat: idle heartbeat interval; two missed end the batch with
+                :class:`~natsjs_sync.NoHeartbeatError` in :attr:`MessageBatch.error`.
             group, min_pending, min_ack_pending, priority: priority-group options
                 for consumers with a priority policy.
         """
         wait = resolve(max_wait, DEFAULT_FETCH_WAIT)
-        return self._fetch(batch, None, wait if wait is not None else DEFAULT_FETCH_WAIT, False, heartbeat, group,
+        return self._fetch(batch, None, wait, False, heartbeat, group,
                            min_pending=min_pending, min_ack_pending=min_ack_pending, priority=priority)
 
     def fetch_bytes(self, max_bytes: int, max_wait: TimeoutArg = USE_DEFAULT,
                     heartbeat: float | None = None) -> MessageBatch:
         """Ask for messages adding up to at most ``max_bytes`` bytes."""
-        if max_bytes < 1:
-            raise ValueError("max_bytes must be >= 1")
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ValueError(f"max_bytes must be an int >= 1, got {max_bytes!r}")
         wait = resolve(max_wait, DEFAULT_FETCH_WAIT)
-        return self._fetch(1_000_000, max_bytes, wait if wait is not None else DEFAULT_FETCH_WAIT, False,
-                           heartbeat, None)
+        return self._fetch(1_000_000, max_bytes, wait, False, heartbeat, None)
 
-    def fetch_no_wait(self, batch: int, timeout: float | None = None) -> MessageBatch:
-        """Only what is available now, up to ``batch`` (no waiting for new messages)."""
-        wait = self._js._api.timeout if timeout is None else timeout
-        return self._fetch(batch, None, wait, True, None, None)
+    def fetch_no_wait(self, batch: int, timeout: TimeoutArg = USE_DEFAULT) -> MessageBatch:
+        """Only what is available now, up to ``batch`` (no waiting for new messages).
+
+        ``timeout`` bounds the round trip (default: the context's).
+        """
+        return self._fetch(batch, None, resolve(timeout, self._js.timeout), True, None, None)
 
     def next(self, timeout: TimeoutArg = USE_DEFAULT, heartbeat: float | None = None) -> Msg:
         """The next message.
 
         Raises:
-            TimeoutError: none within ``timeout`` seconds (default 30).
+            TimeoutError: none within ``timeout`` seconds (default 30; ``None``: wait for ever).
         """
         wait = resolve(timeout, DEFAULT_FETCH_WAIT)
-        with self.fetch(1, max_wait=wait if wait is not None else DEFAULT_FETCH_WAIT, heartbeat=heartbeat) as b:
+        with self.fetch(1, max_wait=wait, heartbeat=heartbeat) as b:
             for msg in b:
                 return msg
             if b.error is not None:
@@ -120,24 +137,30 @@ class Consumer:
 
     def messages(self, max_messages: int = 500, max_bytes: int | None = None, expires: float = 30.0,
                  heartbeat: float | None = None, threshold_messages: int | None = None,
-                 threshold_bytes: int | None = None) -> MessagesContext:
+                 threshold_bytes: int | None = None, error_cb: ErrorHandler | None = None) -> MessagesContext:
         """Iterate messages as they come, pulling more in the background of the loop.
 
-        ``with cons.messages() as it: for msg in it: ...``
+        ``with cons.messages() as it: for msg in it: ...``. Missed heartbeats
+        raise :class:`~natsjs_sync.NoHeartbeatError` from the iteration (the
+        iterator stays usable); ``error_cb`` also hears of them.
         """
-        return MessagesContext(self, max_messages, max_bytes, expires, heartbeat, threshold_messages,
-                               threshold_bytes)
+        check_callback(error_cb, "error_cb")
+        return MessagesContext(self, self._core, max_messages, max_bytes, expires, heartbeat, threshold_messages,
+                               threshold_bytes, error_cb=error_cb)
 
     def consume(self, handler: Callable[[Msg], None], max_messages: int = 500, max_bytes: int | None = None,
                 expires: float = 30.0, heartbeat: float | None = None, threshold_messages: int | None = None,
                 threshold_bytes: int | None = None, error_cb: ErrorHandler | None = None) -> ConsumeContext:
-        """Call ``handler(msg)`` for each message on a thread of its own; returns a ConsumeContext.
+        """Call ``handler(msg)`` for each message, in order, on the client's dispatcher; returns a ConsumeContext.
 
-        Exceptions from the handler (and pull problems) go to ``error_cb``.
+        Exceptions from the handler and pull problems (missed heartbeats, the
+        consumer deleted) go to ``error_cb`` (default: the client's error_cb).
         """
-        it = MessagesContext(self, max_messages, max_bytes, expires, heartbeat, threshold_messages,
-                             threshold_bytes, error_cb=error_cb)
-        return ConsumeContext(it, handler, error_cb, self.name)
+        check_callback(handler, "handler")
+        check_callback(error_cb, "error_cb")
+        it = MessagesContext(self, self._core, max_messages, max_bytes, expires, heartbeat, threshold_messages,
+                             threshold_bytes, error_cb=error_cb, handler=handler, name=f"consume-{self.name}")
+        return ConsumeContext(it)
 
     def __repr__(self) -> str:
         return f"<Consumer {self.stream}/{self.name}>"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from .._timeout import Deadline
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import BadSubjectError, BucketNotFoundError, StreamNotFoundError, TimeoutError
 from ..protocol.headers import HeadersInput
 from ._api import DEFAULT_API_PREFIX, DEFAULT_TIMEOUT, JetStreamAPI, encode_json, from_wire, rfc3339, to_wire
@@ -23,7 +23,7 @@ from .object_store import (
     obj_config,
     open_object_store,
 )
-from .publish import AsyncPublisher, PubAck, publish_headers, publish_sync
+from .publish import PubAck, PublishWindow, ack_mux, publish_headers, publish_sync
 from .stream import Stream
 from .stream_config import StreamConfig, StreamInfo, _Model
 
@@ -89,25 +89,36 @@ class JetStream(NatsPyNames):
                  publish_async_stall_wait: float = 5.0):
         self.nc = nc
         self._api = JetStreamAPI(nc, api_prefix, domain, timeout)
+        self._core = self._api.core
         self.timeout = timeout
-        self._async = AsyncPublisher(nc, publish_async_max_pending, publish_async_stall_wait, timeout)
+        self._window_args = (publish_async_max_pending, publish_async_stall_wait, timeout)
+        if publish_async_max_pending < 1:
+            raise ValueError("publish_async_max_pending must be >= 1")
+        self._window: PublishWindow | None = None
+
+    @property
+    def _async(self) -> PublishWindow:
+        """This context's window of async publishes (made on first use)."""
+        if self._window is None:
+            self._window = ack_mux(self._core).window(*self._window_args)
+        return self._window
 
     @property
     def api_prefix(self) -> str:
         return self._api.prefix
 
-    def account_info(self, timeout: float | None = None) -> AccountInfo:
+    def account_info(self, timeout: TimeoutArg = USE_DEFAULT) -> AccountInfo:
         """Usage and limits of this account. Raises JetStreamNotEnabledError."""
         return self._api.request_typed("INFO", None, AccountInfo, timeout)
 
     # ------------------------------------------------------------------ streams
 
-    def _stream_request(self, action: str, cfg: StreamConfig, timeout: float | None) -> Stream:
+    def _stream_request(self, action: str, cfg: StreamConfig, timeout: TimeoutArg) -> Stream:
         check_name(cfg.name, "stream")
         info = self._api.request_typed(f"STREAM.{action}.{cfg.name}", cfg, StreamInfo, timeout)
         return Stream(self, info)
 
-    def create_stream(self, config: StreamConfig | None = None, timeout: float | None = None,
+    def create_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                       **kwargs: Any) -> Stream:
         """Create a stream (from a StreamConfig or keyword arguments).
 
@@ -116,33 +127,35 @@ class JetStream(NatsPyNames):
         """
         return self._stream_request("CREATE", _config(StreamConfig, config, kwargs), timeout)
 
-    def update_stream(self, config: StreamConfig | None = None, timeout: float | None = None,
+    def update_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                       **kwargs: Any) -> Stream:
         """Change a stream's config. Raises StreamNotFoundError."""
         return self._stream_request("UPDATE", _config(StreamConfig, config, kwargs), timeout)
 
-    def create_or_update_stream(self, config: StreamConfig | None = None, timeout: float | None = None,
+    def create_or_update_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                                 **kwargs: Any) -> Stream:
+        """Update the stream, or create it when it does not exist (one ``timeout`` for both)."""
         cfg = _config(StreamConfig, config, kwargs)
+        deadline = self._api.deadline(timeout)
         try:
-            return self._stream_request("UPDATE", cfg, timeout)
+            return self._stream_request("UPDATE", cfg, deadline)
         except StreamNotFoundError:
-            return self._stream_request("CREATE", cfg, timeout)
+            return self._stream_request("CREATE", cfg, deadline)
 
-    def delete_stream(self, name: str, timeout: float | None = None) -> bool:
+    def delete_stream(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> bool:
         """Delete a stream and its messages. Raises StreamNotFoundError."""
         check_name(name, "stream")
         return bool(self._api.request(f"STREAM.DELETE.{name}", None, timeout).get("success"))
 
-    def stream(self, name: str, timeout: float | None = None) -> Stream:
+    def stream(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> Stream:
         """A handle on an existing stream. Raises StreamNotFoundError."""
         check_name(name, "stream")
         return Stream(self, self._stream_info(name, timeout))
 
-    def _stream_info(self, name: str, timeout: float | None) -> StreamInfo:
+    def _stream_info(self, name: str, timeout: TimeoutArg) -> StreamInfo:
         return self._api.request_typed(f"STREAM.INFO.{name}", None, StreamInfo, timeout)
 
-    def stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
+    def stream_name_by_subject(self, subject: str, timeout: TimeoutArg = USE_DEFAULT) -> str:
         """The stream capturing ``subject``. Raises StreamNotFoundError."""
         resp = self._api.request("STREAM.NAMES", {"subject": subject}, timeout)
         names = resp.get("streams") or []
@@ -150,19 +163,20 @@ class JetStream(NatsPyNames):
             raise StreamNotFoundError(f"no stream captures subject {subject!r}", code=404)
         return str(names[0])
 
-    def list_streams(self, subject: str | None = None, timeout: float | None = None) -> Iterator[StreamInfo]:
+    def list_streams(self, subject: str | None = None, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[StreamInfo]:
         """Info of every stream (optionally those capturing ``subject``), page by page."""
         body = {"subject": subject} if subject else None
         for item in self._api.paged("STREAM.LIST", "streams", body, timeout):
             yield from_wire(item, StreamInfo)
 
-    def stream_names(self, subject: str | None = None, timeout: float | None = None) -> Iterator[str]:
+    def stream_names(self, subject: str | None = None, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[str]:
         body = {"subject": subject} if subject else None
         yield from self._api.paged("STREAM.NAMES", "streams", body, timeout)
 
     # ------------------------------------------------------------------ consumers
 
-    def _consumer_request(self, stream: str, cfg: ConsumerConfig, action: str, timeout: float | None) -> Consumer:
+    def _consumer_request(self, stream: str, cfg: ConsumerConfig, action: str,
+                          timeout: TimeoutArg) -> Consumer:
         check_name(stream, "stream")
         name = cfg.name or cfg.durable_name
         if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
@@ -185,7 +199,7 @@ class JetStream(NatsPyNames):
         info = from_wire(self._api.request(suffix, encode_json(body), timeout), ConsumerInfo)
         return Consumer(self, info)
 
-    def create_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: float | None = None,
+    def create_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                         **kwargs: Any) -> Consumer:
         """Create a consumer; fails if one of that name exists with another config.
 
@@ -193,48 +207,48 @@ class JetStream(NatsPyNames):
         """
         return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "create", timeout)
 
-    def update_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: float | None = None,
+    def update_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                         **kwargs: Any) -> Consumer:
         """Change an existing consumer. Raises ConsumerNotFoundError."""
         return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "update", timeout)
 
     def create_or_update_consumer(self, stream: str, config: ConsumerConfig | None = None,
-                                  timeout: float | None = None, **kwargs: Any) -> Consumer:
+                                  timeout: TimeoutArg = USE_DEFAULT, **kwargs: Any) -> Consumer:
         return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "", timeout)
 
-    def _consumer_info(self, stream: str, name: str, timeout: float | None) -> ConsumerInfo:
+    def _consumer_info(self, stream: str, name: str, timeout: TimeoutArg) -> ConsumerInfo:
         check_name(stream, "stream")
         check_name(name, "consumer")
         return self._api.request_typed(f"CONSUMER.INFO.{stream}.{name}", None, ConsumerInfo, timeout)
 
-    def consumer(self, stream: str, name: str, timeout: float | None = None) -> Consumer:
+    def consumer(self, stream: str, name: str, timeout: TimeoutArg = USE_DEFAULT) -> Consumer:
         """A handle on an existing consumer. Raises ConsumerNotFoundError."""
         return Consumer(self, self._consumer_info(stream, name, timeout))
 
-    def delete_consumer(self, stream: str, name: str, timeout: float | None = None) -> bool:
+    def delete_consumer(self, stream: str, name: str, timeout: TimeoutArg = USE_DEFAULT) -> bool:
         check_name(stream, "stream")
         check_name(name, "consumer")
         return bool(self._api.request(f"CONSUMER.DELETE.{stream}.{name}", None, timeout).get("success"))
 
-    def list_consumers(self, stream: str, timeout: float | None = None) -> Iterator[ConsumerInfo]:
+    def list_consumers(self, stream: str, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[ConsumerInfo]:
         check_name(stream, "stream")
         for item in self._api.paged(f"CONSUMER.LIST.{stream}", "consumers", None, timeout):
             yield from_wire(item, ConsumerInfo)
 
-    def consumer_names(self, stream: str, timeout: float | None = None) -> Iterator[str]:
+    def consumer_names(self, stream: str, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[str]:
         check_name(stream, "stream")
         yield from self._api.paged(f"CONSUMER.NAMES.{stream}", "consumers", None, timeout)
 
     def pause_consumer(self, stream: str, name: str, until: datetime.datetime,
-                       timeout: float | None = None) -> dict[str, Any]:
+                       timeout: TimeoutArg = USE_DEFAULT) -> dict[str, Any]:
         """Pause a consumer until ``until`` (server 2.11+)."""
         body = {"pause_until": rfc3339(until)}
         return self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout)
 
-    def resume_consumer(self, stream: str, name: str, timeout: float | None = None) -> dict[str, Any]:
+    def resume_consumer(self, stream: str, name: str, timeout: TimeoutArg = USE_DEFAULT) -> dict[str, Any]:
         return self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout)
 
-    def unpin_consumer(self, stream: str, name: str, group: str, timeout: float | None = None) -> None:
+    def unpin_consumer(self, stream: str, name: str, group: str, timeout: TimeoutArg = USE_DEFAULT) -> None:
         """Release the pinned client of a priority group (server 2.11+)."""
         self._api.request(f"CONSUMER.UNPIN.{stream}.{name}", {"group": group}, timeout)
 
@@ -247,7 +261,7 @@ class JetStream(NatsPyNames):
 
     # ------------------------------------------------------------------ key-value
 
-    def create_key_value(self, config: KeyValueConfig | None = None, timeout: float | None = None,
+    def create_key_value(self, config: KeyValueConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                          **kwargs: Any) -> KeyValue:
         """Create a key-value bucket (``KeyValueConfig`` or keyword arguments: bucket, history, ttl ...).
 
@@ -256,20 +270,20 @@ class JetStream(NatsPyNames):
         """
         return create_key_value(self, kv_config(config, kwargs), "create", timeout)
 
-    def update_key_value(self, config: KeyValueConfig | None = None, timeout: float | None = None,
+    def update_key_value(self, config: KeyValueConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                          **kwargs: Any) -> KeyValue:
         """Change a bucket's configuration. Raises BucketNotFoundError."""
         return create_key_value(self, kv_config(config, kwargs), "update", timeout)
 
-    def create_or_update_key_value(self, config: KeyValueConfig | None = None, timeout: float | None = None,
+    def create_or_update_key_value(self, config: KeyValueConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                                    **kwargs: Any) -> KeyValue:
         return create_key_value(self, kv_config(config, kwargs), "create_or_update", timeout)
 
-    def key_value(self, bucket: str, timeout: float | None = None) -> KeyValue:
+    def key_value(self, bucket: str, timeout: TimeoutArg = USE_DEFAULT) -> KeyValue:
         """An existing bucket. Raises BucketNotFoundError."""
         return open_key_value(self, bucket, timeout)
 
-    def delete_key_value(self, bucket: str, timeout: float | None = None) -> bool:
+    def delete_key_value(self, bucket: str, timeout: TimeoutArg = USE_DEFAULT) -> bool:
         """Delete a bucket and everything in it. Raises BucketNotFoundError."""
         validate_bucket(bucket)
         try:
@@ -277,13 +291,13 @@ class JetStream(NatsPyNames):
         except StreamNotFoundError:
             raise BucketNotFoundError(f"key-value bucket {bucket!r} not found") from None
 
-    def key_value_store_names(self, timeout: float | None = None) -> Iterator[str]:
+    def key_value_store_names(self, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[str]:
         """The names of every key-value bucket."""
         for name in self.stream_names(subject="$KV.*.>", timeout=timeout):
             if name.startswith("KV_"):
                 yield name[3:]
 
-    def key_value_stores(self, timeout: float | None = None) -> Iterator[KeyValueStatus]:
+    def key_value_stores(self, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[KeyValueStatus]:
         """The status of every key-value bucket."""
         for info in self.list_streams(subject="$KV.*.>", timeout=timeout):
             if info.config.name.startswith("KV_"):
@@ -291,36 +305,36 @@ class JetStream(NatsPyNames):
 
     # ------------------------------------------------------------------ object store
 
-    def create_object_store(self, config: ObjectStoreConfig | str | None = None, timeout: float | None = None,
+    def create_object_store(self, config: ObjectStoreConfig | str | None = None, timeout: TimeoutArg = USE_DEFAULT,
                             **kwargs: Any) -> ObjectStore:
         """Create an object store bucket (``ObjectStoreConfig``, a bucket name, or keyword arguments)."""
         return create_object_store(self, obj_config(config, kwargs), "create", timeout)
 
-    def update_object_store(self, config: ObjectStoreConfig | None = None, timeout: float | None = None,
+    def update_object_store(self, config: ObjectStoreConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                             **kwargs: Any) -> ObjectStore:
         return create_object_store(self, obj_config(config, kwargs), "update", timeout)
 
     def create_or_update_object_store(self, config: ObjectStoreConfig | None = None,
-                                      timeout: float | None = None, **kwargs: Any) -> ObjectStore:
+                                      timeout: TimeoutArg = USE_DEFAULT, **kwargs: Any) -> ObjectStore:
         return create_object_store(self, obj_config(config, kwargs), "create_or_update", timeout)
 
-    def object_store(self, bucket: str, timeout: float | None = None) -> ObjectStore:
+    def object_store(self, bucket: str, timeout: TimeoutArg = USE_DEFAULT) -> ObjectStore:
         """An existing object store. Raises BucketNotFoundError."""
         return open_object_store(self, bucket, timeout)
 
-    def delete_object_store(self, bucket: str, timeout: float | None = None) -> bool:
+    def delete_object_store(self, bucket: str, timeout: TimeoutArg = USE_DEFAULT) -> bool:
         validate_bucket(bucket)
         try:
             return self.delete_stream(f"OBJ_{bucket}", timeout=timeout)
         except StreamNotFoundError:
             raise BucketNotFoundError(f"object store {bucket!r} not found") from None
 
-    def object_store_names(self, timeout: float | None = None) -> Iterator[str]:
+    def object_store_names(self, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[str]:
         for name in self.stream_names(subject="$O.*.M.>", timeout=timeout):
             if name.startswith("OBJ_"):
                 yield name[4:]
 
-    def object_stores(self, timeout: float | None = None) -> Iterator[ObjectStoreStatus]:
+    def object_stores(self, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[ObjectStoreStatus]:
         for info in self.list_streams(subject="$O.*.M.>", timeout=timeout):
             if info.config.name.startswith("OBJ_"):
                 yield ObjectStoreStatus(info, info.config.name[4:])
@@ -338,7 +352,7 @@ class JetStream(NatsPyNames):
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None,
         ttl: float | str | None = None,
-        timeout: float | None = None,
+        timeout: TimeoutArg = USE_DEFAULT,
         retry_attempts: int = 2,
         stream: str | None = None,
     ) -> PubAck:
@@ -358,8 +372,7 @@ class JetStream(NatsPyNames):
         """
         hdrs = publish_headers(headers, msg_id, expected_stream or stream, expected_last_seq,
                                expected_last_subject_seq, expected_last_msg_id, ttl)
-        return publish_sync(self.nc, subject, payload, hdrs, self.timeout if timeout is None else timeout,
-                            retry_attempts)
+        return publish_sync(self._core, subject, payload, hdrs, self._api.deadline(timeout), retry_attempts)
 
     def publish_async(
         self,
@@ -382,15 +395,24 @@ class JetStream(NatsPyNames):
                                expected_last_msg_id, ttl)
         return self._async.publish(subject, payload, hdrs)
 
-    def publish_async_complete(self, timeout: float | None = 10.0) -> None:
-        """Wait until every async publish has its PubAck (or failed). Raises TimeoutError."""
-        self.nc.flush(timeout=Deadline(timeout).remaining())
-        self._async.wait_complete(timeout)
+    def publish_async_complete(self, timeout: TimeoutArg = 10.0) -> None:
+        """Wait until every async publish of this context is settled: acknowledged, or failed.
+
+        When it returns, every future it waited for is done (``exception(0)``
+        never times out). One ``timeout`` covers the flush and the wait.
+
+        Raises:
+            TimeoutError: publishes still pending after ``timeout`` seconds.
+        """
+        deadline = Deadline.of(timeout, 10.0)
+        self._core.flush(deadline)
+        if self._window is not None:
+            self._window.wait_complete(deadline)
 
     @property
     def publish_async_pending(self) -> int:
-        """Async publishes not yet acknowledged."""
-        return self._async.pending
+        """Async publishes of this context not yet settled."""
+        return len(self._window.pending) if self._window is not None else 0
 
     def __repr__(self) -> str:
         return f"<JetStream {self._api.prefix}>"

@@ -17,12 +17,12 @@ from __future__ import annotations
 import datetime
 import enum
 import re
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
     BucketExistsError,
     BucketNotFoundError,
@@ -302,7 +302,7 @@ class KeyValue:
     def _entry_from_raw(self, key: str, raw: Any) -> Entry:
         return Entry(self.bucket, key, raw.data, raw.seq, raw.time, 0, _operation(raw.headers))
 
-    def _last_entry(self, key: str, timeout: float | None = None) -> Entry | None:
+    def _last_entry(self, key: str, timeout: TimeoutArg = USE_DEFAULT) -> Entry | None:
         """The newest revision of ``key``, markers included; None when there is none."""
         try:
             raw = self._stream.get_last_msg_for_subject(self._subject(key), timeout=timeout)
@@ -310,7 +310,7 @@ class KeyValue:
             return None
         return self._entry_from_raw(key, raw)
 
-    def get(self, key: str, revision: int | None = None, timeout: float | None = None) -> Entry:
+    def get(self, key: str, revision: int | None = None, timeout: TimeoutArg = USE_DEFAULT) -> Entry:
         """The value of ``key`` (or the given revision of it).
 
         Raises:
@@ -336,17 +336,17 @@ class KeyValue:
     # ------------------------------------------------------------------ writing
 
     def _publish(self, key: str, value: bytes | bytearray | memoryview, headers: dict[str, str] | None,
-                 last: int | None, timeout: float | None) -> int:
+                 last: int | None, timeout: TimeoutArg) -> int:
         ack = self._js.publish(self._put_pre + validate_key(key), bytes(value), headers=headers,
                                expected_last_subject_seq=last, timeout=timeout)
         return ack.seq
 
-    def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: float | None = None) -> int:
+    def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: TimeoutArg = USE_DEFAULT) -> int:
         """Set ``key``; returns the new revision."""
         return self._publish(key, _value(value), None, None, timeout)
 
     def update(self, key: str, value: bytes | bytearray | memoryview | str, last: int | None = None,
-               timeout: float | None = None) -> int:
+               timeout: TimeoutArg = USE_DEFAULT) -> int:
         """Set ``key`` only if its latest revision is ``last`` (compare and set).
 
         Raises:
@@ -355,7 +355,7 @@ class KeyValue:
         return self._publish(key, _value(value), None, last if last is not None else 0, timeout)
 
     def create(self, key: str, value: bytes | bytearray | memoryview | str, ttl: float | str | None = None,
-               timeout: float | None = None) -> int:
+               timeout: TimeoutArg = USE_DEFAULT) -> int:
         """Set ``key`` only if it has no value (never set, deleted or purged).
 
         ``ttl`` (seconds) makes the key expire on its own (bucket with ``limit_marker_ttl``).
@@ -365,24 +365,25 @@ class KeyValue:
         """
         data = _value(value)
         headers = {"Nats-TTL": _ttl_header(ttl)} if ttl is not None else None
+        deadline = self._js._api.deadline(timeout)  # one budget for up to three requests
         try:
-            return self._publish(key, data, headers, 0, timeout)
+            return self._publish(key, data, headers, 0, deadline)
         except WrongLastSequenceError as exc:
-            entry = self._last_entry(key, timeout)
+            entry = self._last_entry(key, deadline)
             if entry is not None and entry.operation is not KeyValueOp.PUT:
                 try:
-                    return self._publish(key, data, headers, entry.revision, timeout)
+                    return self._publish(key, data, headers, entry.revision, deadline)
                 except WrongLastSequenceError:
                     pass
             raise KeyExistsError(f"key {key!r} exists in bucket {self.bucket!r}", code=exc.code,
                                  err_code=exc.err_code) from None
 
-    def delete(self, key: str, last: int | None = None, timeout: float | None = None) -> int:
+    def delete(self, key: str, last: int | None = None, timeout: TimeoutArg = USE_DEFAULT) -> int:
         """Mark ``key`` deleted (history is kept); with ``last``, only at that revision."""
         return self._publish(key, b"", {KV_OPERATION: "DEL"}, last, timeout)
 
     def purge(self, key: str, last: int | None = None, ttl: float | str | None = None,
-              timeout: float | None = None) -> int:
+              timeout: TimeoutArg = USE_DEFAULT) -> int:
         """Delete ``key`` and all its history, leaving one purge marker (which
         itself goes after ``ttl`` seconds on buckets with ``limit_marker_ttl``)."""
         headers = {KV_OPERATION: "PURGE", "Nats-Rollup": "sub"}
@@ -390,7 +391,7 @@ class KeyValue:
             headers["Nats-TTL"] = _ttl_header(ttl)
         return self._publish(key, b"", headers, last, timeout)
 
-    def purge_deletes(self, older_than: float | None = None, timeout: float | None = None) -> int:
+    def purge_deletes(self, older_than: float | None = None, timeout: TimeoutArg = USE_DEFAULT) -> int:
         """Remove delete/purge markers and what is left behind them.
 
         Markers older than ``older_than`` seconds (default 30 minutes; 0 or
@@ -398,32 +399,33 @@ class KeyValue:
         many keys were cleaned.
         """
         threshold = _PURGE_DELETES_THRESHOLD if older_than is None else older_than
-        markers = [e for e in self._initial(">", include_history=False, meta_only=True)
+        deadline = self._js._api.deadline(timeout)
+        markers = [e for e in self._initial(">", include_history=False, meta_only=True, timeout=deadline)
                    if e.operation is not KeyValueOp.PUT]
         now = datetime.datetime.now(datetime.timezone.utc)
         for entry in markers:
             keep = 0
             if threshold > 0 and entry.created is not None and (now - entry.created).total_seconds() < threshold:
                 keep = 1
-            self._stream.purge(subject=self._pre + entry.key, keep=keep, timeout=timeout)
+            self._stream.purge(subject=self._pre + entry.key, keep=keep, timeout=deadline)
         return len(markers)
 
     # ------------------------------------------------------------------ listing and watching
 
     def _initial(self, *filters: str, include_history: bool = False, meta_only: bool = False,
-                 ignore_deletes: bool = False, timeout: float = 30.0) -> list[Entry]:
+                 ignore_deletes: bool = False, timeout: TimeoutArg = 30.0) -> list[Entry]:
         """The entries present now (not waiting for updates)."""
         out: list[Entry] = []
+        deadline = timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, 30.0)
         with self.watch(*filters, include_history=include_history, meta_only=meta_only,
                         ignore_deletes=ignore_deletes) as w:
-            deadline = time.monotonic() + timeout
             while True:
-                entry = w.next(timeout=max(0.0, deadline - time.monotonic()))
+                entry = w.next(timeout=deadline.remaining())
                 if entry is None:
                     return out
                 out.append(entry)
 
-    def keys(self, *patterns: str, filters: Sequence[str] | None = None, timeout: float = 30.0) -> list[str]:
+    def keys(self, *patterns: str, filters: Sequence[str] | None = None, timeout: TimeoutArg = 30.0) -> list[str]:
         """Keys with a value (deleted ones left out), matched on the server.
 
         ``kv.keys()``, ``kv.keys("users.*")``, ``kv.keys("a.>", "b.>")``, or
@@ -433,7 +435,7 @@ class KeyValue:
         return [e.key for e in self._initial(*(fs or [">"]), meta_only=True, ignore_deletes=True,
                                               timeout=timeout)]
 
-    def history(self, key: str, timeout: float = 30.0) -> list[Entry]:
+    def history(self, key: str, timeout: TimeoutArg = 30.0) -> list[Entry]:
         """Every stored revision of ``key``, oldest first. Raises KeyNotFoundError."""
         entries = self._initial(key, include_history=True, timeout=timeout)
         if not entries:
@@ -472,7 +474,7 @@ class KeyValue:
 
     # ------------------------------------------------------------------ bucket
 
-    def status(self, timeout: float | None = None) -> KeyValueStatus:
+    def status(self, timeout: TimeoutArg = USE_DEFAULT) -> KeyValueStatus:
         return KeyValueStatus(self._stream.info(timeout=timeout), self.bucket)
 
     def __repr__(self) -> str:
@@ -501,7 +503,7 @@ class KeyWatcher(Watcher[Entry]):
 # ---------------------------------------------------------------------- bucket management
 
 def bucket_stream(js: JetStream, scfg: StreamConfig, action: str, what: str,
-                  exists_error: type[JetStreamError], timeout: float | None) -> Stream:
+                  exists_error: type[JetStreamError], timeout: TimeoutArg) -> Stream:
     """Create, update or create-or-update the stream behind a KV bucket or an
     object store (``what`` names it in errors)."""
     try:
@@ -518,7 +520,7 @@ def bucket_stream(js: JetStream, scfg: StreamConfig, action: str, what: str,
                            code=exc.code, err_code=exc.err_code) from None
 
 
-def open_bucket_stream(js: JetStream, bucket: str, stream_name: str, what: str, timeout: float | None) -> Stream:
+def open_bucket_stream(js: JetStream, bucket: str, stream_name: str, what: str, timeout: TimeoutArg) -> Stream:
     """The stream behind an existing KV bucket or object store."""
     validate_bucket(bucket)
     try:
@@ -527,13 +529,13 @@ def open_bucket_stream(js: JetStream, bucket: str, stream_name: str, what: str, 
         raise BucketNotFoundError(f"{what} not found") from None
 
 
-def create_key_value(js: JetStream, config: KeyValueConfig, action: str, timeout: float | None) -> KeyValue:
+def create_key_value(js: JetStream, config: KeyValueConfig, action: str, timeout: TimeoutArg) -> KeyValue:
     stream = bucket_stream(js, config.stream_config(), action, f"key-value bucket {config.bucket!r}",
                            BucketExistsError, timeout)
     return KeyValue(js, config.bucket, stream)
 
 
-def open_key_value(js: JetStream, bucket: str, timeout: float | None) -> KeyValue:
+def open_key_value(js: JetStream, bucket: str, timeout: TimeoutArg) -> KeyValue:
     return KeyValue(js, bucket, open_bucket_stream(js, bucket, f"KV_{bucket}", f"key-value bucket {bucket!r}",
                                                    timeout))
 

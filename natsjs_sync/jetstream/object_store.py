@@ -15,17 +15,16 @@ at the end. Neither holds a whole object in memory.
 from __future__ import annotations
 
 import base64
-import collections
 import datetime
 import hashlib
 import io
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
     DigestMismatchError,
     MsgNotFoundError,
@@ -36,14 +35,14 @@ from ..errors import (
 )
 from ..protocol.nuid import next_nuid
 from .kv import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
-from .publish import PubAck
+from .publish import PubAck, PublishPipeline
 from .stream_config import Placement, StreamConfig, _Model
 from .watcher import Watcher
 
 if TYPE_CHECKING:
     from ..msg import Msg
     from .context import JetStream
-    from .ordered import OrderedMessages
+    from .pull import MessagesContext
     from .stream import Stream
 
 DEFAULT_CHUNK_SIZE = 128 * 1024
@@ -187,7 +186,7 @@ class ObjectResult(io.RawIOBase):
         self._read = 0
         self._chunks_seen = 0
         self._done = info.size == 0 and info.chunks == 0
-        self._it: OrderedMessages | None = None
+        self._it: MessagesContext | None = None
         self._oc: Any = None
         if not self._done:
             subject = f"$O.{store.bucket}.C.{info.nuid}"
@@ -221,7 +220,6 @@ class ObjectResult(io.RawIOBase):
         self._done = True
         if self._it is not None:
             self._it.stop()
-            self._oc.delete()
         self._verify()
 
     def _verify(self) -> None:
@@ -290,7 +288,6 @@ class ObjectResult(io.RawIOBase):
         if not self._done and self._it is not None:
             self._done = True
             self._it.stop()
-            self._oc.delete()
         super().close()
 
     def __enter__(self) -> ObjectResult:
@@ -311,7 +308,7 @@ class ObjectStore:
 
     # ------------------------------------------------------------------ info
 
-    def get_info(self, name: str, show_deleted: bool = False, timeout: float | None = None) -> ObjectInfo:
+    def get_info(self, name: str, show_deleted: bool = False, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
         """The object's info. Raises ObjectNotFoundError (also for deleted ones, unless ``show_deleted``)."""
         _check_name(name)
         try:
@@ -325,7 +322,7 @@ class ObjectStore:
             raise ObjectNotFoundError(f"object {name!r} was deleted from bucket {self.bucket!r}")
         return info
 
-    def _publish_meta(self, info: ObjectInfo, timeout: float | None) -> PubAck:
+    def _publish_meta(self, info: ObjectInfo, timeout: TimeoutArg) -> PubAck:
         data = _encoder.encode(info.replace(mtime=None))
         return self._js.publish(self._meta_subject(info.name), data, headers={"Nats-Rollup": "sub"},
                                 timeout=timeout)
@@ -334,7 +331,7 @@ class ObjectStore:
 
     def put(self, name: str | ObjectMeta, data: Any, meta: ObjectMeta | None = None,
             chunk_size: int | None = None, progress: Progress | None = None,
-            timeout: float | None = None) -> ObjectInfo:
+            timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
         """Store an object from bytes, a str (UTF-8), a path (``os.PathLike``) or any
         binary file-like object (anything with ``read``), chunk by chunk.
 
@@ -354,54 +351,44 @@ class ObjectStore:
         if isinstance(data, os.PathLike):
             with open(data, "rb") as f:
                 return self.put(name, f, meta, size, progress, timeout)
+        deadline = self._js._api.deadline(timeout)  # one budget for every chunk and the info
         source, total = _reader(data)
         try:
-            existing: ObjectInfo | None = self.get_info(name, show_deleted=True, timeout=timeout)
+            existing: ObjectInfo | None = self.get_info(name, show_deleted=True, timeout=deadline)
         except ObjectNotFoundError:
             existing = None
         nuid = next_nuid()
         chunk_subject = f"$O.{self.bucket}.C.{nuid}"
         sha = hashlib.sha256()
         sent = chunks = 0
-        inflight: collections.deque[Future[PubAck]] = collections.deque()
-        window = max(2, WINDOW_BYTES // size)
-        js = self._js
+        pipe = PublishPipeline(self._js.publish_async, max(2, WINDOW_BYTES // size), deadline)
         try:
             while True:
                 block = source(size)
                 if not block:
                     break
                 sha.update(block)
-                inflight.append(js.publish_async(chunk_subject, block))
+                pipe.publish(chunk_subject, block)  # bounded memory: waits for the oldest acks
                 sent += len(block)
                 chunks += 1
-                if len(inflight) >= window:  # bounded memory: wait for the oldest acks
-                    for _ in range(window // 2):
-                        inflight.popleft().result(timeout=timeout or js.timeout)
                 if progress is not None:
                     progress(sent, total)
-            while inflight:
-                inflight.popleft().result(timeout=timeout or js.timeout)
+            pipe.finish()
             opts = meta.options or ObjectMetaOptions()
             info = ObjectInfo(name=name, bucket=self.bucket, nuid=nuid, description=meta.description,
                               headers=meta.headers, metadata=meta.metadata,
                               options=opts.replace(max_chunk_size=size), size=sent, chunks=chunks,
                               digest=digest_value(sha))
-            self._publish_meta(info, timeout)
+            self._publish_meta(info, deadline)
         except BaseException:
-            # Leave no orphaned chunks behind.
-            for fut in inflight:
-                try:
-                    fut.result(timeout=timeout or js.timeout)
-                except Exception:
-                    pass
+            pipe.abandon()  # leave no orphaned chunks behind
             try:
                 self._stream.purge(subject=chunk_subject)
             except NatsError:
                 pass
             raise
         if existing is not None and not existing.deleted and not existing.is_link:
-            self._stream.purge(subject=f"$O.{self.bucket}.C.{existing.nuid}", timeout=timeout)
+            self._stream.purge(subject=f"$O.{self.bucket}.C.{existing.nuid}", timeout=deadline)
         return info.replace(mtime=datetime.datetime.now(datetime.timezone.utc))
 
     def put_bytes(self, name: str, data: bytes, **kwargs: Any) -> ObjectInfo:
@@ -454,8 +441,9 @@ class ObjectStore:
 
     # ------------------------------------------------------------------ change
 
-    def update_meta(self, name: str, meta: ObjectMeta, timeout: float | None = None) -> ObjectInfo:
+    def update_meta(self, name: str, meta: ObjectMeta, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
         """Change description, headers, metadata, or the name (a rename)."""
+        timeout = self._js._api.deadline(timeout)  # one budget for every step
         info = self.get_info(name, timeout=timeout)
         new_name = meta.name or name
         if new_name != name:
@@ -472,13 +460,14 @@ class ObjectStore:
             self._stream.purge(subject=self._meta_subject(name), timeout=timeout)
         return updated
 
-    def delete(self, name: str, timeout: float | None = None) -> None:
+    def delete(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> None:
         """Delete the object: a deleted-marker info, and its chunks purged."""
+        timeout = self._js._api.deadline(timeout)  # one budget for every step
         info = self.get_info(name, show_deleted=True, timeout=timeout)
         self._publish_meta(info.replace(deleted=True, size=0, chunks=0, digest=None), timeout)
         self._stream.purge(subject=f"$O.{self.bucket}.C.{info.nuid}", timeout=timeout)
 
-    def add_link(self, name: str, target: ObjectInfo, timeout: float | None = None) -> ObjectInfo:
+    def add_link(self, name: str, target: ObjectInfo, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
         """A link called ``name`` to the object ``target`` (here or in another bucket)."""
         _check_name(name)
         if target.deleted:
@@ -487,12 +476,13 @@ class ObjectStore:
             raise ObjectStoreError("cannot link to a link")
         return self._put_link(name, ObjectLink(bucket=target.bucket, name=target.name), timeout)
 
-    def add_bucket_link(self, name: str, bucket: ObjectStore, timeout: float | None = None) -> ObjectInfo:
+    def add_bucket_link(self, name: str, bucket: ObjectStore, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
         """A link called ``name`` to a whole bucket."""
         _check_name(name)
         return self._put_link(name, ObjectLink(bucket=bucket.bucket), timeout)
 
-    def _put_link(self, name: str, link: ObjectLink, timeout: float | None) -> ObjectInfo:
+    def _put_link(self, name: str, link: ObjectLink, timeout: TimeoutArg) -> ObjectInfo:
+        timeout = self._js._api.deadline(timeout)  # one budget for every step
         try:
             existing = self.get_info(name, show_deleted=True, timeout=timeout)
         except ObjectNotFoundError:
@@ -510,16 +500,18 @@ class ObjectStore:
         return self._js.ordered_consumer(self.stream_name, filter_subjects=[f"$O.{self.bucket}.M.>"],
                                          deliver_policy=policy)
 
-    def list(self, show_deleted: bool = False, timeout: float = 30.0) -> list[ObjectInfo]:
-        """Every object's info (deleted ones only with ``show_deleted``)."""
+    def list(self, show_deleted: bool = False, timeout: TimeoutArg = 30.0) -> list[ObjectInfo]:
+        """Every object's info (deleted ones only with ``show_deleted``), within one ``timeout``."""
+        deadline = Deadline.of(timeout, 30.0)
         oc = self._infos()
         it = oc.messages(max_messages=256)
         out: list[ObjectInfo] = []
         try:
-            if oc.info is not None and oc.info.num_pending == 0:
+            cinfo = oc.cached_info
+            if cinfo is not None and cinfo.num_pending == 0:
                 return out
             while True:
-                msg = it.next(timeout=timeout)
+                msg = it.next(timeout=deadline.remaining())
                 info = _info_decoder.decode(msg.data).replace(mtime=msg.metadata.timestamp)
                 if show_deleted or not info.deleted:
                     out.append(info)
@@ -527,7 +519,6 @@ class ObjectStore:
                     return out
         finally:
             it.stop()
-            oc.delete()
 
     def watch(self, ignore_deletes: bool = False, include_history: bool = False, updates_only: bool = False
               ) -> ObjectWatcher:
@@ -536,12 +527,13 @@ class ObjectStore:
 
     # ------------------------------------------------------------------ bucket
 
-    def seal(self, timeout: float | None = None) -> None:
+    def seal(self, timeout: TimeoutArg = USE_DEFAULT) -> None:
         """Make the bucket read-only for good."""
+        timeout = self._js._api.deadline(timeout)  # one budget for every step
         cfg = self._stream.info(timeout=timeout).config
         self._stream = self._js.update_stream(cfg.replace(sealed=True), timeout=timeout)
 
-    def status(self, timeout: float | None = None) -> ObjectStoreStatus:
+    def status(self, timeout: TimeoutArg = USE_DEFAULT) -> ObjectStoreStatus:
         return ObjectStoreStatus(self._stream.info(timeout=timeout), self.bucket)
 
     def __repr__(self) -> str:
@@ -602,14 +594,14 @@ def _reader(data: Any) -> tuple[Callable[[int], bytes], int | None]:
 
 # ---------------------------------------------------------------------- bucket management
 
-def create_object_store(js: JetStream, config: ObjectStoreConfig, action: str, timeout: float | None
+def create_object_store(js: JetStream, config: ObjectStoreConfig, action: str, timeout: TimeoutArg
                         ) -> ObjectStore:
     stream = bucket_stream(js, config.stream_config(), action, f"object store {config.bucket!r}",
                            ObjectStoreError, timeout)
     return ObjectStore(js, config.bucket, stream)
 
 
-def open_object_store(js: JetStream, bucket: str, timeout: float | None) -> ObjectStore:
+def open_object_store(js: JetStream, bucket: str, timeout: TimeoutArg) -> ObjectStore:
     return ObjectStore(js, bucket, open_bucket_stream(js, bucket, f"OBJ_{bucket}", f"object store {bucket!r}",
                                                       timeout))
 

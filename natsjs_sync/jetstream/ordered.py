@@ -2,21 +2,30 @@
 
 It is an ephemeral pull consumer (memory storage, one replica, ack none, one
 delivery) that the client re-creates whenever continuity is in doubt: a gap in
-consumer sequences, missed heartbeats, the consumer deleted, a reconnect or a
-server restart. The new consumer starts at the stream sequence after the last
-one delivered, so nothing is skipped and nothing repeats. Each reset uses a
-new inbox, so messages still in flight for the old consumer cannot arrive.
+consumer sequences, missed heartbeats, the consumer deleted or gone (removed
+after ``inactive_threshold``, a memory consumer lost in a restart), a
+reconnect. The new consumer starts at the stream sequence after the last one
+delivered, so nothing is skipped and nothing repeats. Each reset uses a new
+inbox, so messages still in flight for the old consumer cannot arrive.
+
+It composes the pull consumer: :meth:`OrderedConsumer.fetch` is
+:meth:`Consumer.fetch` on the current consumer, filtered by sequence, and
+:meth:`OrderedConsumer.messages` is continuous pulling steered by
+:class:`~natsjs_sync.jetstream.pull.OrderedHooks`. Re-creation backs off
+exponentially, so a gone consumer or stream is never hammered; a stream that
+no longer exists raises :class:`~natsjs_sync.StreamNotFoundError` at once.
 """
 
 from __future__ import annotations
 
 import datetime
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
+from .._backoff import Backoff
+from .._core.options import check_callback
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
     BadSubscriptionError,
     JetStreamError,
@@ -27,13 +36,18 @@ from ..errors import (
     TimeoutError,
 )
 from ..msg import Msg
+from ..protocol.jetstream.ackreply import sequences
+from ..protocol.jetstream.status import Kind
 from ..protocol.nuid import next_nuid
-from .consumer import DEFAULT_FETCH_WAIT
+from .consumer import DEFAULT_FETCH_WAIT, Consumer
 from .consumer_config import ConsumerConfig, ConsumerInfo
-from .pull import ConsumeContext, ErrorHandler, MessagesContext, _release, pull_request, server_expiry
+from .pull import ConsumeContext, ErrorHandler, MessageBatch, MessagesContext
 
 if TYPE_CHECKING:
     from .context import JetStream
+
+#: Waits between re-creation attempts: 50 ms doubling to 5 s, with jitter.
+RECREATE_BACKOFF = Backoff(0.05, 5.0, factor=2.0, jitter=0.05)
 
 
 def _transient(exc: NatsError) -> bool:
@@ -72,6 +86,7 @@ class OrderedConsumer:
         metadata: dict[str, str] | None = None,
     ):
         self._js = js
+        self._core = js._api.core
         self.stream = stream
         self._filters = list(filter_subjects or [])
         self._deliver_policy = deliver_policy
@@ -84,15 +99,44 @@ class OrderedConsumer:
         self._prefix = name_prefix or next_nuid()
         self._metadata = metadata
         self._serial = 0
-        self.name: str | None = None
-        self.info: ConsumerInfo | None = None  # of the consumer when it was last (re)created
-        self._next_subject = ""
+        self._current: Consumer | None = None
         self._stream_seq = 0  # last stream sequence handed to the user
         self._consumer_seq = 0  # last consumer sequence seen from the current consumer
         self.resets = 0
         self._cancel = threading.Event()
 
-    # ------------------------------------------------------------------ (re)creation
+    # ------------------------------------------------------------------ the current consumer
+
+    @property
+    def name(self) -> str | None:
+        """The name of the current server-side consumer (``None`` between two)."""
+        return self._current.name if self._current is not None else None
+
+    @property
+    def filter_subjects(self) -> list[str]:
+        """The subjects it reads (empty: the whole stream)."""
+        return list(self._filters)
+
+    @property
+    def next_subject(self) -> str:
+        assert self._current is not None
+        return self._current.next_subject
+
+    @property
+    def cached_info(self) -> ConsumerInfo | None:
+        """The current consumer's info from when it was made (no request)."""
+        return self._current.cached_info if self._current is not None else None
+
+    def info(self, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerInfo:
+        """Fresh info of the current consumer (made first if there is none).
+
+        Raises:
+            ConsumerNotFoundError: it is gone (the next read makes a new one).
+        """
+        deadline = Deadline.of(timeout, self._js.timeout)
+        self._ensure(deadline)
+        assert self._current is not None
+        return self._current.info(timeout=deadline.remaining())
 
     def _config(self) -> ConsumerConfig:
         kwargs: dict[str, Any] = {}
@@ -104,10 +148,13 @@ class OrderedConsumer:
                 kwargs["opt_start_seq"] = self._opt_start_seq
             if self._opt_start_time is not None:
                 kwargs["opt_start_time"] = self._opt_start_time
-        if len(self._filters) == 1:
-            kwargs["filter_subject"] = self._filters[0]
-        elif self._filters:
-            kwargs["filter_subjects"] = self._filters
+        filters = self._filters
+        if not filters and kwargs["deliver_policy"] == "last_per_subject":
+            filters = [">"]  # the server wants a filter for this policy (as nats.go fills it)
+        if len(filters) == 1:
+            kwargs["filter_subject"] = filters[0]
+        elif filters:
+            kwargs["filter_subjects"] = filters
         return ConsumerConfig(
             name=f"{self._prefix}_{self._serial}",
             ack_policy="none",
@@ -129,176 +176,181 @@ class OrderedConsumer:
         deadline says otherwise; a permanent one (stream deleted, bad config)
         is raised at once.
         """
-        old = self.name
-        self.name = None
+        old = self._current
+        self._current = None
         if old is not None:
-            try:
-                self._js.delete_consumer(self.stream, old, timeout=1.0)
-            except NatsError:
-                pass  # gone already, or the server is away: it expires on its own
+            self._delete(old.name)
         attempt = 0
         while True:
             self._serial += 1
             try:
-                cons = self._js.create_consumer(self.stream, self._config())
+                cons = self._js.create_consumer(self.stream, self._config(),
+                                                timeout=deadline.min(self._js.timeout) if deadline else USE_DEFAULT)
             except NatsError as exc:
                 if not _transient(exc):
                     raise
                 attempt += 1
                 if self._max_resets is not None and attempt >= self._max_resets:
                     raise JetStreamError(f"ordered consumer could not be re-created: {exc}") from exc
-                wait = min(5.0, 0.05 * 2 ** min(attempt, 7))
-                if deadline is not None:
-                    remaining = deadline.remaining()
-                    if remaining is not None and remaining <= wait:
-                        raise TimeoutError(f"ordered consumer could not be re-created in time: {exc}") from exc
+                wait = RECREATE_BACKOFF.delay(attempt)
+                left = deadline.remaining() if deadline is not None else None
+                if left is not None and left <= wait:
+                    self._cancel.wait(left)  # spend the rest rather than retry in a tight loop
+                    raise TimeoutError(f"ordered consumer could not be re-created in time: {exc}") from exc
                 if self._cancel.wait(wait):  # back-off, cut short by stop()
                     raise BadSubscriptionError("the ordered consumer was stopped") from exc
                 continue
-            self.name = cons.name
-            self.info = cons.cached_info
-            self._next_subject = cons._next_subject
+            self._current = cons
             self._consumer_seq = 0
             if old is not None:
                 self.resets += 1
             return
 
     def _ensure(self, deadline: Deadline | None = None) -> None:
-        if self.name is None:
+        if self._current is None:
             self._recreate(deadline)
 
-    def _accept(self, msg: Msg) -> str:
-        """``"ok"`` to deliver, ``"stale"`` to drop, ``"gap"`` to reset.
+    def _delete(self, name: str | None) -> None:
+        if name is not None:
+            try:
+                self._js.delete_consumer(self.stream, name, timeout=1.0)
+            except NatsError:
+                pass  # gone already, or the server is away: it expires on its own
 
-        Reads only the three fields it needs from the reply subject
-        (``$JS.ACK.[domain.hash.]stream.consumer.delivered.sseq.cseq.ts.pending[.x]``):
-        this runs for every message.
-        """
-        reply = msg.reply
-        if not reply or not reply.startswith("$JS.ACK."):
+    # ------------------------------------------------------------------ OrderedHooks
+
+    def accept(self, msg: Msg) -> str:
+        """``"ok"`` to deliver, ``"stale"`` to drop, ``"gap"`` to start over (runs for every message)."""
+        seq = sequences(msg.reply)
+        if seq is None or self._current is None or seq.consumer != self._current.name:
             return "stale"
-        tokens = reply.split(".")
-        base = 3 if len(tokens) == 9 else 5
-        try:
-            consumer = tokens[base]
-            sseq = int(tokens[base + 2])
-            cseq = int(tokens[base + 3])
-        except (IndexError, ValueError):
-            return "stale"
-        if consumer != self.name:
-            return "stale"
-        if cseq != self._consumer_seq + 1:
+        if seq.consumer_seq != self._consumer_seq + 1:
             return "gap"
-        self._consumer_seq = cseq
-        self._stream_seq = sseq
+        self._consumer_seq = seq.consumer_seq
+        self._stream_seq = seq.stream_seq
         return "ok"
 
-    # ------------------------------------------------------------------ reading
+    def recreate(self, deadline: Deadline | None = None) -> None:
+        self._recreate(deadline)
+
+    def cancel(self) -> None:
+        """Stop: cut a re-creation's back-off short and delete the server-side consumer."""
+        self._cancel.set()
+        current, self._current = self._current, None
+        if current is not None:
+            self._delete(current.name)
+
+    # ------------------------------------------------------------------ one-shot reads
+
+    def _read(self, deadline: Deadline, limit: int,
+              fetch: Callable[[Consumer, float | None], MessageBatch]) -> list[Msg]:
+        """One fetch on the current consumer, in order; a lost consumer is made anew
+        (with back-off) and asked again while time is left."""
+        self._cancel.clear()
+        attempt = 0
+        while True:
+            self._ensure(deadline)
+            assert self._current is not None
+            out: list[Msg] = []
+            with fetch(self._current, deadline.remaining()) as batch:
+                for msg in batch:
+                    verdict = self.accept(msg)
+                    if verdict == "ok":
+                        out.append(msg)
+                    elif verdict == "gap":
+                        self._recreate(deadline)
+                        return out
+                    if len(out) >= limit:
+                        return out
+            st = batch.status
+            if out or st is None or st.kind in (Kind.REQUEST_ENDED, Kind.HEARTBEAT):
+                return out
+            if st.kind in (Kind.NO_RESPONDERS, Kind.CONSUMER_DELETED, Kind.RESET):
+                attempt += 1
+                wait = RECREATE_BACKOFF.delay(attempt) if attempt > 1 else 0.0
+                left = deadline.remaining()
+                if left is not None and left <= wait:
+                    return out
+                if wait and self._cancel.wait(wait):
+                    return out
+                self._recreate(deadline)
+                continue
+            if batch.error is not None:
+                raise batch.error
+            return out
 
     def fetch(self, batch: int, max_wait: TimeoutArg = USE_DEFAULT) -> list[Msg]:
-        """Up to ``batch`` messages in order (a list; a gap ends the batch early)."""
-        wait = resolve(max_wait, DEFAULT_FETCH_WAIT) or DEFAULT_FETCH_WAIT
-        deadline = Deadline(wait)
-        self._ensure(deadline)
-        nc = self._js._api.nc
-        inbox = nc.new_inbox()
-        sub = nc._subscribe_internal(inbox)
-        out: list[Msg] = []
-        try:
-            nc.publish_now(self._next_subject, pull_request(batch, server_expiry(wait)), reply=inbox)
-            while len(out) < batch:
-                remaining = deadline.remaining()
-                if remaining is not None and remaining <= 0:
-                    break
-                try:
-                    msg = sub.next_msg(timeout=remaining)
-                except TimeoutError:
-                    break
-                status = msg.status
-                if status == 100:
-                    continue
-                if status is not None:
-                    if status == 409 and "deleted" in msg.description.lower():
-                        self._recreate(deadline)
-                    break
-                verdict = self._accept(msg)
-                if verdict == "ok":
-                    out.append(msg)
-                elif verdict == "gap":
-                    self._recreate(deadline)
-                    break
-        finally:
-            _release(sub)
-        return out
+        """Up to ``batch`` messages in order (a list; a gap ends the batch early).
+
+        Raises:
+            StreamNotFoundError: the stream is gone.
+        """
+        deadline = Deadline.of(max_wait, DEFAULT_FETCH_WAIT)
+        return self._read(deadline, batch, lambda c, wait: c.fetch(batch, max_wait=wait))
+
+    def fetch_bytes(self, max_bytes: int, max_wait: TimeoutArg = USE_DEFAULT) -> list[Msg]:
+        """Messages in order adding up to at most ``max_bytes`` bytes."""
+        deadline = Deadline.of(max_wait, DEFAULT_FETCH_WAIT)
+        return self._read(deadline, 1 << 62, lambda c, wait: c.fetch_bytes(max_bytes, max_wait=wait))
+
+    def fetch_no_wait(self, batch: int, timeout: TimeoutArg = USE_DEFAULT) -> list[Msg]:
+        """Only the messages available now, in order, up to ``batch``."""
+        deadline = Deadline.of(timeout, self._js.timeout)
+        return self._read(deadline, batch, lambda c, wait: c.fetch_no_wait(batch, timeout=wait))
 
     def next(self, timeout: TimeoutArg = USE_DEFAULT) -> Msg:
-        """The next message in order. Raises TimeoutError."""
-        wait = resolve(timeout, DEFAULT_FETCH_WAIT) or DEFAULT_FETCH_WAIT
-        deadline = Deadline(wait)
+        """The next message in order.
+
+        Raises:
+            TimeoutError: none within ``timeout`` (default 30 s; ``None``: wait for ever).
+            StreamNotFoundError: the stream is gone.
+        """
+        deadline = Deadline.of(timeout, DEFAULT_FETCH_WAIT)
         while True:
-            remaining = deadline.remaining() or 0.0
-            if remaining <= 0:
-                raise TimeoutError(f"no message from ordered consumer on {self.stream!r} within {wait} s")
-            got = self.fetch(1, max_wait=remaining)
+            got = self._read(deadline, 1, lambda c, wait: c.fetch(1, max_wait=wait))
             if got:
                 return got[0]
+            if deadline.expired():
+                raise TimeoutError(f"no message from ordered consumer on {self.stream!r} in time")
+
+    # ------------------------------------------------------------------ continuous reads
 
     def messages(self, max_messages: int = 500, expires: float = 30.0, heartbeat: float | None = None,
-                 error_cb: ErrorHandler | None = None, max_bytes: int | None = None) -> OrderedMessages:
+                 error_cb: ErrorHandler | None = None, max_bytes: int | None = None) -> MessagesContext:
         """Iterate every message in order, healing the consumer underneath as needed.
 
         ``max_bytes`` bounds what is requested ahead by size instead of count
-        (for large messages such as object chunks).
+        (for large messages such as object chunks). Stopping the iterator
+        deletes the server-side consumer.
         """
+        check_callback(error_cb, "error_cb")
         self._cancel.clear()
         self._ensure()
-        return OrderedMessages(self, max_messages, expires, heartbeat, error_cb, max_bytes)
+        return MessagesContext(self, self._core, max_messages, max_bytes, expires, heartbeat,
+                               error_cb=error_cb, ordered=self)
 
     def consume(self, handler: Callable[[Msg], None], max_messages: int = 500, expires: float = 30.0,
                 heartbeat: float | None = None, error_cb: ErrorHandler | None = None) -> ConsumeContext:
-        """Call ``handler(msg)`` for each message in order, on a thread of its own."""
-        it = self.messages(max_messages, expires, heartbeat, error_cb)
-        return ConsumeContext(it, handler, error_cb, f"ordered-{self.stream}")
+        """Call ``handler(msg)`` for each message in order, on the client's dispatcher."""
+        check_callback(handler, "handler")
+        check_callback(error_cb, "error_cb")
+        self._cancel.clear()
+        self._ensure()
+        it = MessagesContext(self, self._core, max_messages, None, expires, heartbeat, error_cb=error_cb,
+                             ordered=self, handler=handler, name=f"ordered-{self.stream}")
+        return ConsumeContext(it)
 
     def delete(self) -> None:
         """Delete the current server-side consumer (it would expire on its own)."""
-        if self.name is not None:
-            try:
-                self._js.delete_consumer(self.stream, self.name, timeout=1.0)
-            except NatsError:
-                pass
+        current, self._current = self._current, None
+        if current is not None:
+            self._delete(current.name)
 
     def __repr__(self) -> str:
         return f"<OrderedConsumer {self.stream} at stream seq {self._stream_seq}>"
 
 
-class OrderedMessages(MessagesContext):
-    """:class:`MessagesContext` for an ordered consumer: checks sequences, resets on doubt."""
+#: The iterator an ordered consumer's :meth:`~OrderedConsumer.messages` returns.
+OrderedMessages = MessagesContext
 
-    def __init__(self, oc: OrderedConsumer, max_messages: int, expires: float, heartbeat: float | None,
-                 error_cb: ErrorHandler | None, max_bytes: int | None = None):
-        self._oc = oc
-        super().__init__(oc, max_messages, max_bytes, expires, heartbeat, error_cb=error_cb,  # type: ignore[arg-type]
-                         on_message=self._check, on_reset=self._reset)
-
-    def _check(self, msg: Msg) -> bool:
-        verdict = self._oc._accept(msg)
-        if verdict == "gap":
-            self._needs_reset = True
-        return verdict == "ok"
-
-    def _reset(self) -> None:
-        # A new inbox first: nothing for the old consumer can reach us after this.
-        old = self._sub
-        self._inbox = self._nc.new_inbox()
-        self._sub = self._nc._subscribe_internal(self._inbox)
-        _release(old)
-        self._oc._recreate()
-        self._last_activity = time.monotonic()
-
-    def stop(self) -> None:
-        self._oc._cancel.set()  # cut short a re-creation back-off
-        super().stop()
-
-    def __iter__(self) -> Iterator[Msg]:
-        return super().__iter__()
+__all__ = ["OrderedConsumer", "OrderedMessages"]

@@ -5,28 +5,36 @@ message is stored. A 503 (no responders) right after a leader change is
 retried a few times before giving up (ADR-22).
 
 Async publish sends without waiting and returns a
-:class:`concurrent.futures.Future`. All acks come back on one inbox
-subscription; the reader thread only queues them and the ``natsjs-acks``
-thread decodes them and completes the futures, so future callbacks never run on
-the reader thread. At most ``max_pending`` publishes are in flight: the next
-one blocks (up to ``stall_wait``) until an ack frees a slot.
+:class:`concurrent.futures.Future`. Every JetStream context of a client shares
+one :class:`AckMux`: one inbox subscription whose acks are decoded and settled
+right on the reader thread (a C-level decode, no user code), so a future is
+settled the moment its ack arrives and before anyone waiting for "all
+complete" wakes. Done-callbacks (user code) run on the client's dispatcher;
+ack timeouts are expired by the client's timer at the next deadline. Each
+context has its own :class:`PublishWindow`: at most ``max_pending`` of its
+publishes are in flight, the next one blocks (up to ``stall_wait``) until acks
+free room. A context owns no thread and no subscription, so contexts are cheap.
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
-import queue
 import threading
 import time
+import weakref
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .._backoff import Backoff
+from .._core.spi import CoreLink, Handle
 from .._timeout import Deadline
 from ..errors import (
     ConnectionClosedError,
+    NatsError,
     NoRespondersError,
     NoStreamResponseError,
     TimeoutError,
@@ -34,11 +42,10 @@ from ..errors import (
 )
 from ..msg import Msg
 from ..protocol.headers import STATUS_NO_RESPONDERS, Headers, HeadersInput
-from ..subscription import Subscription
 from .stream_config import _Model
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from .._core.dispatch import Lane, TimerHandle
 
 MSG_ID = "Nats-Msg-Id"
 EXPECTED_STREAM = "Nats-Expected-Stream"
@@ -143,29 +150,37 @@ def parse_pub_ack(msg: Msg, subject: str) -> PubAck:
     return msgspec.convert(resp, PubAck, strict=False)
 
 
+#: Waits between retries of a publish nobody answered (ADR-22: 250 ms, as nats.go).
+RETRY_BACKOFF = Backoff(0.25, 0.25, factor=1.0)
+
+
 def publish_sync(
-    nc: Client,
+    core: CoreLink,
     subject: str,
     payload: bytes,
     headers: HeadersInput | None,
-    timeout: float,
+    deadline: Deadline,
     retry_attempts: int = 2,
-    retry_wait: float = 0.25,
+    backoff: Backoff = RETRY_BACKOFF,
 ) -> PubAck:
-    deadline = Deadline(timeout)
+    """A publish that waits for its PubAck, all tries within ``deadline``.
+
+    Right after a stream leader election nobody answers for a moment (ADR-22):
+    a "no responders" is retried ``retry_attempts`` times after ``backoff``.
+    """
     attempt = 0
     while True:
         try:
-            msg = nc.request(subject, payload, timeout=deadline.remaining(), headers=headers)
+            msg = core.request(subject, payload, deadline, headers)
         except NoRespondersError:
-            # ADR-22: right after a leader election nobody answers for a moment.
             attempt += 1
+            wait = backoff.delay(attempt)
             remaining = deadline.remaining()
-            if attempt > retry_attempts or (remaining is not None and remaining <= retry_wait):
+            if attempt > retry_attempts or (remaining is not None and remaining <= wait):
                 raise NoStreamResponseError(
                     f"no stream answered a publish to {subject!r} (is there a stream for it?)", code=503
                 ) from None
-            time.sleep(retry_wait)
+            time.sleep(wait)  # the caller's own thread, and never past its deadline
             continue
         return parse_pub_ack(msg, subject)
 
@@ -186,29 +201,29 @@ _PENDING = Future()._state  # type: ignore[attr-defined]  # the state a new Futu
 
 
 class _PubFuture(Future):  # type: ignore[type-arg]
-    """A Future whose done-callbacks (user code) never run on the reader thread:
-    acks are settled there, and the callbacks are handed to the acks thread.
+    """The future of one async publish: a real :class:`concurrent.futures.Future`
+    (``wait``, ``as_completed``, callbacks all work), settled on the reader
+    thread, with its done-callbacks run on the client's dispatcher.
 
-    All futures of one publisher share its reentrant Condition instead of each
-    making its own. Pipelined publishing keeps thousands of futures alive; a
-    Condition each (with its lock and waiter deque) cost more Python work than
-    the publish, and fed the garbage collector enough objects to trigger full
-    collections over all of them. A shared condition wakes every waiter when
-    any future settles, so :meth:`result` and :meth:`exception` wait in a loop
-    until their own future is done.
+    All futures of a client share the mux's reentrant Condition instead of
+    each making its own: pipelined publishing keeps thousands of futures
+    alive, and a Condition each (lock plus waiter deque) cost more Python work
+    than the publish and fed the garbage collector. A shared condition wakes
+    every waiter when any future settles, so :meth:`result` and
+    :meth:`exception` wait in a loop until their own future is done.
     """
 
-    def __init__(self, publisher: AsyncPublisher, subject: str):
-        # What Future.__init__ sets, with the shared condition.
-        self._condition = publisher._futures_cond
-        self._subject = subject  # for the error message when no ack comes
-        self._deadline = 0.0  # time.monotonic() after which it fails; set once sent
+    def __init__(self, cond: threading.Condition, subject: str, lane: Lane[Callable[[], None]]):
+        # What Future.__init__ sets, with the shared condition (see the class docstring).
+        self._condition = cond
         self._state = _PENDING
         self._result = None
         self._exception = None
         self._waiters: list[Any] = []
         self._done_callbacks: list[Any] = []
-        self._publisher = publisher
+        self._subject = subject  # for the error message when no ack comes
+        self._deadline = 0.0  # time.monotonic() after which it fails; set once sent
+        self._lane = lane
 
     def _wait_done(self, timeout: float | None) -> None:
         deadline = Deadline(timeout)
@@ -227,194 +242,317 @@ class _PubFuture(Future):  # type: ignore[type-arg]
         self._wait_done(timeout)
         return super().exception(timeout=0)
 
-    def _invoke_callbacks(self) -> None:
-        if self._done_callbacks:  # type: ignore[attr-defined]
-            if threading.current_thread() is self._publisher._thread:
-                super()._invoke_callbacks()  # type: ignore[misc]
-            else:
-                self._publisher._acks.put(self)
+    def add_done_callback(self, fn: Callable[[Future[PubAck]], object]) -> None:
+        """``fn(future)`` runs on the client's dispatcher once the future is done
+        (never on the thread that received the ack)."""
+        lane = self._lane
+
+        def dispatch(f: Future[PubAck]) -> None:
+            lane.put(lambda: _discard(fn(f)))
+
+        super().add_done_callback(dispatch)
 
 
-class _AckMux(Subscription):
-    """The inbox for async PubAcks: settled right on the reader thread (one C
-    decode, no user code); anything unusual goes to the acks thread."""
+class PublishWindow:
+    """One JetStream context's async publishes in flight (guarded by the mux's lock).
 
-    _publisher: AsyncPublisher
+    ``pending`` holds token -> future in the order they were sent; with one ack
+    timeout per window that is also deadline order.
+    """
 
-    def _deliver(self, msg: Msg) -> None:
-        self._publisher._on_ack(msg)
-
-
-class AsyncPublisher:
-    """Pipelined JetStream publishes for one JetStream context. Thread-safe."""
-
-    def __init__(self, nc: Client, max_pending: int = 4000, stall_wait: float = 5.0, ack_timeout: float = 5.0):
+    def __init__(self, mux: AckMux, max_pending: int, stall_wait: float, ack_timeout: float):
         if max_pending < 1:
             raise ValueError("max_pending must be >= 1")
-        self.nc = nc
+        self.mux = mux
         self.max_pending = max_pending
+        self.low_water = max_pending * 3 // 4
         self.stall_wait = stall_wait
         self.ack_timeout = ack_timeout
-        self._low_water = max_pending * 3 // 4
-        self._lock = threading.Lock()
-        self._empty = threading.Condition(self._lock)
-        self._room = threading.Condition(self._lock)
-        self._futures_cond = threading.Condition(threading.RLock())  # shared by every _PubFuture
-        self._stalled = 0
-        # token -> future (with its subject and deadline); insertion order is deadline order.
-        self._pending: collections.OrderedDict[str, _PubFuture] = collections.OrderedDict()
+        self.pending: collections.OrderedDict[str, _PubFuture] = collections.OrderedDict()
+        self.room = threading.Condition(mux.lock)
+        self.empty = threading.Condition(mux.lock)
+        self.stalled = 0
+
+    def publish(self, subject: str, payload: bytes, headers: HeadersInput | None) -> Future[PubAck]:
+        return self.mux.publish(self, subject, payload, headers)
+
+    def wait_complete(self, deadline: Deadline) -> None:
+        """Block until every publish of this window is settled (acknowledged, failed or expired)."""
+        with self.mux.lock:
+            while self.pending:
+                remaining = deadline.remaining()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"{len(self.pending)} async publishes still pending")
+                self.empty.wait(remaining)
+
+    def after_fork_in_child(self, lock: threading.Lock) -> None:
+        self.pending.clear()
+        self.room = threading.Condition(lock)
+        self.empty = threading.Condition(lock)
+        self.stalled = 0
+
+
+class AckMux:
+    """The one inbox for async PubAcks of a client, shared by all its contexts. Thread-safe."""
+
+    def __init__(self, core: CoreLink):
+        self._core = core
+        self.lock = threading.Lock()
+        self.futures_cond = threading.Condition(threading.RLock())  # shared by every _PubFuture
+        self._owner: dict[str, PublishWindow] = {}
+        self._windows: weakref.WeakSet[PublishWindow] = weakref.WeakSet()
         self._tokens = itertools.count(1)
-        self._acks: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._prefix = ""
         self._prefix_b = b""
         self._prefix_len = 0
-        self._mux: _AckMux | None = None
-        self._thread: threading.Thread | None = None
+        self._route: Handle | None = None
+        self._lane: Lane[Callable[[], None]] = core.lane(_call, "publish callbacks")
+        self._expiry: TimerHandle | None = None
+        self._expiry_at = 0.0
         self._closed = False
+        core.on_close(self._fail_all)
+        core.on_drain(self._wait_all)
+
+    def window(self, max_pending: int, stall_wait: float, ack_timeout: float) -> PublishWindow:
+        w = PublishWindow(self, max_pending, stall_wait, ack_timeout)
+        self._windows.add(w)
+        return w
 
     def _start(self) -> None:
-        nc = self.nc
-        self._prefix = nc.new_inbox() + "."
-        self._prefix_b = self._prefix.encode()
-        self._prefix_len = len(self._prefix)
-        sub = nc._subscribe_internal(self._prefix + "*", _AckMux)
-        sub._publisher = self  # type: ignore[attr-defined]
-        self._mux = sub  # type: ignore[assignment]
-        nc._on_close(self._fail_all)
-        self._thread = threading.Thread(target=self._run, name=f"natsjs-acks-{nc._thread_tag}", daemon=True)
-        self._thread.start()
+        prefix = self._core.new_inbox() + "."
+        self._prefix_b = prefix.encode()
+        self._prefix_len = len(prefix)
+        self._route = self._core.route_internal(prefix + "*", self._on_ack)
 
     @property
     def pending(self) -> int:
-        """Publishes sent and not yet acknowledged."""
-        return len(self._pending)
+        return len(self._owner)
 
-    def publish(self, subject: str, payload: bytes, headers: HeadersInput | None) -> Future[PubAck]:
+    def publish(self, window: PublishWindow, subject: str, payload: bytes,
+                headers: HeadersInput | None) -> Future[PubAck]:
         if self._closed:
             raise ConnectionClosedError("the connection is closed")
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._start()
         token = str(next(self._tokens))
-        fut = _PubFuture(self, subject)
-        with self._lock:
-            if len(self._pending) >= self.max_pending:
-                self._stall()
+        fut = _PubFuture(self.futures_cond, subject, self._lane)
+        with self.lock:
+            if self._route is None:
+                self._start()
+            if len(window.pending) >= window.max_pending:
+                self._stall(window)
             # After any stall, and under the lock: the ack timeout starts now,
-            # and deadlines enter the dict in order.
-            fut._deadline = time.monotonic() + self.ack_timeout
-            self._pending[token] = fut
+            # and deadlines enter the window in order.
+            fut._deadline = deadline = time.monotonic() + window.ack_timeout
+            window.pending[token] = fut
+            self._owner[token] = window
+            if self._expiry is None or deadline < self._expiry_at:
+                self._arm(deadline)
+            prefix = self._prefix_b
         try:
-            self.nc._publish_with_reply(subject, payload, self._prefix_b + token.encode(), headers)
+            self._core.publish_with_reply(subject, payload, prefix + token.encode(), headers)
         except BaseException:
-            self._finish(token)
+            with self.lock:
+                self._pop(token)
             raise
         return fut
 
-    def _stall(self) -> None:
+    def _stall(self, window: PublishWindow) -> None:
         """Lock held, window full: wait until it is down to the low-water mark.
 
         Resuming at a quarter of the window free, not at each single ack,
         turns thousands of one-slot wake-ups into a few.
         """
-        self._stalled += 1
+        window.stalled += 1
         try:
-            deadline = time.monotonic() + self.stall_wait
-            while len(self._pending) > self._low_water and not self._closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+            deadline = Deadline(window.stall_wait)
+            while len(window.pending) > window.low_water and not self._closed:
+                remaining = deadline.remaining()
+                if remaining is not None and remaining <= 0:
                     raise TimeoutError(
-                        f"{self.max_pending} async publishes waited {self.stall_wait} s for acks (stalled)"
-                    )
-                self._room.wait(remaining)
+                        f"{window.max_pending} async publishes waited {window.stall_wait} s for acks (stalled)")
+                window.room.wait(remaining)
         finally:
-            self._stalled -= 1
+            window.stalled -= 1
         if self._closed:
             raise ConnectionClosedError("the connection is closed")
 
-    def _finish(self, token: str) -> _PubFuture | None:
-        with self._lock:
-            fut = self._pending.pop(token, None)
-            if fut is not None:
-                left = len(self._pending)
-                if self._stalled and left <= self._low_water:
-                    self._room.notify_all()
-                if not left:
-                    self._empty.notify_all()
+    def _pop(self, token: str) -> _PubFuture | None:
+        """Lock held: take ``token`` out of its window, waking a stalled publisher."""
+        window = self._owner.pop(token, None)
+        if window is None:
+            return None
+        fut = window.pending.pop(token)
+        if window.stalled and len(window.pending) <= window.low_water:
+            window.room.notify_all()
         return fut
 
+    def _settled(self, window: PublishWindow) -> None:
+        """Lock held, after settling: wake those waiting for the window to empty."""
+        if not window.pending:
+            window.empty.notify_all()
+
     def _on_ack(self, msg: Msg) -> None:
-        """Reader thread: settle the publish this ack is for."""
-        fut = self._finish(msg.subject[self._prefix_len:])
-        if fut is None:
-            return  # expired already, or not ours
+        """Reader thread: settle the publish this ack is for (quick; no user code)."""
+        token = msg.subject[self._prefix_len:]
+        ack: PubAck | None = None
+        exc: BaseException | None = None
         if msg._hdr is None:
             ack = _fast_pub_ack(msg.data)
-            if ack is not None:
-                _settle(fut, ack, None)
-                return
-        self._acks.put((fut, msg))  # an error reply: decoded and mapped off the reader thread
-
-    def _run(self) -> None:
-        get = self._acks.get
-        while True:
-            try:
-                work = get(timeout=0.1)
-            except queue.Empty:
-                work = None
-            if work is None and self._closed:
-                return
-            if isinstance(work, _PubFuture):
-                Future._invoke_callbacks(work)  # type: ignore[attr-defined]
-            elif work is not None:
-                fut, msg = work
+        with self.lock:
+            window = self._owner.get(token)
+            fut = self._pop(token)
+            if fut is None or window is None:
+                return  # expired already, or not ours
+            if ack is None:
                 try:
                     ack = parse_pub_ack(msg, fut._subject)
-                except Exception as exc:
-                    _settle(fut, None, exc)
-                else:
-                    _settle(fut, ack, None)
-            self._expire()
+                except Exception as err:
+                    exc = err
+            # Settled before the window can look empty: "complete" means settled.
+            _settle(fut, ack, exc)
+            self._settled(window)
+
+    def _arm(self, when: float) -> None:
+        """Lock held: make the timer expire acks at ``when``."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+        self._expiry_at = when
+        self._expiry = self._core.call_later(max(0.0, when - time.monotonic()), self._expire)
 
     def _expire(self) -> None:
+        """Timer thread: fail publishes whose ack is overdue, then wait for the next deadline."""
         now = time.monotonic()
-        expired = []
-        with self._lock:
-            for token, pending in self._pending.items():
-                if pending._deadline > now:
-                    break
-                expired.append(token)
-        for token in expired:
-            fut = self._finish(token)
-            if fut is not None:
-                _settle(fut, None, TimeoutError(f"no PubAck for {fut._subject!r} within {self.ack_timeout} s"))
+        with self.lock:
+            self._expiry = None
+            nearest: float | None = None
+            for window in list(self._windows):
+                while window.pending:
+                    token, fut = next(iter(window.pending.items()))
+                    if fut._deadline > now:
+                        nearest = fut._deadline if nearest is None else min(nearest, fut._deadline)
+                        break
+                    self._pop(token)
+                    _settle(fut, None, TimeoutError(f"no PubAck for {fut._subject!r} within {window.ack_timeout} s"))
+                self._settled(window)
+            if nearest is not None:
+                self._arm(nearest)
 
-    def wait_complete(self, timeout: float | None) -> None:
-        """Block until every pending publish is acknowledged (or failed)."""
-        deadline = Deadline(timeout)
-        with self._empty:
-            while self._pending:
-                remaining = deadline.remaining()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError(f"{len(self._pending)} async publishes still pending")
-                self._empty.wait(remaining)
+    def _wait_all(self, deadline: Deadline) -> None:
+        """Draining: wait until every async publish of the client is settled."""
+        with self.lock:
+            windows = [w for w in self._windows if w.pending]
+        for w in windows:
+            try:
+                w.wait_complete(deadline)
+            except NatsError:
+                return
 
     def _fail_all(self) -> None:
-        self._closed = True
         closed = ConnectionClosedError("the connection closed before the PubAck arrived")
-        with self._lock:
-            items = list(self._pending.values())
-            self._pending.clear()
-            self._empty.notify_all()
-            self._room.notify_all()
-        for fut in items:
-            _settle(fut, None, closed)
-        self._acks.put(None)
+        with self.lock:
+            self._closed = True
+            for window in list(self._windows):
+                for fut in window.pending.values():
+                    _settle(fut, None, closed)
+                window.pending.clear()
+                window.room.notify_all()
+                window.empty.notify_all()
+            self._owner.clear()
+            if self._expiry is not None:
+                self._expiry.cancel()
+
+    def after_fork_in_child(self) -> None:
+        """The parent's publishes are not ours: start over (a new inbox on first use)."""
+        self.lock = threading.Lock()
+        self.futures_cond = threading.Condition(threading.RLock())
+        self._owner.clear()
+        for window in list(self._windows):
+            window.after_fork_in_child(self.lock)
+        self._route = None
+        self._expiry = None
+        self._lane = self._core.lane(_call, "publish callbacks")
 
 
-def pubopts_from(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Pick the JetStream publish options out of ``kwargs`` (for adapters)."""
-    keys = ("msg_id", "expected_stream", "expected_last_seq", "expected_last_subject_seq",
-            "expected_last_msg_id", "ttl")
-    return {k: kwargs.get(k) for k in keys}
+def _call(fn: Callable[[], None]) -> None:
+    fn()
+
+
+def _discard(_: object) -> None:
+    """A done-callback's return value means nothing."""
+
+
+def ack_mux(core: CoreLink) -> AckMux:
+    """The client's one :class:`AckMux`."""
+    return core.attachment("jetstream.acks", lambda: AckMux(core))
+
+
+class PublishPipeline:
+    """Many async publishes with a bounded number in flight, all settled at the end.
+
+    The one owner of "publish_async in a window, wait for the oldest, settle
+    the rest" (object-store chunks, Spark partitions)::
+
+        with js.publish_pipeline(window=256, timeout=60) as pipe:
+            for chunk in chunks:
+                pipe.publish(subject, chunk)
+        pipe.acks  # every PubAck, in order
+
+    Leaving the block waits for every ack within ``timeout`` (one deadline for
+    the whole pipeline) and raises the first error after all are settled.
+    Not thread-safe: one publishing thread.
+    """
+
+    def __init__(self, publish: Callable[..., Future[PubAck]], window: int, deadline: Deadline,
+                 on_ack: Callable[[PubAck], None] | None = None):
+        if window < 1:
+            raise ValueError("window must be >= 1")
+        self._publish = publish
+        self._window = window
+        self._deadline = deadline
+        self._inflight: collections.deque[Future[PubAck]] = collections.deque()
+        self._on_ack = on_ack
+        self.count = 0  #: PubAcks received
+        self.error: BaseException | None = None  #: the first failure
+
+    def publish(self, subject: str, payload: bytes, **options: Any) -> None:
+        """Publish (blocks while the window is full). Raises the first failure so far."""
+        if self.error is not None:
+            raise self.error
+        self._inflight.append(self._publish(subject, payload, **options))
+        while len(self._inflight) >= self._window:
+            self._settle_oldest()
+        if self.error is not None:
+            raise self.error
+
+    def _settle_oldest(self) -> None:
+        fut = self._inflight.popleft()
+        try:
+            ack = fut.result(timeout=self._deadline.remaining())
+        except BaseException as exc:  # kept; the rest still settle
+            if isinstance(exc, TimeoutError) and not fut.done():
+                exc = TimeoutError(f"no PubAck within the pipeline's timeout for {fut._subject!r}")  # type: ignore[attr-defined]
+            if self.error is None:
+                self.error = exc
+            return
+        self.count += 1
+        if self._on_ack is not None:
+            self._on_ack(ack)
+
+    def finish(self) -> None:
+        """Wait for every ack in flight; raises the first failure once all are settled."""
+        while self._inflight:
+            self._settle_oldest()
+        if self.error is not None:
+            raise self.error
+
+    def abandon(self) -> None:
+        """Settle what is in flight quietly (after a failure elsewhere)."""
+        while self._inflight:
+            self._settle_oldest()
+
+    def __enter__(self) -> PublishPipeline:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.finish()
+        else:
+            self.abandon()

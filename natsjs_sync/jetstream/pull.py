@@ -3,14 +3,20 @@
 A pull request (``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``) asks for up
 to ``batch`` messages or ``max_bytes`` bytes, delivered to an inbox, until it
 ``expires``. Status messages on that inbox are bookkeeping, never shown to the
-user: 100 idle heartbeat, 404 no messages, 408 request expired, 409 (limits
-hit, consumer deleted, leadership changed), 423 (pinned elsewhere). 408 and
-409 carry ``Nats-Pending-Messages``/``Nats-Pending-Bytes``: what the request
-will no longer deliver.
+user; :func:`~natsjs_sync.protocol.jetstream.status.classify` says what each
+one means, and :class:`~natsjs_sync.protocol.jetstream.pullstate.PullAccounting`
+counts what the outstanding requests still owe.
 
 The server's ``expires`` is set a little shorter than the client's wait, so
 the request is over on the server before the client stops listening: a fetch
 that times out leaves no pull request behind.
+
+Continuous pulling (:class:`MessagesContext`) keeps requests outstanding and
+heals itself: after a reconnect every waiter is woken and the requests are
+sent again at once (they died with the old connection); missed idle
+heartbeats are reported and the requests sent again; a consumer that has gone
+is reported (:class:`~natsjs_sync.ConsumerDeletedError`), or, for an ordered
+consumer, made anew.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from .._timeout import Deadline
+from .._backoff import Backoff
+from .._core.dispatch import current_lane
+from .._core.spi import CoreLink, Handle
+from .._timeout import Deadline, check_seconds
 from ..errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -31,18 +40,28 @@ from ..errors import (
     ConsumerNotFoundError,
     JetStreamError,
     NatsError,
+    NoHeartbeatError,
     TimeoutError,
 )
 from ..msg import Msg
+from ..protocol.jetstream.pullstate import PullAccounting
+from ..protocol.jetstream.status import MESSAGE, Kind, Status, classify
 
 if TYPE_CHECKING:
+    from .._core.dispatch import Lane, TimerHandle
     from ..subscription import Subscription
-    from .consumer import Consumer
 
 _NS = 1_000_000_000
 _encode = msgspec.json.encode
 
 ErrorHandler = Callable[[Exception], None]
+
+#: Waits before asking again when nobody serves the consumer (503), so a gone
+#: consumer or a server in a leader election is never hammered.
+NO_RESPONDERS_BACKOFF = Backoff(0.05, 2.0, factor=2.0, jitter=0.05)
+#: Seconds without a message after which a drain ends (the server sends what
+#: outstanding requests owe within moments of the flush).
+_DRAIN_QUIET = 0.05
 
 
 def server_expiry(wait: float) -> float:
@@ -84,28 +103,39 @@ def pull_request(
     return _encode(body)
 
 
-def _status_error(msg: Msg) -> JetStreamError | None:
-    """The error a terminal 409/423/4xx status means, or None when it only ends a request."""
-    status = msg.status
-    desc = msg.description
-    if status == 409:
-        low = desc.lower()
-        if "consumer deleted" in low:
-            return ConsumerDeletedError(desc, code=409)
-        if "exceeds maxbytes" in low or "batch completed" in low or "leadership change" in low:
-            return None
-        return JetStreamError(desc or "pull request failed", code=409)
-    if status is not None and status not in (404, 408) and status >= 400:
-        return JetStreamError(desc or f"pull request failed with status {status}", code=status)
-    return None
+def status_of(msg: Msg) -> Status:
+    """The classified status of a message on a pull inbox (:data:`MESSAGE` for a stream message)."""
+    if msg._hdr is None:
+        return MESSAGE
+    return classify(msg._hdr, msg.reply)
 
 
-def _pending_counts(msg: Msg) -> tuple[int, int]:
-    h: dict[str, str] = msg.headers or {}
-    try:
-        return int(h.get("Nats-Pending-Messages", 0)), int(h.get("Nats-Pending-Bytes", 0))
-    except ValueError:
-        return 0, 0
+class PullTarget(Protocol):
+    """What pulling needs of a consumer handle (a :class:`Consumer`, or an ordered consumer's current one)."""
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def next_subject(self) -> str: ...
+
+    def info(self, timeout: Any = ...) -> Any: ...
+
+
+class OrderedHooks(Protocol):
+    """How an ordered consumer steers continuous pulling."""
+
+    def accept(self, msg: Msg) -> str:
+        """``"ok"`` to deliver, ``"stale"`` to drop, ``"gap"`` to start over."""
+
+    def recreate(self, deadline: Deadline | None = None) -> None:
+        """Make the next consumer (blocks, with back-off; raises when it cannot be done in time)."""
+
+    def cancel(self) -> None:
+        """Cut a re-creation's back-off short (stop)."""
+
+
+# ---------------------------------------------------------------------- one-shot
 
 
 class MessageBatch:
@@ -130,6 +160,8 @@ class MessageBatch:
         self._received: list[Msg] = []
         self._done = False
         self.error: Exception | None = None
+        #: The status that ended the batch early, if a status did.
+        self.status: Status | None = None
         self._finalizer = weakref.finalize(self, _release, sub)
 
     def __iter__(self) -> Iterator[Msg]:
@@ -143,14 +175,13 @@ class MessageBatch:
         last_activity = time.monotonic()
         try:
             while len(self._received) < self._batch and not self._done:
-                remaining = self._deadline.remaining()
-                if remaining is not None and remaining <= 0:
+                wait = self._deadline.remaining()
+                if wait is not None and wait <= 0:
                     return
-                wait = remaining
                 if self._heartbeat:
                     hb_left = last_activity + 2 * self._heartbeat - time.monotonic()
                     if hb_left <= 0:
-                        self.error = TimeoutError("missed idle heartbeats from the server during fetch")
+                        self.error = NoHeartbeatError("missed idle heartbeats from the server during fetch")
                         return
                     wait = hb_left if wait is None else min(wait, hb_left)
                 try:
@@ -161,8 +192,8 @@ class MessageBatch:
                     self.error = exc
                     return
                 last_activity = time.monotonic()
-                status = msg.status
-                if status is None:
+                st = status_of(msg)
+                if st is MESSAGE:
                     if self._pin_cb is not None:
                         self._pin_cb(msg)
                     self._received.append(msg)
@@ -171,9 +202,10 @@ class MessageBatch:
                     if self._max_bytes and size >= self._max_bytes:
                         return
                     continue
-                if status == 100:
+                if st.kind is Kind.HEARTBEAT:
                     continue
-                self.error = _status_error(msg)
+                self.status = st
+                self.error = st.error()
                 return
         finally:
             self._done = True
@@ -195,30 +227,60 @@ class MessageBatch:
         self.close()
 
 
-def _release(sub: Subscription) -> None:
+def _release(sub: Subscription | None, *handles: Handle | TimerHandle | None) -> None:
+    for h in handles:
+        if h is not None:
+            h.cancel()
     try:
-        if sub.is_valid:
+        if sub is not None and sub.is_valid:
             sub.unsubscribe()
     except NatsError:
         pass
 
 
-_DRAIN_QUIET = 0.05  # seconds without a message after which a drain ends
+# ---------------------------------------------------------------------- continuous
+
+
+class _Owned:
+    """What a :class:`MessagesContext` holds on the client, released together (also by a finalizer)."""
+
+    __slots__ = ("inbox", "reconnect", "route", "sub", "timer")
+
+    def __init__(self) -> None:
+        self.sub: Subscription | None = None
+        self.route: Handle | None = None
+        self.reconnect: Handle | None = None
+        self.timer: TimerHandle | None = None
+        self.inbox = ""
+
+    def release(self) -> None:
+        route, self.route = self.route, None
+        _release(self.sub, route, self.reconnect, self.timer)
+        self.reconnect = self.timer = None
+
+
+def _release_owned(owned: _Owned) -> None:
+    owned.release()
+
 
 class MessagesContext:
     """Continuous pulling: iterate messages as they come. Thread-safe to stop.
 
-    Keeps up to ``max_messages`` (or ``max_bytes``) requested; when fewer than
-    the threshold are outstanding it asks for more. With idle heartbeats, two
-    missed heartbeats mean the requests were lost (server restart, network
-    trouble): they are forgotten and asked again. After a reconnect the same
-    happens at once. :meth:`stop` ends the iteration; :meth:`drain` ends it once
-    the messages already received are read.
+    Keeps up to ``max_messages`` (or ``max_bytes``) requested; when what is
+    owed falls to the threshold it asks for more. With idle heartbeats (on by
+    default when ``expires`` is at least 2 s), two missed heartbeats raise
+    :class:`~natsjs_sync.NoHeartbeatError` from :meth:`next` (a dead server is
+    not an idle stream) after the requests were sent again; iterating may go
+    on. After a reconnect the requests are sent again at once. :meth:`stop`
+    ends the iteration; :meth:`drain` ends it once the messages already
+    received are read. A context dropped without :meth:`stop` releases its
+    inbox when it is garbage collected.
     """
 
     def __init__(
         self,
-        consumer: Consumer,
+        consumer: PullTarget,
+        core: CoreLink,
         max_messages: int = 500,
         max_bytes: int | None = None,
         expires: float = 30.0,
@@ -226,105 +288,215 @@ class MessagesContext:
         threshold_messages: int | None = None,
         threshold_bytes: int | None = None,
         error_cb: ErrorHandler | None = None,
-        on_message: Callable[[Msg], bool] | None = None,
-        on_reset: Callable[[], None] | None = None,
+        ordered: OrderedHooks | None = None,
+        handler: Callable[[Msg], None] | None = None,
+        name: str = "messages",
     ):
-        if max_messages < 1:
-            raise ValueError("max_messages must be >= 1")
-        if expires < 0.001:
+        exp = check_seconds(expires, "expires")
+        if exp is None or exp < 0.001:
             raise ValueError("expires must be at least 1 ms")
-        self._consumer = consumer
-        self._nc = consumer._js._api.nc
-        self._max_messages = max_messages if not max_bytes else 1_000_000
-        self._max_bytes = max_bytes
-        self._expires = expires
         if heartbeat is None:
-            heartbeat = min(30.0, expires / 2) if expires >= 2 else None
-        if heartbeat is not None and heartbeat >= expires:
+            heartbeat = min(30.0, exp / 2) if exp >= 2 else None
+        elif check_seconds(heartbeat, "heartbeat") is None or heartbeat >= exp:
             raise ValueError("heartbeat must be shorter than expires")
+        self._acct = PullAccounting(max_messages, max_bytes, threshold_messages, threshold_bytes)
+        self._consumer = consumer
+        self._core = core
+        self._expires = exp
         self._heartbeat = heartbeat
-        self._threshold_msgs = threshold_messages if threshold_messages is not None else self._max_messages // 2
-        self._threshold_bytes = threshold_bytes if threshold_bytes is not None else (max_bytes or 0) // 2
         self._error_cb = error_cb
-        self._on_message = on_message
-        self._on_reset = on_reset
-        self._inbox = self._nc.new_inbox()
-        self._sub = self._nc._subscribe_internal(self._inbox)
-        self._pending_msgs = 0
-        self._pending_bytes = 0
-        self._needs_reset = False
-        self._last_activity = time.monotonic()
+        self._ordered = ordered
+        self._handler = handler
         self._stopped = False
+        self.stopped_event = threading.Event()  #: set once stopped (by the user, or a terminal error)
         self._draining = False
-        self._pulls_stopped = False
+        self._needs_reset = False
+        self._retry_at = 0.0
+        self._failures = 0
+        self._last_activity = time.monotonic()
         self._held: Msg | None = None
         self._lock = threading.Lock()
-        self._nc._on_reconnect(self._after_reconnect)
+        self._busy = threading.Lock()  # held while the handler runs (callback mode)
+        self._lane: Lane[object] | None = None
+        self._owned = _Owned()
+        ref = weakref.ref(self)
+        if handler is not None:
+            self._lane = core.lane(self._on_item, name)
+            if heartbeat:
+                self._owned.timer = core.call_every(heartbeat, _weak(ref, "_tick"))
+        self._open_inbox()
+        self._owned.reconnect = core.on_reconnect(_weak(ref, "_after_reconnect"))
+        self._finalizer = weakref.finalize(self, _release_owned, self._owned)
+
+    # -- the inbox -----------------------------------------------------------------
+
+    def _open_inbox(self) -> None:
+        """A fresh inbox (also after an ordered reset: nothing for the old consumer can reach us)."""
+        owned = self._owned
+        old_sub, old_route = owned.sub, owned.route
+        owned.inbox = self._core.new_inbox()
+        if self._lane is not None:
+            owned.route = self._core.route_internal(owned.inbox, self._lane.put)
+            owned.sub = None
+        else:
+            owned.sub = self._core.subscribe_internal(owned.inbox)
+            owned.route = None
+        _release(old_sub, old_route)
 
     # -- bookkeeping ---------------------------------------------------------------
 
-    def _after_reconnect(self) -> None:
-        # Pull requests do not survive a reconnect: ask again.
-        self._needs_reset = True
-
     def _report(self, exc: Exception) -> None:
-        if self._error_cb is not None:
-            try:
-                self._error_cb(exc)
-            except Exception:
-                pass
-
-    def _reset_pending(self) -> None:
-        self._pending_msgs = 0
-        self._pending_bytes = 0
-        if self._on_reset is not None:
-            self._on_reset()
-
-    def _check_consumer_exists(self) -> None:
-        """After missed heartbeats: a consumer deleted while no request was
-        waiting sends no 409, so ask. The ordered consumer re-creates its own."""
-        if self._on_reset is not None:
+        if self._error_cb is None:
+            if self._handler is not None:
+                self._core.report_error(exc)
             return
+        try:
+            self._error_cb(exc)
+        except Exception as cb_exc:  # an error handler's own bug goes to the client's error_cb
+            self._core.report_error(cb_exc)
+
+    def _after_reconnect(self) -> None:
+        """Reconnect thread: the pull requests died with the old connection; wake the reader to ask again."""
+        if self._lane is not None:
+            self._lane.put(_Control(self._reset_and_pull))
+        else:
+            self._needs_reset = True
+            sub = self._owned.sub
+            if sub is not None:
+                sub.wake()
+
+    def _tick(self) -> None:
+        """Timer thread (callback mode): look at the heartbeats from the lane."""
+        if self._lane is not None and not self._stopped:
+            self._lane.put(_Control(self._check_heartbeat_cb))
+
+    def _reset(self, deadline: Deadline | None = None) -> None:
+        self._acct.reset()
+        self._retry_at = 0.0
+        if self._ordered is not None and not self._stopped:
+            self._open_inbox()
+            self._ordered.recreate(deadline)
+        self._last_activity = time.monotonic()
+
+    def _reset_and_pull(self) -> None:
+        self._reset()
+        self._maybe_pull()
+
+    def _consumer_gone(self) -> ConsumerDeletedError | None:
+        """After missed heartbeats or a 503: a consumer deleted while no request
+        was waiting sends no 409, so ask. (An ordered consumer makes its own anew.)"""
+        if self._ordered is not None:
+            return None
         try:
             self._consumer.info(timeout=2.0)
         except ConsumerNotFoundError:
-            self.stop()
-            err = ConsumerDeletedError(f"consumer {self._consumer.name!r} was deleted", code=409)
-            self._report(err)
-            raise err from None
+            return ConsumerDeletedError(f"consumer {self._consumer.name!r} was deleted", code=409)
         except NatsError:
             pass  # the server is away: keep pulling, it may come back
+        return None
 
-    def _pull(self) -> None:
-        if self._max_bytes:
-            want_bytes = self._max_bytes - self._pending_bytes
-            body = pull_request(self._max_messages, self._expires, max_bytes=want_bytes, heartbeat=self._heartbeat)
-            self._pending_msgs += self._max_messages
-            self._pending_bytes += want_bytes
-        else:
-            batch = self._max_messages - self._pending_msgs
-            body = pull_request(batch, self._expires, heartbeat=self._heartbeat)
-            self._pending_msgs += batch
-        self._nc.publish(self._consumer._next_subject, body, reply=self._inbox)
+    def _maybe_pull(self) -> None:
+        acct = self._acct
+        if self._stopped or not acct.wants_more() or time.monotonic() < self._retry_at:
+            return
+        ask = acct.ask()
+        body = pull_request(ask.batch, self._expires, max_bytes=ask.max_bytes, heartbeat=self._heartbeat)
+        try:
+            self._core.publish(self._consumer.next_subject, body, reply=self._owned.inbox)
+        except NatsError as exc:
+            acct.reset()
+            self._report(exc)
+            return
         self._last_activity = time.monotonic()
 
-    def _wants_more(self) -> bool:
-        if self._pulls_stopped:
-            return False
-        if self._max_bytes:
-            return self._pending_bytes <= self._threshold_bytes
-        return self._pending_msgs <= self._threshold_msgs
+    def _backoff(self) -> None:
+        """Nobody served the request: ask again only after a back-off."""
+        self._failures += 1
+        delay = NO_RESPONDERS_BACKOFF.delay(self._failures)
+        self._retry_at = time.monotonic() + delay
+        self._acct.reset()
+        if self._lane is not None:
+            lane = self._lane
+            self._core.call_later(delay, lambda: lane.put(_Control(self._maybe_pull)))
 
-    # -- reading -------------------------------------------------------------------
+    def _on_msg(self, msg: Msg) -> Msg | None:
+        """One message from the inbox: the user's, or bookkeeping (None). Raises terminal errors."""
+        self._last_activity = time.monotonic()
+        st = status_of(msg)
+        if st is MESSAGE:
+            self._acct.delivered(len(msg.data))
+            self._failures = 0
+            if self._ordered is not None:
+                verdict = self._ordered.accept(msg)
+                if verdict != "ok":
+                    if verdict == "gap":
+                        self._needs_reset = True
+                    return None
+            return msg
+        kind = st.kind
+        if kind is Kind.HEARTBEAT:
+            return None
+        if kind is Kind.FLOW_CONTROL:
+            if msg.reply:
+                self._core.publish(msg.reply, b"")
+            return None
+        if kind is Kind.REQUEST_ENDED:
+            self._acct.ended(st.pending_msgs, st.pending_bytes)
+            return None
+        if kind is Kind.LIMIT:
+            self._acct.ended(st.pending_msgs, st.pending_bytes)
+            self._report(st.error())  # type: ignore[arg-type]
+            return None
+        if kind is Kind.RESET:
+            self._acct.reset()
+            return None
+        if kind is Kind.NO_RESPONDERS:
+            gone = self._consumer_gone()
+            if gone is not None:
+                raise gone
+            if self._ordered is not None:
+                self._needs_reset = True
+            self._backoff()
+            return None
+        err = st.error()
+        assert err is not None
+        if kind is Kind.CONSUMER_DELETED and self._ordered is not None:
+            self._report(err)
+            self._needs_reset = True
+            return None
+        raise err  # deleted, or a request that can never work (400): stop
+
+    def _check_heartbeat(self) -> NoHeartbeatError | None:
+        """Missed heartbeats: report, ask again; raises ConsumerDeletedError when it is gone."""
+        hb = self._heartbeat
+        if not hb or self._draining or time.monotonic() - self._last_activity < 2 * hb:
+            return None
+        err = NoHeartbeatError(f"missed idle heartbeats from consumer {self._consumer.name!r}: pulling again")
+        self._report(err)
+        gone = self._consumer_gone()
+        if gone is not None:
+            raise gone
+        self._needs_reset = True
+        self._last_activity = time.monotonic()
+        return err
+
+    # -- iterator mode ---------------------------------------------------------------
 
     def next(self, timeout: float | None = None) -> Msg:
         """The next message.
 
+        Args:
+            timeout: seconds to wait (``None``: for ever).
+
         Raises:
-            TimeoutError: none within ``timeout`` (``None``: wait for ever).
+            TimeoutError: none within ``timeout``.
+            NoHeartbeatError: heartbeats stopped (the requests are sent again; call again to go on).
             BadSubscriptionError: the iterator was stopped or drained.
             ConsumerDeletedError: the consumer was deleted.
+            JetStreamError: the server refused the requests for good (e.g. a priority group missing).
         """
+        if self._handler is not None:
+            raise BadSubscriptionError("next() cannot be used on a consume() context")
         if self._held is not None:
             msg, self._held = self._held, None
             return msg
@@ -332,81 +504,65 @@ class MessagesContext:
         while True:
             if self._stopped:
                 raise BadSubscriptionError("the messages iterator is stopped")
-            if self._needs_reset:
-                self._needs_reset = False
-                self._reset_pending()
-            if self._wants_more():
-                try:
-                    self._pull()
-                except NatsError as exc:
-                    self._report(exc)
+            sub = self._owned.sub
+            assert sub is not None
             try:
-                # Under load a message is already waiting: no deadline, no clock.
-                msg = self._sub._poll()  # type: ignore[assignment]
-                if msg is None:
+                if self._needs_reset:
                     if deadline is None:
                         deadline = Deadline(timeout)
-                    wait = deadline.remaining()
-                    if self._draining and self._sub.pending_msgs == 0:
-                        quiet = self._drain_quiet_left()
-                        wait = quiet if wait is None else min(wait, quiet)
-                    if self._heartbeat:
-                        hb_left = max(0.0, self._last_activity + 2 * self._heartbeat - time.monotonic())
-                        wait = hb_left if wait is None else min(wait, hb_left)
-                    msg = self._sub.next_msg(timeout=wait)
+                    self._reset(deadline)  # raises TimeoutError when it cannot be done in time
+                    self._needs_reset = False
+                    sub = self._owned.sub
+                    assert sub is not None
+                self._maybe_pull()
+                polled = sub.poll()  # under load a message is already waiting: no deadline, no clock
+                if polled is not None:
+                    msg = polled
+                else:
+                    if deadline is None:
+                        deadline = Deadline(timeout)
+                    msg = sub.next_msg(timeout=self._wait(deadline))
+                out = self._on_msg(msg)
             except TimeoutError:
-                if self._draining:
-                    if self._sub.pending_msgs == 0 and self._drain_quiet_left() == 0.0:
-                        self.stop()
-                        raise BadSubscriptionError("the messages iterator is drained") from None
-                    continue
-                if self._heartbeat and time.monotonic() - self._last_activity >= 2 * self._heartbeat:
-                    self._report(TimeoutError("missed idle heartbeats: pulling again"))
-                    self._check_consumer_exists()
-                    self._reset_pending()
-                    continue
+                if self._draining and self._drained():
+                    self.stop()
+                    raise BadSubscriptionError("the messages iterator is drained") from None
+                missed = self._check_heartbeat_iter()
+                if missed is not None:
+                    raise missed from None
                 if deadline is not None and deadline.expired():
                     raise TimeoutError("no message in time") from None
                 continue
             except (BadSubscriptionError, ConnectionClosedError):
+                if self._owned.sub is not sub and not self._stopped:
+                    continue  # an ordered reset swapped the inbox
                 self._stopped = True
                 raise BadSubscriptionError("the messages iterator is stopped") from None
-            self._last_activity = time.monotonic()
-            status = msg.status
-            if status is None:
-                self._pending_msgs -= 1
-                self._pending_bytes -= len(msg.data)
-                if self._on_message is not None and not self._on_message(msg):
-                    continue
-                return msg
-            if status == 100:
-                if msg.reply:  # flow control (push consumers only, but harmless)
-                    self._nc.publish(msg.reply, b"")
-                continue
-            if status in (408, 409):
-                msgs, nbytes = _pending_counts(msg)
-                self._pending_msgs = max(0, self._pending_msgs - msgs)
-                self._pending_bytes = max(0, self._pending_bytes - nbytes)
-            if status == 503:
-                # No responders on the consumer's pull subject: it is gone (or
-                # its stream is moving). Ordered consumers make a new one.
-                if self._on_reset is not None:
-                    self._reset_pending()
-                    continue
-                self._check_consumer_exists()
-                self._reset_pending()
-            err = _status_error(msg)
-            if isinstance(err, ConsumerDeletedError):
-                self._report(err)
-                if self._on_reset is not None and not self._stopped:
-                    self._reset_pending()  # an ordered consumer recreates itself
-                    continue
+            except JetStreamError:
                 self.stop()
-                raise err
-            if err is not None:
-                self._report(err)
-            if status == 409 and "leadership" in msg.description.lower():
-                self._reset_pending()
+                raise
+            if out is not None:
+                return out
+
+    def _check_heartbeat_iter(self) -> NoHeartbeatError | None:
+        try:
+            return self._check_heartbeat()
+        except JetStreamError:
+            self.stop()
+            raise
+
+    def _wait(self, deadline: Deadline) -> float | None:
+        """How long to block: the caller's deadline, cut by a drain's quiet spell,
+        the heartbeat check and a back-off's end."""
+        wait = deadline.remaining()
+        now = time.monotonic()
+        if self._draining:
+            wait = _min(wait, self._drain_quiet_left())
+        if self._heartbeat:
+            wait = _min(wait, max(0.0, self._last_activity + 2 * self._heartbeat - now))
+        if self._retry_at > now:
+            wait = _min(wait, self._retry_at - now)
+        return wait
 
     def start(self, hold_first: float | None = None) -> None:
         """Send the first pull request now rather than on the first read.
@@ -416,8 +572,10 @@ class MessagesContext:
         write made after this call cannot replace it first (a key watcher must
         show the value present when it was made, even in a history-1 bucket).
         """
-        if not self._stopped and self._wants_more():
-            self._pull()
+        if self._lane is not None:
+            self._lane.put(_Control(self._maybe_pull))
+            return
+        self._maybe_pull()
         if hold_first is not None:
             try:
                 self._held = self.next(timeout=hold_first)
@@ -428,9 +586,14 @@ class MessagesContext:
         """How much longer a drain waits for messages still owed by pull
         requests the server is serving: they come within moments, so after a
         quiet spell none are coming."""
-        if self._pending_msgs <= 0:
+        if self._acct.pending_msgs <= 0:
             return 0.0
         return max(0.0, self._last_activity + _DRAIN_QUIET - time.monotonic())
+
+    def _drained(self) -> bool:
+        sub = self._owned.sub
+        pending = sub.pending_msgs if sub is not None else 0
+        return pending == 0 and self._drain_quiet_left() == 0.0
 
     def __iter__(self) -> Iterator[Msg]:
         while True:
@@ -445,29 +608,36 @@ class MessagesContext:
             if self._stopped:
                 return
             self._stopped = True
-        try:
-            self._nc._reconnect_hooks.remove(self._after_reconnect)
-        except ValueError:
-            pass
-        _release(self._sub)
+        if self._ordered is not None:
+            self._ordered.cancel()
+        self._finalizer()  # releases the inbox, the reconnect hook and the timer
+        if self._lane is not None:
+            self._lane.close()
+        self.stopped_event.set()
 
-    def drain(self, timeout: float = 5.0) -> None:
+    @property
+    def is_stopped(self) -> bool:
+        return self._stopped
+
+    def drain(self, timeout: float | None = 5.0) -> None:
         """Ask for no more; the iteration ends once what was received is read.
 
         Messages the server already sent for outstanding pull requests are
         waited for (one round trip, bounded by ``timeout``), so they are read
         rather than left unacknowledged until their ack wait runs out.
         """
-        self._pulls_stopped = True
-        if threading.current_thread() is not self._nc._reader:  # there a flush could not be answered
+        self._acct.stopped = True
+        if not self._core.on_reader_thread():  # there a flush could not be answered
             try:
                 # The PONG comes after every message the server had sent us.
-                self._nc.flush(timeout)
+                self._core.flush(timeout)
             except NatsError:
                 pass
         self._last_activity = time.monotonic()
         self._draining = True
-        self._sub._wake()  # a reader waiting for more must notice
+        sub = self._owned.sub
+        if sub is not None:
+            sub.wake()  # a reader waiting for more must notice
 
     def __enter__(self) -> MessagesContext:
         return self
@@ -475,57 +645,115 @@ class MessagesContext:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    # -- callback mode ---------------------------------------------------------------
+
+    def _on_item(self, item: object) -> None:
+        """Dispatcher lane (callback mode): one inbox message or control action."""
+        if self._stopped:
+            return
+        try:
+            if type(item) is _Control:
+                item.fn()
+            else:
+                out = self._on_msg(item)  # type: ignore[arg-type]
+                if out is not None:
+                    with self._busy:
+                        try:
+                            self._handler(out)  # type: ignore[misc]
+                        except Exception as exc:  # a handler's bug must not stop consumption
+                            self._report(exc)
+            if self._needs_reset:
+                self._needs_reset = False
+                self._reset()
+            self._maybe_pull()
+        except JetStreamError as exc:
+            self._report(exc)
+            self.stop()
+        except NatsError as exc:
+            self._report(exc)
+
+    def _check_heartbeat_cb(self) -> None:
+        self._check_heartbeat()
+
+    def barrier(self, deadline: Deadline) -> bool:
+        """Callback mode: wait until every item queued so far was handled (False: out of time)."""
+        if self._lane is None or current_lane() is self._lane or self._stopped:
+            return True
+        done = threading.Event()
+        self._lane.put(_Control(done.set))
+        return done.wait(deadline.remaining())
+
+    def wait_idle(self, timeout: float | None) -> None:
+        """Callback mode: wait until the handler is not running (not from the handler itself)."""
+        if current_lane() is self._lane:
+            return
+        if self._busy.acquire(timeout=-1 if timeout is None else timeout):
+            self._busy.release()
+
+
+class _Control:
+    """An action for a consume() lane, run in order with the messages."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], None]):
+        self.fn = fn
+
+
+def _weak(ref: weakref.ref[MessagesContext], method: str) -> Callable[[], None]:
+    """A callback that calls ``method`` of the context while it lives (hooks must not keep it alive)."""
+
+    def call() -> None:
+        obj = ref()
+        if obj is not None:
+            getattr(obj, method)()
+
+    return call
+
+
+def _min(a: float | None, b: float) -> float:
+    return b if a is None else min(a, b)
+
 
 class ConsumeContext:
-    """``consume(handler)``: a thread of its own calls the handler for each message."""
+    """``consume(handler)``: the handler runs for each message on the client's dispatcher.
 
-    def __init__(self, messages: MessagesContext, handler: Callable[[Msg], None],
-                 error_cb: ErrorHandler | None, name: str):
+    It owns no thread: messages, reconnects and heartbeat checks are items of
+    one dispatcher lane, so the handler never runs twice at once.
+    """
+
+    def __init__(self, messages: MessagesContext):
         self._messages = messages
-        self._handler = handler
-        self._error_cb = error_cb
-        self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"natsjs-consume-{name}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            while True:
-                try:
-                    msg = self._messages.next()
-                except BadSubscriptionError:
-                    return
-                except Exception as exc:
-                    if self._error_cb is not None:
-                        self._error_cb(exc)
-                    if isinstance(exc, ConsumerDeletedError):
-                        return
-                    continue
-                try:
-                    self._handler(msg)
-                except Exception as exc:  # a handler's bug must not stop consumption
-                    if self._error_cb is not None:
-                        self._error_cb(exc)
-        finally:
-            self._closed.set()
+        messages.start()
 
     @property
     def closed(self) -> threading.Event:
-        """Set once the consume thread has ended."""
-        return self._closed
+        """Set once consumption has ended (stopped, drained, or the consumer is gone)."""
+        return self._messages.stopped_event
 
     def stop(self, timeout: float | None = 5.0) -> None:
-        """Stop now: the handler finishes the message it has, no more follow."""
+        """Stop now: the handler finishes the message it has, no more follow.
+
+        Waits up to ``timeout`` for a running handler (not when called from the handler).
+        """
         self._messages.stop()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
+        self._messages.wait_idle(timeout)
 
     def drain(self, timeout: float | None = 30.0) -> None:
-        """Ask for no more and return once every received message was handled."""
-        self._messages.drain()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-            self._messages.stop()
+        """Ask for no more and return once every received message was handled.
+
+        Messages the server is still sending for outstanding pull requests are
+        waited for until a quiet spell (they come within moments).
+        """
+        m = self._messages
+        deadline = Deadline(timeout)
+        m.drain(deadline.min(5.0))
+        # The flush in drain() put everything sent before it into the lane;
+        # a barrier waits for it, and again while stragglers keep coming.
+        while m.barrier(deadline) and m._drain_quiet_left() > 0 and not deadline.expired():
+            quiet = threading.Event()
+            quiet.wait(m._drain_quiet_left())  # the quiet spell itself: no event marks "nothing came"
+        self.stop(deadline.remaining())
 
     def __enter__(self) -> ConsumeContext:
         return self

@@ -20,18 +20,20 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from .._core.spi import CoreLink
 from .._timeout import USE_DEFAULT, TimeoutArg, resolve
 from ..errors import BadSubscriptionError, ConsumerNotFoundError, JetStreamError, NatsError
 from ..msg import Msg
-from ..subscription import Control, MsgHandler, Subscription
+from ..protocol.jetstream.ackreply import ACK_PREFIX
+from ..protocol.jetstream.status import Kind, classify
+from ..subscription import MsgHandler, Subscription
 from .consumer_config import ConsumerConfig, ConsumerInfo
 
 if TYPE_CHECKING:
     from .context import JetStream
     from .ordered import OrderedConsumer
-    from .pull import MessagesContext
+    from .pull import ConsumeContext, MessagesContext
 
-_ACK_PREFIX = "$JS.ACK."
 _CONFIG_FIELDS = frozenset(ConsumerConfig.__struct_fields__)
 
 
@@ -46,27 +48,7 @@ class PushSubscription(Subscription):
     _stream: str
     _consumer: str
     _owns_consumer: bool
-    last_activity: float
-
-    def _deliver(self, msg: Msg) -> None:
-        # Reader thread. JetStream messages carry an ack reply subject; only
-        # status messages (flow control, heartbeats) do not.
-        reply = msg.reply
-        if msg._hdr is not None and not (reply and reply.startswith(_ACK_PREFIX)) and msg.status == 100:
-            self.last_activity = time.monotonic()
-            if reply:  # flow control: answer after what came before is read
-                self._q.put(Control(lambda: self._client.publish(reply, b"")))
-            else:
-                hdrs = msg.headers
-                stalled = hdrs.get("Nats-Consumer-Stalled") if hdrs is not None else None
-                if stalled:
-                    try:
-                        self._client.publish(stalled, b"")
-                    except NatsError:
-                        pass  # reconnecting: the next heartbeat asks again
-            return
-        self.last_activity = time.monotonic()
-        super()._deliver(msg)
+    last_activity: float = 0.0
 
     @property
     def stream(self) -> str:
@@ -76,7 +58,7 @@ class PushSubscription(Subscription):
     def consumer(self) -> str:
         return self._consumer
 
-    def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
+    def consumer_info(self, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerInfo:
         """The consumer's info from the server."""
         return self._js._consumer_info(self._stream, self._consumer, timeout)
 
@@ -100,6 +82,32 @@ class PushSubscription(Subscription):
 
     def __repr__(self) -> str:
         return f"<PushSubscription {self._stream}/{self._consumer} on {self.subject!r}>"
+
+
+def push_filter(core: CoreLink) -> Callable[[Subscription, Msg], bool]:
+    """The reader-thread filter of a push subscription: keep stream messages,
+    answer flow control and stalls underneath."""
+
+    def keep(sub: Subscription, msg: Msg) -> bool:
+        reply = msg.reply
+        sub.last_activity = time.monotonic()  # type: ignore[attr-defined]
+        if msg._hdr is None or (reply is not None and reply.startswith(ACK_PREFIX)):
+            return True
+        st = classify(msg._hdr, reply)
+        if st.kind is Kind.FLOW_CONTROL:
+            if reply:  # answered once the messages before it were handed to the user
+                sub.enqueue_control(lambda: core.publish(reply, b""))
+            return False
+        if st.kind is Kind.HEARTBEAT:
+            if st.stalled:
+                try:
+                    core.publish(st.stalled, b"")
+                except NatsError:
+                    pass  # reconnecting: the next heartbeat asks again
+            return False
+        return True
+
+    return keep
 
 
 def _auto_ack(cb: MsgHandler) -> MsgHandler:
@@ -189,7 +197,9 @@ def subscribe_push(
     assert deliver is not None
     ack_none = str(getattr(info.config.ack_policy, "value", info.config.ack_policy)) == "none"
     handler = _auto_ack(cb) if cb is not None and not manual_ack and not ack_none else cb
-    sub = nc._subscribe(deliver, queue, handler, None, pending_msgs_limit, pending_bytes_limit, PushSubscription)
+    sub = js._core.subscribe(deliver, queue, handler, pending_msgs_limit=pending_msgs_limit,
+                             pending_bytes_limit=pending_bytes_limit, status_filter=push_filter(js._core),
+                             cls=PushSubscription)
     assert isinstance(sub, PushSubscription)
     sub._js = js
     sub._stream = stream
@@ -210,44 +220,48 @@ class OrderedSubscription:
     def __init__(self, oc: OrderedConsumer, cb: Callable[[Msg], None] | None,
                  error_cb: Callable[[Exception], None] | None):
         self._oc = oc
-        self.subject = ", ".join(oc._filters) or ">"
-        self._it: MessagesContext = oc.messages(error_cb=error_cb)
-        self._ctx = None
+        self.subject = ", ".join(oc.filter_subjects) or ">"
+        self._ctx: ConsumeContext | None = None
+        self._it: MessagesContext | None = None
         if cb is not None:
-            from .pull import ConsumeContext
-
-            self._ctx = ConsumeContext(self._it, cb, error_cb, f"ordered-{oc.stream}")
+            self._ctx = oc.consume(cb, error_cb=error_cb)
+        else:
+            self._it = oc.messages(error_cb=error_cb)
 
     def next_msg(self, timeout: TimeoutArg = 1.0) -> Msg:
         """The next message in stream order. Raises TimeoutError."""
-        if self._ctx is not None:
+        if self._it is None:
             raise BadSubscriptionError("next_msg() cannot be used on a subscription with a callback")
         return self._it.next(resolve(timeout, 1.0))
 
     def __iter__(self) -> Iterator[Msg]:
+        if self._it is None:
+            raise BadSubscriptionError("a subscription with a callback cannot be iterated")
         return iter(self._it)
 
     @property
     def messages(self) -> Iterator[Msg]:
-        return iter(self._it)
+        return iter(self)
 
-    def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
-        if self._oc.name is None:
-            raise ConsumerNotFoundError("the ordered consumer has no server-side consumer right now")
-        return self._oc._js._consumer_info(self._oc.stream, self._oc.name, timeout)
+    def consumer_info(self, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerInfo:
+        """Fresh info of the ordered consumer's current server-side consumer."""
+        return self._oc.info(timeout)
 
     def unsubscribe(self) -> None:
+        """Stop now (the ordered consumer is deleted)."""
         if self._ctx is not None:
             self._ctx.stop()
-        self._it.stop()
-        self._oc.delete()
+        if self._it is not None:
+            self._it.stop()
 
-    def drain(self, timeout: float | None = 30.0) -> None:
+    def drain(self, timeout: TimeoutArg = 30.0) -> None:
+        """Handle what was received, then stop (the ordered consumer is deleted)."""
+        t = resolve(timeout, 30.0)
         if self._ctx is not None:
-            self._ctx.drain(timeout)
-        self._it.drain()
-        self._it.stop()
-        self._oc.delete()
+            self._ctx.drain(t)
+        if self._it is not None:
+            self._it.drain(t)
+            self._it.stop()
 
     def __repr__(self) -> str:
         return f"<OrderedSubscription {self._oc.stream} {self.subject!r}>"

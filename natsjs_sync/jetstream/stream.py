@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .._timeout import USE_DEFAULT, TimeoutArg
 from ..errors import JetStreamError, MsgNotFoundError
 from ..msg import Msg
 from ..protocol.headers import Headers, parse_headers
@@ -89,7 +90,7 @@ class Stream:
         return self._info.state
 
     def info(self, subjects_filter: str | None = None, deleted_details: bool = False,
-             timeout: float | None = None) -> StreamInfo:
+             timeout: TimeoutArg = USE_DEFAULT) -> StreamInfo:
         """Fresh stream info; with ``subjects_filter``, the per-subject counts too (all pages)."""
         body: dict[str, Any] = {}
         if subjects_filter:
@@ -97,11 +98,12 @@ class Stream:
         if deleted_details:
             body["deleted_details"] = True
         api = self._js._api
-        resp = api.request(f"STREAM.INFO.{self.name}", body or None, timeout)
+        deadline = api.deadline(timeout)  # one budget for every page
+        resp = api.request(f"STREAM.INFO.{self.name}", body or None, deadline)
         subjects = dict(resp.get("state", {}).get("subjects") or {})
         total = resp.get("total", 0)
         while subjects_filter and total and len(subjects) < total:
-            page = api.request(f"STREAM.INFO.{self.name}", {**body, "offset": len(subjects)}, timeout)
+            page = api.request(f"STREAM.INFO.{self.name}", {**body, "offset": len(subjects)}, deadline)
             more = page.get("state", {}).get("subjects") or {}
             if not more:
                 break
@@ -114,7 +116,7 @@ class Stream:
         return self._info
 
     def purge(self, subject: str | None = None, sequence: int | None = None, keep: int | None = None,
-              timeout: float | None = None) -> int:
+              timeout: TimeoutArg = USE_DEFAULT) -> int:
         """Remove messages; returns how many. ``sequence``: up to (not incl.) it; ``keep``: the newest N."""
         if sequence is not None and keep is not None:
             raise ValueError("purge takes sequence or keep, not both")
@@ -130,17 +132,18 @@ class Stream:
 
     # ------------------------------------------------------------------ reading messages
 
-    def _get(self, body: dict[str, Any], timeout: float | None) -> RawStreamMsg:
+    def _get(self, body: dict[str, Any], timeout: TimeoutArg) -> RawStreamMsg:
         if self._info.config.allow_direct:
             return self._direct_get(body, timeout)
         resp = self._js._api.request(f"STREAM.MSG.GET.{self.name}", body, timeout)
         return _raw_from_api(self.name, resp["message"])
 
-    def _direct_get(self, body: dict[str, Any], timeout: float | None, subject_suffix: str = "") -> RawStreamMsg:
+    def _direct_get(self, body: dict[str, Any], timeout: TimeoutArg,
+                    subject_suffix: str = "") -> RawStreamMsg:
         api = self._js._api
         subject = api.subject(f"DIRECT.GET.{self.name}{subject_suffix}")
         payload = b"" if subject_suffix else msgspec.json.encode(body)
-        msg = api.nc.request(subject, payload, timeout=api.timeout if timeout is None else timeout)
+        msg = api.core.request(subject, payload, api.deadline(timeout))
         status = msg.status
         if status == 404:
             raise MsgNotFoundError(f"no message found in {self.name!r} for {body or subject_suffix}", code=404)
@@ -148,22 +151,22 @@ class Stream:
             raise JetStreamError(msg.description or f"direct get failed with {status}", code=status)
         return _raw_from_direct(msg, self.name)
 
-    def get_msg(self, seq: int, timeout: float | None = None) -> RawStreamMsg:
+    def get_msg(self, seq: int, timeout: TimeoutArg = USE_DEFAULT) -> RawStreamMsg:
         """The message at sequence ``seq``. Raises MsgNotFoundError."""
         return self._get({"seq": seq}, timeout)
 
-    def get_last_msg_for_subject(self, subject: str, timeout: float | None = None) -> RawStreamMsg:
+    def get_last_msg_for_subject(self, subject: str, timeout: TimeoutArg = USE_DEFAULT) -> RawStreamMsg:
         """The newest message on ``subject``. Raises MsgNotFoundError."""
         if self._info.config.allow_direct:
             return self._direct_get({"last_by_subj": subject}, timeout, subject_suffix=f".{subject}")
         return self._get({"last_by_subj": subject}, timeout)
 
-    def get_next_msg_for_subject(self, subject: str, seq: int = 1, timeout: float | None = None) -> RawStreamMsg:
+    def get_next_msg_for_subject(self, subject: str, seq: int = 1, timeout: TimeoutArg = USE_DEFAULT) -> RawStreamMsg:
         """The first message on ``subject`` at or after ``seq``. Raises MsgNotFoundError."""
         return self._get({"next_by_subj": subject, "seq": seq}, timeout)
 
     def direct_get_batch(self, seq: int = 1, batch: int = 100, subject: str | None = None,
-                         max_bytes: int | None = None, timeout: float | None = None) -> Iterator[RawStreamMsg]:
+                         max_bytes: int | None = None, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[RawStreamMsg]:
         """Up to ``batch`` messages from ``seq`` on, in one direct-get request.
 
         Needs ``allow_direct`` on the stream and a server with batched direct get (2.11+).
@@ -176,7 +179,7 @@ class Stream:
         yield from self._direct_multi(body, timeout)
 
     def direct_get_last_for_subjects(self, subjects: Sequence[str], up_to_seq: int | None = None,
-                                     batch: int | None = None, timeout: float | None = None
+                                     batch: int | None = None, timeout: TimeoutArg = USE_DEFAULT
                                      ) -> Iterator[RawStreamMsg]:
         """The newest message of each of ``subjects`` (wildcards allowed), multi-last direct get (2.11+)."""
         body: dict[str, Any] = {"multi_last": list(subjects)}
@@ -186,16 +189,16 @@ class Stream:
             body["batch"] = batch
         yield from self._direct_multi(body, timeout)
 
-    def _direct_multi(self, body: dict[str, Any], timeout: float | None) -> Iterator[RawStreamMsg]:
+    def _direct_multi(self, body: dict[str, Any], timeout: TimeoutArg) -> Iterator[RawStreamMsg]:
         api = self._js._api
-        nc = api.nc
-        inbox = nc.new_inbox()
-        sub = nc.subscribe(inbox)
+        deadline = api.deadline(timeout)
+        core = api.core
+        inbox = core.new_inbox()
+        sub = core.subscribe_internal(inbox)
         try:
-            nc.publish_now(api.subject(f"DIRECT.GET.{self.name}"), msgspec.json.encode(body), reply=inbox)
-            t = api.timeout if timeout is None else timeout
+            core.publish_now(api.subject(f"DIRECT.GET.{self.name}"), msgspec.json.encode(body), reply=inbox)
             while True:
-                msg = sub.next_msg(timeout=t)
+                msg = sub.next_msg(timeout=deadline.remaining())
                 status = msg.status
                 if status == _EOB:
                     return
@@ -207,7 +210,7 @@ class Stream:
         finally:
             sub.unsubscribe()
 
-    def delete_msg(self, seq: int, secure: bool = False, timeout: float | None = None) -> bool:
+    def delete_msg(self, seq: int, secure: bool = False, timeout: TimeoutArg = USE_DEFAULT) -> bool:
         """Delete the message at ``seq``; ``secure`` overwrites its bytes on disk."""
         body: dict[str, Any] = {"seq": seq}
         if not secure:
@@ -215,7 +218,7 @@ class Stream:
         resp = self._js._api.request(f"STREAM.MSG.DELETE.{self.name}", body, timeout)
         return bool(resp.get("success"))
 
-    def secure_delete_msg(self, seq: int, timeout: float | None = None) -> bool:
+    def secure_delete_msg(self, seq: int, timeout: TimeoutArg = USE_DEFAULT) -> bool:
         return self.delete_msg(seq, secure=True, timeout=timeout)
 
     # ------------------------------------------------------------------ consumers

@@ -3,17 +3,18 @@ items, with ``None`` once at the end of the values present when it began."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from .._timeout import Deadline, TimeoutArg
 from ..errors import BadSubscriptionError
 from ..msg import Msg
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from .ordered import OrderedConsumer, OrderedMessages
+    from .ordered import OrderedConsumer
+    from .pull import MessagesContext
 
 T = TypeVar("T")
 
@@ -28,9 +29,9 @@ class Watcher(Generic[T]):
     def __init__(self, oc: OrderedConsumer, ignore_deletes: bool, initial: bool):
         self._oc = oc
         self._ignore_deletes = ignore_deletes
-        self._it: OrderedMessages = oc.messages(max_messages=256)
+        self._it: MessagesContext = oc.messages(max_messages=256)
         self._init_done = not initial
-        info = oc.info
+        info = oc.cached_info
         # Nothing to catch up on: the marker comes first.
         self._marker_due = initial and info is not None and info.num_pending == 0
         # Hold the first initial value: a write made after watch() returns
@@ -41,7 +42,7 @@ class Watcher(Generic[T]):
         """``(item, messages still pending after it, is a delete or purge)``."""
         raise NotImplementedError
 
-    def next(self, timeout: float | None = None) -> T | None:
+    def next(self, timeout: TimeoutArg = None) -> T | None:
         """The next item, or ``None`` for the end of the initial values.
 
         Raises:
@@ -52,10 +53,9 @@ class Watcher(Generic[T]):
             self._marker_due = False
             self._init_done = True
             return None
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline.of(timeout, None)
         while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            item, pending, deleted = self._decode(self._it.next(timeout=remaining))
+            item, pending, deleted = self._decode(self._it.next(timeout=deadline.remaining()))
             if not self._init_done and pending == 0:
                 self._marker_due = True  # this was the last initial value
             if self._ignore_deletes and deleted:
@@ -78,9 +78,8 @@ class Watcher(Generic[T]):
                 return
 
     def stop(self) -> None:
-        """End the watch (thread-safe, returns at once)."""
+        """End the watch (thread-safe; deletes its server-side consumer)."""
         self._it.stop()
-        self._oc.delete()
 
     def __enter__(self) -> Self:
         return self

@@ -17,6 +17,14 @@ from ..errors import BadSubjectError
 # server splits control lines on them.
 _FORBIDDEN = frozenset(" \t\r\n\f\v\0")
 
+#: The server's default ``max_control_line``. A PUB or SUB line longer than
+#: this makes the server close the connection, for every user of the client.
+MAX_CONTROL_LINE = 4096
+# Room on a control line for the operation, sid, sizes and separators.
+_LINE_OVERHEAD = 40
+#: The longest subject (in UTF-8 bytes) accepted alone on a line.
+MAX_SUBJECT_BYTES = MAX_CONTROL_LINE - _LINE_OVERHEAD
+
 # Valid subjects seen recently, mapped to their UTF-8 bytes. A publish loop uses
 # a few subjects over and over; the cache turns validation into a dict lookup.
 _PUB_CACHE: dict[str, bytes] = {}
@@ -64,10 +72,33 @@ def publish_subject(subject: str) -> bytes:
     if not (isinstance(subject, str) and _PLAIN_SUBJECT.fullmatch(subject)):
         _check_tokens(subject, "subject", wildcards=False)
     encoded = subject.encode()
+    _check_length(encoded, subject)
     if len(_PUB_CACHE) >= _PUB_CACHE_MAX:
         _PUB_CACHE.clear()
     _PUB_CACHE[subject] = encoded
     return encoded
+
+
+def _check_length(encoded: bytes, subject: str) -> None:
+    if len(encoded) > MAX_SUBJECT_BYTES:
+        raise BadSubjectError(
+            f"subject of {len(encoded)} bytes is too long (at most {MAX_SUBJECT_BYTES}: the server's control "
+            f"line limit is {MAX_CONTROL_LINE}): {subject[:60]!r}..."
+        )
+
+
+def check_control_line(*parts: bytes) -> None:
+    """Refuse a protocol line whose subject, reply or queue together exceed the server's limit.
+
+    Raises:
+        BadSubjectError: nothing is sent.
+    """
+    total = sum(len(p) for p in parts) + _LINE_OVERHEAD
+    if total > MAX_CONTROL_LINE:
+        raise BadSubjectError(
+            f"subject, reply subject or queue too long together: the protocol line would be {total} bytes "
+            f"(the server's control line limit is {MAX_CONTROL_LINE})"
+        )
 
 
 def validate_subject(subject: str) -> None:
@@ -75,9 +106,15 @@ def validate_subject(subject: str) -> None:
     publish_subject(subject)
 
 
-def validate_subscribe_subject(subject: str) -> None:
-    """Validate a subscription subject (``*`` and a trailing ``>`` allowed)."""
+def validate_subscribe_subject(subject: str, queue: str | None = None) -> None:
+    """Validate a subscription subject (``*`` and a trailing ``>`` allowed), and its
+    line length together with ``queue``."""
     _check_tokens(subject, "subject", wildcards=True)
+    encoded = subject.encode()
+    _check_length(encoded, subject)
+    if queue is not None:
+        validate_queue(queue)
+        check_control_line(encoded, queue.encode())
 
 
 def validate_queue(queue: str) -> None:

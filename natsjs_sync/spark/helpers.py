@@ -20,6 +20,7 @@ import msgspec
 from ..errors import MsgNotFoundError, NatsError, TimeoutError
 from ..jetstream import PubAck, RawStreamMsg
 from ..protocol.headers import Headers
+from ..protocol.jetstream.ackreply import sequences
 from .config import NatsConfig
 
 RowFn = Callable[[Any], Any]
@@ -234,23 +235,20 @@ def _read_ordered(js: Any, stream: str, start: int, end: int, subjects: list[str
                              opt_start_seq=start, inactive_threshold=60.0)
     it = oc.messages(max_messages=max(batch, 1000))
     try:
-        if oc.info is not None and oc.info.num_pending == 0:
+        info = oc.cached_info
+        if info is not None and info.num_pending == 0:
             return
         while True:
             try:
                 msg = it.next(timeout=wait)
             except TimeoutError:
                 raise TimeoutError(f"reading {stream!r} from {start}: nothing within {wait} s") from None
-            # $JS.ACK.[domain.hash.]stream.consumer.delivered.sseq.cseq.ts.pending[.x]: only what is needed.
-            tokens = msg.reply.split(".")  # type: ignore[union-attr]
-            base = 3 if len(tokens) == 9 else 5
-            seq = int(tokens[base + 2])
-            if seq > end:
+            seqs = sequences(msg.reply)
+            assert seqs is not None  # the ordered consumer only delivers what it checked
+            if seqs.stream_seq > end:
                 return
-            hdrs = msg.headers if msg._hdr is not None else None
-            yield msg.subject, seq, int(tokens[base + 4]) // 1000, hdrs, msg.data
-            if seq >= end or tokens[base + 5] == "0":
+            yield msg.subject, seqs.stream_seq, seqs.timestamp_ns // 1000, msg.headers, msg.data
+            if seqs.stream_seq >= end or seqs.pending == 0:
                 return
     finally:
-        it.stop()
-        oc.delete()
+        it.stop()  # also deletes the ordered consumer

@@ -9,6 +9,7 @@ import time
 import pytest
 
 import natsjs_sync as nats
+from natsjs_sync._core.spi import link
 
 
 def test_request_reply_with_headers(nc: nats.Client) -> None:
@@ -49,7 +50,8 @@ def test_late_reply_after_timeout_is_dropped(nc: nats.Client) -> None:
     release.set()
     nc.subscribe("req.fast", cb=lambda m: m.respond(b"fast"))
     assert nc.request("req.fast", b"x", timeout=2).data == b"fast"
-    assert nc._resp_map == {}
+    # The late reply found nobody waiting and left nothing behind.
+    assert link(nc).requests.waiting == {}
 
 
 def test_respond_without_reply_subject(nc: nats.Client) -> None:

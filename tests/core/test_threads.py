@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 import natsjs_sync as nats
+from natsjs_sync._core.spi import link
 from natsjs_sync.testing import NatsServer
 
 PUBLISHERS = 8
@@ -67,26 +68,27 @@ def test_many_threads_publish_request_and_subscribe_on_one_client(shared_server:
         nc.close()
 
 
-class _CountingSocket:
-    def __init__(self, sock: Any):
-        self._sock = sock
-        self.sends = 0
+class _CountingTransport:
+    def __init__(self, transport: Any):
+        self._transport = transport
+        self.writes = 0
 
-    def sendall(self, data: bytes) -> None:
-        self.sends += 1
-        self._sock.sendall(data)
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+        self._transport.write(data)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
+        return getattr(self._transport, name)
 
 
 def test_small_publishes_are_coalesced_into_few_writes(nc: nats.Client) -> None:
     sub = nc.subscribe("coalesce")
     nc.flush()
-    counting = _CountingSocket(nc._sock)
-    nc._sock = counting  # type: ignore[assignment]
+    core = link(nc)
+    counting = _CountingTransport(core.transport)
+    core.transport = counting
     for _i in range(10_000):
         nc.publish("coalesce", b"x")
     nc.flush()
-    assert counting.sends < 1000, counting.sends
+    assert counting.writes < 1000, counting.writes
     assert sum(1 for _ in range(10_000) if sub.next_msg(5)) == 10_000

@@ -100,7 +100,7 @@ def test_sequence_check_reads_both_reply_subject_formats(js: JetStream, stream: 
     assert oc.name is not None
 
     def verdict(reply: str | None) -> str:
-        return oc._accept(Msg(f"{name}.x", reply=reply))
+        return oc.accept(Msg(f"{name}.x", reply=reply))
 
     assert verdict(f"$JS.ACK.{name}.{oc.name}.1.7.1.1700000000000000000.3") == "ok"
     assert (oc._stream_seq, oc._consumer_seq) == (7, 1)

@@ -1,0 +1,764 @@
+"""The I/O half of a client: one object that owns the state and wires the parts together.
+
+Parts, one job each: :mod:`.transport` (bytes), :mod:`.opener` (handshake),
+:mod:`.writer` (buffer and flusher), :mod:`.reader` (parser and routes),
+:mod:`.reconnect` (loss and restore), :mod:`.registry` (subscriptions),
+:mod:`.requests` (reply inbox), :mod:`.dispatch` (user code and timers),
+:mod:`.fork` (children). The protocol state (:class:`ConnState`, the PING
+ledger) comes from the sans-IO :mod:`natsjs_sync.protocol.connection`.
+
+Threads of a connected client, all daemons named ``natsjs-<role>-<name>``:
+``reader`` (one per connection), ``flusher``, ``timer`` (keep-alives, ack
+expiry, heartbeat checks; internal code only), ``reconnect`` (while
+reconnecting) and ``dispatch-N`` workers (user code; as many as are busy, up
+to ``max_callback_threads``).
+
+Locks: ``lock`` guards the state, the write buffer, the PING ledger, the
+registry's mutations and ``transport``; ``writer.send_lock`` keeps writes in
+buffer order and is taken *before* ``lock``. Nothing else is held while user
+code runs or while a socket call blocks, except ``send_lock`` around a write
+(bounded by the write timeout).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._timeout import Deadline, TimeoutArg
+from ..errors import (
+    AuthorizationError,
+    BadSubscriptionError,
+    ConnectionClosedError,
+    MaxPayloadError,
+    NatsConnectionError,
+    NatsError,
+    NoRespondersError,
+    NoServersError,
+    OutboundBufferLimitError,
+    SecureConnRequiredError,
+    ServerError,
+    StaleConnectionError,
+    TimeoutError,
+)
+from ..msg import Msg, bound_msg_class
+from ..protocol import commands
+from ..protocol.connection import UP, ConnState, PingLedger, StateMachine, server_error
+from ..protocol.headers import STATUS_NO_RESPONDERS, HeadersInput, encode_headers
+from ..protocol.nuid import NUID
+from ..protocol.subjects import check_control_line, publish_subject
+from . import fork
+from .dispatch import Dispatcher, Lane, Timer, TimerHandle, current_lane, on_dispatcher_thread
+from .opener import Opened, TlsPolicy, open_server
+from .options import UNLIMITED, ConnectOptions, pending_limit
+from .pool import PoolEntry, ServerPool
+from .reader import start_reader
+from .reconnect import Reconnector
+from .registry import Entry, Registry
+from .requests import ResponseMux, Waiter
+from .spi import Handle, Hooks
+from .writer import FLUSH_THRESHOLD, Writer
+
+if TYPE_CHECKING:
+    from ..subscription import Subscription
+    from .transport import Transport
+
+log = logging.getLogger("natsjs_sync")
+
+T = TypeVar("T")
+
+_CLOSED_OR_DRAINED = (ConnState.DRAINING_PUBS, ConnState.CLOSED)
+
+
+@dataclass
+class Stats:
+    """Counters of one client (read them as ``client.stats``)."""
+
+    in_msgs: int = 0
+    out_msgs: int = 0
+    in_bytes: int = 0
+    out_bytes: int = 0
+    reconnects: int = 0
+    errors_received: int = 0
+
+
+def as_payload(payload: Any) -> tuple[bytes | bytearray | memoryview, int]:
+    """A payload and its size in bytes (a memoryview or array counts bytes, not items).
+
+    Raises:
+        TypeError: not a bytes-like object.
+    """
+    cls = payload.__class__
+    if cls is bytes or cls is bytearray:
+        return payload, len(payload)
+    try:
+        view = memoryview(payload)
+    except TypeError:
+        raise TypeError(f"payload must be bytes-like, not {cls.__name__}") from None
+    if view.ndim == 1 and view.itemsize == 1 and view.c_contiguous:
+        return view, view.nbytes
+    data = view.tobytes()
+    return data, len(data)
+
+
+class Connection:
+    """The core of one :class:`~natsjs_sync.Client`. Thread-safe."""
+
+    def __init__(self, options: ConnectOptions):
+        self.options = options
+        self.name = options.name
+        self.tag = options.name or "client"
+        self.lock = threading.Lock()
+        self.machine = StateMachine(ConnState.CONNECTING)
+        self.stats = Stats()
+        self.registry = Registry()
+        self.requests = ResponseMux()
+        self.ledger: PingLedger[Waiter] = PingLedger(options.max_outstanding_pings)
+        self.writer = Writer(self)
+        self.reconnector = Reconnector(self)
+        self.dispatcher = Dispatcher(self.tag, options.max_callback_threads)
+        self.events: Lane[Callable[[], None]] = self.dispatcher.lane(_call, f"events-{self.tag}")
+        self.timer = Timer(self.tag)
+        self.tls = TlsPolicy(options)
+        self.pool = self._new_pool()
+        self.transport: Transport | None = None
+        self.addr: Any = None
+        self.info: dict[str, Any] = {}
+        self.max_payload = 1024 * 1024
+        self.msg_cls = bound_msg_class(self)
+        self.nuid = NUID()
+        self.last_error: Exception | None = None
+        self.connected_event = threading.Event()
+        self.close_hooks = Hooks("close")
+        self.reconnect_hooks = Hooks("reconnect")
+        self.drain_hooks = Hooks("drain")
+        self.pid = os.getpid()
+        self._reader: threading.Thread | None = None
+        self._keepalive: TimerHandle | None = None
+        self._revive_lock = threading.Lock()
+        self._attachments: dict[str, Any] = {}
+        fork.track(self)
+
+    def _new_pool(self) -> ServerPool:
+        from .._backoff import Backoff
+
+        opts = self.options
+        jitter = opts.reconnect_jitter_tls if opts.uses_tls else opts.reconnect_jitter
+        return ServerPool(opts.servers, randomize=not opts.no_randomize,
+                          max_reconnect_attempts=opts.max_reconnect_attempts,
+                          backoff=Backoff(opts.reconnect_time_wait, opts.reconnect_time_wait, 1.0, jitter))
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> ConnState:
+        return self.machine.state
+
+    @property
+    def is_connected(self) -> bool:
+        return self.machine.state in UP and self.transport is not None
+
+    @property
+    def is_closed(self) -> bool:
+        return self.machine.state is ConnState.CLOSED
+
+    @property
+    def owns_process(self) -> bool:
+        return self.pid == os.getpid()
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        return dict(self.info)
+
+    def ready(self, draining_ok: bool = False) -> None:
+        """The slow path of every public call: revive after fork, refuse when closed."""
+        state = self.machine.state
+        if state is ConnState.FORKED:
+            self._revive_after_fork()
+        elif state is ConnState.DRAINING_PUBS and draining_ok:
+            return
+        elif state in _CLOSED_OR_DRAINED:
+            raise ConnectionClosedError("the connection is " + ("closed" if state is ConnState.CLOSED else "draining"))
+
+    def check_writable(self, extra: int) -> None:
+        """Lock held, state not CONNECTED: may ``extra`` more bytes be buffered?"""
+        state = self.machine.state
+        if state in _CLOSED_OR_DRAINED or state is ConnState.FORKED:
+            raise ConnectionClosedError("the connection is closed")
+        if state in (ConnState.RECONNECTING, ConnState.CONNECTING):
+            held = len(self.writer.buffer)
+            if held + extra > self.options.pending_size:
+                raise OutboundBufferLimitError(
+                    f"reconnect buffer full: {held} bytes held while reconnecting "
+                    f"(pending_size={self.options.pending_size}); nothing was sent for this message")
+
+    # ------------------------------------------------------------------ connecting
+
+    def start(self) -> None:
+        """The first connection: each server once, in pool order.
+
+        With ``retry_on_failed_connect`` a failure is not raised: the client
+        keeps trying in the background, as after a disconnect.
+
+        Raises:
+            NoServersError, AuthorizationError, SecureConnRequiredError.
+        """
+        errors: list[str] = []
+        last: Exception | None = None
+        for entry in list(self.pool.entries):
+            try:
+                opened = self.open(entry)
+            except (AuthorizationError, SecureConnRequiredError) as exc:
+                if not self.options.retry_on_failed_connect:
+                    self._abandon()
+                    raise  # the settings are wrong: another server would say the same
+                errors.append(f"{entry.addr.url}: {exc}")
+                last = exc
+                continue
+            except NatsError as exc:
+                self.pool.failed(entry)
+                errors.append(f"{entry.addr.url}: {exc}")
+                last = exc
+                continue
+            with self.lock:
+                self.attach_locked(opened, entry)
+            self.start_reader(opened)
+            self.writer.start()
+            self.after_attach(opened.info, initial=True)
+            log.info("connected to %s", entry.addr)
+            return
+        err = NoServersError("could not connect to any server: " + "; ".join(errors))
+        err.__cause__ = last
+        if self.options.retry_on_failed_connect and self.options.allow_reconnect:
+            with self.lock:
+                self.machine.to(ConnState.RECONNECTING)
+            self.report_error(err)
+            self.writer.start()
+            self.reconnector.start()
+            return
+        self._abandon()
+        raise err
+
+    def _abandon(self) -> None:
+        """A first connect that failed: end the threads made so far."""
+        with self.lock:
+            self.machine.to(ConnState.CLOSED)
+        self.timer.close()
+        self.dispatcher.close()
+
+    def open(self, entry: PoolEntry) -> Opened:
+        """Open and handshake one server (nothing is shared yet)."""
+        self.pool.attempted(entry, time.monotonic())
+        return open_server(entry.addr, self.options, self.tls, self.msg_cls)
+
+    def attach_locked(self, opened: Opened, entry: PoolEntry) -> None:
+        """Lock held: make ``opened`` the current connection and go CONNECTED."""
+        opened.transport.set_write_timeout(self.options.write_timeout)
+        self.transport = opened.transport
+        self.addr = entry.addr
+        self.info = opened.info
+        self.max_payload = int(opened.info.get("max_payload", self.max_payload))
+        self.machine.to(ConnState.CONNECTED)
+        self.pool.connected(entry, time.monotonic())
+        self.connected_event.set()
+        if self._keepalive is None and self.options.ping_interval > 0:
+            self._keepalive = self.timer.call_every(self.options.ping_interval, self._keepalive_tick)
+
+    def start_reader(self, opened: Opened) -> None:
+        self._reader = start_reader(self, opened.transport, opened.parser, opened.leftover)
+
+    def after_attach(self, info: dict[str, Any], initial: bool = False) -> None:
+        self._add_discovered(info, announce=not initial)
+
+    def _add_discovered(self, info: dict[str, Any], announce: bool = True) -> None:
+        urls = info.get("connect_urls")
+        if not urls:
+            return
+        scheme = self.addr.scheme if self.addr is not None else "nats"
+        added = self.pool.add_discovered(urls, scheme)
+        if added:
+            log.info("discovered servers: %s", ", ".join(a.url for a in added))
+            if announce:
+                self.emit(self.options.discovered_server_cb)
+
+    def connection_lost(self, exc: BaseException, transport: Transport) -> None:
+        self.reconnector.lost(exc, transport)
+
+    # ------------------------------------------------------------------ incoming
+
+    def send_pong(self) -> None:
+        with self.lock:
+            if self.transport is not None:
+                self.writer.buffer += commands.PONG
+                self.writer.wake()
+
+    def on_pong(self) -> None:
+        with self.lock:
+            waiter = self.ledger.pong()
+        if waiter is not None:
+            waiter.set(True)
+
+    def on_info(self, options: dict[str, Any], transport: Transport) -> None:
+        """An INFO after the handshake: cluster changes, lame duck mode."""
+        self.info = {**self.info, **options}
+        if "max_payload" in options:
+            self.max_payload = int(options["max_payload"])
+        self._add_discovered(options)
+        if options.get("ldm"):
+            log.warning("server %s entered lame duck mode", self.addr)
+            self.emit(self.options.lame_duck_mode_cb)
+            if self.pool.mark_lame_duck() and self.options.allow_reconnect:
+                # Move to another server now rather than wait to be cut off.
+                self.connection_lost(NatsConnectionError("the server entered lame duck mode"), transport)
+
+    def on_err(self, text: str) -> None:
+        self.stats.errors_received += 1
+        self.report_error(server_error(text))
+
+    def last_server_error_suffix(self) -> str:
+        err = self.last_error
+        return f" ({err})" if isinstance(err, ServerError) else ""
+
+    def _keepalive_tick(self) -> None:
+        """Timer thread: send a keep-alive PING, or declare the connection stale."""
+        with self.lock:
+            transport = self.transport
+            if transport is None or self.machine.state not in (ConnState.CONNECTED, ConnState.DRAINING_SUBS):
+                return
+            ping = self.ledger.keepalive()
+            if ping is not None:
+                self.writer.buffer += ping
+                self.writer.wake()
+                return
+        log.warning("connection to %s is stale: the server stopped answering PINGs", self.addr)
+        self.connection_lost(StaleConnectionError("the server stopped answering PINGs"), transport)
+
+    # ------------------------------------------------------------------ user code and errors
+
+    def emit(self, cb: Callable[..., None] | None, *args: Any) -> None:
+        """Run a connection callback on the events lane (in order, never on the reader)."""
+        if cb is not None:
+            self.events.put(lambda: cb(*args))
+
+    def report_error(self, exc: Exception) -> None:
+        """Remember an asynchronous error and hand it to ``error_cb``."""
+        self.last_error = exc
+        cb = self.options.error_cb
+        if cb is not None:
+            self.emit(cb, exc)
+        elif not isinstance(exc, NatsError):
+            log.error("unhandled exception in a callback", exc_info=exc)
+        else:
+            log.warning("%s", exc)
+
+    def lane(self, handler: Callable[[T], None], name: str) -> Lane[T]:
+        return self.dispatcher.lane(handler, name, on_error=self._lane_error)
+
+    def _lane_error(self, exc: BaseException) -> None:
+        self.report_error(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> TimerHandle:
+        return self.timer.call_later(delay, fn)
+
+    def call_every(self, interval: float, fn: Callable[[], None]) -> TimerHandle:
+        return self.timer.call_every(interval, fn)
+
+    def on_reader_thread(self) -> bool:
+        return threading.current_thread() is self._reader
+
+    def attachment(self, key: str, factory: Callable[[], T]) -> T:
+        with self.lock:
+            obj = self._attachments.get(key)
+            if obj is None:
+                obj = self._attachments[key] = factory()
+        return obj  # type: ignore[no-any-return]
+
+    def on_close(self, fn: Callable[[], None]) -> Handle:
+        return self.close_hooks.add(fn)
+
+    def on_reconnect(self, fn: Callable[[], None]) -> Handle:
+        return self.reconnect_hooks.add(fn)
+
+    def on_drain(self, fn: Callable[[Deadline], None]) -> Handle:
+        return self.drain_hooks.add(fn)
+
+    # ------------------------------------------------------------------ writing
+
+    def new_inbox(self) -> str:
+        return f"{self.options.inbox_prefix}.{self.nuid.next()}"
+
+    def too_big(self, size: int) -> MaxPayloadError:
+        return MaxPayloadError(f"message of {size} bytes exceeds the server's max_payload of {self.max_payload}")
+
+    def encode(self, subject: str, payload: Any, reply: str | bytes | None,
+               headers: HeadersInput | None, trusted: bool = False) -> tuple[bytes, int]:
+        """A PUB/HPUB frame and the message's size; validates unless ``trusted``."""
+        payload, size = as_payload(payload)
+        subj = subject.encode() if trusted else publish_subject(subject)
+        if reply is None:
+            rep = None
+        elif isinstance(reply, bytes):
+            rep = reply
+        else:
+            rep = reply.encode() if trusted else publish_subject(reply)
+        if rep is not None and not trusted:
+            check_control_line(subj, rep)
+        if headers is None:
+            frame = commands.pub(subj, payload, rep)
+        else:
+            hdr = encode_headers(headers)
+            size += len(hdr)
+            frame = commands.hpub(subj, hdr, payload, rep)
+        if size > self.max_payload:
+            raise self.too_big(size)
+        return frame, size
+
+    def append(self, frame: bytes, size: int, now: bool) -> None:
+        """Buffer one encoded message; with ``now`` send it from this thread."""
+        if self.machine.state is not ConnState.CONNECTED:
+            self.ready()
+        writer = self.writer
+        with self.lock:
+            if self.machine.state is not ConnState.CONNECTED:
+                self.check_writable(len(frame))
+            writer.buffer += frame
+            self.stats.out_msgs += 1
+            self.stats.out_bytes += size
+            if not now and len(writer.buffer) <= FLUSH_THRESHOLD:
+                writer.wake()
+                return
+        writer.send_now()
+
+    def publish(self, subject: str, payload: Any = b"", reply: str | None = None,
+                headers: HeadersInput | None = None) -> None:
+        self.append(*self.encode(subject, payload, reply, headers), now=False)
+
+    def publish_now(self, subject: str, payload: Any = b"", reply: str | None = None,
+                    headers: HeadersInput | None = None) -> None:
+        self.append(*self.encode(subject, payload, reply, headers), now=True)
+
+    def publish_with_reply(self, subject: str, payload: Any, reply: bytes, headers: HeadersInput | None) -> None:
+        self.append(*self.encode(subject, payload, reply, headers), now=False)
+
+    def publish_trusted(self, subject: str, payload: bytes, reply: bytes | None = None,
+                        headers: HeadersInput | None = None) -> None:
+        self.append(*self.encode(subject, payload, reply, headers, trusted=True), now=False)
+
+    def control_locked(self, data: bytes) -> None:
+        """Lock held: queue SUB/UNSUB bytes. Without a connection they are not
+        needed: a reconnect restores the subscriptions from the registry."""
+        if self.transport is not None and self.machine.state in UP:
+            self.writer.buffer += data
+            self.writer.wake()
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def subscribe(self, subject: str, queue: str | None = None, cb: Callable[[Msg], None] | None = None, *,
+                  max_msgs: int | None = None, pending_msgs_limit: int | None = None,
+                  pending_bytes_limit: int | None = None, status_filter: Any = None,
+                  cls: type[Subscription] | None = None, internal: bool = False) -> Subscription:
+        """Make and register a subscription (the subject and queue are already validated).
+
+        Pending limits: ``None`` takes the client's defaults, ``<= 0`` means none.
+        """
+        from ..subscription import Subscription
+
+        if self.machine.state is not ConnState.CONNECTED:
+            self.ready()
+        opts = self.options
+        sub = (cls or Subscription)(
+            self, self.registry.next_sid(), subject, queue, cb,
+            pending_limit(pending_msgs_limit, opts.pending_msgs_limit, "pending_msgs_limit"),
+            pending_limit(pending_bytes_limit, opts.pending_bytes_limit, "pending_bytes_limit"),
+            status_filter)
+        if max_msgs:
+            sub.set_max(max_msgs)
+        self.add_subscription(sub, max_msgs, internal)
+        return sub
+
+    def subscribe_internal(self, subject: str, cb: Callable[[Msg], None] | None = None) -> Subscription:
+        """A library-owned subscription: no slow-consumer limits, restored on reconnect."""
+        return self.subscribe(subject, cb=cb, pending_msgs_limit=UNLIMITED, pending_bytes_limit=UNLIMITED,
+                              internal=True)
+
+    def add_subscription(self, sub: Subscription, max_msgs: int | None = None, internal: bool = False) -> None:
+        """Register ``sub`` and send its SUB in one step (see :mod:`.reconnect`)."""
+        frame = commands.sub(sub.subject.encode(), sub.sid, sub.queue.encode() if sub.queue else None)
+        if max_msgs:
+            frame += commands.unsub(sub.sid, max_msgs)
+        with self.lock:
+            state = self.machine.state
+            if state is ConnState.CLOSED:
+                raise ConnectionClosedError("the connection is closed")
+            if not internal and state in (ConnState.DRAINING_SUBS, ConnState.DRAINING_PUBS):
+                raise ConnectionClosedError("the connection is draining")
+            self.registry.add(Entry(sub.sid, sub.subject, sub.queue, sub.deliver, sub.remaining, sub))
+            self.control_locked(frame)
+
+    def route_internal(self, subject: str, route: Callable[[Msg], None]) -> Handle:
+        if self.machine.state is not ConnState.CONNECTED:
+            self.ready()
+        sid = self.registry.next_sid()
+        with self.lock:
+            if self.machine.state is ConnState.CLOSED:
+                raise ConnectionClosedError("the connection is closed")
+            self.registry.add(Entry(sid, subject, None, route))
+            self.control_locked(commands.sub(subject.encode(), sid))
+
+        def cancel() -> None:
+            with self.lock:
+                if self.registry.remove(sid) is not None:
+                    self.control_locked(commands.unsub(sid))
+
+        return Handle(cancel)
+
+    def remove_subscription(self, sid: int) -> None:
+        """Forget ``sid`` (the server already knows: max reached, or drained)."""
+        with self.lock:
+            self.registry.remove(sid)
+
+    def unsubscribe(self, sub: Subscription, limit: int | None) -> None:
+        if not sub.is_valid:
+            raise BadSubscriptionError(f"subscription to {sub.subject!r} has already ended")
+        if self.machine.state is ConnState.CLOSED:
+            raise ConnectionClosedError("the connection is closed")
+        ended = False
+        with self.lock:
+            if limit:
+                sub.set_max(limit)
+                if sub.delivered >= limit:
+                    self.registry.remove(sub.sid)
+                    ended = True
+                self.control_locked(commands.unsub(sub.sid, limit))
+            else:
+                self.registry.remove(sub.sid)
+                self.control_locked(commands.unsub(sub.sid))
+        if limit:
+            if ended:
+                sub.finish_drained()
+        else:
+            sub.finish_unsubscribed()
+
+    def drain_subscription(self, sub: Subscription, deadline: Deadline) -> None:
+        """Stop interest, let the queue be handled, then end the subscription."""
+        if sub.is_valid and not sub.is_draining:
+            sub.mark_draining()
+            with self.lock:
+                self.control_locked(commands.unsub(sub.sid))
+            # After the PONG nothing more can arrive for this sid.
+            self.flush(deadline)
+            self.remove_subscription(sub.sid)
+            sub.finish_drained()
+        if sub.has_callback:
+            if current_lane() is sub.lane:
+                return  # its own callback: the queue is handled once this callback returns
+            if not sub.wait_done(deadline.remaining()):
+                raise TimeoutError(f"draining {sub.subject!r} did not finish in time")
+
+    # ------------------------------------------------------------------ requests and flush
+
+    def ensure_response_inbox(self) -> None:
+        """Subscribe the request inbox ``<prefix>.<nuid>.*`` (once; restored on reconnect)."""
+        if self.requests.sid is not None:
+            return
+        with self.lock:
+            if self.requests.sid is not None:
+                return
+            prefix = f"{self.options.inbox_prefix}.{self.nuid.next()}."
+            sid = self.registry.next_sid()
+            self.registry.add(Entry(sid, prefix + "*", None, self.requests.route))
+            self.control_locked(commands.sub((prefix + "*").encode(), sid))
+            self.requests.start(prefix, sid)
+
+    def request(self, subject: str, payload: Any = b"", timeout: TimeoutArg = 1.0,
+                headers: HeadersInput | None = None) -> Msg:
+        """Publish a request and wait for the first reply (see :meth:`Client.request`)."""
+        deadline = timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, 1.0)
+        if self.machine.state is not ConnState.CONNECTED:
+            self.ready()
+        self.ensure_response_inbox()
+        requests = self.requests
+        token, waiter = requests.register()
+        try:
+            self.append(*self.encode(subject, payload, (requests.prefix + token).encode(), headers), now=True)
+            if not waiter.wait(deadline.remaining()):
+                raise TimeoutError(f"no reply on {subject!r} in time")
+        finally:
+            requests.forget(token)
+        msg = waiter.value
+        if isinstance(msg, Exception):
+            raise msg
+        if msg._hdr is not None and not msg.data and msg.status == STATUS_NO_RESPONDERS:
+            raise NoRespondersError(f"no responders on {subject!r}")
+        return msg  # type: ignore[no-any-return]
+
+    def flush(self, deadline: Deadline | TimeoutArg = 10.0) -> None:
+        """Send everything buffered and wait for the server's PONG (within ``deadline``)."""
+        if not isinstance(deadline, Deadline):
+            deadline = Deadline.of(deadline, 10.0)
+        if self.machine.state is not ConnState.CONNECTED:
+            self.ready(draining_ok=True)
+        waiter = Waiter()
+        with self.lock:
+            if self.machine.state is ConnState.CLOSED:
+                raise ConnectionClosedError("the connection is closed")
+            self.writer.buffer += self.ledger.ping(waiter)
+        self.writer.send_now()
+        t = deadline.remaining()
+        if not waiter.wait(t):
+            raise TimeoutError(f"flush: no PONG within {t} s")
+        if isinstance(waiter.value, Exception):
+            raise waiter.value
+
+    # ------------------------------------------------------------------ drain and close
+
+    def drain(self, deadline: Deadline) -> None:
+        """Stop taking messages, let every subscription finish its queue, flush, close.
+
+        Called on a dispatcher thread (a callback), the drain runs on a thread
+        of its own and this returns at once: waiting here would wait for this
+        very callback. A failure then goes to ``error_cb``.
+        """
+        state = self.machine.state
+        if state is ConnState.FORKED:
+            self.close(flush=False)
+            return
+        if state is ConnState.CLOSED:
+            raise ConnectionClosedError("the connection is closed")
+        if state in (ConnState.DRAINING_SUBS, ConnState.DRAINING_PUBS):
+            return
+        if on_dispatcher_thread(self.dispatcher):
+            threading.Thread(target=self._drain_reporting, args=(deadline,), name=f"natsjs-drain-{self.tag}",
+                             daemon=True).start()
+            return
+        self._drain(deadline)
+
+    def _drain_reporting(self, deadline: Deadline) -> None:
+        try:
+            self._drain(deadline)
+        except NatsError as exc:
+            self.report_error(exc)
+
+    def _drain(self, deadline: Deadline) -> None:
+        try:
+            if self.machine.state is ConnState.RECONNECTING and not self.connected_event.wait(deadline.remaining()):
+                raise TimeoutError("drain: the connection did not come back in time")
+            with self.lock:
+                if not self.machine.move((ConnState.CONNECTED,), ConnState.DRAINING_SUBS):
+                    return
+                subs = [e.owner for e in self.registry.entries.values() if e.owner is not None]
+                for sub in subs:
+                    sub.mark_draining()
+                    self.control_locked(commands.unsub(sub.sid))
+            self.flush(deadline)
+            for sub in subs:
+                self.remove_subscription(sub.sid)
+                sub.finish_drained()
+            me = current_lane()
+            for sub in subs:
+                if sub.has_callback and sub.lane is not me and not sub.wait_done(deadline.remaining()):
+                    raise TimeoutError(f"drain: subscription {sub.subject!r} did not finish in time")
+            with self.lock:
+                self.machine.move((ConnState.DRAINING_SUBS,), ConnState.DRAINING_PUBS)
+            self.flush(deadline)
+            self.drain_hooks.run(deadline)
+        finally:
+            self.close(flush=True)
+
+    def close(self, flush: bool = True) -> None:
+        """Close now (idempotent, any thread, callbacks included). Wakes every waiter."""
+        with self.lock:
+            state = self.machine.state
+            if state is ConnState.CLOSED:
+                return
+            self.machine.to(ConnState.CLOSED)
+            transport, self.transport = self.transport, None
+            self.writer.cond.notify_all()
+            waiters = self.ledger.clear()
+            self.connected_event.clear()
+        self.reconnector.stop.set()
+        if state is ConnState.FORKED:
+            return  # the parent owns the socket; this copy never started threads
+        if flush and transport is not None:
+            self.writer.final_flush(transport, 1.0)
+        if transport is not None:
+            transport.abort()
+        closed = ConnectionClosedError("the connection is closed")
+        self.requests.fail_all(closed)
+        for w in waiters:
+            w.set(closed)
+        with self.lock:
+            entries = self.registry.clear()
+        for e in entries:
+            if e.owner is not None:
+                e.owner.finish_closed()
+        self.close_hooks.run()
+        self.timer.close()
+        me = threading.current_thread()
+        for t in (self._reader, self.writer.thread, self.reconnector.thread):
+            if t is not None and t is not me and t.is_alive():
+                t.join(2.0)
+        log.info("connection closed")
+        self.emit(self.options.closed_cb)
+        self.dispatcher.close(timeout=2.0)
+
+    # ------------------------------------------------------------------ fork
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: forget the parent's socket, threads and waiters (see :mod:`.fork`)."""
+        self.lock = threading.Lock()
+        self.writer.reset_after_fork(self.lock)
+        self._revive_lock = threading.Lock()
+        self.connected_event = threading.Event()
+        self.pid = os.getpid()
+        self.nuid.reset()
+        transport, self.transport = self.transport, None
+        if transport is not None:
+            transport.detach_for_fork()
+        self.ledger.clear()
+        self.requests.reset()
+        for e in self.registry.clear():
+            if e.owner is not None:
+                e.owner.disown_after_fork()
+        self._reader = None
+        self.reconnector.reset_after_fork()
+        self.dispatcher.reset_after_fork()
+        self.events = self.dispatcher.lane(_call, f"events-{self.tag}")
+        self.timer.reset_after_fork()
+        self._keepalive = None
+        for hooks in (self.close_hooks, self.reconnect_hooks, self.drain_hooks):
+            hooks.reset()
+        for obj in list(self._attachments.values()):
+            reset = getattr(obj, "after_fork_in_child", None)
+            if reset is not None:
+                reset()
+        if self.machine.state is not ConnState.CLOSED:
+            self.machine.to(ConnState.FORKED)
+
+    def _revive_after_fork(self) -> None:
+        """First use of a client in a forked child: a fresh connection of its own."""
+        with self._revive_lock:
+            if self.machine.state is not ConnState.FORKED:
+                return
+            self.pool = self._new_pool()
+            self.machine.to(ConnState.CONNECTING)
+            # The same dispatcher and timer objects (lanes made before stay valid), started afresh.
+            self.dispatcher.reset_after_fork()
+            self.timer.reset_after_fork()
+            try:
+                self.start()
+            except BaseException:
+                self.machine.to(ConnState.FORKED)  # the next use tries again
+                raise
+
+
+def _call(fn: Callable[[], None]) -> None:
+    fn()
+
+
+__all__ = ["UNLIMITED", "Connection", "Stats"]

@@ -1,0 +1,344 @@
+"""The one dispatcher of user code, and the one timer of internal deadlines.
+
+**Dispatcher.** Every piece of user code the library calls (subscription
+callbacks, connection event callbacks, ``consume()`` handlers, done-callbacks
+of publish futures, service handlers) runs here, never on the reader thread.
+Work comes in *lanes*: the items of one lane run one at a time and in order
+(a subscription's messages), different lanes run in parallel on a pool of
+worker threads that grows on demand up to ``max_workers`` and shrinks when
+idle. So 10,000 callback subscriptions cost a few threads, not 10,000.
+
+One exception policy: an exception from user code goes to the lane's error
+handler (the client's ``error_cb``); an exception from that handler is logged.
+A call that would wait for its own lane to finish (``sub.drain()`` inside the
+subscription's own callback) can ask :func:`current_lane` and not wait.
+
+**Timer.** One thread that runs *internal* callbacks at given times
+(keep-alive PINGs, publish-ack expiry, heartbeat checks). Its callbacks must be
+quick and never call user code; they hand user code to the dispatcher.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+log = logging.getLogger("natsjs_sync.dispatch")
+
+T = TypeVar("T")
+
+_local = threading.local()
+
+#: Items a lane runs before it lets other lanes have the worker (fairness).
+_BATCH = 256
+
+
+def current_lane() -> Lane[Any] | None:
+    """The lane whose item this thread is running, if it is a dispatcher worker."""
+    return getattr(_local, "lane", None)
+
+
+def on_dispatcher_thread(dispatcher: Dispatcher | None = None) -> bool:
+    """True on a worker thread (of ``dispatcher``, when given)."""
+    owner = getattr(_local, "dispatcher", None)
+    return owner is not None and (dispatcher is None or owner is dispatcher)
+
+
+class Lane(Generic[T]):
+    """Items run in order by ``handler``, one at a time, on the dispatcher's workers.
+
+    :meth:`put` may be called from any thread and never blocks and never runs
+    the handler itself. Thread-safe.
+    """
+
+    __slots__ = ("_dispatcher", "_handler", "_items", "_lock", "_on_error", "_scheduled", "closed", "name")
+
+    def __init__(self, dispatcher: Dispatcher, handler: Callable[[T], None], name: str,
+                 on_error: Callable[[BaseException], None] | None):
+        self._dispatcher = dispatcher
+        self._handler = handler
+        self._items: deque[T] = deque()
+        self._scheduled = False
+        self._lock = threading.Lock()
+        self._on_error = on_error
+        self.closed = False
+        self.name = name
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: T) -> None:
+        """Queue ``item``; a worker runs the handler on it soon, after the items before it."""
+        self._items.append(item)
+        # A lane already scheduled will find the item: the worker re-checks the
+        # queue after clearing _scheduled (see _run), so no item is stranded.
+        if not self._scheduled:
+            with self._lock:
+                if self._scheduled:
+                    return
+                self._scheduled = True
+            self._dispatcher._schedule(self)
+
+    def close(self) -> None:
+        """Drop queued items; nothing more runs (the item running now finishes)."""
+        self.closed = True
+        self._items.clear()
+
+    def _reclaim(self) -> bool:
+        """After going idle with items left: take the lane back unless another worker has it."""
+        with self._lock:
+            if self._scheduled:
+                return False
+            self._scheduled = True
+            return True
+
+    def _run(self, budget: int) -> bool:
+        """Run up to ``budget`` items; True when items remain (still scheduled)."""
+        items = self._items
+        handler = self._handler
+        n = 0
+        while True:
+            if self.closed:
+                items.clear()
+            try:
+                item = items.popleft()
+            except IndexError:
+                self._scheduled = False
+                if items and self._reclaim():
+                    continue
+                return False
+            try:
+                handler(item)
+            except BaseException as exc:  # user code: report, never kill the worker
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                self._report(exc)
+            n += 1
+            if n >= budget and items:
+                return True
+
+    def _report(self, exc: BaseException) -> None:
+        if self._on_error is None:
+            log.error("exception in %s", self.name, exc_info=exc)
+            return
+        try:
+            self._on_error(exc)
+        except Exception:
+            log.exception("exception in the error handler of %s", self.name)
+
+    def __repr__(self) -> str:
+        return f"<Lane {self.name} queued={len(self._items)}>"
+
+
+class Dispatcher:
+    """A pool of worker threads running lanes. Thread-safe.
+
+    Args:
+        name: thread names are ``natsjs-dispatch-<name>``.
+        max_workers: the most threads at once (a callback that blocks holds one).
+        idle_timeout: seconds a worker beyond the first waits for work before it ends.
+    """
+
+    def __init__(self, name: str, max_workers: int = 64, idle_timeout: float = 10.0):
+        if max_workers < 1:
+            raise ValueError("max_workers must be >= 1")
+        self.name = name
+        self.max_workers = max_workers
+        self._idle_timeout = idle_timeout
+        self._runq: queue.SimpleQueue[Lane[Any] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._workers: set[threading.Thread] = set()
+        self._idle = 0
+        self._closed = False
+        self._serial = itertools.count(1)
+
+    def lane(self, handler: Callable[[T], None], name: str,
+             on_error: Callable[[BaseException], None] | None = None) -> Lane[T]:
+        """A new lane whose items ``handler`` runs in order."""
+        return Lane(self, handler, name, on_error)
+
+    def call(self, lane: Lane[Callable[[], None]], fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on ``lane`` (a lane of plain callables)."""
+        lane.put(fn)
+
+    @property
+    def threads(self) -> int:
+        return len(self._workers)
+
+    def _schedule(self, lane: Lane[Any]) -> None:
+        self._runq.put(lane)
+        if self._idle == 0:
+            self._spawn()
+
+    def _spawn(self) -> None:
+        with self._lock:
+            if self._closed or self._idle > 0 or len(self._workers) >= self.max_workers:
+                return
+            t = threading.Thread(target=self._work, name=f"natsjs-dispatch-{self.name}-{next(self._serial)}",
+                                 daemon=True)
+            self._workers.add(t)
+            self._idle += 1  # counts as idle until it takes its first lane
+        t.start()
+
+    def _work(self) -> None:
+        me = threading.current_thread()
+        _local.dispatcher = self
+        runq = self._runq
+        lock = self._lock
+        try:
+            while True:
+                try:
+                    lane = runq.get(timeout=self._idle_timeout)
+                except queue.Empty:
+                    with lock:
+                        if runq.empty() and (len(self._workers) > 1 or self._closed):
+                            self._workers.discard(me)
+                            self._idle -= 1
+                            return
+                    continue
+                if lane is None:
+                    with lock:
+                        self._workers.discard(me)
+                        self._idle -= 1
+                    return
+                with lock:
+                    self._idle -= 1
+                _local.lane = lane
+                try:
+                    more = lane._run(_BATCH)
+                finally:
+                    _local.lane = None
+                if more:
+                    runq.put(lane)  # let other lanes in, then carry on
+                with lock:
+                    self._idle += 1
+        finally:
+            _local.dispatcher = None
+
+    def close(self, timeout: float | None = 2.0) -> None:
+        """Finish what is queued, then stop the workers (waits up to ``timeout``).
+
+        Called from a worker, it does not wait for that worker.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            workers = list(self._workers)
+        for _ in workers:
+            self._runq.put(None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        me = threading.current_thread()
+        for t in workers:
+            if t is me:
+                continue
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            t.join(left)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: the parent's workers do not exist here."""
+        self._runq = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._workers = set()
+        self._idle = 0
+        self._closed = False
+
+
+class TimerHandle:
+    """A scheduled call; :meth:`cancel` stops it (and any repeats)."""
+
+    __slots__ = ("cancelled", "fn", "interval", "when")
+
+    def __init__(self, when: float, fn: Callable[[], None], interval: float | None):
+        self.when = when
+        self.fn = fn
+        self.interval = interval
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def __lt__(self, other: TimerHandle) -> bool:
+        return self.when < other.when
+
+
+class Timer:
+    """Runs internal callbacks at monotonic times on one thread, started on first use.
+
+    Callbacks must be quick and must not call user code. Thread-safe.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list[TimerHandle] = []
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def call_at(self, when: float, fn: Callable[[], None], interval: float | None = None) -> TimerHandle:
+        handle = TimerHandle(when, fn, interval)
+        with self._cond:
+            if self._closed:
+                handle.cancelled = True
+                return handle
+            heapq.heappush(self._heap, handle)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"natsjs-timer-{self.name}", daemon=True)
+                self._thread.start()
+            elif self._heap[0] is handle:
+                self._cond.notify()
+        return handle
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> TimerHandle:
+        return self.call_at(time.monotonic() + delay, fn)
+
+    def call_every(self, interval: float, fn: Callable[[], None], first: float | None = None) -> TimerHandle:
+        """Call ``fn`` every ``interval`` seconds (first after ``first``, default ``interval``)."""
+        if interval <= 0:
+            raise ValueError("interval must be > 0")
+        return self.call_at(time.monotonic() + (interval if first is None else first), fn, interval)
+
+    def _run(self) -> None:
+        cond = self._cond
+        heap = self._heap
+        while True:
+            with cond:
+                while True:
+                    if self._closed:
+                        return
+                    now = time.monotonic()
+                    while heap and heap[0].cancelled:
+                        heapq.heappop(heap)
+                    if heap and heap[0].when <= now:
+                        handle = heapq.heappop(heap)
+                        if handle.interval is not None:
+                            handle.when = max(now, handle.when + handle.interval)
+                            heapq.heappush(heap, handle)
+                        break
+                    cond.wait(None if not heap else heap[0].when - now)
+            try:
+                handle.fn()
+            except Exception:
+                log.exception("internal timer callback failed")
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify()
+            t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(2.0)
+
+    def reset_after_fork(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._heap = []
+        self._thread = None
+        self._closed = False

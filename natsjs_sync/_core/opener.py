@@ -1,0 +1,113 @@
+"""Opening one server: transport, TLS policy, and the handshake driven to its end.
+
+Nothing is shared until :func:`open_server` returns: the caller attaches the
+result to the connection in one step.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._timeout import Deadline
+from .._version import __version__
+from ..errors import SecureConnRequiredError
+from ..protocol.connection import Established, Handshake
+from ..protocol.parser import Parser
+from .options import ConnectOptions
+from .pool import ServerAddress
+from .transport import TcpTransport, Transport
+
+
+@dataclass
+class Opened:
+    """A handshaken connection to one server, not yet attached."""
+
+    transport: Transport
+    parser: Parser
+    info: dict[str, Any]
+    leftover: list[Any]
+
+
+class TlsPolicy:
+    """Which TLS context (if any) a server gets, from the options and the server's INFO."""
+
+    def __init__(self, options: ConnectOptions):
+        self._options = options
+        self._default: ssl.SSLContext | None = None
+
+    def context(self, addr: ServerAddress, info: dict[str, Any] | None) -> ssl.SSLContext | None:
+        """Raises SecureConnRequiredError when TLS is wanted but turned off."""
+        tls = self._options.tls
+        wants = addr.tls or (info is not None and bool(info.get("tls_required")))
+        if tls is False:
+            if wants:
+                raise SecureConnRequiredError(f"{addr.url} requires TLS and this client was made with tls=False")
+            return None
+        if isinstance(tls, ssl.SSLContext):
+            return tls
+        if tls is True or wants:
+            if self._default is None:
+                self._default = ssl.create_default_context()
+            return self._default
+        return None
+
+
+def connect_fields(options: ConnectOptions, info: dict[str, Any], addr: ServerAddress,
+                   tls: bool) -> dict[str, Any]:
+    """The CONNECT message's fields (credentials included, the server's nonce signed)."""
+    fields: dict[str, Any] = {
+        "verbose": options.verbose,
+        "pedantic": options.pedantic,
+        "tls_required": tls,
+        "name": options.name,
+        "lang": "python-sync",
+        "version": __version__,
+        "protocol": 1,
+        "echo": not options.no_echo,
+        "headers": True,
+        "no_responders": True,
+    }
+    fields.update(options.credentials.connect_fields(info, addr.user, addr.password))
+    return fields
+
+
+def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
+                msg_factory: Callable[..., Any]) -> Opened:
+    """TCP (+ TLS) + INFO -> CONNECT/PING -> PONG, all within ``connect_timeout``.
+
+    Raises:
+        TimeoutError, NatsConnectionError, AuthorizationError, SecureConnRequiredError, ProtocolError.
+    """
+    deadline = Deadline(options.connect_timeout)
+    transport = TcpTransport.open(addr, deadline)
+    try:
+        if options.tls_handshake_first:
+            ctx = tls.context(addr, {"tls_required": True})
+            assert ctx is not None
+            transport.upgrade_tls(ctx, options.tls_hostname, deadline)
+        parser = Parser(msg_factory=msg_factory)
+        hs = Handshake()
+        info = None
+        while info is None:
+            got = hs.receive(parser.feed(transport.read_with_deadline(deadline, "the server's INFO")))
+            info = got if isinstance(got, dict) else None
+        ctx = tls.context(addr, info)
+        if ctx is not None and not transport.is_tls:
+            transport.upgrade_tls(ctx, options.tls_hostname, deadline)
+        transport.write_with_deadline(hs.connect(connect_fields(options, info, addr, ctx is not None)), deadline)
+        done = hs.resume()
+        while not isinstance(done, Established):
+            owed = hs.data_to_send()
+            if owed:
+                transport.write_with_deadline(owed, deadline)
+            done = hs.receive(parser.feed(transport.read_with_deadline(deadline, "the server's PONG")))
+        owed = hs.data_to_send()
+        if owed:
+            transport.write_with_deadline(owed, deadline)
+    except BaseException:
+        transport.abort()
+        raise
+    return Opened(transport, parser, done.info, done.leftover)

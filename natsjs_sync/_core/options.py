@@ -1,0 +1,154 @@
+"""Connection options: validated once, before anything is opened."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import ssl
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._timeout import check_seconds
+from ..auth import Credentials
+from .pool import ServerAddress, parse_server_url
+
+ErrorCallback = Callable[[Exception], None]
+EventCallback = Callable[[], None]
+
+DEFAULT_SERVER = "nats://127.0.0.1:4222"
+DEFAULT_PENDING_MSGS_LIMIT = 512 * 1024
+DEFAULT_PENDING_BYTES_LIMIT = 128 * 1024 * 1024
+#: A pending limit meaning "no limit".
+UNLIMITED = 1 << 62
+
+_EVENT_CALLBACKS = ("error_cb", "disconnected_cb", "reconnected_cb", "closed_cb", "discovered_server_cb",
+                    "lame_duck_mode_cb")
+
+
+def check_callback(cb: object, what: str = "cb") -> None:
+    """Refuse what cannot be a callback, before anything is sent.
+
+    Raises:
+        TypeError: not callable, or an ``async def`` function (it would never run).
+    """
+    if cb is None:
+        return
+    if not callable(cb):
+        raise TypeError(f"{what} must be callable, not {type(cb).__name__}")
+    call = type(cb).__call__ if not inspect.isroutine(cb) else cb  # an object with an async __call__ too
+    if inspect.iscoroutinefunction(cb) or inspect.iscoroutinefunction(call):
+        raise TypeError(f"{what} is an async function; natsjs_sync calls callbacks on a thread: "
+                        "pass a plain function (drop 'async' and the 'await's)")
+
+
+def pending_limit(value: int | None, default: int, what: str) -> int:
+    """A slow-consumer limit: ``None`` takes the default, ``<= 0`` means no limit (as nats-py's -1)."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    return UNLIMITED if value <= 0 else value
+
+
+def server_list(servers: str | Sequence[str] | None) -> list[ServerAddress]:
+    if servers is None:
+        servers = os.environ.get("NATS_URL") or DEFAULT_SERVER
+    if isinstance(servers, str):
+        items = [s for s in servers.split(",") if s.strip()]
+    else:
+        items = list(servers)
+    if not items:
+        raise ValueError("no server URL given")
+    return [parse_server_url(s) for s in items]
+
+
+@dataclass
+class ConnectOptions:
+    """Everything :func:`natsjs_sync.connect` was given, checked."""
+
+    servers: list[ServerAddress]
+    name: str | None = None
+    credentials: Credentials = field(default_factory=Credentials)
+    tls: ssl.SSLContext | bool | None = None
+    tls_hostname: str | None = None
+    tls_handshake_first: bool = False
+    connect_timeout: float = 2.0
+    allow_reconnect: bool = True
+    max_reconnect_attempts: int = 60
+    reconnect_time_wait: float = 2.0
+    reconnect_jitter: float = 0.1
+    reconnect_jitter_tls: float = 1.0
+    retry_on_failed_connect: bool = False
+    no_randomize: bool = False
+    pending_size: int = 2 * 1024 * 1024
+    ping_interval: float = 120.0
+    max_outstanding_pings: int = 2
+    write_timeout: float | None = 60.0
+    no_echo: bool = False
+    verbose: bool = False
+    pedantic: bool = False
+    inbox_prefix: str = "_INBOX"
+    drain_timeout: float | None = 30.0
+    pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT
+    pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT
+    max_callback_threads: int = 64
+    error_cb: ErrorCallback | None = None
+    disconnected_cb: EventCallback | None = None
+    reconnected_cb: EventCallback | None = None
+    closed_cb: EventCallback | None = None
+    discovered_server_cb: EventCallback | None = None
+    lame_duck_mode_cb: EventCallback | None = None
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.tls not in (None, False) or any(s.tls for s in self.servers)
+
+    @classmethod
+    def build(cls, servers: str | Sequence[str] | None, **kwargs: Any) -> ConnectOptions:
+        """Validate :func:`~natsjs_sync.connect`'s arguments.
+
+        Raises:
+            TypeError, ValueError: naming the argument.
+        """
+        cred_keys = ("user", "password", "token", "nkeys_seed", "user_credentials", "user_jwt_cb", "signature_cb",
+                     "token_cb", "user_info_cb")
+        token = kwargs.get("token")
+        if callable(token):  # nats-py accepts a callable token
+            kwargs["token"] = None
+            kwargs["token_cb"] = kwargs.get("token_cb") or token
+        credentials = Credentials(**{k: kwargs.pop(k, None) for k in cred_keys})
+        credentials.validate()
+        inbox_prefix = kwargs.get("inbox_prefix", "_INBOX")
+        if not isinstance(inbox_prefix, str) or not inbox_prefix or " " in inbox_prefix:
+            raise ValueError("inbox_prefix must be a non-empty str without spaces")
+        tls = kwargs.get("tls")
+        if tls is not None and not isinstance(tls, (bool, ssl.SSLContext)):
+            raise TypeError(f"tls must be an ssl.SSLContext or a bool, not {type(tls).__name__}")
+        for key in ("pending_size", "max_reconnect_attempts", "max_outstanding_pings", "max_callback_threads"):
+            value = kwargs.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"{key} must be an int, not {type(value).__name__}")
+        if kwargs.get("pending_size", 0) < 0:
+            raise ValueError("pending_size must be >= 0")
+        if kwargs.get("max_outstanding_pings", 1) < 1:
+            raise ValueError("max_outstanding_pings must be >= 1")
+        if kwargs.get("max_callback_threads", 1) < 1:
+            raise ValueError("max_callback_threads must be >= 1")
+        for key in ("connect_timeout", "reconnect_time_wait", "reconnect_jitter", "reconnect_jitter_tls",
+                    "ping_interval"):
+            if key in kwargs:
+                seconds = check_seconds(kwargs[key], key)
+                if seconds is None:
+                    raise ValueError(f"{key} must be a finite number of seconds")
+                kwargs[key] = seconds
+        for key in ("write_timeout", "drain_timeout"):
+            if key in kwargs:
+                kwargs[key] = check_seconds(kwargs[key], key)
+        for key in _EVENT_CALLBACKS:
+            check_callback(kwargs.get(key), key)
+        limits = {"pending_msgs_limit": DEFAULT_PENDING_MSGS_LIMIT, "pending_bytes_limit": DEFAULT_PENDING_BYTES_LIMIT}
+        for key, default in limits.items():
+            if key in kwargs:
+                kwargs[key] = pending_limit(kwargs[key], default, key)
+        return cls(servers=server_list(servers), credentials=credentials, **kwargs)

@@ -1,0 +1,211 @@
+"""Server addresses and the server pool (no sockets, no threads of its own).
+
+Each server remembers when it was last tried and how many attempts in a row
+failed. After a disconnect the current server goes to the end of the pool;
+servers are then tried in order, each no sooner than the reconnect back-off
+after its previous attempt (``reconnect_time_wait`` plus random jitter, so a
+crowd of clients does not reconnect in lockstep). A server that failed
+``max_reconnect_attempts`` times in a row leaves the pool; when the pool is
+empty the client closes. Servers announced in INFO ``connect_urls`` join the
+pool as "discovered". Thread-safe: the reader thread adds discovered servers
+while the reconnecting thread walks the pool.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+from .._backoff import Backoff
+
+DEFAULT_PORT = 4222
+#: URL schemes and whether each means TLS.
+SCHEMES = {"nats": False, "tls": True}
+
+
+@dataclass(frozen=True)
+class ServerAddress:
+    """One server of the pool. Credentials in the URL are kept out of ``repr``."""
+
+    scheme: str
+    host: str
+    port: int
+    user: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    discovered: bool = False
+    path: str = ""
+
+    @property
+    def tls(self) -> bool:
+        return SCHEMES.get(self.scheme, False)
+
+    @property
+    def url(self) -> str:
+        """The URL without credentials."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self.path}"
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def parse_server_url(url: str, discovered: bool = False) -> ServerAddress:
+    """Parse ``nats://[user:pass@]host[:port]``, ``tls://...`` or ``host:port``.
+
+    Raises:
+        ValueError: not a NATS URL.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"server URL must be a non-empty str, got {url!r}")
+    text = url.strip()
+    if "://" not in text:
+        text = "nats://" + text
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {redact(url)!r}")
+    try:
+        port = parts.port or DEFAULT_PORT
+    except ValueError as exc:
+        raise ValueError(f"bad port in server URL {redact(url)!r}") from exc
+    host = parts.hostname or "127.0.0.1"
+    user = unquote(parts.username) if parts.username else None
+    password = unquote(parts.password) if parts.password else None
+    path = parts.path if parts.path not in ("", "/") else ""
+    return ServerAddress(scheme, host, port, user, password, discovered, path)
+
+
+def redact(url: str) -> str:
+    """The URL with any credentials replaced by ``***``."""
+    if "@" in url:
+        scheme, _, rest = url.rpartition("://")
+        return (scheme + "://" if scheme else "") + "***@" + rest.rpartition("@")[2]
+    return url
+
+
+@dataclass
+class PoolEntry:
+    addr: ServerAddress
+    failed_attempts: int = 0
+    last_attempt: float | None = None
+    lame_duck: bool = False
+
+
+class ServerPool:
+    """The servers a client may connect to, and when to try each next.
+
+    Args:
+        servers: the configured servers.
+        randomize: shuffle the pool (spreads clients over a cluster).
+        max_reconnect_attempts: failed attempts in a row before a server is
+            dropped; negative means never.
+        backoff: the wait between two attempts on the same server.
+    """
+
+    def __init__(
+        self,
+        servers: Iterable[ServerAddress],
+        randomize: bool = True,
+        max_reconnect_attempts: int = 60,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+    ):
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self.entries = [PoolEntry(a) for a in servers]
+        if randomize and len(self.entries) > 1:
+            self._rng.shuffle(self.entries)
+        self.max_reconnect_attempts = max_reconnect_attempts
+        self.backoff = backoff or Backoff(2.0, 2.0, factor=1.0, jitter=0.1, rng=self._rng)
+        self.current: PoolEntry | None = None
+        self._randomize = randomize
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @property
+    def addresses(self) -> list[ServerAddress]:
+        with self._lock:
+            return [e.addr for e in self.entries]
+
+    def _find(self, addr: ServerAddress) -> PoolEntry | None:
+        for e in self.entries:
+            if (e.addr.host, e.addr.port) == (addr.host, addr.port):
+                return e
+        return None
+
+    def add_discovered(self, urls: Iterable[str], scheme: str) -> list[ServerAddress]:
+        """Add servers from INFO ``connect_urls``; returns those that were new."""
+        added = []
+        with self._lock:
+            for raw in urls:
+                try:
+                    addr = parse_server_url(f"{scheme}://{raw}", discovered=True)
+                except ValueError:
+                    continue
+                if self._find(addr) is None:
+                    entry = PoolEntry(addr)
+                    if self._randomize:
+                        self.entries.insert(self._rng.randrange(len(self.entries) + 1), entry)
+                    else:
+                        self.entries.append(entry)
+                    added.append(addr)
+        return added
+
+    def connected(self, entry: PoolEntry, now: float) -> None:
+        with self._lock:
+            entry.failed_attempts = 0
+            entry.last_attempt = now
+            entry.lame_duck = False
+            self.current = entry
+
+    def disconnected(self) -> None:
+        """Move the current server to the end, so the others are tried first."""
+        with self._lock:
+            if self.current is not None and self.current in self.entries:
+                self.entries.remove(self.current)
+                self.entries.append(self.current)
+
+    def mark_lame_duck(self) -> bool:
+        """The current server is going away; True if another server is there to move to."""
+        with self._lock:
+            if self.current is not None:
+                self.current.lame_duck = True
+            return any(not e.lame_duck for e in self.entries)
+
+    def failed(self, entry: PoolEntry) -> None:
+        with self._lock:
+            entry.failed_attempts += 1
+            if 0 <= self.max_reconnect_attempts <= entry.failed_attempts and entry in self.entries:
+                self.entries.remove(entry)
+
+    def next_attempt(self, now: float) -> tuple[PoolEntry, float] | None:
+        """The server to try next and how long to wait first; ``None`` when the pool is empty.
+
+        Servers in lame duck mode come last; among the rest the first in order
+        whose wait is shortest wins.
+        """
+        with self._lock:
+            if not self.entries:
+                return None
+            ordered = [e for e in self.entries if not e.lame_duck] + [e for e in self.entries if e.lame_duck]
+            best: tuple[PoolEntry, float] | None = None
+            for entry in ordered:
+                wait = self._wait_for(entry, now)
+                if best is None or wait < best[1]:
+                    best = (entry, wait)
+                if wait == 0:
+                    break
+            return best
+
+    def _wait_for(self, entry: PoolEntry, now: float) -> float:
+        if entry.last_attempt is None:
+            return 0.0
+        return max(0.0, entry.last_attempt + self.backoff.delay(entry.failed_attempts + 1) - now)
+
+    def attempted(self, entry: PoolEntry, now: float) -> None:
+        with self._lock:
+            entry.last_attempt = now

@@ -1,0 +1,62 @@
+"""The reader thread of a connection: bytes -> parser -> routes.
+
+It reads the transport, feeds the sans-IO parser and hands each event on:
+messages to their subscription's route (an enqueue, or a mux that settles a
+waiter in place), PING/PONG to the ledger, INFO and ``-ERR`` to the
+connection. It never runs user code and never waits on a user; when the
+transport fails it reports the loss once and ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NatsConnectionError
+from ..protocol.parser import OK, PING, PONG, Err, Info, Parser
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .transport import Transport
+
+
+def start_reader(conn: Connection, transport: Transport, parser: Parser, leftover: list[Any]) -> threading.Thread:
+    t = threading.Thread(target=read_loop, args=(conn, transport, parser, leftover),
+                         name=f"natsjs-reader-{conn.tag}", daemon=True)
+    t.start()
+    return t
+
+
+def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: list[Any]) -> None:
+    routes = conn.registry.routes
+    stats = conn.stats
+    msg_cls = conn.msg_cls
+    read = transport.read
+    feed = parser.feed
+    events: Iterable[Any] = leftover
+    try:
+        while True:
+            for ev in events:
+                if ev.__class__ is msg_cls:
+                    stats.in_msgs += 1
+                    stats.in_bytes += len(ev.data)
+                    route = routes.get(ev.sid)
+                    if route is not None:
+                        route(ev)
+                elif ev is PING:
+                    conn.send_pong()
+                elif ev is PONG:
+                    conn.on_pong()
+                elif ev is OK:
+                    pass
+                elif isinstance(ev, Info):
+                    conn.on_info(ev.options, transport)
+                elif isinstance(ev, Err):
+                    conn.on_err(ev.text)
+            data = read()
+            if not data:
+                raise NatsConnectionError(f"the server closed the connection{conn.last_server_error_suffix()}")
+            events = feed(data)
+    except Exception as exc:
+        conn.connection_lost(exc, transport)

@@ -1,0 +1,79 @@
+"""Request/reply: one wildcard inbox subscription answers every request of a client.
+
+Each request gets a token; its reply subject is ``<prefix><token>``. The
+reader thread hands the reply to the :class:`Waiter` of that token in place
+(no thread hop besides the waiting caller's wake-up).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+
+class Waiter:
+    """A one-shot slot the reader fills and a caller waits on (a bare lock is the cheapest)."""
+
+    __slots__ = ("_lock", "value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self.value: Any = None
+
+    def set(self, value: Any) -> None:
+        if self.value is None:
+            self.value = value
+            try:
+                self._lock.release()
+            except RuntimeError:  # already woken
+                pass
+
+    def wait(self, timeout: float | None) -> bool:
+        return self._lock.acquire(timeout=-1 if timeout is None else timeout)
+
+
+class ResponseMux:
+    """Tokens -> waiters for one client. The inbox subscription is the owner's job:
+    :attr:`sid` is ``None`` until it subscribed ``prefix + "*"``."""
+
+    def __init__(self) -> None:
+        self.prefix = ""
+        self.prefix_len = 0
+        self.sid: int | None = None
+        self.waiting: dict[str, Waiter] = {}
+        self._tokens = itertools.count(1)
+
+    def start(self, prefix: str, sid: int) -> None:
+        self.prefix = prefix
+        self.prefix_len = len(prefix)
+        self.sid = sid
+
+    def register(self) -> tuple[str, Waiter]:
+        token = str(next(self._tokens))
+        waiter = Waiter()
+        self.waiting[token] = waiter
+        return token, waiter
+
+    def forget(self, token: str) -> None:
+        self.waiting.pop(token, None)
+
+    def route(self, msg: Any) -> None:
+        """Reader thread: wake the request this reply is for."""
+        waiter = self.waiting.pop(msg.subject[self.prefix_len :], None)
+        if waiter is not None:
+            waiter.set(msg)
+
+    def fail_all(self, exc: Exception) -> None:
+        waiting = list(self.waiting.values())
+        self.waiting.clear()
+        for w in waiting:
+            w.set(exc)
+
+    def reset(self) -> None:
+        """A forked child: no inbox yet, nobody waiting."""
+        self.waiting.clear()
+        self.sid = None
+        self.prefix = ""
+        self.prefix_len = 0

@@ -1,0 +1,171 @@
+"""The declared interface between the core and the layers above it (JetStream, services).
+
+Those layers never touch a private member of :class:`~natsjs_sync.Client`;
+they ask :func:`link` for the client's :class:`CoreLink` and use only what the
+protocol below declares. Every registration returns a :class:`Handle` whose
+``cancel()`` undoes it, so each owner releases what it registered.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from .._timeout import Deadline
+
+if TYPE_CHECKING:
+    from ..msg import Msg
+    from ..protocol.headers import HeadersInput
+    from ..subscription import Subscription
+    from .dispatch import Lane, TimerHandle
+
+log = logging.getLogger("natsjs_sync")
+
+T = TypeVar("T")
+
+
+class Handle:
+    """Undo a registration (idempotent)."""
+
+    __slots__ = ("_cancel",)
+
+    def __init__(self, cancel: Callable[[], None]):
+        self._cancel: Callable[[], None] | None = cancel
+
+    def cancel(self) -> None:
+        fn, self._cancel = self._cancel, None
+        if fn is not None:
+            fn()
+
+
+class Hooks:
+    """Internal listeners, run in registration order; each must be quick and never block."""
+
+    def __init__(self, what: str):
+        self._what = what
+        self._lock = threading.Lock()
+        self._fns: dict[int, Callable[..., None]] = {}
+        self._ids = itertools.count()
+
+    def add(self, fn: Callable[..., None]) -> Handle:
+        key = next(self._ids)
+        with self._lock:
+            self._fns[key] = fn
+
+        def cancel() -> None:
+            with self._lock:
+                self._fns.pop(key, None)
+
+        return Handle(cancel)
+
+    def __len__(self) -> int:
+        return len(self._fns)
+
+    def run(self, *args: Any) -> None:
+        with self._lock:
+            fns = list(self._fns.values())
+        for fn in fns:
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("internal %s hook failed", self._what)
+
+    def reset(self) -> None:
+        self._lock = threading.Lock()
+
+
+class CoreLink(Protocol):
+    """What JetStream, the stores and services may use of a client's core."""
+
+    name: str | None
+    tag: str
+
+    @property
+    def is_connected(self) -> bool: ...
+
+    @property
+    def server_info(self) -> dict[str, Any]: ...
+
+    @property
+    def max_payload(self) -> int: ...
+
+    def new_inbox(self) -> str: ...
+
+    def subscribe(self, subject: str, queue: str | None = None, cb: Callable[[Msg], None] | None = None, *,
+                  max_msgs: int | None = None, pending_msgs_limit: int | None = None,
+                  pending_bytes_limit: int | None = None, status_filter: Any = None,
+                  cls: type[Subscription] | None = None, internal: bool = False) -> Subscription:
+        """A subscription (subject and queue validated by the caller); ``status_filter(sub, msg)``
+        runs on the reader thread and drops the message when it returns False."""
+
+    def subscribe_internal(self, subject: str, cb: Callable[[Msg], None] | None = None) -> Subscription:
+        """A library-owned subscription: no slow-consumer limits, restored on reconnect.
+        With ``cb`` the messages go to ``cb`` on a lane of the dispatcher, in order."""
+
+    def route_internal(self, subject: str, route: Callable[[Msg], None]) -> Handle:
+        """Call ``route(msg)`` on the reader thread for each message (quick, never user code).
+        ``cancel()`` unsubscribes."""
+
+    def publish(self, subject: str, payload: bytes | bytearray | memoryview = b"", reply: str | None = None,
+                headers: HeadersInput | None = None) -> None: ...
+
+    def publish_now(self, subject: str, payload: bytes | bytearray | memoryview = b"", reply: str | None = None,
+                    headers: HeadersInput | None = None) -> None: ...
+
+    def publish_with_reply(self, subject: str, payload: bytes | bytearray | memoryview, reply: bytes,
+                           headers: HeadersInput | None) -> None:
+        """Publish with a library-made reply subject (already bytes; not validated again)."""
+
+    def publish_trusted(self, subject: str, payload: bytes, reply: bytes | None = None,
+                        headers: HeadersInput | None = None) -> None:
+        """Publish to a subject the server gave (ack, flow control): no validation."""
+
+    def request(self, subject: str, payload: bytes | bytearray | memoryview = b"", timeout: Any = 1.0,
+                headers: HeadersInput | None = None) -> Msg: ...
+
+    def flush(self, timeout: Any = 10.0) -> None: ...
+
+    def on_close(self, fn: Callable[[], None]) -> Handle: ...
+
+    def on_reconnect(self, fn: Callable[[], None]) -> Handle: ...
+
+    def on_drain(self, fn: Callable[[Deadline], None]) -> Handle:
+        """``fn(deadline)`` runs when a drain has flushed the last publishes, before the close:
+        wait there for outstanding work (publish acks)."""
+
+    def on_reader_thread(self) -> bool: ...
+
+    def lane(self, handler: Callable[[T], None], name: str) -> Lane[T]:
+        """A lane of the client's dispatcher; exceptions go to the client's error_cb."""
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> TimerHandle: ...
+
+    def call_every(self, interval: float, fn: Callable[[], None]) -> TimerHandle: ...
+
+    def attachment(self, key: str, factory: Callable[[], T]) -> T:
+        """The client's one instance of a per-client helper (made on first use)."""
+
+    def report_error(self, exc: Exception) -> None: ...
+
+
+_LINKS: weakref.WeakKeyDictionary[Any, CoreLink] = weakref.WeakKeyDictionary()
+
+
+def register(client: Any, core: CoreLink) -> None:
+    _LINKS[client] = core
+
+
+def link(client: Any) -> CoreLink:
+    """The core of ``client`` (a :class:`~natsjs_sync.Client`).
+
+    Raises:
+        TypeError: ``client`` is not a natsjs_sync client.
+    """
+    try:
+        return _LINKS[client]
+    except (KeyError, TypeError):
+        raise TypeError(f"expected a natsjs_sync Client, got {type(client).__name__}") from None

@@ -1,0 +1,109 @@
+"""The write side of a connection: one buffer, one flusher thread, one send lock.
+
+Publishes append to :attr:`Writer.buffer` under the connection lock and ask
+for a flush; the flusher thread sends whatever gathered, so a loop of small
+publishes becomes a few large writes. Calls that wait for an answer
+(request, flush, respond) send from their own thread instead
+(:meth:`Writer.send_now`), so a lone request pays no thread hop. The send lock
+keeps the wire in buffer order; the transport's write deadline means a peer
+that stops reading costs the writer at most ``write_timeout`` before the
+connection is declared lost.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from ..errors import NatsError
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .transport import Transport
+
+#: Past this many buffered bytes a publisher sends the buffer itself: the
+#: back-pressure that keeps a fast publisher from growing it without end.
+FLUSH_THRESHOLD = 1024 * 1024
+
+
+class Writer:
+    """Buffer and flusher of one :class:`~natsjs_sync._core.connection.Connection`.
+
+    ``buffer`` and ``flush_requested`` are guarded by the connection's lock
+    (``lock``), which the connection's fast paths take themselves.
+    """
+
+    def __init__(self, conn: Connection):
+        self._conn = conn
+        self.lock = conn.lock
+        self.cond = threading.Condition(conn.lock)
+        self.send_lock = threading.Lock()
+        self.buffer = bytearray()
+        self.flush_requested = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=f"natsjs-flusher-{self._conn.tag}", daemon=True)
+            self._thread.start()
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def wake(self) -> None:
+        """Lock held: make sure the flusher will send the buffer soon."""
+        if not self.flush_requested:
+            self.flush_requested = True
+            self.cond.notify()
+
+    def send_now(self) -> None:
+        """Send the whole buffer from this thread (nothing happens without a transport)."""
+        conn = self._conn
+        with self.send_lock:
+            with self.lock:
+                self.flush_requested = False
+                transport = conn.transport
+                data = self.buffer
+                if transport is None or not data:
+                    return
+                self.buffer = bytearray()
+                conn.ledger.buffer_sent()
+            try:
+                transport.write(data)
+            except NatsError as exc:
+                conn.connection_lost(exc, transport)
+
+    def final_flush(self, transport: Transport, timeout: float) -> None:
+        """Closing: send what is buffered if the socket takes it within ``timeout`` (best effort)."""
+        if not self.send_lock.acquire(timeout=timeout):
+            return  # a writer is stuck on a peer that does not read: do not join it
+        try:
+            with self.lock:
+                data, self.buffer = self.buffer, bytearray()
+            if data:
+                transport.set_write_timeout(timeout)
+                transport.write(data)
+        except NatsError:
+            pass
+        finally:
+            self.send_lock.release()
+
+    def _loop(self) -> None:
+        conn = self._conn
+        cond = self.cond
+        while True:
+            with cond:
+                while not self.flush_requested and not conn.is_closed:
+                    cond.wait()
+                if conn.is_closed or not conn.owns_process:
+                    return
+            self.send_now()
+
+    def reset_after_fork(self, lock: threading.Lock) -> None:
+        self.lock = lock
+        self.cond = threading.Condition(lock)
+        self.send_lock = threading.Lock()
+        self.buffer = bytearray()
+        self.flush_requested = False
+        self._thread = None

@@ -1,0 +1,302 @@
+"""The connection's protocol state, without I/O: states, handshake, PING ledger, replay.
+
+This is what a NATS connection *is*, apart from moving bytes and waking
+threads (which the I/O layer in ``natsjs_sync._core`` does):
+
+- :class:`ConnState` and :data:`TRANSITIONS`: the life cycle, as one table;
+  :class:`StateMachine` refuses any move the table does not allow.
+- :class:`Handshake`: INFO -> [TLS] -> CONNECT + PING -> PONG, fed parser events.
+- :class:`PingLedger`: which PONG answers which PING, what a lost connection
+  takes with it, and when unanswered keep-alives make the connection stale.
+- :func:`replay_frames`: the SUB/UNSUB bytes that restore subscriptions on a
+  new connection.
+- :func:`server_error`: the one mapping of ``-ERR`` texts to exceptions.
+
+Nothing here reads a clock, opens a socket or starts a thread.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ..errors import AuthorizationError, PermissionsError, ProtocolError, ServerError
+from . import commands
+from .parser import OK, PING, PONG, Err, Info
+
+W = TypeVar("W")
+
+
+class ConnState(enum.Enum):
+    """Where a connection is in its life."""
+
+    CONNECTING = "connecting"  #: the first connect is under way
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"  #: the socket was lost; trying the pool
+    DRAINING_SUBS = "draining"  #: drain(): subscriptions are finishing
+    DRAINING_PUBS = "draining publishes"  #: drain(): the last publishes are flushed
+    CLOSED = "closed"
+    FORKED = "forked"  #: a copy inherited by a forked child; connects afresh on first use
+
+
+_S = ConnState
+
+#: Every allowed move. A connection lost while draining closes (there is no
+#: server left to drain against); a forked child's copy may be revived.
+TRANSITIONS: dict[ConnState, frozenset[ConnState]] = {
+    _S.CONNECTING: frozenset({_S.CONNECTED, _S.RECONNECTING, _S.CLOSED, _S.FORKED}),
+    _S.CONNECTED: frozenset({_S.RECONNECTING, _S.DRAINING_SUBS, _S.CLOSED, _S.FORKED}),
+    _S.RECONNECTING: frozenset({_S.CONNECTED, _S.DRAINING_SUBS, _S.CLOSED, _S.FORKED}),
+    _S.DRAINING_SUBS: frozenset({_S.DRAINING_PUBS, _S.CLOSED, _S.FORKED}),
+    _S.DRAINING_PUBS: frozenset({_S.CLOSED, _S.FORKED}),
+    _S.FORKED: frozenset({_S.CONNECTING, _S.CLOSED, _S.FORKED}),
+    _S.CLOSED: frozenset({_S.FORKED}),
+}
+
+#: States in which a publish may be written to the buffer.
+WRITABLE = frozenset({_S.CONNECTED, _S.RECONNECTING, _S.DRAINING_SUBS, _S.CONNECTING})
+#: States in which the connection is up (a socket is attached).
+UP = frozenset({_S.CONNECTED, _S.DRAINING_SUBS, _S.DRAINING_PUBS})
+
+
+class IllegalTransition(RuntimeError):
+    """A move the state table does not allow: a bug in natsjs_sync, never the user's."""
+
+
+class StateMachine:
+    """The current :class:`ConnState`. Not locked: its owner moves it under its own lock.
+
+    ``state`` may be read without the lock (a single attribute read).
+    """
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: ConnState = ConnState.CONNECTING):
+        self.state = state
+
+    def to(self, new: ConnState) -> None:
+        """Move to ``new``. Raises IllegalTransition when the table forbids it."""
+        if new is not self.state and new not in TRANSITIONS[self.state]:
+            raise IllegalTransition(f"connection cannot go from {self.state.value} to {new.value}")
+        self.state = new
+
+    def move(self, allowed_from: Iterable[ConnState], new: ConnState) -> bool:
+        """Move to ``new`` if the current state is one of ``allowed_from``; True if it moved."""
+        if self.state in allowed_from:
+            self.to(new)
+            return True
+        return False
+
+
+# --------------------------------------------------------------------- errors
+
+
+def server_error(text: str) -> ServerError | AuthorizationError:
+    """The exception a ``-ERR`` text means (during the handshake or after it)."""
+    low = text.lower()
+    if low.startswith("permissions violation"):
+        return PermissionsError(text)
+    if "authorization" in low or "authentication" in low or "expired" in low:
+        return AuthorizationError(f"server refused the connection: {text}")
+    return ServerError(text)
+
+
+# --------------------------------------------------------------------- handshake
+
+
+@dataclass(frozen=True)
+class Established:
+    """The handshake is done: the server's INFO and events that came after its PONG."""
+
+    info: dict[str, Any]
+    leftover: list[Any]
+
+
+class Handshake:
+    """The client side of the NATS handshake, fed parser events.
+
+    Use::
+
+        hs = Handshake()
+        info = None
+        while info is None:
+            info = hs.receive(events_from_socket())        # the server's INFO
+        send(hs.connect(connect_fields))                  # CONNECT + PING
+        done = None
+        while done is None:
+            done = hs.receive(events_from_socket())       # ... until PONG
+            send(hs.data_to_send())                       # PONGs to the server's PINGs
+
+    Raises (from :meth:`receive`): ProtocolError for anything out of order,
+    AuthorizationError / ServerError for a ``-ERR``.
+    """
+
+    def __init__(self) -> None:
+        self._step = "info"
+        self._info: dict[str, Any] = {}
+        self._held: list[Any] = []
+        self._out = bytearray()
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self._info
+
+    def receive(self, events: Iterable[Any]) -> dict[str, Any] | Established | None:
+        """Take events; returns the INFO options once (step one), then
+        :class:`Established` on the PONG, else None (need more events)."""
+        pending = [*self._held, *events]
+        self._held = []
+        while pending:
+            ev = pending.pop(0)
+            if self._step == "info":
+                if not isinstance(ev, Info):
+                    raise ProtocolError(f"expected INFO from the server, got {ev!r}")
+                self._info = dict(ev.options)
+                self._step = "options"
+                self._held = pending
+                return self._info
+            if self._step == "options":
+                self._held.append(ev)  # the caller has not sent CONNECT yet
+                continue
+            if ev is PONG:
+                self._step = "done"
+                return Established(self._info, pending)
+            if ev is OK:
+                continue
+            if ev is PING:
+                self._out += commands.PONG
+                continue
+            if isinstance(ev, Info):
+                self._info = {**self._info, **ev.options}
+                continue
+            if isinstance(ev, Err):
+                raise server_error(ev.text)
+            raise ProtocolError(f"unexpected {ev!r} during the handshake")
+        return None
+
+    def connect(self, fields: dict[str, Any]) -> bytes:
+        """The CONNECT and PING to send after the INFO (and any TLS upgrade)."""
+        if self._step != "options":
+            raise ProtocolError("CONNECT is sent once, after the server's INFO")
+        self._step = "pong"
+        return commands.connect(fields) + commands.PING
+
+    def resume(self) -> dict[str, Any] | Established | None:
+        """Process events held back while CONNECT was being prepared."""
+        return self.receive(())
+
+    def data_to_send(self) -> bytes:
+        """Bytes owed to the server (PONGs), once."""
+        out, self._out = bytes(self._out), bytearray()
+        return out
+
+
+# --------------------------------------------------------------------- PING ledger
+
+
+class PingLedger(Generic[W]):
+    """PINGs in the order they go out, and who waits for each PONG.
+
+    A PING is first *buffered* (in the write buffer, not yet on the wire), then
+    *sent* when the buffer goes out. The server answers PINGs in order, so a
+    PONG belongs to the oldest sent PING. When the connection is lost the sent
+    PINGs will never be answered; the buffered ones are sent on the next
+    connection. Keep-alive PINGs have no waiter; when ``max_outstanding`` of
+    them go unanswered the connection is stale. Not locked: the owner locks.
+    """
+
+    __slots__ = ("_entries", "_keepalives", "_unsent", "max_outstanding")
+
+    def __init__(self, max_outstanding: int = 2):
+        self._entries: deque[W | None] = deque()
+        self._unsent = 0
+        self._keepalives = 0
+        self.max_outstanding = max_outstanding
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def ping(self, waiter: W | None = None) -> bytes:
+        """Record a PING appended to the write buffer; returns its bytes."""
+        self._entries.append(waiter)
+        self._unsent += 1
+        return commands.PING
+
+    def keepalive(self) -> bytes | None:
+        """A keep-alive PING's bytes, or None when the connection is stale."""
+        if self._keepalives >= self.max_outstanding:
+            return None
+        self._keepalives += 1
+        return self.ping(None)
+
+    def buffer_sent(self) -> None:
+        """The write buffer (with every buffered PING) went to the socket."""
+        self._unsent = 0
+
+    def pong(self) -> W | None:
+        """A PONG came: the waiter of the oldest sent PING (None for a keep-alive)."""
+        self._keepalives = 0
+        if len(self._entries) > self._unsent:
+            return self._entries.popleft()
+        return None
+
+    def lost(self) -> list[W]:
+        """The connection broke: the waiters of PINGs that were on the wire."""
+        failed: list[W] = []
+        for _ in range(len(self._entries) - self._unsent):
+            w = self._entries.popleft()
+            if w is not None:
+                failed.append(w)
+        self._keepalives = 0
+        return failed
+
+    def clear(self) -> list[W]:
+        """Closing or forking: every waiter, sent or not."""
+        waiters = [w for w in self._entries if w is not None]
+        self._entries.clear()
+        self._unsent = 0
+        self._keepalives = 0
+        return waiters
+
+
+# --------------------------------------------------------------------- replay
+
+
+@dataclass(frozen=True)
+class SubRecord:
+    """What a new connection needs to know of a live subscription."""
+
+    sid: int
+    subject: str
+    queue: str | None = None
+    remaining: int | None = None  #: messages left before an auto-unsubscribe, if any
+
+
+def replay_frames(subs: Iterable[SubRecord]) -> bytes:
+    """SUB (and UNSUB with the remaining count) for every subscription, in order."""
+    out = bytearray()
+    for s in subs:
+        out += commands.sub(s.subject.encode(), s.sid, s.queue.encode() if s.queue else None)
+        if s.remaining is not None:
+            out += commands.unsub(s.sid, s.remaining)
+    return bytes(out)
+
+
+# --------------------------------------------------------------------- limits
+
+
+#: The server's default ``max_control_line``: a longer PUB/SUB line makes it
+#: close the connection for every user of the client.
+DEFAULT_MAX_CONTROL_LINE = 4096
+
+
+def control_line_room(info: dict[str, Any]) -> int:
+    """The longest protocol line the server accepts (its INFO may say; else 4096)."""
+    value = info.get("max_control_line")
+    return int(value) if isinstance(value, int) and value > 0 else DEFAULT_MAX_CONTROL_LINE
+
+
+EventSink = Callable[[Any], None]

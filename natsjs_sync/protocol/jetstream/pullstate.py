@@ -1,0 +1,79 @@
+"""Continuous pulling's bookkeeping, without I/O: what outstanding pull requests still owe.
+
+Every pull request asks for up to ``batch`` messages (or ``max_bytes``
+bytes); what arrives counts down, and a request that ends early (408, 409)
+says how much of it will never come. When what is still owed falls to the
+threshold, it is time to ask for more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The batch of a byte-bounded pull request (the byte limit is what bounds it).
+BYTES_MODE_BATCH = 1_000_000
+
+
+@dataclass(frozen=True)
+class PullAsk:
+    """The next pull request to send."""
+
+    batch: int
+    max_bytes: int | None
+
+
+class PullAccounting:
+    """Messages and bytes owed by outstanding pull requests. Not thread-safe.
+
+    Args:
+        max_messages: how many messages to keep asked for.
+        max_bytes: or, instead, how many bytes.
+        threshold_messages, threshold_bytes: ask again when what is owed falls to this
+            (default: half).
+    """
+
+    def __init__(self, max_messages: int, max_bytes: int | None = None, threshold_messages: int | None = None,
+                 threshold_bytes: int | None = None):
+        if max_messages < 1:
+            raise ValueError("max_messages must be >= 1")
+        if max_bytes is not None and max_bytes < 1:
+            raise ValueError("max_bytes must be >= 1")
+        self.max_bytes = max_bytes
+        self.max_messages = BYTES_MODE_BATCH if max_bytes else max_messages
+        self.threshold_messages = threshold_messages if threshold_messages is not None else self.max_messages // 2
+        self.threshold_bytes = threshold_bytes if threshold_bytes is not None else (max_bytes or 0) // 2
+        self.pending_msgs = 0
+        self.pending_bytes = 0
+        self.stopped = False  #: draining: ask for nothing more
+
+    def wants_more(self) -> bool:
+        if self.stopped:
+            return False
+        if self.max_bytes:
+            return self.pending_bytes <= self.threshold_bytes
+        return self.pending_msgs <= self.threshold_messages
+
+    def ask(self) -> PullAsk:
+        """The request that tops up what is owed (and count it as owed)."""
+        if self.max_bytes:
+            want = self.max_bytes - self.pending_bytes
+            self.pending_msgs += self.max_messages
+            self.pending_bytes += want
+            return PullAsk(self.max_messages, want)
+        batch = self.max_messages - self.pending_msgs
+        self.pending_msgs += batch
+        return PullAsk(batch, None)
+
+    def delivered(self, size: int) -> None:
+        self.pending_msgs -= 1
+        self.pending_bytes -= size
+
+    def ended(self, msgs: int, nbytes: int) -> None:
+        """A request ended early: ``msgs``/``nbytes`` of it will never come."""
+        self.pending_msgs = max(0, self.pending_msgs - msgs)
+        self.pending_bytes = max(0, self.pending_bytes - nbytes)
+
+    def reset(self) -> None:
+        """The outstanding requests are gone (reconnect, missed heartbeats, new consumer)."""
+        self.pending_msgs = 0
+        self.pending_bytes = 0
