@@ -5,6 +5,7 @@
 >>> nc.publish("greet", b"hello")                   # doctest: +SKIP
 """
 
+import logging
 from typing import TYPE_CHECKING
 
 from ._timeout import USE_DEFAULT
@@ -50,6 +51,10 @@ from .msg import Msg
 from .protocol.headers import Headers
 from .protocol.nuid import new_inbox
 from .subscription import Subscription
+
+# A library logs; the application decides where that goes (nothing reaches
+# stderr unless it configures logging).
+logging.getLogger("natsjs_sync").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from .jetstream import (

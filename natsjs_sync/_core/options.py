@@ -63,6 +63,38 @@ def server_list(servers: str | Sequence[str] | None) -> list[ServerAddress]:
     return [parse_server_url(s) for s in items]
 
 
+_CREDENTIAL_KEYS = ("user", "password", "token", "nkeys_seed", "user_credentials", "user_jwt_cb", "signature_cb",
+                    "token_cb", "user_info_cb")
+#: int options and their smallest value.
+_COUNTS = {"pending_size": 0, "max_reconnect_attempts": None, "max_outstanding_pings": 1, "max_callback_threads": 1}
+_FINITE_SECONDS = ("connect_timeout", "reconnect_time_wait", "reconnect_jitter", "reconnect_jitter_tls",
+                   "ping_interval")
+_SECONDS_OR_NONE = ("write_timeout", "drain_timeout")
+
+
+def _check_counts(kwargs: dict[str, Any]) -> None:
+    for key, least in _COUNTS.items():
+        value = kwargs.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{key} must be an int, not {type(value).__name__}")
+        if least is not None and value < least:
+            raise ValueError(f"{key} must be >= {least}, got {value}")
+
+
+def _check_durations(kwargs: dict[str, Any]) -> None:
+    for key in _FINITE_SECONDS:
+        if key in kwargs:
+            seconds = check_seconds(kwargs[key], key)
+            if seconds is None:
+                raise ValueError(f"{key} must be a finite number of seconds")
+            kwargs[key] = seconds
+    for key in _SECONDS_OR_NONE:
+        if key in kwargs:
+            kwargs[key] = check_seconds(kwargs[key], key)
+
+
 @dataclass
 class ConnectOptions:
     """Everything :func:`natsjs_sync.connect` was given, checked."""
@@ -111,13 +143,11 @@ class ConnectOptions:
         Raises:
             TypeError, ValueError: naming the argument.
         """
-        cred_keys = ("user", "password", "token", "nkeys_seed", "user_credentials", "user_jwt_cb", "signature_cb",
-                     "token_cb", "user_info_cb")
         token = kwargs.get("token")
         if callable(token):  # nats-py accepts a callable token
             kwargs["token"] = None
             kwargs["token_cb"] = kwargs.get("token_cb") or token
-        credentials = Credentials(**{k: kwargs.pop(k, None) for k in cred_keys})
+        credentials = Credentials(**{k: kwargs.pop(k, None) for k in _CREDENTIAL_KEYS})
         credentials.validate()
         inbox_prefix = kwargs.get("inbox_prefix", "_INBOX")
         if not isinstance(inbox_prefix, str) or not inbox_prefix or " " in inbox_prefix:
@@ -125,30 +155,12 @@ class ConnectOptions:
         tls = kwargs.get("tls")
         if tls is not None and not isinstance(tls, (bool, ssl.SSLContext)):
             raise TypeError(f"tls must be an ssl.SSLContext or a bool, not {type(tls).__name__}")
-        for key in ("pending_size", "max_reconnect_attempts", "max_outstanding_pings", "max_callback_threads"):
-            value = kwargs.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise TypeError(f"{key} must be an int, not {type(value).__name__}")
-        if kwargs.get("pending_size", 0) < 0:
-            raise ValueError("pending_size must be >= 0")
-        if kwargs.get("max_outstanding_pings", 1) < 1:
-            raise ValueError("max_outstanding_pings must be >= 1")
-        if kwargs.get("max_callback_threads", 1) < 1:
-            raise ValueError("max_callback_threads must be >= 1")
-        for key in ("connect_timeout", "reconnect_time_wait", "reconnect_jitter", "reconnect_jitter_tls",
-                    "ping_interval"):
-            if key in kwargs:
-                seconds = check_seconds(kwargs[key], key)
-                if seconds is None:
-                    raise ValueError(f"{key} must be a finite number of seconds")
-                kwargs[key] = seconds
-        for key in ("write_timeout", "drain_timeout"):
-            if key in kwargs:
-                kwargs[key] = check_seconds(kwargs[key], key)
+        _check_counts(kwargs)
+        _check_durations(kwargs)
         for key in _EVENT_CALLBACKS:
             check_callback(kwargs.get(key), key)
-        limits = {"pending_msgs_limit": DEFAULT_PENDING_MSGS_LIMIT, "pending_bytes_limit": DEFAULT_PENDING_BYTES_LIMIT}
-        for key, default in limits.items():
+        for key, default in (("pending_msgs_limit", DEFAULT_PENDING_MSGS_LIMIT),
+                             ("pending_bytes_limit", DEFAULT_PENDING_BYTES_LIMIT)):
             if key in kwargs:
                 kwargs[key] = pending_limit(kwargs[key], default, key)
         return cls(servers=server_list(servers), credentials=credentials, **kwargs)

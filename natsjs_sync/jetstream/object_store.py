@@ -165,6 +165,16 @@ _info_decoder = msgspec.json.Decoder(ObjectInfo)
 _encoder = msgspec.json.Encoder()
 
 
+def _chunk_size(chunk_size: int | None, meta: ObjectMeta) -> int:
+    """The chunk size of a put: the argument, else the meta's, else the default."""
+    if meta.options is not None and meta.options.link is not None:
+        raise ObjectStoreError("put cannot store a link: use add_link")
+    size = chunk_size or (meta.options.max_chunk_size if meta.options else None) or DEFAULT_CHUNK_SIZE
+    if size < 1:
+        raise ValueError("chunk_size must be >= 1")
+    return size
+
+
 def _check_name(name: object) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError(f"object name must be a non-empty str, got {name!r}")
@@ -342,12 +352,7 @@ class ObjectStore:
             meta, name = name, name.name
         meta = meta or ObjectMeta()
         name = _check_name(name or meta.name)
-        size = chunk_size or (meta.options.max_chunk_size if meta.options and meta.options.max_chunk_size else None) \
-            or DEFAULT_CHUNK_SIZE
-        if size < 1:
-            raise ValueError("chunk_size must be >= 1")
-        if meta.options is not None and meta.options.link is not None:
-            raise ObjectStoreError("put cannot store a link: use add_link")
+        size = _chunk_size(chunk_size, meta)
         if isinstance(data, os.PathLike):
             with open(data, "rb") as f:
                 return self.put(name, f, meta, size, progress, timeout)
@@ -359,37 +364,40 @@ class ObjectStore:
             existing = None
         nuid = next_nuid()
         chunk_subject = f"$O.{self.bucket}.C.{nuid}"
-        sha = hashlib.sha256()
-        sent = chunks = 0
-        pipe = PublishPipeline(self._js.publish_async, max(2, WINDOW_BYTES // size), deadline)
         try:
-            while True:
-                block = source(size)
-                if not block:
-                    break
-                sha.update(block)
-                pipe.publish(chunk_subject, block)  # bounded memory: waits for the oldest acks
-                sent += len(block)
-                chunks += 1
-                if progress is not None:
-                    progress(sent, total)
-            pipe.finish()
+            sent, chunks, digest = self._put_chunks(chunk_subject, source, size, total, progress, deadline)
             opts = meta.options or ObjectMetaOptions()
             info = ObjectInfo(name=name, bucket=self.bucket, nuid=nuid, description=meta.description,
                               headers=meta.headers, metadata=meta.metadata,
-                              options=opts.replace(max_chunk_size=size), size=sent, chunks=chunks,
-                              digest=digest_value(sha))
+                              options=opts.replace(max_chunk_size=size), size=sent, chunks=chunks, digest=digest)
             self._publish_meta(info, deadline)
         except BaseException:
-            pipe.abandon()  # leave no orphaned chunks behind
             try:
-                self._stream.purge(subject=chunk_subject)
+                self._stream.purge(subject=chunk_subject)  # leave no orphaned chunks behind
             except NatsError:
                 pass
             raise
         if existing is not None and not existing.deleted and not existing.is_link:
             self._stream.purge(subject=f"$O.{self.bucket}.C.{existing.nuid}", timeout=deadline)
         return info.replace(mtime=datetime.datetime.now(datetime.timezone.utc))
+
+    def _put_chunks(self, subject: str, source: Callable[[int], bytes], size: int, total: int | None,
+                    progress: Progress | None, deadline: Deadline) -> tuple[int, int, str]:
+        """Publish the data chunk by chunk, pipelined in a bounded window; ``(bytes, chunks, digest)``."""
+        sha = hashlib.sha256()
+        sent = chunks = 0
+        with PublishPipeline(self._js.publish_async, max(2, WINDOW_BYTES // size), deadline) as pipe:
+            while True:
+                block = source(size)
+                if not block:
+                    break
+                sha.update(block)
+                pipe.publish(subject, block)  # bounded memory: waits for the oldest acks
+                sent += len(block)
+                chunks += 1
+                if progress is not None:
+                    progress(sent, total)
+        return sent, chunks, digest_value(sha)
 
     def put_bytes(self, name: str, data: bytes, **kwargs: Any) -> ObjectInfo:
         return self.put(name, data, **kwargs)

@@ -433,38 +433,36 @@ class MessagesContext:
                         self._needs_reset = True
                     return None
             return msg
+        self._on_status(st, msg.reply)
+        return None
+
+    def _on_status(self, st: Status, reply: str | None) -> None:
+        """A status message: bookkeeping; raises what ends the iteration."""
         kind = st.kind
         if kind is Kind.HEARTBEAT:
-            return None
+            return
         if kind is Kind.FLOW_CONTROL:
-            if msg.reply:
-                self._core.publish(msg.reply, b"")
-            return None
-        if kind is Kind.REQUEST_ENDED:
+            if reply:
+                self._core.publish(reply, b"")
+        elif kind is Kind.REQUEST_ENDED or kind is Kind.LIMIT:
             self._acct.ended(st.pending_msgs, st.pending_bytes)
-            return None
-        if kind is Kind.LIMIT:
-            self._acct.ended(st.pending_msgs, st.pending_bytes)
-            self._report(st.error())  # type: ignore[arg-type]
-            return None
-        if kind is Kind.RESET:
+            if kind is Kind.LIMIT:
+                self._report(st.error())  # type: ignore[arg-type]
+        elif kind is Kind.RESET:
             self._acct.reset()
-            return None
-        if kind is Kind.NO_RESPONDERS:
+        elif kind is Kind.NO_RESPONDERS:
             gone = self._consumer_gone()
             if gone is not None:
                 raise gone
-            if self._ordered is not None:
-                self._needs_reset = True
+            self._needs_reset = self._ordered is not None
             self._backoff()
-            return None
-        err = st.error()
-        assert err is not None
-        if kind is Kind.CONSUMER_DELETED and self._ordered is not None:
-            self._report(err)
+        elif kind is Kind.CONSUMER_DELETED and self._ordered is not None:
+            self._report(st.error())  # type: ignore[arg-type]
             self._needs_reset = True
-            return None
-        raise err  # deleted, or a request that can never work (400): stop
+        else:
+            err = st.error()
+            assert err is not None
+            raise err  # deleted, or a request that can never work (400): stop
 
     def _check_heartbeat(self) -> NoHeartbeatError | None:
         """Missed heartbeats: report, ask again; raises ConsumerDeletedError when it is gone."""
@@ -508,30 +506,18 @@ class MessagesContext:
             assert sub is not None
             try:
                 if self._needs_reset:
-                    if deadline is None:
-                        deadline = Deadline(timeout)
-                    self._reset(deadline)  # raises TimeoutError when it cannot be done in time
-                    self._needs_reset = False
-                    sub = self._owned.sub
-                    assert sub is not None
+                    deadline = deadline or Deadline(timeout)
+                    sub = self._reset_now(deadline)
                 self._maybe_pull()
                 polled = sub.poll()  # under load a message is already waiting: no deadline, no clock
                 if polled is not None:
                     msg = polled
                 else:
-                    if deadline is None:
-                        deadline = Deadline(timeout)
+                    deadline = deadline or Deadline(timeout)
                     msg = sub.next_msg(timeout=self._wait(deadline))
                 out = self._on_msg(msg)
             except TimeoutError:
-                if self._draining and self._drained():
-                    self.stop()
-                    raise BadSubscriptionError("the messages iterator is drained") from None
-                missed = self._check_heartbeat_iter()
-                if missed is not None:
-                    raise missed from None
-                if deadline is not None and deadline.expired():
-                    raise TimeoutError("no message in time") from None
+                self._after_quiet(deadline)
                 continue
             except (BadSubscriptionError, ConnectionClosedError):
                 if self._owned.sub is not sub and not self._stopped:
@@ -543,6 +529,25 @@ class MessagesContext:
                 raise
             if out is not None:
                 return out
+
+    def _reset_now(self, deadline: Deadline) -> Subscription:
+        """Iterator mode: start over (raises TimeoutError when it cannot be done in time)."""
+        self._reset(deadline)
+        self._needs_reset = False
+        sub = self._owned.sub
+        assert sub is not None
+        return sub
+
+    def _after_quiet(self, deadline: Deadline | None) -> None:
+        """Iterator mode: nothing came in the wait; raises what that means, or returns to wait on."""
+        if self._draining and self._drained():
+            self.stop()
+            raise BadSubscriptionError("the messages iterator is drained") from None
+        missed = self._check_heartbeat_iter()
+        if missed is not None:
+            raise missed from None
+        if deadline is not None and deadline.expired():
+            raise TimeoutError("no message in time") from None
 
     def _check_heartbeat_iter(self) -> NoHeartbeatError | None:
         try:

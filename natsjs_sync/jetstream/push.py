@@ -141,49 +141,28 @@ def subscribe_push(
     unknown = set(config_fields) - _CONFIG_FIELDS
     if unknown:
         raise TypeError(f"unknown subscribe arguments: {sorted(unknown)}")
-    nc = js.nc
     if stream is None:
         stream = js.stream_name_by_subject(subject)
     if queue and not durable:
         durable = queue  # queue members must share one consumer
-    info: ConsumerInfo | None = None
-    if durable:
-        try:
-            info = js._consumer_info(stream, durable, None)
-        except ConsumerNotFoundError:
-            info = None
+    info = _existing(js, stream, durable, queue)
     owns = False
     if info is not None:
         deliver = info.config.deliver_subject
-        if not deliver:
-            raise JetStreamError(f"consumer {durable!r} is a pull consumer: use pull_subscribe")
-        group = info.config.deliver_group
-        if queue != group:
-            raise JetStreamError(
-                f"consumer {durable!r} has deliver group {group!r}, not queue {queue!r}"
-            )
-        if not queue and info.push_bound:
-            raise JetStreamError(f"consumer {durable!r} is already bound to a subscription")
     else:
         fields: dict[str, Any] = {
             "filter_subject": subject,
-            "deliver_subject": nc.new_inbox(),
+            "deliver_subject": js.nc.new_inbox(),
             "ack_policy": "explicit",
+            "durable_name": durable,
+            "deliver_group": queue or None,
+            "deliver_policy": deliver_policy,
+            "headers_only": headers_only,
+            "inactive_threshold": inactive_threshold,
+            "idle_heartbeat": idle_heartbeat,
+            "flow_control": flow_control or None,
         }
-        if durable:
-            fields["durable_name"] = durable
-        if queue:
-            fields["deliver_group"] = queue
-        if deliver_policy is not None:
-            fields["deliver_policy"] = deliver_policy
-        if headers_only is not None:
-            fields["headers_only"] = headers_only
-        if inactive_threshold is not None:
-            fields["inactive_threshold"] = inactive_threshold
-        if idle_heartbeat is not None:
-            fields["idle_heartbeat"] = idle_heartbeat
-        if flow_control:
-            fields["flow_control"] = True
+        fields = {k: v for k, v in fields.items() if v is not None}
         fields.update(config_fields)
         if config is not None:
             # What the config sets wins over the defaults above; arguments win over both.
@@ -207,6 +186,24 @@ def subscribe_push(
     sub._owns_consumer = owns
     sub.last_activity = time.monotonic()
     return sub
+
+
+def _existing(js: JetStream, stream: str, durable: str | None, queue: str | None) -> ConsumerInfo | None:
+    """The durable push consumer to bind to, if it exists and fits; raises when it cannot be bound."""
+    if not durable:
+        return None
+    try:
+        info = js._consumer_info(stream, durable, USE_DEFAULT)
+    except ConsumerNotFoundError:
+        return None
+    if not info.config.deliver_subject:
+        raise JetStreamError(f"consumer {durable!r} is a pull consumer: use pull_subscribe")
+    group = info.config.deliver_group
+    if queue != group:
+        raise JetStreamError(f"consumer {durable!r} has deliver group {group!r}, not queue {queue!r}")
+    if not queue and info.push_bound:
+        raise JetStreamError(f"consumer {durable!r} is already bound to a subscription")
+    return info
 
 
 class OrderedSubscription:
