@@ -8,9 +8,10 @@
 import logging
 from typing import TYPE_CHECKING
 
+from ._connect import connect
 from ._timeout import USE_DEFAULT
 from ._version import __version__
-from .client import Client, Stats, connect
+from .client import Client, Stats
 from .errors import (
     AuthorizationError,
     BadHeaderError,

@@ -11,19 +11,13 @@ drops everything it inherited and connects afresh on first use.
 
 from __future__ import annotations
 
-import ssl
 import time
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._core import spi
 from ._core.connection import Connection, Stats, as_payload
 from ._core.options import (
-    DEFAULT_PENDING_BYTES_LIMIT,
-    DEFAULT_PENDING_MSGS_LIMIT,
     ConnectOptions,
-    ErrorCallback,
-    EventCallback,
     check_callback,
 )
 from ._core.writer import FLUSH_THRESHOLD
@@ -37,7 +31,7 @@ from .subscription import MsgHandler, Subscription
 if TYPE_CHECKING:
     from .jetstream import JetStream
 
-__all__ = ["Client", "Stats", "check_callback", "connect"]
+__all__ = ["Client", "Stats", "check_callback"]
 
 _CONNECTED = ConnState.CONNECTED
 
@@ -54,6 +48,10 @@ class Client:
         self._options = options
         self.name = options.name
         spi.register(self, self._conn)
+
+    def _start(self) -> None:
+        """Connect (the first time); see :func:`natsjs_sync.connect`."""
+        self._conn.start()
 
     # ------------------------------------------------------------------ properties
 
@@ -344,112 +342,10 @@ class Client:
         return " ".join(p for p in parts if p) + ">"
 
 
-def connect(
-    servers: str | Sequence[str] | None = None,
-    *,
-    name: str | None = None,
-    user: str | None = None,
-    password: str | None = None,
-    token: str | Callable[[], str] | None = None,
-    nkeys_seed: str | None = None,
-    user_credentials: str | None = None,
-    user_jwt_cb: Callable[[], str] | None = None,
-    signature_cb: Callable[[str], bytes | str] | None = None,
-    token_cb: Callable[[], str] | None = None,
-    user_info_cb: Callable[[], tuple[str, str]] | None = None,
-    tls: ssl.SSLContext | bool | None = None,
-    tls_hostname: str | None = None,
-    tls_handshake_first: bool = False,
-    connect_timeout: float = 2.0,
-    allow_reconnect: bool = True,
-    max_reconnect_attempts: int = 60,
-    reconnect_time_wait: float = 2.0,
-    reconnect_jitter: float = 0.1,
-    reconnect_jitter_tls: float = 1.0,
-    retry_on_failed_connect: bool = False,
-    no_randomize: bool = False,
-    pending_size: int = 2 * 1024 * 1024,
-    ping_interval: float = 120.0,
-    max_outstanding_pings: int = 2,
-    write_timeout: float | None = 60.0,
-    no_echo: bool = False,
-    verbose: bool = False,
-    pedantic: bool = False,
-    inbox_prefix: str = "_INBOX",
-    drain_timeout: float | None = 30.0,
-    pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
-    pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
-    max_callback_threads: int = 64,
-    error_cb: ErrorCallback | None = None,
-    disconnected_cb: EventCallback | None = None,
-    reconnected_cb: EventCallback | None = None,
-    closed_cb: EventCallback | None = None,
-    discovered_server_cb: EventCallback | None = None,
-    lame_duck_mode_cb: EventCallback | None = None,
-) -> Client:
-    """Connect to a NATS server and return a :class:`Client`.
+def __getattr__(name: str) -> Any:
+    # ``natsjs_sync.client.connect`` keeps working; the function lives in ``_connect``.
+    if name == "connect":
+        from ._connect import connect
 
-    Args:
-        servers: a URL, a comma-separated list or a sequence of URLs
-            (``nats://[user:pass@]host:port``, ``tls://host:port``); default: the
-            ``NATS_URL`` environment variable, else ``nats://127.0.0.1:4222``.
-        name: a client name shown in the server's monitoring and thread names.
-        user, password, token: credentials (URL credentials win). ``token`` may
-            be a callable, asked at every (re)connect.
-        nkeys_seed: a user nkey seed (``SU...``) or the path of a file holding it.
-        user_credentials: the path of a ``.creds`` file (user JWT plus seed).
-        user_jwt_cb, signature_cb: dynamic JWT credentials: the JWT, and the
-            signature of the server's nonce (bytes, or base64url text).
-        token_cb, user_info_cb: dynamic token, or ``(user, password)``, asked
-            for at every (re)connect.
-        tls: ``True`` or an :class:`ssl.SSLContext` to use TLS; ``False`` to
-            refuse it (SecureConnRequiredError when the server requires it);
-            ``None`` uses TLS for ``tls://`` URLs and servers that require it.
-        tls_hostname: the name the server's certificate is checked against
-            (default: the host of its URL).
-        tls_handshake_first: start with the TLS handshake, before the server's INFO.
-        connect_timeout: seconds for TCP connect plus handshake, per server.
-        allow_reconnect: reconnect when the connection breaks (else close).
-        max_reconnect_attempts: failed attempts in a row before a server is
-            dropped from the pool (negative: never).
-        reconnect_time_wait: seconds between attempts on the same server.
-        reconnect_jitter, reconnect_jitter_tls: random extra wait, up to this.
-        retry_on_failed_connect: when no server answers the first time, return
-            a client that keeps trying in the background under the reconnect
-            settings (publishes wait in the buffer; requests and flush wait
-            within their timeouts), instead of raising NoServersError.
-        no_randomize: keep the server order instead of shuffling it.
-        pending_size: bytes buffered while reconnecting; more raises
-            OutboundBufferLimitError.
-        ping_interval: seconds between keep-alive PINGs (``0`` turns them off).
-        max_outstanding_pings: unanswered PINGs after which the connection is stale.
-        write_timeout: seconds a write may wait for a server that does not read
-            (``None``: for ever); then the connection is lost and reconnects.
-        no_echo: do not receive our own publishes.
-        verbose: ask the server to acknowledge every command with ``+OK``
-            (debugging only; the client ignores the acknowledgements).
-        pedantic: ask the server for strict protocol checking (debugging only).
-        inbox_prefix: prefix of reply inboxes.
-        drain_timeout: default seconds for :meth:`Client.drain`.
-        pending_msgs_limit, pending_bytes_limit: default slow-consumer limits per
-            subscription (``0`` or negative: no limit).
-        max_callback_threads: the most threads running callbacks at once.
-        error_cb: called with asynchronous errors (server -ERR, slow consumers,
-            lost connections, exceptions from subscription callbacks).
-        disconnected_cb, reconnected_cb, closed_cb: connection events.
-        discovered_server_cb: called when the server announces new cluster members.
-        lame_duck_mode_cb: called when the server enters lame duck mode.
-
-    Every callback runs on the client's dispatcher, never on the reader thread;
-    connection callbacks run in order.
-
-    Raises:
-        NoServersError: no server could be reached (the causes are in the message).
-        AuthorizationError: the server refused the credentials.
-        SecureConnRequiredError: the server requires TLS and ``tls=False``.
-        TypeError, ValueError: a bad argument (named in the message).
-    """
-    args = dict(locals())
-    client = Client(ConnectOptions.build(args.pop("servers"), **args))
-    client._conn.start()
-    return client
+        return connect
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

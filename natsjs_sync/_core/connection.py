@@ -54,7 +54,7 @@ from ..protocol.nuid import NUID
 from ..protocol.subjects import check_control_line, publish_subject
 from . import fork
 from .dispatch import Dispatcher, Lane, Timer, TimerHandle, current_lane, on_dispatcher_thread
-from .opener import Opened, TlsPolicy, open_server
+from .opener import Opened, TlsPolicy, TransportFactory, open_server, open_transport
 from .options import UNLIMITED, ConnectOptions, pending_limit
 from .pool import PoolEntry, ServerPool
 from .reader import start_reader
@@ -127,6 +127,8 @@ class Connection:
         self.tls = TlsPolicy(options)
         self.pool = self._new_pool()
         self.transport: Transport | None = None
+        #: How a server is opened (the real sockets; tests plug in an in-memory transport).
+        self.transport_factory: TransportFactory = open_transport
         self.addr: Any = None
         self.info: dict[str, Any] = {}
         self.max_payload = 1024 * 1024
@@ -254,7 +256,7 @@ class Connection:
     def open(self, entry: PoolEntry) -> Opened:
         """Open and handshake one server (nothing is shared yet)."""
         self.pool.attempted(entry, time.monotonic())
-        return open_server(entry.addr, self.options, self.tls, self.msg_cls)
+        return open_server(entry.addr, self.options, self.tls, self.msg_cls, self.transport_factory)
 
     def attach_locked(self, opened: Opened, entry: PoolEntry) -> None:
         """Lock held: make ``opened`` the current connection and go CONNECTED."""

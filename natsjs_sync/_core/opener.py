@@ -74,15 +74,24 @@ def connect_fields(options: ConnectOptions, info: dict[str, Any], addr: ServerAd
     return fields
 
 
+#: Opens a transport to one server within a deadline (tests plug in an in-memory one).
+TransportFactory = Callable[[ServerAddress, Deadline], Any]
+
+
+def open_transport(addr: ServerAddress, deadline: Deadline) -> TcpTransport:
+    """The transport for ``addr``'s scheme."""
+    return TcpTransport.open(addr, deadline)
+
+
 def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
-                msg_factory: Callable[..., Any]) -> Opened:
-    """TCP (+ TLS) + INFO -> CONNECT/PING -> PONG, all within ``connect_timeout``.
+                msg_factory: Callable[..., Any], factory: TransportFactory = open_transport) -> Opened:
+    """Transport (+ TLS) + INFO -> CONNECT/PING -> PONG, all within ``connect_timeout``.
 
     Raises:
         TimeoutError, NatsConnectionError, AuthorizationError, SecureConnRequiredError, ProtocolError.
     """
     deadline = Deadline(options.connect_timeout)
-    transport = TcpTransport.open(addr, deadline)
+    transport = factory(addr, deadline)
     try:
         if options.tls_handshake_first:
             ctx = tls.context(addr, {"tls_required": True})

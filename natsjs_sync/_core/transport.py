@@ -26,6 +26,18 @@ _RECV_SIZE = 256 * 1024
 class Transport(Protocol):
     """What the connection needs from a byte stream to a server."""
 
+    @property
+    def is_tls(self) -> bool: ...
+
+    def upgrade_tls(self, ctx: ssl.SSLContext, hostname: str | None, deadline: Deadline) -> None:
+        """Wrap the stream in TLS (the handshake's optional step)."""
+
+    def read_with_deadline(self, deadline: Deadline, what: str) -> bytes:
+        """One read bounded by ``deadline`` (handshake)."""
+
+    def write_with_deadline(self, data: bytes, deadline: Deadline) -> None:
+        """One write bounded by ``deadline`` (handshake)."""
+
     def read(self) -> bytes:
         """The next bytes from the server; ``b""`` once it closed the stream.
 

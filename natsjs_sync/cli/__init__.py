@@ -17,7 +17,8 @@ import time
 from collections.abc import Iterator, Sequence
 
 from .. import __version__
-from ..client import Client, connect
+from .._connect import connect
+from ..client import Client
 from ..errors import NatsError
 from ..msg import Msg
 

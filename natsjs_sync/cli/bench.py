@@ -13,7 +13,8 @@ import time
 import zlib
 from typing import Any
 
-from ..client import Client, connect
+from .._connect import connect
+from ..client import Client
 from . import _print, _server_url
 
 SCENARIOS = ("pub", "pubsub", "req", "js-pub", "js-pub-async", "js-consume")

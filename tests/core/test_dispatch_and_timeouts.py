@@ -1,0 +1,180 @@
+"""The dispatcher (user code), the timer (internal deadlines), the back-off and the
+one timeout rule, tested on their own."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+
+import pytest
+
+from natsjs_sync._backoff import Backoff
+from natsjs_sync._core.dispatch import Dispatcher, Timer, current_lane, on_dispatcher_thread
+from natsjs_sync._timeout import USE_DEFAULT, Deadline, check_seconds, resolve
+
+
+@pytest.fixture
+def dispatcher() -> object:
+    d = Dispatcher("t", max_workers=4, idle_timeout=0.2)
+    yield d
+    d.close()
+
+
+def test_a_lane_runs_its_items_in_order_and_never_two_at_once(dispatcher: Dispatcher) -> None:
+    seen: list[int] = []
+    running = [0]
+    overlap = []
+    done = threading.Event()
+
+    def handle(i: int) -> None:
+        running[0] += 1
+        if running[0] > 1:
+            overlap.append(i)
+        seen.append(i)
+        running[0] -= 1
+        if i == 4999:
+            done.set()
+
+    lane = dispatcher.lane(handle, "ordered")
+    # One producer (like the reader thread) puts while workers drain other lanes too.
+    noise = [dispatcher.lane(lambda _: None, f"noise{i}") for i in range(8)]
+    for i in range(5000):
+        lane.put(i)
+        noise[i % 8].put(i)
+    assert done.wait(10)
+    assert seen == list(range(5000)) and not overlap
+
+
+def test_lanes_run_in_parallel_up_to_max_workers(dispatcher: Dispatcher) -> None:
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def block(_: object) -> None:
+        started.release()
+        release.wait(10)
+
+    lanes = [dispatcher.lane(block, f"l{i}") for i in range(6)]
+    for lane in lanes:
+        lane.put(None)
+    for _ in range(4):
+        assert started.acquire(timeout=5)
+    assert not started.acquire(timeout=0.2)  # a fifth would need a fifth worker
+    assert dispatcher.threads == 4
+    release.set()
+    for _ in range(2):
+        assert started.acquire(timeout=5)
+
+
+def test_an_exception_goes_to_the_lane_error_handler_and_the_lane_goes_on(dispatcher: Dispatcher) -> None:
+    errors: list[BaseException] = []
+    seen: list[int] = []
+    done = threading.Event()
+
+    def handle(i: int) -> None:
+        if i == 1:
+            raise RuntimeError("boom")
+        seen.append(i)
+        if i == 2:
+            done.set()
+
+    lane = dispatcher.lane(handle, "errors", on_error=errors.append)
+    for i in range(3):
+        lane.put(i)
+    assert done.wait(5)
+    assert seen == [0, 2] and [str(e) for e in errors] == ["boom"]
+
+
+def test_current_lane_tells_a_callback_where_it_runs(dispatcher: Dispatcher) -> None:
+    got: list[object] = []
+    done = threading.Event()
+    lane = dispatcher.lane(lambda _: (got.append(current_lane()), got.append(on_dispatcher_thread(dispatcher)),
+                                      done.set()), "who")
+    lane.put(None)
+    assert done.wait(5)
+    assert got == [lane, True]
+    assert current_lane() is None and not on_dispatcher_thread()
+
+
+def test_close_finishes_what_is_queued_and_ends_every_worker() -> None:
+    d = Dispatcher("closing", max_workers=2)
+    seen: list[int] = []
+    lane = d.lane(seen.append, "q")
+    for i in range(100):
+        lane.put(i)
+    d.close(timeout=5)
+    assert seen == list(range(100))
+    assert d.threads == 0
+    assert not [t for t in threading.enumerate() if t.name.startswith("natsjs-dispatch-closing")]
+
+
+def test_idle_workers_beyond_the_first_go_away() -> None:
+    d = Dispatcher("idle", max_workers=4, idle_timeout=0.05)
+    try:
+        release = threading.Event()
+        started = threading.Semaphore(0)
+        for i in range(3):
+            d.lane(lambda _: (started.release(), release.wait(5)), f"b{i}").put(None)
+        for _ in range(3):
+            assert started.acquire(timeout=5)
+        release.set()
+        gone = threading.Event()
+        for _ in range(200):
+            if d.threads <= 1:
+                gone.set()
+                break
+            gone.wait(0.02)
+        assert d.threads <= 1
+    finally:
+        d.close()
+
+
+def test_timer_runs_calls_in_time_order_and_cancelled_ones_never() -> None:
+    timer = Timer("t")
+    try:
+        seen: list[str] = []
+        done = threading.Event()
+        timer.call_later(0.06, lambda: (seen.append("late"), done.set()))
+        h = timer.call_later(0.02, lambda: seen.append("cancelled"))
+        timer.call_later(0.01, lambda: seen.append("early"))
+        h.cancel()
+        assert done.wait(5)
+        assert seen == ["early", "late"]
+        ticks = threading.Semaphore(0)
+        every = timer.call_every(0.01, ticks.release)
+        for _ in range(3):
+            assert ticks.acquire(timeout=5)
+        every.cancel()
+    finally:
+        timer.close()
+
+
+def test_backoff_grows_to_its_cap_with_bounded_jitter() -> None:
+    b = Backoff(0.1, 1.0, factor=2.0, jitter=0.05, rng=random.Random(1))
+    delays = [b.delay(n) for n in range(1, 8)]
+    assert all(0.1 <= d <= 1.05 for d in delays)
+    assert delays[0] < 0.16 and delays[-1] >= 1.0
+    assert Backoff(2.0, 2.0, factor=1.0).delay(50) == 2.0
+    with pytest.raises(ValueError):
+        Backoff(-1, 1)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(0, 0.0), (1.5, 1.5), (None, None), (math.inf, None)])
+def test_the_timeout_rule(value: object, expected: float | None) -> None:
+    assert resolve(value, 9.0) == expected  # type: ignore[arg-type]
+    assert resolve(USE_DEFAULT, 9.0) == 9.0
+
+
+@pytest.mark.parametrize(("value", "error"), [(math.nan, ValueError), (-0.1, ValueError), ("1", TypeError),
+                                              (True, TypeError), (object(), TypeError)])
+def test_bad_timeouts_are_refused(value: object, error: type) -> None:
+    with pytest.raises(error):
+        check_seconds(value)
+
+
+def test_a_deadline_is_spent_across_steps_and_passes_through() -> None:
+    d = Deadline(10.0)
+    assert Deadline.of(d, 1.0) is d and resolve(d, 1.0) is not None
+    assert Deadline(None).remaining() is None and not Deadline(None).expired()
+    assert Deadline(0).expired() and Deadline(0).remaining() == 0.0
+    assert d.min(1.0) == 1.0 and Deadline(None).min(None) is None

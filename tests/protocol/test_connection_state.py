@@ -1,0 +1,160 @@
+"""The connection's sans-IO state: the state table, the handshake, the PING ledger,
+replay frames and -ERR mapping, all without a socket."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from natsjs_sync.errors import AuthorizationError, PermissionsError, ProtocolError, ServerError
+from natsjs_sync.protocol.connection import (
+    TRANSITIONS,
+    ConnState,
+    Established,
+    Handshake,
+    IllegalTransition,
+    PingLedger,
+    StateMachine,
+    SubRecord,
+    replay_frames,
+    server_error,
+)
+from natsjs_sync.protocol.parser import Parser
+
+S = ConnState
+
+
+def test_every_state_has_a_row_and_closed_is_final_but_for_a_fork() -> None:
+    assert set(TRANSITIONS) == set(ConnState)
+    assert TRANSITIONS[S.CLOSED] == {S.FORKED}
+    m = StateMachine(S.CLOSED)
+    with pytest.raises(IllegalTransition):
+        m.to(S.CONNECTED)
+
+
+def test_a_lost_connection_while_draining_closes_instead_of_reconnecting() -> None:
+    m = StateMachine(S.DRAINING_SUBS)
+    with pytest.raises(IllegalTransition):
+        m.to(S.RECONNECTING)
+    m.to(S.DRAINING_PUBS)
+    m.to(S.CLOSED)
+
+
+def test_move_only_from_the_allowed_states() -> None:
+    m = StateMachine(S.RECONNECTING)
+    assert not m.move((S.CONNECTED,), S.DRAINING_SUBS)
+    assert m.state is S.RECONNECTING
+    assert m.move((S.RECONNECTING,), S.CONNECTED) and m.state is S.CONNECTED
+
+
+def _feed(hs: Handshake, parser: Parser, data: bytes) -> object:
+    return hs.receive(parser.feed(data))
+
+
+def test_handshake_info_connect_pong() -> None:
+    hs, parser = Handshake(), Parser()
+    info = _feed(hs, parser, b'INFO {"server_id":"A","max_payload":1024}\r\n')
+    assert info == {"server_id": "A", "max_payload": 1024}
+    out = hs.connect({"name": "x", "user": None})
+    assert out.startswith(b"CONNECT ") and out.endswith(b"\r\nPING\r\n")
+    assert json.loads(out[len(b"CONNECT "):out.index(b"\r\n")]) == {"name": "x"}  # None left out
+    assert hs.resume() is None
+    # The server may PING us and send +OK or a new INFO before its PONG.
+    assert _feed(hs, parser, b'+OK\r\nPING\r\nINFO {"ldm":false}\r\n') is None
+    assert hs.data_to_send() == b"PONG\r\n" and hs.data_to_send() == b""
+    done = _feed(hs, parser, b"PONG\r\nMSG a 1 2\r\nhi\r\n")
+    assert isinstance(done, Established)
+    assert done.info["ldm"] is False and len(done.leftover) == 1  # the MSG after the PONG is kept
+
+
+def test_handshake_events_after_info_in_the_same_read_wait_for_connect() -> None:
+    hs, parser = Handshake(), Parser()
+    assert isinstance(_feed(hs, parser, b'INFO {}\r\nPING\r\n'), dict)
+    hs.connect({})
+    assert hs.resume() is None and hs.data_to_send() == b"PONG\r\n"
+
+
+@pytest.mark.parametrize(("text", "cls"), [
+    ("Authorization Violation", AuthorizationError),
+    ("User Authentication Expired", AuthorizationError),
+    ("authentication timeout", AuthorizationError),
+    ("Permissions Violation for Publish to \"x\"", PermissionsError),
+    ("Maximum Control Line Exceeded", ServerError),
+])
+def test_err_texts_map_to_one_exception_each(text: str, cls: type) -> None:
+    assert type(server_error(text)) is cls
+
+
+def test_handshake_err_raises_and_garbage_is_a_protocol_error() -> None:
+    hs, parser = Handshake(), Parser()
+    _feed(hs, parser, b"INFO {}\r\n")
+    hs.connect({})
+    with pytest.raises(AuthorizationError):
+        _feed(hs, parser, b"-ERR 'Authorization Violation'\r\n")
+    with pytest.raises(ProtocolError):
+        Handshake().receive(Parser().feed(b"PONG\r\n"))
+    with pytest.raises(ProtocolError):
+        Handshake().connect({})  # before the INFO
+
+
+def test_ledger_pairs_pongs_with_pings_in_order() -> None:
+    ledger: PingLedger[str] = PingLedger(max_outstanding=2)
+    ledger.ping("a")
+    ledger.ping("b")
+    ledger.buffer_sent()
+    assert ledger.pong() == "a" and ledger.pong() == "b" and ledger.pong() is None
+
+
+def test_ledger_fails_sent_pings_on_loss_and_keeps_buffered_ones() -> None:
+    ledger: PingLedger[str] = PingLedger()
+    ledger.ping("sent")
+    ledger.buffer_sent()
+    ledger.ping("buffered")
+    assert ledger.lost() == ["sent"]
+    assert len(ledger) == 1  # goes out after the reconnect
+    ledger.buffer_sent()
+    assert ledger.pong() == "buffered"
+
+
+def test_unanswered_keepalives_make_the_connection_stale() -> None:
+    ledger: PingLedger[str] = PingLedger(max_outstanding=2)
+    assert ledger.keepalive() is not None
+    assert ledger.keepalive() is not None
+    assert ledger.keepalive() is None  # stale
+    ledger.buffer_sent()
+    ledger.pong()
+    assert ledger.keepalive() is not None  # any PONG resets the count
+
+
+@given(st.lists(st.sampled_from(["ping", "keepalive", "sent", "pong", "lost"]), max_size=60))
+def test_ledger_never_answers_a_ping_that_is_not_on_the_wire(ops: list[str]) -> None:
+    ledger: PingLedger[int] = PingLedger(max_outstanding=3)
+    on_wire: list[int | None] = []
+    buffered: list[int | None] = []
+    n = 0
+    for op in ops:
+        if op == "ping":
+            n += 1
+            ledger.ping(n)
+            buffered.append(n)
+        elif op == "keepalive":
+            if ledger.keepalive() is not None:
+                buffered.append(None)
+        elif op == "sent":
+            ledger.buffer_sent()
+            on_wire += buffered
+            buffered = []
+        elif op == "pong":
+            expected = on_wire.pop(0) if on_wire else None
+            assert ledger.pong() == expected
+        else:
+            assert ledger.lost() == [w for w in on_wire if w is not None]
+            on_wire = []
+
+
+def test_replay_frames_restore_subscriptions_with_what_remains() -> None:
+    frames = replay_frames([SubRecord(1, "a.*"), SubRecord(2, "b", "q"), SubRecord(7, "c", None, 3)])
+    assert frames == b"SUB a.* 1\r\nSUB b q 2\r\nSUB c 7\r\nUNSUB 7 3\r\n"
