@@ -14,9 +14,9 @@ import queue
 import threading
 from typing import Any
 
-from natsjs_sync.errors import NatsConnectionError, TimeoutError
 from natsjs_sync._core.pool import ServerAddress
 from natsjs_sync._timeout import Deadline
+from natsjs_sync.errors import NatsConnectionError, TimeoutError
 from natsjs_sync.protocol.subjects import subject_matches
 
 
