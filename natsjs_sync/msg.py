@@ -19,13 +19,14 @@ class Msg:
         subject: the subject it was published to.
         reply: the reply subject, or ``None``.
         data: the payload (``bytes``).
+        raw_headers: the header block exactly as received (``bytes``), or ``None``.
         sid: the id of the subscription that received it.
     """
 
     # ``_headers`` stays unset until first read; ``_conn`` is a class attribute
     # of the per-client subclass made by :func:`bound_msg_class`, so building a
     # message on the reader thread sets five slots and nothing more.
-    __slots__ = ("_ackd", "_hdr", "_headers", "data", "reply", "sid", "subject")
+    __slots__ = ("_ackd", "_headers", "data", "raw_headers", "reply", "sid", "subject")
 
     _conn: Connection | None = None
 
@@ -40,36 +41,32 @@ class Msg:
         self.subject = subject
         self.sid = sid
         self.reply = reply
-        self._hdr = hdr
+        self.raw_headers = hdr
         self.data = data
 
     @property
     def headers(self) -> Headers | None:
         """The headers (a :class:`~natsjs_sync.Headers` dict), or ``None``."""
-        if self._hdr is None:
+        if self.raw_headers is None:
             return None
         try:
             return self._headers
         except AttributeError:
-            self._headers: Headers = parse_headers(self._hdr)[2]
+            self._headers: Headers = parse_headers(self.raw_headers)[2]
             return self._headers
 
     @property
     def status(self) -> int | None:
         """The status code from the header line (e.g. 503, 408), or ``None``."""
-        return status_of(self._hdr)
+        return status_of(self.raw_headers)
 
     @property
     def description(self) -> str:
         """The status description from the header line, or ``""``."""
-        if self._hdr is None:
+        if self.raw_headers is None:
             return ""
-        return parse_headers(self._hdr)[1]
+        return parse_headers(self.raw_headers)[1]
 
-    @property
-    def raw_headers(self) -> bytes | None:
-        """The header block exactly as received."""
-        return self._hdr
 
     def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
         """Publish ``data`` to this message's reply subject, sent at once.
@@ -163,7 +160,7 @@ class Msg:
             and self.subject == other.subject
             and self.reply == other.reply
             and self.data == other.data
-            and self._hdr == other._hdr
+            and self.raw_headers == other.raw_headers
         )
 
     __hash__ = None  # type: ignore[assignment]

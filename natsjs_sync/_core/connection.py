@@ -595,7 +595,7 @@ class Connection:
         msg = waiter.value
         if isinstance(msg, Exception):
             raise msg
-        if msg._hdr is not None and not msg.data and msg.status == STATUS_NO_RESPONDERS:
+        if msg.raw_headers is not None and not msg.data and msg.status == STATUS_NO_RESPONDERS:
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg  # type: ignore[no-any-return]
 

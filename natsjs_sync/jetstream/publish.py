@@ -132,7 +132,7 @@ def _fast_pub_ack(data: bytes) -> PubAck | None:
 
 def parse_pub_ack(msg: Msg, subject: str) -> PubAck:
     """Decode a PubAck, raising the mapped error for a JetStream error reply."""
-    if msg._hdr is None:
+    if msg.raw_headers is None:
         ack = _fast_pub_ack(msg.data)
         if ack is not None:
             return ack
@@ -394,7 +394,7 @@ class AckMux:
         token = msg.subject[self._prefix_len:]
         ack: PubAck | None = None
         exc: BaseException | None = None
-        if msg._hdr is None:
+        if msg.raw_headers is None:
             ack = _fast_pub_ack(msg.data)
         with self.lock:
             window = self._owner.get(token)

@@ -105,9 +105,9 @@ def pull_request(
 
 def status_of(msg: Msg) -> Status:
     """The classified status of a message on a pull inbox (:data:`MESSAGE` for a stream message)."""
-    if msg._hdr is None:
+    if msg.raw_headers is None:
         return MESSAGE
-    return classify(msg._hdr, msg.reply)
+    return classify(msg.raw_headers, msg.reply)
 
 
 class PullTarget(Protocol):

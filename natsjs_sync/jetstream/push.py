@@ -91,9 +91,9 @@ def push_filter(core: CoreLink) -> Callable[[Subscription, Msg], bool]:
     def keep(sub: Subscription, msg: Msg) -> bool:
         reply = msg.reply
         sub.last_activity = time.monotonic()  # type: ignore[attr-defined]
-        if msg._hdr is None or (reply is not None and reply.startswith(ACK_PREFIX)):
+        if msg.raw_headers is None or (reply is not None and reply.startswith(ACK_PREFIX)):
             return True
-        st = classify(msg._hdr, reply)
+        st = classify(msg.raw_headers, reply)
         if st.kind is Kind.FLOW_CONTROL:
             if reply:  # answered once the messages before it were handed to the user
                 sub.enqueue_control(lambda: core.publish(reply, b""))

@@ -541,6 +541,8 @@ class NatsCluster:
             try:
                 for node in self.nodes:
                     node.wait_ready(max(0.1, deadline - time.monotonic()))
+                if self._jetstream:
+                    self.wait_meta_leader(max(0.1, deadline - time.monotonic()))
                 return self
             except RuntimeError:
                 lost_race = any("address already in use" in node.read_log() for node in self.nodes)
@@ -553,6 +555,31 @@ class NatsCluster:
                     node.close()
                 self.nodes = self._build_nodes()
         raise AssertionError("unreachable")
+
+    def wait_meta_leader(self, timeout: float = 30.0) -> str:
+        """Wait until every running node agrees on a JetStream meta leader; returns its name.
+
+        ``/healthz`` is OK before the cluster has elected one, and until then
+        stream and consumer requests time out.
+        """
+        deadline = time.monotonic() + timeout
+        pause = threading.Event()
+        while True:
+            leaders = set()
+            for node in self.nodes:
+                if not node.is_running:
+                    continue
+                try:
+                    url = f"http://{LOOPBACK}:{node.monitor_port}/jsz"
+                    with urllib.request.urlopen(url, timeout=1.0) as resp:
+                        leaders.add((json.loads(resp.read()).get("meta_cluster") or {}).get("leader"))
+                except (urllib.error.URLError, OSError, ValueError):
+                    leaders.add(None)
+            if len(leaders) == 1 and None not in leaders:
+                return str(leaders.pop())
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"no JetStream meta leader agreed on within {timeout} s: {leaders}")
+            pause.wait(0.05)
 
     def stop_node(self, i: int) -> None:
         self.nodes[i].stop()

@@ -125,7 +125,7 @@ def test_r3_stream_survives_leader_loss(nats_cluster: NatsCluster) -> None:
     nc = nats.connect(nats_cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1, name="r3")
     try:
         js = nc.jetstream(timeout=10.0)
-        st = js.create_stream(name="R3", subjects=["r3.>"], num_replicas=3, duplicate_window=120.0)
+        st = js.create_stream(name="R3", subjects=["r3.>"], num_replicas=3, duplicate_window=120.0, timeout=30)
         pub = Publisher(js, "r3.x", 5000, time.monotonic() + 180)
         proc = Processor(js, "R3", "worker")
         proc.start()
