@@ -173,7 +173,7 @@ class MemoryServer:
         self.handshakes = threading.Semaphore(0)
         self.handshake_hook: Any = None
 
-    def open(self, addr: ServerAddress, deadline: Deadline) -> MemoryTransport:
+    def open(self, addr: ServerAddress, deadline: Deadline, *tls: Any) -> MemoryTransport:
         if self.refusing:
             raise NatsConnectionError(f"cannot connect to {addr.url}: refused")
         t = MemoryTransport(self, addr)

@@ -18,7 +18,7 @@ from ..protocol.connection import Established, Handshake
 from ..protocol.parser import Parser
 from .options import ConnectOptions
 from .pool import ServerAddress
-from .transport import TcpTransport, Transport
+from .transport import TcpTransport, Transport, WebSocketTransport
 
 
 @dataclass
@@ -74,13 +74,24 @@ def connect_fields(options: ConnectOptions, info: dict[str, Any], addr: ServerAd
     return fields
 
 
-#: Opens a transport to one server within a deadline (tests plug in an in-memory one).
-TransportFactory = Callable[[ServerAddress, Deadline], Any]
+#: Opens a transport to one server within a deadline, doing TLS first when
+#: given a context (tests plug in an in-memory one).
+TransportFactory = Callable[[ServerAddress, Deadline, "ssl.SSLContext | None", "str | None"], Any]
 
 
-def open_transport(addr: ServerAddress, deadline: Deadline) -> TcpTransport:
-    """The transport for ``addr``'s scheme."""
-    return TcpTransport.open(addr, deadline)
+def open_transport(addr: ServerAddress, deadline: Deadline, tls_first: ssl.SSLContext | None,
+                   hostname: str | None) -> TcpTransport:
+    """The transport for ``addr``'s scheme: TCP, or a WebSocket for ``ws://``/``wss://``."""
+    if addr.websocket:
+        return WebSocketTransport.open_ws(addr, deadline, tls_first, hostname)
+    transport = TcpTransport.open(addr, deadline)
+    if tls_first is not None:
+        try:
+            transport.upgrade_tls(tls_first, hostname, deadline)
+        except BaseException:
+            transport.abort()
+            raise
+    return transport
 
 
 def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
@@ -91,12 +102,14 @@ def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
         TimeoutError, NatsConnectionError, AuthorizationError, SecureConnRequiredError, ProtocolError.
     """
     deadline = Deadline(options.connect_timeout)
-    transport = factory(addr, deadline)
+    if options.tls_handshake_first:
+        first = tls.context(addr, {"tls_required": True})
+    elif addr.websocket:
+        first = tls.context(addr, None)  # a WebSocket does TLS before its upgrade, or never
+    else:
+        first = None
+    transport = factory(addr, deadline, first, options.tls_hostname)
     try:
-        if options.tls_handshake_first:
-            ctx = tls.context(addr, {"tls_required": True})
-            assert ctx is not None
-            transport.upgrade_tls(ctx, options.tls_hostname, deadline)
         parser = Parser(msg_factory=msg_factory)
         hs = Handshake()
         info = None

@@ -23,7 +23,10 @@ from .._backoff import Backoff
 
 DEFAULT_PORT = 4222
 #: URL schemes and whether each means TLS.
-SCHEMES = {"nats": False, "tls": True}
+SCHEMES = {"nats": False, "tls": True, "ws": False, "wss": True}
+#: The port of a URL that names none.
+DEFAULT_PORTS = {"nats": DEFAULT_PORT, "tls": DEFAULT_PORT, "ws": 80, "wss": 443}
+WEBSOCKET_SCHEMES = frozenset({"ws", "wss"})
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class ServerAddress:
         return SCHEMES.get(self.scheme, False)
 
     @property
+    def websocket(self) -> bool:
+        return self.scheme in WEBSOCKET_SCHEMES
+
+    @property
     def url(self) -> str:
         """The URL without credentials."""
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -53,7 +60,8 @@ class ServerAddress:
 
 
 def parse_server_url(url: str, discovered: bool = False) -> ServerAddress:
-    """Parse ``nats://[user:pass@]host[:port]``, ``tls://...`` or ``host:port``.
+    """Parse ``nats://[user:pass@]host[:port]``, ``tls://...``, ``ws://host[:port][/path]``,
+    ``wss://...`` or ``host:port``.
 
     Raises:
         ValueError: not a NATS URL.
@@ -68,7 +76,7 @@ def parse_server_url(url: str, discovered: bool = False) -> ServerAddress:
     if scheme not in SCHEMES:
         raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {redact(url)!r}")
     try:
-        port = parts.port or DEFAULT_PORT
+        port = parts.port or DEFAULT_PORTS[scheme]
     except ValueError as exc:
         raise ValueError(f"bad port in server URL {redact(url)!r}") from exc
     host = parts.hostname or "127.0.0.1"

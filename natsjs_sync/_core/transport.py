@@ -14,10 +14,12 @@ from __future__ import annotations
 import builtins
 import socket
 import ssl
+import threading
 from typing import Protocol
 
 from .._timeout import Deadline
-from ..errors import NatsConnectionError, TimeoutError
+from ..errors import NatsConnectionError, ProtocolError, TimeoutError
+from ..protocol import websocket as ws
 from .pool import ServerAddress
 
 _RECV_SIZE = 256 * 1024
@@ -184,3 +186,98 @@ class TcpTransport:
             os.close(self._sock.detach())
         except OSError:
             pass
+
+
+class WebSocketTransport(TcpTransport):
+    """NATS over a WebSocket (``ws://``, ``wss://``): TCP, TLS for ``wss``, the HTTP
+    upgrade, then binary frames (see :mod:`natsjs_sync.protocol.websocket`)."""
+
+    __slots__ = ("_early", "_frames", "_upgraded", "_wlock")
+
+    def __init__(self, sock: socket.socket, addr: ServerAddress):
+        super().__init__(sock, addr)
+        self._frames = ws.FrameReader()
+        self._wlock = threading.Lock()  # frames from the writer and PONGs from the reader never interleave
+        self._early = b""  # frame bytes that came with the upgrade answer
+        self._upgraded = False
+
+    @classmethod
+    def open_ws(cls, addr: ServerAddress, deadline: Deadline, tls_ctx: ssl.SSLContext | None,
+                hostname: str | None, headers: dict[str, str] | None = None) -> WebSocketTransport:
+        """Connect, do TLS when given a context, and upgrade to WebSocket.
+
+        Raises:
+            TimeoutError, NatsConnectionError, ProtocolError (the server refused the upgrade).
+        """
+        tcp = TcpTransport.open(addr, deadline)
+        t = cls(tcp._sock, addr)
+        try:
+            if tls_ctx is not None:
+                t.upgrade_tls(tls_ctx, hostname, deadline)
+            key = ws.new_key()
+            t._sock.settimeout(deadline.remaining())
+            TcpTransport.write(t, ws.upgrade_request(addr.host, addr.port, addr.path, key, tls_ctx is not None,
+                                                     headers))
+            head = bytearray()
+            while b"\r\n\r\n" not in head:
+                head += TcpTransport.read_with_deadline(t, deadline, "the WebSocket upgrade")
+                if len(head) > 65536:
+                    raise ProtocolError("the WebSocket upgrade answer is too long")
+            end = head.index(b"\r\n\r\n")
+            ws.check_upgrade_response(bytes(head[:end]), key)
+            t._early = bytes(head[end + 4 :])
+            t._upgraded = True
+        except BaseException:
+            t.abort()
+            raise
+        return t
+
+    def upgrade_tls(self, ctx: ssl.SSLContext, hostname: str | None, deadline: Deadline) -> None:
+        if self._upgraded:
+            # TLS cannot start inside a WebSocket: it comes first, with wss://.
+            raise NatsConnectionError(f"{self.addr.url} requires TLS: connect with wss://")
+        super().upgrade_tls(ctx, hostname, deadline)
+
+    def _decode(self, data: bytes) -> bytes:
+        out = self._frames.feed(data)
+        if self._frames.pongs:
+            pongs, self._frames.pongs = self._frames.pongs, []
+            for payload in pongs:
+                self.write_frame(ws.frame(ws.OP_PONG, payload))
+        return out
+
+    def read_with_deadline(self, deadline: Deadline, what: str) -> bytes:
+        if self._early:
+            data, self._early = self._early, b""
+            out = self._decode(data)
+            if out:
+                return out
+        while True:
+            if self._frames.closed:
+                raise NatsConnectionError(f"{self.addr.url} closed the WebSocket while we waited for {what}")
+            out = self._decode(super().read_with_deadline(deadline, what))
+            if out:
+                return out  # what came with a CLOSE (an -ERR) is read before the close
+
+    def read(self) -> bytes:
+        if self._early:
+            data, self._early = self._early, b""
+            out = self._decode(data)
+            if out:
+                return out
+        while True:
+            if self._frames.closed:
+                return b""  # the server closed the WebSocket
+            data = super().read()
+            if not data:
+                return b""
+            out = self._decode(data)
+            if out:
+                return out
+
+    def write_frame(self, data: bytes) -> None:
+        with self._wlock:
+            super().write(data)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.write_frame(ws.frame(ws.OP_BINARY, data))

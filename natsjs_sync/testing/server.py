@@ -155,6 +155,8 @@ class NatsServer:
         config_file: use this file as it is instead of a generated one.
         server_name, cluster: set by :class:`NatsCluster`.
         lame_duck_duration, lame_duck_grace_period: e.g. ``"5s"``.
+        websocket: also listen for NATS over WebSocket (:attr:`ws_url`; TLS
+            with the same certificate when ``tls_cert`` is given).
         backend: ``"binary"`` (default) or ``"docker"`` (testcontainers and a
             Docker engine needed; runs the official ``nats`` image).
         binary: the nats-server path; found with :func:`find_nats_server` by default.
@@ -182,6 +184,7 @@ class NatsServer:
         cluster: dict[str, Any] | None = None,
         lame_duck_duration: str | None = None,
         lame_duck_grace_period: str | None = None,
+        websocket: bool = False,
         debug: bool = False,
         backend: str = "binary",
         binary: str | None = None,
@@ -195,6 +198,8 @@ class NatsServer:
         self._fixed_port = port is not None
         self.port = port or free_port()
         self.monitor_port = free_port()
+        #: The WebSocket listener's port (``websocket=True``), kept across restarts.
+        self.ws_port: int | None = free_port() if websocket else None
         self.jetstream = jetstream
         self._dir = Path(tempfile.mkdtemp(prefix="natsjs-server-"))
         self.store_dir = self._dir / "jetstream"
@@ -246,6 +251,17 @@ class NatsServer:
     def client_url(self) -> str:
         return self.url
 
+    @property
+    def ws_url(self) -> str:
+        """The WebSocket URL, ``ws://127.0.0.1:<port>`` (``wss://`` with TLS).
+
+        Raises:
+            RuntimeError: the server was made without ``websocket=True``.
+        """
+        if self.ws_port is None:
+            raise RuntimeError("this server has no WebSocket listener: make it with websocket=True")
+        return f"{'wss' if self.tls else 'ws'}://{LOOPBACK}:{self.ws_port}"
+
     def build_config(self) -> dict[str, Any]:
         """The configuration this server is started with, as a dict."""
         s = self._settings
@@ -285,6 +301,13 @@ class NatsServer:
                 tls["handshake_first"] = True
             tls["timeout"] = 5
             conf["tls"] = tls
+        if self.ws_port is not None:
+            websocket: dict[str, Any] = {"listen": f"{LOOPBACK}:{self.ws_port}", "compression": False}
+            if s["tls_cert"]:
+                websocket["tls"] = {"cert_file": str(s["tls_cert"]), "key_file": str(s["tls_key"])}
+            else:
+                websocket["no_tls"] = True
+            conf["websocket"] = websocket
         if s["max_payload"]:
             conf["max_payload"] = s["max_payload"]
         if s["cluster"]:
