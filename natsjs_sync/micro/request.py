@@ -29,12 +29,15 @@ class Request:
     to hand to another thread that answers later.
     """
 
-    __slots__ = ("_error", "_msg", "_responded")
+    __slots__ = ("_error", "_msg", "_on_reply", "_responded")
 
-    def __init__(self, msg: Msg) -> None:
+    def __init__(self, msg: Msg, on_reply: Callable[[ServiceError | None], None] | None = None) -> None:
         self._msg = msg
         self._responded = False
         self._error: ServiceError | None = None
+        # The service counts the request just before its first reply leaves, so
+        # whoever has the reply also sees the request in the endpoint's stats.
+        self._on_reply = on_reply
 
     @property
     def msg(self) -> Msg:
@@ -82,8 +85,16 @@ class Request:
             MaxPayloadError: the reply is larger than the server's max_payload.
             ConnectionClosedError: the client is closed.
         """
+        self._send(data, headers, None)
+
+    def _send(self, data: bytes, headers: HeadersInput | None, error: ServiceError | None) -> None:
         if not self._msg.reply:
             raise ValueError(f"the request on {self._msg.subject!r} has no reply subject")
+        if error is not None:
+            self._error = error
+        on_reply, self._on_reply = self._on_reply, None
+        if on_reply is not None:
+            on_reply(error)
         self._msg.respond(data, headers=headers)
         self._responded = True
 
@@ -134,8 +145,7 @@ class Request:
                     error_headers.add(key, v)
         error_headers[ERROR_HEADER] = description
         error_headers[ERROR_CODE_HEADER] = str(code)
-        self.respond(data, headers=error_headers)
-        self._error = ServiceError(code, description)
+        self._send(data, error_headers, ServiceError(code, description))
 
     def __repr__(self) -> str:
         return f"<Request subject={self.subject!r} reply={self.reply!r} {len(self.data)} bytes>"

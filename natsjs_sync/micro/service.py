@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import re
 import threading
 import time
@@ -457,6 +458,7 @@ class Service(_EndpointAdder):
         self._started = datetime.now(timezone.utc)
         self._stopping = False
         self._stopped = threading.Event()
+        self._pid = os.getpid()
         tag = client.name or "client"
         self._pool = (WorkerPool(config.max_concurrency, f"natsjs-svc-{config.name}-{tag}")
                       if config.max_concurrency else None)
@@ -512,8 +514,9 @@ class Service(_EndpointAdder):
 
     @property
     def is_stopped(self) -> bool:
-        """True once stopped, or once its client is closed."""
-        return self._stopped.is_set() or self._client.is_closed
+        """True once stopped, once its client is closed, and in a forked child
+        (a service belongs to the process that started it)."""
+        return self._stopped.is_set() or self._client.is_closed or os.getpid() != self._pid
 
     # ------------------------------------------------------------------ life cycle
 
@@ -702,33 +705,27 @@ class Service(_EndpointAdder):
         """Run the handler for one request, answer errors, count."""
         previous = getattr(_current, "service", None)
         _current.service = self
-        request = Request(msg)
+        tally = _Tally(self, endpoint)
+        request = Request(msg, tally.replied)
         raised: Exception | None = None
-        start = time.perf_counter_ns()
         try:
             endpoint.handler(request)
         except Exception as exc:
             raised = exc
         finally:
-            elapsed = time.perf_counter_ns() - start
             _current.service = previous
-        error = repr(request._error) if request._error is not None else ""
         if isinstance(raised, ServiceError):
-            error = repr(raised)
+            tally.finish(repr(raised))
             if not request._responded:
                 _send_error(request, raised.code, raised.description, raised.data)
         elif raised is not None:
-            error = repr(raised)
+            tally.finish(repr(raised))
             log.error("natsjs_sync: handler of endpoint %s (%s) raised", endpoint.name, endpoint.subject,
                       exc_info=raised)
             if not request._responded:
-                _send_error(request, "500", error)
-        with self._lock:
-            endpoint._num_requests += 1
-            endpoint._processing_time += elapsed
-            if error:
-                endpoint._num_errors += 1
-                endpoint._last_error = error
+                _send_error(request, "500", repr(raised))
+        else:
+            tally.finish(repr(request._error) if request._error is not None else "")
 
     # ------------------------------------------------------------------ discovery handlers
 
@@ -752,6 +749,45 @@ class Service(_EndpointAdder):
             log.warning("natsjs_sync: service %s could not answer %s: %r", self.name, msg.subject, exc)
         finally:
             _current.service = previous
+
+
+class _Tally:
+    """Counts one request exactly once: just before its first reply is sent (so the
+    caller that has the reply sees it counted), else when the handler returns."""
+
+    __slots__ = ("_counted", "_endpoint", "_error_counted", "_service", "_start")
+
+    def __init__(self, service: Service, endpoint: Endpoint):
+        self._service = service
+        self._endpoint = endpoint
+        self._counted = False
+        self._error_counted = False
+        self._start = time.perf_counter_ns()
+
+    def replied(self, error: ServiceError | None) -> None:
+        self._count(repr(error) if error is not None else "")
+
+    def finish(self, error: str) -> None:
+        """The handler is done; ``error`` is what went wrong in it, if anything."""
+        if not self._counted:
+            self._count(error)
+        elif error and not self._error_counted:  # an error after a normal first reply
+            with self._service._lock:
+                self._endpoint._num_errors += 1
+                self._endpoint._last_error = error
+            self._error_counted = True
+
+    def _count(self, error: str) -> None:
+        elapsed = time.perf_counter_ns() - self._start
+        endpoint = self._endpoint
+        with self._service._lock:
+            endpoint._num_requests += 1
+            endpoint._processing_time += elapsed
+            if error:
+                endpoint._num_errors += 1
+                endpoint._last_error = error
+        self._counted = True
+        self._error_counted = bool(error)
 
 
 def _send_error(request: Request, code: str, description: str, data: bytes = b"") -> None:
