@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from .._timeout import USE_DEFAULT, TimeoutArg
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
 from ..client import Client
 from .service import (
+    DEFAULT_START_TIMEOUT,
     EndpointConfig,
     GroupConfig,
     Service,
@@ -148,6 +149,7 @@ class ServiceDefinition(_Declarer):
             TimeoutError: the server did not confirm in time.
             ConnectionClosedError: the client is closed.
         """
+        deadline = Deadline(resolve(timeout, DEFAULT_START_TIMEOUT))  # a bad timeout fails before any SUB
         service = Service(client, self.config)
         try:
             for path, config in self._declared:
@@ -155,7 +157,7 @@ class ServiceDefinition(_Declarer):
                 for group in path:
                     target = target.add_group(group)
                 target.add_endpoint(config)
-            return service.start(timeout=timeout)
+            return service.start(timeout=deadline.remaining())
         except BaseException:
             service._abort()  # nothing half-started stays subscribed
             raise

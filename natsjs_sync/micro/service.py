@@ -442,8 +442,10 @@ class Service(_EndpointAdder):
             raise TypeError(f"client must be a natsjs_sync Client, not {type(client).__name__}")
         if config is None:
             config = ServiceConfig(**kwargs)
-        elif kwargs:
-            config = replace(config, **kwargs)
+        elif not isinstance(config, ServiceConfig):
+            raise TypeError(f"config must be a ServiceConfig or None, not {type(config).__name__}")
+        else:
+            config = replace(config, **kwargs)  # a copy: changing the caller's config changes nothing here
         self._client = client
         self._config = config
         self._id = next_nuid()
