@@ -55,7 +55,7 @@ def services(nats_server: NatsServer) -> Iterator[tuple[str, list[Service]]]:
 
 def test_ls(capsys: pytest.CaptureFixture[str], services: tuple[str, list[Service]]) -> None:
     url, running = services
-    code, out, _ = run(capsys, "service", "ls", "--server", url)
+    code, out, _ = run(capsys, "service", "ls", "--server", url, "--stall", "2")
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["name", "version", "id", "endpoints", "description"]
@@ -63,7 +63,7 @@ def test_ls(capsys: pytest.CaptureFixture[str], services: tuple[str, list[Servic
     assert all(svc.id in out for svc in running)
     assert "order lookups" in out
 
-    code, out, _ = run(capsys, "service", "ls", "orders", "--json", "-s", url)
+    code, out, _ = run(capsys, "service", "ls", "orders", "--json", "-s", url, "--stall", "2")
     assert code == 0
     docs = json.loads(out)
     assert {d["id"] for d in docs} == {running[0].id, running[1].id}
@@ -90,7 +90,7 @@ def test_info(capsys: pytest.CaptureFixture[str], services: tuple[str, list[Serv
 
 def test_stats(capsys: pytest.CaptureFixture[str], services: tuple[str, list[Service]]) -> None:
     url, running = services
-    code, out, _ = run(capsys, "service", "stats", "orders", "-s", url)
+    code, out, _ = run(capsys, "service", "stats", "orders", "-s", url, "--stall", "2")
     assert code == 0
     assert out.splitlines()[-1] == "2 instance(s), 6 request(s), 2 error(s)"
     missing = [ln.split() for ln in out.splitlines() if ln.split()[:1] == ["missing"]]
@@ -106,7 +106,7 @@ def test_stats(capsys: pytest.CaptureFixture[str], services: tuple[str, list[Ser
 
 def test_ping(capsys: pytest.CaptureFixture[str], services: tuple[str, list[Service]]) -> None:
     url, running = services
-    code, out, _ = run(capsys, "service", "ping", "-s", url)
+    code, out, _ = run(capsys, "service", "ping", "-s", url, "--stall", "2")
     assert code == 0 and out.splitlines()[-1] == "3 answer(s)"
     assert all(ln.endswith(" ms") for ln in out.splitlines()[:-1])
     code, out, _ = run(capsys, "service", "ping", "orders", "--count", "1", "-s", url)

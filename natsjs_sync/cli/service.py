@@ -45,7 +45,7 @@ def _none_answered(args: argparse.Namespace) -> int:
 
 def service_ls(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
-        infos = ServiceClient(nc, timeout=args.timeout).info(args.name)
+        infos = ServiceClient(nc, timeout=args.timeout, stall=args.stall).info(args.name)
     infos.sort(key=lambda i: (i.name, i.version, i.id))
     if args.json:
         _dump(infos)
@@ -61,7 +61,7 @@ def service_ls(args: argparse.Namespace) -> int:
 
 def service_info(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
-        infos = ServiceClient(nc, timeout=args.timeout).info(args.name, args.id)
+        infos = ServiceClient(nc, timeout=args.timeout, stall=args.stall).info(args.name, args.id)
     if args.json:
         _dump(infos)
     if not infos:
@@ -81,7 +81,7 @@ def service_info(args: argparse.Namespace) -> int:
 
 def service_stats(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
-        stats = ServiceClient(nc, timeout=args.timeout).stats(args.name, args.id)
+        stats = ServiceClient(nc, timeout=args.timeout, stall=args.stall).stats(args.name, args.id)
     if args.json:
         _dump(stats)
     if not stats:
@@ -134,6 +134,8 @@ def _common(p: argparse.ArgumentParser, name_required: bool, with_id: bool) -> N
     else:
         p.set_defaults(id=None)
     p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for the first answer (default 2)")
+    p.add_argument("--stall", type=float, default=0.5,
+                   help="seconds without another answer after which all have answered (default 0.5)")
     add_server_option(p)
 
 
@@ -155,5 +157,4 @@ def register(sub: Any) -> None:
     p = service.add_parser("ping", help="ping services and show their round-trip times")
     _common(p, name_required=False, with_id=True)
     p.add_argument("--count", type=int, default=0, help="stop after this many answers (0: all)")
-    p.add_argument("--stall", type=float, default=0.5, help="seconds without another answer that end it")
     p.set_defaults(func=service_ping)
