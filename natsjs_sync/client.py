@@ -351,7 +351,7 @@ class Client:
         max_messages: int | None = None,
         stall: float | None = None,
         sentinel: bool | Callable[[Msg], bool] | None = None,
-    ) -> Iterable[Msg]:
+    ) -> Any:  # a natsjs_sync.request_many.ReplyIterator
         """Send a request and iterate over every reply (scatter-gather, streamed answers).
 
         The replies end on ``max_messages``, the total ``timeout`` (default 1 s),

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Union
 
-from ._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
+from ._timeout import USE_DEFAULT, Deadline, TimeoutArg, check_seconds
 from .errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -150,8 +150,10 @@ def _check_options(
         isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1
     ):
         raise ValueError(f"max_messages must be an int >= 1 or None, got {max_messages!r}")
-    if stall is not None and (isinstance(stall, bool) or not isinstance(stall, (int, float)) or not stall > 0):
-        raise ValueError(f"stall must be a number of seconds > 0 or None, got {stall!r}")
+    if stall is not None:
+        seconds = check_seconds(stall, "stall")  # inf: no stall
+        if seconds is not None and seconds <= 0:
+            raise ValueError(f"stall must be a number of seconds > 0 or None, got {stall!r}")
     if sentinel is None or sentinel is False:
         return None
     if sentinel is True:
@@ -203,7 +205,7 @@ def request_many(
         NoRespondersError: while iterating, nobody was subscribed to ``subject``.
         ConnectionClosedError: the client is closed (now, or while iterating).
     """
-    deadline = Deadline(resolve(timeout, DEFAULT_TIMEOUT))
+    deadline = Deadline.of(timeout, DEFAULT_TIMEOUT)
     publish_subject(subject)
     check = _check_options(payload, max_messages, stall, sentinel)
     size = len(payload)
@@ -214,7 +216,7 @@ def request_many(
     inbox = client.new_inbox()
     # The server ends the subscription by itself after max_messages replies.
     sub = client.subscribe(inbox, max_msgs=max_messages)
-    replies = ReplyIterator(sub, deadline, max_messages, float(stall) if stall is not None else None, check)
+    replies = ReplyIterator(sub, deadline, max_messages, check_seconds(stall, "stall"), check)
     try:
         client.publish_now(subject, payload, reply=inbox, headers=headers)
     except BaseException:

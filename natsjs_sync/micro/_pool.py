@@ -1,7 +1,7 @@
 """The small thread pool a service with ``max_concurrency`` runs its handlers on.
 
-A subscription's callback thread delivers its messages one at a time, in order.
-To handle several requests of a service at once, the endpoint callbacks only
+A subscription's callback gets its messages one at a time, in order. To handle
+several requests of a service at once, the endpoint callbacks only
 take a slot (a semaphore of ``size``, so at most ``size`` requests are in
 progress and a full service holds further requests back in the subscriptions'
 bounded queues) and hand the request to this pool.

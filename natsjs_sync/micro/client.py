@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TypeVar
 
-from .._timeout import USE_DEFAULT, TimeoutArg, resolve
+from .._timeout import USE_DEFAULT, TimeoutArg, check_seconds, resolve
 from ..client import Client
 from ..errors import NoRespondersError, ProtocolError, ServiceError
 from ..msg import Msg
@@ -60,8 +60,10 @@ class ServiceClient:
                  stall: float = DEFAULT_STALL, prefix: str = DEFAULT_PREFIX):
         if not isinstance(client, Client):
             raise TypeError(f"client must be a natsjs_sync Client, not {type(client).__name__}")
-        if resolve(timeout, None) is None or not stall > 0:
-            raise ValueError("timeout and stall must be numbers of seconds > 0")
+        for what, value in (("timeout", timeout), ("stall", stall)):
+            seconds = check_seconds(value, what)
+            if seconds is None or seconds <= 0:
+                raise ValueError(f"{what} must be a finite number of seconds > 0, got {value!r}")
         if not isinstance(prefix, str) or not prefix:
             raise ValueError("prefix must be a non-empty str")
         self.client = client

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from .._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..client import Client
 from .service import (
     DEFAULT_START_TIMEOUT,
@@ -149,7 +149,7 @@ class ServiceDefinition(_Declarer):
             TimeoutError: the server did not confirm in time.
             ConnectionClosedError: the client is closed.
         """
-        deadline = Deadline(resolve(timeout, DEFAULT_START_TIMEOUT))  # a bad timeout fails before any SUB
+        deadline = Deadline.of(timeout, DEFAULT_START_TIMEOUT)  # a bad timeout fails before any SUB
         service = Service(client, self.config)
         try:
             for path, config in self._declared:

@@ -3,15 +3,18 @@
 The names and signatures are nats-py's ``nats.micro.service`` without the
 ``await``\\ s, so a nats-py service program runs with its imports changed.
 
-Threads: every endpoint is a subscription made with ``cb=``, and by default its
-handler runs on that subscription's callback thread: one request at a time per
-endpoint, in arrival order, as in nats.go, nats.js and nats-py. With
-``max_concurrency=N`` the endpoint callbacks hand the requests to a pool owned
-by the service instead, so up to N requests of the service (all its endpoints
-together) are handled at once; while N are in progress the endpoints hold
-further requests back in their subscription queues. Handlers never run on the
-client's reader thread. The discovery subjects (three per verb) are nine more
-callback subscriptions, each with its thread.
+Threads: every endpoint is a subscription with a callback, and by default its
+handler runs as that callback, on the client's dispatcher: one request at a
+time per endpoint, in arrival order, as in nats.go, nats.js and nats-py, while
+different endpoints run in parallel. With ``max_concurrency=N`` the endpoint
+callbacks hand the requests to a pool owned by the service instead, so up to N
+requests of the service (all its endpoints together) are handled at once; while
+N are in progress the endpoints hold further requests back in their
+subscription queues. A drain of an endpoint's subscription (``stop()``, or the
+client's ``drain()``) waits for the requests it handed to the pool, so they are
+answered before the client stops publishing. Handlers never run on the client's
+reader thread. The service uses the core through its declared interface
+(:mod:`natsjs_sync._core.spi`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from typing import Any, TypeVar, overload
 
 import msgspec
 
-from .._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
+from .._core import spi
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..client import Client
 from ..errors import BadSubjectError, BadSubscriptionError, ConnectionClosedError, NatsError, ServiceError, TimeoutError
 from ..msg import Msg
@@ -216,7 +220,7 @@ class ServiceConfig:
         queue_group_disabled: its endpoints subscribe without a queue group.
         max_concurrency: handle up to this many requests at once on a pool of
             threads owned by the service; ``None`` (the default) handles each
-            endpoint's requests one at a time, in order, on its subscription's thread.
+            endpoint's requests one at a time, in order, on the client's dispatcher.
 
     Raises:
         ValueError, TypeError, BadSubjectError: an invalid field.
@@ -285,6 +289,9 @@ class Endpoint:
         self.handler = handler
         self._metadata = metadata
         self._subscription: Subscription | None = None
+        # Requests handed to the service's pool and not finished (pool mode only).
+        self._in_flight = 0
+        self._idle = threading.Condition(service._lock)
         self._num_requests = 0
         self._num_errors = 0
         self._processing_time = 0
@@ -319,9 +326,32 @@ class Endpoint:
         self._num_requests = self._num_errors = self._processing_time = 0
         self._last_error = ""
 
+    def _wait_idle(self, timeout: float | None) -> bool:
+        """Wait until no request of this endpoint is in the pool (but the one this
+        thread is handling, if it is one: that one cannot finish while we wait)."""
+        mine = 1 if getattr(_current, "endpoint", None) is self else 0
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight <= mine, timeout)
+
     def __repr__(self) -> str:
         q = f" queue={self.queue_group!r}" if self.queue_group else " no queue"
         return f"<Endpoint {self.name!r} subject={self.subject!r}{q}>"
+
+
+class _EndpointSubscription(Subscription):
+    """An endpoint's subscription. With a pool, its callback only hands each
+    request over, so waiting for it to be done (what a drain of the subscription
+    or of the whole client does) also waits for the requests handed over: they
+    are answered before the client stops publishing."""
+
+    endpoint: Endpoint | None = None
+
+    def wait_done(self, timeout: float | None) -> bool:
+        deadline = Deadline(timeout)
+        if not super().wait_done(timeout):
+            return False
+        endpoint = self.endpoint
+        return endpoint is None or endpoint._wait_idle(deadline.remaining())
 
 
 class _EndpointAdder:
@@ -447,6 +477,7 @@ class Service(_EndpointAdder):
         else:
             config = replace(config, **kwargs)  # a copy: changing the caller's config changes nothing here
         self._client = client
+        self._core = spi.link(client)
         self._config = config
         self._id = next_nuid()
         self._service = self
@@ -465,6 +496,7 @@ class Service(_EndpointAdder):
         self._pool = (WorkerPool(config.max_concurrency, f"natsjs-svc-{config.name}-{tag}")
                       if config.max_concurrency else None)
         self._ping = _json.encode(self.ping().to_dict())
+        self._close_hook: spi.Handle | None = None
 
     # ------------------------------------------------------------------ identity
 
@@ -535,12 +567,14 @@ class Service(_EndpointAdder):
             RuntimeError: the service was stopped.
             ConnectionClosedError: the client is closed.
         """
-        deadline = Deadline(resolve(timeout, DEFAULT_START_TIMEOUT))
+        deadline = Deadline.of(timeout, DEFAULT_START_TIMEOUT)
         with self._lock:
             if self._stopping:
                 raise RuntimeError(f"service {self.name} is stopped")
             if self._verb_subs:
                 return self
+            # A service stops with its client's connection, as in the other implementations.
+            self._close_hook = self._core.on_close(self._client_closed)
             handlers = {ServiceVerb.PING: self._on_ping, ServiceVerb.INFO: self._on_info,
                         ServiceVerb.STATS: self._on_stats}
             subs = []
@@ -571,7 +605,7 @@ class Service(_EndpointAdder):
         Raises:
             TimeoutError: not finished in time (the service is stopped anyway).
         """
-        deadline = Deadline(resolve(timeout, DEFAULT_STOP_TIMEOUT))
+        deadline = Deadline.of(timeout, DEFAULT_STOP_TIMEOUT)
         if getattr(_current, "service", None) is self:
             thread = threading.Thread(target=self._stop_quietly, args=(deadline,),
                                       name=f"natsjs-svcstop-{self._client.name or 'client'}", daemon=True)
@@ -599,13 +633,13 @@ class Service(_EndpointAdder):
             if not self._stopped.wait(deadline.remaining()):
                 raise TimeoutError(f"service {self.name} did not stop in time")
             return
+        if self._close_hook is not None:
+            self._close_hook.cancel()
         late: list[str] = []
         try:
-            for sub in endpoint_subs:
+            for sub in endpoint_subs:  # with a pool, this waits for its requests too
                 _drain_quietly(sub, deadline, late)
             if self._pool is not None:
-                if not self._pool.wait_idle(deadline.remaining()):
-                    late.append(f"{self._pool.in_flight} request(s) in progress")
                 self._pool.shutdown(deadline.remaining())
             for sub in verb_subs:
                 _drain_quietly(sub, deadline, late)
@@ -614,11 +648,21 @@ class Service(_EndpointAdder):
         if late:
             raise TimeoutError(f"service {self.name} stopped before it finished: {'; '.join(late)}")
 
+    def _client_closed(self) -> None:
+        """Close hook (quick, never blocks): the subscriptions are gone with the connection."""
+        with self._lock:
+            self._stopping = True
+        if self._pool is not None:
+            self._pool.shutdown(0)  # its threads end once the requests they hold are done
+        self._stopped.set()
+
     def _abort(self) -> None:
         """Unsubscribe everything at once, without draining (a start that failed half-way)."""
         with self._lock:
             self._stopping = True
             subs = [e._subscription for e in self._endpoints if e._subscription is not None] + self._verb_subs
+        if self._close_hook is not None:
+            self._close_hook.cancel()
         for sub in subs:
             _unsubscribe_quietly(sub)
         if self._pool is not None:
@@ -678,8 +722,8 @@ class Service(_EndpointAdder):
     def _add_endpoint(self, config: EndpointConfig, prefix: str, parent_queue: str,
                       parent_disabled: bool) -> Endpoint:
         subject = _join(prefix, config.subject or config.name)
-        validate_subscribe_subject(subject)
         queue, _ = _resolve_queue(config.queue_group, parent_queue, config.queue_group_disabled, parent_disabled)
+        validate_subscribe_subject(subject, queue or None)
         endpoint = Endpoint(self, config.name, subject, queue, config.handler, config.metadata)
         if self._pool is None:
             cb: Callable[[Msg], None] = partial(self._handle, endpoint)
@@ -688,25 +732,43 @@ class Service(_EndpointAdder):
         with self._lock:
             if self._stopping:
                 raise RuntimeError(f"service {self.name} is stopped")
-            endpoint._subscription = self._client.subscribe(
-                subject, queue=queue or None, cb=cb,
-                pending_msgs_limit=config.pending_msgs_limit, pending_bytes_limit=config.pending_bytes_limit,
+            sub = self._core.subscribe(
+                subject, queue or None, cb, pending_msgs_limit=config.pending_msgs_limit,
+                pending_bytes_limit=config.pending_bytes_limit, cls=_EndpointSubscription,
             )
+            assert isinstance(sub, _EndpointSubscription)
+            sub.endpoint = endpoint
+            endpoint._subscription = sub
             self._endpoints.append(endpoint)
         return endpoint
 
     def _hand_off(self, endpoint: Endpoint, msg: Msg) -> None:
         """Endpoint callback with a pool: wait for a free slot, then let a pool thread handle it."""
         assert self._pool is not None
+        with self._lock:
+            endpoint._in_flight += 1
         try:
-            self._pool.submit(partial(self._handle, endpoint, msg))
-        except RuntimeError:  # stop() gave up waiting and shut the pool down
+            self._pool.submit(partial(self._handle_pooled, endpoint, msg))
+        except RuntimeError:  # the pool was shut down (the service stopped, the client closed)
+            self._pooled_done(endpoint)
             _send_error(Request(msg), "503", f"service {self.name} is stopping")
+
+    def _handle_pooled(self, endpoint: Endpoint, msg: Msg) -> None:
+        try:
+            self._handle(endpoint, msg)
+        finally:
+            self._pooled_done(endpoint)
+
+    def _pooled_done(self, endpoint: Endpoint) -> None:
+        with self._lock:
+            endpoint._in_flight -= 1
+            if endpoint._in_flight <= 1:
+                endpoint._idle.notify_all()
 
     def _handle(self, endpoint: Endpoint, msg: Msg) -> None:
         """Run the handler for one request, answer errors, count."""
-        previous = getattr(_current, "service", None)
-        _current.service = self
+        previous = getattr(_current, "service", None), getattr(_current, "endpoint", None)
+        _current.service, _current.endpoint = self, endpoint
         tally = _Tally(self, endpoint)
         request = Request(msg, tally.replied)
         raised: Exception | None = None
@@ -715,7 +777,7 @@ class Service(_EndpointAdder):
         except Exception as exc:
             raised = exc
         finally:
-            _current.service = previous
+            _current.service, _current.endpoint = previous
         if isinstance(raised, ServiceError):
             tally.finish(repr(raised))
             if not request._responded:

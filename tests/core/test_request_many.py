@@ -138,10 +138,12 @@ def test_no_total_timeout_with_a_count(client: nats.Client) -> None:
         ({"max_messages": 0}, ValueError),
         ({"max_messages": True}, ValueError),
         ({"stall": 0}, ValueError),
-        ({"stall": "1"}, ValueError),
+        ({"stall": "1"}, TypeError),
+        ({"stall": float("nan")}, ValueError),
         ({"sentinel": "end"}, TypeError),
         ({"payload": "text"}, TypeError),
         ({"timeout": -1}, ValueError),
+        ({"timeout": "1"}, TypeError),
         ({"headers": {"Bad Key": "x"}}, nats.BadHeaderError),
     ],
 )

@@ -1,5 +1,5 @@
-"""Where handlers run and how many at once: one at a time per endpoint on its
-subscription thread by default, up to ``max_concurrency`` per service on the
+"""Where handlers run and how many at once: one at a time per endpoint on the
+client's dispatcher by default, up to ``max_concurrency`` per service on the
 service's pool; never on the reader thread."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from natsjs_sync.micro import Request, add_service
 from ..conftest import wait_until
 
 
-def test_default_handles_each_endpoint_in_order_on_its_subscription_thread(
+def test_default_handles_each_endpoint_in_order_on_the_dispatcher(
     nc: nats.Client, caller: nats.Client
 ) -> None:
     seen: list[bytes] = []
@@ -33,7 +33,7 @@ def test_default_handles_each_endpoint_in_order_on_its_subscription_thread(
         assert all(next(r).data == b"ok" for r in replies)
         assert seen == [str(i).encode() for i in range(20)]
         (name,) = threads
-        assert name.startswith("natsjs-sub") and "reader" not in name
+        assert name.startswith("natsjs-dispatch-test") and "reader" not in name  # the client's callback threads
     finally:
         svc.stop()
 
@@ -144,6 +144,28 @@ def test_stop_from_a_pool_handler(nc: nats.Client, caller: nats.Client) -> None:
     svc.add_endpoint("quit", quit_handler)
     nc.flush()
     assert caller.request("quit", timeout=5).data == b"bye"
+    assert svc.stopped.wait(10)
+
+
+@pytest.mark.parametrize("max_concurrency", [None, 2])
+def test_client_drain_from_a_handler_does_not_wait_for_that_handler(
+    shared_server: object, max_concurrency: int | None
+) -> None:
+    from natsjs_sync.testing import NatsServer
+
+    assert isinstance(shared_server, NatsServer)
+    nc = nats.connect(shared_server.url, name="selfdrain")
+    returned = threading.Event()
+
+    def quit_handler(req: Request) -> None:
+        nc.drain(timeout=30)
+        returned.set()
+
+    svc = add_service(nc, name="selfdrain", version="1.0.0", max_concurrency=max_concurrency)
+    svc.add_endpoint("quit", quit_handler, subject="selfdrain.quit")
+    nc.publish("selfdrain.quit", b"")
+    assert returned.wait(10)  # waiting for itself would take the 30 s drain timeout
+    assert wait_until(lambda: nc.is_closed, timeout=10)
     assert svc.stopped.wait(10)
 
 

@@ -443,7 +443,8 @@ def test_with_block_starts_and_stops(nc: nats.Client, caller: nats.Client) -> No
         caller.request("scoped", timeout=5)
 
 
-def test_client_drain_drains_the_service(shared_server: Any, caller: nats.Client) -> None:
+@pytest.mark.parametrize("max_concurrency", [None, 2])
+def test_client_drain_drains_the_service(shared_server: Any, caller: nats.Client, max_concurrency: int | None) -> None:
     nc = nats.connect(shared_server.url, name="draining")
     entered, release = threading.Event(), threading.Event()
 
@@ -452,7 +453,7 @@ def test_client_drain_drains_the_service(shared_server: Any, caller: nats.Client
         release.wait(30)
         req.respond(req.data)
 
-    svc = add_service(nc, name="clientdrain", version="1.0.0")
+    svc = add_service(nc, name="clientdrain", version="1.0.0", max_concurrency=max_concurrency)
     svc.add_endpoint("slow", slow, subject="clientdrain.slow")
     nc.flush()
     replies = [caller.request_many("clientdrain.slow", str(i).encode(), max_messages=1, timeout=30)
@@ -463,7 +464,17 @@ def test_client_drain_drains_the_service(shared_server: Any, caller: nats.Client
     release.set()
     drainer.join(30)
     assert nc.is_closed and svc.is_stopped
+    # With a pool, the requests handed to it were answered before the client stopped publishing.
     assert sorted(next(r).data for r in replies) == [b"0", b"1", b"2"]
+
+
+def test_a_closed_client_stops_the_service(shared_server: Any) -> None:
+    nc = nats.connect(shared_server.url)
+    svc = add_service(nc, name="closing", version="1.0.0", max_concurrency=2)
+    svc.add_endpoint("echo", echo)
+    nc.close()
+    assert svc.stopped.wait(10) and svc.is_stopped
+    svc.stop()  # nothing left to do, and no error
 
 
 def test_service_client_finds_nothing_without_services(caller: nats.Client) -> None:
