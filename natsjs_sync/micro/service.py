@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 import msgspec
 
@@ -68,6 +68,9 @@ SEMVER_REGEX = re.compile(
 
 NAME_REGEX = re.compile(r"^[A-Za-z0-9\-_]+$")
 """Service and endpoint names: letters, digits, ``-`` and ``_``."""
+
+SUBJECT_REGEX = re.compile(r"^[^ >]*[>]?$")
+"""The reference clients' loose subject check (subjects are checked more strictly here)."""
 
 #: Seconds :meth:`Service.start` may take to confirm its subscriptions with the server.
 DEFAULT_START_TIMEOUT = 5.0
@@ -274,6 +277,28 @@ def control_subject(
         return f"{prefix}.{v}.{name}"
     _check_name("service id", id)
     return f"{prefix}.{v}.{name}.{id}"
+
+
+class ServiceIdentity(Protocol):
+    """What identifies a service instance (PING, INFO and STATS all carry it)."""
+
+    id: str
+    name: str
+    version: str
+    metadata: dict[str, str]
+
+
+class EndpointManager(Protocol):
+    """Something endpoints are added to: a :class:`Service` or a :class:`Group`."""
+
+    def add_endpoint(self, config: EndpointConfig | str | None = None, handler: Handler | None = None,
+                     **kwargs: Any) -> Endpoint: ...
+
+
+class GroupManager(Protocol):
+    """Something groups are added to: a :class:`Service` or a :class:`Group`."""
+
+    def add_group(self, config: GroupConfig | str | None = None, **kwargs: Any) -> Group: ...
 
 
 class Endpoint:
@@ -913,16 +938,20 @@ __all__ = [
     "PING_RESPONSE_TYPE",
     "SEMVER_REGEX",
     "STATS_RESPONSE_TYPE",
+    "SUBJECT_REGEX",
     "Endpoint",
     "EndpointConfig",
     "EndpointInfo",
+    "EndpointManager",
     "EndpointStats",
     "Group",
     "GroupConfig",
+    "GroupManager",
     "Request",
     "Service",
     "ServiceConfig",
     "ServiceError",
+    "ServiceIdentity",
     "ServiceInfo",
     "ServicePing",
     "ServiceStats",

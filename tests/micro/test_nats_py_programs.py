@@ -287,3 +287,18 @@ def test_service_error_and_config_names() -> None:
     with pytest.raises(ValueError):
         EndpointConfig(name="test_service", subject="endpoint subject", handler=lambda r: None)
 
+
+
+@pytest.mark.parametrize("module", ["nats.micro", "nats.micro.service", "nats.micro.request"])
+def test_every_name_nats_py_defines_there_exists_here(module: str) -> None:
+    import importlib
+    import inspect
+
+    theirs = pytest.importorskip(module)
+    ours = importlib.import_module(module.replace("nats", "natsjs_sync", 1))
+    # Names nats-py defines in those modules (not what they import: json, Client, Optional...).
+    defined = [name for name, value in vars(theirs).items()
+               if not name.startswith("_") and not inspect.ismodule(value)
+               and (name.isupper() or getattr(value, "__module__", "").startswith("nats.micro"))]
+    assert "add_service" in defined or "Request" in defined
+    assert [name for name in defined if not hasattr(ours, name)] == []
