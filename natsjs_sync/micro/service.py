@@ -610,6 +610,8 @@ class Service(_EndpointAdder):
             except BaseException:
                 for sub in subs:
                     _unsubscribe_quietly(sub)
+                self._close_hook.cancel()
+                self._close_hook = None
                 raise
             self._verb_subs = subs
             self._started = datetime.now(timezone.utc)
