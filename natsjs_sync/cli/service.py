@@ -1,4 +1,8 @@
-"""``natsjs-sync service ls|info|stats|ping``: find and inspect services (ADR-32)."""
+"""``natsjs-sync service ls|info|stats|ping``: find and inspect services (ADR-32).
+
+The services package is imported when a service command runs, not when the
+command line is built, so other commands start no slower.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,12 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import NoRespondersError
-from ..micro import ServiceClient, ServicePing, ServiceVerb, control_subject
-from ..micro.models import _Model
-from ..request_many import request_many
 from . import _print, add_server_option, client_for
+
+if TYPE_CHECKING:
+    from ..micro.models import _Model
 
 
 def _duration(ns: int) -> str:
@@ -44,6 +47,8 @@ def _none_answered(args: argparse.Namespace) -> int:
 
 
 def service_ls(args: argparse.Namespace) -> int:
+    from ..micro import ServiceClient
+
     with client_for(args) as nc:
         infos = ServiceClient(nc, timeout=args.timeout, stall=args.stall).info(args.name)
     infos.sort(key=lambda i: (i.name, i.version, i.id))
@@ -60,6 +65,8 @@ def service_ls(args: argparse.Namespace) -> int:
 
 
 def service_info(args: argparse.Namespace) -> int:
+    from ..micro import ServiceClient
+
     with client_for(args) as nc:
         infos = ServiceClient(nc, timeout=args.timeout, stall=args.stall).info(args.name, args.id)
     if args.json:
@@ -80,6 +87,8 @@ def service_info(args: argparse.Namespace) -> int:
 
 
 def service_stats(args: argparse.Namespace) -> int:
+    from ..micro import ServiceClient
+
     with client_for(args) as nc:
         stats = ServiceClient(nc, timeout=args.timeout, stall=args.stall).stats(args.name, args.id)
     if args.json:
@@ -105,6 +114,10 @@ def service_stats(args: argparse.Namespace) -> int:
 
 
 def service_ping(args: argparse.Namespace) -> int:
+    from ..errors import NoRespondersError
+    from ..micro import ServicePing, ServiceVerb, control_subject
+    from ..request_many import request_many
+
     subject = control_subject(ServiceVerb.PING, args.name, args.id)
     answers: list[tuple[ServicePing, float]] = []
     with client_for(args) as nc:
