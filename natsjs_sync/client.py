@@ -350,7 +350,7 @@ class Client:
         timeout: TimeoutArg = USE_DEFAULT,
         max_messages: int | None = None,
         stall: float | None = None,
-        sentinel: bool | Callable[[Msg], bool] | None = None,
+        sentinel: Any = None,  # True, or a function of a Msg returning bool
     ) -> Any:  # a natsjs_sync.request_many.ReplyIterator
         """Send a request and iterate over every reply (scatter-gather, streamed answers).
 
