@@ -341,6 +341,36 @@ class Client:
         parts = ["<natsjs_sync.Client", self.name or "", self._conn.state.value, self.connected_url or ""]
         return " ".join(p for p in parts if p) + ">"
 
+    def request_many(
+        self,
+        subject: str,
+        payload: bytes | bytearray | memoryview = b"",
+        *,
+        headers: HeadersInput | None = None,
+        timeout: TimeoutArg = USE_DEFAULT,
+        max_messages: int | None = None,
+        stall: float | None = None,
+        sentinel: Any = None,  # True, or a function of a Msg returning bool
+    ) -> Any:  # a natsjs_sync.request_many.ReplyIterator
+        """Send a request and iterate over every reply (scatter-gather, streamed answers).
+
+        The replies end on ``max_messages``, the total ``timeout`` (default 1 s),
+        a ``stall`` between replies, or a sentinel reply (``sentinel=True``: an
+        empty payload). Returns a :class:`natsjs_sync.request_many.ReplyIterator`
+        (also a context manager with ``close()``); see
+        :func:`natsjs_sync.request_many.request_many` for every argument.
+
+        Raises:
+            BadSubjectError, BadHeaderError, MaxPayloadError, TypeError, ValueError:
+                invalid arguments, before anything is sent.
+            NoRespondersError: while iterating, nobody was subscribed to ``subject``.
+            ConnectionClosedError: the client is closed.
+        """
+        from .request_many import request_many
+
+        return request_many(self, subject, payload, headers=headers, timeout=timeout,
+                            max_messages=max_messages, stall=stall, sentinel=sentinel)
+
 
 def __getattr__(name: str) -> Any:
     # ``natsjs_sync.client.connect`` keeps working; the function lives in ``_connect``.

@@ -20,6 +20,7 @@
     ├── BadSubscriptionError          the subscription was unsubscribed or closed
     ├── ServerError                   a -ERR line the server sent
     │   └── PermissionsError          a permissions violation
+    ├── ServiceError                  a service's error reply (.code, .description, .data)
     └── JetStreamError                .code, .err_code, .description from the server
         ├── JetStreamNotEnabledError
         ├── StreamNotFoundError, ConsumerNotFoundError, StreamNameInUseError
@@ -127,6 +128,55 @@ class ServerError(NatsError):
 
 class PermissionsError(ServerError):
     """The server refused a publish or subscribe for lack of permission."""
+
+
+class ServiceError(NatsError):
+    """A service error (ADR-32): the reply carried ``Nats-Service-Error-Code`` and
+    ``Nats-Service-Error`` headers, or a service handler raised it to answer with them.
+
+    Attributes:
+        code: the error code, a string holding a number (``"400"``, ``"500"``).
+        description: the text for the user.
+        data: the payload of the error reply (often empty).
+    """
+
+    def __init__(self, code: str | int, description: str, data: bytes = b""):
+        if isinstance(code, bool) or not isinstance(code, (str, int)) or str(code) == "":
+            raise ValueError(f"ServiceError code must be a non-empty str or an int, got {code!r}")
+        if not isinstance(description, str):
+            raise TypeError(f"ServiceError description must be a str, not {type(description).__name__}")
+        self.code = str(code)
+        self.description = description
+        self.data = bytes(data)
+        super().__init__(f"{self.code}:{self.description}")
+
+    def __repr__(self) -> str:
+        # The form nats-py and nats.go put in an endpoint's ``last_error``.
+        return f"{self.code}:{self.description}"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ServiceError):
+            return NotImplemented
+        return (self.code, self.description, self.data) == (other.code, other.description, other.data)
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.description))
+
+    def __reduce__(self) -> tuple[type[ServiceError], tuple[str, str, bytes]]:
+        return (type(self), (self.code, self.description, self.data))
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"code": ..., "description": ...}`` (nats-py's form)."""
+        return {"code": self.code, "description": self.description}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, str]) -> ServiceError:
+        """The inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: no code in ``data``.
+        """
+        return cls(code=data.get("code", ""), description=data.get("description", ""))
 
 
 # --------------------------------------------------------------------- JetStream

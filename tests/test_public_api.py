@@ -16,7 +16,8 @@ import pytest
 import natsjs_sync
 
 ROOT = Path(__file__).resolve().parents[1]
-PUBLIC_MODULES = ["natsjs_sync", "natsjs_sync.jetstream", "natsjs_sync.spark", "natsjs_sync.testing"]
+PUBLIC_MODULES = ["natsjs_sync", "natsjs_sync.jetstream", "natsjs_sync.micro", "natsjs_sync.spark",
+                  "natsjs_sync.testing"]
 
 # The contract of API.md, name by name.
 CONTRACT: dict[str, list[str]] = {
@@ -32,6 +33,11 @@ CONTRACT: dict[str, list[str]] = {
         "JetStream", "Stream", "Consumer", "StreamConfig", "ConsumerConfig", "PubAck", "MessageBatch",
         "MessagesContext", "ConsumeContext", "OrderedConsumer", "KeyValue", "KeyValueConfig", "Entry",
         "KeyWatcher", "ObjectStore", "ObjectStoreConfig", "ObjectMeta", "ObjectInfo", "ObjectResult",
+    ],
+    "natsjs_sync.micro": [
+        "add_service", "Service", "ServiceConfig", "EndpointConfig", "GroupConfig", "Request", "ServiceError",
+        "ServiceInfo", "ServiceStats", "ServicePing", "EndpointInfo", "EndpointStats", "ServiceVerb",
+        "control_subject", "ServiceClient", "ServiceDefinition",
     ],
     "natsjs_sync.spark": ["NatsConfig", "publish_partition", "JetStreamDataSource"],
     "natsjs_sync.testing": ["NatsServer", "NatsCluster"],

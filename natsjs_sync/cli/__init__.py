@@ -217,11 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_option(p)
     p.set_defaults(func=cmd_reply)
 
-    from . import bench, jetstream, stores
+    from . import bench, jetstream, service, stores
 
     jetstream.register(sub)
     stores.register(sub)
     bench.register(sub)
+    service.register(sub)
     return parser
 
 
