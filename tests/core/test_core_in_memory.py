@@ -103,9 +103,9 @@ def test_a_subscribe_racing_the_resume_is_restored(server: MemoryServer) -> None
             t.start()
             t.join(5)
 
+        server.handshake_hook = subscribe_now  # before the cut: the reconnect may be quick
         server.current.cut()
         assert ev.disconnected.wait(5)
-        server.handshake_hook = subscribe_now
         assert ev.reconnected.wait(5)
         server.handshake_hook = None
         nc.flush(timeout=5)
