@@ -12,6 +12,7 @@ drops everything it inherited and connects afresh on first use.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._core import spi
@@ -30,6 +31,7 @@ from .subscription import MsgHandler, Subscription
 
 if TYPE_CHECKING:
     from .jetstream import JetStream
+    from .request_many import ReplyIterator
 
 __all__ = ["Client", "Stats", "check_callback"]
 
@@ -350,8 +352,8 @@ class Client:
         timeout: TimeoutArg = USE_DEFAULT,
         max_messages: int | None = None,
         stall: float | None = None,
-        sentinel: Any = None,  # True, or a function of a Msg returning bool
-    ) -> Any:  # a natsjs_sync.request_many.ReplyIterator
+        sentinel: bool | Callable[[Msg], bool] | None = None,
+    ) -> ReplyIterator:
         """Send a request and iterate over every reply (scatter-gather, streamed answers).
 
         The replies end on ``max_messages``, the total ``timeout`` (default 1 s),
