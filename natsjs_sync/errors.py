@@ -4,7 +4,7 @@
 
     NatsError
     ├── ProtocolError                 malformed bytes from the peer
-    ├── ConnectionError               (alias: NatsConnectionError)
+    ├── ConnectionError               (alias: NatsConnectionError; also a builtin ConnectionError)
     │   ├── ConnectionClosedError     the client is closed, or closed while you waited
     │   ├── NoServersError            no server in the pool could be reached
     │   ├── AuthorizationError        the server refused our credentials
@@ -51,8 +51,13 @@ class ProtocolError(NatsError):
     """The peer sent bytes that are not valid NATS protocol."""
 
 
-class NatsConnectionError(NatsError):
-    """Base class for problems with the connection to the server."""
+class NatsConnectionError(NatsError, builtins.ConnectionError):
+    """Base class for problems with the connection to the server.
+
+    Also a builtin :class:`ConnectionError` (so an ``except ConnectionError``
+    written for sockets catches it too), as :class:`TimeoutError` is also the
+    builtin one.
+    """
 
 
 ConnectionError = NatsConnectionError  # noqa: A001 - the documented public name

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from ..subscription import Subscription
     from .transport import Transport
 
-log = logging.getLogger("natsjs_sync")
+log = logging.getLogger("natsjs_sync.connection")
 
 T = TypeVar("T")
 
@@ -232,7 +232,8 @@ class Connection:
             self.start_reader(opened)
             self.writer.start()
             self.after_attach(opened.info, initial=True)
-            log.info("connected to %s", entry.addr)
+            log.info("connected to %s (server %s, version %s)", entry.addr, opened.info.get("server_name")
+                     or opened.info.get("server_id"), opened.info.get("version"))
             return
         err = NoServersError("could not connect to any server: " + "; ".join(errors))
         err.__cause__ = last
@@ -307,6 +308,7 @@ class Connection:
 
     def on_info(self, options: dict[str, Any], transport: Transport) -> None:
         """An INFO after the handshake: cluster changes, lame duck mode."""
+        log.debug("INFO from %s: %s", self.addr, sorted(options))
         self.info = {**self.info, **options}
         if "max_payload" in options:
             self.max_payload = int(options["max_payload"])
@@ -319,6 +321,7 @@ class Connection:
                 self.connection_lost(NatsConnectionError("the server entered lame duck mode"), transport)
 
     def on_err(self, text: str) -> None:
+        log.debug("-ERR from %s: %s", self.addr, text)
         self.stats.errors_received += 1
         self.report_error(server_error(text))
 
@@ -705,7 +708,7 @@ class Connection:
         for t in (self._reader, self.writer.thread, self.reconnector.thread):
             if t is not None and t is not me and t.is_alive():
                 t.join(2.0)
-        log.info("connection closed")
+        log.info("connection to %s closed", self.addr)
         self.emit(self.options.closed_cb)
         self.dispatcher.close(timeout=2.0)
 

@@ -6,6 +6,7 @@ result to the connection in one step.
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,10 @@ from ..protocol.parser import Parser
 from .options import ConnectOptions
 from .pool import ServerAddress
 from .transport import TcpTransport, Transport, WebSocketTransport
+
+log = logging.getLogger("natsjs_sync.connection")
+#: CONNECT fields never logged.
+_SECRET_FIELDS = frozenset({"pass", "auth_token", "sig", "jwt", "nkey"})
 
 
 @dataclass
@@ -119,7 +124,9 @@ def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
         ctx = tls.context(addr, info)
         if ctx is not None and not transport.is_tls:
             transport.upgrade_tls(ctx, options.tls_hostname, deadline)
-        transport.write_with_deadline(hs.connect(connect_fields(options, info, addr, ctx is not None)), deadline)
+        fields = connect_fields(options, info, addr, ctx is not None)
+        log.debug("CONNECT to %s with %s", addr, sorted(k for k in fields if k not in _SECRET_FIELDS))
+        transport.write_with_deadline(hs.connect(fields), deadline)
         done = hs.resume()
         while not isinstance(done, Established):
             owed = hs.data_to_send()

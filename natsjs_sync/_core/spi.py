@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..subscription import Subscription
     from .dispatch import Lane, TimerHandle
 
-log = logging.getLogger("natsjs_sync")
+log = logging.getLogger("natsjs_sync.core")
 
 T = TypeVar("T")
 

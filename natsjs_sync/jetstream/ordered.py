@@ -19,6 +19,7 @@ no longer exists raises :class:`~natsjs_sync.StreamNotFoundError` at once.
 from __future__ import annotations
 
 import datetime
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,8 @@ from .pull import ConsumeContext, ErrorHandler, MessageBatch, MessagesContext
 
 if TYPE_CHECKING:
     from .context import JetStream
+
+log = logging.getLogger("natsjs_sync.jetstream")
 
 #: Waits between re-creation attempts: 50 ms doubling to 5 s, with jitter.
 RECREATE_BACKOFF = Backoff(0.05, 5.0, factor=2.0, jitter=0.05)
@@ -204,6 +207,8 @@ class OrderedConsumer:
             self._consumer_seq = 0
             if old is not None:
                 self.resets += 1
+                log.info("ordered consumer on %s made anew from stream sequence %d (reset %d)",
+                         self.stream, self._stream_seq + 1, self.resets)
             return
 
     def _ensure(self, deadline: Deadline | None = None) -> None:

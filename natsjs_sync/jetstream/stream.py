@@ -19,6 +19,7 @@ from .stream_config import RawStreamMsg, StreamConfig, StreamInfo, StreamState
 if TYPE_CHECKING:
     from .consumer import Consumer
     from .context import JetStream
+    from .ordered import OrderedConsumer
 
 _EOB = 204  # end of a batched direct get
 
@@ -223,28 +224,45 @@ class Stream:
 
     # ------------------------------------------------------------------ consumers
 
-    def create_consumer(self, config: ConsumerConfig | None = None, **kwargs: Any) -> Consumer:
-        return self._js.create_consumer(self.name, config, **kwargs)
+    def create_consumer(self, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
+                        **kwargs: Any) -> Consumer:
+        """Create a consumer on this stream (a :class:`ConsumerConfig` or its fields as keywords).
 
-    def update_consumer(self, config: ConsumerConfig | None = None, **kwargs: Any) -> Consumer:
-        return self._js.update_consumer(self.name, config, **kwargs)
+        Without ``name``/``durable_name`` the consumer is ephemeral.
 
-    def create_or_update_consumer(self, config: ConsumerConfig | None = None, **kwargs: Any) -> Consumer:
-        return self._js.create_or_update_consumer(self.name, config, **kwargs)
+        Raises:
+            ConsumerExistsError: one of that name exists with another configuration.
+        """
+        return self._js.create_consumer(self.name, config, timeout, **kwargs)
 
-    def consumer(self, name: str) -> Consumer:
-        return self._js.consumer(self.name, name)
+    def update_consumer(self, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
+                        **kwargs: Any) -> Consumer:
+        """Change an existing consumer of this stream. Raises ConsumerNotFoundError."""
+        return self._js.update_consumer(self.name, config, timeout, **kwargs)
 
-    def delete_consumer(self, name: str) -> bool:
-        return self._js.delete_consumer(self.name, name)
+    def create_or_update_consumer(self, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
+                                  **kwargs: Any) -> Consumer:
+        """Create the consumer, or update it when it exists."""
+        return self._js.create_or_update_consumer(self.name, config, timeout, **kwargs)
 
-    def list_consumers(self) -> Iterator[ConsumerInfo]:
-        return self._js.list_consumers(self.name)
+    def consumer(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> Consumer:
+        """A handle on an existing consumer of this stream. Raises ConsumerNotFoundError."""
+        return self._js.consumer(self.name, name, timeout)
 
-    def consumer_names(self) -> Iterator[str]:
-        return self._js.consumer_names(self.name)
+    def delete_consumer(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> bool:
+        """Delete a consumer of this stream. Raises ConsumerNotFoundError."""
+        return self._js.delete_consumer(self.name, name, timeout)
 
-    def ordered_consumer(self, **kwargs: Any) -> Any:
+    def list_consumers(self, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[ConsumerInfo]:
+        """Info of every consumer of this stream, page by page (one ``timeout`` for all pages)."""
+        return self._js.list_consumers(self.name, timeout)
+
+    def consumer_names(self, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[str]:
+        """The name of every consumer of this stream (one ``timeout`` for all pages)."""
+        return self._js.consumer_names(self.name, timeout)
+
+    def ordered_consumer(self, **kwargs: Any) -> OrderedConsumer:
+        """An ordered consumer of this stream (see :meth:`JetStream.ordered_consumer`)."""
         return self._js.ordered_consumer(self.name, **kwargs)
 
     def __repr__(self) -> str:

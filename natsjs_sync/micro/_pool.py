@@ -92,7 +92,7 @@ class WorkerPool:
             try:
                 task()
             except Exception:  # tasks handle their own errors; this is a last resort
-                log.exception("natsjs_sync: exception in a service worker task")
+                log.exception("exception in a service worker task")
             with self._lock:
                 self._in_flight -= 1
                 self._idle += 1

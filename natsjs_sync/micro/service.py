@@ -644,7 +644,7 @@ class Service(_EndpointAdder):
         try:
             self._stop(deadline)
         except NatsError as exc:
-            log.warning("natsjs_sync: stopping service %s: %s", self.name, exc)
+            log.warning("stopping service %s: %s", self.name, exc)
 
     def _stop(self, deadline: Deadline) -> None:
         with self._lock:
@@ -741,7 +741,7 @@ class Service(_EndpointAdder):
             _json.encode(data)  # fail here, not while encoding the whole reply
             return data
         except Exception:
-            log.exception("natsjs_sync: stats handler of service %s failed for endpoint %s", self.name, stats.name)
+            log.exception("stats handler of service %s failed for endpoint %s", self.name, stats.name)
             return None
 
     # ------------------------------------------------------------------ endpoints
@@ -811,7 +811,7 @@ class Service(_EndpointAdder):
                 _send_error(request, raised.code, raised.description, raised.data)
         elif raised is not None:
             tally.finish(repr(raised))
-            log.error("natsjs_sync: handler of endpoint %s (%s) raised", endpoint.name, endpoint.subject,
+            log.error("handler of endpoint %s (%s) raised", endpoint.name, endpoint.subject,
                       exc_info=raised)
             if not request._responded:
                 _send_error(request, "500", repr(raised))
@@ -837,7 +837,7 @@ class Service(_EndpointAdder):
         try:
             msg.respond(body())
         except Exception as exc:
-            log.warning("natsjs_sync: service %s could not answer %s: %r", self.name, msg.subject, exc)
+            log.warning("service %s could not answer %s: %r", self.name, msg.subject, exc)
         finally:
             _current.service = previous
 
@@ -890,7 +890,7 @@ def _send_error(request: Request, code: str, description: str, data: bytes = b""
     try:
         request.msg.respond(data, headers={ERROR_HEADER: text, ERROR_CODE_HEADER: str(code)})
     except Exception as exc:
-        log.warning("natsjs_sync: could not send the error reply to %s: %r", request.subject, exc)
+        log.warning("could not send the error reply to %s: %r", request.subject, exc)
 
 
 def _unsubscribe_quietly(sub: Subscription) -> None:
