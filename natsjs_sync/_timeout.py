@@ -42,6 +42,7 @@ class _UseDefault:
 
 
 USE_DEFAULT: Final = _UseDefault()
+_INF = math.inf
 #: What a ``timeout=`` parameter takes. A :class:`Deadline` is accepted too: the
 #: library passes its own deadline down through the calls a compound call makes.
 TimeoutArg = Union[float, None, _UseDefault, "Deadline"]
@@ -56,6 +57,9 @@ def check_seconds(value: object, what: str = "timeout") -> float | None:
     """
     if value is None:
         return None
+    cls = value.__class__
+    if (cls is float or cls is int) and 0 <= value < _INF:  # the common case: no ABC check
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{what} must be a number of seconds or None, not {type(value).__name__}")
     seconds = float(value)

@@ -261,13 +261,20 @@ class Subscription:
                 )
             raise BadSubscriptionError(f"subscription to {self.subject!r} is unsubscribed")
         try:
-            msg = self._unwrap(self._q.get(timeout=t))
-            if msg is None:
-                deadline = Deadline(t)
-                while msg is None:  # rare (flow control): the rest of the budget
-                    msg = self._unwrap(self._q.get(timeout=deadline.remaining()))
+            item = self._q.get(timeout=t)
         except queue.Empty:
             raise TimeoutError(f"no message on {self.subject!r} within {t} s") from None
+        if isinstance(item, Msg):  # the common case, inline
+            self._bytes_out += len(item.data)
+            return item
+        msg = self._unwrap(item)
+        if msg is None:
+            deadline = Deadline(t)
+            try:
+                while msg is None:  # rare (flow control): the rest of the budget
+                    msg = self._unwrap(self._q.get(timeout=deadline.remaining()))
+            except queue.Empty:
+                raise TimeoutError(f"no message on {self.subject!r} within {t} s") from None
         return msg
 
     def _unwrap(self, item: object) -> Msg | None:
