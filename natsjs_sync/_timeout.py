@@ -58,8 +58,10 @@ def check_seconds(value: object, what: str = "timeout") -> float | None:
     if value is None:
         return None
     cls = value.__class__
-    if (cls is float or cls is int) and 0 <= value < _INF:  # the common case: no ABC check
-        return float(value)
+    if cls is float or cls is int:  # the common case: no ABC check
+        number: float = value  # type: ignore[assignment]
+        if 0 <= number < _INF:
+            return float(number)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{what} must be a number of seconds or None, not {type(value).__name__}")
     seconds = float(value)
