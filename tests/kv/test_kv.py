@@ -187,6 +187,7 @@ def test_bucket_management(js: JetStream) -> None:
         js.delete_key_value(bucket)
 
 
+@pytest.mark.server("2.11")
 def test_per_key_ttl_and_limit_markers(js: JetStream) -> None:
     bucket = "t" + next_nuid()
     kv = js.create_key_value(bucket=bucket, limit_marker_ttl=5.0, storage="memory")
