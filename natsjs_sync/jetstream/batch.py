@@ -21,7 +21,7 @@ from .._timeout import USE_DEFAULT, TimeoutArg
 from ..errors import BatchPublishError, NoRespondersError, NoStreamResponseError
 from ..protocol.headers import Headers, HeadersInput
 from ..protocol.nuid import next_nuid
-from .publish import PubAck, parse_pub_ack, publish_headers
+from .publish import PubAck, copy_headers, parse_pub_ack, publish_headers
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -70,7 +70,7 @@ class BatchPublisher:
         return self._done
 
     def _headers(self, headers: HeadersInput | None, seq: int, commit: str | None) -> Headers:
-        merged = Headers(headers or {})
+        merged = copy_headers(headers)
         merged[BATCH_ID] = self.batch_id
         merged[BATCH_SEQUENCE] = str(seq)
         if commit is not None:

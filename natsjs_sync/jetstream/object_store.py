@@ -169,18 +169,18 @@ def _decode_digest(value: str) -> bytes:
 
 _encoder = msgspec.json.Encoder()
 
-#: What nats.go writes for "no time" (a zero ``time.Time``); the real time is the message's.
-_ZERO_TIME = "0001-01-01T00:00:00Z"
-
-
 def encode_info(info: ObjectInfo) -> bytes:
-    """An object info's JSON as the reference client writes it: ``size``, ``chunks``
-    and ``mtime`` always present (other clients wait for chunks that never come
-    when ``size``/``chunks`` are missing from the info of an empty object)."""
+    """An object info's JSON with ``size``, ``chunks`` and ``mtime`` always present.
+
+    Other clients wait for chunks that never come when ``size``/``chunks`` are
+    missing from the info of an empty object. ``mtime`` is the time of writing,
+    as nats.js and nats-py write it and show it; nats.go writes a zero time and
+    shows the message's time, which readers that know better (this one) use.
+    """
     body = msgspec.to_builtins(info.replace(mtime=None))
     body["size"] = info.size
     body["chunks"] = info.chunks
-    body["mtime"] = _ZERO_TIME
+    body["mtime"] = datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
     return _encoder.encode(body)
 
 
@@ -406,6 +406,7 @@ class ObjectStore:
         return info
 
     def _publish_meta(self, info: ObjectInfo, timeout: TimeoutArg) -> PubAck:
+        # Every client reads this JSON: see encode_info for what it must hold.
         data = encode_info(info)
         return self._js.publish(self._meta_subject(info.name), data, headers={"Nats-Rollup": "sub"},
                                 timeout=timeout)

@@ -170,10 +170,29 @@ def publish_headers(
                   schedule_ttl, schedule_time_zone, features)
     if not extra:
         return headers
-    merged = Headers(headers or {})
+    merged = copy_headers(headers)
     for k, v in extra.items():
         merged[k] = v
     return merged
+
+
+def copy_headers(headers: HeadersInput | None) -> Headers:
+    """A mutable copy of ``headers`` that keeps every value of a repeated key.
+
+    (``Headers(a_headers)`` keeps only the first value of each key.)
+    """
+    out = Headers()
+    if isinstance(headers, Headers):
+        for k, v in headers.items_all():
+            out.add(k, v)
+        return out
+    for k, value in (headers or {}).items():
+        if isinstance(value, str):
+            out.add(k, value)
+        else:
+            for v in value:
+                out.add(k, v)
+    return out
 
 
 def _schedule(extra: dict[str, str], at: datetime.datetime | None, every: float | str | None, cron: str | None,

@@ -416,3 +416,15 @@ def test_publish_async_has_its_own_ack_timeout(nc: nats.Client) -> None:
     assert time.monotonic() - started < 10
     with pytest.raises(ValueError):
         JetStream(nc, publish_async_timeout=0)
+
+
+def test_repeated_header_values_survive_publish_options(js: JetStream, stream: Stream) -> None:
+    hdrs = nats.Headers()
+    hdrs.add("X-Multi", "one")
+    hdrs.add("X-Multi", "two")
+    ack = js.publish(f"{stream.name}.h", b"x", headers=hdrs, msg_id="m-1")
+    stored = stream.get_msg(ack.seq).headers
+    assert stored is not None and stored.get_all("X-Multi") == ["one", "two"] and stored["Nats-Msg-Id"] == "m-1"
+    ack = js.publish_async(f"{stream.name}.h", b"y", headers={"X-List": ["a", "b"]}, msg_id="m-2").result(10)
+    stored = stream.get_msg(ack.seq).headers
+    assert stored is not None and stored.get_all("X-List") == ["a", "b"]
