@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._timeout import USE_DEFAULT, TimeoutArg
-from ..errors import JetStreamError, MsgNotFoundError
+from ..errors import InvalidResponseError, JetStreamError, MsgNotFoundError
 from ..msg import Msg
 from ..protocol.headers import Headers, parse_headers
 from .consumer_config import ConsumerConfig, ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
@@ -27,7 +27,10 @@ _EOB = 204  # end of a batched direct get
 def _parse_time(text: str | None) -> datetime.datetime | None:
     if not text:
         return None
-    return msgspec.convert(text, datetime.datetime)
+    try:
+        return msgspec.convert(text, datetime.datetime)
+    except msgspec.ValidationError as exc:
+        raise InvalidResponseError(f"invalid message time {text[:40]!r}") from exc
 
 
 def _raw_from_api(stream: str, m: dict[str, Any]) -> RawStreamMsg:
