@@ -478,6 +478,7 @@ class JetStream(NatsPyNames):
         schedule_source: str | None = None,
         schedule_ttl: float | str | None = None,
         schedule_time_zone: str | None = None,
+        schedule_rollup: bool = False,
     ) -> PubAck:
         """Publish to a stream and wait for it to store the message.
 
@@ -502,6 +503,8 @@ class JetStream(NatsPyNames):
             schedule_ttl: TTL of the messages the schedule produces (seconds, a
                 Go duration, or ``"never"``; 2.14+).
             schedule_time_zone: IANA time zone of a cron schedule (2.14+).
+            schedule_rollup: each produced message rolls up (replaces) the
+                earlier ones on the target subject (2.14+).
 
         Raises:
             FeatureNotSupportedError: an option the connected server cannot honour (nothing is sent).
@@ -519,7 +522,7 @@ class JetStream(NatsPyNames):
             expected_last_msg_id, ttl, expected_last_subject_seq_subject=expected_last_subject_seq_subject,
             schedule_at=schedule_at, schedule_every=schedule_every, schedule_cron=schedule_cron,
             schedule_target=schedule_target, schedule_source=schedule_source, schedule_ttl=schedule_ttl,
-            schedule_time_zone=schedule_time_zone, features=features)
+            schedule_time_zone=schedule_time_zone, schedule_rollup=schedule_rollup, features=features)
         self._require(*features)
         backoff = RETRY_BACKOFF if retry_wait == RETRY_BACKOFF.base else Backoff(retry_wait, retry_wait, factor=1.0)
         return publish_sync(self._core, subject, payload, hdrs, self._api.deadline(timeout), retry_attempts,
@@ -545,6 +548,7 @@ class JetStream(NatsPyNames):
         schedule_source: str | None = None,
         schedule_ttl: float | str | None = None,
         schedule_time_zone: str | None = None,
+        schedule_rollup: bool = False,
     ) -> Future[PubAck]:
         """Publish without waiting; the future completes with the PubAck (or its error).
 
@@ -558,7 +562,7 @@ class JetStream(NatsPyNames):
         """
         if (expected_last_subject_seq_subject is None and schedule_at is None and schedule_every is None
                 and schedule_cron is None and schedule_target is None and schedule_source is None
-                and schedule_ttl is None and schedule_time_zone is None and ttl is None):
+                and schedule_ttl is None and schedule_time_zone is None and ttl is None and not schedule_rollup):
             # The common case stays as short as it was: pipelined publishing is per-message work.
             hdrs = publish_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
                                    expected_last_msg_id)
@@ -569,7 +573,7 @@ class JetStream(NatsPyNames):
             ttl, expected_last_subject_seq_subject=expected_last_subject_seq_subject,
             schedule_at=schedule_at, schedule_every=schedule_every, schedule_cron=schedule_cron,
             schedule_target=schedule_target, schedule_source=schedule_source, schedule_ttl=schedule_ttl,
-            schedule_time_zone=schedule_time_zone, features=features)
+            schedule_time_zone=schedule_time_zone, schedule_rollup=schedule_rollup, features=features)
         self._require(*features)
         return self._async.publish(subject, payload, hdrs)
 

@@ -61,6 +61,7 @@ SCHEDULE_TARGET = "Nats-Schedule-Target"
 SCHEDULE_SOURCE = "Nats-Schedule-Source"
 SCHEDULE_TTL = "Nats-Schedule-TTL"
 SCHEDULE_TIME_ZONE = "Nats-Schedule-Time-Zone"
+SCHEDULE_ROLLUP = "Nats-Schedule-Rollup"
 
 _decode = msgspec.json.decode
 
@@ -131,6 +132,7 @@ def publish_headers(
     schedule_source: str | None = None,
     schedule_ttl: float | str | None = None,
     schedule_time_zone: str | None = None,
+    schedule_rollup: bool = False,
     features: list[str] | None = None,
 ) -> HeadersInput | None:
     """Merge the JetStream publish options into the user's headers.
@@ -165,9 +167,9 @@ def publish_headers(
             features.append("msg_ttl")
     if (schedule_at is not None or schedule_every is not None or schedule_cron is not None
             or schedule_target is not None or schedule_source is not None or schedule_ttl is not None
-            or schedule_time_zone is not None):
+            or schedule_time_zone is not None or schedule_rollup):
         _schedule(extra, schedule_at, schedule_every, schedule_cron, schedule_target, schedule_source,
-                  schedule_ttl, schedule_time_zone, features)
+                  schedule_ttl, schedule_time_zone, schedule_rollup, features)
     if not extra:
         return headers
     merged = copy_headers(headers)
@@ -197,7 +199,7 @@ def copy_headers(headers: HeadersInput | None) -> Headers:
 
 def _schedule(extra: dict[str, str], at: datetime.datetime | None, every: float | str | None, cron: str | None,
               target: str | None, source: str | None, ttl: float | str | None, time_zone: str | None,
-              features: list[str] | None) -> None:
+              rollup: bool, features: list[str] | None) -> None:
     """The ADR-51 schedule headers: exactly one of at/every/cron, and a target."""
     given = [name for name, v in (("schedule_at", at), ("schedule_every", every), ("schedule_cron", cron))
              if v is not None]
@@ -232,6 +234,9 @@ def _schedule(extra: dict[str, str], at: datetime.datetime | None, every: float 
         patterns = True
     if ttl is not None:
         extra[SCHEDULE_TTL] = "never" if ttl == "never" else go_duration(ttl, "schedule_ttl")
+        patterns = True
+    if rollup:
+        extra[SCHEDULE_ROLLUP] = "sub"  # each produced message replaces the target subject's earlier ones
         patterns = True
     if features is not None:
         features.append("schedule_patterns" if patterns else "msg_schedules")

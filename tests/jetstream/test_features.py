@@ -91,6 +91,27 @@ def test_unknown_fields_survive_decode_and_encode() -> None:
         from_wire({"config": {"name": 5}}, StreamInfo)
 
 
+def test_schedule_headers_as_the_adr_spells_them() -> None:
+    from natsjs_sync.jetstream.publish import publish_headers
+
+    features: list[str] = []
+    at = datetime.datetime(2030, 1, 2, 3, 4, 5, 678, tzinfo=datetime.timezone.utc)
+    h = publish_headers(None, schedule_at=at, schedule_target="t.out", features=features)
+    assert dict(h or {}) == {"Nats-Schedule": "@at 2030-01-02T03:04:05Z", "Nats-Schedule-Target": "t.out"}
+    assert features == ["msg_schedules"]
+    features.clear()
+    h = publish_headers({"App": "1"}, schedule_every=1.5, schedule_source="t.src", schedule_target="t.out",
+                        schedule_ttl="never", schedule_rollup=True, features=features)
+    assert dict(h or {}) == {"App": "1", "Nats-Schedule": "@every 1500ms", "Nats-Schedule-Target": "t.out",
+                             "Nats-Schedule-Source": "t.src", "Nats-Schedule-TTL": "never",
+                             "Nats-Schedule-Rollup": "sub"}
+    assert features == ["schedule_patterns"]
+    h = publish_headers(None, schedule_cron="@daily", schedule_time_zone="Asia/Tokyo", schedule_target="t.o",
+                        schedule_ttl=300)
+    assert dict(h or {}) == {"Nats-Schedule": "@daily", "Nats-Schedule-Time-Zone": "Asia/Tokyo",
+                             "Nats-Schedule-Target": "t.o", "Nats-Schedule-TTL": "300s"}
+
+
 def test_publish_option_checks_happen_before_sending(js: JetStream, stream: Stream) -> None:
     subj = f"{stream.name}.x"
     with pytest.raises(ValueError, match="schedule_target"):
