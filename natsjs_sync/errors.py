@@ -23,6 +23,8 @@
     ├── ServiceError                  a service's error reply (.code, .description, .data)
     └── JetStreamError                .code, .err_code, .description from the server
         ├── JetStreamNotEnabledError
+        ├── FeatureNotSupportedError  the connected server is too old (raised before sending)
+        ├── InvalidResponseError      a reply this client cannot decode
         ├── StreamNotFoundError, ConsumerNotFoundError, StreamNameInUseError
         ├── MsgNotFoundError, NoMessagesError, NoStreamResponseError
         ├── ConsumerExistsError, ConsumerDeletedError, MsgAlreadyAckdError, NotJSMessageError
@@ -30,6 +32,8 @@
         ├── KeyValueError: BucketNotFoundError, KeyNotFoundError, KeyDeletedError,
         │                  KeyExistsError
         ├── WrongLastSequenceError
+        ├── BatchPublishError         an atomic batch was refused or left incomplete
+        ├── ConsumerInvalidResetError a consumer reset to a sequence its policy forbids
         └── ObjectStoreError: ObjectNotFoundError, DigestMismatchError
 
 Lower-level exceptions (``OSError``, ``ssl.SSLError``) are translated at the
@@ -218,6 +222,27 @@ class JetStreamNotEnabledError(JetStreamError):
     """JetStream is not enabled on the server or for this account."""
 
 
+class FeatureNotSupportedError(JetStreamError):
+    """The connected server cannot honour an option or call; nothing was sent.
+
+    Attributes:
+        feature: what was asked for (e.g. ``"per-message TTL"``).
+        required: the server version it needs (e.g. ``"2.11.0"``).
+        server_version: the connected server's version.
+    """
+
+    def __init__(self, feature: str, required: str, server_version: str):
+        self.feature = feature
+        self.required = required
+        self.server_version = server_version
+        super().__init__(f"{feature} needs nats-server {required} or newer; the connected server is "
+                         f"{server_version or 'of an unknown version'}")
+
+
+class InvalidResponseError(JetStreamError):
+    """A reply (API response, stored JSON) that this client cannot decode."""
+
+
 class StreamNotFoundError(JetStreamError):
     """The stream does not exist."""
 
@@ -265,6 +290,14 @@ class NotJSMessageError(JetStreamError):
 
 class WrongLastSequenceError(JetStreamError):
     """An expected-last-sequence condition failed."""
+
+
+class BatchPublishError(JetStreamError):
+    """An atomic batch publish was refused, abandoned or left incomplete: nothing of it was stored."""
+
+
+class ConsumerInvalidResetError(JetStreamError):
+    """A consumer reset to a sequence that its deliver policy does not allow."""
 
 
 class KeyValueError(JetStreamError):
@@ -325,6 +358,15 @@ JS_ERR_CODES: dict[int, type[JetStreamError]] = {
     10148: ConsumerExistsError,  # JSConsumerAlreadyExists
     10013: ConsumerExistsError,  # JSConsumerNameExistErr
     10149: ConsumerNotFoundError,  # JSConsumerDoesNotExist (update of a missing one)
+    10174: BatchPublishError,  # JSAtomicPublishDisabledErr
+    10175: BatchPublishError,  # JSAtomicPublishMissingSeqErr
+    10176: BatchPublishError,  # JSAtomicPublishIncompleteBatchErr
+    10177: BatchPublishError,  # JSAtomicPublishUnsupportedHeaderBatchErr
+    10179: BatchPublishError,  # JSAtomicPublishInvalidBatchIDErr
+    10199: BatchPublishError,  # JSAtomicPublishTooLargeBatchErr
+    10200: BatchPublishError,  # JSAtomicPublishInvalidBatchCommitErr
+    10201: BatchPublishError,  # JSAtomicPublishContainsDuplicateMessageErr
+    10204: ConsumerInvalidResetError,  # JSConsumerInvalidResetErr
 }
 
 

@@ -1,16 +1,20 @@
 """JetStream: streams, consumers, publishing, key-value and object stores."""
 
+from .batch import BatchPublisher
 from .consumer import Consumer
 from .consumer_config import (
     AckPolicy,
     ConsumerConfig,
     ConsumerInfo,
+    ConsumerPauseResponse,
+    ConsumerResetResponse,
     DeliverPolicy,
     PriorityPolicy,
     ReplayPolicy,
     SequenceInfo,
 )
-from .context import AccountInfo, JetStream
+from .context import AccountInfo, APIStats, JetStream, Tier
+from .counter import Counter, CounterEntry
 from .kv import Entry, KeyValue, KeyValueConfig, KeyValueOp, KeyValueStatus, KeyWatcher
 from .message import MsgMetadata, SequencePair
 from .nats_py import PullSubscription
@@ -32,6 +36,7 @@ from .push import OrderedSubscription, PushSubscription
 from .stream import Stream
 from .stream_config import (
     DiscardPolicy,
+    PersistMode,
     Placement,
     RawStreamMsg,
     RePublish,
@@ -39,6 +44,7 @@ from .stream_config import (
     StorageType,
     StoreCompression,
     StreamConfig,
+    StreamConsumerSource,
     StreamInfo,
     StreamSource,
     StreamState,
@@ -46,12 +52,18 @@ from .stream_config import (
 )
 
 __all__ = [
+    "APIStats",
     "AccountInfo",
     "AckPolicy",
+    "BatchPublisher",
     "ConsumeContext",
     "Consumer",
     "ConsumerConfig",
     "ConsumerInfo",
+    "ConsumerPauseResponse",
+    "ConsumerResetResponse",
+    "Counter",
+    "CounterEntry",
     "DeliverPolicy",
     "DiscardPolicy",
     "Entry",
@@ -76,6 +88,7 @@ __all__ = [
     "OrderedConsumer",
     "OrderedMessages",
     "OrderedSubscription",
+    "PersistMode",
     "Placement",
     "PriorityPolicy",
     "PubAck",
@@ -91,8 +104,10 @@ __all__ = [
     "StoreCompression",
     "Stream",
     "StreamConfig",
+    "StreamConsumerSource",
     "StreamInfo",
     "StreamSource",
     "StreamState",
     "SubjectTransform",
+    "Tier",
 ]

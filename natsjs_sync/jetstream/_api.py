@@ -4,19 +4,31 @@ Durations are seconds (``float``) in every Python-facing struct and
 nanoseconds (``int``) on the wire; :func:`to_wire` and :func:`from_wire` convert
 the keys in :data:`DURATION_KEYS` wherever they appear. Errors are mapped by
 the server's ``err_code``.
+
+Structs with an ``unknown_fields`` field keep, on decode, every JSON key they
+do not model (as it came, durations still in nanoseconds); on encode those
+keys go back on the wire beside the known ones. That is what lets a
+read-modify-write update keep settings this client does not know.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+import functools
+from collections.abc import Hashable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import msgspec
+import msgspec.inspect as mi
 
 from .._core.spi import CoreLink, link
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
-from ..errors import JetStreamError, JetStreamNotEnabledError, NoRespondersError, jetstream_error
+from ..errors import (
+    InvalidResponseError,
+    JetStreamNotEnabledError,
+    NoRespondersError,
+    jetstream_error,
+)
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -41,8 +53,12 @@ DURATION_KEYS = frozenset(
         "expires",
         "pause_remaining",
         "heartbeat",
+        "active",
     }
 )
+
+#: The field of open structs that holds the JSON keys they do not model.
+UNKNOWN = "unknown_fields"
 
 _NS = 1_000_000_000
 _encoder = msgspec.json.Encoder()
@@ -72,7 +88,17 @@ def rfc3339(t: datetime.datetime) -> str:
 
 def _walk(obj: Any, convert: Any) -> Any:
     if isinstance(obj, dict):
-        return {k: (convert(v) if k in DURATION_KEYS else _walk(v, convert)) for k, v in obj.items()}
+        out = {k: (convert(v) if k in DURATION_KEYS else _walk(v, convert)) for k, v in obj.items() if k != UNKNOWN}
+        extra = obj.get(UNKNOWN)
+        if isinstance(extra, dict):
+            if convert is _secs_to_ns:
+                # Outgoing: the unknown keys go back as they came (already wire form),
+                # never over a key this client set.
+                for k, v in extra.items():
+                    out.setdefault(k, v)
+            else:
+                out[UNKNOWN] = extra
+        return out
     if isinstance(obj, list):
         return [_walk(v, convert) for v in obj]
     if isinstance(obj, datetime.datetime):
@@ -80,14 +106,63 @@ def _walk(obj: Any, convert: Any) -> Any:
     return obj
 
 
+@functools.cache
+def _type_info(type_: Any) -> mi.Type:
+    return mi.type_info(type_)
+
+
+@functools.cache
+def _fields(cls: type) -> tuple[dict[str, mi.Type], bool]:
+    """A struct class's fields by JSON name, and whether it is open (keeps unknown keys)."""
+    struct = _type_info(cls)
+    assert isinstance(struct, mi.StructType)
+    fields = {f.encode_name: f.type for f in struct.fields}
+    return fields, UNKNOWN in fields
+
+
+def _capture(obj: Any, t: mi.Type) -> Any:
+    """Move the keys an open struct does not model into its ``unknown_fields``, at every level."""
+    if isinstance(t, mi.StructType) and isinstance(obj, dict):
+        fields, is_open = _fields(t.cls)
+        out = {k: (_capture(v, fields[k]) if k in fields else v) for k, v in obj.items()}
+        if is_open:
+            extra = {k: v for k, v in obj.items() if k not in fields}
+            if extra:
+                out[UNKNOWN] = extra
+        return out
+    if isinstance(t, mi.UnionType):
+        for member in t.types:
+            if isinstance(member, (mi.StructType, mi.ListType, mi.DictType)):
+                return _capture(obj, member)
+        return obj
+    if isinstance(t, mi.ListType) and isinstance(obj, list):
+        return [_capture(v, t.item_type) for v in obj]
+    if isinstance(t, mi.DictType) and isinstance(obj, dict):
+        return {k: _capture(v, t.value_type) for k, v in obj.items()}
+    return obj
+
+
 def to_wire(obj: Any) -> Any:
-    """Structs and dicts -> JSON-ready builtins with durations in nanoseconds and times in UTC."""
+    """Structs and dicts -> JSON-ready builtins with durations in nanoseconds and times in UTC;
+    the ``unknown_fields`` of open structs are merged back in."""
     return _walk(msgspec.to_builtins(obj, builtin_types=(datetime.datetime,)), _secs_to_ns)
 
 
 def from_wire(obj: Any, type_: type[T]) -> T:
-    """Decoded JSON -> ``type_`` with durations in seconds; unknown fields ignored."""
-    return msgspec.convert(_walk(obj, _ns_to_secs), type_, strict=False)
+    """Decoded JSON -> ``type_`` with durations in seconds; keys an open struct does not
+    model are kept in its ``unknown_fields``.
+
+    Raises:
+        InvalidResponseError: the JSON does not fit ``type_`` (never msgspec's own error).
+    """
+    if isinstance(obj, dict) and isinstance(obj.get("type"), str) and obj["type"].startswith("io.nats."):
+        # The API response's schema name belongs to the response, not to the struct.
+        obj = {k: v for k, v in obj.items() if k != "type"}
+    try:
+        captured = _capture(obj, _type_info(cast(Hashable, type_)))
+        return msgspec.convert(_walk(captured, _ns_to_secs), type_, strict=False)
+    except msgspec.ValidationError as exc:
+        raise InvalidResponseError(f"cannot decode a {getattr(type_, '__name__', type_)}: {exc}") from exc
 
 
 def encode_json(obj: Any) -> bytes:
@@ -142,9 +217,9 @@ class JetStreamAPI:
         try:
             resp = _decode(data)
         except msgspec.DecodeError as exc:
-            raise JetStreamError(f"invalid JetStream API response: {data[:100]!r}") from exc
+            raise InvalidResponseError(f"invalid JetStream API response: {data[:100]!r}") from exc
         if not isinstance(resp, dict):
-            raise JetStreamError(f"invalid JetStream API response: {data[:100]!r}")
+            raise InvalidResponseError(f"invalid JetStream API response: {data[:100]!r}")
         err = resp.get("error")
         if err:
             raise jetstream_error(err.get("code"), err.get("err_code"), err.get("description", ""))

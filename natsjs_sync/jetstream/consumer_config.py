@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import enum
 
-from .stream_config import ClusterInfo, _Model
+from .stream_config import ClusterInfo, _Open
 
 
 class DeliverPolicy(str, enum.Enum):
@@ -21,6 +21,7 @@ class AckPolicy(str, enum.Enum):
     NONE = "none"
     ALL = "all"
     EXPLICIT = "explicit"
+    FLOW_CONTROL = "flow_control"  # server 2.14+: durable sourcing through a push consumer
 
 
 class ReplayPolicy(str, enum.Enum):
@@ -35,7 +36,7 @@ class PriorityPolicy(str, enum.Enum):
     PRIORITIZED = "prioritized"
 
 
-class ConsumerConfig(_Model, frozen=True, kw_only=True):
+class ConsumerConfig(_Open, frozen=True, kw_only=True):
     """How a consumer delivers a stream's messages.
 
     ``ack_policy`` defaults to ``"explicit"``, as in the Go client (the
@@ -77,19 +78,19 @@ class ConsumerConfig(_Model, frozen=True, kw_only=True):
     priority_groups: list[str] | None = None
 
 
-class SequenceInfo(_Model, frozen=True, kw_only=True):
+class SequenceInfo(_Open, frozen=True, kw_only=True):
     consumer_seq: int = 0
     stream_seq: int = 0
     last_active: datetime.datetime | None = None
 
 
-class PriorityGroupState(_Model, frozen=True, kw_only=True):
+class PriorityGroupState(_Open, frozen=True, kw_only=True):
     group: str
     pinned_client_id: str | None = None
     pinned_ts: datetime.datetime | None = None
 
 
-class ConsumerInfo(_Model, frozen=True, kw_only=True):
+class ConsumerInfo(_Open, frozen=True, kw_only=True):
     stream_name: str
     name: str
     config: ConsumerConfig
@@ -106,3 +107,17 @@ class ConsumerInfo(_Model, frozen=True, kw_only=True):
     pause_remaining: float | None = None
     priority_groups: list[PriorityGroupState] | None = None
     ts: datetime.datetime | None = None
+
+
+class ConsumerPauseResponse(_Open, frozen=True, kw_only=True):
+    """The answer to a pause or resume: whether the consumer is paused, until when."""
+
+    paused: bool = False
+    pause_until: datetime.datetime | None = None
+    pause_remaining: float | None = None
+
+
+class ConsumerResetResponse(ConsumerInfo, frozen=True, kw_only=True):
+    """A consumer's info after a reset, and the stream sequence it restarts at."""
+
+    reset_seq: int = 0

@@ -7,12 +7,16 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from .._backoff import Backoff
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import BadSubjectError, BucketNotFoundError, StreamNotFoundError, TimeoutError
 from ..protocol.headers import HeadersInput
+from . import _features
 from ._api import DEFAULT_API_PREFIX, DEFAULT_TIMEOUT, JetStreamAPI, encode_json, from_wire, rfc3339, to_wire
+from .batch import BatchPublisher
 from .consumer import Consumer
-from .consumer_config import ConsumerConfig, ConsumerInfo
+from .consumer_config import ConsumerConfig, ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
+from .counter import Counter
 from .kv import KeyValue, KeyValueConfig, KeyValueStatus, create_key_value, kv_config, open_key_value, validate_bucket
 from .nats_py import NatsPyNames
 from .object_store import (
@@ -23,21 +27,25 @@ from .object_store import (
     obj_config,
     open_object_store,
 )
-from .publish import PubAck, PublishWindow, ack_mux, publish_headers, publish_sync
+from .publish import RETRY_BACKOFF, PubAck, PublishWindow, ack_mux, publish_headers, publish_sync
 from .stream import Stream
-from .stream_config import StreamConfig, StreamInfo, _Model
+from .stream_config import StreamConfig, StreamInfo, _Open
 
 if TYPE_CHECKING:
     from ..client import Client
     from .ordered import OrderedConsumer
 
 
-class APIStats(_Model, frozen=True, kw_only=True):
+class APIStats(_Open, frozen=True, kw_only=True):
+    """API usage, and the server's JetStream API level (ADR-44; 0 before 2.11)."""
+
+    level: int = 0
     total: int = 0
     errors: int = 0
+    inflight: int | None = None
 
 
-class AccountLimits(_Model, frozen=True, kw_only=True):
+class AccountLimits(_Open, frozen=True, kw_only=True):
     max_memory: int = -1
     max_storage: int = -1
     max_streams: int = -1
@@ -48,14 +56,31 @@ class AccountLimits(_Model, frozen=True, kw_only=True):
     max_bytes_required: bool = False
 
 
-class AccountInfo(_Model, frozen=True, kw_only=True):
+class Tier(_Open, frozen=True, kw_only=True):
+    """Usage and limits of one storage tier (``R1``, ``R3``) of an account."""
+
     memory: int = 0
     storage: int = 0
+    reserved_memory: int = 0
+    reserved_storage: int = 0
+    streams: int = 0
+    consumers: int = 0
+    limits: AccountLimits = AccountLimits()
+
+
+class AccountInfo(_Open, frozen=True, kw_only=True):
+    """Usage and limits of this account; ``api.level`` is the server's JetStream API level."""
+
+    memory: int = 0
+    storage: int = 0
+    reserved_memory: int = 0
+    reserved_storage: int = 0
     streams: int = 0
     consumers: int = 0
     limits: AccountLimits = AccountLimits()
     api: APIStats = APIStats()
     domain: str | None = None
+    tiers: dict[str, Tier] | None = None
 
 
 _BAD_NAME_CHARS = frozenset(" \t\r\n.*>/\\")
@@ -86,12 +111,19 @@ class JetStream(NatsPyNames):
 
     def __init__(self, nc: Client, domain: str | None = None, api_prefix: str = DEFAULT_API_PREFIX,
                  timeout: float = DEFAULT_TIMEOUT, publish_async_max_pending: int = 4000,
-                 publish_async_stall_wait: float = 5.0):
+                 publish_async_stall_wait: float = 5.0, publish_async_timeout: float | None = None):
+        """Args:
+            publish_async_timeout: seconds an async publish waits for its PubAck
+                before its future fails (default: ``timeout``).
+        """
+        if publish_async_timeout is not None and publish_async_timeout <= 0:
+            raise ValueError("publish_async_timeout must be > 0")
         self.nc = nc
         self._api = JetStreamAPI(nc, api_prefix, domain, timeout)
         self._core = self._api.core
         self.timeout = timeout
-        self._window_args = (publish_async_max_pending, publish_async_stall_wait, timeout)
+        self._window_args = (publish_async_max_pending, publish_async_stall_wait,
+                             timeout if publish_async_timeout is None else publish_async_timeout)
         if publish_async_max_pending < 1:
             raise ValueError("publish_async_max_pending must be >= 1")
         self._window: PublishWindow | None = None
@@ -108,13 +140,40 @@ class JetStream(NatsPyNames):
         return self._api.prefix
 
     def account_info(self, timeout: TimeoutArg = USE_DEFAULT) -> AccountInfo:
-        """Usage and limits of this account. Raises JetStreamNotEnabledError."""
+        """Usage and limits of this account, and the server's API level (``api.level``).
+
+        Raises:
+            JetStreamNotEnabledError: JetStream is off for this account or server.
+        """
         return self._api.request_typed("INFO", None, AccountInfo, timeout)
+
+    # ------------------------------------------------------------------ server features (ADR-44)
+
+    @property
+    def server_version(self) -> str:
+        """The version the connected server announced (``""`` when it announced none)."""
+        return str(self.nc.server_info.get("version", ""))
+
+    def supports(self, feature: str) -> bool:
+        """Whether the connected server has ``feature`` (a key of the feature table, e.g.
+        ``"msg_ttl"``, ``"counters"``, ``"consumer_reset"``).
+
+        Raises:
+            KeyError: no such feature.
+        """
+        if feature not in _features.FEATURES:
+            raise KeyError(f"unknown feature {feature!r}; known: {', '.join(sorted(_features.FEATURES))}")
+        return _features.supports(self.nc.server_info, feature)
+
+    def _require(self, *features: str) -> None:
+        if features:
+            _features.require(self.nc.server_info, *features)
 
     # ------------------------------------------------------------------ streams
 
     def _stream_request(self, action: str, cfg: StreamConfig, timeout: TimeoutArg) -> Stream:
         check_name(cfg.name, "stream")
+        self._require(*_features.stream_config_features(cfg))
         info = self._api.request_typed(f"STREAM.{action}.{cfg.name}", cfg, StreamInfo, timeout)
         return Stream(self, info)
 
@@ -181,6 +240,7 @@ class JetStream(NatsPyNames):
         name = cfg.name or cfg.durable_name
         if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
             raise ValueError("name and durable_name differ")
+        self._require(*_features.consumer_config_features(cfg))
         if name:
             check_name(name, "consumer")
             suffix = f"CONSUMER.CREATE.{stream}.{name}"
@@ -240,17 +300,70 @@ class JetStream(NatsPyNames):
         yield from self._api.paged(f"CONSUMER.NAMES.{stream}", "consumers", None, timeout)
 
     def pause_consumer(self, stream: str, name: str, until: datetime.datetime,
-                       timeout: TimeoutArg = USE_DEFAULT) -> dict[str, Any]:
-        """Pause a consumer until ``until`` (server 2.11+)."""
-        body = {"pause_until": rfc3339(until)}
-        return self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout)
+                       timeout: TimeoutArg = USE_DEFAULT) -> ConsumerPauseResponse:
+        """Pause a consumer until ``until``: it delivers nothing before then (server 2.11+).
 
-    def resume_consumer(self, stream: str, name: str, timeout: TimeoutArg = USE_DEFAULT) -> dict[str, Any]:
-        return self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout)
+        Args:
+            until: a datetime (naive means local time).
+
+        Raises:
+            FeatureNotSupportedError: the server is older than 2.11.
+            ConsumerNotFoundError: no such consumer.
+        """
+        check_name(stream, "stream")
+        check_name(name, "consumer")
+        if not isinstance(until, datetime.datetime):
+            raise TypeError(f"until must be a datetime, got {type(until).__name__}")
+        self._require("consumer_pause")
+        body = {"pause_until": rfc3339(until)}
+        return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout), ConsumerPauseResponse)
+
+    def resume_consumer(self, stream: str, name: str, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerPauseResponse:
+        """Resume a paused consumer (server 2.11+).
+
+        Raises:
+            FeatureNotSupportedError: the server is older than 2.11.
+            ConsumerNotFoundError: no such consumer.
+        """
+        check_name(stream, "stream")
+        check_name(name, "consumer")
+        self._require("consumer_pause")
+        return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout), ConsumerPauseResponse)
 
     def unpin_consumer(self, stream: str, name: str, group: str, timeout: TimeoutArg = USE_DEFAULT) -> None:
-        """Release the pinned client of a priority group (server 2.11+)."""
+        """Release the pinned client of a priority group (server 2.11+).
+
+        Raises:
+            FeatureNotSupportedError: the server is older than 2.11.
+            ConsumerNotFoundError: no such consumer.
+        """
+        check_name(stream, "stream")
+        check_name(name, "consumer")
+        if not isinstance(group, str) or not group:
+            raise ValueError(f"group must be a non-empty str, got {group!r}")
+        self._require("consumer_unpin")
         self._api.request(f"CONSUMER.UNPIN.{stream}.{name}", {"group": group}, timeout)
+
+    def reset_consumer(self, stream: str, name: str, seq: int | None = None,
+                       timeout: TimeoutArg = USE_DEFAULT) -> ConsumerResetResponse:
+        """Reset a consumer's delivery state (server 2.14+): redeliver from stream
+        sequence ``seq``, or, without one, from just after its ack floor.
+
+        Returns:
+            The consumer's new info, with ``reset_seq`` the sequence it restarts at.
+
+        Raises:
+            FeatureNotSupportedError: the server is older than 2.14.
+            ConsumerInvalidResetError: ``seq`` does not fit the consumer's deliver policy.
+            ConsumerNotFoundError: no such consumer.
+        """
+        check_name(stream, "stream")
+        check_name(name, "consumer")
+        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+            raise ValueError(f"seq must be a stream sequence >= 1, got {seq!r}")
+        self._require("consumer_reset")
+        body = {"seq": seq} if seq is not None else {}
+        return from_wire(self._api.request(f"CONSUMER.RESET.{stream}.{name}", body, timeout), ConsumerResetResponse)
 
     def ordered_consumer(self, stream: str, **kwargs: Any) -> OrderedConsumer:
         """An ordered consumer (ADR-17): every message once, in order, no acks, self-healing."""
@@ -355,24 +468,65 @@ class JetStream(NatsPyNames):
         timeout: TimeoutArg = USE_DEFAULT,
         retry_attempts: int = 2,
         stream: str | None = None,
+        *,
+        expected_last_subject_seq_subject: str | None = None,
+        retry_wait: float = 0.25,
+        schedule_at: datetime.datetime | None = None,
+        schedule_every: float | str | None = None,
+        schedule_cron: str | None = None,
+        schedule_target: str | None = None,
+        schedule_source: str | None = None,
+        schedule_ttl: float | str | None = None,
+        schedule_time_zone: str | None = None,
+        schedule_rollup: bool = False,
     ) -> PubAck:
         """Publish to a stream and wait for it to store the message.
 
         Args:
             msg_id: de-duplication id (``Nats-Msg-Id``) within the stream's duplicate window.
             expected_*: the publish fails (WrongLastSequenceError) unless these hold.
-            ttl: per-message TTL in seconds (or a Go duration string) on streams with allow_msg_ttl.
-            retry_attempts: retries when no stream answers yet (ADR-22).
+            expected_last_subject_seq_subject: check ``expected_last_subject_seq``
+                against this subject (wildcards allowed) instead of ``subject`` (2.11+).
+            ttl: per-message TTL in seconds (or a Go duration string) on streams
+                with allow_msg_ttl (2.11+).
+            retry_attempts, retry_wait: retries, and seconds between them, when no
+                stream answers yet (ADR-22).
             stream: nats-py's name for ``expected_stream``.
+            schedule_at, schedule_every, schedule_cron: make this message a
+                schedule (ADR-51, streams with allow_msg_schedules): published
+                once at a datetime (2.12+), every N seconds (or a Go duration,
+                at least 1 s) or on a 6-field cron expression or ``@hourly``,
+                ``@daily`` ... (2.14+), to ``schedule_target``.
+            schedule_target: the subject (in the same stream) the schedule publishes to.
+            schedule_source: publish the newest message of this subject instead
+                of this message's body (sampling, 2.14+).
+            schedule_ttl: TTL of the messages the schedule produces (seconds, a
+                Go duration, or ``"never"``; 2.14+).
+            schedule_time_zone: IANA time zone of a cron schedule (2.14+).
+            schedule_rollup: each produced message rolls up (replaces) the
+                earlier ones on the target subject (2.14+).
 
         Raises:
+            FeatureNotSupportedError: an option the connected server cannot honour (nothing is sent).
             NoStreamResponseError: no stream captures ``subject``.
             WrongLastSequenceError: an expectation failed.
             TimeoutError: no PubAck within ``timeout`` (default: the context's).
         """
-        hdrs = publish_headers(headers, msg_id, expected_stream or stream, expected_last_seq,
-                               expected_last_subject_seq, expected_last_msg_id, ttl)
-        return publish_sync(self._core, subject, payload, hdrs, self._api.deadline(timeout), retry_attempts)
+        if retry_attempts < 0:
+            raise ValueError("retry_attempts must be >= 0")
+        if retry_wait <= 0:
+            raise ValueError("retry_wait must be > 0")
+        features: list[str] = []
+        hdrs = publish_headers(
+            headers, msg_id, expected_stream or stream, expected_last_seq, expected_last_subject_seq,
+            expected_last_msg_id, ttl, expected_last_subject_seq_subject=expected_last_subject_seq_subject,
+            schedule_at=schedule_at, schedule_every=schedule_every, schedule_cron=schedule_cron,
+            schedule_target=schedule_target, schedule_source=schedule_source, schedule_ttl=schedule_ttl,
+            schedule_time_zone=schedule_time_zone, schedule_rollup=schedule_rollup, features=features)
+        self._require(*features)
+        backoff = RETRY_BACKOFF if retry_wait == RETRY_BACKOFF.base else Backoff(retry_wait, retry_wait, factor=1.0)
+        return publish_sync(self._core, subject, payload, hdrs, self._api.deadline(timeout), retry_attempts,
+                            backoff)
 
     def publish_async(
         self,
@@ -385,15 +539,70 @@ class JetStream(NatsPyNames):
         expected_last_subject_seq: int | None = None,
         expected_last_msg_id: str | None = None,
         ttl: float | str | None = None,
+        *,
+        expected_last_subject_seq_subject: str | None = None,
+        schedule_at: datetime.datetime | None = None,
+        schedule_every: float | str | None = None,
+        schedule_cron: str | None = None,
+        schedule_target: str | None = None,
+        schedule_source: str | None = None,
+        schedule_ttl: float | str | None = None,
+        schedule_time_zone: str | None = None,
+        schedule_rollup: bool = False,
     ) -> Future[PubAck]:
         """Publish without waiting; the future completes with the PubAck (or its error).
 
-        Blocks while ``publish_async_max_pending`` publishes await their acks
-        (at most the stall wait, then TimeoutError).
+        Takes the options of :meth:`publish`. Blocks while
+        ``publish_async_max_pending`` publishes await their acks (at most the
+        stall wait, then TimeoutError); a future fails with TimeoutError when no
+        PubAck comes within ``publish_async_timeout``.
+
+        Raises:
+            FeatureNotSupportedError: an option the connected server cannot honour (nothing is sent).
         """
-        hdrs = publish_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
-                               expected_last_msg_id, ttl)
+        if (expected_last_subject_seq_subject is None and schedule_at is None and schedule_every is None
+                and schedule_cron is None and schedule_target is None and schedule_source is None
+                and schedule_ttl is None and schedule_time_zone is None and ttl is None and not schedule_rollup):
+            # The common case stays as short as it was: pipelined publishing is per-message work.
+            hdrs = publish_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
+                                   expected_last_msg_id)
+            return self._async.publish(subject, payload, hdrs)
+        features: list[str] = []
+        hdrs = publish_headers(
+            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
+            ttl, expected_last_subject_seq_subject=expected_last_subject_seq_subject,
+            schedule_at=schedule_at, schedule_every=schedule_every, schedule_cron=schedule_cron,
+            schedule_target=schedule_target, schedule_source=schedule_source, schedule_ttl=schedule_ttl,
+            schedule_time_zone=schedule_time_zone, schedule_rollup=schedule_rollup, features=features)
+        self._require(*features)
         return self._async.publish(subject, payload, hdrs)
+
+    # ------------------------------------------------------------------ counters and batches
+
+    def counter(self, stream: str, timeout: TimeoutArg = USE_DEFAULT) -> Counter:
+        """The counters (ADR-49) of a stream made with ``allow_msg_counter`` (and
+        ``allow_direct``): every subject in it is a counter.
+
+        Raises:
+            FeatureNotSupportedError: the server is older than 2.12.
+            StreamNotFoundError: no such stream.
+            JetStreamError: the stream does not allow counters.
+        """
+        check_name(stream, "stream")
+        self._require("counters")
+        return Counter(self, self.stream(stream, timeout=timeout))
+
+    def atomic_batch(self, batch_id: str | None = None, timeout: TimeoutArg = USE_DEFAULT) -> BatchPublisher:
+        """An atomic batch publish (ADR-50): the messages added are stored all
+        together at :meth:`~BatchPublisher.commit`, or none of them.
+
+        ``with js.atomic_batch() as batch: batch.add(...); ack = batch.commit(...)``
+
+        Raises:
+            FeatureNotSupportedError: the server is older than 2.12.
+        """
+        self._require("atomic_batch")
+        return BatchPublisher(self, batch_id, timeout)
 
     def publish_async_complete(self, timeout: TimeoutArg = 10.0) -> None:
         """Wait until every async publish of this context is settled: acknowledged, or failed.

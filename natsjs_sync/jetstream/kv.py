@@ -152,9 +152,13 @@ class KeyValueConfig(_Model, frozen=True, kw_only=True):
             if self.sources:
                 sources = []
                 for src in self.sources:
+                    if src.subject_transforms:
+                        # Given transforms mean full control (any stream, its name as given), as in nats.go.
+                        sources.append(src)
+                        continue
                     origin = src.name[3:] if src.name.startswith("KV_") else src.name
                     src = src.replace(name=f"KV_{origin}")
-                    if origin != self.bucket and src.subject_transforms is None and src.external is None:
+                    if src.external is None or origin != self.bucket:
                         src = src.replace(subject_transforms=[
                             SubjectTransform(src=f"$KV.{origin}.>", dest=f"$KV.{self.bucket}.>")])
                     sources.append(src)
@@ -218,6 +222,32 @@ class KeyValueStatus(BucketStatus):
     @property
     def limit_marker_ttl(self) -> float:
         return self.stream_info.config.subject_delete_marker_ttl
+
+    @property
+    def config(self) -> KeyValueConfig:
+        """The bucket's configuration, read back from its stream."""
+        cfg = self.stream_info.config
+        mirror = cfg.mirror
+        if mirror is not None and mirror.name.startswith("KV_"):
+            mirror = mirror.replace(name=mirror.name[3:])
+        return KeyValueConfig(
+            bucket=self.bucket,
+            description=cfg.description,
+            max_value_size=cfg.max_msg_size,
+            history=cfg.max_msgs_per_subject,
+            ttl=cfg.max_age,
+            max_bytes=cfg.max_bytes,
+            storage=str(getattr(cfg.storage, "value", cfg.storage)),
+            replicas=cfg.num_replicas,
+            placement=cfg.placement,
+            republish=cfg.republish,
+            mirror=mirror,
+            sources=cfg.sources,
+            compression=self.is_compressed,
+            metadata=cfg.metadata,
+            limit_marker_ttl=cfg.subject_delete_marker_ttl,
+            direct=cfg.allow_direct,
+        )
 
     def __repr__(self) -> str:
         return f"<KeyValueStatus {self.bucket} values={self.values} history={self.history} ttl={self.ttl}>"
@@ -364,7 +394,10 @@ class KeyValue:
             KeyExistsError: the key has a value.
         """
         data = _value(value)
-        headers = {"Nats-TTL": _ttl_header(ttl)} if ttl is not None else None
+        headers = None
+        if ttl is not None:
+            self._js._require("msg_ttl")
+            headers = {"Nats-TTL": _ttl_header(ttl)}
         deadline = self._js._api.deadline(timeout)  # one budget for up to three requests
         try:
             return self._publish(key, data, headers, 0, deadline)
@@ -388,6 +421,7 @@ class KeyValue:
         itself goes after ``ttl`` seconds on buckets with ``limit_marker_ttl``)."""
         headers = {KV_OPERATION: "PURGE", "Nats-Rollup": "sub"}
         if ttl is not None:
+            self._js._require("msg_ttl")
             headers["Nats-TTL"] = _ttl_header(ttl)
         return self._publish(key, b"", headers, last, timeout)
 
@@ -529,9 +563,56 @@ def open_bucket_stream(js: JetStream, bucket: str, stream_name: str, what: str, 
         raise BucketNotFoundError(f"{what} not found") from None
 
 
+# What makes a bucket the bucket it is. The reference clients differ in the rest
+# while making the same bucket: nats-py turns on per-message TTLs, nats.go only
+# with limit markers; nats.js sets neither deny_delete nor the duplicate window;
+# old clients discarded old; the server adds metadata of its own (ADR-44).
+_DEFINING = ("subjects", "max_msgs_per_subject", "max_bytes", "max_age", "max_msg_size", "storage", "num_replicas",
+             "compression", "republish", "subject_delete_marker_ttl", "allow_rollup_hdrs", "description")
+
+
+def _same_bucket(have: StreamConfig, want: StreamConfig) -> bool:
+    """Whether the existing stream ``have`` is the bucket ``want`` describes."""
+    def norm(v: Any) -> Any:
+        return getattr(v, "value", v)
+
+    if any(norm(getattr(have, k)) != norm(getattr(want, k)) for k in _DEFINING):
+        return False
+    if (have.mirror and have.mirror.name) != (want.mirror and want.mirror.name):
+        return False
+    return sorted(s.name for s in have.sources or []) == sorted(s.name for s in want.sources or [])
+
+
 def create_key_value(js: JetStream, config: KeyValueConfig, action: str, timeout: TimeoutArg) -> KeyValue:
-    stream = bucket_stream(js, config.stream_config(), action, f"key-value bucket {config.bucket!r}",
-                           BucketExistsError, timeout)
+    """Create (``action`` "create"), update or create-or-update a bucket.
+
+    The stream is made as nats-py makes it (per-key TTLs allowed on servers
+    that have them, so ``create(key, ttl=...)`` works on any bucket); a
+    bucket another client made with the same settings is opened, not refused.
+    """
+    what = f"key-value bucket {config.bucket!r}"
+    deadline = js._api.deadline(timeout)  # one budget for every request below
+    scfg = config.stream_config()
+    if scfg.mirror is None and not scfg.allow_msg_ttl and js.supports("msg_ttl"):
+        scfg = scfg.replace(allow_msg_ttl=True)
+    if action != "create":
+        try:
+            have: StreamConfig | None = js.stream(scfg.name, timeout=deadline).cached_info.config
+        except StreamNotFoundError:
+            have = None
+        if have is not None:
+            # Never turn off what the bucket has (the server refuses it) or add it on an update.
+            scfg = scfg.replace(allow_msg_ttl=have.allow_msg_ttl or bool(scfg.subject_delete_marker_ttl))
+    try:
+        stream = bucket_stream(js, scfg, action, what, BucketExistsError, deadline)
+    except BucketExistsError:
+        try:
+            existing = js.stream(scfg.name, timeout=deadline)
+        except StreamNotFoundError:
+            raise BucketExistsError(f"{what} exists with another configuration") from None
+        if not _same_bucket(existing.cached_info.config, scfg):
+            raise
+        stream = existing
     return KeyValue(js, config.bucket, stream)
 
 

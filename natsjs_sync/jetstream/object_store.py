@@ -18,6 +18,7 @@ import base64
 import datetime
 import hashlib
 import io
+import logging
 import os
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from .context import JetStream
     from .pull import MessagesContext
     from .stream import Stream
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_SIZE = 128 * 1024
 #: Chunk bytes in flight during a put, and requested ahead during a get.
@@ -74,11 +77,14 @@ class ObjectMeta(_Model, frozen=True, kw_only=True):
 
 
 class ObjectInfo(_Model, frozen=True, kw_only=True):
-    """An object's metadata as stored in the bucket (JSON shared by all clients)."""
+    """An object's metadata as stored in the bucket (JSON shared by all clients).
+
+    ``nuid`` is empty for a link written by a client that gives links none (nats.js).
+    """
 
     name: str
     bucket: str
-    nuid: str
+    nuid: str = ""
     description: str | None = None
     headers: dict[str, list[str]] | None = None
     metadata: dict[str, str] | None = None
@@ -161,8 +167,75 @@ def _decode_digest(value: str) -> bytes:
     return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4))
 
 
-_info_decoder = msgspec.json.Decoder(ObjectInfo)
 _encoder = msgspec.json.Encoder()
+
+def encode_info(info: ObjectInfo) -> bytes:
+    """An object info's JSON with ``size``, ``chunks`` and ``mtime`` always present.
+
+    Other clients wait for chunks that never come when ``size``/``chunks`` are
+    missing from the info of an empty object. ``mtime`` is the time of writing,
+    as nats.js and nats-py write it and show it; nats.go writes a zero time and
+    shows the message's time, which readers that know better (this one) use.
+    """
+    body = msgspec.to_builtins(info.replace(mtime=None))
+    body["size"] = info.size
+    body["chunks"] = info.chunks
+    body["mtime"] = datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    return _encoder.encode(body)
+
+
+def _lenient(raw: dict[str, Any]) -> dict[str, Any]:
+    """Bring what other clients write into the shape of :class:`ObjectInfo`."""
+    out = dict(raw)
+    mtime = out.get("mtime")
+    if not isinstance(mtime, str) or not mtime or mtime.startswith("0001-01-01"):
+        out.pop("mtime", None)  # nats-py writes "" on deletes; the message time is used instead
+    else:
+        try:
+            msgspec.convert(mtime, datetime.datetime)
+        except msgspec.ValidationError:
+            out.pop("mtime", None)
+    for key in ("nuid", "description", "digest"):
+        if out.get(key) is None:
+            out.pop(key, None)
+    for key in ("size", "chunks"):
+        if out.get(key) is None:
+            out.pop(key, None)
+    headers = out.get("headers")
+    if isinstance(headers, dict):
+        out["headers"] = {str(k): (v if isinstance(v, list) else [v]) for k, v in headers.items()}
+    elif headers is not None:
+        out.pop("headers")
+    opts = out.get("options")
+    if isinstance(opts, dict):
+        opts = dict(opts)
+        link = opts.get("link")
+        if not link:  # {} or null: no link
+            opts.pop("link", None)
+        if opts.get("max_chunk_size") is None:
+            opts.pop("max_chunk_size", None)
+        out["options"] = opts
+    elif opts is not None:
+        out.pop("options")
+    return out
+
+
+def decode_info(data: bytes | memoryview, where: str) -> ObjectInfo:
+    """Decode a stored object info, accepting what other clients write.
+
+    Raises:
+        ObjectStoreError: it is not an object info at all (``where`` names it).
+    """
+    try:
+        raw = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ObjectStoreError(f"{where}: object info is not JSON: {bytes(data[:80])!r}") from exc
+    if not isinstance(raw, dict):
+        raise ObjectStoreError(f"{where}: object info is not a JSON object: {bytes(data[:80])!r}")
+    try:
+        return msgspec.convert(_lenient(raw), ObjectInfo, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ObjectStoreError(f"{where}: cannot read object info ({exc}): {bytes(data[:80])!r}") from exc
 
 
 def _chunk_size(chunk_size: int | None, meta: ObjectMeta) -> int:
@@ -325,7 +398,7 @@ class ObjectStore:
             raw = self._stream.get_last_msg_for_subject(self._meta_subject(name), timeout=timeout)
         except MsgNotFoundError:
             raise ObjectNotFoundError(f"object {name!r} not found in bucket {self.bucket!r}") from None
-        info = _info_decoder.decode(raw.data)
+        info = decode_info(raw.data, f"object {name!r} in bucket {self.bucket!r}")
         if raw.time is not None:
             info = info.replace(mtime=raw.time)
         if info.deleted and not show_deleted:
@@ -333,7 +406,8 @@ class ObjectStore:
         return info
 
     def _publish_meta(self, info: ObjectInfo, timeout: TimeoutArg) -> PubAck:
-        data = _encoder.encode(info.replace(mtime=None))
+        # Every client reads this JSON: see encode_info for what it must hold.
+        data = encode_info(info)
         return self._js.publish(self._meta_subject(info.name), data, headers={"Nats-Rollup": "sub"},
                                 timeout=timeout)
 
@@ -520,10 +594,17 @@ class ObjectStore:
                 return out
             while True:
                 msg = it.next(timeout=deadline.remaining())
-                info = _info_decoder.decode(msg.data).replace(mtime=msg.metadata.timestamp)
-                if show_deleted or not info.deleted:
+                md = msg.metadata
+                try:
+                    info: ObjectInfo | None = decode_info(msg.data, f"bucket {self.bucket!r}").replace(
+                        mtime=md.timestamp)
+                except ObjectStoreError as exc:
+                    # One unreadable info (another tool's, a damaged one) must not hide the rest.
+                    _log.warning("skipping an object info: %s", exc)
+                    info = None
+                if info is not None and (show_deleted or not info.deleted):
                     out.append(info)
-                if msg.metadata.num_pending == 0:
+                if md.num_pending == 0:
                     return out
         finally:
             it.stop()
@@ -548,12 +629,39 @@ class ObjectStore:
         return f"<ObjectStore {self.bucket}>"
 
 
+#: Stands for an info that could not be decoded; the watcher never hands it out.
+_UNREADABLE = ObjectInfo(name="", bucket="")
+
+
 class ObjectWatcher(Watcher[ObjectInfo]):
-    """Infos of a watch, ``None`` once at the end of the current ones; :meth:`stop` ends it."""
+    """Infos of a watch, ``None`` once at the end of the current ones; :meth:`stop` ends it.
+
+    An info no client could have meant (not JSON, not an object info) is
+    logged and skipped; the watch goes on.
+    """
+
+    def next(self, timeout: TimeoutArg = None) -> ObjectInfo | None:
+        """The next info, or ``None`` for the end of the current ones.
+
+        Raises:
+            TimeoutError: nothing within ``timeout`` seconds (``None``: wait for ever).
+            BadSubscriptionError: the watcher was stopped.
+        """
+        deadline = Deadline.of(timeout, None)
+        while True:
+            item = super().next(deadline)
+            if item is not _UNREADABLE:
+                return item
 
     def _decode(self, msg: Msg) -> tuple[ObjectInfo, int, bool]:
         md = msg.metadata
-        info = _info_decoder.decode(msg.data).replace(mtime=md.timestamp)
+        try:
+            info = decode_info(msg.data, msg.subject).replace(mtime=md.timestamp)
+        except ObjectStoreError as exc:
+            # Skipped like a delete (the watcher passes over those when told to), never raised
+            # out of the watch: one bad entry must not end it.
+            _log.warning("skipping an object info: %s", exc)
+            return _UNREADABLE, md.num_pending, True
         return info, md.num_pending, info.deleted
 
 

@@ -19,6 +19,7 @@ free room. A context owns no thread and no subscription, so contexts are cheap.
 from __future__ import annotations
 
 import collections
+import datetime
 import itertools
 import threading
 import time
@@ -34,6 +35,7 @@ from .._core.spi import CoreLink, Handle
 from .._timeout import Deadline
 from ..errors import (
     ConnectionClosedError,
+    InvalidResponseError,
     NatsError,
     NoRespondersError,
     NoStreamResponseError,
@@ -51,14 +53,28 @@ MSG_ID = "Nats-Msg-Id"
 EXPECTED_STREAM = "Nats-Expected-Stream"
 EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 MSG_TTL = "Nats-TTL"
+SCHEDULE = "Nats-Schedule"
+SCHEDULE_TARGET = "Nats-Schedule-Target"
+SCHEDULE_SOURCE = "Nats-Schedule-Source"
+SCHEDULE_TTL = "Nats-Schedule-TTL"
+SCHEDULE_TIME_ZONE = "Nats-Schedule-Time-Zone"
+SCHEDULE_ROLLUP = "Nats-Schedule-Rollup"
 
 _decode = msgspec.json.decode
 
 
 class PubAck(_Model, frozen=True, kw_only=True, gc=False):
-    """The stream's receipt for a stored message."""
+    """The stream's receipt for a stored message.
+
+    Attributes:
+        value: on a counter stream (``allow_msg_counter``), the counter's new
+            total as a decimal string (the server's ``val``).
+        batch_id, batch_size: for the commit of an atomic batch, its id and how
+            many messages it stored (the server's ``batch`` and ``count``).
+    """
 
     # gc=False: one is made per publish and it only holds str/int/bool, so it
     # can never be part of a reference cycle; untracked, it does not feed the
@@ -68,19 +84,65 @@ class PubAck(_Model, frozen=True, kw_only=True, gc=False):
     seq: int
     duplicate: bool = False
     domain: str | None = None
-    value: str | None = None  # counter streams: the new value
+    value: str | None = msgspec.field(default=None, name="val")
+    batch_id: str | None = msgspec.field(default=None, name="batch")
+    batch_size: int | None = msgspec.field(default=None, name="count")
+
+
+def go_duration(seconds: float | str, what: str, minimum: float = 0.0) -> str:
+    """Seconds as a Go duration string (``"90s"``, ``"1.5s"``); a str is passed through.
+
+    Raises:
+        TypeError: not a number or a str.
+        ValueError: below ``minimum`` (or negative), or an empty string.
+    """
+    if isinstance(seconds, str):
+        if not seconds:
+            raise ValueError(f"{what} must not be empty")
+        return seconds
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"{what} must be seconds (a number) or a Go duration string, got {seconds!r}")
+    if seconds < minimum or seconds <= 0:
+        raise ValueError(f"{what} must be at least {minimum or 'more than 0'} s, got {seconds!r}")
+    if float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{round(seconds * 1000)}ms"
+
+
+def _check_subject(value: str, what: str) -> str:
+    if not isinstance(value, str) or not value or any(c in value for c in " \t\r\n"):
+        raise ValueError(f"{what} must be a non-empty subject without whitespace, got {value!r}")
+    return value
 
 
 def publish_headers(
     headers: HeadersInput | None,
-    msg_id: str | None,
-    expected_stream: str | None,
-    expected_last_seq: int | None,
-    expected_last_subject_seq: int | None,
-    expected_last_msg_id: str | None,
-    ttl: float | str | None,
+    msg_id: str | None = None,
+    expected_stream: str | None = None,
+    expected_last_seq: int | None = None,
+    expected_last_subject_seq: int | None = None,
+    expected_last_msg_id: str | None = None,
+    ttl: float | str | None = None,
+    *,
+    expected_last_subject_seq_subject: str | None = None,
+    schedule_at: datetime.datetime | None = None,
+    schedule_every: float | str | None = None,
+    schedule_cron: str | None = None,
+    schedule_target: str | None = None,
+    schedule_source: str | None = None,
+    schedule_ttl: float | str | None = None,
+    schedule_time_zone: str | None = None,
+    schedule_rollup: bool = False,
+    features: list[str] | None = None,
 ) -> HeadersInput | None:
-    """Merge the JetStream publish options into the user's headers."""
+    """Merge the JetStream publish options into the user's headers.
+
+    The server features the options need are appended to ``features`` (for
+    the caller to check against the connected server before sending).
+
+    Raises:
+        ValueError, TypeError: an option that cannot be sent (checked before anything is).
+    """
     extra: dict[str, str] = {}
     if msg_id is not None:
         extra[MSG_ID] = str(msg_id)
@@ -88,18 +150,96 @@ def publish_headers(
         extra[EXPECTED_STREAM] = expected_stream
     if expected_last_seq is not None:
         extra[EXPECTED_LAST_SEQ] = str(expected_last_seq)
+    if expected_last_subject_seq_subject is not None:
+        if expected_last_subject_seq is None:
+            raise ValueError("expected_last_subject_seq_subject needs expected_last_subject_seq")
+        extra[EXPECTED_LAST_SUBJECT_SEQ_SUBJECT] = _check_subject(expected_last_subject_seq_subject,
+                                                                  "expected_last_subject_seq_subject")
+        if features is not None:
+            features.append("expected_last_subject_seq_subject")
     if expected_last_subject_seq is not None:
         extra[EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last_subject_seq)
     if expected_last_msg_id is not None:
         extra[EXPECTED_LAST_MSG_ID] = expected_last_msg_id
     if ttl is not None:
         extra[MSG_TTL] = ttl if isinstance(ttl, str) else f"{max(1, round(ttl))}s"
+        if features is not None:
+            features.append("msg_ttl")
+    if (schedule_at is not None or schedule_every is not None or schedule_cron is not None
+            or schedule_target is not None or schedule_source is not None or schedule_ttl is not None
+            or schedule_time_zone is not None or schedule_rollup):
+        _schedule(extra, schedule_at, schedule_every, schedule_cron, schedule_target, schedule_source,
+                  schedule_ttl, schedule_time_zone, schedule_rollup, features)
     if not extra:
         return headers
-    merged = Headers(headers or {})
+    merged = copy_headers(headers)
     for k, v in extra.items():
         merged[k] = v
     return merged
+
+
+def copy_headers(headers: HeadersInput | None) -> Headers:
+    """A mutable copy of ``headers`` that keeps every value of a repeated key.
+
+    (``Headers(a_headers)`` keeps only the first value of each key.)
+    """
+    out = Headers()
+    if isinstance(headers, Headers):
+        for k, v in headers.items_all():
+            out.add(k, v)
+        return out
+    for k, value in (headers or {}).items():
+        if isinstance(value, str):
+            out.add(k, value)
+        else:
+            for v in value:
+                out.add(k, v)
+    return out
+
+
+def _schedule(extra: dict[str, str], at: datetime.datetime | None, every: float | str | None, cron: str | None,
+              target: str | None, source: str | None, ttl: float | str | None, time_zone: str | None,
+              rollup: bool, features: list[str] | None) -> None:
+    """The ADR-51 schedule headers: exactly one of at/every/cron, and a target."""
+    given = [name for name, v in (("schedule_at", at), ("schedule_every", every), ("schedule_cron", cron))
+             if v is not None]
+    if len(given) != 1:
+        raise ValueError("a scheduled message takes exactly one of schedule_at, schedule_every, schedule_cron"
+                         + (f" (got {', '.join(given)})" if given else ""))
+    if target is None:
+        raise ValueError("a scheduled message needs schedule_target (the subject it is published to)")
+    extra[SCHEDULE_TARGET] = _check_subject(target, "schedule_target")
+    patterns = False
+    if at is not None:
+        if not isinstance(at, datetime.datetime):
+            raise TypeError(f"schedule_at must be a datetime, got {type(at).__name__}")
+        at_utc = at.astimezone(datetime.timezone.utc).replace(microsecond=0)
+        extra[SCHEDULE] = "@at " + at_utc.isoformat().replace("+00:00", "Z")
+    elif every is not None:
+        extra[SCHEDULE] = "@every " + go_duration(every, "schedule_every", minimum=1.0)
+        patterns = True
+    else:
+        if not isinstance(cron, str) or not cron.strip():
+            raise ValueError(f"schedule_cron must be a cron expression or @hourly/@daily/..., got {cron!r}")
+        extra[SCHEDULE] = cron.strip()
+        patterns = True
+    if time_zone is not None:
+        if cron is None:
+            raise ValueError("schedule_time_zone only goes with schedule_cron")
+        if not isinstance(time_zone, str) or not time_zone:
+            raise ValueError(f"schedule_time_zone must be an IANA zone name, got {time_zone!r}")
+        extra[SCHEDULE_TIME_ZONE] = time_zone
+    if source is not None:
+        extra[SCHEDULE_SOURCE] = _check_subject(source, "schedule_source")
+        patterns = True
+    if ttl is not None:
+        extra[SCHEDULE_TTL] = "never" if ttl == "never" else go_duration(ttl, "schedule_ttl")
+        patterns = True
+    if rollup:
+        extra[SCHEDULE_ROLLUP] = "sub"  # each produced message replaces the target subject's earlier ones
+        patterns = True
+    if features is not None:
+        features.append("schedule_patterns" if patterns else "msg_schedules")
 
 
 class _PubAckWire(msgspec.Struct, gc=False):
@@ -112,7 +252,9 @@ class _PubAckWire(msgspec.Struct, gc=False):
     seq: int = 0
     duplicate: bool = False
     domain: str | None = None
-    value: str | None = None
+    value: str | None = msgspec.field(default=None, name="val")
+    batch: str | None = None
+    count: int | None = None
     error: dict[str, Any] | None = None
 
 
@@ -127,7 +269,8 @@ def _fast_pub_ack(data: bytes) -> PubAck | None:
         return None
     if w.error is not None or not w.stream:
         return None
-    return PubAck(stream=w.stream, seq=w.seq, duplicate=w.duplicate, domain=w.domain, value=w.value)
+    return PubAck(stream=w.stream, seq=w.seq, duplicate=w.duplicate, domain=w.domain, value=w.value,
+                  batch_id=w.batch, batch_size=w.count)
 
 
 def parse_pub_ack(msg: Msg, subject: str) -> PubAck:
@@ -146,8 +289,13 @@ def parse_pub_ack(msg: Msg, subject: str) -> PubAck:
         raise NoStreamResponseError(f"invalid PubAck for {subject!r}: {msg.data[:80]!r}")
     err = resp.get("error")
     if err:
+        if not isinstance(err, dict):
+            raise InvalidResponseError(f"invalid PubAck for {subject!r}: {msg.data[:80]!r}")
         raise jetstream_error(err.get("code"), err.get("err_code"), err.get("description", ""))
-    return msgspec.convert(resp, PubAck, strict=False)
+    try:
+        return msgspec.convert(resp, PubAck, strict=False)
+    except msgspec.ValidationError as exc:
+        raise InvalidResponseError(f"invalid PubAck for {subject!r}: {msg.data[:80]!r}") from exc
 
 
 #: Waits between retries of a publish nobody answered (ADR-22: 250 ms, as nats.go).

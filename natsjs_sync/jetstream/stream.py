@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._timeout import USE_DEFAULT, TimeoutArg
-from ..errors import JetStreamError, MsgNotFoundError
+from ..errors import InvalidResponseError, JetStreamError, MsgNotFoundError
 from ..msg import Msg
 from ..protocol.headers import Headers, parse_headers
-from .consumer_config import ConsumerConfig, ConsumerInfo
+from .consumer_config import ConsumerConfig, ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
 from .stream_config import RawStreamMsg, StreamConfig, StreamInfo, StreamState
 
 if TYPE_CHECKING:
@@ -27,7 +27,10 @@ _EOB = 204  # end of a batched direct get
 def _parse_time(text: str | None) -> datetime.datetime | None:
     if not text:
         return None
-    return msgspec.convert(text, datetime.datetime)
+    try:
+        return msgspec.convert(text, datetime.datetime)
+    except msgspec.ValidationError as exc:
+        raise InvalidResponseError(f"invalid message time {text[:40]!r}") from exc
 
 
 def _raw_from_api(stream: str, m: dict[str, Any]) -> RawStreamMsg:
@@ -171,7 +174,14 @@ class Stream:
         """Up to ``batch`` messages from ``seq`` on, in one direct-get request.
 
         Needs ``allow_direct`` on the stream and a server with batched direct get (2.11+).
+
+        Raises:
+            FeatureNotSupportedError: the server is older than 2.11 (nothing is sent).
+            JetStreamError: the stream does not allow direct get.
         """
+        if seq < 1 or batch < 1:
+            raise ValueError("seq and batch must be >= 1")
+        self._check_direct_batch()
         body: dict[str, Any] = {"seq": seq, "batch": batch}
         if subject:
             body["next_by_subj"] = subject
@@ -182,13 +192,28 @@ class Stream:
     def direct_get_last_for_subjects(self, subjects: Sequence[str], up_to_seq: int | None = None,
                                      batch: int | None = None, timeout: TimeoutArg = USE_DEFAULT
                                      ) -> Iterator[RawStreamMsg]:
-        """The newest message of each of ``subjects`` (wildcards allowed), multi-last direct get (2.11+)."""
+        """The newest message of each of ``subjects`` (wildcards allowed), multi-last direct get (2.11+).
+
+        Raises:
+            FeatureNotSupportedError: the server is older than 2.11 (nothing is sent).
+            JetStreamError: the stream does not allow direct get.
+        """
+        if isinstance(subjects, str) or not subjects:
+            raise ValueError("subjects must be a non-empty list of subjects")
+        self._check_direct_batch()
         body: dict[str, Any] = {"multi_last": list(subjects)}
         if up_to_seq is not None:
             body["up_to_seq"] = up_to_seq
         if batch is not None:
             body["batch"] = batch
         yield from self._direct_multi(body, timeout)
+
+    def _check_direct_batch(self) -> None:
+        # A server without batched direct get answers one message and never the
+        # end-of-batch marker, so the iteration would wait out its timeout.
+        self._js._require("direct_get_batch")
+        if not self._info.config.allow_direct:
+            raise JetStreamError(f"stream {self.name!r} does not allow direct get (allow_direct)")
 
     def _direct_multi(self, body: dict[str, Any], timeout: TimeoutArg) -> Iterator[RawStreamMsg]:
         api = self._js._api
@@ -264,6 +289,26 @@ class Stream:
     def ordered_consumer(self, **kwargs: Any) -> OrderedConsumer:
         """An ordered consumer of this stream (see :meth:`JetStream.ordered_consumer`)."""
         return self._js.ordered_consumer(self.name, **kwargs)
+
+    def pause_consumer(self, name: str, until: datetime.datetime,
+                       timeout: TimeoutArg = USE_DEFAULT) -> ConsumerPauseResponse:
+        """Pause consumer ``name`` of this stream until ``until`` (server 2.11+);
+        see :meth:`JetStream.pause_consumer`."""
+        return self._js.pause_consumer(self.name, name, until, timeout=timeout)
+
+    def resume_consumer(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerPauseResponse:
+        """Resume consumer ``name`` of this stream (server 2.11+)."""
+        return self._js.resume_consumer(self.name, name, timeout=timeout)
+
+    def unpin_consumer(self, name: str, group: str, timeout: TimeoutArg = USE_DEFAULT) -> None:
+        """Release the pinned client of priority group ``group`` of consumer ``name`` (server 2.11+)."""
+        self._js.unpin_consumer(self.name, name, group, timeout=timeout)
+
+    def reset_consumer(self, name: str, seq: int | None = None,
+                       timeout: TimeoutArg = USE_DEFAULT) -> ConsumerResetResponse:
+        """Reset consumer ``name`` of this stream to ``seq`` (server 2.14+); see
+        :meth:`JetStream.reset_consumer`."""
+        return self._js.reset_consumer(self.name, name, seq, timeout=timeout)
 
     def __repr__(self) -> str:
         return f"<Stream {self.name}>"

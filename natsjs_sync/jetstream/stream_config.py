@@ -1,7 +1,11 @@
 """Stream configuration and state (``StreamConfig``, ``StreamInfo``, ...).
 
-All are frozen msgspec Structs: durations are seconds, fields left at their
-default are not sent, and fields a newer server adds are ignored on decode.
+All are frozen msgspec Structs: durations are seconds and fields left at
+their default are not sent. Fields this client does not model (a newer
+server's, or another tool's) are kept in ``unknown_fields`` when a config or
+info is decoded and sent back unchanged when it is encoded, so a
+read-modify-write update (``js.update_stream(info.config.replace(...))``) never
+turns off a setting this client does not know.
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ class _Model(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     def replace(self: _M, **changes: Any) -> _M:
         """A copy with ``changes`` applied."""
         return msgspec.structs.replace(self, **changes)
+
+
+class _Open(_Model, frozen=True, kw_only=True):
+    """A model that keeps the JSON fields it does not know (see the module docstring)."""
+
+    #: JSON fields of the server's answer that this client does not model, in
+    #: wire form (durations in nanoseconds); sent back as they are.
+    unknown_fields: dict[str, Any] | None = None
 
 
 class RetentionPolicy(str, enum.Enum):
@@ -44,28 +56,35 @@ class StoreCompression(str, enum.Enum):
     S2 = "s2"
 
 
-class Placement(_Model, frozen=True, kw_only=True):
+class Placement(_Open, frozen=True, kw_only=True):
     cluster: str | None = None
     tags: list[str] | None = None
 
 
-class SubjectTransform(_Model, frozen=True, kw_only=True):
+class SubjectTransform(_Open, frozen=True, kw_only=True):
     src: str
     dest: str
 
 
-class RePublish(_Model, frozen=True, kw_only=True):
+class RePublish(_Open, frozen=True, kw_only=True):
     src: str | None = None
     dest: str
     headers_only: bool = False
 
 
-class ExternalStream(_Model, frozen=True, kw_only=True):
+class ExternalStream(_Open, frozen=True, kw_only=True):
     api: str
     deliver: str | None = None
 
 
-class StreamSource(_Model, frozen=True, kw_only=True):
+class StreamConsumerSource(_Open, frozen=True, kw_only=True):
+    """A durable consumer a source or mirror reads through (server 2.14+)."""
+
+    name: str | None = None
+    deliver_subject: str | None = None
+
+
+class StreamSource(_Open, frozen=True, kw_only=True):
     """A stream to mirror or source from (ADR-57 for key-value buckets)."""
 
     name: str
@@ -75,15 +94,27 @@ class StreamSource(_Model, frozen=True, kw_only=True):
     subject_transforms: list[SubjectTransform] | None = None
     external: ExternalStream | None = None
     domain: str | None = None
+    consumer: StreamConsumerSource | None = None
 
 
-class StreamConsumerLimits(_Model, frozen=True, kw_only=True):
+class StreamConsumerLimits(_Open, frozen=True, kw_only=True):
     inactive_threshold: float | None = None
     max_ack_pending: int | None = None
 
 
-class StreamConfig(_Model, frozen=True, kw_only=True):
-    """How a stream stores messages. Only ``name`` is required."""
+class PersistMode(str, enum.Enum):
+    DEFAULT = "default"
+    ASYNC = "async"
+
+
+class StreamConfig(_Open, frozen=True, kw_only=True):
+    """How a stream stores messages. Only ``name`` is required.
+
+    Options a server older than the one they need would silently drop
+    (``allow_msg_ttl``, ``subject_delete_marker_ttl``: 2.11; ``allow_msg_counter``,
+    ``allow_atomic``, ``allow_msg_schedules``, ``persist_mode``: 2.12;
+    ``allow_batched``: 2.14) raise FeatureNotSupportedError before anything is sent.
+    """
 
     name: str
     description: str | None = None
@@ -121,14 +152,17 @@ class StreamConfig(_Model, frozen=True, kw_only=True):
     allow_msg_counter: bool = False
     allow_atomic: bool = False
     allow_msg_schedules: bool = False
+    persist_mode: str | None = None
+    allow_batched: bool = False
+    template_owner: str | None = None
 
 
-class LostStreamData(_Model, frozen=True, kw_only=True):
+class LostStreamData(_Open, frozen=True, kw_only=True):
     msgs: list[int] | None = None
     bytes: int = 0
 
 
-class StreamState(_Model, frozen=True, kw_only=True):
+class StreamState(_Open, frozen=True, kw_only=True):
     messages: int = 0
     bytes: int = 0
     first_seq: int = 0
@@ -143,7 +177,7 @@ class StreamState(_Model, frozen=True, kw_only=True):
     lost: LostStreamData | None = None
 
 
-class PeerInfo(_Model, frozen=True, kw_only=True):
+class PeerInfo(_Open, frozen=True, kw_only=True):
     name: str
     current: bool = False
     offline: bool = False
@@ -151,22 +185,26 @@ class PeerInfo(_Model, frozen=True, kw_only=True):
     lag: int = 0
 
 
-class ClusterInfo(_Model, frozen=True, kw_only=True):
+class ClusterInfo(_Open, frozen=True, kw_only=True):
     name: str | None = None
     raft_group: str | None = None
     leader: str | None = None
+    leader_since: datetime.datetime | None = None
+    system_account: bool = False
+    traffic_account: str | None = None
     replicas: list[PeerInfo] | None = None
 
 
-class StreamSourceInfo(_Model, frozen=True, kw_only=True):
+class StreamSourceInfo(_Open, frozen=True, kw_only=True):
     name: str
     lag: int = 0
     active: float = 0.0
     filter_subject: str | None = None
+    subject_transforms: list[SubjectTransform] | None = None
     external: ExternalStream | None = None
 
 
-class StreamInfo(_Model, frozen=True, kw_only=True):
+class StreamInfo(_Open, frozen=True, kw_only=True):
     config: StreamConfig
     created: datetime.datetime | None = None
     state: StreamState = StreamState()

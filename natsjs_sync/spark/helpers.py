@@ -201,7 +201,9 @@ def iter_range(
     if start_seq > end_seq:
         return
     subjects = list(subjects or [])
-    if st.cached_info.config.allow_direct and len(subjects) <= 1 and end_seq - start_seq < _DIRECT_MAX:
+    # Batched direct get needs server 2.11; older ones read through an ordered consumer.
+    if st.cached_info.config.allow_direct and len(subjects) <= 1 and end_seq - start_seq < _DIRECT_MAX \
+            and js.supports("direct_get_batch"):
         for raw in _read_direct(st, start_seq, end_seq, subjects[0] if subjects else None, batch, wait):
             t = raw.time
             ts_us = (t - _EPOCH) // datetime.timedelta(microseconds=1) if t is not None else 0

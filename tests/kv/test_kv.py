@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.errors import BucketExistsError, InvalidBucketNameError, InvalidKeyError
+from natsjs_sync.errors import BucketExistsError, FeatureNotSupportedError, InvalidBucketNameError, InvalidKeyError
 from natsjs_sync.jetstream import JetStream, KeyValue, KeyValueConfig, KeyValueOp
 from natsjs_sync.protocol.nuid import next_nuid
 
@@ -187,6 +187,7 @@ def test_bucket_management(js: JetStream) -> None:
         js.delete_key_value(bucket)
 
 
+@pytest.mark.server("2.11")
 def test_per_key_ttl_and_limit_markers(js: JetStream) -> None:
     bucket = "t" + next_nuid()
     kv = js.create_key_value(bucket=bucket, limit_marker_ttl=5.0, storage="memory")
@@ -229,3 +230,42 @@ def test_sources_and_mirror(js: JetStream) -> None:
                 js.delete_key_value(bucket)
             except nats.NatsError:
                 pass
+
+
+def test_status_config_reads_the_bucket_back(js: JetStream) -> None:
+    bucket = "c" + next_nuid()
+    kv = js.create_key_value(bucket=bucket, history=3, ttl=60.0, max_value_size=1024, description="d",
+                             storage="memory", metadata={"team": "a"})
+    try:
+        cfg = kv.status().config
+        assert (cfg.bucket, cfg.history, cfg.ttl, cfg.max_value_size, cfg.description, cfg.storage) == (
+            bucket, 3, 60.0, 1024, "d", "memory")
+        assert cfg.metadata is not None and cfg.metadata["team"] == "a" and cfg.direct is True
+        # The config read back makes the same bucket: it is opened, not refused.
+        assert js.create_key_value(cfg).bucket == bucket
+        with pytest.raises(BucketExistsError):
+            js.create_key_value(cfg.replace(history=4))
+    finally:
+        js.delete_key_value(bucket)
+
+
+def test_limit_markers_and_key_ttls_need_2_11(js: JetStream) -> None:
+    bucket = "m" + next_nuid()
+    if js.supports("limit_markers"):
+        kv = js.create_key_value(bucket=bucket, limit_marker_ttl=5.0, storage="memory")
+        assert kv.status().config.limit_marker_ttl == 5.0
+        js.delete_key_value(bucket)
+        return
+    with pytest.raises(FeatureNotSupportedError, match=r"2\.11"):
+        js.create_key_value(bucket=bucket, limit_marker_ttl=5.0, storage="memory")
+    with pytest.raises(nats.BucketNotFoundError):
+        js.key_value(bucket)
+    kv = js.create_key_value(bucket=bucket, storage="memory")
+    try:
+        with pytest.raises(FeatureNotSupportedError):
+            kv.create("k", b"v", ttl=5)
+        with pytest.raises(FeatureNotSupportedError):
+            kv.purge("k", ttl=5)
+        assert kv.keys() == []
+    finally:
+        js.delete_key_value(bucket)
