@@ -143,6 +143,30 @@ def publish_headers(
     Raises:
         ValueError, TypeError: an option that cannot be sent (checked before anything is).
     """
+    extra = _expectations(msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
+                          expected_last_subject_seq_subject, expected_last_msg_id, features)
+    if ttl is not None:
+        extra[MSG_TTL] = ttl if isinstance(ttl, str) else f"{max(1, round(ttl))}s"
+        if features is not None:
+            features.append("msg_ttl")
+    scheduled = (schedule_at, schedule_every, schedule_cron, schedule_target, schedule_source, schedule_ttl,
+                 schedule_time_zone)
+    if schedule_rollup or any(v is not None for v in scheduled):
+        _schedule(extra, at=schedule_at, every=schedule_every, cron=schedule_cron, target=schedule_target,
+                  source=schedule_source, ttl=schedule_ttl, time_zone=schedule_time_zone, rollup=schedule_rollup,
+                  features=features)
+    if not extra:
+        return headers
+    merged = copy_headers(headers)
+    for k, v in extra.items():
+        merged[k] = v
+    return merged
+
+
+def _expectations(msg_id: str | None, expected_stream: str | None, expected_last_seq: int | None,
+                  expected_last_subject_seq: int | None, expected_last_subject_seq_subject: str | None,
+                  expected_last_msg_id: str | None, features: list[str] | None) -> dict[str, str]:
+    """The de-duplication id and the publish expectations, as headers."""
     extra: dict[str, str] = {}
     if msg_id is not None:
         extra[MSG_ID] = str(msg_id)
@@ -161,21 +185,7 @@ def publish_headers(
         extra[EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last_subject_seq)
     if expected_last_msg_id is not None:
         extra[EXPECTED_LAST_MSG_ID] = expected_last_msg_id
-    if ttl is not None:
-        extra[MSG_TTL] = ttl if isinstance(ttl, str) else f"{max(1, round(ttl))}s"
-        if features is not None:
-            features.append("msg_ttl")
-    if (schedule_at is not None or schedule_every is not None or schedule_cron is not None
-            or schedule_target is not None or schedule_source is not None or schedule_ttl is not None
-            or schedule_time_zone is not None or schedule_rollup):
-        _schedule(extra, schedule_at, schedule_every, schedule_cron, schedule_target, schedule_source,
-                  schedule_ttl, schedule_time_zone, schedule_rollup, features)
-    if not extra:
-        return headers
-    merged = copy_headers(headers)
-    for k, v in extra.items():
-        merged[k] = v
-    return merged
+    return extra
 
 
 def copy_headers(headers: HeadersInput | None) -> Headers:
@@ -197,32 +207,14 @@ def copy_headers(headers: HeadersInput | None) -> Headers:
     return out
 
 
-def _schedule(extra: dict[str, str], at: datetime.datetime | None, every: float | str | None, cron: str | None,
-              target: str | None, source: str | None, ttl: float | str | None, time_zone: str | None,
-              rollup: bool, features: list[str] | None) -> None:
+def _schedule(extra: dict[str, str], *, at: datetime.datetime | None, every: float | str | None,
+              cron: str | None, target: str | None, source: str | None, ttl: float | str | None,
+              time_zone: str | None, rollup: bool, features: list[str] | None) -> None:
     """The ADR-51 schedule headers: exactly one of at/every/cron, and a target."""
-    given = [name for name, v in (("schedule_at", at), ("schedule_every", every), ("schedule_cron", cron))
-             if v is not None]
-    if len(given) != 1:
-        raise ValueError("a scheduled message takes exactly one of schedule_at, schedule_every, schedule_cron"
-                         + (f" (got {', '.join(given)})" if given else ""))
     if target is None:
         raise ValueError("a scheduled message needs schedule_target (the subject it is published to)")
     extra[SCHEDULE_TARGET] = _check_subject(target, "schedule_target")
-    patterns = False
-    if at is not None:
-        if not isinstance(at, datetime.datetime):
-            raise TypeError(f"schedule_at must be a datetime, got {type(at).__name__}")
-        at_utc = at.astimezone(datetime.timezone.utc).replace(microsecond=0)
-        extra[SCHEDULE] = "@at " + at_utc.isoformat().replace("+00:00", "Z")
-    elif every is not None:
-        extra[SCHEDULE] = "@every " + go_duration(every, "schedule_every", minimum=1.0)
-        patterns = True
-    else:
-        if not isinstance(cron, str) or not cron.strip():
-            raise ValueError(f"schedule_cron must be a cron expression or @hourly/@daily/..., got {cron!r}")
-        extra[SCHEDULE] = cron.strip()
-        patterns = True
+    extra[SCHEDULE], patterns = _schedule_spec(at, every, cron)
     if time_zone is not None:
         if cron is None:
             raise ValueError("schedule_time_zone only goes with schedule_cron")
@@ -231,15 +223,32 @@ def _schedule(extra: dict[str, str], at: datetime.datetime | None, every: float 
         extra[SCHEDULE_TIME_ZONE] = time_zone
     if source is not None:
         extra[SCHEDULE_SOURCE] = _check_subject(source, "schedule_source")
-        patterns = True
     if ttl is not None:
         extra[SCHEDULE_TTL] = "never" if ttl == "never" else go_duration(ttl, "schedule_ttl")
-        patterns = True
     if rollup:
         extra[SCHEDULE_ROLLUP] = "sub"  # each produced message replaces the target subject's earlier ones
-        patterns = True
+    patterns = patterns or source is not None or ttl is not None or rollup
     if features is not None:
         features.append("schedule_patterns" if patterns else "msg_schedules")
+
+
+def _schedule_spec(at: datetime.datetime | None, every: float | str | None, cron: str | None) -> tuple[str, bool]:
+    """The ``Nats-Schedule`` value, and whether it needs schedule patterns (2.14) rather than ``@at`` (2.12)."""
+    given = [name for name, v in (("schedule_at", at), ("schedule_every", every), ("schedule_cron", cron))
+             if v is not None]
+    if len(given) != 1:
+        raise ValueError("a scheduled message takes exactly one of schedule_at, schedule_every, schedule_cron"
+                         + (f" (got {', '.join(given)})" if given else ""))
+    if at is not None:
+        if not isinstance(at, datetime.datetime):
+            raise TypeError(f"schedule_at must be a datetime, got {type(at).__name__}")
+        at_utc = at.astimezone(datetime.timezone.utc).replace(microsecond=0)
+        return "@at " + at_utc.isoformat().replace("+00:00", "Z"), False
+    if every is not None:
+        return "@every " + go_duration(every, "schedule_every", minimum=1.0), True
+    if not isinstance(cron, str) or not cron.strip():
+        raise ValueError(f"schedule_cron must be a cron expression or @hourly/@daily/..., got {cron!r}")
+    return cron.strip(), True
 
 
 class _PubAckWire(msgspec.Struct, gc=False):
