@@ -315,6 +315,7 @@ class Client:
         timeout: float = 5.0,
         publish_async_max_pending: int = 4000,
         publish_async_stall_wait: float = 5.0,
+        publish_async_timeout: float | None = None,
     ) -> JetStream:
         """A JetStream context on this connection (cheap: it owns no thread or subscription).
 
@@ -326,12 +327,15 @@ class Client:
                 ``publish_async`` blocks.
             publish_async_stall_wait: how long ``publish_async`` blocks on a
                 full window before it raises TimeoutError.
+            publish_async_timeout: seconds an async publish waits for its PubAck
+                (default: ``timeout``).
         """
         from .jetstream import JetStream
 
         return JetStream(self, domain=domain, api_prefix=api_prefix, timeout=timeout,
                          publish_async_max_pending=publish_async_max_pending,
-                         publish_async_stall_wait=publish_async_stall_wait)
+                         publish_async_stall_wait=publish_async_stall_wait,
+                         publish_async_timeout=publish_async_timeout)
 
     def __enter__(self) -> Client:
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +11,7 @@ from .._timeout import USE_DEFAULT, TimeoutArg, resolve
 from ..errors import TimeoutError
 from ..msg import Msg
 from .consumer_config import ConsumerInfo
-from .pull import ConsumeContext, ErrorHandler, MessageBatch, MessagesContext, pull_request, server_expiry
+from .pull import ConsumeContext, ErrorHandler, MessageBatch, MessagesContext, Priority, pull_request, server_expiry
 
 if TYPE_CHECKING:
     from .context import JetStream
@@ -58,6 +59,8 @@ class Consumer:
             raise ValueError(f"batch must be an int >= 1, got {batch!r}")
         if heartbeat is not None and (max_wait is None or heartbeat * 2 > max_wait):
             raise ValueError("heartbeat must be at most half of max_wait")
+        if group is not None:
+            self._js._require(*Priority(group, priority=priority.get("priority")).features())
         core = self._core
         inbox = core.new_inbox()
         sub = core.subscribe_internal(inbox)
@@ -135,32 +138,79 @@ class Consumer:
 
     # ------------------------------------------------------------------ continuous
 
-    def messages(self, max_messages: int = 500, max_bytes: int | None = None, expires: float = 30.0,
+    def messages(self, max_messages: int | None = None, max_bytes: int | None = None, expires: float = 30.0,
                  heartbeat: float | None = None, threshold_messages: int | None = None,
-                 threshold_bytes: int | None = None, error_cb: ErrorHandler | None = None) -> MessagesContext:
+                 threshold_bytes: int | None = None, error_cb: ErrorHandler | None = None,
+                 group: str | None = None, min_pending: int | None = None, min_ack_pending: int | None = None,
+                 priority: int | None = None) -> MessagesContext:
         """Iterate messages as they come, pulling more in the background of the loop.
 
         ``with cons.messages() as it: for msg in it: ...``. Missed heartbeats
         raise :class:`~natsjs_sync.NoHeartbeatError` from the iteration (the
         iterator stays usable); ``error_cb`` also hears of them.
+
+        Args:
+            max_messages: messages kept asked for (default 500); with ``max_bytes`` too,
+                each request is bounded by both.
+            max_bytes: bytes kept asked for.
+            expires: seconds each pull request lives on the server.
+            heartbeat: idle heartbeat interval (default: half of ``expires``, at most 30 s).
+            group, min_pending, min_ack_pending, priority: priority-group options
+                (consumers with a ``priority_policy``; server 2.11+, ``priority`` 2.12+).
+
+        Raises:
+            FeatureNotSupportedError: a priority option the server cannot honour.
         """
         check_callback(error_cb, "error_cb")
         return MessagesContext(self, self._core, max_messages, max_bytes, expires, heartbeat, threshold_messages,
-                               threshold_bytes, error_cb=error_cb)
+                               threshold_bytes, error_cb=error_cb,
+                               priority=self._priority(group, min_pending, min_ack_pending, priority))
 
-    def consume(self, handler: Callable[[Msg], None], max_messages: int = 500, max_bytes: int | None = None,
+    def consume(self, handler: Callable[[Msg], None], max_messages: int | None = None, max_bytes: int | None = None,
                 expires: float = 30.0, heartbeat: float | None = None, threshold_messages: int | None = None,
-                threshold_bytes: int | None = None, error_cb: ErrorHandler | None = None) -> ConsumeContext:
+                threshold_bytes: int | None = None, error_cb: ErrorHandler | None = None,
+                group: str | None = None, min_pending: int | None = None, min_ack_pending: int | None = None,
+                priority: int | None = None) -> ConsumeContext:
         """Call ``handler(msg)`` for each message, in order, on the client's dispatcher; returns a ConsumeContext.
 
-        Exceptions from the handler and pull problems (missed heartbeats, the
-        consumer deleted) go to ``error_cb`` (default: the client's error_cb).
+        Takes the options of :meth:`messages`. Exceptions from the handler and
+        pull problems (missed heartbeats, the consumer deleted, a priority group
+        the consumer does not have) go to ``error_cb`` (default: the client's error_cb).
         """
         check_callback(handler, "handler")
         check_callback(error_cb, "error_cb")
         it = MessagesContext(self, self._core, max_messages, max_bytes, expires, heartbeat, threshold_messages,
-                             threshold_bytes, error_cb=error_cb, handler=handler, name=f"consume-{self.name}")
+                             threshold_bytes, error_cb=error_cb, handler=handler, name=f"consume-{self.name}",
+                             priority=self._priority(group, min_pending, min_ack_pending, priority))
         return ConsumeContext(it)
+
+    def _priority(self, group: str | None, min_pending: int | None, min_ack_pending: int | None,
+                  priority: int | None) -> Priority | None:
+        if group is None:
+            if min_pending is not None or min_ack_pending is not None or priority is not None:
+                raise ValueError("min_pending, min_ack_pending and priority need a group")
+            return None
+        p = Priority(group, min_pending, min_ack_pending, priority)
+        self._js._require(*p.features())
+        return p
+
+    # ------------------------------------------------------------------ management
+
+    def pause(self, until: datetime.datetime, timeout: TimeoutArg = USE_DEFAULT) -> Any:
+        """Pause this consumer until ``until`` (server 2.11+); see :meth:`JetStream.pause_consumer`."""
+        return self._js.pause_consumer(self.stream, self.name, until, timeout=timeout)
+
+    def resume(self, timeout: TimeoutArg = USE_DEFAULT) -> Any:
+        """Resume a paused consumer (server 2.11+)."""
+        return self._js.resume_consumer(self.stream, self.name, timeout=timeout)
+
+    def unpin(self, group: str, timeout: TimeoutArg = USE_DEFAULT) -> None:
+        """Release the pinned client of a priority group (server 2.11+)."""
+        self._js.unpin_consumer(self.stream, self.name, group, timeout=timeout)
+
+    def reset(self, seq: int | None = None, timeout: TimeoutArg = USE_DEFAULT) -> Any:
+        """Reset the consumer's delivery point (server 2.14+); see :meth:`JetStream.reset_consumer`."""
+        return self._js.reset_consumer(self.stream, self.name, seq, timeout=timeout)
 
     def __repr__(self) -> str:
         return f"<Consumer {self.stream}/{self.name}>"

@@ -381,6 +381,8 @@ class _PubFuture(Future):  # type: ignore[type-arg]
         self._subject = subject  # for the error message when no ack comes
         self._deadline = 0.0  # time.monotonic() after which it fails; set once sent
         self._lane = lane
+        self._retry: tuple[bytes, HeadersInput | None, bytes] | None = None  # payload, headers, reply
+        self._retries = 0
 
     def _wait_done(self, timeout: float | None) -> None:
         deadline = Deadline(timeout)
@@ -417,10 +419,14 @@ class PublishWindow:
     timeout per window that is also deadline order.
     """
 
-    def __init__(self, mux: AckMux, max_pending: int, stall_wait: float, ack_timeout: float):
+    def __init__(self, mux: AckMux, max_pending: int, stall_wait: float, ack_timeout: float,
+                 retry_attempts: int = 2, retry_wait: float = 0.25):
         if max_pending < 1:
             raise ValueError("max_pending must be >= 1")
         self.mux = mux
+        #: Sends again when nobody answered (503: a stream leader election), as nats.go does.
+        self.retry_attempts = retry_attempts
+        self.retry_wait = retry_wait
         self.max_pending = max_pending
         self.low_water = max_pending * 3 // 4
         self.stall_wait = stall_wait
@@ -469,8 +475,9 @@ class AckMux:
         core.on_close(self._fail_all)
         core.on_drain(self._wait_all)
 
-    def window(self, max_pending: int, stall_wait: float, ack_timeout: float) -> PublishWindow:
-        w = PublishWindow(self, max_pending, stall_wait, ack_timeout)
+    def window(self, max_pending: int, stall_wait: float, ack_timeout: float, retry_attempts: int = 2,
+               retry_wait: float = 0.25) -> PublishWindow:
+        w = PublishWindow(self, max_pending, stall_wait, ack_timeout, retry_attempts, retry_wait)
         self._windows.add(w)
         return w
 
@@ -502,9 +509,12 @@ class AckMux:
             self._owner[token] = window
             if self._expiry is None or deadline < self._expiry_at:
                 self._arm(deadline)
-            prefix = self._prefix_b
+            reply = self._prefix_b + token.encode()
+            if window.retry_attempts:
+                fut._retry = (payload, headers, reply)
+                fut._retries = window.retry_attempts
         try:
-            self._core.publish_with_reply(subject, payload, prefix + token.encode(), headers)
+            self._core.publish_with_reply(subject, payload, reply, headers)
         except BaseException:
             with self.lock:
                 self._pop(token)
@@ -553,6 +563,8 @@ class AckMux:
         exc: BaseException | None = None
         if msg.raw_headers is None:
             ack = _fast_pub_ack(msg.data)
+        elif not msg.data and msg.status == STATUS_NO_RESPONDERS and self._retry_later(token):
+            return
         with self.lock:
             window = self._owner.get(token)
             fut = self._pop(token)
@@ -566,6 +578,33 @@ class AckMux:
             # Settled before the window can look empty: "complete" means settled.
             _settle(fut, ack, exc)
             self._settled(window)
+
+    def _retry_later(self, token: str) -> bool:
+        """Reader thread, nobody answered: send again after the window's retry wait,
+        if the publish has tries left (False: settle it with the error now)."""
+        with self.lock:
+            window = self._owner.get(token)
+            fut = window.pending.get(token) if window is not None else None
+            if window is None or fut is None or fut._retry is None or fut._retries <= 0:
+                return False
+            fut._retries -= 1
+            # Its ack timeout starts again, so it goes to the back (deadline order is kept).
+            fut._deadline = time.monotonic() + window.retry_wait + window.ack_timeout
+            window.pending.move_to_end(token)
+            payload, headers, reply = fut._retry
+        subject = fut._subject
+
+        def send_again() -> None:
+            try:
+                self._core.publish_with_reply(subject, payload, reply, headers)
+            except NatsError as exc:
+                with self.lock:
+                    if self._pop(token) is fut:
+                        _settle(fut, None, exc)
+                        self._settled(window)
+
+        self._core.call_later(window.retry_wait, send_again)
+        return True
 
     def _arm(self, when: float) -> None:
         """Lock held: make the timer expire acks at ``when``."""

@@ -25,6 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -108,6 +109,20 @@ def status_of(msg: Msg) -> Status:
     if msg.raw_headers is None:
         return MESSAGE
     return classify(msg.raw_headers, msg.reply)
+
+
+@dataclass(frozen=True)
+class Priority:
+    """Priority-group options of pull requests (consumers with a ``priority_policy``)."""
+
+    group: str
+    min_pending: int | None = None
+    min_ack_pending: int | None = None
+    priority: int | None = None
+
+    def features(self) -> list[str]:
+        """The server features these options need."""
+        return ["priority_groups"] + (["priority_prioritized"] if self.priority is not None else [])
 
 
 class PullTarget(Protocol):
@@ -281,7 +296,7 @@ class MessagesContext:
         self,
         consumer: PullTarget,
         core: CoreLink,
-        max_messages: int = 500,
+        max_messages: int | None = None,
         max_bytes: int | None = None,
         expires: float = 30.0,
         heartbeat: float | None = None,
@@ -291,6 +306,7 @@ class MessagesContext:
         ordered: OrderedHooks | None = None,
         handler: Callable[[Msg], None] | None = None,
         name: str = "messages",
+        priority: Priority | None = None,
     ):
         exp = check_seconds(expires, "expires")
         if exp is None or exp < 0.001:
@@ -300,6 +316,8 @@ class MessagesContext:
         elif check_seconds(heartbeat, "heartbeat") is None or heartbeat >= exp:
             raise ValueError("heartbeat must be shorter than expires")
         self._acct = PullAccounting(max_messages, max_bytes, threshold_messages, threshold_bytes)
+        self._priority = priority
+        self._pin_id: str | None = None  # a pinned client's id, sent back with every pull request
         self._consumer = consumer
         self._core = core
         self._expires = exp
@@ -400,7 +418,13 @@ class MessagesContext:
         if self._stopped or not acct.wants_more() or time.monotonic() < self._retry_at:
             return
         ask = acct.ask()
-        body = pull_request(ask.batch, self._expires, max_bytes=ask.max_bytes, heartbeat=self._heartbeat)
+        p = self._priority
+        if p is None:
+            body = pull_request(ask.batch, self._expires, max_bytes=ask.max_bytes, heartbeat=self._heartbeat)
+        else:
+            body = pull_request(ask.batch, self._expires, max_bytes=ask.max_bytes, heartbeat=self._heartbeat,
+                                group=p.group, min_pending=p.min_pending, min_ack_pending=p.min_ack_pending,
+                                priority=p.priority, pin_id=self._pin_id)
         try:
             self._core.publish(self._consumer.next_subject, body, reply=self._owned.inbox)
         except NatsError as exc:
@@ -426,6 +450,10 @@ class MessagesContext:
         if st is MESSAGE:
             self._acct.delivered(len(msg.data))
             self._failures = 0
+            if self._priority is not None:
+                hdrs = msg.headers
+                if hdrs is not None and "Nats-Pin-Id" in hdrs:
+                    self._pin_id = hdrs["Nats-Pin-Id"]
             if self._ordered is not None:
                 verdict = self._ordered.accept(msg)
                 if verdict != "ok":
@@ -450,6 +478,8 @@ class MessagesContext:
                 self._report(st.error())  # type: ignore[arg-type]
         elif kind is Kind.RESET:
             self._acct.reset()
+            if st.pin_id_reset:
+                self._pin_id = None  # another client holds the pin now: ask without ours
         elif kind is Kind.NO_RESPONDERS:
             gone = self._consumer_gone()
             if gone is not None:

@@ -40,6 +40,10 @@ class Headers(dict):  # type: ignore[type-arg]
     def __init__(self, *args: object, **kwargs: str) -> None:
         super().__init__()
         self._extra: dict[str, list[str]] = {}
+        if len(args) == 1 and not kwargs and isinstance(args[0], Headers):
+            for key, value in args[0].items_all():  # every value of a repeated key, not only the first
+                self.add(key, value)
+            return
         for key, value in dict(*args, **kwargs).items():  # type: ignore[arg-type]
             if isinstance(value, str):
                 self[key] = value

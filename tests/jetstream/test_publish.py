@@ -138,3 +138,23 @@ def test_pending_futures_fail_on_close(nats_server: NatsServer) -> None:
     with pytest.raises(nats.ConnectionClosedError):
         js.publish_async("silent.y", b"x")
     del sub
+
+
+def test_async_publish_nobody_answers_is_retried_then_fails(nats_server: NatsServer) -> None:
+    """A 503 (no stream yet, or a leader election) is sent again twice, 250 ms apart, as nats.go does."""
+    import json
+    import urllib.request
+
+    def in_msgs() -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{nats_server.monitor_port}/varz", timeout=5) as r:
+            return int(json.loads(r.read())["in_msgs"])
+
+    with nats.connect(nats_server.url) as nc:
+        js = nc.jetstream()
+        nc.flush()
+        before = in_msgs()
+        fut = js.publish_async("nostream.here", b"x")
+        with pytest.raises(nats.errors.NoStreamResponseError):
+            fut.result(timeout=10)
+        js.publish_async_complete(timeout=5)
+        assert in_msgs() - before == 3  # the publish and its two retries

@@ -268,3 +268,50 @@ def test_priority_group_overflow_and_pinning(js: JetStream, stream: Stream) -> N
     batch = b.fetch(1, max_wait=0.5)
     assert list(batch) == []
     assert isinstance(batch.error, nats.JetStreamError)
+
+
+@pytest.mark.server("2.11")
+def test_messages_and_consume_speak_priority_groups(js: JetStream, stream: Stream) -> None:
+    stream.create_consumer(durable_name="PG", priority_policy="pinned_client", priority_groups=["g"],
+                           priority_timeout=30.0, ack_policy="explicit")
+    _fill(js, f"{stream.name}.a", 5)
+    cons = js.consumer(stream.name, "PG")
+    with cons.messages(group="g", max_messages=10) as it:
+        got = [it.next(timeout=5) for _ in range(5)]
+    assert [int(m.data) for m in got] == list(range(5))
+    for m in got:
+        m.ack()
+    # A consumer with a priority policy refuses requests without a group: the
+    # server's answer reaches the caller instead of an endless wait.
+    with cons.messages() as it, pytest.raises(nats.JetStreamError, match="(?i)priority group"):
+        it.next(timeout=5)
+    errors: list[Exception] = []
+    failed = threading.Event()
+    ctx = cons.consume(lambda m: None, error_cb=lambda e: (errors.append(e), failed.set()))
+    try:
+        assert failed.wait(5)
+        assert ctx.closed.wait(5)
+    finally:
+        ctx.stop()
+    assert any("priority group" in str(e).lower() for e in errors)
+    with pytest.raises(ValueError, match="need a group"):
+        cons.messages(min_pending=3)
+
+
+def test_messages_bounded_by_messages_and_bytes_together(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 20)
+    cons = stream.create_consumer(durable_name="MB", ack_policy="none")
+    with cons.messages(max_messages=4, max_bytes=1024) as it:
+        assert [int(it.next(timeout=5).data) for _ in range(20)] == list(range(20))
+
+
+@pytest.mark.server("2.11")
+def test_consumer_handle_pauses_and_resumes(js: JetStream, stream: Stream) -> None:
+    import datetime
+
+    cons = stream.create_consumer(durable_name="PR", ack_policy="none")
+    until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5)
+    cons.pause(until)
+    assert cons.info().paused
+    cons.resume()
+    assert not cons.info().paused

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from natsjs_sync.errors import ConsumerDeletedError, JetStreamError, NotJSMessageError
 from natsjs_sync.protocol.headers import encode_headers
 from natsjs_sync.protocol.jetstream.ackreply import parse_metadata, sequences
-from natsjs_sync.protocol.jetstream.pullstate import PullAccounting
+from natsjs_sync.protocol.jetstream.pullstate import PullAccounting, PullAsk
 from natsjs_sync.protocol.jetstream.status import MESSAGE, Kind, classify
 
 
@@ -103,7 +103,7 @@ def test_pull_accounting_tops_up_at_the_threshold() -> None:
 
 
 def test_pull_accounting_by_bytes() -> None:
-    acct = PullAccounting(max_messages=1, max_bytes=1000)
+    acct = PullAccounting(max_bytes=1000)
     ask = acct.ask()
     assert ask.max_bytes == 1000 and ask.batch >= 1000
     acct.delivered(600)
@@ -112,3 +112,11 @@ def test_pull_accounting_by_bytes() -> None:
     assert (acct.pending_msgs, acct.pending_bytes) == (0, 0)
     with pytest.raises(ValueError):
         PullAccounting(0)
+
+
+def test_pull_accounting_by_messages_with_a_byte_cap() -> None:
+    acct = PullAccounting(max_messages=4, max_bytes=1024)
+    assert acct.ask() == PullAsk(4, 1024)  # counted in messages, each request capped in bytes
+    for _ in range(3):
+        acct.delivered(100)
+    assert acct.wants_more() and acct.ask() == PullAsk(3, 1024)

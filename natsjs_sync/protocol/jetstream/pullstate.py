@@ -26,20 +26,26 @@ class PullAccounting:
     """Messages and bytes owed by outstanding pull requests. Not thread-safe.
 
     Args:
-        max_messages: how many messages to keep asked for.
-        max_bytes: or, instead, how many bytes.
+        max_messages: how many messages to keep asked for (default 500 without ``max_bytes``).
+        max_bytes: how many bytes to keep asked for; with ``max_messages`` too, the
+            messages are counted and each request is also capped at ``max_bytes`` (as nats.go's
+            ``PullMaxMessagesWithBytesLimit``).
         threshold_messages, threshold_bytes: ask again when what is owed falls to this
             (default: half).
     """
 
-    def __init__(self, max_messages: int, max_bytes: int | None = None, threshold_messages: int | None = None,
-                 threshold_bytes: int | None = None):
-        if max_messages < 1:
+    def __init__(self, max_messages: int | None = None, max_bytes: int | None = None,
+                 threshold_messages: int | None = None, threshold_bytes: int | None = None):
+        if max_messages is not None and max_messages < 1:
             raise ValueError("max_messages must be >= 1")
         if max_bytes is not None and max_bytes < 1:
             raise ValueError("max_bytes must be >= 1")
         self.max_bytes = max_bytes
-        self.max_messages = BYTES_MODE_BATCH if max_bytes else max_messages
+        #: Both limits given: counted in messages; each request also carries the byte cap.
+        self.both = max_bytes is not None and max_messages is not None
+        if max_messages is None:
+            max_messages = BYTES_MODE_BATCH if max_bytes else 500
+        self.max_messages = max_messages
         self.threshold_messages = threshold_messages if threshold_messages is not None else self.max_messages // 2
         self.threshold_bytes = threshold_bytes if threshold_bytes is not None else (max_bytes or 0) // 2
         self.pending_msgs = 0
@@ -49,12 +55,16 @@ class PullAccounting:
     def wants_more(self) -> bool:
         if self.stopped:
             return False
-        if self.max_bytes:
+        if self.max_bytes and not self.both:
             return self.pending_bytes <= self.threshold_bytes
         return self.pending_msgs <= self.threshold_messages
 
     def ask(self) -> PullAsk:
         """The request that tops up what is owed (and count it as owed)."""
+        if self.both:
+            batch = self.max_messages - self.pending_msgs
+            self.pending_msgs += batch
+            return PullAsk(batch, self.max_bytes)
         if self.max_bytes:
             want = self.max_bytes - self.pending_bytes
             self.pending_msgs += self.max_messages
