@@ -283,7 +283,7 @@ def test_messages_and_consume_speak_priority_groups(js: JetStream, stream: Strea
         m.ack()
     # A consumer with a priority policy refuses requests without a group: the
     # server's answer reaches the caller instead of an endless wait.
-    with cons.messages() as it, pytest.raises(nats.JetStreamError, match="(?i)priority group"):
+    with cons.messages() as it, pytest.raises(nats.JetStreamError, match=r"(?i)priority group"):
         it.next(timeout=5)
     errors: list[Exception] = []
     failed = threading.Event()
