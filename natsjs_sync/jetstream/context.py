@@ -13,11 +13,12 @@ from ..errors import BadSubjectError, BucketNotFoundError, StreamNotFoundError, 
 from ..protocol.headers import HeadersInput
 from . import _features
 from ._api import DEFAULT_API_PREFIX, DEFAULT_TIMEOUT, JetStreamAPI, encode_json, from_wire, rfc3339, to_wire
+from ._bucket import validate_bucket
 from .batch import BatchPublisher
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig, ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
 from .counter import Counter
-from .kv import KeyValue, KeyValueConfig, KeyValueStatus, create_key_value, kv_config, open_key_value, validate_bucket
+from .kv import KeyValue, KeyValueConfig, KeyValueStatus, create_key_value, kv_config, open_key_value
 from .nats_py import NatsPyNames
 from .object_store import (
     ObjectStore,

@@ -25,22 +25,19 @@ import msgspec
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
     BucketExistsError,
-    BucketNotFoundError,
-    InvalidBucketNameError,
     InvalidKeyError,
-    JetStreamError,
     KeyDeletedError,
     KeyExistsError,
     KeyNotFoundError,
     MsgNotFoundError,
-    StreamNameInUseError,
     StreamNotFoundError,
     WrongLastSequenceError,
 )
 from ..msg import Msg
 from ..protocol.headers import Headers
+from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .message import parse_metadata
-from .stream_config import Placement, RePublish, StreamConfig, StreamInfo, StreamSource, SubjectTransform, _Model
+from .stream_config import Placement, RePublish, StreamConfig, StreamSource, SubjectTransform, _Model
 from .watcher import Watcher
 
 if TYPE_CHECKING:
@@ -54,15 +51,8 @@ MAX_HISTORY = 64
 _DEFAULT_DUPLICATE_WINDOW = 120.0
 _PURGE_DELETES_THRESHOLD = 30 * 60.0
 
-_BUCKET_RE = re.compile(r"[a-zA-Z0-9_-]+")
 _KEY_RE = re.compile(r"[-/_=.a-zA-Z0-9]+")
 _FILTER_RE = re.compile(r"[-/_=.a-zA-Z0-9*>]+")
-
-
-def validate_bucket(name: object) -> str:
-    if not isinstance(name, str) or not _BUCKET_RE.fullmatch(name):
-        raise InvalidBucketNameError(f"invalid bucket name {name!r}: use letters, digits, '_' and '-'")
-    return name
 
 
 def validate_key(key: object, filter: bool = False) -> str:  # noqa: A002
@@ -164,43 +154,6 @@ class KeyValueConfig(_Model, frozen=True, kw_only=True):
                     sources.append(src)
                 fields["sources"] = sources
         return StreamConfig(**fields)
-
-
-class BucketStatus:
-    """What key-value buckets and object stores share: both read their stream's info."""
-
-    def __init__(self, info: StreamInfo, bucket: str):
-        self.stream_info = info
-        self.bucket = bucket
-
-    @property
-    def description(self) -> str | None:
-        return self.stream_info.config.description
-
-    @property
-    def ttl(self) -> float:
-        """Seconds a value or object is kept (0: for ever)."""
-        return self.stream_info.config.max_age
-
-    @property
-    def storage(self) -> str:
-        return str(getattr(self.stream_info.config.storage, "value", self.stream_info.config.storage))
-
-    @property
-    def replicas(self) -> int:
-        return self.stream_info.config.num_replicas
-
-    @property
-    def backing_store(self) -> str:
-        return "JetStream"
-
-    @property
-    def is_compressed(self) -> bool:
-        return getattr(self.stream_info.config.compression, "value", self.stream_info.config.compression) == "s2"
-
-    @property
-    def metadata(self) -> dict[str, str]:
-        return dict(self.stream_info.config.metadata or {})
 
 
 class KeyValueStatus(BucketStatus):
@@ -535,33 +488,6 @@ class KeyWatcher(Watcher[Entry]):
 
 
 # ---------------------------------------------------------------------- bucket management
-
-def bucket_stream(js: JetStream, scfg: StreamConfig, action: str, what: str,
-                  exists_error: type[JetStreamError], timeout: TimeoutArg) -> Stream:
-    """Create, update or create-or-update the stream behind a KV bucket or an
-    object store (``what`` names it in errors)."""
-    try:
-        if action == "create":
-            return js.create_stream(scfg, timeout=timeout)
-        if action == "update":
-            try:
-                return js.update_stream(scfg, timeout=timeout)
-            except StreamNotFoundError:
-                raise BucketNotFoundError(f"{what} not found") from None
-        return js.create_or_update_stream(scfg, timeout=timeout)
-    except StreamNameInUseError as exc:
-        raise exists_error(f"{what} exists with another configuration",
-                           code=exc.code, err_code=exc.err_code) from None
-
-
-def open_bucket_stream(js: JetStream, bucket: str, stream_name: str, what: str, timeout: TimeoutArg) -> Stream:
-    """The stream behind an existing KV bucket or object store."""
-    validate_bucket(bucket)
-    try:
-        return js.stream(stream_name, timeout=timeout)
-    except StreamNotFoundError:
-        raise BucketNotFoundError(f"{what} not found") from None
-
 
 # What makes a bucket the bucket it is. The reference clients differ in the rest
 # while making the same bucket: nats-py turns on per-message TTLs, nats.go only

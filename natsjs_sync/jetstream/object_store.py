@@ -35,7 +35,7 @@ from ..errors import (
     TimeoutError,
 )
 from ..protocol.nuid import next_nuid
-from .kv import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
+from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .publish import PubAck, PublishPipeline
 from .stream_config import Placement, StreamConfig, _Model
 from .watcher import Watcher
