@@ -32,7 +32,7 @@ from .object_store import (
 from .ordered import OrderedConsumer, OrderedMessages
 from .publish import PubAck
 from .pull import ConsumeContext, MessageBatch, MessagesContext
-from .push import OrderedSubscription, PushSubscription
+from .push import OrderedSubscription, PushConsumeContext, PushConsumer, PushSubscription
 from .stream import Stream
 from .stream_config import (
     DiscardPolicy,
@@ -93,6 +93,8 @@ __all__ = [
     "PriorityPolicy",
     "PubAck",
     "PullSubscription",
+    "PushConsumeContext",
+    "PushConsumer",
     "PushSubscription",
     "RawStreamMsg",
     "RePublish",

@@ -29,6 +29,7 @@ from .object_store import (
     open_object_store,
 )
 from .publish import RETRY_BACKOFF, PubAck, PublishWindow, ack_mux, publish_headers, publish_sync
+from .push import PushConsumer
 from .stream import Stream
 from .stream_config import StreamConfig, StreamInfo, _Open
 
@@ -267,6 +268,37 @@ class JetStream(NatsPyNames):
         Without ``name``/``durable_name`` the consumer is ephemeral.
         """
         return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "create", timeout)
+
+    def create_push_consumer(self, stream: str, config: ConsumerConfig | None = None,
+                             timeout: TimeoutArg = USE_DEFAULT, **kwargs: Any) -> PushConsumer:
+        """Create a push consumer (its config needs a ``deliver_subject``), as nats.go's
+        ``CreatePushConsumer``; ``.consume(handler)`` delivers its messages.
+
+        Raises:
+            ValueError: no ``deliver_subject`` (that would be a pull consumer).
+        """
+        return PushConsumer(self, self._push_request(stream, config, kwargs, "create", timeout))
+
+    def create_or_update_push_consumer(self, stream: str, config: ConsumerConfig | None = None,
+                                       timeout: TimeoutArg = USE_DEFAULT, **kwargs: Any) -> PushConsumer:
+        """Create the push consumer, or update it when it exists."""
+        return PushConsumer(self, self._push_request(stream, config, kwargs, "", timeout))
+
+    def update_push_consumer(self, stream: str, config: ConsumerConfig | None = None,
+                             timeout: TimeoutArg = USE_DEFAULT, **kwargs: Any) -> PushConsumer:
+        """Change an existing push consumer. Raises ConsumerNotFoundError."""
+        return PushConsumer(self, self._push_request(stream, config, kwargs, "update", timeout))
+
+    def push_consumer(self, stream: str, name: str, timeout: TimeoutArg = USE_DEFAULT) -> PushConsumer:
+        """A handle on an existing push consumer. Raises ConsumerNotFoundError."""
+        return PushConsumer(self, self._consumer_info(stream, name, timeout))
+
+    def _push_request(self, stream: str, config: ConsumerConfig | None, kwargs: dict[str, Any], action: str,
+                      timeout: TimeoutArg) -> ConsumerInfo:
+        cfg = _config(ConsumerConfig, config, kwargs)
+        if not cfg.deliver_subject:
+            raise ValueError("a push consumer needs a deliver_subject (without one, use create_consumer)")
+        return self._consumer_request(stream, cfg, action, timeout).cached_info
 
     def update_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                         **kwargs: Any) -> Consumer:

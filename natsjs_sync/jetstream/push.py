@@ -1,4 +1,4 @@
-"""Legacy push consumers, as nats-py's ``js.subscribe`` makes them.
+"""Push consumers: nats-py's ``js.subscribe`` and nats.go's ``PushConsumer``.
 
 The server pushes a push consumer's messages to its *deliver subject*; the
 client is an ordinary subscription there (in a queue group when the consumer
@@ -11,7 +11,9 @@ shown to the user:
 * idle heartbeats (``100 Idle Heartbeat``): proof of life; when one carries
   ``Nats-Consumer-Stalled``, that subject is answered to un-stall the consumer.
 
-New code should prefer pull consumers (:class:`~natsjs_sync.jetstream.Consumer`).
+:class:`PushConsumer` is the same thing with nats.go's ``jetstream`` API
+(``js.create_push_consumer(...)``, then ``consume(handler)``). New code should
+prefer pull consumers (:class:`~natsjs_sync.jetstream.Consumer`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._core.spi import CoreLink
 from .._timeout import USE_DEFAULT, TimeoutArg, resolve
-from ..errors import BadSubscriptionError, ConsumerNotFoundError, JetStreamError, NatsError
+from ..errors import BadSubscriptionError, ConsumerNotFoundError, JetStreamError, NatsError, NoHeartbeatError
 from ..msg import Msg
 from ..protocol.jetstream.ackreply import ACK_PREFIX
 from ..protocol.jetstream.status import Kind, classify
@@ -262,3 +264,129 @@ class OrderedSubscription:
 
     def __repr__(self) -> str:
         return f"<OrderedSubscription {self._oc.stream} {self.subject!r}>"
+
+
+class PushConsumer:
+    """A handle on a push consumer, as nats.go's ``jetstream.PushConsumer``.
+
+    Make one with :meth:`JetStream.create_push_consumer` (the config must have
+    a ``deliver_subject``) or :meth:`JetStream.push_consumer`; then
+    :meth:`consume` delivers its messages to a handler. Thread-safe.
+    """
+
+    def __init__(self, js: JetStream, info: ConsumerInfo):
+        if not info.config.deliver_subject:
+            raise JetStreamError(f"consumer {info.name!r} is a pull consumer: use js.consumer()")
+        self._js = js
+        self.stream = info.stream_name
+        self.name = info.name
+        self._info = info
+
+    @property
+    def cached_info(self) -> ConsumerInfo:
+        """The info from when this handle was made or last refreshed (no request)."""
+        return self._info
+
+    def info(self, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerInfo:
+        """Fresh consumer info. Raises ConsumerNotFoundError."""
+        self._info = self._js._consumer_info(self.stream, self.name, timeout)
+        return self._info
+
+    def consume(self, handler: MsgHandler, error_cb: Callable[[Exception], None] | None = None,
+                pending_msgs_limit: int | None = None,
+                pending_bytes_limit: int | None = None) -> PushConsumeContext:
+        """Call ``handler(msg)`` for each message, in order, on the client's dispatcher.
+
+        Flow control is answered after the messages before it were handled; with
+        idle heartbeats configured, two missed ones are reported to ``error_cb``
+        (default: the client's) as :class:`~natsjs_sync.NoHeartbeatError`.
+        Exceptions from the handler go to ``error_cb`` too. Acknowledge messages
+        as the consumer's ack policy asks.
+
+        Raises:
+            JetStreamError: the consumer is bound to another subscription (no deliver group).
+        """
+        from .._core.options import check_callback
+
+        check_callback(handler, "handler")
+        check_callback(error_cb, "error_cb")
+        cfg = self._info.config
+        if not cfg.deliver_group and self.info().push_bound:
+            raise JetStreamError(f"consumer {self.name!r} is already bound to a subscription")
+        return PushConsumeContext(self, handler, error_cb, pending_msgs_limit, pending_bytes_limit)
+
+    def __repr__(self) -> str:
+        return f"<PushConsumer {self.stream}/{self.name}>"
+
+
+class PushConsumeContext:
+    """A running :meth:`PushConsumer.consume`; :meth:`stop` or :meth:`drain` ends it."""
+
+    def __init__(self, consumer: PushConsumer, handler: MsgHandler, error_cb: Callable[[Exception], None] | None,
+                 pending_msgs_limit: int | None, pending_bytes_limit: int | None):
+        js = consumer._js
+        core = js._core
+        cfg = consumer.cached_info.config
+        self._core = core
+        self._error_cb = error_cb
+
+        def run(msg: Msg) -> None:
+            try:
+                handler(msg)
+            except Exception as exc:  # a handler's bug must not stop consumption
+                self._report(exc)
+
+        assert cfg.deliver_subject is not None
+        self._sub = core.subscribe(cfg.deliver_subject, cfg.deliver_group, run, pending_msgs_limit=pending_msgs_limit,
+                                   pending_bytes_limit=pending_bytes_limit, status_filter=push_filter(core))
+        self._sub.last_activity = time.monotonic()  # type: ignore[attr-defined]
+        self._heartbeat = cfg.idle_heartbeat or 0.0
+        self._timer = core.call_every(self._heartbeat, self._check) if self._heartbeat else None
+        self._missed = False
+
+    def _report(self, exc: Exception) -> None:
+        if self._error_cb is None:
+            self._core.report_error(exc)
+            return
+        try:
+            self._error_cb(exc)
+        except Exception as cb_exc:
+            self._core.report_error(cb_exc)
+
+    def _check(self) -> None:
+        """Timer thread: two heartbeats without a message or heartbeat mean trouble (reported once per gap)."""
+        quiet = time.monotonic() - self._sub.last_activity  # type: ignore[attr-defined]
+        if quiet < 2 * self._heartbeat:
+            self._missed = False
+            return
+        if not self._missed:
+            self._missed = True
+            err = NoHeartbeatError(f"missed idle heartbeats on push consumer {self._sub.subject!r}")
+            self._sub.enqueue_control(lambda: self._report(err))  # reported on the dispatcher, in order
+
+    @property
+    def closed(self) -> bool:
+        return not self._sub.is_valid
+
+    def stop(self) -> None:
+        """Stop now (messages queued and not handled are dropped; redelivered per the ack policy)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._sub.is_valid:
+            try:
+                self._sub.unsubscribe()
+            except NatsError:
+                pass
+
+    def drain(self, timeout: TimeoutArg = USE_DEFAULT) -> None:
+        """Stop taking messages and return once those received were handled."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._sub.is_valid:
+            self._sub.drain(timeout)
+
+    def __enter__(self) -> PushConsumeContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

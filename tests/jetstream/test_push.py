@@ -141,3 +141,45 @@ def test_ordered_subscription(js: JetStream, stream: Stream) -> None:
     sub = js.subscribe(f"{stream.name}.o", ordered_consumer=True)
     assert [int(m.data) for m in (sub.next_msg(timeout=2) for _ in range(50))] == list(range(50))
     sub.unsubscribe()
+
+
+def test_go_style_push_consumer_consumes_with_flow_control(js: JetStream, stream: Stream) -> None:
+    name = stream.cached_info.config.name
+    for i in range(200):
+        js.publish(f"{name}.a", str(i).encode())
+    deliver = js.nc.new_inbox()
+    pc = js.create_push_consumer(name, durable_name="gopush", deliver_subject=deliver, ack_policy="explicit",
+                                 flow_control=True, idle_heartbeat=1.0)
+    assert js.push_consumer(name, "gopush").cached_info.config.deliver_subject == deliver
+    seen: list[int] = []
+    done = threading.Event()
+
+    def handler(msg: nats.Msg) -> None:
+        seen.append(int(msg.data))
+        msg.ack()
+        if len(seen) == 200:
+            done.set()
+
+    with pc.consume(handler) as ctx:
+        assert done.wait(10)
+        with pytest.raises(nats.JetStreamError, match="already bound"):
+            pc.consume(handler)
+    assert ctx.closed
+    assert seen == list(range(200))
+    with pytest.raises(ValueError, match="deliver_subject"):
+        js.create_push_consumer(name, durable_name="nodeliver")
+
+
+def test_go_style_push_consumer_reports_missed_heartbeats(js: JetStream, stream: Stream) -> None:
+    name = stream.cached_info.config.name
+    pc = js.create_push_consumer(name, durable_name="hb", deliver_subject=js.nc.new_inbox(), ack_policy="none",
+                                 idle_heartbeat=0.5)
+    errors: list[Exception] = []
+    missed = threading.Event()
+    ctx = pc.consume(lambda m: None, error_cb=lambda e: (errors.append(e), missed.set()))
+    try:
+        js.delete_consumer(name, "hb")  # its heartbeats stop
+        assert missed.wait(10)
+        assert isinstance(errors[0], nats.NoHeartbeatError)
+    finally:
+        ctx.stop()
