@@ -159,7 +159,7 @@ def _check_options(
     if sentinel is True:
         return _is_standard_sentinel
     if callable(sentinel):
-        return sentinel  # type: ignore[return-value]
+        return sentinel
     raise TypeError(f"sentinel must be True, False, None or a callable taking a Msg, not {type(sentinel).__name__}")
 
 

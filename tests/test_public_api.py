@@ -132,3 +132,36 @@ def test_mypy_strict_passes() -> None:
     proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+USER_CODE_WITH_TYPOS = '''
+import natsjs_sync as nats
+
+nc = nats.connect()
+js = nc.jetstream()
+js.create_stream(name="S", subjects=["s.>"], max_age=60.0)
+js.create_stream(name="S", subjectz=["s.>"])
+js.create_consumer("S", durable_nmae="d")
+js.create_key_value(bucket="b", history="5")
+'''
+
+
+def test_mypy_checks_the_keywords_of_config_taking_calls(tmp_path: pathlib.Path) -> None:
+    """A user's type checker sees a misspelt or mistyped config keyword."""
+    script = tmp_path / "user_code.py"
+    script.write_text(USER_CODE_WITH_TYPOS)
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(script)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    out = proc.stdout
+    assert proc.returncode == 1, out
+    assert '"subjectz"' in out and '"durable_nmae"' in out and '"history"' in out
+    assert out.count("error:") == 3, out  # those three, and nothing in the package itself
+
+
+def test_config_keyword_types_match_the_structs() -> None:
+    from natsjs_sync.jetstream import ConsumerConfig, KeyValueConfig, ObjectStoreConfig, StreamConfig, _fields
+
+    for struct, fields in ((StreamConfig, _fields.StreamConfigFields), (ConsumerConfig, _fields.ConsumerConfigFields),
+                           (KeyValueConfig, _fields.KeyValueConfigFields),
+                           (ObjectStoreConfig, _fields.ObjectStoreConfigFields)):
+        assert set(fields.__annotations__) == set(struct.__struct_fields__) - {"unknown_fields"}, struct.__name__

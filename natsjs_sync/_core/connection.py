@@ -381,7 +381,7 @@ class Connection:
             obj = self._attachments.get(key)
             if obj is None:
                 obj = self._attachments[key] = factory()
-        return obj  # type: ignore[no-any-return]
+        return obj
 
     def on_close(self, fn: Callable[[], None]) -> Handle:
         return self.close_hooks.add(fn)

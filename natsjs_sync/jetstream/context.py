@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,10 @@ from .stream import Stream
 from .stream_config import StreamConfig, StreamInfo, _Open
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..client import Client
+    from ._fields import ConsumerConfigFields, KeyValueConfigFields, ObjectStoreConfigFields, StreamConfigFields
     from .ordered import OrderedConsumer
 
 
@@ -100,7 +103,7 @@ def check_name(name: object, what: str) -> str:
     return name
 
 
-def _config(cls: type[Any], config: Any, kwargs: dict[str, Any]) -> Any:
+def _config(cls: type[Any], config: Any, kwargs: Mapping[str, Any]) -> Any:
     if config is None:
         return cls(**kwargs)
     if not isinstance(config, cls):
@@ -180,7 +183,7 @@ class JetStream(NatsPyNames):
         return Stream(self, info)
 
     def create_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                      **kwargs: Any) -> Stream:
+                      **kwargs: Unpack[StreamConfigFields]) -> Stream:
         """Create a stream (from a StreamConfig or keyword arguments).
 
         Raises:
@@ -189,12 +192,12 @@ class JetStream(NatsPyNames):
         return self._stream_request("CREATE", _config(StreamConfig, config, kwargs), timeout)
 
     def update_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                      **kwargs: Any) -> Stream:
+                      **kwargs: Unpack[StreamConfigFields]) -> Stream:
         """Change a stream's config. Raises StreamNotFoundError."""
         return self._stream_request("UPDATE", _config(StreamConfig, config, kwargs), timeout)
 
     def create_or_update_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                                **kwargs: Any) -> Stream:
+                                **kwargs: Unpack[StreamConfigFields]) -> Stream:
         """Update the stream, or create it when it does not exist (one ``timeout`` for both)."""
         cfg = _config(StreamConfig, config, kwargs)
         deadline = self._api.deadline(timeout)
@@ -262,7 +265,7 @@ class JetStream(NatsPyNames):
         return Consumer(self, info)
 
     def create_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                        **kwargs: Any) -> Consumer:
+                        **kwargs: Unpack[ConsumerConfigFields]) -> Consumer:
         """Create a consumer; fails if one of that name exists with another config.
 
         Without ``name``/``durable_name`` the consumer is ephemeral.
@@ -270,7 +273,7 @@ class JetStream(NatsPyNames):
         return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "create", timeout)
 
     def create_push_consumer(self, stream: str, config: ConsumerConfig | None = None,
-                             timeout: TimeoutArg = USE_DEFAULT, **kwargs: Any) -> PushConsumer:
+                             timeout: TimeoutArg = USE_DEFAULT, **kwargs: Unpack[ConsumerConfigFields]) -> PushConsumer:
         """Create a push consumer (its config needs a ``deliver_subject``), as nats.go's
         ``CreatePushConsumer``; ``.consume(handler)`` delivers its messages.
 
@@ -280,12 +283,13 @@ class JetStream(NatsPyNames):
         return PushConsumer(self, self._push_request(stream, config, kwargs, "create", timeout))
 
     def create_or_update_push_consumer(self, stream: str, config: ConsumerConfig | None = None,
-                                       timeout: TimeoutArg = USE_DEFAULT, **kwargs: Any) -> PushConsumer:
+                                       timeout: TimeoutArg = USE_DEFAULT,
+                                       **kwargs: Unpack[ConsumerConfigFields]) -> PushConsumer:
         """Create the push consumer, or update it when it exists."""
         return PushConsumer(self, self._push_request(stream, config, kwargs, "", timeout))
 
     def update_push_consumer(self, stream: str, config: ConsumerConfig | None = None,
-                             timeout: TimeoutArg = USE_DEFAULT, **kwargs: Any) -> PushConsumer:
+                             timeout: TimeoutArg = USE_DEFAULT, **kwargs: Unpack[ConsumerConfigFields]) -> PushConsumer:
         """Change an existing push consumer. Raises ConsumerNotFoundError."""
         return PushConsumer(self, self._push_request(stream, config, kwargs, "update", timeout))
 
@@ -293,7 +297,7 @@ class JetStream(NatsPyNames):
         """A handle on an existing push consumer. Raises ConsumerNotFoundError."""
         return PushConsumer(self, self._consumer_info(stream, name, timeout))
 
-    def _push_request(self, stream: str, config: ConsumerConfig | None, kwargs: dict[str, Any], action: str,
+    def _push_request(self, stream: str, config: ConsumerConfig | None, kwargs: Mapping[str, Any], action: str,
                       timeout: TimeoutArg) -> ConsumerInfo:
         cfg = _config(ConsumerConfig, config, kwargs)
         if not cfg.deliver_subject:
@@ -301,12 +305,13 @@ class JetStream(NatsPyNames):
         return self._consumer_request(stream, cfg, action, timeout).cached_info
 
     def update_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                        **kwargs: Any) -> Consumer:
+                        **kwargs: Unpack[ConsumerConfigFields]) -> Consumer:
         """Change an existing consumer. Raises ConsumerNotFoundError."""
         return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "update", timeout)
 
     def create_or_update_consumer(self, stream: str, config: ConsumerConfig | None = None,
-                                  timeout: TimeoutArg = USE_DEFAULT, **kwargs: Any) -> Consumer:
+                                  timeout: TimeoutArg = USE_DEFAULT,
+                                  **kwargs: Unpack[ConsumerConfigFields]) -> Consumer:
         return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "", timeout)
 
     def _consumer_info(self, stream: str, name: str, timeout: TimeoutArg) -> ConsumerInfo:
@@ -408,7 +413,7 @@ class JetStream(NatsPyNames):
     # ------------------------------------------------------------------ key-value
 
     def create_key_value(self, config: KeyValueConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                         **kwargs: Any) -> KeyValue:
+                         **kwargs: Unpack[KeyValueConfigFields]) -> KeyValue:
         """Create a key-value bucket (``KeyValueConfig`` or keyword arguments: bucket, history, ttl ...).
 
         Raises:
@@ -417,12 +422,12 @@ class JetStream(NatsPyNames):
         return create_key_value(self, kv_config(config, kwargs), "create", timeout)
 
     def update_key_value(self, config: KeyValueConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                         **kwargs: Any) -> KeyValue:
+                         **kwargs: Unpack[KeyValueConfigFields]) -> KeyValue:
         """Change a bucket's configuration. Raises BucketNotFoundError."""
         return create_key_value(self, kv_config(config, kwargs), "update", timeout)
 
     def create_or_update_key_value(self, config: KeyValueConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                                   **kwargs: Any) -> KeyValue:
+                                   **kwargs: Unpack[KeyValueConfigFields]) -> KeyValue:
         return create_key_value(self, kv_config(config, kwargs), "create_or_update", timeout)
 
     def key_value(self, bucket: str, timeout: TimeoutArg = USE_DEFAULT) -> KeyValue:
@@ -452,16 +457,17 @@ class JetStream(NatsPyNames):
     # ------------------------------------------------------------------ object store
 
     def create_object_store(self, config: ObjectStoreConfig | str | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                            **kwargs: Any) -> ObjectStore:
+                            **kwargs: Unpack[ObjectStoreConfigFields]) -> ObjectStore:
         """Create an object store bucket (``ObjectStoreConfig``, a bucket name, or keyword arguments)."""
         return create_object_store(self, obj_config(config, kwargs), "create", timeout)
 
     def update_object_store(self, config: ObjectStoreConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                            **kwargs: Any) -> ObjectStore:
+                            **kwargs: Unpack[ObjectStoreConfigFields]) -> ObjectStore:
         return create_object_store(self, obj_config(config, kwargs), "update", timeout)
 
     def create_or_update_object_store(self, config: ObjectStoreConfig | None = None,
-                                      timeout: TimeoutArg = USE_DEFAULT, **kwargs: Any) -> ObjectStore:
+                                      timeout: TimeoutArg = USE_DEFAULT,
+                                      **kwargs: Unpack[ObjectStoreConfigFields]) -> ObjectStore:
         return create_object_store(self, obj_config(config, kwargs), "create_or_update", timeout)
 
     def object_store(self, bucket: str, timeout: TimeoutArg = USE_DEFAULT) -> ObjectStore:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -547,10 +547,10 @@ def open_key_value(js: JetStream, bucket: str, timeout: TimeoutArg) -> KeyValue:
                                                    timeout))
 
 
-def kv_config(config: KeyValueConfig | None, kwargs: dict[str, Any]) -> KeyValueConfig:
+def kv_config(config: KeyValueConfig | None, kwargs: Mapping[str, Any]) -> KeyValueConfig:
     nested = {"placement": Placement, "republish": RePublish, "mirror": StreamSource,
               "sources": list[StreamSource]}
-    kwargs = {k: (msgspec.convert(v, nested[k]) if k in nested and v is not None else v)  # type: ignore[arg-type]
+    kwargs = {k: (msgspec.convert(v, nested[k]) if k in nested and v is not None else v)
               for k, v in kwargs.items()}
     if config is None:
         return KeyValueConfig(**kwargs)

@@ -20,7 +20,7 @@ import hashlib
 import io
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
@@ -364,7 +364,7 @@ class ObjectResult(io.RawIOBase):
                 return
             yield chunk
 
-    def __iter__(self) -> Iterator[bytes]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[bytes]:
         return self.chunks()
 
     def close(self) -> None:
@@ -722,7 +722,7 @@ def open_object_store(js: JetStream, bucket: str, timeout: TimeoutArg) -> Object
                                                       timeout))
 
 
-def obj_config(config: ObjectStoreConfig | str | None, kwargs: dict[str, Any]) -> ObjectStoreConfig:
+def obj_config(config: ObjectStoreConfig | str | None, kwargs: Mapping[str, Any]) -> ObjectStoreConfig:
     if isinstance(config, str):  # nats-py: create_object_store("bucket", ...)
         config, kwargs = None, {**kwargs, "bucket": config}
     if "placement" in kwargs and isinstance(kwargs["placement"], dict):

@@ -354,7 +354,7 @@ def _settle(fut: Future[PubAck], ack: PubAck | None, exc: BaseException | None) 
         pass
 
 
-_PENDING = Future()._state  # type: ignore[attr-defined]  # the state a new Future starts in
+_PENDING = Future()._state  # the state a new Future starts in
 
 
 class _PubFuture(Future):  # type: ignore[type-arg]

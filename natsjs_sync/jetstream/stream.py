@@ -17,6 +17,9 @@ from .consumer_config import ConsumerConfig, ConsumerInfo, ConsumerPauseResponse
 from .stream_config import RawStreamMsg, StreamConfig, StreamInfo, StreamState
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._fields import ConsumerConfigFields
     from .consumer import Consumer
     from .context import JetStream
     from .ordered import OrderedConsumer
@@ -250,7 +253,7 @@ class Stream:
     # ------------------------------------------------------------------ consumers
 
     def create_consumer(self, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                        **kwargs: Any) -> Consumer:
+                        **kwargs: Unpack[ConsumerConfigFields]) -> Consumer:
         """Create a consumer on this stream (a :class:`ConsumerConfig` or its fields as keywords).
 
         Without ``name``/``durable_name`` the consumer is ephemeral.
@@ -261,12 +264,12 @@ class Stream:
         return self._js.create_consumer(self.name, config, timeout, **kwargs)
 
     def update_consumer(self, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                        **kwargs: Any) -> Consumer:
+                        **kwargs: Unpack[ConsumerConfigFields]) -> Consumer:
         """Change an existing consumer of this stream. Raises ConsumerNotFoundError."""
         return self._js.update_consumer(self.name, config, timeout, **kwargs)
 
     def create_or_update_consumer(self, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                                  **kwargs: Any) -> Consumer:
+                                  **kwargs: Unpack[ConsumerConfigFields]) -> Consumer:
         """Create the consumer, or update it when it exists."""
         return self._js.create_or_update_consumer(self.name, config, timeout, **kwargs)
 

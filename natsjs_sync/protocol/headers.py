@@ -44,7 +44,7 @@ class Headers(dict):  # type: ignore[type-arg]
             for key, value in args[0].items_all():  # every value of a repeated key, not only the first
                 self.add(key, value)
             return
-        for key, value in dict(*args, **kwargs).items():  # type: ignore[arg-type]
+        for key, value in dict(*args, **kwargs).items():
             if isinstance(value, str):
                 self[key] = value
             else:

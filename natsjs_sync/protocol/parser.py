@@ -172,10 +172,10 @@ class Parser:
             buf.clear()
         else:
             # The common case: nothing left over, parse the read itself.
-            work = data if data.__class__ is bytes else bytes(data)  # type: ignore[assignment]
+            work = data if data.__class__ is bytes else bytes(data)
         out: list[Event] = []
         try:
-            pos = self._parse(work, out)  # type: ignore[arg-type]
+            pos = self._parse(work, out)
         except ProtocolError as exc:
             self._broken = exc
             self._pending = None

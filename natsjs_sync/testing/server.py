@@ -517,7 +517,7 @@ def nats_server_version(binary: str | None = None) -> tuple[int, int, int] | Non
 def docker_available() -> bool:
     """True when testcontainers is installed and a Docker engine answers."""
     try:
-        import docker  # type: ignore[import-untyped]
+        import docker  # type: ignore[import-untyped, unused-ignore]  # typed in some docker releases
         from testcontainers.core.container import DockerContainer  # noqa: F401
     except ImportError:
         return False
