@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pathlib
 import re
 import subprocess
 import sys
