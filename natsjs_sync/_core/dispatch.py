@@ -58,15 +58,16 @@ class Lane(Generic[T]):
     the handler itself. Thread-safe.
     """
 
-    __slots__ = ("_dispatcher", "_handler", "_items", "_lock", "_on_error", "_scheduled", "closed", "name")
+    __slots__ = ("_dispatcher", "_handler", "_items", "_on_error", "_scheduled", "closed", "name")
 
     def __init__(self, dispatcher: Dispatcher, handler: Callable[[T], None], name: str,
                  on_error: Callable[[BaseException], None] | None):
         self._dispatcher = dispatcher
         self._handler = handler
         self._items: deque[T] = deque()
-        self._scheduled = False
-        self._lock = threading.Lock()
+        # Held while the lane is scheduled or running: taking it (without waiting)
+        # is the one atomic "schedule it unless it already is".
+        self._scheduled = threading.Lock()
         self._on_error = on_error
         self.closed = False
         self.name = name
@@ -78,26 +79,14 @@ class Lane(Generic[T]):
         """Queue ``item``; a worker runs the handler on it soon, after the items before it."""
         self._items.append(item)
         # A lane already scheduled will find the item: the worker re-checks the
-        # queue after clearing _scheduled (see _run), so no item is stranded.
-        if not self._scheduled:
-            with self._lock:
-                if self._scheduled:
-                    return
-                self._scheduled = True
+        # queue after releasing _scheduled (see _run), so no item is stranded.
+        if self._scheduled.acquire(False):
             self._dispatcher._schedule(self)
 
     def close(self) -> None:
         """Drop queued items; nothing more runs (the item running now finishes)."""
         self.closed = True
         self._items.clear()
-
-    def _reclaim(self) -> bool:
-        """After going idle with items left: take the lane back unless another worker has it."""
-        with self._lock:
-            if self._scheduled:
-                return False
-            self._scheduled = True
-            return True
 
     def _run(self, budget: int) -> bool:
         """Run up to ``budget`` items; True when items remain (still scheduled)."""
@@ -110,8 +99,10 @@ class Lane(Generic[T]):
             try:
                 item = items.popleft()
             except IndexError:
-                self._scheduled = False
-                if items and self._reclaim():
+                self._scheduled.release()
+                # An item put just before the release found the lane scheduled:
+                # take the lane back for it, unless that put scheduled it anew.
+                if items and self._scheduled.acquire(False):
                     continue
                 return False
             try:
@@ -155,7 +146,9 @@ class Dispatcher:
         self._runq: queue.SimpleQueue[Lane[Any] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._workers: set[threading.Thread] = set()
-        self._idle = 0
+        # One entry per idle worker: list append/pop are atomic, so counting
+        # idle workers on every hand-off costs no lock.
+        self._idle: list[None] = []
         self._closed = False
         self._serial = itertools.count(1)
 
@@ -174,17 +167,17 @@ class Dispatcher:
 
     def _schedule(self, lane: Lane[Any]) -> None:
         self._runq.put(lane)
-        if self._idle == 0:
+        if not self._idle:
             self._spawn()
 
     def _spawn(self) -> None:
         with self._lock:
-            if self._closed or self._idle > 0 or len(self._workers) >= self.max_workers:
+            if self._closed or self._idle or len(self._workers) >= self.max_workers:
                 return
             t = threading.Thread(target=self._work, name=f"natsjs-dispatch-{self.name}-{next(self._serial)}",
                                  daemon=True)
             self._workers.add(t)
-            self._idle += 1  # counts as idle until it takes its first lane
+            self._idle.append(None)  # counts as idle until it takes its first lane
         t.start()
 
     def _work(self) -> None:
@@ -192,6 +185,7 @@ class Dispatcher:
         _local.dispatcher = self
         runq = self._runq
         lock = self._lock
+        idle = self._idle
         try:
             while True:
                 try:
@@ -200,16 +194,14 @@ class Dispatcher:
                     with lock:
                         if runq.empty() and (len(self._workers) > 1 or self._closed):
                             self._workers.discard(me)
-                            self._idle -= 1
+                            idle.pop()
                             return
                     continue
+                idle.pop()
                 if lane is None:
                     with lock:
                         self._workers.discard(me)
-                        self._idle -= 1
                     return
-                with lock:
-                    self._idle -= 1
                 _local.lane = lane
                 try:
                     more = lane._run(_BATCH)
@@ -217,8 +209,7 @@ class Dispatcher:
                     _local.lane = None
                 if more:
                     runq.put(lane)  # let other lanes in, then carry on
-                with lock:
-                    self._idle += 1
+                idle.append(None)
         finally:
             _local.dispatcher = None
 
@@ -247,7 +238,7 @@ class Dispatcher:
         self._runq = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._workers = set()
-        self._idle = 0
+        self._idle = []
         self._closed = False
 
 
