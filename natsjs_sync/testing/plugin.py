@@ -1,4 +1,4 @@
-"""pytest plugin: ``nats_server``, ``nats_url`` and ``nats_cluster`` fixtures.
+"""pytest plugin: ``nats_server``, ``nats_url``, ``nats_cluster`` and ``nats_fault_proxy`` fixtures.
 
 Each fixture starts real nats-server processes on 127.0.0.1 with JetStream in a
 temporary directory and removes them after the test. Set
@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from .faultproxy import FaultProxy
 from .server import NatsCluster, NatsServer, nats_server_version
 
 
@@ -70,3 +71,14 @@ def nats_cluster() -> Iterator[NatsCluster]:
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture
+def nats_fault_proxy(nats_server: NatsServer) -> Iterator[FaultProxy]:
+    """A :class:`FaultProxy` in front of the ``nats_server`` fixture's server.
+
+    Connect to ``nats_fault_proxy.url``; the server stays reachable directly
+    at ``nats_server.url`` (for a second, undisturbed client).
+    """
+    with FaultProxy(nats_server.url) as proxy:
+        yield proxy
