@@ -80,6 +80,8 @@ def test_forwards_both_ways_and_reports_what_it_sees(proxy: FaultProxy, server: 
         assert proxy.server_frames("INFO") >= 1 and proxy.server_frames("HMSG") == 1
         assert proxy.server_frames("PONG") >= 2  # the handshake's and the flush's
         assert proxy.server_frames() >= 4
+        assert proxy.client_frames("CONNECT") == 1 and proxy.client_frames("SUB") == 1
+        assert proxy.client_frames("PUB") == 1 and proxy.client_frames("ping") >= 2
         assert "1 connections" in repr(proxy)
     assert wait_until(lambda: proxy.connections == 0)
 
@@ -159,6 +161,35 @@ def test_stop_reading_stalls_the_clients_writes_while_the_server_still_talks(
         publisher.join(5)
         got = [up.next_msg(timeout=10).data[:2] for _ in range(64)]
         assert got == [b"%02d" % i for i in range(64)]
+
+
+def test_stop_reading_with_a_closed_window_holds_a_big_write_until_cut(proxy: FaultProxy,
+                                                                       witness: nats.Client) -> None:
+    ev = Events()
+    with proxied(proxy, ev) as nc:
+        nc.flush()
+        proxy.stop_reading(close_window=True)
+        done = threading.Event()
+
+        def publish_a_lot() -> None:
+            try:
+                for _ in range(24):  # 6 MB
+                    nc.publish("fp.up", b"x" * 256 * 1024)
+                done.set()
+            except nats.OutboundBufferLimitError:
+                pass  # after the cut: the rest does not fit the reconnect buffer
+
+        publisher = threading.Thread(target=publish_a_lot, name="test-publisher", daemon=True)
+        publisher.start()
+        assert not done.wait(2.0), "the client's writes did not stall"
+        proxy.heal()
+        proxy.cut()  # the shrunk window stays with that connection: a new one is fast
+        assert ev.reconnected.wait(10)
+        publisher.join(10)
+        up = witness.subscribe("fp.up2")
+        witness.flush()
+        nc.publish("fp.up2", b"y" * 512 * 1024)
+        assert up.next_msg(timeout=10).data == b"y" * 512 * 1024
 
 
 def test_stop_reading_from_the_server(proxy: FaultProxy, witness: nats.Client) -> None:

@@ -169,7 +169,7 @@ class _Pump(threading.Thread):
         self._eof = False
         self._src_reset = False
         self._cut_after = False  # a mid-frame cut: close once this is sent
-        self._scanner = _FrameScanner() if direction == "to_client" else None
+        self._scanner = _FrameScanner()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -281,11 +281,11 @@ class _Pump(threading.Thread):
         if not data:
             self._eof = True
             return
-        if self._scanner is not None and not self._scanner.broken:
+        if not self._scanner.broken:
             starts, ops = self._scanner.feed(data)
             if ops:
-                self._proxy._count(ops)
-            if starts and self._proxy._take_mid_frame_cut():
+                self._proxy._count(self._direction, ops)
+            if starts and self._direction == "to_client" and self._proxy._take_mid_frame_cut():
                 data = data[: self._cut_point(data, starts[0])]
                 self._cut_after = True
         self._queue.append((time.monotonic() + way.latency, data))
@@ -332,6 +332,14 @@ class _Link:
         for p in self.pumps:
             p.wake()
 
+    def close_window(self, direction: str) -> None:
+        """Shrink the receive buffer of the side(s) not read to the minimum."""
+        socks = {"to_server": (self._client,), "to_client": (self._server,)}.get(direction,
+                                                                                  (self._client, self._server))
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+
     def abort(self, reset: bool) -> None:
         """End both directions now (the last pump to stop closes the sockets)."""
         with self._lock:
@@ -364,9 +372,9 @@ class FaultProxy:
     each fault applies at once to every open connection and to the ones made
     later, until :meth:`heal`. Faults combine (latency and trickle, say).
 
-    The proxy understands just enough of the NATS protocol to find where the
-    frames the server sends begin, for :meth:`cut_mid_frame` and
-    :meth:`server_frames`. Bytes are never altered or lost: a held byte is
+    The proxy understands just enough of the NATS protocol to find where
+    frames begin, for :meth:`cut_mid_frame`, :meth:`server_frames` and
+    :meth:`client_frames`. Bytes are never altered or lost: a held byte is
     delivered on :meth:`heal` unless its connection is cut first.
 
     Args:
@@ -408,7 +416,7 @@ class FaultProxy:
         self._links: dict[int, _Link] = {}
         self._threads: list[threading.Thread] = []
         self._numbers = 0
-        self._frames: Counter[str] = Counter()
+        self._frames: dict[str, Counter[str]] = {"to_client": Counter(), "to_server": Counter()}
         self._mid_frame_armed = False
         self._cut_reset = False
         self._listener: socket.socket | None = None
@@ -618,7 +626,7 @@ class FaultProxy:
         """
         self._set_way(direction, hold=True)
 
-    def stop_reading(self, direction: Direction = "to_server") -> None:
+    def stop_reading(self, direction: Direction = "to_server", *, close_window: bool = False) -> None:
         """Stop reading from the sender: a peer that stops reading.
 
         By default the client's side: its writes stall once the kernel's
@@ -627,11 +635,22 @@ class FaultProxy:
         Args:
             direction: whose bytes are no longer read: ``"to_server"`` (the
                 client's), ``"to_client"`` (the server's) or ``"both"``.
+            close_window: also shrink the proxy's receive buffer on the
+                connections open now, so their senders stall at once and for
+                good. Without it the kernel keeps taking a few more MB in
+                bursts for some seconds (it grows the sender's buffer). The
+                window stays small after :meth:`heal`: such a connection still
+                works, but slowly; :meth:`cut` it to get a fast one again.
 
         Raises:
             ValueError: an unknown direction.
         """
         self._set_way(direction, stall=True)
+        if close_window:
+            with self._lock:
+                links = list(self._links.values())
+            for link in links:
+                link.close_window(direction)
 
     def latency(self, seconds: float, direction: Direction = "both") -> None:
         """Deliver every byte ``seconds`` after it was sent (``0`` removes the delay).
@@ -748,9 +767,14 @@ class FaultProxy:
 
     # ------------------------------------------------------------------ observing
 
-    def _count(self, ops: Iterable[str]) -> None:
+    def _count(self, direction: str, ops: Iterable[str]) -> None:
         with self._lock:
-            self._frames.update(ops)
+            self._frames[direction].update(ops)
+
+    def _frames_of(self, direction: str, op: str | None) -> int:
+        with self._lock:
+            counts = self._frames[direction]
+            return sum(counts.values()) if op is None else counts[op.upper()]
 
     def server_frames(self, op: str | None = None) -> int:
         """Frames the proxy has read from the server, over every connection so far.
@@ -763,7 +787,18 @@ class FaultProxy:
         Returns:
             The number of frames, whether or not they were delivered yet.
         """
-        with self._lock:
-            if op is None:
-                return sum(self._frames.values())
-            return self._frames[op.upper()]
+        return self._frames_of("to_client", op)
+
+    def client_frames(self, op: str | None = None) -> int:
+        """Frames the proxy has read from clients, over every connection so far.
+
+        Args:
+            op: count only this protocol operation (``"CONNECT"``, ``"PUB"``,
+                ``"HPUB"``, ``"SUB"``, ``"UNSUB"``, ``"PING"``, ``"PONG"``);
+                ``None`` counts them all.
+
+        Returns:
+            The number of frames, whether or not they were delivered yet (a
+            blackhole reads and holds them; :meth:`stop_reading` does not read).
+        """
+        return self._frames_of("to_server", op)
