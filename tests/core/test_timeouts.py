@@ -1,0 +1,110 @@
+"""Issue 20, one timeout rule in the core: ``None`` and ``inf`` wait for ever;
+NaN, a negative number or a non-number is refused before anything is sent."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.testing import NatsServer
+
+
+@dataclass
+class Env:
+    nc: nats.Client
+    witness: nats.Client
+    probe: nats.Subscription  # on the witness: sees whatever nc publishes to "to.req"
+    sub: nats.Subscription  # on nc, with one message queued
+
+
+@pytest.fixture
+def env(shared_server: NatsServer) -> Iterator[Env]:
+    with nats.connect(shared_server.url, name="timeouts") as nc, \
+            nats.connect(shared_server.url, name="timeouts-witness") as witness:
+        witness.subscribe("to.echo", cb=lambda m: m.respond(b"pong"))
+        probe = witness.subscribe("to.req")
+        witness.flush()
+        sub = nc.subscribe("to.sub")
+        nc.publish("to.sub", b"queued")
+        nc.flush()
+        yield Env(nc, witness, probe, sub)
+
+
+CALLS: dict[str, Callable[[Env, Any], object]] = {
+    "request": lambda e, t: e.nc.request("to.req", b"?", timeout=t),
+    "flush": lambda e, t: e.nc.flush(timeout=t),
+    "rtt": lambda e, t: e.nc.rtt(timeout=t),
+    "next_msg": lambda e, t: e.sub.next_msg(timeout=t),
+    "sub.drain": lambda e, t: e.sub.drain(timeout=t),
+    "drain": lambda e, t: e.nc.drain(timeout=t),
+}
+
+BAD: dict[str, tuple[object, type[Exception]]] = {
+    "nan": (math.nan, ValueError),
+    "negative": (-1.0, ValueError),
+    "str": ("1", TypeError),
+}
+
+# What today's code gets wrong (issue 20): NaN and "1" get through validation.
+FAILS_TODAY = {
+    ("request", "nan"): "issue 20: request publishes before it fails on a NaN timeout",
+    ("request", "str"): "issue 20: a str timeout is taken as a number",
+    ("flush", "str"): "issue 20: a str timeout is taken as a number",
+    ("rtt", "str"): "issue 20: a str timeout is taken as a number",
+    ("next_msg", "str"): "issue 20: a str timeout is taken as a number",
+    ("sub.drain", "nan"): "issue 20: sub.drain with a NaN timeout is not refused",
+    ("sub.drain", "str"): "issue 20: a str timeout is taken as a number",
+    ("drain", "nan"): "issue 20: drain starts draining (and times out) on a NaN timeout",
+    ("drain", "str"): "issue 20: a str timeout is taken as a number",
+}
+
+
+def _cases() -> list[Any]:
+    out = []
+    for call in CALLS:
+        for bad in BAD:
+            reason = FAILS_TODAY.get((call, bad))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            out.append(pytest.param(call, bad, id=f"{call}-{bad}", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize(("call", "bad"), _cases())
+def test_a_bad_timeout_is_refused_before_anything_is_sent(env: Env, call: str, bad: str) -> None:
+    value, error = BAD[bad]
+    with pytest.raises(error):
+        CALLS[call](env, value)
+    # Nothing was sent, nothing was started: the client and its subscription are as they were.
+    assert env.nc.is_connected and not env.nc.is_draining
+    env.nc.flush(timeout=5)
+    env.witness.flush(timeout=5)
+    assert env.probe.pending_msgs == 0, "the request went out before the timeout was refused"
+    assert env.sub.is_valid
+    assert env.sub.next_msg(timeout=5).data == b"queued"
+
+
+INF_FAILS_TODAY = {c: "issue 20: timeout=inf raises OverflowError"
+                   for c in ("request", "flush", "rtt", "next_msg", "sub.drain", "drain")}
+
+INF_CALLS: dict[str, Callable[[Env, Any], object]] = {
+    "request": lambda e, t: e.nc.request("to.echo", b"?", timeout=t).data == b"pong",
+    "flush": lambda e, t: e.nc.flush(timeout=t) is None,
+    "rtt": lambda e, t: e.nc.rtt(timeout=t) >= 0,
+    "next_msg": lambda e, t: e.sub.next_msg(timeout=t).data == b"queued",
+    "sub.drain": lambda e, t: e.sub.drain(timeout=t) is None and not e.sub.is_valid,
+    "drain": lambda e, t: e.nc.drain(timeout=t) is None and e.nc.is_closed,
+}
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(c, marks=[pytest.mark.xfail(strict=True, reason=INF_FAILS_TODAY[c])] if c in INF_FAILS_TODAY else [])
+    for c in INF_CALLS
+])
+def test_an_infinite_timeout_waits_for_ever(env: Env, call: str) -> None:
+    # What each call waits for is at hand: it returns, as it does with None.
+    assert INF_CALLS[call](env, math.inf)
