@@ -7,18 +7,30 @@ their documented names (``natsjs-<role>-<client name>``).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
+import os
+import select
+import signal
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import natsjs_sync as nats
 from natsjs_sync.testing import FaultProxy, NatsServer
+
+from .conftest import wait_until
+
+if TYPE_CHECKING:
+    from natsjs_sync.jetstream import JetStream
+
+T = TypeVar("T")
 
 FAST = {"reconnect_time_wait": 0.05, "reconnect_jitter": 0.0, "max_reconnect_attempts": -1}
 
@@ -217,3 +229,175 @@ class StalledWrite:
         if self.done.is_set() or self._since is None:
             return False
         return time.monotonic() - self._since > 1.0
+
+
+class Reader(Generic[T]):
+    """Reads ``next_item()`` on a thread of its own until stopped, recording each
+    item with the time it arrived and each exception the call raised."""
+
+    def __init__(self, next_item: Callable[[], T], name: str = "test-reader",
+                 on_item: Callable[[T], None] | None = None, stop_on: tuple[type[BaseException], ...] = ()):
+        self._next_item = next_item
+        self._on_item = on_item
+        self._stop_on = stop_on
+        self.items: list[tuple[float, T]] = []
+        self.errors: list[tuple[float, BaseException]] = []
+        self.cond = threading.Condition()
+        self._stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for _ in range(1_000_000):
+            if self._stopped.is_set():
+                return
+            try:
+                item = self._next_item()
+            except self._stop_on:
+                return
+            except BaseException as exc:
+                with self.cond:
+                    self.errors.append((time.monotonic(), exc))
+                    self.cond.notify_all()
+                if isinstance(exc, (nats.BadSubscriptionError, nats.ConnectionClosedError)) or self._stopped.is_set():
+                    return
+                continue
+            if self._on_item is not None:
+                self._on_item(item)
+            with self.cond:
+                self.items.append((time.monotonic(), item))
+                self.cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``predicate()`` (called under the lock) holds."""
+        with self.cond:
+            return self.cond.wait_for(predicate, timeout)
+
+    def first_time(self, match: Callable[[T], bool]) -> float | None:
+        with self.cond:
+            return next((t for t, item in self.items if match(item)), None)
+
+    def values(self) -> list[T]:
+        with self.cond:
+            return [item for _, item in self.items]
+
+    def stop(self, end: Callable[[], None] | None = None, timeout: float = 10.0) -> None:
+        """Stop reading; ``end()`` (e.g. the iterator's stop) wakes a waiting read."""
+        self._stopped.set()
+        if end is not None:
+            end()
+        self.thread.join(timeout)
+
+
+def restart(server: NatsServer) -> float:
+    """SIGKILL ``server`` and start it again on the same port and store; returns
+    the monotonic time it was back and healthy."""
+    server.kill()
+    server.start()
+    return time.monotonic()
+
+
+def publish_until_stored(js: JetStream, subject: str, data: bytes, timeout: float = 20.0) -> int:
+    """Publish (retrying while JetStream comes back after a restart); the stream sequence."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return js.publish(subject, data, msg_id=data.decode(errors="replace"), timeout=2.0).seq
+        except nats.NatsError:
+            if time.monotonic() > deadline:
+                raise
+            threading.Event().wait(0.05)  # a short pause between retries, not a wait for an event
+
+
+def run_in_child(fn: Callable[[], dict[str, Any]], timeout: float) -> dict[str, Any]:
+    """Fork, run ``fn()`` in the child and return what it reported as JSON; a
+    child that is not done within ``timeout`` seconds is killed and reported."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            result = fn()
+        except BaseException as exc:
+            result = {"error": f"{type(exc).__name__}: {exc}"}
+        os.write(w, json.dumps(result).encode())
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            ready, _, _ = select.select([r], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return {"error": f"the child did not finish within {timeout} s (deadlocked?)"}
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(r)
+    os.waitpid(pid, 0)
+    return json.loads(b"".join(chunks) or b'{"error": "the child reported nothing"}')  # type: ignore[no-any-return]
+
+
+class Neighbour:
+    """Another thread of the same client, doing request/reply round trips on
+    ``bi.echo`` until stopped: it must not notice what the test does."""
+
+    def __init__(self, nc: nats.Client):
+        self._nc = nc
+        self.count = 0
+        self.errors: list[Exception] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="test-neighbour", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self.count < 1_000_000:
+            try:
+                self._nc.request("bi.echo", b"ping", timeout=5)
+                self.count += 1
+            except nats.NatsError as exc:
+                self.errors.append(exc)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+@dataclasses.dataclass
+class Guarded:
+    """A client shared by a :class:`Neighbour` and a test making a bad call."""
+
+    nc: nats.Client
+    ev: Events
+    neighbour: Neighbour
+    witness: nats.Client
+
+    def check_untouched(self) -> None:
+        """The neighbour kept going and the connection never dropped."""
+        self.nc.flush(timeout=5)
+        seen = self.neighbour.count
+        assert wait_until(lambda: self.neighbour.count >= seen + 3 or bool(self.neighbour.errors), timeout=10)
+        self.neighbour.stop()
+        assert not self.neighbour.errors, f"the neighbour thread lost its connection: {self.neighbour.errors}"
+        assert not self.ev.disconnected.is_set() and self.nc.stats.reconnects == 0, self.ev.errors
+
+
+@contextlib.contextmanager
+def guard(url: str) -> Iterator[Guarded]:
+    """A :class:`Guarded` client on ``url``, its neighbour already going."""
+    ev = Events()
+    with nats.connect(url, name="witness") as witness:
+        witness.subscribe("bi.echo", cb=lambda m: m.respond(m.data))
+        witness.flush()
+        nc = nats.connect(url, name="bad-input", **ev.kwargs())
+        neighbour = Neighbour(nc)
+        try:
+            assert wait_until(lambda: neighbour.count >= 3, timeout=10)
+            yield Guarded(nc, ev, neighbour, witness)
+        finally:
+            neighbour.stop()
+            nc.close()

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import array
 import gc
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -20,67 +18,15 @@ import natsjs_sync as nats
 from natsjs_sync.testing import NatsServer
 
 from ..conftest import wait_until
-from ..recovery import Events
+from ..recovery import Events, Guarded, guard
 
 LONG = "a" * 5000  # any control line with this in it is past the server's 4096-byte limit
 
 
-class Neighbour:
-    """Another thread of the same client, doing round trips until stopped."""
-
-    def __init__(self, nc: nats.Client):
-        self._nc = nc
-        self.count = 0
-        self.errors: list[Exception] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="test-neighbour", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set() and self.count < 100_000:
-            try:
-                self._nc.request("bi.echo", b"ping", timeout=5)
-                self.count += 1
-            except nats.NatsError as exc:
-                self.errors.append(exc)
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-
-@dataclass
-class Guarded:
-    nc: nats.Client
-    ev: Events
-    neighbour: Neighbour
-    witness: nats.Client
-
-    def check_untouched(self) -> None:
-        """The neighbour kept going and the connection never dropped."""
-        self.nc.flush(timeout=5)
-        seen = self.neighbour.count
-        assert wait_until(lambda: self.neighbour.count >= seen + 3 or bool(self.neighbour.errors), timeout=10)
-        self.neighbour.stop()
-        assert not self.neighbour.errors, f"the neighbour thread lost its connection: {self.neighbour.errors}"
-        assert not self.ev.disconnected.is_set() and self.nc.stats.reconnects == 0, self.ev.errors
-
-
 @pytest.fixture
 def guarded(shared_server: NatsServer) -> Iterator[Guarded]:
-    ev = Events()
-    with nats.connect(shared_server.url, name="witness") as witness:
-        witness.subscribe("bi.echo", cb=lambda m: m.respond(m.data))
-        witness.flush()
-        nc = nats.connect(shared_server.url, name="bad-input", **ev.kwargs())
-        neighbour = Neighbour(nc)
-        try:
-            assert wait_until(lambda: neighbour.count >= 3, timeout=10)
-            yield Guarded(nc, ev, neighbour, witness)
-        finally:
-            neighbour.stop()
-            nc.close()
+    with guard(shared_server.url) as g:
+        yield g
 
 
 # ---------------------------------------------------------------------- control-line overflow
