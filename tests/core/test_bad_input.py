@@ -41,8 +41,6 @@ OVERLONG: dict[str, Callable[[nats.Client], object]] = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: an over-long subject or queue passes validation and the server "
-                                       "drops the shared connection (maximum control line exceeded)")
 @pytest.mark.parametrize("what", list(OVERLONG))
 def test_a_protocol_line_past_the_servers_limit_is_refused_before_sending(guarded: Guarded, what: str) -> None:
     with pytest.raises(ValueError):  # BadSubjectError is a ValueError
@@ -67,8 +65,6 @@ PAYLOADS: dict[str, Callable[[], Any]] = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: a memoryview/array payload is framed by its item count, "
-                                       "not its byte count (malformed frame, connection dropped)")
 @pytest.mark.parametrize("headers", [None, {"k": "v"}], ids=["PUB", "HPUB"])
 @pytest.mark.parametrize("what", list(PAYLOADS))
 def test_a_payload_of_wide_items_is_framed_by_its_byte_count(guarded: Guarded, what: str,
@@ -87,7 +83,6 @@ def test_a_payload_of_wide_items_is_framed_by_its_byte_count(guarded: Guarded, w
 # ---------------------------------------------------------------------- pending limits
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: a negative pending limit (nats-py's 'no limit') drops every message")
 @pytest.mark.parametrize("where", ["subscribe", "connect"])
 def test_a_negative_pending_limit_means_no_limit(shared_server: NatsServer, where: str) -> None:
     ev = Events()
@@ -105,7 +100,6 @@ def test_a_negative_pending_limit_means_no_limit(shared_server: NatsServer, wher
 # ---------------------------------------------------------------------- slow consumers
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: only the first slow-consumer episode of a subscription is reported")
 def test_each_slow_consumer_episode_is_reported(shared_server: NatsServer) -> None:
     ev = Events()
     with nats.connect(shared_server.url, **ev.kwargs()) as nc:
@@ -139,9 +133,8 @@ CALLBACKS = ["error_cb", "disconnected_cb", "reconnected_cb", "closed_cb", "disc
              "lame_duck_mode_cb"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: async connection callbacks are accepted and never run")
-# Today closed_cb is called and makes a coroutine nobody awaits; it is collected
-# inside the test so that its warning cannot land in another test.
+# Should closed_cb be accepted again, it would be called and make a coroutine
+# nobody awaits: it is collected inside the test, so its warning stays here.
 @pytest.mark.filterwarnings("ignore:coroutine '_async_callback' was never awaited:RuntimeWarning")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("name", CALLBACKS)

@@ -48,7 +48,6 @@ def _close_within(nc: nats.Client, seconds: float) -> bool:
 # ---------------------------------------------------------------------- resume races
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: a subscribe() made while the client resumes is never sent")
 def test_subscriptions_made_while_the_client_resumes_are_never_lost(proxy: FaultProxy, witness: nats.Client) -> None:
     window = ResumeWindow(proxy, "resume-subs")
     ev = Events()
@@ -76,7 +75,6 @@ def test_subscriptions_made_while_the_client_resumes_are_never_lost(proxy: Fault
         nc.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: the request inbox made while the client resumes is never sent")
 def test_the_first_request_made_while_the_client_resumes_gets_its_reply(proxy: FaultProxy,
                                                                         witness: nats.Client) -> None:
     witness.subscribe("resume.svc", cb=lambda m: m.respond(b"ok"))
@@ -129,7 +127,6 @@ def test_the_first_request_made_while_the_client_resumes_gets_its_reply(proxy: F
 # ---------------------------------------------------------------------- write deadlines
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: writes have no deadline; a stalled write hides a stale connection")
 def test_a_peer_that_stops_reading_is_detected_and_the_client_reconnects(proxy: FaultProxy) -> None:
     ev = Events()
     nc = nats.connect(proxy.url, name="stall", ping_interval=0.5, max_outstanding_pings=2, **FAST, **ev.kwargs())
@@ -153,7 +150,6 @@ def test_a_peer_that_stops_reading_is_detected_and_the_client_reconnects(proxy: 
             write.done.wait(10)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: close() blocks behind a write to a peer that stopped reading")
 def test_close_returns_promptly_while_a_write_is_stalled(proxy: FaultProxy) -> None:
     nc = nats.connect(proxy.url, name="stall-close", **FAST)
     write: StalledWrite | None = None
@@ -175,15 +171,20 @@ def test_close_returns_promptly_while_a_write_is_stalled(proxy: FaultProxy) -> N
             write.done.wait(10)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: flush() overruns its timeout behind a stalled write")
-def test_flush_keeps_its_timeout_while_a_write_is_stalled(proxy: FaultProxy) -> None:
-    nc = nats.connect(proxy.url, name="stall-flush", **FAST)
+@pytest.mark.xfail(strict=True, reason="issue 20: flush() and request() wait for the send lock past their deadline "
+                                       "behind a stalled write (until write_timeout, 60 s)")
+@pytest.mark.parametrize("call", ["flush", "request"])
+def test_a_call_that_sends_keeps_its_timeout_while_a_write_is_stalled(proxy: FaultProxy, call: str) -> None:
+    nc = nats.connect(proxy.url, name="stall-" + call, **FAST)
     write: StalledWrite | None = None
     outcome: list[BaseException | None] = []
 
-    def flush() -> None:
+    def send() -> None:
         try:
-            nc.flush(timeout=1.0)
+            if call == "flush":
+                nc.flush(timeout=1.0)
+            else:
+                nc.request("stall.req", b"?", timeout=1.0)
             outcome.append(None)
         except BaseException as exc:
             outcome.append(exc)
@@ -193,10 +194,10 @@ def test_flush_keeps_its_timeout_while_a_write_is_stalled(proxy: FaultProxy) -> 
         proxy.stop_reading(close_window=True)
         write = StalledWrite(nc, "stall.x")
         assert wait_until(write.stuck, timeout=15), "the big write never started"
-        flusher = threading.Thread(target=flush, name="test-flush", daemon=True)
-        flusher.start()
-        flusher.join(5)  # flush(timeout=1): the bug blocks until the peer reads again
-        assert outcome, "flush(timeout=1.0) still blocked after 5 s"
+        sender = threading.Thread(target=send, name="test-sender", daemon=True)
+        sender.start()
+        sender.join(5)  # timeout=1: the bug waits behind the stalled write
+        assert outcome, f"{call}(timeout=1.0) still blocked after 5 s"
         assert isinstance(outcome[0], nats.NatsError), outcome
     finally:
         proxy.cut()

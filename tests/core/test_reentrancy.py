@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 import natsjs_sync as nats
 from natsjs_sync.testing import NatsServer
 
@@ -16,8 +14,6 @@ DRAIN_TIMEOUT = 6.0  # what the bug makes the callback wait
 BOUND = 4.0  # what a fix may take at most
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: sub.drain() from its own callback waits for itself until the "
-                                       "drain timeout")
 def test_sub_drain_from_its_own_callback(shared_server: NatsServer) -> None:
     outcome: list[BaseException | None] = []
     done = threading.Event()
@@ -40,8 +36,6 @@ def test_sub_drain_from_its_own_callback(shared_server: NatsServer) -> None:
             assert not sub.is_valid
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: nc.drain() from a message callback waits for that callback until "
-                                       "the drain timeout")
 def test_client_drain_from_a_message_callback(shared_server: NatsServer) -> None:
     outcome: list[BaseException | None] = []
     done = threading.Event()

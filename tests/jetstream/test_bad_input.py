@@ -38,8 +38,6 @@ CALLS: dict[str, Callable[[nats.Client], object]] = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: an over-long stream/consumer name or subject passes validation and "
-                                       "the server drops the shared connection (maximum control line exceeded)")
 @pytest.mark.parametrize("call", list(CALLS))
 def test_an_overlong_name_is_refused_before_sending(guarded: Guarded, call: str) -> None:
     with pytest.raises(ValueError):  # BadSubjectError is a ValueError

@@ -74,8 +74,6 @@ def _resumed_after(env: Restartable, reader: Reader[bytes], label: str) -> float
 # ---------------------------------------------------------------------- resume after a reconnect
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: messages() waits ~2 heartbeats after a reconnect before "
-                                       "pulling again")
 def test_messages_resumes_at_once_after_a_server_restart(restartable: Restartable) -> None:
     cons = restartable.js.create_consumer("R", durable_name="C", ack_policy="explicit")
     it = cons.messages()
@@ -92,7 +90,6 @@ def test_messages_resumes_at_once_after_a_server_restart(restartable: Restartabl
         reader.stop(it.stop)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: consume() waits ~2 heartbeats after a reconnect before pulling again")
 def test_consume_resumes_at_once_after_a_server_restart(restartable: Restartable) -> None:
     cons = restartable.js.create_consumer("R", durable_name="C", ack_policy="explicit")
     got: list[tuple[float, bytes]] = []
@@ -121,7 +118,6 @@ def test_consume_resumes_at_once_after_a_server_restart(restartable: Restartable
         ctx.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: an ordered consumer waits ~2 heartbeats after a reconnect")
 def test_ordered_messages_resume_at_once_after_a_server_restart(restartable: Restartable) -> None:
     oc = restartable.js.ordered_consumer("R")
     it = oc.messages()
@@ -133,8 +129,6 @@ def test_ordered_messages_resume_at_once_after_a_server_restart(restartable: Res
         reader.stop(it.stop)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: an ordered consumer's next() does not re-create a consumer lost "
-                                       "in a restart (memory storage)")
 def test_ordered_next_recreates_a_consumer_lost_in_a_restart(restartable: Restartable) -> None:
     js = restartable.js
     oc = js.ordered_consumer("R")
@@ -154,7 +148,6 @@ def _in_msgs(shared_server: NatsServer, nc: nats.Client) -> int:
     return int(connz(shared_server, nc)["in_msgs"])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: ordered fetch() returns [] for ever once its consumer is deleted")
 def test_ordered_fetch_recreates_a_deleted_consumer(js: JetStream, stream: Stream) -> None:
     oc = js.ordered_consumer(stream.name)
     js.publish(f"{stream.name}.a", b"1")
@@ -171,7 +164,6 @@ def test_ordered_fetch_recreates_a_deleted_consumer(js: JetStream, stream: Strea
     assert got == [b"2"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: ordered next() busy-loops pull requests against a deleted consumer")
 def test_ordered_next_recreates_a_deleted_consumer_without_busy_looping(js: JetStream, stream: Stream,
                                                                          shared_server: NatsServer) -> None:
     nc = js.nc
@@ -191,7 +183,6 @@ def test_ordered_next_recreates_a_deleted_consumer_without_busy_looping(js: JetS
     assert sent < 100, f"{sent} messages (pull requests) sent to the server in one next()"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: ordered next() busy-loops once the server removed its idle consumer")
 def test_ordered_next_recreates_a_consumer_removed_for_inactivity(js: JetStream, stream: Stream,
                                                                    shared_server: NatsServer) -> None:
     oc = js.ordered_consumer(stream.name, inactive_threshold=0.5)
@@ -215,8 +206,6 @@ def test_ordered_next_recreates_a_consumer_removed_for_inactivity(js: JetStream,
     assert sent < 100, f"{sent} messages (pull requests) sent to the server in one next()"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: ordered next()/fetch() busy-loop instead of raising "
-                                       "StreamNotFoundError once the stream is deleted")
 @pytest.mark.parametrize("call", ["next", "fetch"])
 def test_ordered_reads_raise_stream_not_found_when_the_stream_is_deleted(js: JetStream, shared_server: NatsServer,
                                                                         call: str) -> None:
@@ -241,7 +230,6 @@ def test_ordered_reads_raise_stream_not_found_when_the_stream_is_deleted(js: Jet
 # ---------------------------------------------------------------------- missed heartbeats
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: messages() does not report missed heartbeats to its reader")
 def test_messages_reports_missed_heartbeats_and_goes_on(nats_server: NatsServer,
                                                          nats_fault_proxy: FaultProxy) -> None:
     with nats.connect(nats_fault_proxy.url, name="heartbeats", **FAST) as nc:
@@ -269,8 +257,6 @@ def test_messages_reports_missed_heartbeats_and_goes_on(nats_server: NatsServer,
 # ---------------------------------------------------------------------- lifetimes
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: a messages() iterator dropped without stop() keeps its inbox "
-                                       "and reconnect hook")
 def test_a_dropped_messages_iterator_releases_its_inbox(js: JetStream, stream: Stream,
                                                         shared_server: NatsServer) -> None:
     cons = stream.create_consumer(durable_name="C", ack_policy="none")

@@ -36,8 +36,6 @@ CALLS: dict[str, Callable[[nats.Client], object]] = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: an over-long bucket name or key passes validation and the server "
-                                       "drops the shared connection (maximum control line exceeded)")
 @pytest.mark.parametrize("call", list(CALLS))
 def test_an_overlong_bucket_or_key_is_refused_before_sending(guarded: Guarded, call: str) -> None:
     with pytest.raises(ValueError):  # InvalidKeyError and InvalidBucketNameError are ValueErrors
@@ -55,8 +53,6 @@ WATCHING: dict[str, Callable[[nats.Client], object]] = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: an over-long key filter drops the connection (and the watch then "
-                                       "retries for ever)")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 @pytest.mark.parametrize("call", list(WATCHING))
 def test_an_overlong_key_filter_is_refused_before_sending(guarded: Guarded, call: str) -> None:
