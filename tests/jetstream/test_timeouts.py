@@ -1,0 +1,235 @@
+"""Issue 20, one timeout rule in JetStream, key-value and object store calls.
+
+``None`` and ``inf`` wait for ever (``None`` used to mean the context default
+in API calls and 30 s in fetch/next); NaN, negative numbers and non-numbers
+are refused before anything is sent; a call made of several requests spends
+one deadline, not one per step. The fault proxy's latency makes each round
+trip take a known time, so a budget that covers only some of the steps is
+certain to run out.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import natsjs_sync as nats
+import natsjs_sync.jetstream.consumer as consumer_module
+import natsjs_sync.jetstream.ordered as ordered_module
+from natsjs_sync.jetstream import JetStream
+from natsjs_sync.protocol.nuid import next_nuid
+from natsjs_sync.testing import FaultProxy, NatsServer
+
+from ..recovery import FAST
+
+
+@dataclass
+class Env:
+    nc: nats.Client
+    js: JetStream
+    stream: str
+
+
+@pytest.fixture
+def env(shared_server: NatsServer) -> Iterator[Env]:
+    name = "T" + next_nuid()
+    with nats.connect(shared_server.url, name="js-timeouts") as nc:
+        js = nc.jetstream()
+        js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+        js.create_consumer(name, durable_name="C", ack_policy="none")
+        js.create_key_value(bucket=name, storage="memory")
+        js.create_object_store(bucket=name, storage="memory")
+        js.publish(f"{name}.a", b"1")
+        try:
+            yield Env(nc, js, name)
+        finally:
+            for delete in (lambda: js.delete_stream(name), lambda: js.delete_key_value(name),
+                           lambda: js.delete_object_store(name)):
+                try:
+                    delete()
+                except nats.NatsError:
+                    pass
+
+
+CALLS: dict[str, Callable[[Env, Any], object]] = {
+    "publish": lambda e, t: e.js.publish(f"{e.stream}.b", b"x", timeout=t),
+    "stream info": lambda e, t: e.js.stream(e.stream, timeout=t),
+    "fetch": lambda e, t: list(e.js.consumer(e.stream, "C").fetch(1, max_wait=t)),
+    "next": lambda e, t: e.js.consumer(e.stream, "C").next(timeout=t),
+    "publish_async_complete": lambda e, t: e.js.publish_async_complete(timeout=t),
+    "ordered next": lambda e, t: e.js.ordered_consumer(e.stream).next(timeout=t),
+    "ordered fetch": lambda e, t: e.js.ordered_consumer(e.stream).fetch(1, max_wait=t),
+    "kv put": lambda e, t: e.js.key_value(e.stream).put("k", b"v", timeout=t),
+    "kv get": lambda e, t: e.js.key_value(e.stream).get("k", timeout=t),
+    "object put": lambda e, t: e.js.object_store(e.stream).put("o", b"data", timeout=t),
+    "object info": lambda e, t: e.js.object_store(e.stream).get_info("o", timeout=t),
+}
+
+BAD: dict[str, tuple[object, type[Exception]]] = {
+    "nan": (math.nan, ValueError),
+    "negative": (-1.0, ValueError),
+    "str": ("1", TypeError),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD))
+@pytest.mark.parametrize("call", list(CALLS))
+def test_a_bad_timeout_is_refused_before_anything_is_sent(env: Env, call: str, bad: str) -> None:
+    value, error = BAD[bad]
+    before = env.js.stream(env.stream).info().state.messages
+    with pytest.raises(error):
+        CALLS[call](env, value)
+    env.nc.flush(timeout=5)
+    assert env.js.stream(env.stream).info().state.messages == before, "something was published anyway"
+    assert env.nc.is_connected
+
+
+INF_CALLS: dict[str, Callable[[Env, Any], bool]] = {
+    "publish": lambda e, t: e.js.publish(f"{e.stream}.b", b"x", timeout=t).seq > 0,
+    "stream info": lambda e, t: e.js.stream(e.stream, timeout=t).name == e.stream,
+    "fetch": lambda e, t: [m.data for m in e.js.consumer(e.stream, "C").fetch(1, max_wait=t)] == [b"1"],
+    "next": lambda e, t: e.js.consumer(e.stream, "C").next(timeout=t).data == b"1",
+    "publish_async_complete": lambda e, t: e.js.publish_async_complete(timeout=t) is None,
+    "ordered next": lambda e, t: e.js.ordered_consumer(e.stream).next(timeout=t).data == b"1",
+    "ordered fetch": lambda e, t: [m.data for m in e.js.ordered_consumer(e.stream).fetch(1, max_wait=t)] == [b"1"],
+    "kv put": lambda e, t: e.js.key_value(e.stream).put("k", b"v", timeout=t) > 0,
+    "kv get": lambda e, t: e.js.key_value(e.stream).get("k0", timeout=t).value == b"v0",
+    "object put": lambda e, t: e.js.object_store(e.stream).put("o", b"data", timeout=t).size == 4,
+    "object info": lambda e, t: e.js.object_store(e.stream).get_info("o0", timeout=t).size == 2,
+}
+
+
+@pytest.mark.parametrize("call", list(INF_CALLS))
+def test_an_infinite_timeout_waits_for_ever(env: Env, call: str) -> None:
+    env.js.key_value(env.stream).put("k0", b"v0")
+    env.js.object_store(env.stream).put("o0", b"o0")
+    # What each call waits for is at hand: it returns, as with None.
+    assert INF_CALLS[call](env, math.inf)
+
+
+# ---------------------------------------------------------------------- None waits for ever
+
+
+@dataclass
+class Slow:
+    """A client behind a proxy that delays every reply, with a JetStream context
+    whose default timeout is shorter than that delay."""
+
+    nc: nats.Client
+    js: JetStream
+    proxy: FaultProxy
+
+
+DELAY = 0.6  # seconds each reply is held by the proxy
+SHORT = 0.2  # the context's default timeout
+
+
+@pytest.fixture
+def slow(nats_fault_proxy: FaultProxy) -> Iterator[Slow]:
+    with nats.connect(nats_fault_proxy.url, name="slow", **FAST) as nc:
+        js = nc.jetstream(timeout=SHORT)
+        js.create_stream(name="SLOW", subjects=["slow.>"], storage="memory", timeout=5)
+        js.create_key_value(bucket="SLOW", storage="memory", timeout=5).put("k", b"v", timeout=5)
+        nats_fault_proxy.latency(DELAY, "to_client")
+        yield Slow(nc, js, nats_fault_proxy)
+
+
+NONE_CALLS: dict[str, Callable[[JetStream], bool]] = {
+    "stream info": lambda js: js.stream("SLOW", timeout=None).name == "SLOW",
+    "publish": lambda js: js.publish("slow.a", b"x", timeout=None).seq > 0,
+    "kv get": lambda js: js.key_value("SLOW", timeout=None).get("k", timeout=None).value == b"v",
+    "account info": lambda js: js.account_info(timeout=None).streams >= 1,
+}
+
+
+@pytest.mark.parametrize("call", list(NONE_CALLS))
+def test_none_waits_for_ever_in_jetstream_api_calls(slow: Slow, call: str) -> None:
+    # The context default (0.2 s) is shorter than the reply's delay: None must not mean it.
+    assert NONE_CALLS[call](slow.js)
+
+
+@pytest.fixture
+def short_fetch_default(monkeypatch: pytest.MonkeyPatch) -> float:
+    """The documented 30 s default of fetch/next, made short: a None that still
+    means the default shows within a second, not within half a minute."""
+    monkeypatch.setattr(consumer_module, "DEFAULT_FETCH_WAIT", 0.5)
+    monkeypatch.setattr(ordered_module, "DEFAULT_FETCH_WAIT", 0.5)
+    return 0.5
+
+
+@pytest.mark.parametrize("call", ["next", "fetch", "ordered next", "ordered fetch"])
+def test_none_waits_for_ever_in_fetch_and_next(env: Env, short_fetch_default: float, call: str) -> None:
+    cons = env.js.consumer(env.stream, "C")
+    cons.next(timeout=5)  # the message already there
+    oc = env.js.ordered_consumer(env.stream, deliver_policy="new")
+    reads: dict[str, Callable[[], list[bytes]]] = {
+        "next": lambda: [cons.next(timeout=None).data],
+        "fetch": lambda: [m.data for m in cons.fetch(1, max_wait=None)],
+        "ordered next": lambda: [oc.next(timeout=None).data],
+        "ordered fetch": lambda: [m.data for m in oc.fetch(1, max_wait=None)],
+    }
+    if call.startswith("ordered"):
+        assert oc.fetch(1, max_wait=0.2) == []  # make the consumer now, so it starts before the late message
+    late = threading.Timer(3 * short_fetch_default, lambda: env.js.publish(f"{env.stream}.a", b"late"))
+    late.start()
+    try:
+        assert reads[call]() == [b"late"]
+    finally:
+        late.join(10)
+
+
+# ---------------------------------------------------------------------- one deadline per call
+
+
+def _raises_timeout_within(fn: Callable[[], object], budget: float) -> float:
+    start = time.monotonic()
+    with pytest.raises(nats.TimeoutError):
+        fn()
+    elapsed = time.monotonic() - start
+    assert elapsed < budget + 1.5, f"a {budget} s budget took {elapsed:.1f} s"
+    return elapsed
+
+
+def test_publish_async_complete_spends_one_deadline(nats_fault_proxy: FaultProxy, nats_server: NatsServer) -> None:
+    with nats.connect(nats_fault_proxy.url, **FAST) as nc, nats.connect(nats_server.url) as silent:
+        silent.subscribe("nobody.acks")  # takes the publish and never answers
+        silent.flush()
+        js = nc.jetstream(timeout=60.0)  # the acks of async publishes may wait as long
+        js.publish_async("nobody.acks", b"x")
+        # The flush's PONG alone takes 2.7 s: a second 3 s budget for the acks is the bug.
+        nats_fault_proxy.latency(2.7, "to_client")
+        _raises_timeout_within(lambda: js.publish_async_complete(timeout=3.0), 3.0)
+
+
+def test_kv_create_over_a_deleted_key_spends_one_deadline(slow: Slow) -> None:
+    slow.proxy.heal()
+    kv = slow.nc.jetstream(timeout=30).key_value("SLOW")
+    kv.delete("k", timeout=5)
+    slow.proxy.latency(DELAY, "to_client")
+    # Three round trips (publish refused, read the delete, publish again): 1.8 s > 1.5 s.
+    _raises_timeout_within(lambda: kv.create("k", b"again", timeout=1.5), 1.5)
+
+
+def test_object_put_spends_one_deadline(slow: Slow) -> None:
+    slow.proxy.heal()
+    # A context whose own timeouts (the chunks' acks) are long: only put's budget can run out.
+    obs = slow.nc.jetstream(timeout=30).create_object_store(bucket="SLOWOBJ", storage="memory")
+    slow.proxy.latency(DELAY, "to_client")
+    # Look-up, chunk acks, meta publish: at least three round trips, 1.8 s > 1.5 s.
+    _raises_timeout_within(lambda: obs.put("o", b"x" * 1000, chunk_size=100, timeout=1.5), 1.5)
+
+
+def test_a_paged_listing_spends_one_deadline(slow: Slow) -> None:
+    slow.proxy.heal()
+    js = slow.nc.jetstream(timeout=30)
+    for i in range(260):  # two pages of consumer infos (256 a page)
+        js.create_consumer("SLOW", durable_name=f"c{i}")
+    slow.proxy.latency(DELAY, "to_client")
+    assert len(list(js.list_consumers("SLOW", timeout=2.0))) == 260  # two pages fit in 2 s
+    _raises_timeout_within(lambda: list(js.list_consumers("SLOW", timeout=1.0)), 1.0)
