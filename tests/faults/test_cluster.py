@@ -1,0 +1,127 @@
+"""The fault battery, a 3-node JetStream cluster and an R3 stream: the stream
+leader killed, two of three nodes down for a while, a rolling restart; all
+while every kind of publisher and consumer is at work.
+
+The client is given every node's URL; it may be connected to a node that goes
+down, and then moves to another.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.jetstream import JetStream
+from natsjs_sync.protocol.nuid import next_nuid
+from natsjs_sync.testing import NatsCluster
+
+from ..conftest import wait_until
+from ..recovery import FAST
+from .workload import Workload
+
+pytestmark = pytest.mark.cluster
+
+RESUME_BOUND = 15.0  # half a heartbeat (15 s) after the cluster is whole again, plus leader elections
+OUTAGE = 3.0  # how long two nodes stay down
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[NatsCluster]:
+    with NatsCluster(size=3) as c:
+        c.wait_meta_leader()
+        yield c
+
+
+@pytest.fixture
+def r3(cluster: NatsCluster) -> Iterator[tuple[nats.Client, JetStream, str]]:
+    # Every node is up (a previous test may have left one starting) and agrees on a leader.
+    for i, node in enumerate(cluster.nodes):
+        if not node.is_running:
+            cluster.restart_node(i)
+    cluster.wait_meta_leader()
+    nc = nats.connect(cluster.urls, name="battery-r3", **FAST)
+    name = "R" + next_nuid()
+    try:
+        js = nc.jetstream(timeout=10)
+        js.create_stream(name=name, subjects=[f"{name}.>"], num_replicas=3, storage="file", duplicate_window=120.0)
+        yield nc, js, name
+    finally:
+        nc.close()
+
+
+def _node_of(cluster: NatsCluster, server_name: str | None) -> int:
+    return next(i for i, n in enumerate(cluster.nodes) if n.server_name == server_name)
+
+
+def _leader(js: JetStream, stream: str) -> str | None:
+    try:
+        info = js.stream(stream, timeout=2).info(timeout=2)
+    except nats.NatsError:
+        return None
+    return info.cluster.leader if info.cluster is not None else None
+
+
+def _report(work: Workload, back: float, label: str) -> None:
+    times = work.resume_times(back, RESUME_BOUND, label)
+    print(f"{label}: consumption resumed after (s) " +
+          ", ".join(f"{k}={'-' if v is None else f'{v:.2f}'}" for k, v in times.items()))
+    late = sorted(k for k, v in times.items() if v is None)
+    assert not late, f"{label}: not resumed {RESUME_BOUND} s after the cluster was back: {late}"
+
+
+def test_the_stream_leader_is_killed(cluster: NatsCluster, r3: tuple[nats.Client, JetStream, str]) -> None:
+    _, js, name = r3
+    work = Workload(js, name, f"{name}.x", publishers=2)
+    try:
+        assert work.wait_acked(200, timeout=60)
+        leader = _leader(js, name)
+        idx = _node_of(cluster, leader)
+        cluster.kill_node(idx)
+        assert wait_until(lambda: _leader(js, name) not in (None, leader), timeout=30), "no new stream leader"
+        _report(work, time.monotonic(), "new leader elected")
+        assert work.wait_acked(200, timeout=60)
+        cluster.restart_node(idx)
+        cluster.wait_meta_leader()
+        print("checked:", work.verify(cluster.urls))
+    finally:
+        work.stop()
+
+
+def test_two_of_three_nodes_down_for_a_while(cluster: NatsCluster, r3: tuple[nats.Client, JetStream, str]) -> None:
+    _, js, name = r3
+    work = Workload(js, name, f"{name}.x", publishers=2)
+    try:
+        assert work.wait_acked(200, timeout=60)
+        down = [i for i, n in enumerate(cluster.nodes) if n.server_name != _leader(js, name)][:1]
+        down.append(_node_of(cluster, _leader(js, name)))  # the leader and one more: no quorum
+        for i in down:
+            cluster.kill_node(i)
+        threading.Event().wait(OUTAGE)  # the outage lasts this long (a fault's duration, not a wait for an event)
+        for i in down:
+            cluster.restart_node(i)
+        cluster.wait_meta_leader()
+        assert wait_until(lambda: _leader(js, name) is not None, timeout=30), "the stream never got a leader back"
+        _report(work, time.monotonic(), "quorum back")
+        assert work.wait_acked(200, timeout=60)
+        print("checked:", work.verify(cluster.urls))
+    finally:
+        work.stop()
+
+
+def test_a_rolling_restart(cluster: NatsCluster, r3: tuple[nats.Client, JetStream, str]) -> None:
+    _, js, name = r3
+    work = Workload(js, name, f"{name}.x", publishers=2)
+    try:
+        for i in range(len(cluster.nodes)):
+            assert work.wait_acked(150, timeout=60), f"no progress before restarting node {i}"
+            cluster.restart_node(i)  # graceful stop, then start on the same port and store
+            cluster.wait_meta_leader()
+            assert wait_until(lambda: _leader(js, name) is not None, timeout=30)
+        _report(work, time.monotonic(), "rolling restart done")
+        print("checked:", work.verify(cluster.urls))
+    finally:
+        work.stop()
