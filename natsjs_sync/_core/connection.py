@@ -141,6 +141,7 @@ class Connection:
         self.drain_hooks = Hooks("drain")
         self.pid = os.getpid()
         self._reader: threading.Thread | None = None
+        self._readers: set[threading.Thread] = set()  # the current one and any still ending
         self._keepalive: TimerHandle | None = None
         self._revive_lock = threading.Lock()
         self._attachments: dict[str, Any] = {}
@@ -274,6 +275,8 @@ class Connection:
 
     def start_reader(self, opened: Opened) -> None:
         self._reader = start_reader(self, opened.transport, opened.parser, opened.leftover)
+        self._readers = {t for t in self._readers if t.is_alive()}
+        self._readers.add(self._reader)
 
     def after_attach(self, info: dict[str, Any], initial: bool = False) -> None:
         self._add_discovered(info, announce=not initial)
@@ -423,8 +426,8 @@ class Connection:
             raise self.too_big(size)
         return frame, size
 
-    def append(self, frame: bytes, size: int, now: bool) -> None:
-        """Buffer one encoded message; with ``now`` send it from this thread."""
+    def append(self, frame: bytes, size: int, now: bool, deadline: Deadline | None = None) -> None:
+        """Buffer one encoded message; with ``now`` send it from this thread (within ``deadline``)."""
         if self.machine.state is not ConnState.CONNECTED:
             self.ready()
         writer = self.writer
@@ -437,7 +440,7 @@ class Connection:
             if not now and len(writer.buffer) <= FLUSH_THRESHOLD:
                 writer.wake()
                 return
-        writer.send_now()
+        writer.send_now(deadline)
 
     def publish(self, subject: str, payload: Any = b"", reply: str | None = None,
                 headers: HeadersInput | None = None) -> None:
@@ -590,7 +593,8 @@ class Connection:
         requests = self.requests
         token, waiter = requests.register()
         try:
-            self.append(*self.encode(subject, payload, (requests.prefix + token).encode(), headers), now=True)
+            self.append(*self.encode(subject, payload, (requests.prefix + token).encode(), headers), now=True,
+                        deadline=deadline)
             if not waiter.wait(deadline.remaining()):
                 raise TimeoutError(f"no reply on {subject!r} in time")
         finally:
@@ -613,7 +617,7 @@ class Connection:
             if self.machine.state is ConnState.CLOSED:
                 raise ConnectionClosedError("the connection is closed")
             self.writer.buffer += self.ledger.ping(waiter)
-        self.writer.send_now()
+        self.writer.send_now(deadline)
         t = deadline.remaining()
         if not waiter.wait(t):
             raise TimeoutError(f"flush: no PONG within {t} s")
@@ -705,7 +709,7 @@ class Connection:
         self.close_hooks.run()
         self.timer.close()
         me = threading.current_thread()
-        for t in (self._reader, self.writer.thread, self.reconnector.thread):
+        for t in (*self._readers, self.writer.thread, self.reconnector.thread):
             if t is not None and t is not me and t.is_alive():
                 t.join(2.0)
         log.info("connection to %s closed", self.addr)
@@ -731,6 +735,7 @@ class Connection:
             if e.owner is not None:
                 e.owner.disown_after_fork()
         self._reader = None
+        self._readers = set()
         self.reconnector.reset_after_fork()
         self.dispatcher.reset_after_fork()
         self.events = self.dispatcher.lane(_call, f"events-{self.tag}")

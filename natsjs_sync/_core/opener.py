@@ -94,7 +94,7 @@ def open_transport(addr: ServerAddress, deadline: Deadline, tls_first: ssl.SSLCo
         try:
             transport.upgrade_tls(tls_first, hostname, deadline)
         except BaseException:
-            transport.abort()
+            transport.close()
             raise
     return transport
 
@@ -137,6 +137,6 @@ def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
         if owed:
             transport.write_with_deadline(owed, deadline)
     except BaseException:
-        transport.abort()
+        transport.close()
         raise
     return Opened(transport, parser, done.info, done.leftover)

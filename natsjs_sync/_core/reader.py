@@ -60,3 +60,5 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
             events = feed(data)
     except Exception as exc:
         conn.connection_lost(exc, transport)
+    finally:
+        transport.close()  # the reader owns the descriptor: nobody else closes it under its poll

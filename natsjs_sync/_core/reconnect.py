@@ -124,7 +124,7 @@ class Reconnector:
         conn = self._conn
         with conn.lock:
             if conn.machine.state is not ConnState.RECONNECTING:
-                opened.transport.abort()
+                opened.transport.close()  # it never got a reader
                 return True
             used_up = conn.registry.used_up()
             for e in used_up:

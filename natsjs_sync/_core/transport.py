@@ -61,7 +61,7 @@ class Transport(Protocol):
         """Cut the stream now (any thread); blocked reads and writes return."""
 
     def close(self) -> None:
-        """Release the stream without shutting it down (a forked child's copy)."""
+        """Cut the stream and release its descriptor (its reader's job, or the opener's)."""
 
     def detach_for_fork(self) -> None:
         """In a forked child: drop the descriptor without touching the parent's connection."""
@@ -165,17 +165,21 @@ class TcpTransport:
             raise NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}") from exc
 
     def abort(self) -> None:
+        # Shut down only: a blocked recv or sendall returns at once. The
+        # descriptor is closed by the reader when it ends (close()): closing it
+        # under another thread's poll could let the number be reused while
+        # that poll still waits on it.
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        try:
-            self._sock.close()
         except OSError:
             pass
 
     def close(self) -> None:
         self.abort()
+        try:
+            self._sock.close()
+        except OSError:
+            pass
 
     def detach_for_fork(self) -> None:
         import os
@@ -228,7 +232,7 @@ class WebSocketTransport(TcpTransport):
             t._early = bytes(head[end + 4 :])
             t._upgraded = True
         except BaseException:
-            t.abort()
+            t.close()
             raise
         return t
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from .._timeout import Deadline
 from ..errors import NatsError
 
 if TYPE_CHECKING:
@@ -57,22 +58,36 @@ class Writer:
             self.flush_requested = True
             self.cond.notify()
 
-    def send_now(self) -> None:
-        """Send the whole buffer from this thread (nothing happens without a transport)."""
-        conn = self._conn
-        with self.send_lock:
+    def send_now(self, deadline: Deadline | None = None) -> bool:
+        """Send the whole buffer from this thread (nothing happens without a transport).
+
+        With a ``deadline``, a caller that cannot get the send lock in time
+        (another thread's write is stalled) leaves its bytes in the buffer for
+        that writer and returns: it then waits for its answer within the same
+        deadline instead of waiting behind the stall. Returns False then.
+        """
+        left = None if deadline is None else deadline.remaining()
+        if not self.send_lock.acquire(timeout=-1 if left is None else left):
+            with self.lock:
+                self.wake()  # the flusher sends it once the stalled write ends
+            return False
+        try:
+            conn = self._conn
             with self.lock:
                 self.flush_requested = False
                 transport = conn.transport
                 data = self.buffer
                 if transport is None or not data:
-                    return
+                    return True
                 self.buffer = bytearray()
                 conn.ledger.buffer_sent()
             try:
                 transport.write(data)
             except NatsError as exc:
                 conn.connection_lost(exc, transport)
+            return True
+        finally:
+            self.send_lock.release()
 
     def final_flush(self, transport: Transport, timeout: float) -> None:
         """Closing: send what is buffered if the socket takes it within ``timeout`` (best effort)."""

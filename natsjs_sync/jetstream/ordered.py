@@ -29,6 +29,7 @@ from .._core.options import check_callback
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
     BadSubscriptionError,
+    ConnectionClosedError,
     JetStreamError,
     JetStreamNotEnabledError,
     NatsConnectionError,
@@ -54,7 +55,9 @@ RECREATE_BACKOFF = Backoff(0.05, 5.0, factor=2.0, jitter=0.05)
 
 
 def _transient(exc: NatsError) -> bool:
-    """Whether creating the consumer again later may succeed."""
+    """Whether creating the consumer again later may succeed (never once the client is closed)."""
+    if isinstance(exc, ConnectionClosedError):
+        return False
     if isinstance(exc, (TimeoutError, NatsConnectionError, NoRespondersError, JetStreamNotEnabledError)):
         return True
     return isinstance(exc, JetStreamError) and (exc.code or 0) >= 500

@@ -171,8 +171,6 @@ def test_close_returns_promptly_while_a_write_is_stalled(proxy: FaultProxy) -> N
             write.done.wait(10)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: flush() and request() wait for the send lock past their deadline "
-                                       "behind a stalled write (until write_timeout, 60 s)")
 @pytest.mark.parametrize("call", ["flush", "request"])
 def test_a_call_that_sends_keeps_its_timeout_while_a_write_is_stalled(proxy: FaultProxy, call: str) -> None:
     nc = nats.connect(proxy.url, name="stall-" + call, **FAST)
