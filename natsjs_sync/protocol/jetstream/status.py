@@ -97,7 +97,8 @@ def classify(raw_headers: bytes | None, reply: str | None = None) -> Status:
     if not code_b.isdigit():
         return MESSAGE
     code, description, headers = parse_headers(raw_headers)
-    assert code is not None
+    if code is None:  # "NATS/1.0 123x": not a status line after all
+        return MESSAGE
     low = description.lower()
     if code == 100:
         if reply or "flowcontrol" in low.replace(" ", ""):
