@@ -166,6 +166,14 @@ class Msg:
     __hash__ = None  # type: ignore[assignment]
 
 
+try:  # the compiled parser fills Msg's slots itself: tell it where they are
+    from .protocol import _speedups
+
+    _speedups.setup(Msg)
+except ImportError:  # pragma: no cover - built where a C compiler is available
+    pass
+
+
 def bound_msg_class(conn: Connection) -> type[Msg]:
     """A subclass of :class:`Msg` whose instances belong to ``conn`` (for ``respond`` and acks)."""
     return type("Msg", (Msg,), {"__slots__": (), "_conn": conn, "__module__": Msg.__module__})

@@ -12,9 +12,11 @@ After a ProtocolError the parser stays broken; the connection must be dropped.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import deque
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Union
 
 import msgspec
@@ -101,6 +103,14 @@ MsgFactory = Callable[[str, int, str | None, bytes | None, bytes], Any]
 
 _json_decode = msgspec.json.decode
 
+_speedups: ModuleType | None
+try:  # the compiled fast path, when it was built (setup.py); the Python path below is the reference
+    from . import _speedups
+except ImportError:  # pragma: no cover - depends on the install
+    _speedups = None
+if os.environ.get("NATSJS_SYNC_PURE_PYTHON"):  # for testing the pure-Python parser where the extension exists
+    _speedups = None
+
 # MSG <subject> <sid> [reply] <size>\r\n. Anything it does not match (HMSG,
 # other operations, malformed lines) takes the general path, which validates.
 _MSG_RE = re.compile(rb"MSG[ \t]+([^ \t\r\n]+)[ \t]+(\d+)[ \t]+(?:([^ \t\r\n]+)[ \t]+)?(\d+)\r\n")
@@ -116,7 +126,7 @@ class Parser:
             ``(subject, sid, reply, headers, payload)``; :class:`MsgEvent` by default.
     """
 
-    __slots__ = ("_broken", "_buf", "_factory", "_max_cl", "_max_payload", "_pending", "_ready")
+    __slots__ = ("_broken", "_buf", "_factory", "_max_cl", "_max_payload", "_pending", "_ready", "_scan")
 
     def __init__(
         self,
@@ -133,6 +143,8 @@ class Parser:
         self._pending: tuple[str, int, str | None, int, int] | None = None
         self._ready: deque[Event] = deque()
         self._broken: ProtocolError | None = None
+        # The compiled scanner builds natsjs_sync.msg.Msg subclasses (registered by that module).
+        self._scan = _speedups.scan if _speedups is not None and _speedups.accepts(self._factory) else None
 
     @property
     def buffered(self) -> int:
@@ -193,7 +205,14 @@ class Parser:
         find = buf.find
         startswith = buf.startswith
         match_msg = _MSG_RE.match
+        scan = self._scan
         while True:
+            if scan is not None and self._pending is None:
+                # A run of complete MSG/HMSG frames in one C call; it stops at
+                # anything else, which the code below handles (and raises for).
+                msgs, pos = scan(buf, pos, factory, max_payload, max_cl)
+                if msgs:
+                    out.extend(msgs)
             pending = self._pending
             if pending is not None:
                 subject, sid, reply, hlen, total = pending

@@ -3,10 +3,13 @@ memory stays bounded, and encode -> parse round trips."""
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from natsjs_sync.errors import ProtocolError
+from natsjs_sync.msg import Msg
 from natsjs_sync.protocol import commands
 from natsjs_sync.protocol.headers import Headers, encode_headers, parse_headers
 from natsjs_sync.protocol.parser import MsgEvent, Parser
@@ -120,3 +123,48 @@ def test_headers_round_trip_multi_valued(pairs: list[tuple[str, str]], status: i
     got_status, _, parsed = parse_headers(encode_headers(h, status=status))
     assert got_status == status
     assert list(parsed.items_all()) == list(h.items_all())
+
+
+def _as_tuple(m: object) -> tuple[object, ...]:
+    if isinstance(m, Msg):
+        return ("msg", m.subject, m.sid, m.reply, m.raw_headers, m.data)
+    return ("event", repr(m))
+
+
+@given(st.lists(frames, max_size=12), st.lists(st.integers(min_value=0, max_value=4000), max_size=8))
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+def test_compiled_and_python_parsers_give_the_same_events(chunks: list[bytes], cuts: list[int]) -> None:
+    """Where the compiled parser was built, it and the pure-Python one agree, split anywhere."""
+    data = b"".join(chunks)
+    fast = Parser(MAX_CL, MAX_PAYLOAD, msg_factory=Msg)
+    pure = Parser(MAX_CL, MAX_PAYLOAD, msg_factory=Msg)
+    pure._scan = None  # the reference path
+    assert [_as_tuple(e) for e in feed_all(fast, data, cuts)] == [_as_tuple(e) for e in feed_all(pure, data, cuts)]
+
+
+def test_the_compiled_parser_is_in_use_where_it_was_built() -> None:
+    """The README's install builds it where a C compiler is present: say so when it is missing."""
+    import sysconfig
+
+    from natsjs_sync.protocol import parser
+
+    if parser._speedups is None and not os.environ.get("NATSJS_SYNC_PURE_PYTHON"):
+        assert not sysconfig.get_config_var("CC"), "a C compiler is configured but the parser extension is missing"
+    else:
+        assert Parser(msg_factory=Msg)._scan is not None or os.environ.get("NATSJS_SYNC_PURE_PYTHON")
+
+
+@given(st.binary(max_size=600), st.lists(st.integers(min_value=0, max_value=600), max_size=5))
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+def test_compiled_parser_fails_like_the_python_one_on_garbage(junk: bytes, cuts: list[int]) -> None:
+    data = b"MSG a 1 3\r\nabc\r\n" + junk
+    results = []
+    for use_fast in (True, False):
+        p = Parser(MAX_CL, MAX_PAYLOAD, msg_factory=Msg)
+        if not use_fast:
+            p._scan = None
+        try:
+            results.append(("ok", [_as_tuple(e) for e in feed_all(p, data, cuts)]))
+        except ProtocolError as exc:
+            results.append(("error", str(exc)))
+    assert results[0] == results[1]
