@@ -73,6 +73,8 @@ log = logging.getLogger("natsjs_sync.connection")
 T = TypeVar("T")
 
 _CLOSED_OR_DRAINED = (ConnState.DRAINING_PUBS, ConnState.CLOSED)
+# Subject and reply together below this never come near the control-line limit.
+_LINE_ROOM = 3000
 
 
 @dataclass
@@ -414,7 +416,7 @@ class Connection:
             rep = reply
         else:
             rep = reply.encode() if trusted else publish_subject(reply)
-        if rep is not None and not trusted:
+        if rep is not None and not trusted and len(subj) + len(rep) > _LINE_ROOM:
             check_control_line(subj, rep)
         if headers is None:
             frame = commands.pub(subj, payload, rep)

@@ -149,9 +149,9 @@ def publish_headers(
         extra[MSG_TTL] = ttl if isinstance(ttl, str) else f"{max(1, round(ttl))}s"
         if features is not None:
             features.append("msg_ttl")
-    scheduled = (schedule_at, schedule_every, schedule_cron, schedule_target, schedule_source, schedule_ttl,
-                 schedule_time_zone)
-    if schedule_rollup or any(v is not None for v in scheduled):
+    if (schedule_rollup or schedule_at is not None or schedule_every is not None or schedule_cron is not None
+            or schedule_target is not None or schedule_source is not None or schedule_ttl is not None
+            or schedule_time_zone is not None):
         _schedule(extra, at=schedule_at, every=schedule_every, cron=schedule_cron, target=schedule_target,
                   source=schedule_source, ttl=schedule_ttl, time_zone=schedule_time_zone, rollup=schedule_rollup,
                   features=features)
