@@ -15,6 +15,7 @@ from .consumer_config import (
 )
 from .context import AccountInfo, APIStats, JetStream, Tier
 from .counter import Counter, CounterEntry
+from .fastbatch import BatchGap, FastBatchPublisher, FastPubAck
 from .kv import Entry, KeyValue, KeyValueConfig, KeyValueOp, KeyValueStatus, KeyWatcher
 from .message import MsgMetadata, SequencePair
 from .nats_py import PullSubscription
@@ -55,6 +56,7 @@ __all__ = [
     "APIStats",
     "AccountInfo",
     "AckPolicy",
+    "BatchGap",
     "BatchPublisher",
     "ConsumeContext",
     "Consumer",
@@ -67,6 +69,8 @@ __all__ = [
     "DeliverPolicy",
     "DiscardPolicy",
     "Entry",
+    "FastBatchPublisher",
+    "FastPubAck",
     "JetStream",
     "KeyValue",
     "KeyValueConfig",

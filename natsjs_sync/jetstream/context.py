@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._backoff import Backoff
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
@@ -18,6 +18,7 @@ from .batch import BatchPublisher
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig, ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
 from .counter import Counter
+from .fastbatch import FastBatchPublisher
 from .kv import KeyValue, KeyValueConfig, KeyValueStatus, create_key_value, kv_config, open_key_value
 from .nats_py import NatsPyNames
 from .object_store import (
@@ -642,6 +643,35 @@ class JetStream(NatsPyNames):
         """
         self._require("atomic_batch")
         return BatchPublisher(self, batch_id, timeout)
+
+    def fast_batch(self, batch_id: str | None = None, *, flow: int = 100, max_outstanding_acks: int = 2,
+                   gap: Literal["fail", "ok"] = "fail", timeout: TimeoutArg = USE_DEFAULT) -> FastBatchPublisher:
+        """A fast-ingest batch publish (ADR-50, server 2.14+, streams with ``allow_batched``).
+
+        Messages stream in without a PubAck each; the stream acknowledges every
+        few messages and sets the pace. Not atomic: what was stored stays
+        stored if the batch ends early.
+
+        ``with js.fast_batch() as batch: for m in rows: batch.add("s", m)``
+        (leaving the block commits it), or ``ack = batch.commit(...)``.
+
+        Args:
+            flow: acknowledge at most every ``flow`` messages (the server may ask for acks more often).
+            max_outstanding_acks: how many flow acks may be outstanding before
+                :meth:`~FastBatchPublisher.add` waits (1 to 3; 2 keeps the stream busy).
+            gap: ``"fail"``: a lost message or a failed check ends the batch, so
+                what is stored has no gaps; ``"ok"``: the batch goes on, and
+                :attr:`~FastBatchPublisher.gaps` / :attr:`~FastBatchPublisher.errors` report it.
+            timeout: the default longest wait of each call (seconds).
+
+        Raises:
+            FeatureNotSupportedError: the server is older than 2.14.
+            ValueError: a bad option (nothing sent).
+        """
+        publisher = FastBatchPublisher(self, batch_id=batch_id, flow=flow, max_outstanding_acks=max_outstanding_acks,
+                                       gap=gap, timeout=timeout)
+        self._require("fast_batch")
+        return publisher
 
     def publish_async_complete(self, timeout: TimeoutArg = 10.0) -> None:
         """Wait until every async publish of this context is settled: acknowledged, or failed.
