@@ -34,7 +34,7 @@ import msgspec
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import BatchPublishError, JetStreamError, TimeoutError, jetstream_error
 from ..protocol.headers import HeadersInput
-from ..protocol.nuid import next_nuid
+from .batch import batch_id_or_new
 from .publish import PubAck, parse_pub_ack, publish_headers
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 __all__ = ["BatchGap", "FastBatchPublisher", "FastPubAck"]
 
 _OP_START, _OP_APPEND, _OP_COMMIT, _OP_COMMIT_EOB, _OP_PING = 0, 1, 2, 3, 4
-_MAX_ID_LENGTH = 64
 _MAX_FLOW = 65535
 #: How long a wait for a flow ack goes before the batch is pinged for it again
 #: (a lost ack must cost this much, not the caller's whole timeout).
@@ -94,12 +93,8 @@ class FastBatchPublisher:
 
     def __init__(self, js: JetStream, *, batch_id: str | None, flow: int, max_outstanding_acks: int,
                  gap: Literal["fail", "ok"], timeout: TimeoutArg):
-        if batch_id is None:
-            batch_id = next_nuid()
-        if not isinstance(batch_id, str) or not batch_id or len(batch_id) > _MAX_ID_LENGTH \
-                or any(c in batch_id for c in " \t\r\n.*>"):
-            raise ValueError(f"batch_id must be 1 to {_MAX_ID_LENGTH} characters without whitespace, "
-                             f"'.', '*' or '>', got {batch_id!r}")
+        # The id is a token of the reply subject: no dots or wildcards.
+        batch_id = batch_id_or_new(batch_id, " \t\r\n.*>")
         if isinstance(flow, bool) or not isinstance(flow, int) or not 1 <= flow <= _MAX_FLOW:
             raise ValueError(f"flow must be an int from 1 to {_MAX_FLOW}, got {flow!r}")
         if isinstance(max_outstanding_acks, bool) or max_outstanding_acks not in (1, 2, 3):
