@@ -171,16 +171,21 @@ class JetStream(NatsPyNames):
             raise KeyError(f"unknown feature {feature!r}; known: {', '.join(sorted(_features.FEATURES))}")
         return _features.supports(self.nc.server_info, feature)
 
-    def _require(self, *features: str) -> None:
-        if features:
-            _features.require(self.nc.server_info, *features)
+    def _require(self, *features: str) -> dict[str, str] | None:
+        """Refuse ``features`` the connected server lacks; the headers that make
+        an API request carrying them refused by an older *answering* server."""
+        if not features:
+            return None
+        info = self.nc.server_info
+        _features.require(info, *features)
+        return _features.level_headers(info, features)
 
     # ------------------------------------------------------------------ streams
 
     def _stream_request(self, action: str, cfg: StreamConfig, timeout: TimeoutArg) -> Stream:
         check_name(cfg.name, "stream")
-        self._require(*_features.stream_config_features(cfg))
-        info = self._api.request_typed(f"STREAM.{action}.{cfg.name}", cfg, StreamInfo, timeout)
+        level = self._require(*_features.stream_config_features(cfg))
+        info = self._api.request_typed(f"STREAM.{action}.{cfg.name}", cfg, StreamInfo, timeout, level)
         return Stream(self, info)
 
     def create_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
@@ -246,7 +251,7 @@ class JetStream(NatsPyNames):
         name = cfg.name or cfg.durable_name
         if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
             raise ValueError("name and durable_name differ")
-        self._require(*_features.consumer_config_features(cfg))
+        level = self._require(*_features.consumer_config_features(cfg))
         if name:
             check_name(name, "consumer")
             suffix = f"CONSUMER.CREATE.{stream}.{name}"
@@ -262,7 +267,7 @@ class JetStream(NatsPyNames):
         if action:
             body["action"] = action
         # ``body`` is on the wire already (durations in ns): encode it as it is.
-        info = from_wire(self._api.request(suffix, encode_json(body), timeout), ConsumerInfo)
+        info = from_wire(self._api.request(suffix, encode_json(body), timeout, level), ConsumerInfo)
         return Consumer(self, info)
 
     def create_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
@@ -353,9 +358,10 @@ class JetStream(NatsPyNames):
         check_name(name, "consumer")
         if not isinstance(until, datetime.datetime):
             raise TypeError(f"until must be a datetime, got {type(until).__name__}")
-        self._require("consumer_pause")
+        level = self._require("consumer_pause")
         body = {"pause_until": rfc3339(until)}
-        return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout), ConsumerPauseResponse)
+        return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout, level),
+                         ConsumerPauseResponse)
 
     def resume_consumer(self, stream: str, name: str, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerPauseResponse:
         """Resume a paused consumer (server 2.11+).
@@ -366,8 +372,9 @@ class JetStream(NatsPyNames):
         """
         check_name(stream, "stream")
         check_name(name, "consumer")
-        self._require("consumer_pause")
-        return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout), ConsumerPauseResponse)
+        level = self._require("consumer_pause")
+        return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout, level),
+                         ConsumerPauseResponse)
 
     def unpin_consumer(self, stream: str, name: str, group: str, timeout: TimeoutArg = USE_DEFAULT) -> None:
         """Release the pinned client of a priority group (server 2.11+).
@@ -380,8 +387,8 @@ class JetStream(NatsPyNames):
         check_name(name, "consumer")
         if not isinstance(group, str) or not group:
             raise ValueError(f"group must be a non-empty str, got {group!r}")
-        self._require("consumer_unpin")
-        self._api.request(f"CONSUMER.UNPIN.{stream}.{name}", {"group": group}, timeout)
+        level = self._require("consumer_unpin")
+        self._api.request(f"CONSUMER.UNPIN.{stream}.{name}", {"group": group}, timeout, level)
 
     def reset_consumer(self, stream: str, name: str, seq: int | None = None,
                        timeout: TimeoutArg = USE_DEFAULT) -> ConsumerResetResponse:
@@ -400,9 +407,10 @@ class JetStream(NatsPyNames):
         check_name(name, "consumer")
         if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
             raise ValueError(f"seq must be a stream sequence >= 1, got {seq!r}")
-        self._require("consumer_reset")
+        level = self._require("consumer_reset")
         body = {"seq": seq} if seq is not None else {}
-        return from_wire(self._api.request(f"CONSUMER.RESET.{stream}.{name}", body, timeout), ConsumerResetResponse)
+        return from_wire(self._api.request(f"CONSUMER.RESET.{stream}.{name}", body, timeout, level),
+                         ConsumerResetResponse)
 
     def ordered_consumer(self, stream: str, **kwargs: Any) -> OrderedConsumer:
         """An ordered consumer (ADR-17): every message once, in order, no acks, self-healing."""
