@@ -199,6 +199,8 @@ class JetStreamError(NatsError):
         code: the HTTP-like status code (e.g. 404, 400, 503).
         err_code: the JetStream error code, stable across server versions.
         description: the server's text.
+        stream: the stream the failed call named, if any.
+        consumer: the consumer the failed call named, if any.
     """
 
     def __init__(
@@ -206,17 +208,30 @@ class JetStreamError(NatsError):
         description: str = "",
         code: int | None = None,
         err_code: int | None = None,
+        stream: str | None = None,
+        consumer: str | None = None,
     ):
         self.code = code
         self.err_code = err_code
         self.description = description
+        self.stream = stream
+        self.consumer = consumer
         super().__init__(self._render())
 
     def _render(self) -> str:
-        parts = [self.description or type(self).__name__]
+        text = self.description or type(self).__name__
+        stream, consumer = self.stream, self.consumer
+        # The server's "stream not found" names no stream: say which one.
+        if consumer and text.startswith("consumer not found"):
+            text = f"consumer {consumer!r}" + (f" of stream {stream!r}" if stream else "") + text[8:]
+            stream = consumer = None
+        elif stream and text.startswith("stream not found"):
+            text = f"stream {stream!r}" + text[6:]
+            stream = None
+        where = [f"{kind} {name!r}" for kind, name in (("stream", stream), ("consumer", consumer)) if name]
         if self.code is not None or self.err_code is not None:
-            parts.append(f"(code={self.code}, err_code={self.err_code})")
-        return " ".join(parts)
+            where.append(f"code={self.code}, err_code={self.err_code}")
+        return f"{text} ({', '.join(where)})" if where else text
 
 
 class JetStreamNotEnabledError(JetStreamError):
@@ -388,7 +403,8 @@ JS_ERR_CODES: dict[int, type[JetStreamError]] = {
 }
 
 
-def jetstream_error(code: int | None, err_code: int | None, description: str) -> JetStreamError:
-    """Build the most specific :class:`JetStreamError` for a server error."""
+def jetstream_error(code: int | None, err_code: int | None, description: str, stream: str | None = None,
+                    consumer: str | None = None) -> JetStreamError:
+    """Build the most specific :class:`JetStreamError` for a server error about ``stream``/``consumer``."""
     cls = JS_ERR_CODES.get(err_code or 0, JetStreamError)
-    return cls(description, code=code, err_code=err_code)
+    return cls(description, code=code, err_code=err_code, stream=stream, consumer=consumer)

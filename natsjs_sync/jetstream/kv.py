@@ -37,7 +37,7 @@ from ..msg import Msg
 from ..protocol.headers import Headers
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .message import parse_metadata
-from .stream_config import Placement, RePublish, StreamConfig, StreamSource, SubjectTransform, _Model
+from .stream_config import Placement, RePublish, StreamConfig, StreamSource, SubjectTransform, _Model, _none_is_no_limit
 from .watcher import Watcher
 
 if TYPE_CHECKING:
@@ -96,6 +96,9 @@ class KeyValueConfig(_Model, frozen=True, kw_only=True):
     metadata: dict[str, str] | None = None
     limit_marker_ttl: float = 0.0
     direct: bool = True  # nats-py's name; buckets always allow direct get
+
+    def __post_init__(self) -> None:
+        _none_is_no_limit(self, {"max_value_size": -1, "ttl": 0.0, "max_bytes": -1, "limit_marker_ttl": 0.0})
 
     def stream_config(self) -> StreamConfig:
         """The stream that holds this bucket (what other clients make too)."""
@@ -320,8 +323,13 @@ class KeyValue:
 
     def _publish(self, key: str, value: bytes | bytearray | memoryview, headers: dict[str, str] | None,
                  last: int | None, timeout: TimeoutArg) -> int:
-        ack = self._js.publish(self._put_pre + validate_key(key), bytes(value), headers=headers,
-                               expected_last_subject_seq=last, timeout=timeout)
+        subject = self._put_pre + validate_key(key)
+        try:
+            ack = self._js.publish(subject, bytes(value), headers=headers, expected_last_subject_seq=last,
+                                   timeout=timeout)
+        except WrongLastSequenceError as exc:
+            raise WrongLastSequenceError(f"key {key!r} in bucket {self.bucket!r}: {exc.description}",
+                                         code=exc.code, err_code=exc.err_code) from None
         return ack.seq
 
     def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: TimeoutArg = USE_DEFAULT) -> int:

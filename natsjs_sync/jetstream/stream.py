@@ -153,9 +153,11 @@ class Stream:
         msg = api.core.request(subject, payload, api.deadline(timeout))
         status = msg.status
         if status == 404:
-            raise MsgNotFoundError(f"no message found in {self.name!r} for {body or subject_suffix}", code=404)
+            raise MsgNotFoundError(f"no message found in stream {self.name!r} for {body or subject_suffix}",
+                                   code=404)
         if status is not None and status >= 400:
-            raise JetStreamError(msg.description or f"direct get failed with {status}", code=status)
+            raise JetStreamError(msg.description or f"direct get failed with {status}", code=status,
+                                 stream=self.name)
         return _raw_from_direct(msg, self.name)
 
     def get_msg(self, seq: int, timeout: TimeoutArg = USE_DEFAULT) -> RawStreamMsg:
@@ -234,7 +236,8 @@ class Stream:
                 if status == 404:
                     return
                 if status is not None and status >= 400:
-                    raise JetStreamError(msg.description or f"direct get failed with {status}", code=status)
+                    raise JetStreamError(msg.description or f"direct get failed with {status}", code=status,
+                                 stream=self.name)
                 yield _raw_from_direct(msg, self.name)
         finally:
             sub.unsubscribe()

@@ -27,6 +27,13 @@ class _Model(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return msgspec.structs.replace(self, **changes)
 
 
+def _none_is_no_limit(model: msgspec.Struct, limits: dict[str, Any]) -> None:
+    """``None`` for an optional limit means "no limit": store the value that says so on the wire."""
+    for field, unlimited in limits.items():
+        if getattr(model, field) is None:
+            msgspec.structs.force_setattr(model, field, unlimited)
+
+
 class _Open(_Model, frozen=True, kw_only=True):
     """A model that keeps the JSON fields it does not know (see the module docstring)."""
 
@@ -155,6 +162,16 @@ class StreamConfig(_Open, frozen=True, kw_only=True):
     persist_mode: str | None = None
     allow_batched: bool = False
     template_owner: str | None = None
+
+    def __post_init__(self) -> None:
+        _none_is_no_limit(self, _STREAM_LIMITS)
+
+
+#: The limits of a stream that may be given as ``None`` (no limit).
+_STREAM_LIMITS: dict[str, Any] = {
+    "max_consumers": -1, "max_msgs": -1, "max_bytes": -1, "max_age": 0.0, "max_msgs_per_subject": -1,
+    "max_msg_size": -1,
+}
 
 
 class LostStreamData(_Open, frozen=True, kw_only=True):

@@ -269,3 +269,30 @@ def test_limit_markers_and_key_ttls_need_2_11(js: JetStream) -> None:
         assert kv.keys() == []
     finally:
         js.delete_key_value(bucket)
+
+
+def test_none_means_no_limit_for_every_optional_limit(js: JetStream) -> None:
+    bucket = "none" + next_nuid()
+    kv = js.create_key_value(bucket=bucket, history=2, ttl=None, max_bytes=None, max_value_size=None,
+                             limit_marker_ttl=None, storage="memory")
+    try:
+        cfg = kv.status().config
+        assert (cfg.ttl, cfg.max_bytes, cfg.max_value_size) == (0.0, -1, -1)
+        assert kv.put("k", b"v") == 1
+    finally:
+        js.delete_key_value(bucket)
+    obs = js.create_object_store(bucket=bucket, ttl=None, max_bytes=None, storage="memory")
+    try:
+        assert obs.put_bytes("o", b"x").size == 1
+        assert obs.status().ttl == 0.0
+    finally:
+        js.delete_object_store(bucket)
+    stream = js.create_stream(name=bucket, subjects=[f"{bucket}.>"], storage="memory", max_consumers=None,
+                              max_msgs=None, max_bytes=None, max_age=None, max_msgs_per_subject=None,
+                              max_msg_size=None)
+    try:
+        cfg = stream.info().config
+        assert (cfg.max_msgs, cfg.max_bytes, cfg.max_age, cfg.max_msg_size) == (-1, -1, 0.0, -1)
+        assert js.update_stream(cfg.replace(max_bytes=None, max_age=None)).config.max_bytes == -1
+    finally:
+        js.delete_stream(bucket)
