@@ -260,8 +260,9 @@ class ApiLevelNotSupportedError(FeatureNotSupportedError):
     it needs (ADR-44: ``Nats-Required-Api-Level``), e.g. an older server in a
     cluster under a rolling upgrade. Nothing was changed."""
 
-    def __init__(self, description: str = "", code: int | None = None, err_code: int | None = None):
-        JetStreamError.__init__(self, description, code=code, err_code=err_code)
+    def __init__(self, description: str = "", code: int | None = None, err_code: int | None = None,
+                 stream: str | None = None, consumer: str | None = None):
+        JetStreamError.__init__(self, description, code=code, err_code=err_code, stream=stream, consumer=consumer)
         self.feature = "the requested JetStream API level"
         self.required = ""
         self.server_version = ""
