@@ -37,6 +37,7 @@ from .push import OrderedSubscription, PushConsumeContext, PushConsumer, PushSub
 from .stream import Stream
 from .stream_config import (
     DiscardPolicy,
+    ExternalStream,
     PersistMode,
     Placement,
     RawStreamMsg,
@@ -69,6 +70,7 @@ __all__ = [
     "DeliverPolicy",
     "DiscardPolicy",
     "Entry",
+    "ExternalStream",
     "FastBatchPublisher",
     "FastPubAck",
     "JetStream",

@@ -32,7 +32,7 @@ from .object_store import (
 from .publish import RETRY_BACKOFF, PubAck, PublishWindow, ack_mux, publish_headers, publish_sync
 from .push import PushConsumer
 from .stream import Stream
-from .stream_config import StreamConfig, StreamInfo, _Open
+from .stream_config import StreamConfig, StreamInfo, _Open, sources_on_the_wire
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -185,6 +185,7 @@ class JetStream(NatsPyNames):
     def _stream_request(self, action: str, cfg: StreamConfig, timeout: TimeoutArg) -> Stream:
         check_name(cfg.name, "stream")
         level = self._require(*_features.stream_config_features(cfg))
+        cfg = sources_on_the_wire(cfg)
         info = self._api.request_typed(f"STREAM.{action}.{cfg.name}", cfg, StreamInfo, timeout, level)
         return Stream(self, info)
 
