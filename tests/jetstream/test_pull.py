@@ -271,6 +271,27 @@ def test_priority_group_overflow_and_pinning(js: JetStream, stream: Stream) -> N
 
 
 @pytest.mark.server("2.11")
+def test_next_fetch_bytes_and_fetch_no_wait_speak_priority_groups(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 6)
+    stream.create_consumer(durable_name="OV", priority_policy="overflow", priority_groups=["jobs"])
+    cons = js.consumer(stream.name, "OV")
+    assert cons.next(timeout=5, group="jobs").data == b"0"
+    got = list(cons.fetch_bytes(10_000, max_wait=2, group="jobs", min_pending=1))
+    assert [m.data for m in got] == [b"1", b"2", b"3", b"4", b"5"]
+    for m in got:
+        m.ack()
+    # Overflow: with min_pending above what is pending the request gets nothing.
+    _fill(js, f"{stream.name}.a", 2)
+    assert list(cons.fetch_no_wait(5, group="jobs", min_pending=100)) == []
+    assert len(list(cons.fetch_no_wait(5, group="jobs"))) == 2
+    # Without a group the server refuses the pull, and next() says why.
+    with pytest.raises(nats.JetStreamError, match=r"(?i)priority group"):
+        cons.next(timeout=5)
+    with pytest.raises(ValueError, match="need a group"):
+        cons.next(timeout=1, min_pending=1)
+
+
+@pytest.mark.server("2.11")
 def test_messages_and_consume_speak_priority_groups(js: JetStream, stream: Stream) -> None:
     stream.create_consumer(durable_name="PG", priority_policy="pinned_client", priority_groups=["g"],
                            priority_timeout=30.0, ack_policy="explicit")
