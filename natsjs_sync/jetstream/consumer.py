@@ -156,7 +156,8 @@ class Consumer:
                  heartbeat: float | None = None, threshold_messages: int | None = None,
                  threshold_bytes: int | None = None, error_cb: ErrorHandler | None = None,
                  group: str | None = None, min_pending: int | None = None, min_ack_pending: int | None = None,
-                 priority: int | None = None) -> MessagesContext:
+                 priority: int | None = None, stop_after: int | None = None,
+                 err_on_missing_heartbeat: bool = True) -> MessagesContext:
         """Iterate messages as they come, pulling more in the background of the loop.
 
         ``with cons.messages() as it: for msg in it: ...``. Missed heartbeats
@@ -171,6 +172,11 @@ class Consumer:
             heartbeat: idle heartbeat interval (default: half of ``expires``, at most 30 s).
             group, min_pending, min_ack_pending, priority: priority-group options
                 (consumers with a ``priority_policy``; server 2.11+, ``priority`` 2.12+).
+            stop_after: end the iteration after this many messages (never asking
+                the server for more than that).
+            err_on_missing_heartbeat: ``False``: missed heartbeats only go to
+                ``error_cb`` (the requests are sent again either way), the
+                iteration just waits on.
 
         Raises:
             FeatureNotSupportedError: a priority option the server cannot honour.
@@ -178,24 +184,28 @@ class Consumer:
         check_callback(error_cb, "error_cb")
         return MessagesContext(self, self._core, max_messages, max_bytes, expires, heartbeat, threshold_messages,
                                threshold_bytes, error_cb=error_cb,
-                               priority=self._priority(group, min_pending, min_ack_pending, priority))
+                               priority=self._priority(group, min_pending, min_ack_pending, priority),
+                               stop_after=stop_after, err_on_missing_heartbeat=err_on_missing_heartbeat)
 
     def consume(self, handler: Callable[[Msg], None], max_messages: int | None = None, max_bytes: int | None = None,
                 expires: float = 30.0, heartbeat: float | None = None, threshold_messages: int | None = None,
                 threshold_bytes: int | None = None, error_cb: ErrorHandler | None = None,
                 group: str | None = None, min_pending: int | None = None, min_ack_pending: int | None = None,
-                priority: int | None = None) -> ConsumeContext:
+                priority: int | None = None, stop_after: int | None = None) -> ConsumeContext:
         """Call ``handler(msg)`` for each message, in order, on the client's dispatcher; returns a ConsumeContext.
 
-        Takes the options of :meth:`messages`. Exceptions from the handler and
-        pull problems (missed heartbeats, the consumer deleted, a priority group
-        the consumer does not have) go to ``error_cb`` (default: the client's error_cb).
+        Takes the options of :meth:`messages`; with ``stop_after`` the context
+        stops itself after that many handler calls (``ctx.closed`` is set).
+        Exceptions from the handler and pull problems (missed heartbeats, the
+        consumer deleted, a priority group the consumer does not have) go to
+        ``error_cb`` (default: the client's error_cb).
         """
         check_callback(handler, "handler")
         check_callback(error_cb, "error_cb")
         it = MessagesContext(self, self._core, max_messages, max_bytes, expires, heartbeat, threshold_messages,
                              threshold_bytes, error_cb=error_cb, handler=handler, name=f"consume-{self.name}",
-                             priority=self._priority(group, min_pending, min_ack_pending, priority))
+                             priority=self._priority(group, min_pending, min_ack_pending, priority),
+                             stop_after=stop_after)
         return ConsumeContext(it)
 
     def _priority(self, group: str | None, min_pending: int | None, min_ack_pending: int | None,

@@ -307,6 +307,8 @@ class MessagesContext:
         handler: Callable[[Msg], None] | None = None,
         name: str = "messages",
         priority: Priority | None = None,
+        stop_after: int | None = None,
+        err_on_missing_heartbeat: bool = True,
     ):
         exp = check_seconds(expires, "expires")
         if exp is None or exp < 0.001:
@@ -315,7 +317,8 @@ class MessagesContext:
             heartbeat = min(30.0, exp / 2) if exp >= 2 else None
         elif check_seconds(heartbeat, "heartbeat") is None or heartbeat >= exp:
             raise ValueError("heartbeat must be shorter than expires")
-        self._acct = PullAccounting(max_messages, max_bytes, threshold_messages, threshold_bytes)
+        self._acct = PullAccounting(max_messages, max_bytes, threshold_messages, threshold_bytes, stop_after)
+        self._raise_missed = bool(err_on_missing_heartbeat)
         self._priority = priority
         self._pin_id: str | None = None  # a pinned client's id, sent back with every pull request
         self._consumer = consumer
@@ -460,6 +463,7 @@ class MessagesContext:
                     if verdict == "gap":
                         self._needs_reset = True
                     return None
+            self._acct.handed()
             return msg
         self._on_status(st, msg.reply)
         return None
@@ -558,6 +562,8 @@ class MessagesContext:
                 self.stop()
                 raise
             if out is not None:
+                if self._acct.finished:
+                    self.stop()  # stop_after reached: this was the last message
                 return out
 
     def _reset_now(self, deadline: Deadline) -> Subscription:
@@ -574,7 +580,7 @@ class MessagesContext:
             self.stop()
             raise BadSubscriptionError("the messages iterator is drained") from None
         missed = self._check_heartbeat_iter()
-        if missed is not None:
+        if missed is not None and self._raise_missed:
             raise missed from None
         if deadline is not None and deadline.expired():
             raise TimeoutError("no message in time") from None
@@ -697,6 +703,9 @@ class MessagesContext:
                             self._handler(out)  # type: ignore[misc]
                         except Exception as exc:  # a handler's bug must not stop consumption
                             self._report(exc)
+                    if self._acct.finished:
+                        self.stop()  # stop_after reached
+                        return
             if self._needs_reset:
                 self._needs_reset = False
                 self._reset()

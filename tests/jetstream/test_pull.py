@@ -336,3 +336,23 @@ def test_consumer_handle_pauses_and_resumes(js: JetStream, stream: Stream) -> No
     assert cons.info().paused
     cons.resume()
     assert not cons.info().paused
+
+
+def test_stop_after_ends_messages_and_consume_without_asking_for_more(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 20)
+    cons = stream.create_consumer(durable_name="SA", ack_policy="explicit")
+    with cons.messages(max_messages=4, stop_after=5) as it:
+        got = [m.data for m in it]  # the iteration ends by itself
+    assert got == [b"0", b"1", b"2", b"3", b"4"] and it.is_stopped
+    # Never more than 5 were asked for: the other 15 were not delivered (none waits for an ack).
+    info = cons.info()
+    assert info.num_ack_pending == 5 and info.num_pending == 15
+
+    other = stream.create_consumer(durable_name="SB", ack_policy="none")
+    seen: list[bytes] = []
+    ctx = other.consume(lambda m: seen.append(m.data), stop_after=7)
+    assert ctx.closed.wait(10), "consume() did not stop after 7 messages"
+    assert seen == [b"%d" % i for i in range(7)]
+    assert other.info().num_pending == 13
+    with pytest.raises(ValueError, match="stop_after"):
+        cons.messages(stop_after=0)
