@@ -16,7 +16,7 @@ from .consumer_config import (
 from .context import AccountInfo, APIStats, JetStream, Tier
 from .counter import Counter, CounterEntry
 from .fastbatch import BatchGap, FastBatchPublisher, FastPubAck
-from .kv import Entry, KeyValue, KeyValueConfig, KeyValueOp, KeyValueStatus, KeyWatcher
+from .kv import Entry, KeyLister, KeyValue, KeyValueConfig, KeyValueOp, KeyValueStatus, KeyWatcher
 from .message import MsgMetadata, SequencePair
 from .nats_py import PullSubscription
 from .object_store import (
@@ -74,6 +74,7 @@ __all__ = [
     "FastBatchPublisher",
     "FastPubAck",
     "JetStream",
+    "KeyLister",
     "KeyValue",
     "KeyValueConfig",
     "KeyValueOp",
