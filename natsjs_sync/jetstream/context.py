@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._backoff import Backoff
+from .._core.options import check_callback
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import BadSubjectError, BucketNotFoundError, StreamNotFoundError, TimeoutError
 from ..protocol.headers import HeadersInput
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ..client import Client
+    from ..msg import Msg
     from ._fields import ConsumerConfigFields, KeyValueConfigFields, ObjectStoreConfigFields, StreamConfigFields
     from .ordered import OrderedConsumer
 
@@ -117,13 +119,18 @@ class JetStream(NatsPyNames):
 
     def __init__(self, nc: Client, domain: str | None = None, api_prefix: str = DEFAULT_API_PREFIX,
                  timeout: float = DEFAULT_TIMEOUT, publish_async_max_pending: int = 4000,
-                 publish_async_stall_wait: float = 5.0, publish_async_timeout: float | None = None):
+                 publish_async_stall_wait: float = 5.0, publish_async_timeout: float | None = None,
+                 publish_async_error_cb: Callable[[Msg, Exception], object] | None = None):
         """Args:
             publish_async_timeout: seconds an async publish waits for its PubAck
                 before its future fails (default: ``timeout``).
+            publish_async_error_cb: ``cb(msg, exc)`` for each failed async publish,
+                on the client's dispatcher (nats.go's ``WithPublishAsyncErrHandler``).
         """
         if publish_async_timeout is not None and publish_async_timeout <= 0:
             raise ValueError("publish_async_timeout must be > 0")
+        check_callback(publish_async_error_cb, "publish_async_error_cb")
+        self._async_error_cb = publish_async_error_cb
         self.nc = nc
         self._api = JetStreamAPI(nc, api_prefix, domain, timeout)
         self._core = self._api.core
@@ -615,7 +622,10 @@ class JetStream(NatsPyNames):
             # The common case stays as short as it was: pipelined publishing is per-message work.
             hdrs = publish_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
                                    expected_last_msg_id)
-            return self._async.publish(subject, payload, hdrs)
+            fut = self._async.publish(subject, payload, hdrs)
+            if self._async_error_cb is not None:
+                fut.add_done_callback(self._report_async_failure)
+            return fut
         features: list[str] = []
         hdrs = publish_headers(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
@@ -624,7 +634,17 @@ class JetStream(NatsPyNames):
             schedule_target=schedule_target, schedule_source=schedule_source, schedule_ttl=schedule_ttl,
             schedule_time_zone=schedule_time_zone, schedule_rollup=schedule_rollup, features=features)
         self._require(*features)
-        return self._async.publish(subject, payload, hdrs)
+        fut = self._async.publish(subject, payload, hdrs)
+        if self._async_error_cb is not None:
+            fut.add_done_callback(self._report_async_failure)
+        return fut
+
+    def _report_async_failure(self, fut: Future[PubAck]) -> None:
+        """Dispatcher: hand a failed async publish to ``publish_async_error_cb``."""
+        exc = fut.exception(0)
+        cb = self._async_error_cb
+        if exc is not None and cb is not None and isinstance(exc, Exception):
+            cb(fut.msg, exc)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ counters and batches
 
