@@ -1,0 +1,189 @@
+"""JetStream settings whose effect a user relies on, checked against a real server:
+not that a field round-trips, but that the server behaves as the setting says
+(a refused publish, a refused purge, a message republished, a paused consumer,
+the right waiting request served ...)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.errors import NoStreamResponseError
+from natsjs_sync.jetstream import JetStream, RePublish, Stream, StreamSource
+from natsjs_sync.jetstream.stream_config import ExternalStream, StreamConsumerLimits
+from natsjs_sync.protocol.nuid import next_nuid
+from natsjs_sync.testing import NatsServer
+
+from ..conftest import wait_until
+
+
+def _name() -> str:
+    return "C" + next_nuid()
+
+
+def _later(seconds: float = 3600) -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def make_stream(js: JetStream) -> Iterator[Any]:
+    """Create streams with any settings; all are deleted afterwards."""
+    made: list[str] = []
+
+    def make(**kwargs: Any) -> Stream:
+        name = kwargs.pop("name", None) or _name()
+        if "subjects" not in kwargs and "mirror" not in kwargs and "sources" not in kwargs:
+            kwargs["subjects"] = [f"{name}.>"]
+        st = js.create_stream(name=name, storage="memory", **kwargs)
+        made.append(name)
+        return st
+
+    yield make
+    for name in made:
+        try:
+            js.delete_stream(name)
+        except nats.NatsError:
+            pass
+
+
+# ---------------------------------------------------------------------- stream settings
+
+
+def test_discard_new_per_subject_refuses_a_second_message_on_that_subject(js: JetStream, make_stream: Any) -> None:
+    st = make_stream(discard="new", discard_new_per_subject=True, max_msgs_per_subject=1)
+    name = st.name
+    assert st.cached_info.config.discard_new_per_subject is True
+    js.publish(f"{name}.a", b"1")
+    with pytest.raises(nats.JetStreamError) as info:
+        js.publish(f"{name}.a", b"2")
+    assert info.value.err_code == 10077  # maximum messages per subject exceeded
+    js.publish(f"{name}.b", b"other subjects still have room")
+    assert st.get_last_msg_for_subject(f"{name}.a").data == b"1"  # the first one was kept
+    assert st.info().state.messages == 2
+
+
+def test_deny_purge_refuses_a_purge(js: JetStream, make_stream: Any) -> None:
+    st = make_stream(deny_purge=True)
+    js.publish(f"{st.name}.a", b"keep me")
+    with pytest.raises(nats.JetStreamError) as info:
+        st.purge()
+    assert info.value.err_code == 10110  # stream purge not permitted
+    assert st.info().state.messages == 1
+
+
+def test_first_seq_numbers_the_first_message(js: JetStream, make_stream: Any) -> None:
+    st = make_stream(first_seq=1000)
+    assert js.publish(f"{st.name}.a", b"x").seq == 1000
+    assert js.publish(f"{st.name}.a", b"y").seq == 1001
+    assert st.info().state.first_seq == 1000
+
+
+def test_republish_delivers_to_the_destination_with_stream_headers(nc: nats.Client, js: JetStream,
+                                                                  make_stream: Any) -> None:
+    name = _name()
+    out = f"out{name}"
+    make_stream(name=name, republish=RePublish(src=f"{name}.>", dest=f"{out}.>"))
+    sub = nc.subscribe(f"{out}.>")
+    nc.flush(timeout=5)
+    ack = js.publish(f"{name}.a", b"payload")
+    msg = sub.next_msg(timeout=5)
+    assert msg.subject == f"{out}.a" and msg.data == b"payload"
+    assert msg.headers is not None
+    assert msg.headers["Nats-Stream"] == name and msg.headers["Nats-Subject"] == f"{name}.a"
+    assert int(msg.headers["Nats-Sequence"]) == ack.seq
+    sub.unsubscribe()
+
+
+def test_republish_headers_only_sends_the_size_not_the_body(nc: nats.Client, js: JetStream,
+                                                            make_stream: Any) -> None:
+    name = _name()
+    out = f"out{name}"
+    make_stream(name=name, republish=RePublish(src=f"{name}.>", dest=f"{out}.>", headers_only=True))
+    sub = nc.subscribe(f"{out}.>")
+    nc.flush(timeout=5)
+    js.publish(f"{name}.a", b"12345")
+    msg = sub.next_msg(timeout=5)
+    assert msg.data == b""
+    assert msg.headers is not None and msg.headers["Nats-Msg-Size"] == "5"
+    sub.unsubscribe()
+
+
+def test_consumer_limits_are_inherited_by_new_consumers(make_stream: Any) -> None:
+    st = make_stream(consumer_limits=StreamConsumerLimits(inactive_threshold=30.0, max_ack_pending=50))
+    limits = st.cached_info.config.consumer_limits
+    assert limits is not None and limits.max_ack_pending == 50
+    cfg = st.create_consumer(durable_name="d").cached_info.config
+    assert cfg.max_ack_pending == 50 and cfg.inactive_threshold == 30.0
+    # Asking for more than the stream allows is refused.
+    with pytest.raises(nats.JetStreamError):
+        st.create_consumer(durable_name="greedy", max_ack_pending=500)
+
+
+# ---------------------------------------------------------------------- consumer settings
+
+
+def test_ack_policy_all_acknowledges_everything_before(js: JetStream, stream: Stream) -> None:
+    for i in range(5):
+        js.publish(f"{stream.name}.a", str(i).encode())
+    cons = stream.create_consumer(durable_name="all", ack_policy="all", ack_wait=30.0)
+    assert cons.cached_info.config.ack_policy == "all"
+    msgs = list(cons.fetch(5, max_wait=5))
+    assert len(msgs) == 5
+    msgs[3].ack_sync(timeout=5)  # the fourth acknowledges the first three too
+    info = cons.info()
+    assert info.ack_floor.stream_seq == 4
+    assert info.num_ack_pending == 1
+
+
+def test_request_limits_end_a_fetch_with_a_409(js: JetStream, stream: Stream) -> None:
+    for _ in range(10):
+        js.publish(f"{stream.name}.a", b"x" * 10)
+    cons = stream.create_consumer(durable_name="lim", max_batch=5, max_expires=2.5, max_bytes=4096)
+    cfg = cons.cached_info.config
+    assert (cfg.max_batch, cfg.max_expires, cfg.max_bytes) == (5, 2.5, 4096)
+
+    with cons.fetch(10, max_wait=1) as batch:
+        assert list(batch) == []
+    assert isinstance(batch.error, nats.JetStreamError)
+    assert batch.error.code == 409 and "MaxRequestBatch" in str(batch.error)
+
+    with cons.fetch(1, max_wait=5) as batch:
+        assert list(batch) == []
+    assert isinstance(batch.error, nats.JetStreamError)
+    assert batch.error.code == 409 and "MaxRequestExpires" in str(batch.error)
+
+    # Within the limits the same consumer serves.
+    with cons.fetch(5, max_wait=2) as batch:
+        assert len(list(batch)) == 5
+    assert batch.error is None
+
+    # fetch_bytes asks for a huge batch (as nats.go does), so max_bytes gets its own consumer.
+    by_size = stream.create_consumer(durable_name="size", max_bytes=4096)
+    with by_size.fetch_bytes(10_000, max_wait=1) as batch:
+        assert list(batch) == []
+    assert isinstance(batch.error, nats.JetStreamError)
+    assert batch.error.code == 409 and "MaxRequestMaxBytes" in str(batch.error)
+    with by_size.fetch_bytes(4096, max_wait=2) as batch:
+        assert len(list(batch)) == 10
+
+
+@pytest.mark.server("2.11")
+def test_pause_until_leaves_the_consumer_paused(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.a", b"waiting")
+    cons = stream.create_consumer(durable_name="p", pause_until=_later())
+    info = cons.info()
+    assert info.paused is True
+    assert info.pause_remaining is not None and info.pause_remaining > 3000
+    with cons.fetch(1, max_wait=0.5) as batch:
+        assert list(batch) == []  # paused: nothing is delivered
+    cons.resume()
+    assert cons.next(timeout=5).data == b"waiting"
