@@ -11,15 +11,14 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import natsjs_sync as nats
 from natsjs_sync.errors import NoStreamResponseError
-from natsjs_sync.jetstream import JetStream, RePublish, Stream, StreamSource
-from natsjs_sync.jetstream.stream_config import ExternalStream, StreamConsumerLimits
+from natsjs_sync.jetstream import JetStream, RePublish, Stream
+from natsjs_sync.jetstream.stream_config import StreamConsumerLimits
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsServer
 
@@ -335,3 +334,127 @@ def test_threshold_bytes_sets_when_the_client_asks_for_more(nc: nats.Client, js:
         sub.unsubscribe()
     finally:
         watcher.close()
+
+
+# ---------------------------------------------------------------------- ordered consumers
+
+
+def test_ordered_consumer_name_prefix_and_metadata_reach_the_server(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.a", b"1")
+    oc = js.ordered_consumer(stream.name, name_prefix="mine", metadata={"team": "blue"})
+    assert oc.next(timeout=5).data == b"1"
+    info = oc.info()
+    assert info.name.startswith("mine")
+    assert info.config.metadata is not None and info.config.metadata.get("team") == "blue"
+    # The server lists it under that name: a user can find their consumers.
+    assert any(n.startswith("mine") for n in js.consumer_names(stream.name))
+    oc.delete()
+
+
+def test_ordered_consumer_replay_original_keeps_the_gaps(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.a", b"1")
+    threading.Event().wait(0.6)  # the gap between the two messages the replay must reproduce
+    js.publish(f"{stream.name}.a", b"2")
+    oc = js.ordered_consumer(stream.name, replay_policy="original")
+    assert oc.info().config.replay_policy == "original"
+    assert oc.next(timeout=5).data == b"1"
+    started = time.monotonic()
+    assert oc.next(timeout=5).data == b"2"
+    assert time.monotonic() - started >= 0.4  # paced like the original publishes
+    oc.delete()
+
+
+def test_ordered_consumer_fetch_bytes_and_fetch_no_wait(js: JetStream, stream: Stream) -> None:
+    for i in range(6):
+        js.publish(f"{stream.name}.a", str(i).encode() * 50)
+    oc = js.ordered_consumer(stream.name)
+    first = oc.fetch_no_wait(2)
+    assert [m.data[:1] for m in first] == [b"0", b"1"]
+    # About 90 bytes of subject and metadata come with each 50-byte payload: 300 bytes hold two.
+    by_size = oc.fetch_bytes(300, max_wait=2)
+    assert 1 <= len(by_size) <= 2
+    assert [m.data[:1] for m in by_size] == [str(i).encode() for i in range(2, 2 + len(by_size))]
+    rest = oc.fetch_no_wait(10)
+    assert [m.data[:1] for m in rest] == [str(i).encode() for i in range(2 + len(by_size), 6)]
+    started = time.monotonic()
+    assert oc.fetch_no_wait(10) == []  # nothing left: returns at once instead of waiting
+    assert time.monotonic() - started < 5
+    oc.delete()
+
+
+def test_ordered_consumer_max_reset_attempts_gives_up(nc: nats.Client, js: JetStream, stream: Stream) -> None:
+    # Through an API prefix nobody serves, making the consumer fails in a way
+    # worth retrying (no responders). A limit turns endless retries into an error.
+    lost = nc.jetstream(api_prefix="$NOBODY.API")
+    limited = lost.ordered_consumer(stream.name, max_reset_attempts=2)
+    with pytest.raises(nats.JetStreamError, match="could not be re-created") as info:
+        limited.next(timeout=30)
+    assert not isinstance(info.value, nats.TimeoutError)
+    assert isinstance(info.value.__cause__, nats.JetStreamNotEnabledError)
+    unlimited = lost.ordered_consumer(stream.name)
+    with pytest.raises(nats.TimeoutError):
+        unlimited.next(timeout=1)  # without a limit it keeps trying until the deadline
+
+
+# ---------------------------------------------------------------------- push consumers
+
+
+def test_create_or_update_and_update_push_consumer(nc: nats.Client, js: JetStream, stream: Stream) -> None:
+    name = stream.name
+    with pytest.raises(nats.ConsumerNotFoundError):
+        js.update_push_consumer(name, durable_name="p", deliver_subject=nc.new_inbox())
+    deliver = nc.new_inbox()
+    pc = js.create_or_update_push_consumer(name, durable_name="p", deliver_subject=deliver,
+                                           filter_subject=f"{name}.a")
+    assert pc.cached_info.config.filter_subject == f"{name}.a"
+    again = js.create_or_update_push_consumer(name, durable_name="p", deliver_subject=deliver,
+                                              filter_subject=f"{name}.a", description="same, described")
+    assert again.cached_info.config.description == "same, described"
+    # Narrow it to .b: only .b messages are delivered from then on.
+    updated = js.update_push_consumer(name, durable_name="p", deliver_subject=deliver, filter_subject=f"{name}.b")
+    assert updated.info().config.filter_subject == f"{name}.b"
+    js.publish(f"{name}.a", b"not for me")
+    js.publish(f"{name}.b", b"for me")
+    got: list[bytes] = []
+    done = threading.Event()
+
+    def handler(msg: nats.Msg) -> None:
+        got.append(msg.data)
+        msg.ack()
+        done.set()
+
+    ctx = updated.consume(handler)
+    try:
+        assert done.wait(5)
+    finally:
+        ctx.stop()
+    assert got == [b"for me"]
+
+
+# ---------------------------------------------------------------------- publishing
+
+
+def _in_msgs(server: NatsServer) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.monitor_port}/varz", timeout=5) as resp:
+        return int(json.load(resp)["in_msgs"])
+
+
+def test_sync_publish_retries_no_responders_retry_attempts_times_retry_wait_apart(nats_server: NatsServer) -> None:
+    nc = nats.connect(nats_server.url, name="retry")
+    try:
+        js = nc.jetstream()
+        nc.flush(timeout=5)
+        before = _in_msgs(nats_server)
+        started = time.monotonic()
+        with pytest.raises(NoStreamResponseError):
+            js.publish("nobody.stores.this", b"x", retry_attempts=3, retry_wait=0.3)
+        elapsed = time.monotonic() - started
+        # One publish and three retries reached the server, with retry_wait between them.
+        assert _in_msgs(nats_server) - before == 4
+        assert elapsed >= 0.9
+        before = _in_msgs(nats_server)
+        with pytest.raises(NoStreamResponseError):
+            js.publish("nobody.stores.this", b"x", retry_attempts=0)
+        assert _in_msgs(nats_server) - before == 1
+    finally:
+        nc.close()
