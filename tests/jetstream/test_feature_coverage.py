@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -456,5 +457,52 @@ def test_sync_publish_retries_no_responders_retry_attempts_times_retry_wait_apar
         with pytest.raises(NoStreamResponseError):
             js.publish("nobody.stores.this", b"x", retry_attempts=0)
         assert _in_msgs(nats_server) - before == 1
+    finally:
+        nc.close()
+
+
+@pytest.mark.server("2.14")
+def test_schedule_rollup_and_ttl_never_shape_what_the_schedule_produces(js: JetStream, make_stream: Any) -> None:
+    st = make_stream(allow_msg_schedules=True, allow_msg_ttl=True, allow_rollup_hdrs=True)
+    name = st.name
+    js.publish(f"{name}.sensor", b"21.5")
+    js.publish(f"{name}.sched.sample", b"", schedule_every=1, schedule_source=f"{name}.sensor",
+               schedule_target=f"{name}.out", schedule_rollup=True, schedule_ttl="never")
+    cons = js.create_consumer(name, filter_subject=f"{name}.out", ack_policy="none")
+    first, second = cons.next(timeout=10), cons.next(timeout=10)
+    for msg in (first, second):
+        assert msg.data == b"21.5"
+        assert msg.headers is not None and msg.headers.get("Nats-TTL") == "never"
+    assert second.metadata.sequence.stream > first.metadata.sequence.stream
+    # Each produced message replaced the one before it on the target subject.
+    subjects = st.info(subjects_filter=f"{name}.out").state.subjects or {}
+    assert subjects == {f"{name}.out": 1}
+    st.purge(subject=f"{name}.sched.sample")  # deleting the schedule stops it
+
+
+# ---------------------------------------------------------------------- JetStream domains
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[NatsServer]:
+    """A server whose JetStream runs in the domain ``hub``."""
+    server = NatsServer(config={"jetstream": {"store_dir": str(tmp_path), "domain": "hub"}})
+    server.start()
+    yield server
+    server.close()
+
+
+def test_jetstream_domain_reaches_that_domain(hub: NatsServer) -> None:
+    nc = nats.connect(hub.url, name="domain")
+    try:
+        jd = nc.jetstream(domain="hub")
+        assert jd.api_prefix == "$JS.hub.API"
+        assert jd.account_info().domain == "hub"
+        st = jd.create_stream(name="DOM", subjects=["dom.>"], storage="memory")
+        assert jd.publish("dom.a", b"x").domain == "hub"
+        msg = st.create_consumer(durable_name="d").next(timeout=5)
+        assert msg.data == b"x" and msg.metadata.stream == "DOM"
+        with pytest.raises(nats.JetStreamNotEnabledError):
+            nc.jetstream(domain="elsewhere").account_info(timeout=2)
     finally:
         nc.close()
