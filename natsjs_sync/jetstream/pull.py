@@ -111,6 +111,15 @@ def status_of(msg: Msg) -> Status:
     return classify(msg.raw_headers, msg.reply)
 
 
+def counted_size(msg: Msg) -> int:
+    """A message's size as the server counts it against a pull request's
+    ``max_bytes``: subject, reply, headers and payload (as nats.go counts it);
+    the payload alone would leave the client thinking bytes are still owed
+    after the server ended the request."""
+    hdr = msg.raw_headers
+    return len(msg.subject) + len(msg.reply or "") + (len(hdr) if hdr else 0) + len(msg.data)
+
+
 @dataclass(frozen=True)
 class Priority:
     """Priority-group options of pull requests (consumers with a ``priority_policy``)."""
@@ -186,7 +195,7 @@ class MessageBatch:
         yield from self._stream()
 
     def _stream(self) -> Iterator[Msg]:
-        size = sum(len(m.data) for m in self._received)
+        size = sum(map(counted_size, self._received))
         last_activity = time.monotonic()
         try:
             while len(self._received) < self._batch and not self._done:
@@ -212,7 +221,7 @@ class MessageBatch:
                     if self._pin_cb is not None:
                         self._pin_cb(msg)
                     self._received.append(msg)
-                    size += len(msg.data)
+                    size += counted_size(msg)
                     yield msg
                     if self._max_bytes and size >= self._max_bytes:
                         return
@@ -451,7 +460,7 @@ class MessagesContext:
         self._last_activity = time.monotonic()
         st = status_of(msg)
         if st is MESSAGE:
-            self._acct.delivered(len(msg.data))
+            self._acct.delivered(counted_size(msg) if self._acct.max_bytes else 0)
             self._failures = 0
             if self._priority is not None:
                 hdrs = msg.headers

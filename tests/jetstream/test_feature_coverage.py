@@ -301,12 +301,6 @@ def test_threshold_messages_sets_when_the_client_asks_for_more(nc: nats.Client, 
         watcher.close()
 
 
-_BYTES_BUG = ("messages(max_bytes=) counts only payload bytes as delivered while the server counts subject, "
-              "reply, headers and payload; after the server ends a request (409 Message Size Exceeds MaxBytes) "
-              "the client thinks bytes are still owed, does not ask again, and stalls until heartbeats are missed")
-
-
-@pytest.mark.xfail(strict=True, reason=_BYTES_BUG)
 def test_messages_by_bytes_delivers_a_backlog_bigger_than_max_bytes(js: JetStream, stream: Stream) -> None:
     for _ in range(100):
         js.publish(f"{stream.name}.a", b"x" * 100)
@@ -316,7 +310,6 @@ def test_messages_by_bytes_delivers_a_backlog_bigger_than_max_bytes(js: JetStrea
     assert len(got) == 100
 
 
-@pytest.mark.xfail(strict=True, reason=_BYTES_BUG)
 def test_threshold_bytes_sets_when_the_client_asks_for_more(nc: nats.Client, js: JetStream, stream: Stream) -> None:
     for _ in range(100):
         js.publish(f"{stream.name}.a", b"x" * 100)
