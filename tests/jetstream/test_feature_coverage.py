@@ -18,8 +18,8 @@ import pytest
 
 import natsjs_sync as nats
 from natsjs_sync.errors import NoStreamResponseError
-from natsjs_sync.jetstream import JetStream, RePublish, Stream
-from natsjs_sync.jetstream.stream_config import StreamConsumerLimits
+from natsjs_sync.jetstream import JetStream, RePublish, Stream, StreamSource
+from natsjs_sync.jetstream.stream_config import ExternalStream, StreamConsumerLimits
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsServer
 
@@ -506,3 +506,37 @@ def test_jetstream_domain_reaches_that_domain(hub: NatsServer) -> None:
             nc.jetstream(domain="elsewhere").account_info(timeout=2)
     finally:
         nc.close()
+
+
+def test_a_source_in_another_account_is_copied_through_its_external_api(tmp_path: Path) -> None:
+    # Account A shares its JetStream API (imported by B under $JS.A.API) and the
+    # subject the sourced messages are delivered on.
+    accounts = {
+        "A": {"jetstream": "enabled", "users": [{"user": "a", "password": "a"}],
+              "exports": [{"service": "$JS.API.>"}, {"stream": "deliver.>"}]},
+        "B": {"jetstream": "enabled", "users": [{"user": "b", "password": "b"}],
+              "imports": [{"service": {"account": "A", "subject": "$JS.API.>"}, "to": "$JS.A.API.>"},
+                          {"stream": {"account": "A", "subject": "deliver.>"}}]},
+    }
+    server = NatsServer(config={"accounts": accounts})
+    server.start()
+    host = server.url.split("//", 1)[1]
+    a = nats.connect(f"nats://a:a@{host}", name="account-a")
+    b = nats.connect(f"nats://b:b@{host}", name="account-b")
+    try:
+        ja, jb = a.jetstream(), b.jetstream()
+        ja.create_stream(name="ORIGIN", subjects=["origin.>"], storage="memory")
+        ja.publish("origin.a", b"1")
+        ja.publish("origin.b", b"2")
+        with pytest.raises(nats.StreamNotFoundError):
+            jb.stream("ORIGIN")  # B cannot see A's stream by itself
+        source = StreamSource(name="ORIGIN", external=ExternalStream(api="$JS.A.API", deliver="deliver.agg"))
+        agg = jb.create_stream(name="AGG", storage="memory", sources=[source])
+        sources = agg.cached_info.config.sources
+        assert sources is not None and sources[0].external == ExternalStream(api="$JS.A.API", deliver="deliver.agg")
+        assert wait_until(lambda: agg.info().state.messages == 2, timeout=10)
+        assert [agg.get_msg(1).data, agg.get_msg(2).data] == [b"1", b"2"]
+    finally:
+        a.close()
+        b.close()
+        server.close()
