@@ -176,6 +176,43 @@ def test_request_limits_end_a_fetch_with_a_409(js: JetStream, stream: Stream) ->
         assert len(list(batch)) == 10
 
 
+def test_max_ack_pending_and_max_waiting_hold_back_a_consumer(js: JetStream, stream: Stream) -> None:
+    for _ in range(5):
+        js.publish(f"{stream.name}.a", b"x")
+    cons = stream.create_consumer(durable_name="m", max_ack_pending=2, max_waiting=1)
+    held = list(cons.fetch(5, max_wait=1))
+    assert len(held) == 2  # no more than two unacknowledged at a time
+    held[0].ack_sync(timeout=5)
+    assert len(list(cons.fetch(5, max_wait=1))) == 1  # one slot freed, one more message
+    # A second waiting pull request beyond max_waiting is refused.
+    waiting = cons.fetch(1, max_wait=10)
+    assert wait_until(lambda: cons.info().num_waiting == 1)
+    with cons.fetch(1, max_wait=2) as refused:
+        assert list(refused) == []
+    assert isinstance(refused.error, nats.JetStreamError) and refused.error.code == 409
+    assert "MaxWaiting" in str(refused.error)
+    waiting.close()
+
+
+def test_no_ack_stream_stores_without_answering(nc: nats.Client, make_stream: Any) -> None:
+    st = make_stream(no_ack=True)
+    with pytest.raises(nats.TimeoutError):
+        nc.request(f"{st.name}.a", b"1", timeout=0.5)  # stored, but no PubAck comes back
+    nc.publish(f"{st.name}.a", b"2")
+    assert wait_until(lambda: st.info().state.messages == 2)
+
+
+def test_replay_original_paces_a_pull_consumer(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.a", b"1")
+    threading.Event().wait(0.6)  # the gap between the two messages the replay must reproduce
+    js.publish(f"{stream.name}.a", b"2")
+    cons = stream.create_consumer(durable_name="r", replay_policy="original")
+    assert cons.next(timeout=5).data == b"1"
+    started = time.monotonic()
+    assert cons.next(timeout=5).data == b"2"
+    assert time.monotonic() - started >= 0.4
+
+
 @pytest.mark.server("2.11")
 def test_pause_until_leaves_the_consumer_paused(js: JetStream, stream: Stream) -> None:
     js.publish(f"{stream.name}.a", b"waiting")
