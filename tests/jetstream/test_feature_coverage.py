@@ -19,7 +19,7 @@ import pytest
 import natsjs_sync as nats
 from natsjs_sync.errors import NoStreamResponseError
 from natsjs_sync.jetstream import JetStream, RePublish, Stream, StreamSource
-from natsjs_sync.jetstream.stream_config import ExternalStream, StreamConsumerLimits
+from natsjs_sync.jetstream.stream_config import ExternalStream, StreamConsumerLimits, StreamConsumerSource
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsServer
 
@@ -515,6 +515,25 @@ def test_schedule_rollup_and_ttl_never_shape_what_the_schedule_produces(js: JetS
     subjects = st.info(subjects_filter=f"{name}.out").state.subjects or {}
     assert subjects == {f"{name}.out": 1}
     st.purge(subject=f"{name}.sched.sample")  # deleting the schedule stops it
+
+
+@pytest.mark.server("2.14")
+def test_durable_sourcing_through_a_flow_control_consumer_drains_a_work_queue(js: JetStream,
+                                                                               make_stream: Any) -> None:
+    origin = make_stream(retention="workqueue")
+    for i in range(3):
+        js.publish(f"{origin.name}.a", str(i).encode())
+    deliver = f"deliver.{origin.name}"
+    pc = js.create_push_consumer(origin.name, durable_name="src", deliver_subject=deliver, ack_policy="flow_control",
+                                 flow_control=True, idle_heartbeat=1.0, max_deliver=-1)
+    assert pc.cached_info.config.ack_policy == "flow_control"
+    agg = make_stream(sources=[StreamSource(name=origin.name,
+                                            consumer=StreamConsumerSource(name="src", deliver_subject=deliver))])
+    # Copied through the durable consumer, and acknowledged by flow control:
+    # the work queue lets go of what the sourcing stream stored.
+    assert wait_until(lambda: agg.info().state.messages == 3, timeout=10)
+    assert wait_until(lambda: origin.info().state.messages == 0, timeout=10)
+    assert [agg.get_msg(i).data for i in (1, 2, 3)] == [b"0", b"1", b"2"]
 
 
 # ---------------------------------------------------------------------- JetStream domains
