@@ -18,10 +18,10 @@ import pytest
 
 import natsjs_sync as nats
 from natsjs_sync.errors import NoStreamResponseError
-from natsjs_sync.jetstream import JetStream, RePublish, Stream, StreamSource
+from natsjs_sync.jetstream import JetStream, Placement, RePublish, Stream, StreamSource
 from natsjs_sync.jetstream.stream_config import ExternalStream, StreamConsumerLimits, StreamConsumerSource
 from natsjs_sync.protocol.nuid import next_nuid
-from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing import NatsCluster, NatsServer
 
 from ..conftest import wait_until
 
@@ -596,3 +596,35 @@ def test_a_source_in_another_account_is_copied_through_its_external_api(tmp_path
         a.close()
         b.close()
         server.close()
+
+
+@pytest.mark.cluster
+def test_placement_chooses_servers_by_cluster_and_tags() -> None:
+    with NatsCluster(3, config={"server_tags": ["ssd", "eu"]}) as cluster:
+        nc = nats.connect(cluster.urls, name="placement")
+        try:
+            js = nc.jetstream()
+            assert wait_until(lambda: _has_meta_leader(js), timeout=20)
+            st = js.create_stream(name="PLACED", subjects=["placed.>"], storage="memory",
+                                  placement=Placement(cluster=cluster.name, tags=["ssd"]))
+            info = st.info()
+            assert info.config.placement == Placement(cluster=cluster.name, tags=["ssd"])
+            assert info.cluster is not None and info.cluster.name == cluster.name
+            for refused in (Placement(tags=["hdd"]), Placement(cluster="elsewhere")):
+                with pytest.raises(nats.JetStreamError) as err:
+                    js.create_stream(name="NOWHERE", subjects=["nowhere.>"], storage="memory", placement=refused)
+                assert err.value.err_code in (10005, 10074)  # no server (or no cluster) matches
+            kv = js.create_key_value(bucket="placed", storage="memory", placement=Placement(tags=["eu"]))
+            assert kv.status().stream_info.config.placement == Placement(tags=["eu"])
+            with pytest.raises(nats.JetStreamError):
+                js.create_object_store(bucket="nowhere", storage="memory", placement=Placement(tags=["us"]))
+        finally:
+            nc.close()
+
+
+def _has_meta_leader(js: JetStream) -> bool:
+    try:
+        js.account_info(timeout=2)
+    except nats.NatsError:
+        return False
+    return True
