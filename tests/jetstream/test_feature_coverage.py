@@ -18,10 +18,10 @@ import pytest
 
 import natsjs_sync as nats
 from natsjs_sync.errors import NoStreamResponseError
-from natsjs_sync.jetstream import JetStream, RePublish, Stream
-from natsjs_sync.jetstream.stream_config import StreamConsumerLimits
+from natsjs_sync.jetstream import JetStream, Placement, RePublish, Stream, StreamSource
+from natsjs_sync.jetstream.stream_config import ExternalStream, StreamConsumerLimits, StreamConsumerSource
 from natsjs_sync.protocol.nuid import next_nuid
-from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing import NatsCluster, NatsServer
 
 from ..conftest import wait_until
 
@@ -174,6 +174,43 @@ def test_request_limits_end_a_fetch_with_a_409(js: JetStream, stream: Stream) ->
     assert batch.error.code == 409 and "MaxRequestMaxBytes" in str(batch.error)
     with by_size.fetch_bytes(4096, max_wait=2) as batch:
         assert len(list(batch)) == 10
+
+
+def test_max_ack_pending_and_max_waiting_hold_back_a_consumer(js: JetStream, stream: Stream) -> None:
+    for _ in range(5):
+        js.publish(f"{stream.name}.a", b"x")
+    cons = stream.create_consumer(durable_name="m", max_ack_pending=2, max_waiting=1)
+    held = list(cons.fetch(5, max_wait=1))
+    assert len(held) == 2  # no more than two unacknowledged at a time
+    held[0].ack_sync(timeout=5)
+    assert len(list(cons.fetch(5, max_wait=1))) == 1  # one slot freed, one more message
+    # A second waiting pull request beyond max_waiting is refused.
+    waiting = cons.fetch(1, max_wait=10)
+    assert wait_until(lambda: cons.info().num_waiting == 1)
+    with cons.fetch(1, max_wait=2) as refused:
+        assert list(refused) == []
+    assert isinstance(refused.error, nats.JetStreamError) and refused.error.code == 409
+    assert "MaxWaiting" in str(refused.error)
+    waiting.close()
+
+
+def test_no_ack_stream_stores_without_answering(nc: nats.Client, make_stream: Any) -> None:
+    st = make_stream(no_ack=True)
+    with pytest.raises(nats.TimeoutError):
+        nc.request(f"{st.name}.a", b"1", timeout=0.5)  # stored, but no PubAck comes back
+    nc.publish(f"{st.name}.a", b"2")
+    assert wait_until(lambda: st.info().state.messages == 2)
+
+
+def test_replay_original_paces_a_pull_consumer(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.a", b"1")
+    threading.Event().wait(0.6)  # the gap between the two messages the replay must reproduce
+    js.publish(f"{stream.name}.a", b"2")
+    cons = stream.create_consumer(durable_name="r", replay_policy="original")
+    assert cons.next(timeout=5).data == b"1"
+    started = time.monotonic()
+    assert cons.next(timeout=5).data == b"2"
+    assert time.monotonic() - started >= 0.4
 
 
 @pytest.mark.server("2.11")
@@ -473,6 +510,25 @@ def test_schedule_rollup_and_ttl_never_shape_what_the_schedule_produces(js: JetS
     st.purge(subject=f"{name}.sched.sample")  # deleting the schedule stops it
 
 
+@pytest.mark.server("2.14")
+def test_durable_sourcing_through_a_flow_control_consumer_drains_a_work_queue(js: JetStream,
+                                                                               make_stream: Any) -> None:
+    origin = make_stream(retention="workqueue")
+    for i in range(3):
+        js.publish(f"{origin.name}.a", str(i).encode())
+    deliver = f"deliver.{origin.name}"
+    pc = js.create_push_consumer(origin.name, durable_name="src", deliver_subject=deliver, ack_policy="flow_control",
+                                 flow_control=True, idle_heartbeat=1.0, max_deliver=-1)
+    assert pc.cached_info.config.ack_policy == "flow_control"
+    agg = make_stream(sources=[StreamSource(name=origin.name,
+                                            consumer=StreamConsumerSource(name="src", deliver_subject=deliver))])
+    # Copied through the durable consumer, and acknowledged by flow control:
+    # the work queue lets go of what the sourcing stream stored.
+    assert wait_until(lambda: agg.info().state.messages == 3, timeout=10)
+    assert wait_until(lambda: origin.info().state.messages == 0, timeout=10)
+    assert [agg.get_msg(i).data for i in (1, 2, 3)] == [b"0", b"1", b"2"]
+
+
 # ---------------------------------------------------------------------- JetStream domains
 
 
@@ -499,3 +555,69 @@ def test_jetstream_domain_reaches_that_domain(hub: NatsServer) -> None:
             nc.jetstream(domain="elsewhere").account_info(timeout=2)
     finally:
         nc.close()
+
+
+def test_a_source_in_another_account_is_copied_through_its_external_api(tmp_path: Path) -> None:
+    # Account A shares its JetStream API (imported by B under $JS.A.API) and the
+    # subject the sourced messages are delivered on.
+    accounts = {
+        "A": {"jetstream": "enabled", "users": [{"user": "a", "password": "a"}],
+              "exports": [{"service": "$JS.API.>"}, {"stream": "deliver.>"}]},
+        "B": {"jetstream": "enabled", "users": [{"user": "b", "password": "b"}],
+              "imports": [{"service": {"account": "A", "subject": "$JS.API.>"}, "to": "$JS.A.API.>"},
+                          {"stream": {"account": "A", "subject": "deliver.>"}}]},
+    }
+    server = NatsServer(config={"accounts": accounts})
+    server.start()
+    host = server.url.split("//", 1)[1]
+    a = nats.connect(f"nats://a:a@{host}", name="account-a")
+    b = nats.connect(f"nats://b:b@{host}", name="account-b")
+    try:
+        ja, jb = a.jetstream(), b.jetstream()
+        ja.create_stream(name="ORIGIN", subjects=["origin.>"], storage="memory")
+        ja.publish("origin.a", b"1")
+        ja.publish("origin.b", b"2")
+        with pytest.raises(nats.StreamNotFoundError):
+            jb.stream("ORIGIN")  # B cannot see A's stream by itself
+        source = StreamSource(name="ORIGIN", external=ExternalStream(api="$JS.A.API", deliver="deliver.agg"))
+        agg = jb.create_stream(name="AGG", storage="memory", sources=[source])
+        sources = agg.cached_info.config.sources
+        assert sources is not None and sources[0].external == ExternalStream(api="$JS.A.API", deliver="deliver.agg")
+        assert wait_until(lambda: agg.info().state.messages == 2, timeout=10)
+        assert [agg.get_msg(1).data, agg.get_msg(2).data] == [b"1", b"2"]
+    finally:
+        a.close()
+        b.close()
+        server.close()
+
+
+@pytest.mark.cluster
+def test_placement_chooses_servers_by_cluster_and_tags() -> None:
+    with NatsCluster(3, config={"server_tags": ["ssd", "eu"]}) as cluster:
+        nc = nats.connect(cluster.urls, name="placement")
+        try:
+            js = nc.jetstream()
+            assert wait_until(lambda: _has_meta_leader(js), timeout=20)
+            st = js.create_stream(name="PLACED", subjects=["placed.>"], storage="memory",
+                                  placement=Placement(cluster=cluster.name, tags=["ssd"]))
+            info = st.info()
+            assert info.config.placement == Placement(cluster=cluster.name, tags=["ssd"])
+            assert info.cluster is not None and info.cluster.name == cluster.name
+            for refused in (Placement(tags=["hdd"]), Placement(cluster="elsewhere")):
+                with pytest.raises(nats.JetStreamError) as err:
+                    js.create_stream(name="NOWHERE", subjects=["nowhere.>"], storage="memory", placement=refused)
+                assert err.value.err_code in (10005, 10074)  # no server (or no cluster) matches
+            kv = js.create_key_value(bucket="placed", storage="memory", placement=Placement(tags=["eu"]))
+            assert kv.status().stream_info.config.placement == Placement(tags=["eu"])
+            with pytest.raises(nats.JetStreamError):
+                js.create_object_store(bucket="nowhere", storage="memory", placement=Placement(tags=["us"]))
+        finally:
+            nc.close()
+
+
+def _has_meta_leader(js: JetStream) -> bool:
+    try:
+        js.account_info(timeout=2)
+    except nats.NatsError:
+        return False
+    return True
