@@ -53,6 +53,19 @@ log = logging.getLogger("natsjs_sync.jetstream")
 #: Waits between re-creation attempts: 50 ms doubling to 5 s, with jitter.
 RECREATE_BACKOFF = Backoff(0.05, 5.0, factor=2.0, jitter=0.05)
 
+#: The idle heartbeat of an ordered consumer's pulls when none is given. Its
+#: consumer is an ephemeral R1 one: when the server holding it goes away (a
+#: node of a cluster restarting) nothing else says so, and two missed
+#: heartbeats are how it is noticed and made anew. 5 s (nats.go's heartbeat
+#: for long fetches) notices that within 10 s instead of a pull consumer's 30.
+ORDERED_HEARTBEAT = 5.0
+
+
+def _heartbeat(expires: float, heartbeat: float | None) -> float | None:
+    if heartbeat is not None or not isinstance(expires, (int, float)) or expires < 2 * ORDERED_HEARTBEAT:
+        return heartbeat
+    return ORDERED_HEARTBEAT
+
 
 def _transient(exc: NatsError) -> bool:
     """Whether creating the consumer again later may succeed (never once the client is closed)."""
@@ -334,7 +347,7 @@ class OrderedConsumer:
         check_callback(error_cb, "error_cb")
         self._cancel.clear()
         self._ensure()
-        return MessagesContext(self, self._core, max_messages, max_bytes, expires, heartbeat,
+        return MessagesContext(self, self._core, max_messages, max_bytes, expires, _heartbeat(expires, heartbeat),
                                error_cb=error_cb, ordered=self)
 
     def consume(self, handler: Callable[[Msg], None], max_messages: int = 500, expires: float = 30.0,
@@ -344,8 +357,8 @@ class OrderedConsumer:
         check_callback(error_cb, "error_cb")
         self._cancel.clear()
         self._ensure()
-        it = MessagesContext(self, self._core, max_messages, None, expires, heartbeat, error_cb=error_cb,
-                             ordered=self, handler=handler, name=f"ordered-{self.stream}")
+        it = MessagesContext(self, self._core, max_messages, None, expires, _heartbeat(expires, heartbeat),
+                             error_cb=error_cb, ordered=self, handler=handler, name=f"ordered-{self.stream}")
         return ConsumeContext(it)
 
     def delete(self) -> None:
