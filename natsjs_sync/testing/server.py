@@ -234,6 +234,7 @@ class NatsServer:
 
     @property
     def tls(self) -> bool:
+        """True when the server was started with a TLS certificate."""
         return bool(self._settings["tls_cert"])
 
     @property
@@ -250,6 +251,7 @@ class NatsServer:
 
     @property
     def client_url(self) -> str:
+        """The client URL (same as :attr:`url`)."""
         return self.url
 
     @property
@@ -324,12 +326,14 @@ class NatsServer:
 
     @property
     def is_running(self) -> bool:
+        """True while the server process (or container) runs."""
         if self.backend == "docker":
             return self._container is not None
         return self.proc is not None and self.proc.poll() is None
 
     @property
     def pid(self) -> int | None:
+        """The server process's id (``None`` before start, or with the docker backend)."""
         return self.proc.pid if self.proc is not None else None
 
     def start(self, timeout: float = 20.0, wait: bool = True) -> NatsServer:
@@ -566,10 +570,12 @@ class NatsCluster:
 
     @property
     def urls(self) -> list[str]:
+        """Each node's client URL, in node order."""
         return [n.url for n in self.nodes]
 
     @property
     def servers(self) -> list[str]:
+        """Each node's client URL (same as :attr:`urls`)."""
         return self.urls
 
     @property
@@ -627,12 +633,17 @@ class NatsCluster:
             pause.wait(0.05)
 
     def stop_node(self, i: int) -> None:
+        """Stop node ``i`` gracefully (its store is kept for :meth:`restart_node`)."""
         self.nodes[i].stop()
 
     def kill_node(self, i: int) -> None:
+        """Kill node ``i`` (SIGKILL; its store is kept for :meth:`restart_node`)."""
         self.nodes[i].kill()
 
     def restart_node(self, i: int, timeout: float = 30.0) -> None:
+        """Start node ``i`` again on the same ports with the same store (stopping it first if running);
+        waits up to ``timeout`` seconds for it to be ready.
+        """
         node = self.nodes[i]
         if node.is_running:
             node.stop()
@@ -640,6 +651,7 @@ class NatsCluster:
         node.start(timeout)
 
     def close(self) -> None:
+        """Kill every node and remove their directories."""
         for node in self.nodes:
             node.close()
 
