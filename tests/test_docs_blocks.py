@@ -26,6 +26,8 @@ DEFAULT_URL = "nats://127.0.0.1:4222"
 
 PAGES = ["README.rst", "docs/index.rst", "docs/quickstart.rst", "docs/jetstream.rst", "docs/kv.rst",
          "docs/object_store.rst", "docs/testing.rst"]
+#: Pages showing features of newer servers: skipped, saying so, on older ones.
+NEEDS_SERVER = {"docs/jetstream.rst": "2.14"}
 #: Pages whose blocks run elsewhere, and why.
 ELSEWHERE = {
     "docs/services.rst": "tests/test_docs_services.py runs it with Flask and Django modules",
@@ -56,7 +58,8 @@ def test_every_page_with_python_blocks_is_run() -> None:
     assert pages == set(PAGES) | set(ELSEWHERE)
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", [
+    pytest.param(p, marks=[pytest.mark.server(NEEDS_SERVER[p])] if p in NEEDS_SERVER else []) for p in PAGES])
 def test_every_code_block_of_the_page_runs(page: str, nats_server: NatsServer, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
