@@ -161,6 +161,9 @@ class NatsServer:
         backend: ``"binary"`` (default) or ``"docker"`` (testcontainers and a
             Docker engine needed; runs the official ``nats`` image).
         binary: the nats-server path; found with :func:`find_nats_server` by default.
+        store_dir: where JetStream keeps its data (default: in the server's
+            temporary directory, deleted by :meth:`close`); a directory given
+            here is kept.
     """
 
     def __init__(
@@ -190,6 +193,7 @@ class NatsServer:
         backend: str = "binary",
         binary: str | None = None,
         image: str = "nats:2.12",
+        store_dir: str | os.PathLike[str] | None = None,
     ):
         if backend not in ("binary", "docker"):
             raise ValueError("backend must be 'binary' or 'docker'")
@@ -203,7 +207,7 @@ class NatsServer:
         self.ws_port: int | None = free_port() if websocket else None
         self.jetstream = jetstream
         self._dir = Path(tempfile.mkdtemp(prefix="natsjs-server-"))
-        self.store_dir = self._dir / "jetstream"
+        self.store_dir = Path(store_dir).resolve() if store_dir is not None else self._dir / "jetstream"
         self.config_path = self._dir / "nats.conf"
         self.log_path = self._dir / "nats.log"
         self._user_config_file = Path(config_file) if config_file else None
