@@ -296,3 +296,16 @@ def test_server_command_busy_port_store_dir_and_ctrl_c(tmp_path: Path) -> None:
                 proc.kill()
                 proc.wait(10)
     assert any(store.rglob("*")), "the store directory is kept"
+
+
+def test_long_running_commands_report_errors_but_not_each_reconnect_attempt(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from natsjs_sync import cli
+
+    cli._async_error(ConnectionResetError("connection reset"))
+    cli._async_error(natsjs_sync.NoServersError("cannot connect to nats://127.0.0.1:1"))
+    cli._async_error(natsjs_sync.SlowConsumerError("slow consumer on subject 'x'", subject="x"))
+    cli._async_error(natsjs_sync.AuthorizationError("authorization violation"))
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == ["-- error: slow consumer on subject 'x'",
+                                              "-- error: authorization violation"]

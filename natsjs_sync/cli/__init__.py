@@ -24,7 +24,7 @@ from typing import Any
 from .. import __version__
 from .._connect import connect
 from ..client import Client
-from ..errors import NatsError
+from ..errors import AuthorizationError, NatsError, SecureConnRequiredError
 from ..msg import Msg
 
 
@@ -78,12 +78,19 @@ def read_stdin(what: str) -> bytes:
     return sys.stdin.buffer.read()
 
 
+def _async_error(err: Exception) -> None:
+    if isinstance(err, OSError) and not isinstance(err, (AuthorizationError, SecureConnRequiredError)):
+        return  # a lost connection or a failed attempt: the disconnected/reconnected lines tell it
+    _note(f"-- error: {err}")
+
+
 def reconnect_notices() -> dict[str, Any]:
-    """Connect options that show a lost and a regained connection as one line each."""
+    """Connect options that show a lost and a regained connection as one line each
+    (not a line per failed attempt); other asynchronous errors get a line too."""
     return dict(
         disconnected_cb=lambda: _note("-- disconnected; reconnecting ..."),
         reconnected_cb=lambda: _note("-- reconnected"),
-        error_cb=lambda err: None,  # each failed attempt is not news; the two lines above are
+        error_cb=_async_error,
         max_reconnect_attempts=-1,
     )
 
