@@ -24,6 +24,7 @@
     └── JetStreamError                .code, .err_code, .description from the server
         ├── JetStreamNotEnabledError
         ├── FeatureNotSupportedError  the connected server is too old (raised before sending)
+        │   └── ApiLevelNotSupportedError  the answering server is below the API level asked for
         ├── InvalidResponseError      a reply this client cannot decode
         ├── StreamNotFoundError, ConsumerNotFoundError, StreamNameInUseError
         ├── MsgNotFoundError, NoMessagesError, NoStreamResponseError
@@ -254,6 +255,19 @@ class FeatureNotSupportedError(JetStreamError):
                          f"{server_version or 'of an unknown version'}")
 
 
+class ApiLevelNotSupportedError(FeatureNotSupportedError):
+    """The server that answered an API request is below the JetStream API level
+    it needs (ADR-44: ``Nats-Required-Api-Level``), e.g. an older server in a
+    cluster under a rolling upgrade. Nothing was changed."""
+
+    def __init__(self, description: str = "", code: int | None = None, err_code: int | None = None,
+                 stream: str | None = None, consumer: str | None = None):
+        JetStreamError.__init__(self, description, code=code, err_code=err_code, stream=stream, consumer=consumer)
+        self.feature = "the requested JetStream API level"
+        self.required = ""
+        self.server_version = ""
+
+
 class InvalidResponseError(JetStreamError):
     """A reply (API response, stored JSON) that this client cannot decode."""
 
@@ -382,6 +396,11 @@ JS_ERR_CODES: dict[int, type[JetStreamError]] = {
     10200: BatchPublishError,  # JSAtomicPublishInvalidBatchCommitErr
     10201: BatchPublishError,  # JSAtomicPublishContainsDuplicateMessageErr
     10204: ConsumerInvalidResetError,  # JSConsumerInvalidResetErr
+    10185: ApiLevelNotSupportedError,  # JSRequiredApiLevelErr
+    10205: BatchPublishError,  # JSBatchPublishDisabledErr (fast batch)
+    10206: BatchPublishError,  # JSBatchPublishInvalidPatternErr
+    10207: BatchPublishError,  # JSBatchPublishInvalidBatchIDErr
+    10208: BatchPublishError,  # JSBatchPublishUnknownBatchIDErr
 }
 
 

@@ -221,7 +221,8 @@ class JetStreamAPI:
         """The one deadline of a call: its ``timeout`` (default: the context's)."""
         return timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, self.timeout)
 
-    def request(self, suffix: str, body: Any = None, timeout: TimeoutArg = USE_DEFAULT) -> dict[str, Any]:
+    def request(self, suffix: str, body: Any = None, timeout: TimeoutArg = USE_DEFAULT,
+                headers: dict[str, str] | None = None) -> dict[str, Any]:
         """Send one API request and return the decoded response.
 
         Raises:
@@ -232,7 +233,7 @@ class JetStreamAPI:
         deadline = self.deadline(timeout)
         payload = body if isinstance(body, (bytes, bytearray)) else encode(body)
         try:
-            msg = self.core.request(self.subject(suffix), payload, deadline)
+            msg = self.core.request(self.subject(suffix), payload, deadline, headers)
         except NoRespondersError:
             raise JetStreamNotEnabledError(
                 f"JetStream is not enabled (no responder on {self.subject(suffix)})", code=503
@@ -255,8 +256,8 @@ class JetStreamAPI:
         return resp
 
     def request_typed(self, suffix: str, body: Any, type_: type[T],
-                      timeout: TimeoutArg = USE_DEFAULT) -> T:
-        return from_wire(self.request(suffix, body, timeout), type_)
+                      timeout: TimeoutArg = USE_DEFAULT, headers: dict[str, str] | None = None) -> T:
+        return from_wire(self.request(suffix, body, timeout, headers), type_)
 
     def paged(self, suffix: str, key: str, body: dict[str, Any] | None = None,
               timeout: TimeoutArg = USE_DEFAULT) -> Iterator[Any]:

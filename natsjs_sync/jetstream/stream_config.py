@@ -112,6 +112,10 @@ class RePublish(_Open, frozen=True, kw_only=True):
 
 
 class ExternalStream(_Open, frozen=True, kw_only=True):
+    """Where a mirror or source reads from another account or domain: that
+    JetStream's API prefix (``$JS.<domain>.API``) and, for a push-based
+    source, its delivery prefix."""
+
     api: str
     deliver: str | None = None
 
@@ -148,8 +152,29 @@ class StreamSource(_Open, frozen=True, kw_only=True):
     filter_subject: str | None = None
     subject_transforms: list[SubjectTransform] | None = None
     external: ExternalStream | None = None
+    #: Another JetStream domain to read from; sent as ``external`` with its API prefix.
     domain: str | None = None
     consumer: StreamConsumerSource | None = None
+
+
+def _source_on_the_wire(src: StreamSource) -> StreamSource:
+    # The server knows no "domain" in a source: it is the API prefix of another
+    # JetStream domain, sent as ``external`` (what nats.go sends).
+    if not src.domain:
+        return src if src.domain is None else src.replace(domain=None)
+    if src.external is not None:
+        raise ValueError(f"source {src.name!r} sets both domain and external: give one")
+    return src.replace(domain=None, external=ExternalStream(api=f"$JS.{src.domain}.API"))
+
+
+def sources_on_the_wire(cfg: StreamConfig) -> StreamConfig:
+    """``cfg`` with each mirror/source ``domain`` turned into its ``external`` API prefix."""
+    if not (cfg.mirror is not None and cfg.mirror.domain is not None) \
+            and not any(s.domain is not None for s in cfg.sources or ()):
+        return cfg
+    mirror = _source_on_the_wire(cfg.mirror) if cfg.mirror is not None else None
+    sources = [_source_on_the_wire(s) for s in cfg.sources] if cfg.sources is not None else None
+    return cfg.replace(mirror=mirror, sources=sources)
 
 
 class StreamConsumerLimits(_Open, frozen=True, kw_only=True):
