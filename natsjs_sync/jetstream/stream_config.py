@@ -114,7 +114,12 @@ class RePublish(_Open, frozen=True, kw_only=True):
 class ExternalStream(_Open, frozen=True, kw_only=True):
     """Where a mirror or source reads from another account or domain: that
     JetStream's API prefix (``$JS.<domain>.API``) and, for a push-based
-    source, its delivery prefix."""
+    source, its delivery prefix.
+
+    Attributes:
+        api: the API prefix of the other JetStream.
+        deliver: the subject prefix it delivers to (push-based sources).
+    """
 
     api: str
     deliver: str | None = None
@@ -142,7 +147,8 @@ class StreamSource(_Open, frozen=True, kw_only=True):
         filter_subject: copy only messages on these subjects.
         subject_transforms: copy only messages matched by these, with their subjects rewritten.
         external: the API and deliver prefixes of a stream in another account or domain.
-        domain: the JetStream domain of the origin (sets ``external`` for you).
+        domain: another JetStream domain to read from; sent as ``external``
+            with its API prefix.
         consumer: a durable consumer of the origin to read through (server 2.14+).
     """
 
@@ -152,7 +158,6 @@ class StreamSource(_Open, frozen=True, kw_only=True):
     filter_subject: str | None = None
     subject_transforms: list[SubjectTransform] | None = None
     external: ExternalStream | None = None
-    #: Another JetStream domain to read from; sent as ``external`` with its API prefix.
     domain: str | None = None
     consumer: StreamConsumerSource | None = None
 
