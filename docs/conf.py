@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 sys.path.insert(0, os.path.abspath(".."))
 
@@ -27,3 +28,36 @@ try:
 except ImportError:  # the docs extra brings furo; plain sphinx falls back
     html_theme = "alabaster"
 html_static_path = ["_static"]
+# The page tables of contents list sections, not every class and method of the
+# reference (the index page would otherwise be a list of exception classes).
+toc_object_entries = False
+
+
+def _plain_builtins(app: Any) -> None:
+    """Type hints naming builtins (``bytes``, ``type``, ``id`` ...) stay plain text.
+
+    Without an inventory of Python's own docs, Sphinx would resolve ``bytes``
+    in a signature to any documented attribute named ``bytes``
+    (``StreamState.bytes``) and warn that several targets match.
+    """
+    import builtins
+
+    from docutils import nodes
+    from sphinx.addnodes import pending_xref
+    from sphinx.transforms.post_transforms import SphinxPostTransform
+
+    names = set(dir(builtins))
+
+    class PlainBuiltins(SphinxPostTransform):
+        default_priority = 5  # before the references are resolved (10)
+
+        def run(self, **kwargs: object) -> None:
+            for node in list(self.document.findall(pending_xref)):
+                if node.get("refdomain") == "py" and node.get("reftarget") in names:
+                    node.replace_self(node.children or [nodes.literal(text=node["reftarget"])])
+
+    app.add_post_transform(PlainBuiltins)
+
+
+def setup(app: Any) -> None:
+    _plain_builtins(app)

@@ -2,7 +2,10 @@
 
 Django has no app factory, so the client lives in a module-level holder that
 connects on first use (under a lock, so concurrent first requests make one
-connection) and is closed at exit. The same holder is what a Celery task or a
+connection) and is closed at exit. The holder outlives any outage: its client
+never stops reconnecting (``max_reconnect_attempts=-1``), and a client that
+closed anyway (closed by hand, refused by the server) is replaced by a new one
+on the next request. Meanwhile requests are answered 503/504, not 500. The same holder is what a Celery task or a
 management command would use; in a pre-fork server each worker process gets
 its own connection (a client inherited through ``fork`` reconnects on first use).
 
@@ -49,14 +52,27 @@ _client: nats.Client | None = None
 
 
 def get_client() -> nats.Client:
-    """The process's shared client, connected on first use."""
+    """The process's shared client: connected on first use, made again if it closed."""
     global _client
     with _lock:
-        if _client is None:
-            _client = nats.connect(os.environ.get("NATS_URL", "nats://127.0.0.1:4222"), name="django-app")
-            _client.jetstream().create_or_update_stream(name="ORDERS", subjects=["orders.>"])
-            atexit.register(_client.close)
+        if _client is None or _client.is_closed:
+            nc = nats.connect(os.environ.get("NATS_URL", "nats://127.0.0.1:4222"), name="django-app",
+                              max_reconnect_attempts=-1)  # never give up on the servers
+            try:
+                nc.jetstream().create_or_update_stream(name="ORDERS", subjects=["orders.>"])
+            except BaseException:
+                nc.close()
+                raise
+            if _client is None:
+                atexit.register(_close_client)
+            _client = nc
         return _client
+
+
+def _close_client() -> None:
+    with _lock:
+        if _client is not None:
+            _client.close()
 
 
 def _errors(view):  # type: ignore[no-untyped-def]
@@ -71,6 +87,8 @@ def _errors(view):  # type: ignore[no-untyped-def]
             return JsonResponse({"error": f"timed out: {err}"}, status=504)
         except nats.JetStreamError as err:
             return JsonResponse({"error": str(err)}, status=502)
+        except nats.NatsError as err:  # no server reachable, connection lost ...
+            return JsonResponse({"error": f"NATS unavailable: {err}"}, status=503)
 
     return wrapped
 
@@ -97,6 +115,7 @@ def price(request: HttpRequest, sku: str) -> JsonResponse:
 
 
 @require_GET
+@_errors
 def whoami(request: HttpRequest) -> JsonResponse:
     nc = get_client()
     nc.flush(timeout=2.0)

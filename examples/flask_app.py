@@ -3,7 +3,11 @@
 One client per process is the pattern: it is thread safe, so every request
 thread publishes and requests through the same connection (publishes from
 concurrent requests are coalesced into few socket writes). The client is made
-once by the app factory and closed when the process exits.
+once by the app factory and closed when the process exits. It outlives any
+outage: it never stops reconnecting (``max_reconnect_attempts=-1``), and the
+app's ``client()`` holder replaces a client that closed anyway (closed by hand,
+refused by the server) on the next request. Meanwhile requests are answered
+503/504, not 500.
 
 Routes:
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import threading
 from typing import Any
 
 from flask import Flask, jsonify, request
@@ -34,11 +39,31 @@ import natsjs_sync as nats
 
 def create_app(nats_url: str | None = None) -> Flask:
     app = Flask(__name__)
-    nc = nats.connect(nats_url or os.environ.get("NATS_URL", "nats://127.0.0.1:4222"), name="flask-app")
-    atexit.register(nc.close)
-    js = nc.jetstream(timeout=5.0)
-    js.create_or_update_stream(name="ORDERS", subjects=["orders.>"])
-    app.extensions["nats"] = nc
+    url = nats_url or os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
+    lock = threading.Lock()
+    held: list[nats.Client] = []
+
+    def client() -> nats.Client:
+        """The app's shared client, made again if it closed."""
+        with lock:
+            if not held or held[0].is_closed:
+                nc = nats.connect(url, name="flask-app", max_reconnect_attempts=-1)  # never give up
+                try:
+                    nc.jetstream().create_or_update_stream(name="ORDERS", subjects=["orders.>"])
+                except BaseException:
+                    nc.close()
+                    raise
+                held[:] = [nc]
+            return held[0]
+
+    def close() -> None:
+        with lock:
+            for nc in held:
+                nc.close()
+
+    nc = client()  # at start-up: a server that is not there is an error now, not at the first request
+    atexit.register(close)
+    app.extensions["nats"] = client
     made_by = {"pid": os.getpid(), "client_id": nc.client_id}
 
     @app.post("/orders")
@@ -46,16 +71,18 @@ def create_app(nats_url: str | None = None) -> Flask:
         order = request.get_json(force=True, silent=True)
         if not isinstance(order, dict) or "id" not in order:
             return jsonify(error="an order needs an id"), 400
+        js = client().jetstream(timeout=5.0)  # cheap: a context per request is fine
         ack = js.publish("orders.new", json.dumps(order).encode(), msg_id=f"order-{order['id']}")
         return jsonify(stream=ack.stream, seq=ack.seq, duplicate=ack.duplicate), 201
 
     @app.get("/price/<sku>")
     def price(sku: str) -> Any:
-        reply = nc.request(f"pricing.{sku}", b"", timeout=2.0)
+        reply = client().request(f"pricing.{sku}", b"", timeout=2.0)
         return jsonify(sku=sku, price=reply.data.decode())
 
     @app.get("/whoami")
     def whoami() -> Any:
+        nc = client()
         nc.flush(timeout=2.0)  # in a forked worker, the first use makes the worker's own connection
         return jsonify(pid=os.getpid(), client_id=nc.client_id, made_by=made_by)
 
@@ -70,5 +97,9 @@ def create_app(nats_url: str | None = None) -> Flask:
     @app.errorhandler(nats.JetStreamError)
     def jetstream_error(err: Exception) -> Any:
         return jsonify(error=str(err)), 502
+
+    @app.errorhandler(nats.NatsError)
+    def nats_unavailable(err: Exception) -> Any:  # no server reachable, connection lost ...
+        return jsonify(error=f"NATS unavailable: {err}"), 503
 
     return app

@@ -60,19 +60,26 @@ def connect(
 ) -> Client:
     """Connect to a NATS server and return a :class:`Client`.
 
+    The call returns once the first server accepted the connection (or, with
+    ``retry_on_failed_connect``, at once). Use the client as a context manager,
+    or call :meth:`Client.close` (or :meth:`Client.drain`) when done. Every
+    callback runs on the client's dispatcher, never on the reader thread;
+    connection callbacks run in order.
+
     Args:
         servers: a URL, a comma-separated list or a sequence of URLs
             (``nats://[user:pass@]host:port``, ``tls://host:port``); default: the
             ``NATS_URL`` environment variable, else ``nats://127.0.0.1:4222``.
         name: a client name shown in the server's monitoring and thread names.
-        user, password, token: credentials (URL credentials win). ``token`` may
-            be a callable, asked at every (re)connect.
+        user: the user name (credentials in the URL win).
+        password: the user's password.
+        token: an authentication token, or a callable asked for one at every (re)connect.
         nkeys_seed: a user nkey seed (``SU...``) or the path of a file holding it.
         user_credentials: the path of a ``.creds`` file (user JWT plus seed).
-        user_jwt_cb, signature_cb: dynamic JWT credentials: the JWT, and the
-            signature of the server's nonce (bytes, or base64url text).
-        token_cb, user_info_cb: dynamic token, or ``(user, password)``, asked
-            for at every (re)connect.
+        user_jwt_cb: dynamic JWT credentials: returns the user JWT at every (re)connect.
+        signature_cb: with ``user_jwt_cb``: signs the server's nonce (bytes, or base64url text).
+        token_cb: returns the token at every (re)connect.
+        user_info_cb: returns ``(user, password)`` at every (re)connect.
         tls: ``True`` or an :class:`ssl.SSLContext` to use TLS; ``False`` to
             refuse it (SecureConnRequiredError when the server requires it);
             ``None`` uses TLS for ``tls://`` URLs and servers that require it.
@@ -82,9 +89,12 @@ def connect(
         connect_timeout: seconds for TCP connect plus handshake, per server.
         allow_reconnect: reconnect when the connection breaks (else close).
         max_reconnect_attempts: failed attempts in a row before a server is
-            dropped from the pool (negative: never).
+            dropped from the pool (negative: never). When every server is
+            dropped the client closes: long-running services that must outlive
+            any outage pass ``-1`` (see :doc:`web`).
         reconnect_time_wait: seconds between attempts on the same server.
-        reconnect_jitter, reconnect_jitter_tls: random extra wait, up to this.
+        reconnect_jitter: up to this many seconds added at random to each wait.
+        reconnect_jitter_tls: the same for TLS connections.
         retry_on_failed_connect: when no server answers the first time, return
             a client that keeps trying in the background under the reconnect
             settings (publishes wait in the buffer; requests and flush wait
@@ -98,27 +108,34 @@ def connect(
             (``None``: for ever); then the connection is lost and reconnects.
         no_echo: do not receive our own publishes.
         verbose: ask the server to acknowledge every command with ``+OK``
-            (debugging only; the client ignores the acknowledgements).
-        pedantic: ask the server for strict protocol checking (debugging only).
+            (the protocol's ``verbose`` option; for debugging with a protocol
+            trace, it costs a reply per command; the client ignores the
+            acknowledgements).
+        pedantic: ask the server for strict checking of every command (the
+            protocol's ``pedantic`` option; for debugging).
         inbox_prefix: prefix of reply inboxes.
         drain_timeout: default seconds for :meth:`Client.drain`.
-        pending_msgs_limit, pending_bytes_limit: default slow-consumer limits per
-            subscription (``0`` or negative: no limit).
+        pending_msgs_limit: default slow-consumer limit of each subscription,
+            in messages (``0`` or negative: no limit).
+        pending_bytes_limit: the same in bytes.
         max_callback_threads: the most threads running callbacks at once.
         error_cb: called with asynchronous errors (server -ERR, slow consumers,
             lost connections, exceptions from subscription callbacks).
-        disconnected_cb, reconnected_cb, closed_cb: connection events.
+        disconnected_cb: called when the connection is lost.
+        reconnected_cb: called when a connection is back.
+        closed_cb: called once when the client is closed for good.
         discovered_server_cb: called when the server announces new cluster members.
         lame_duck_mode_cb: called when the server enters lame duck mode.
 
-    Every callback runs on the client's dispatcher, never on the reader thread;
-    connection callbacks run in order.
+    Returns:
+        The connected client.
 
     Raises:
         NoServersError: no server could be reached (the causes are in the message).
         AuthorizationError: the server refused the credentials.
         SecureConnRequiredError: the server requires TLS and ``tls=False``.
-        TypeError, ValueError: a bad argument (named in the message).
+        TypeError: an argument of the wrong type (named in the message).
+        ValueError: an argument out of range (named in the message).
     """
     args = dict(locals())
     client = Client(ConnectOptions.build(args.pop("servers"), **args))

@@ -64,14 +64,18 @@ class Client:
 
     @property
     def is_reconnecting(self) -> bool:
+        """True while the connection is lost and the client is trying servers again."""
         return self._conn.state is ConnState.RECONNECTING
 
     @property
     def is_closed(self) -> bool:
+        """True once the client is closed (by :meth:`close`, a drain or running out of reconnects); it cannot be reused.
+        """
         return self._conn.state is ConnState.CLOSED
 
     @property
     def is_draining(self) -> bool:
+        """True while :meth:`drain` runs (subscriptions first, then pending publishes)."""
         return self._conn.state in (ConnState.DRAINING_SUBS, ConnState.DRAINING_PUBS)
 
     @property

@@ -146,6 +146,7 @@ class Subscription:
         return None if self._max is None else self._max - self._received
 
     def set_max(self, limit: int) -> None:
+        """Connection side: end the subscription after ``limit`` messages in all (``unsubscribe(limit)``)."""
         self._max = limit
 
     # ---------------------------------------------------------------- ending
@@ -177,6 +178,7 @@ class Subscription:
         self._end(_CLOSED)
 
     def mark_draining(self) -> None:
+        """Connection side: a drain started; queued messages are still delivered, then the end."""
         if self._state == _OPEN:
             self._state = _DRAINING
 
@@ -223,10 +225,12 @@ class Subscription:
 
     @property
     def is_draining(self) -> bool:
+        """True while the subscription drains (no new messages; the queued ones are still delivered)."""
         return self._state == _DRAINING
 
     @property
     def has_callback(self) -> bool:
+        """True when messages go to a callback (``subscribe(cb=...)``), not to :meth:`next_msg`."""
         return self._lane is not None
 
     @property
@@ -348,6 +352,9 @@ class Subscription:
         self._conn.drain_subscription(self, Deadline.of(timeout, self._conn.options.drain_timeout))
 
     def wait_done(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds (``None``: no limit) for the subscription to end and its
+        queue to be consumed; True when it has.
+        """
         return self._done.wait(timeout)
 
     # ---------------------------------------------------------------- callback side

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import natsjs_sync
 from natsjs_sync.cli import main
-from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing import FaultProxy, NatsServer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -154,3 +159,153 @@ def test_user_mistakes_give_messages_not_tracebacks(capsys: pytest.CaptureFixtur
         main(["stream", "ls"])
     code, _, err = run(capsys, "pub", "x", "y", "--server", "nats://127.0.0.1:1")
     assert code == 1 and "error:" in err
+
+
+class _Lines:
+    """What a command prints, with a wait for a line (commands run on a thread)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        from natsjs_sync import cli
+
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        real_print, real_note = cli._print, cli._note
+
+        def spy(real: Any) -> Any:
+            def wrapped(*args: object) -> None:
+                with self._cond:
+                    self.lines.append(" ".join(map(str, args)))
+                    self._cond.notify_all()
+                real(*args)
+            return wrapped
+
+        monkeypatch.setattr(cli, "_print", spy(real_print))
+        monkeypatch.setattr(cli, "_note", spy(real_note))
+
+    def wait_for(self, prefix: str, timeout: float = 30.0) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: any(line.startswith(prefix) for line in self.lines), timeout)
+
+
+def test_pub_reads_stdin_and_sends_headers_sub_shows_them(capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          nats_server: NatsServer,
+                                                          nats_fault_proxy: FaultProxy) -> None:
+    printed = _Lines(monkeypatch)
+    t = threading.Thread(target=main, args=(["sub", "cli.>", "--count", "3", "--timeout", "60",
+                                             "--server", nats_fault_proxy.url],))
+    t.start()
+    try:
+        assert printed.wait_for("listening on cli.>")
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"from stdin")))
+        assert main(["pub", "cli.text", "-H", "Order-Id: 7", "-H", "Tag=a", "--server", nats_server.url]) == 0
+        with natsjs_sync.connect(nats_server.url) as nc:
+            nc.publish("cli.bin", bytes(range(200)))
+            assert printed.wait_for("[#2]")
+            nats_fault_proxy.cut()  # the subscriber's connection breaks and comes back
+            assert printed.wait_for("-- reconnected")
+            nc.publish("cli.last", b"bye")
+    finally:
+        t.join(60)
+    assert not t.is_alive()
+    out = "\n".join(printed.lines)
+    assert "[#1] cli.text: from stdin" in out and "    Order-Id: 7" in out and "    Tag: a" in out
+    assert "[#2] cli.bin: <200 bytes, binary> \\x00\\x01\\x02" in out
+    assert printed.lines.count("-- disconnected; reconnecting ...") == 1
+    assert printed.lines.count("-- reconnected") == 1
+    assert "[#3] cli.last: bye" in out
+
+
+def test_req_with_header_and_raw_reply(capsysbinary: pytest.CaptureFixture[bytes], nats_server: NatsServer) -> None:
+    with natsjs_sync.connect(nats_server.url) as nc:
+        nc.subscribe("cli.svc", cb=lambda m: m.respond(m.headers["Op"].encode() + b"\xff"))
+        nc.flush()
+        assert main(["req", "cli.svc", "x", "-H", "Op: sum", "--raw", "--server", nats_server.url]) == 0
+        assert capsysbinary.readouterr().out == b"sum\xff"
+        assert main(["req", "cli.svc", "x", "-H", "no separator", "--server", nats_server.url]) == 2
+        assert b"bad --header 'no separator'" in capsysbinary.readouterr().err
+
+
+def test_obj_get_refuses_to_overwrite_and_writes_stdout(capsys: pytest.CaptureFixture[str],
+                                                        nats_server: NatsServer, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    s = ("--server", nats_server.url)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("shared notes\n")
+    assert run(capsys, "obj", "add", "docs", *s)[0] == 0
+    assert run(capsys, "obj", "put", "docs", "notes.txt", *s)[0] == 0
+    (tmp_path / "notes.txt").write_text("my local edits\n")
+    with pytest.raises(SystemExit, match=r"notes\.txt exists: pass --force"):
+        main(["obj", "get", "docs", "notes.txt", *s])
+    assert (tmp_path / "notes.txt").read_text() == "my local edits\n"
+    code, out, err = run(capsys, "obj", "get", "docs", "notes.txt", "-o", "-", *s)
+    assert code == 0 and out == "shared notes\n" and "to stdout" in err
+    assert not (tmp_path / "-").exists()
+    assert run(capsys, "obj", "get", "docs", "notes.txt", "--force", *s)[0] == 0
+    assert (tmp_path / "notes.txt").read_text() == "shared notes\n"
+
+
+def test_kv_put_on_a_terminal_says_it_reads_stdin(capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch, nats_server: NatsServer) -> None:
+    class Terminal(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return True
+
+    s = ("--server", nats_server.url)
+    assert run(capsys, "kv", "add", "tty", *s)[0] == 0
+    monkeypatch.setattr(sys, "stdin", Terminal(io.BytesIO(b"typed value")))
+    code, out, err = run(capsys, "kv", "put", "tty", "k", *s)
+    assert code == 0 and "reading the value from stdin" in err and "revision 1" in out
+    code, out, _ = run(capsys, "kv", "get", "tty", "k", *s)
+    assert "typed value" in out
+
+
+def test_stream_ls_shows_a_dash_for_an_empty_stream(capsys: pytest.CaptureFixture[str],
+                                                    nats_server: NatsServer) -> None:
+    s = ("--server", nats_server.url)
+    assert run(capsys, "stream", "add", "EMPTY", "--subjects", "empty.>", "--storage", "memory", *s)[0] == 0
+    code, out, _ = run(capsys, "stream", "ls", *s)
+    (line,) = [line for line in out.splitlines() if line.startswith("EMPTY")]
+    assert code == 0 and line.rstrip().endswith(" -") and "0001" not in out
+
+
+def test_server_command_busy_port_store_dir_and_ctrl_c(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(SystemExit, match=f"port {port} is in use"):
+            main(["server", "--port", str(port)])
+    store = tmp_path / "store"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with subprocess.Popen([sys.executable, "-m", "natsjs_sync", "server", "--port", str(port),
+                           "--store-dir", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env, cwd=REPO) as proc:
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            lines = [proc.stdout.readline() for _ in range(2)]  # bounded: the two start-up lines
+            assert lines[0].startswith(f"nats-server listening on nats://127.0.0.1:{port}"), lines
+            assert lines[1].strip() == f"JetStream data in {store.resolve()}", lines
+            with natsjs_sync.connect(f"nats://127.0.0.1:{port}") as nc:
+                nc.jetstream().create_key_value(bucket="kept").put("k", b"v")
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(30) == 130
+            assert "Traceback" not in proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert any(store.rglob("*")), "the store directory is kept"
+
+
+def test_long_running_commands_report_errors_but_not_each_reconnect_attempt(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from natsjs_sync import cli
+
+    cli._async_error(ConnectionResetError("connection reset"))
+    cli._async_error(natsjs_sync.NoServersError("cannot connect to nats://127.0.0.1:1"))
+    cli._async_error(natsjs_sync.SlowConsumerError("slow consumer on subject 'x'", subject="x"))
+    cli._async_error(natsjs_sync.AuthorizationError("authorization violation"))
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == ["-- error: slow consumer on subject 'x'",
+                                              "-- error: authorization violation"]

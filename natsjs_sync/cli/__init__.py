@@ -2,29 +2,97 @@
 
 ``demo`` and ``server`` start an embedded nats-server (from the ``server``
 extra) when no server URL is given. User mistakes end with a one-line message
-and a non-zero exit code, never a traceback.
+on stderr and a non-zero exit code, never a traceback; Ctrl-C ends every
+command with exit code 130. Times are printed in one format, local time
+``YYYY-MM-DD HH:MM:SS``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import os
 import signal
+import socket
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from .. import __version__
 from .._connect import connect
 from ..client import Client
-from ..errors import NatsError
+from ..errors import AuthorizationError, NatsError, SecureConnRequiredError
 from ..msg import Msg
 
 
 def _print(*args: object) -> None:
     print(*args, flush=True)
+
+
+def _note(*args: object) -> None:
+    """A line for the person at the terminal (stderr), not part of the output."""
+    print(*args, file=sys.stderr, flush=True)
+
+
+def when(t: datetime.datetime | None) -> str:
+    """The one timestamp format of the command line; ``-`` for none (the server's
+    zero time ``0001-01-01`` included)."""
+    if t is None or t.year < 1970:
+        return "-"
+    return t.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def payload_text(data: bytes) -> str:
+    """``data`` as text when it is printable UTF-8, else its size and an escaped preview."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and all(c.isprintable() or c in "\t\n\r" for c in text):
+        return text
+    preview = repr(data[:64])[2:-1]  # escaped as in a bytes literal
+    return f"<{len(data)} bytes, binary> {preview}" + ("..." if len(data) > 64 else "")
+
+
+def parse_headers(values: Sequence[str] | None) -> dict[str, list[str]] | None:
+    """``--header "Key: value"`` (or ``Key=value``) options as message headers."""
+    if not values:
+        return None
+    headers: dict[str, list[str]] = {}
+    for item in values:
+        sep = ":" if ":" in item else "="
+        key, found, value = item.partition(sep)
+        if not found or not key.strip():
+            raise ValueError(f"bad --header {item!r}: give it as 'Key: value'")
+        headers.setdefault(key.strip(), []).append(value.strip())
+    return headers
+
+
+def read_stdin(what: str) -> bytes:
+    """The data of a command given none: stdin (saying so when it is a terminal)."""
+    if sys.stdin.isatty():
+        _note(f"reading {what} from stdin; end with Ctrl-D (or give it as an argument)")
+    return sys.stdin.buffer.read()
+
+
+def _async_error(err: Exception) -> None:
+    if isinstance(err, OSError) and not isinstance(err, (AuthorizationError, SecureConnRequiredError)):
+        return  # a lost connection or a failed attempt: the disconnected/reconnected lines tell it
+    _note(f"-- error: {err}")
+
+
+def reconnect_notices() -> dict[str, Any]:
+    """Connect options that show a lost and a regained connection as one line each
+    (not a line per failed attempt); other asynchronous errors get a line too."""
+    return dict(
+        disconnected_cb=lambda: _note("-- disconnected; reconnecting ..."),
+        reconnected_cb=lambda: _note("-- reconnected"),
+        error_cb=_async_error,
+        max_reconnect_attempts=-1,
+    )
 
 
 @contextlib.contextmanager
@@ -82,40 +150,76 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def cmd_server(args: argparse.Namespace) -> int:
     from ..testing import NatsServer
 
+    if not _port_is_free(args.port):
+        raise SystemExit(f"error: port {args.port} is in use (another nats-server?): choose one with --port")
     try:
-        server = NatsServer(port=args.port, jetstream=not args.no_jetstream)
+        server = NatsServer(port=args.port, jetstream=not args.no_jetstream, store_dir=args.store_dir)
     except FileNotFoundError as exc:
         raise SystemExit(f"error: {exc}") from None
-    server.start()
+    try:
+        server.start()
+    except (RuntimeError, OSError, TimeoutError) as exc:
+        server.close()
+        raise SystemExit(f"error: nats-server did not start: {exc}") from None
     _print(f"nats-server listening on {server.url} (JetStream {'off' if args.no_jetstream else 'on'}); Ctrl-C stops it")
+    if not args.no_jetstream:
+        if args.store_dir:
+            _print(f"JetStream data in {server.store_dir}")
+        else:
+            _print(f"JetStream data in {server.store_dir}: a temporary directory, deleted when the server stops "
+                   "(keep it with --store-dir DIR)")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         while not stop.is_set() and server.is_running:
             stop.wait(0.5)
-    except KeyboardInterrupt:
-        pass
     finally:
         server.close()
     return 0
 
 
 def cmd_pub(args: argparse.Namespace) -> int:
+    headers = parse_headers(args.header)
     with _server_url(args.server, embedded_ok=False) as url, connect(url, name="natsjs-cli") as nc:
+        data = args.data.encode() if args.data is not None else read_stdin("the message")
         for _ in range(args.count):
-            nc.publish(args.subject, args.data.encode())
+            nc.publish(args.subject, data, headers=headers)
         nc.flush()
         _print(f"published {args.count} message(s) to {args.subject}")
     return 0
 
 
+def print_msg(msg: Msg, label: str, raw: bool) -> None:
+    """A received message: a header line, its headers, its data (bytes as they are with ``raw``)."""
+    if raw:
+        sys.stdout.buffer.write(msg.data)
+        sys.stdout.flush()
+        return
+    _print(f"{label} {msg.subject}: {payload_text(msg.data)}")
+    headers = msg.headers
+    if headers:
+        for key in headers:
+            for value in headers.get_all(key):
+                _print(f"    {key}: {value}")
+
+
 def cmd_sub(args: argparse.Namespace) -> int:
-    with _server_url(args.server, embedded_ok=False) as url, connect(url, name="natsjs-cli") as nc:
+    with _server_url(args.server, embedded_ok=False) as url, \
+            connect(url, name="natsjs-cli", **reconnect_notices()) as nc:
         sub = nc.subscribe(args.subject, queue=args.queue)
-        _print(f"listening on {args.subject}")
+        (_note if args.raw else _print)(f"listening on {args.subject}")
         received = 0
         deadline = time.monotonic() + args.timeout if args.timeout else None
         while args.count == 0 or received < args.count:
@@ -127,14 +231,20 @@ def cmd_sub(args: argparse.Namespace) -> int:
             except NatsError:
                 break
             received += 1
-            _print(f"[#{received}] {msg.subject}: {msg.data.decode(errors='replace')}")
+            print_msg(msg, f"[#{received}]", args.raw)
     return 0
 
 
 @contextlib.contextmanager
-def client_for(args: argparse.Namespace, embedded_ok: bool = False) -> Iterator[Client]:
-    """A client on ``--server`` (or ``$NATS_URL``; an embedded server when allowed)."""
-    with _server_url(getattr(args, "server", None), embedded_ok) as url, connect(url, name="natsjs-cli") as nc:
+def client_for(args: argparse.Namespace, embedded_ok: bool = False, long_running: bool = False) -> Iterator[Client]:
+    """A client on ``--server`` (or ``$NATS_URL``; an embedded server when allowed).
+
+    ``long_running`` commands never give up reconnecting and show a lost and a
+    regained connection as one line each on stderr.
+    """
+    options = reconnect_notices() if long_running else {}
+    with _server_url(getattr(args, "server", None), embedded_ok) as url, \
+            connect(url, name="natsjs-cli", **options) as nc:
         yield nc
 
 
@@ -143,7 +253,7 @@ def add_server_option(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_reply(args: argparse.Namespace) -> int:
-    with client_for(args) as nc:
+    with client_for(args, long_running=True) as nc:
         done = threading.Event()
         answered = [0]
 
@@ -157,17 +267,19 @@ def cmd_reply(args: argparse.Namespace) -> int:
         nc.subscribe(args.subject, queue=args.queue, cb=answer)
         nc.flush()
         _print(f"answering requests on {args.subject}" + (f" (queue {args.queue})" if args.queue else ""))
-        try:
-            done.wait(args.timeout or None)
-        except KeyboardInterrupt:
-            pass
+        done.wait(args.timeout or None)
     return 0
 
 
 def cmd_req(args: argparse.Namespace) -> int:
+    headers = parse_headers(args.header)
     with _server_url(args.server, embedded_ok=False) as url, connect(url, name="natsjs-cli") as nc:
-        reply = nc.request(args.subject, args.data.encode(), timeout=args.timeout)
-        _print(reply.data.decode(errors="replace"))
+        data = args.data.encode() if args.data is not None else read_stdin("the request")
+        reply = nc.request(args.subject, data, timeout=args.timeout, headers=headers)
+        if reply.headers or args.raw:
+            print_msg(reply, "reply on", args.raw)
+        else:
+            _print(payload_text(reply.data))
     return 0
 
 
@@ -184,11 +296,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("server", help="run an embedded nats-server until Ctrl-C")
     p.add_argument("--port", type=int, default=4222)
     p.add_argument("--no-jetstream", action="store_true")
+    p.add_argument("--store-dir", metavar="DIR",
+                   help="keep JetStream data in DIR (default: a temporary directory, deleted on exit)")
     p.set_defaults(func=cmd_server)
 
-    p = sub.add_parser("pub", help="publish a message")
+    header_help = "a message header 'Key: value' (repeatable)"
+    p = sub.add_parser("pub", help="publish a message (DATA, or stdin when none is given)")
     p.add_argument("subject")
-    p.add_argument("data", nargs="?", default="")
+    p.add_argument("data", nargs="?", default=None)
+    p.add_argument("--header", "-H", action="append", metavar="'KEY: VALUE'", help=header_help)
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--server", "-s")
     p.set_defaults(func=cmd_pub)
@@ -198,12 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue")
     p.add_argument("--count", type=int, default=0, help="stop after this many (0: never)")
     p.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds (0: never)")
+    p.add_argument("--raw", action="store_true", help="write only the messages' data, bytes as they are")
     p.add_argument("--server", "-s")
     p.set_defaults(func=cmd_sub)
 
-    p = sub.add_parser("req", help="send a request and print the reply")
+    p = sub.add_parser("req", help="send a request (DATA, or stdin when none is given) and print the reply")
     p.add_argument("subject")
-    p.add_argument("data", nargs="?", default="")
+    p.add_argument("data", nargs="?", default=None)
+    p.add_argument("--header", "-H", action="append", metavar="'KEY: VALUE'", help=header_help)
+    p.add_argument("--raw", action="store_true", help="write only the reply's data, bytes as they are")
     p.add_argument("--timeout", type=float, default=2.0)
     p.add_argument("--server", "-s")
     p.set_defaults(func=cmd_req)

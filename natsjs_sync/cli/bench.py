@@ -1,13 +1,15 @@
 """``natsjs-sync bench``: quick throughput scenarios, like the Go ``nats bench``.
 
-Prints a table and, with ``--png FILE``, draws a bar chart (with matplotlib
-when it is installed, else a plain chart written by :func:`write_bar_png`).
+Prints a table and, with ``--png FILE``, draws a bar chart with matplotlib
+(the ``plot`` extra). Without matplotlib it says so and writes a plain chart
+with no labels (:func:`write_bar_png`).
 """
 
 from __future__ import annotations
 
 import argparse
 import struct
+import sys
 import threading
 import time
 import zlib
@@ -146,6 +148,8 @@ def _chart(path: str, labels: list[str], values: list[float]) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        print("note: matplotlib is not installed, so the chart has no labels; "
+              "install it with python -m pip install 'natsjs-sync[plot]'", file=sys.stderr, flush=True)
         write_bar_png(path, values)
         return
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -181,6 +185,6 @@ def register(sub: Any) -> None:
     p.add_argument("--msgs", type=int, default=100_000, help="messages per scenario")
     p.add_argument("--sync-msgs", type=int, default=5_000, help="messages for request-bound scenarios")
     p.add_argument("--size", type=int, default=128, help="payload bytes")
-    p.add_argument("--png", metavar="FILE", help="also draw a bar chart")
+    p.add_argument("--png", metavar="FILE", help="also draw a bar chart (labelled with the 'plot' extra: matplotlib)")
     p.add_argument("--server", "-s", help="server URL (default: $NATS_URL, else an embedded server)")
     p.set_defaults(func=cmd_bench)

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 from typing import Any
 
 from ..errors import TimeoutError
 from . import _print, add_server_option, client_for
-
-
-def _when(t: datetime.datetime | None) -> str:
-    return t.astimezone().strftime("%Y-%m-%d %H:%M:%S") if t else "-"
+from . import when as _when
 
 
 def _value(v: Any) -> str:

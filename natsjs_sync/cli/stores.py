@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ..errors import TimeoutError
-from . import _print, add_server_option, client_for
+from . import _note, _print, add_server_option, client_for, payload_text, read_stdin, when
 
 
 class ProgressBar:
@@ -87,14 +87,14 @@ def kv_get(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(e.value)
             sys.stdout.flush()
         else:
-            _print(f"{args.bucket} > {e.key} revision {e.revision} ({e.created}):")
-            _print(e.value.decode(errors="replace"))
+            _print(f"{args.bucket} > {e.key} revision {e.revision} ({when(e.created)}):")
+            _print(payload_text(e.value))
     return 0
 
 
 def kv_put(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
-        value = args.value.encode() if args.value is not None else sys.stdin.buffer.read()
+        value = args.value.encode() if args.value is not None else read_stdin("the value")
         rev = nc.jetstream().key_value(args.bucket).put(args.key, value)
         _print(f"{args.bucket} > {args.key} revision {rev}")
     return 0
@@ -111,12 +111,12 @@ def kv_del(args: argparse.Namespace) -> int:
 def kv_history(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
         for e in nc.jetstream().key_value(args.bucket).history(args.key):
-            _print(f"{e.revision:>8} {e.operation.value:5} {e.created} {e.value.decode(errors='replace')}")
+            _print(f"{e.revision:>8} {e.operation.value:5} {when(e.created)} {payload_text(e.value)}")
     return 0
 
 
 def kv_watch(args: argparse.Namespace) -> int:
-    with client_for(args) as nc:
+    with client_for(args, long_running=True) as nc:
         kv = nc.jetstream().key_value(args.bucket)
         seen = 0
         deadline = time.monotonic() + args.timeout if args.timeout else None
@@ -133,7 +133,7 @@ def kv_watch(args: argparse.Namespace) -> int:
                     _print("-- up to date --")
                     continue
                 seen += 1
-                _print(f"[{e.revision}] {e.operation.value} {e.key}: {e.value.decode(errors='replace')}")
+                _print(f"[{e.revision}] {e.operation.value} {e.key}: {payload_text(e.value)}")
     return 0
 
 
@@ -147,7 +147,7 @@ def obj_ls(args: argparse.Namespace) -> int:
             if not infos:
                 _print(f"no objects in {args.bucket}")
             for i in infos:
-                _print(f"{i.name:40} {i.size:>14,} B  {i.chunks:>6} chunks  {i.mtime}")
+                _print(f"{i.name:40} {i.size:>14,} B  {i.chunks:>6} chunks  {when(i.mtime)}")
             return 0
         stores = list(js.object_stores())
         if not stores:
@@ -177,7 +177,16 @@ def obj_put(args: argparse.Namespace) -> int:
 def obj_get(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
         obs = nc.jetstream().object_store(args.bucket)
+        if args.output == "-":
+            with obs.get(args.name) as result:
+                for chunk in result.chunks():
+                    sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+            _note(f"wrote {result.info.size:,} bytes to stdout (digest verified)")
+            return 0
         out = args.output or os.path.basename(args.name)
+        if os.path.exists(out) and not args.force:
+            raise SystemExit(f"error: {out} exists: pass --force to overwrite it, or -o to choose another file")
         with ProgressBar(f"get {args.name}", force=args.progress) as bar:
             info = obs.get_file(args.name, out, progress=bar)
         _print(f"wrote {out}: {info.size:,} bytes (digest verified)")
@@ -195,7 +204,7 @@ def obj_info(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
         i = nc.jetstream().object_store(args.bucket).get_info(args.name)
         _print(f"{i.bucket} > {i.name}")
-        _print(f"  size {i.size:,} bytes in {i.chunks} chunk(s), modified {i.mtime}")
+        _print(f"  size {i.size:,} bytes in {i.chunks} chunk(s), modified {when(i.mtime)}")
         _print(f"  digest {i.digest}")
         if i.description:
             _print(f"  description {i.description}")
@@ -271,7 +280,8 @@ def register(sub: Any) -> None:
     p = obj.add_parser("get", help="write an object to a file")
     p.add_argument("bucket")
     p.add_argument("name")
-    p.add_argument("--output", "-o")
+    p.add_argument("--output", "-o", help="the file to write (default: the object's base name; '-': stdout)")
+    p.add_argument("--force", "-f", action="store_true", help="overwrite an existing file")
     p.add_argument("--progress", action="store_true", help="draw the progress bar even without a terminal")
     add_server_option(p)
     p.set_defaults(func=obj_get)

@@ -39,7 +39,12 @@ def validate_bucket(name: object) -> str:
 
 
 class BucketStatus:
-    """What key-value buckets and object stores share: both read their stream's info."""
+    """What key-value buckets and object stores share: both read their stream's info.
+
+    Attributes:
+        bucket: the bucket's name.
+        stream_info: the StreamInfo of the stream behind the bucket, as read.
+    """
 
     def __init__(self, info: StreamInfo, bucket: str):
         self.stream_info = info
@@ -47,6 +52,7 @@ class BucketStatus:
 
     @property
     def description(self) -> str | None:
+        """The bucket's description, if it was given one."""
         return self.stream_info.config.description
 
     @property
@@ -56,22 +62,27 @@ class BucketStatus:
 
     @property
     def storage(self) -> str:
+        """``"file"`` or ``"memory"``."""
         return str(getattr(self.stream_info.config.storage, "value", self.stream_info.config.storage))
 
     @property
     def replicas(self) -> int:
+        """How many servers keep a copy (1 on a single server)."""
         return self.stream_info.config.num_replicas
 
     @property
     def backing_store(self) -> str:
+        """Always ``"JetStream"`` (the name other clients report)."""
         return "JetStream"
 
     @property
     def is_compressed(self) -> bool:
+        """True when the bucket's stream stores data compressed (S2)."""
         return getattr(self.stream_info.config.compression, "value", self.stream_info.config.compression) == "s2"
 
     @property
     def metadata(self) -> dict[str, str]:
+        """The bucket's metadata (a copy)."""
         return dict(self.stream_info.config.metadata or {})
 
 

@@ -45,7 +45,14 @@ if TYPE_CHECKING:
 
 
 class APIStats(_Open, frozen=True, kw_only=True):
-    """API usage, and the server's JetStream API level (ADR-44; 0 before 2.11)."""
+    """API usage, and the server's JetStream API level (ADR-44; 0 before 2.11).
+
+    Attributes:
+        level: the server's JetStream API level (what features it has).
+        total: API requests this account made.
+        errors: API requests that failed.
+        inflight: API requests being handled now (newer servers).
+    """
 
     level: int = 0
     total: int = 0
@@ -54,6 +61,19 @@ class APIStats(_Open, frozen=True, kw_only=True):
 
 
 class AccountLimits(_Open, frozen=True, kw_only=True):
+    """The JetStream limits of an account or tier (-1: no limit).
+
+    Attributes:
+        max_memory: bytes of memory storage.
+        max_storage: bytes of file storage.
+        max_streams: streams.
+        max_consumers: consumers.
+        max_ack_pending: the most unacknowledged messages a consumer may have.
+        memory_max_stream_bytes: the largest ``max_bytes`` of one memory stream.
+        storage_max_stream_bytes: the largest ``max_bytes`` of one file stream.
+        max_bytes_required: every stream must set ``max_bytes``.
+    """
+
     max_memory: int = -1
     max_storage: int = -1
     max_streams: int = -1
@@ -65,7 +85,17 @@ class AccountLimits(_Open, frozen=True, kw_only=True):
 
 
 class Tier(_Open, frozen=True, kw_only=True):
-    """Usage and limits of one storage tier (``R1``, ``R3``) of an account."""
+    """Usage and limits of one storage tier (``R1``, ``R3``) of an account.
+
+    Attributes:
+        memory: bytes of memory storage used.
+        storage: bytes of file storage used.
+        reserved_memory: bytes of memory reserved by streams' ``max_bytes``.
+        reserved_storage: bytes of file storage reserved by streams' ``max_bytes``.
+        streams: streams in the tier.
+        consumers: consumers in the tier.
+        limits: the tier's limits.
+    """
 
     memory: int = 0
     storage: int = 0
@@ -77,7 +107,20 @@ class Tier(_Open, frozen=True, kw_only=True):
 
 
 class AccountInfo(_Open, frozen=True, kw_only=True):
-    """Usage and limits of this account; ``api.level`` is the server's JetStream API level."""
+    """Usage and limits of this account; ``api.level`` is the server's JetStream API level.
+
+    Attributes:
+        memory: bytes of memory storage used.
+        storage: bytes of file storage used.
+        reserved_memory: bytes of memory reserved by streams' ``max_bytes``.
+        reserved_storage: bytes of file storage reserved by streams' ``max_bytes``.
+        streams: how many streams the account has.
+        consumers: how many consumers the account has.
+        limits: the account's limits.
+        api: API usage and the server's API level.
+        domain: the JetStream domain, if the server has one.
+        tiers: usage and limits per tier (accounts with tiered limits).
+    """
 
     memory: int = 0
     storage: int = 0
@@ -150,6 +193,7 @@ class JetStream(NatsPyNames):
 
     @property
     def api_prefix(self) -> str:
+        """The subject prefix of this context's API requests (``$JS.API``, or ``$JS.<domain>.API``)."""
         return self._api.prefix
 
     def account_info(self, timeout: TimeoutArg = USE_DEFAULT) -> AccountInfo:
@@ -248,6 +292,9 @@ class JetStream(NatsPyNames):
             yield from_wire(item, StreamInfo)
 
     def stream_names(self, subject: str | None = None, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[str]:
+        """The names of every stream (or of those that store ``subject``, wildcards allowed),
+        fetched page by page within one ``timeout``.
+        """
         body = {"subject": subject} if subject else None
         yield from self._api.paged("STREAM.NAMES", "streams", body, timeout)
 
@@ -326,6 +373,9 @@ class JetStream(NatsPyNames):
     def create_or_update_consumer(self, stream: str, config: ConsumerConfig | None = None,
                                   timeout: TimeoutArg = USE_DEFAULT,
                                   **kwargs: Unpack[ConsumerConfigFields]) -> Consumer:
+        """Create the consumer, or update it when one of that name exists (nats.go's
+        ``CreateOrUpdateConsumer``). Takes the same arguments as :meth:`create_consumer`.
+        """
         return self._consumer_request(stream, _config(ConsumerConfig, config, kwargs), "", timeout)
 
     def _consumer_info(self, stream: str, name: str, timeout: TimeoutArg) -> ConsumerInfo:
@@ -338,16 +388,23 @@ class JetStream(NatsPyNames):
         return Consumer(self, self._consumer_info(stream, name, timeout))
 
     def delete_consumer(self, stream: str, name: str, timeout: TimeoutArg = USE_DEFAULT) -> bool:
+        """Delete a consumer of ``stream``; True when the server deleted it.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+        """
         check_name(stream, "stream")
         check_name(name, "consumer")
         return bool(self._api.request(f"CONSUMER.DELETE.{stream}.{name}", None, timeout).get("success"))
 
     def list_consumers(self, stream: str, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[ConsumerInfo]:
+        """The ConsumerInfo of every consumer of ``stream``, fetched page by page within one ``timeout``."""
         check_name(stream, "stream")
         for item in self._api.paged(f"CONSUMER.LIST.{stream}", "consumers", None, timeout):
             yield from_wire(item, ConsumerInfo)
 
     def consumer_names(self, stream: str, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[str]:
+        """The names of every consumer of ``stream``, fetched page by page within one ``timeout``."""
         check_name(stream, "stream")
         yield from self._api.paged(f"CONSUMER.NAMES.{stream}", "consumers", None, timeout)
 
@@ -445,6 +502,9 @@ class JetStream(NatsPyNames):
 
     def create_or_update_key_value(self, config: KeyValueConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                                    **kwargs: Unpack[KeyValueConfigFields]) -> KeyValue:
+        """Create the bucket, or update its settings when it exists; same arguments as
+        :meth:`create_key_value`.
+        """
         return create_key_value(self, kv_config(config, kwargs), "create_or_update", timeout)
 
     def key_value(self, bucket: str, timeout: TimeoutArg = USE_DEFAULT) -> KeyValue:
@@ -480,11 +540,19 @@ class JetStream(NatsPyNames):
 
     def update_object_store(self, config: ObjectStoreConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                             **kwargs: Unpack[ObjectStoreConfigFields]) -> ObjectStore:
+        """Change an existing object store's settings; same arguments as :meth:`create_object_store`.
+
+        Raises:
+            BucketNotFoundError: no such object store.
+        """
         return create_object_store(self, obj_config(config, kwargs), "update", timeout)
 
     def create_or_update_object_store(self, config: ObjectStoreConfig | None = None,
                                       timeout: TimeoutArg = USE_DEFAULT,
                                       **kwargs: Unpack[ObjectStoreConfigFields]) -> ObjectStore:
+        """Create the object store, or update its settings when it exists; same arguments as
+        :meth:`create_object_store`.
+        """
         return create_object_store(self, obj_config(config, kwargs), "create_or_update", timeout)
 
     def object_store(self, bucket: str, timeout: TimeoutArg = USE_DEFAULT) -> ObjectStore:
@@ -492,6 +560,11 @@ class JetStream(NatsPyNames):
         return open_object_store(self, bucket, timeout)
 
     def delete_object_store(self, bucket: str, timeout: TimeoutArg = USE_DEFAULT) -> bool:
+        """Delete an object store and every object in it; True when deleted.
+
+        Raises:
+            BucketNotFoundError: no such object store.
+        """
         validate_bucket(bucket)
         try:
             return self.delete_stream(f"OBJ_{bucket}", timeout=timeout)
@@ -499,11 +572,13 @@ class JetStream(NatsPyNames):
             raise BucketNotFoundError(f"object store {bucket!r} not found") from None
 
     def object_store_names(self, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[str]:
+        """The names of every object store (buckets, without the ``OBJ_`` stream prefix)."""
         for name in self.stream_names(subject="$O.*.M.>", timeout=timeout):
             if name.startswith("OBJ_"):
                 yield name[4:]
 
     def object_stores(self, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[ObjectStoreStatus]:
+        """The status of every object store."""
         for info in self.list_streams(subject="$O.*.M.>", timeout=timeout):
             if info.config.name.startswith("OBJ_"):
                 yield ObjectStoreStatus(info, info.config.name[4:])

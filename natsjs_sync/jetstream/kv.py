@@ -73,13 +73,40 @@ def validate_key(key: object, filter: bool = False) -> str:  # noqa: A002
 
 
 class KeyValueOp(str, enum.Enum):
+    """What a revision of a key is: a value (``PUT``), a delete marker (``DEL``) or a purge marker
+    (``PURGE``, which also removed the key's history).
+    """
+
     PUT = "PUT"
     DEL = "DEL"
     PURGE = "PURGE"
 
 
 class KeyValueConfig(_Model, frozen=True, kw_only=True):
-    """A bucket's configuration. ``ttl`` and ``limit_marker_ttl`` are seconds."""
+    """A bucket's configuration. ``ttl`` and ``limit_marker_ttl`` are seconds.
+
+    ``None`` for a limit (``ttl``, ``max_bytes``, ``max_value_size``,
+    ``limit_marker_ttl``) means no limit.
+
+    Attributes:
+        bucket: the bucket's name (letters, digits, ``-`` and ``_``); its stream is ``KV_<bucket>``.
+        description: free text.
+        max_value_size: the largest value accepted, in bytes (-1: the server's max_payload).
+        history: revisions kept per key (1 to 64).
+        ttl: seconds a value is kept (0: for ever).
+        max_bytes: the most bytes the bucket holds (-1: no limit).
+        storage: ``"file"`` (the default) or ``"memory"``.
+        replicas: how many servers keep a copy (1 to 5).
+        placement: which cluster or tagged servers hold the bucket.
+        republish: copy every change to another subject.
+        mirror: the bucket this one mirrors (read-only copy).
+        sources: buckets whose keys are copied into this one.
+        compression: store values compressed (S2).
+        metadata: your own key-value strings kept with the bucket.
+        limit_marker_ttl: seconds a marker left when a key expires or is purged is kept; also
+            enables ``create(key, ttl=...)`` (server 2.11+).
+        direct: accepted for nats-py compatibility; buckets always allow direct gets.
+    """
 
     bucket: str
     description: str | None = None
@@ -170,14 +197,17 @@ class KeyValueStatus(BucketStatus):
 
     @property
     def history(self) -> int:
+        """How many revisions of each key are kept."""
         return self.stream_info.config.max_msgs_per_subject
 
     @property
     def bytes(self) -> int:
+        """Bytes the bucket stores, history and markers included."""
         return self.stream_info.state.bytes
 
     @property
     def limit_marker_ttl(self) -> float:
+        """Seconds a marker left by a limit (a key expired or purged) is kept (0: none left)."""
         return self.stream_info.config.subject_delete_marker_ttl
 
     @property
@@ -482,6 +512,7 @@ class KeyValue:
     # ------------------------------------------------------------------ bucket
 
     def status(self, timeout: TimeoutArg = USE_DEFAULT) -> KeyValueStatus:
+        """The bucket's state and settings, read from the server now."""
         return KeyValueStatus(self._stream.info(timeout=timeout), self.bucket)
 
     def __repr__(self) -> str:

@@ -60,6 +60,7 @@ class PullSubscription:
         return msgs
 
     def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
+        """The consumer's info, read from the server now."""
         return self._consumer.info(timeout)
 
     def unsubscribe(self) -> None:
@@ -91,19 +92,29 @@ class NatsPyNames:
 
     def stream_info(self, name: str, subjects_filter: str | None = None,
                     timeout: float | None = None) -> StreamInfo:
+        """nats-py's name for :meth:`stream` ``(name).info()``: the stream's StreamInfo.
+
+        Raises:
+            StreamNotFoundError: no such stream.
+        """
         if subjects_filter:
             return _js(self).stream(name, timeout=timeout).info(subjects_filter=subjects_filter, timeout=timeout)
         return _js(self)._stream_info(name, timeout)
 
     def streams_info(self, timeout: float | None = None) -> list[StreamInfo]:
+        """nats-py's name: the StreamInfo of every stream, as a list (see :meth:`list_streams`)."""
         return list(_js(self).list_streams(timeout=timeout))
 
     def purge_stream(self, name: str, seq: int | None = None, subject: str | None = None,
                      keep: int | None = None, timeout: float | None = None) -> bool:
+        """nats-py's name for :meth:`Stream.purge`: remove messages (all, or by ``subject``, up to
+        ``seq``, or all but the newest ``keep``). Returns True.
+        """
         _js(self).stream(name, timeout=timeout).purge(subject=subject, sequence=seq, keep=keep, timeout=timeout)
         return True
 
     def delete_msg(self, stream_name: str, seq: int, timeout: float | None = None) -> bool:
+        """nats-py's name for :meth:`Stream.delete_msg`: delete the message at ``seq``; True when deleted."""
         return _js(self).stream(stream_name, timeout=timeout).delete_msg(seq, timeout=timeout)
 
     def get_msg(self, stream_name: str, seq: int | None = None, subject: str | None = None,
@@ -121,9 +132,19 @@ class NatsPyNames:
 
     def get_last_msg(self, stream_name: str, subject: str, direct: bool = False,
                      timeout: float | None = None) -> RawStreamMsg:
+        """nats-py's name for :meth:`Stream.get_last_msg_for_subject`.
+
+        Raises:
+            MsgNotFoundError: nothing stored on ``subject``.
+        """
         return _js(self).stream(stream_name, timeout=timeout).get_last_msg_for_subject(subject, timeout=timeout)
 
     def find_stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
+        """nats-py's name for :meth:`stream_name_by_subject`: the stream that stores ``subject``.
+
+        Raises:
+            StreamNotFoundError: no stream stores ``subject``.
+        """
         return _js(self).stream_name_by_subject(subject, timeout=timeout)
 
     # ------------------------------------------------------------------ consumers
@@ -134,9 +155,15 @@ class NatsPyNames:
         return _js(self).create_or_update_consumer(stream, config, timeout=timeout, **params).cached_info
 
     def consumer_info(self, stream: str, consumer: str, timeout: float | None = None) -> ConsumerInfo:
+        """nats-py's name: the ConsumerInfo of ``consumer`` on ``stream``.
+
+        Raises:
+            ConsumerNotFoundError: no such consumer.
+        """
         return _js(self)._consumer_info(stream, consumer, timeout)
 
     def consumers_info(self, stream: str, timeout: float | None = None) -> list[ConsumerInfo]:
+        """nats-py's name: the ConsumerInfo of every consumer of ``stream``, as a list."""
         return list(_js(self).list_consumers(stream, timeout=timeout))
 
     # ------------------------------------------------------------------ subscriptions

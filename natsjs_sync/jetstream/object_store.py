@@ -57,17 +57,39 @@ Progress = Callable[[int, "int | None"], None]
 
 
 class ObjectLink(_Model, frozen=True, kw_only=True):
+    """Where a link points: an object of ``bucket`` (``name`` set) or the whole bucket.
+
+    Attributes:
+        bucket: the object store the link points into.
+        name: the object's name; ``None`` for a link to the whole bucket.
+    """
+
     bucket: str
     name: str | None = None
 
 
 class ObjectMetaOptions(_Model, frozen=True, kw_only=True):
+    """Options stored with an object.
+
+    Attributes:
+        link: set when the object is a link (:meth:`ObjectStore.add_link`).
+        max_chunk_size: the chunk size the object was written with, in bytes.
+    """
+
     link: ObjectLink | None = None
     max_chunk_size: int | None = None
 
 
 class ObjectMeta(_Model, frozen=True, kw_only=True):
-    """What the user says about an object (``name`` is set by ``put`` when omitted)."""
+    """What the user says about an object (``name`` is set by ``put`` when omitted).
+
+    Attributes:
+        name: the object's name (any string).
+        description: free text.
+        headers: headers kept with the object (each a list of values).
+        metadata: your own key-value strings kept with the object.
+        options: the chunk size to write with, or a link.
+    """
 
     name: str = ""
     description: str | None = None
@@ -80,6 +102,20 @@ class ObjectInfo(_Model, frozen=True, kw_only=True):
     """An object's metadata as stored in the bucket (JSON shared by all clients).
 
     ``nuid`` is empty for a link written by a client that gives links none (nats.js).
+
+    Attributes:
+        name: the object's name.
+        bucket: the object store it is in.
+        nuid: the unique id its chunks are stored under (new for every version).
+        description: free text.
+        headers: headers kept with the object.
+        metadata: your own key-value strings kept with the object.
+        options: the chunk size it was written with, or where a link points.
+        size: its size in bytes.
+        mtime: when it was last written.
+        chunks: how many chunks hold its data.
+        digest: ``"SHA-256=<base64url>"`` of its data.
+        deleted: it was deleted (this is its delete marker).
     """
 
     name: str
@@ -97,15 +133,33 @@ class ObjectInfo(_Model, frozen=True, kw_only=True):
 
     @property
     def is_link(self) -> bool:
+        """True when this entry is a link to another object or bucket, not data."""
         return self.options is not None and self.options.link is not None
 
     @property
     def meta(self) -> ObjectMeta:
+        """The object's name, description, headers, metadata and options, as an ObjectMeta
+        (what :meth:`ObjectStore.update_meta` takes).
+        """
         return ObjectMeta(name=self.name, description=self.description, headers=self.headers,
                           metadata=self.metadata, options=self.options)
 
 
 class ObjectStoreConfig(_Model, frozen=True, kw_only=True):
+    """An object store's configuration. ``None`` for ``ttl`` or ``max_bytes`` means no limit.
+
+    Attributes:
+        bucket: the store's name (letters, digits, ``-`` and ``_``); its stream is ``OBJ_<bucket>``.
+        description: free text.
+        ttl: seconds an object is kept (0: for ever).
+        max_bytes: the most bytes the store holds (-1: no limit).
+        storage: ``"file"`` (the default) or ``"memory"``.
+        replicas: how many servers keep a copy (1 to 5).
+        placement: which cluster or tagged servers hold the store.
+        compression: store chunks compressed (S2).
+        metadata: your own key-value strings kept with the store.
+    """
+
     bucket: str
     description: str | None = None
     ttl: float = 0.0
@@ -120,6 +174,7 @@ class ObjectStoreConfig(_Model, frozen=True, kw_only=True):
         _none_is_no_limit(self, {"ttl": 0.0, "max_bytes": -1})
 
     def stream_config(self) -> StreamConfig:
+        """The StreamConfig of the stream that holds this store (what other clients make too)."""
         validate_bucket(self.bucket)
         return StreamConfig(
             name=f"OBJ_{self.bucket}",
@@ -143,10 +198,12 @@ class ObjectStoreStatus(BucketStatus):
 
     @property
     def sealed(self) -> bool:
+        """True once :meth:`ObjectStore.seal` made the store read-only."""
         return self.stream_info.config.sealed
 
     @property
     def size(self) -> int:
+        """Bytes the store holds: every chunk and metadata message."""
         return self.stream_info.state.bytes
 
     def __repr__(self) -> str:
@@ -282,6 +339,7 @@ class ObjectResult(io.RawIOBase):
             self._verify()
 
     def readable(self) -> bool:
+        """Always True (a readable binary stream)."""
         return True
 
     def _next_chunk(self) -> bytes | None:
@@ -316,6 +374,11 @@ class ObjectResult(io.RawIOBase):
                 raise DigestMismatchError(f"object {self.info.name!r}: SHA-256 digest does not match its data")
 
     def readinto(self, b: Any) -> int:
+        """Read into the buffer ``b``; returns the number of bytes read (0 at the end).
+
+        Raises:
+            DigestMismatchError: at the end, when the data does not match the stored digest.
+        """
         view = memoryview(b).cast("B")
         while not self._buf:
             chunk = self._next_chunk()
@@ -346,6 +409,7 @@ class ObjectResult(io.RawIOBase):
         return b"".join(parts)
 
     def readall(self) -> bytes:
+        """The rest of the object, checked against its digest."""
         return self.read(-1)
 
     @property
@@ -371,6 +435,7 @@ class ObjectResult(io.RawIOBase):
         return self.chunks()
 
     def close(self) -> None:
+        """Stop reading: the ordered consumer behind the read is stopped."""
         if not self._done and self._it is not None:
             self._done = True
             self._it.stop()
@@ -477,9 +542,11 @@ class ObjectStore:
         return sent, chunks, digest_value(sha)
 
     def put_bytes(self, name: str, data: bytes, **kwargs: Any) -> ObjectInfo:
+        """Store ``data`` as object ``name``; the keywords of :meth:`put`."""
         return self.put(name, data, **kwargs)
 
     def put_string(self, name: str, data: str, **kwargs: Any) -> ObjectInfo:
+        """Store the UTF-8 encoding of ``data`` as object ``name``; the keywords of :meth:`put`."""
         return self.put(name, data.encode(), **kwargs)
 
     def put_file(self, path: str | os.PathLike[str], name: str | None = None, **kwargs: Any) -> ObjectInfo:
@@ -511,10 +578,17 @@ class ObjectStore:
         return result
 
     def get_bytes(self, name: str, **kwargs: Any) -> bytes:
+        """The whole content of object ``name``, checked against its digest; the keywords of :meth:`get`.
+
+        Raises:
+            ObjectNotFoundError: no such object (or it is deleted).
+            DigestMismatchError: the data read does not match the stored digest.
+        """
         with self.get(name, **kwargs) as result:
             return b"".join(result.chunks())
 
     def get_string(self, name: str, encoding: str = "utf-8", **kwargs: Any) -> str:
+        """The content of object ``name`` decoded with ``encoding``; the keywords of :meth:`get`."""
         return self.get_bytes(name, **kwargs).decode(encoding)
 
     def get_file(self, name: str, path: str | os.PathLike[str], **kwargs: Any) -> ObjectInfo:
@@ -626,6 +700,7 @@ class ObjectStore:
         self._stream = self._js.update_stream(cfg.replace(sealed=True), timeout=timeout)
 
     def status(self, timeout: TimeoutArg = USE_DEFAULT) -> ObjectStoreStatus:
+        """The store's state and settings, read from the server now."""
         return ObjectStoreStatus(self._stream.info(timeout=timeout), self.bucket)
 
     def __repr__(self) -> str:

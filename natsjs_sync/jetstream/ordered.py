@@ -138,6 +138,7 @@ class OrderedConsumer:
 
     @property
     def next_subject(self) -> str:
+        """The pull request subject of the current server-side consumer (it changes on a reset)."""
         assert self._current is not None
         return self._current.next_subject
 
@@ -252,6 +253,9 @@ class OrderedConsumer:
         return "ok"
 
     def recreate(self, deadline: Deadline | None = None) -> None:
+        """Make a new server-side consumer from the sequence after the last one delivered
+        (blocks with back-off until ``deadline``; raises when that cannot be done in time).
+        """
         self._recreate(deadline)
 
     def cancel(self) -> None:

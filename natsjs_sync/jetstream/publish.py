@@ -70,10 +70,16 @@ class PubAck(_Model, frozen=True, kw_only=True, gc=False):
     """The stream's receipt for a stored message.
 
     Attributes:
+        stream: the stream that stored the message.
+        seq: the message's sequence in that stream.
+        duplicate: the stream had a message with this ``msg_id`` already and
+            stored nothing (``seq`` is the first one's).
+        domain: the JetStream domain of the stream, if the server has one.
         value: on a counter stream (``allow_msg_counter``), the counter's new
             total as a decimal string (the server's ``val``).
-        batch_id, batch_size: for the commit of an atomic batch, its id and how
-            many messages it stored (the server's ``batch`` and ``count``).
+        batch_id: for the commit of an atomic batch, its id (the server's ``batch``).
+        batch_size: for the commit of an atomic batch, how many messages it
+            stored (the server's ``count``).
     """
 
     # gc=False: one is made per publish and it only holds str/int/bool, so it

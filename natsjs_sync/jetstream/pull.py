@@ -667,6 +667,7 @@ class MessagesContext:
 
     @property
     def is_stopped(self) -> bool:
+        """True once the iteration ended (stopped, drained, or the consumer is gone)."""
         return self._stopped
 
     def drain(self, timeout: float | None = 5.0) -> None:

@@ -54,10 +54,12 @@ class PushSubscription(Subscription):
 
     @property
     def stream(self) -> str:
+        """The name of the stream the consumer reads."""
         return self._stream
 
     @property
     def consumer(self) -> str:
+        """The name of the consumer."""
         return self._consumer
 
     def consumer_info(self, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerInfo:
@@ -71,6 +73,7 @@ class PushSubscription(Subscription):
             self._delete_owned()
 
     def drain(self, timeout: TimeoutArg = USE_DEFAULT) -> None:
+        """Deliver what was received, then end; a consumer this subscription made is deleted."""
         super().drain(timeout)
         self._delete_owned()
 
@@ -240,6 +243,7 @@ class OrderedSubscription:
 
     @property
     def messages(self) -> Iterator[Msg]:
+        """The messages in stream order, as an iterator (same as iterating the subscription)."""
         return iter(self)
 
     def consumer_info(self, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerInfo:
@@ -366,6 +370,7 @@ class PushConsumeContext:
 
     @property
     def closed(self) -> bool:
+        """True once consumption ended (stopped, drained, or the client closed)."""
         return not self._sub.is_valid
 
     def stop(self) -> None:

@@ -252,6 +252,11 @@ class Stream:
         return bool(resp.get("success"))
 
     def secure_delete_msg(self, seq: int, timeout: TimeoutArg = USE_DEFAULT) -> bool:
+        """Delete the message at ``seq`` and overwrite its data on disk; True when deleted.
+
+        Raises:
+            MsgNotFoundError: no message at ``seq``.
+        """
         return self.delete_msg(seq, secure=True, timeout=timeout)
 
     # ------------------------------------------------------------------ consumers

@@ -43,37 +43,69 @@ class _Open(_Model, frozen=True, kw_only=True):
 
 
 class RetentionPolicy(str, enum.Enum):
+    """When a stream lets go of a message: at its limits, once every interested consumer acked it, or
+    once one consumer acked it (a work queue).
+    """
+
     LIMITS = "limits"
     INTEREST = "interest"
     WORK_QUEUE = "workqueue"
 
 
 class StorageType(str, enum.Enum):
+    """Where a stream keeps its messages: on disk or in memory."""
+
     FILE = "file"
     MEMORY = "memory"
 
 
 class DiscardPolicy(str, enum.Enum):
+    """What a full stream does: drop its oldest messages, or refuse new ones."""
+
     OLD = "old"
     NEW = "new"
 
 
 class StoreCompression(str, enum.Enum):
+    """How a stream compresses what it stores on disk: not at all, or with S2."""
+
     NONE = "none"
     S2 = "s2"
 
 
 class Placement(_Open, frozen=True, kw_only=True):
+    """Which servers hold a stream: a cluster, and servers with given tags.
+
+    Attributes:
+        cluster: the cluster's name.
+        tags: only servers carrying every one of these tags.
+    """
+
     cluster: str | None = None
     tags: list[str] | None = None
 
 
 class SubjectTransform(_Open, frozen=True, kw_only=True):
+    """A rewrite of subjects as messages are stored or sourced.
+
+    Attributes:
+        src: the subjects matched (wildcards allowed).
+        dest: what they become (``{{wildcard(1)}}`` and other mapping functions allowed).
+    """
+
     src: str
     dest: str
 
 
 class RePublish(_Open, frozen=True, kw_only=True):
+    """Publish a copy of every stored message to another subject (after it is stored).
+
+    Attributes:
+        src: the stored subjects to republish (default: all).
+        dest: the subject the copy goes to (mapping functions allowed).
+        headers_only: send only the headers (and the size), not the data.
+    """
+
     src: str | None = None
     dest: str
     headers_only: bool = False
@@ -82,21 +114,43 @@ class RePublish(_Open, frozen=True, kw_only=True):
 class ExternalStream(_Open, frozen=True, kw_only=True):
     """Where a mirror or source reads from another account or domain: that
     JetStream's API prefix (``$JS.<domain>.API``) and, for a push-based
-    source, its delivery prefix."""
+    source, its delivery prefix.
+
+    Attributes:
+        api: the API prefix of the other JetStream.
+        deliver: the subject prefix it delivers to (push-based sources).
+    """
 
     api: str
     deliver: str | None = None
 
 
 class StreamConsumerSource(_Open, frozen=True, kw_only=True):
-    """A durable consumer a source or mirror reads through (server 2.14+)."""
+    """A durable consumer a source or mirror reads through (server 2.14+).
+
+    Attributes:
+        name: the consumer's name.
+        deliver_subject: the subject it delivers to.
+    """
 
     name: str | None = None
     deliver_subject: str | None = None
 
 
 class StreamSource(_Open, frozen=True, kw_only=True):
-    """A stream to mirror or source from (ADR-57 for key-value buckets)."""
+    """A stream to mirror or source from (ADR-57 for key-value buckets).
+
+    Attributes:
+        name: the origin stream's name.
+        opt_start_seq: start at this sequence of the origin.
+        opt_start_time: start at the first message stored at or after this time.
+        filter_subject: copy only messages on these subjects.
+        subject_transforms: copy only messages matched by these, with their subjects rewritten.
+        external: the API and deliver prefixes of a stream in another account or domain.
+        domain: another JetStream domain to read from; sent as ``external``
+            with its API prefix.
+        consumer: a durable consumer of the origin to read through (server 2.14+).
+    """
 
     name: str
     opt_start_seq: int | None = None
@@ -104,7 +158,6 @@ class StreamSource(_Open, frozen=True, kw_only=True):
     filter_subject: str | None = None
     subject_transforms: list[SubjectTransform] | None = None
     external: ExternalStream | None = None
-    #: Another JetStream domain to read from; sent as ``external`` with its API prefix.
     domain: str | None = None
     consumer: StreamConsumerSource | None = None
 
@@ -135,6 +188,10 @@ class StreamConsumerLimits(_Open, frozen=True, kw_only=True):
 
 
 class PersistMode(str, enum.Enum):
+    """How a file stream writes to disk: ``default`` (synced per the server's settings) or ``async``
+    (faster, may lose the last writes in a crash; server 2.12+).
+    """
+
     DEFAULT = "default"
     ASYNC = "async"
 
@@ -146,6 +203,49 @@ class StreamConfig(_Open, frozen=True, kw_only=True):
     (``allow_msg_ttl``, ``subject_delete_marker_ttl``: 2.11; ``allow_msg_counter``,
     ``allow_atomic``, ``allow_msg_schedules``, ``persist_mode``: 2.12;
     ``allow_batched``: 2.14) raise FeatureNotSupportedError before anything is sent.
+    Durations are seconds. ``None`` for a limit (``max_msgs``, ``max_bytes``,
+    ``max_age`` ...) means no limit, as -1 (0 for ``max_age``) does.
+
+    Attributes:
+        name: the stream's name (no whitespace, ``.``, ``*``, ``>``, ``/`` or ``\\``).
+        description: free text.
+        subjects: the subjects it stores (wildcards allowed); none for a mirror.
+        retention: ``"limits"``, ``"interest"`` or ``"workqueue"`` (:class:`RetentionPolicy`).
+        max_consumers: the most consumers it may have (-1: no limit).
+        max_msgs: the most messages it keeps (-1: no limit).
+        max_bytes: the most bytes it keeps (-1: no limit).
+        discard: ``"old"`` (drop the oldest when full) or ``"new"`` (refuse new messages).
+        discard_new_per_subject: with ``discard="new"``, refuse per subject at ``max_msgs_per_subject``.
+        max_age: seconds a message is kept (0: for ever).
+        max_msgs_per_subject: the most messages kept per subject (-1: no limit).
+        max_msg_size: the largest message accepted, in bytes (-1: the server's max_payload).
+        storage: ``"file"`` or ``"memory"``.
+        num_replicas: how many servers keep a copy (1 to 5).
+        no_ack: do not answer publishes with a PubAck.
+        duplicate_window: seconds a ``msg_id`` is remembered to drop duplicates (0: two minutes).
+        placement: the cluster or tagged servers that hold it.
+        mirror: the stream this one mirrors (then no ``subjects``).
+        sources: streams whose messages are copied into this one.
+        sealed: no more messages, deletes or purges (set by an update; cannot be undone).
+        deny_delete: refuse deleting single messages.
+        deny_purge: refuse purges.
+        allow_rollup_hdrs: honour the ``Nats-Rollup`` header (a message replaces its subject's or the stream's).
+        allow_direct: answer direct gets from every replica (faster reads).
+        mirror_direct: a mirror answers direct gets for its origin.
+        republish: copy every stored message to another subject.
+        subject_transform: rewrite subjects as messages are stored.
+        compression: ``"none"`` or ``"s2"`` for file storage.
+        first_seq: the sequence of the first message (new streams only).
+        metadata: your own key-value strings kept with the stream.
+        consumer_limits: defaults and caps for its consumers' ``inactive_threshold`` and ``max_ack_pending``.
+        allow_msg_ttl: honour a per-message TTL (the ``ttl=`` of publish; server 2.11+).
+        subject_delete_marker_ttl: seconds a marker left by ``max_age`` or a purge is kept (server 2.11+).
+        allow_msg_counter: the stream is a counter (``Nats-Incr``; server 2.12+).
+        allow_atomic: accept atomic batch publishes (server 2.12+).
+        allow_msg_schedules: accept scheduled messages (server 2.12+).
+        persist_mode: ``"default"`` or ``"async"`` disk writes (server 2.12+).
+        allow_batched: accept fast batch publishes (server 2.14+).
+        template_owner: the stream template that made it (templates are gone from new servers).
     """
 
     name: str
@@ -205,6 +305,23 @@ class LostStreamData(_Open, frozen=True, kw_only=True):
 
 
 class StreamState(_Open, frozen=True, kw_only=True):
+    """What a stream holds now.
+
+    Attributes:
+        messages: messages stored.
+        bytes: bytes stored.
+        first_seq: the sequence of the first stored message.
+        first_ts: when the first stored message was stored.
+        last_seq: the sequence of the last stored message.
+        last_ts: when the last message was stored (``None`` for an empty stream).
+        consumer_count: how many consumers it has.
+        deleted: sequences deleted between the first and the last (``info(deleted_details=True)``).
+        num_deleted: how many sequences are deleted between the first and the last.
+        num_subjects: how many distinct subjects it stores.
+        subjects: messages per subject (``info(subjects_filter=...)``).
+        lost: messages and bytes lost (damaged storage).
+    """
+
     messages: int = 0
     bytes: int = 0
     first_seq: int = 0
@@ -247,6 +364,18 @@ class StreamSourceInfo(_Open, frozen=True, kw_only=True):
 
 
 class StreamInfo(_Open, frozen=True, kw_only=True):
+    """A stream's configuration and state, as the server answered.
+
+    Attributes:
+        config: its configuration (as the server holds it, defaults filled in).
+        created: when it was made.
+        state: what it holds now.
+        cluster: its cluster, leader and replicas (clustered servers).
+        mirror: how far its mirror is (for a mirror).
+        sources: how far each source is.
+        ts: the server's time of the answer.
+    """
+
     config: StreamConfig
     created: datetime.datetime | None = None
     state: StreamState = StreamState()

@@ -124,6 +124,7 @@ class ServiceDefinition(_Declarer):
 
     @property
     def name(self) -> str:
+        """The service's name, from its config."""
         return self.config.name
 
     @property

@@ -103,32 +103,47 @@ class ServicePing(_Model, frozen=True, kw_only=True):
     """The PING reply: who answers (``io.nats.micro.v1.ping_response``)."""
 
     type: str = PING_RESPONSE_TYPE
+    """The reply's schema, ``io.nats.micro.v1.ping_response``."""
     name: str
+    """The service's name."""
     id: str
+    """The id of this instance of the service (unique per running service)."""
     version: str
+    """The service's version (semantic versioning)."""
     metadata: dict[str, str] = {}
+    """The service's metadata."""
 
 
 class EndpointInfo(_Model, frozen=True, kw_only=True):
     """One endpoint in an INFO reply."""
 
     name: str
+    """The endpoint's name."""
     subject: str
+    """The subject it listens on."""
     queue_group: str = ""
     """The queue group; ``""`` when the endpoint subscribes without one."""
     metadata: dict[str, str] = {}
+    """The endpoint's metadata."""
 
 
 class ServiceInfo(_Model, frozen=True, kw_only=True):
     """The INFO reply (``io.nats.micro.v1.info_response``)."""
 
     type: str = INFO_RESPONSE_TYPE
+    """The reply's schema, ``io.nats.micro.v1.info_response``."""
     name: str
+    """The service's name."""
     id: str
+    """The id of this instance of the service (unique per running service)."""
     version: str
+    """The service's version (semantic versioning)."""
     metadata: dict[str, str] = {}
+    """The service's metadata."""
     description: str = ""
+    """The service's description."""
     endpoints: list[EndpointInfo] = []
+    """Each endpoint's name, subject, queue group and metadata."""
 
     @classmethod
     def _normalize(cls, data: dict[str, Any]) -> dict[str, Any]:
@@ -142,10 +157,15 @@ class EndpointStats(_Model, frozen=True, kw_only=True):
     """One endpoint in a STATS reply. Times are in nanoseconds, as on the wire."""
 
     name: str
+    """The endpoint's name."""
     subject: str
+    """The subject it listens on."""
     queue_group: str = ""
+    """The queue group; ``""`` when the endpoint subscribes without one."""
     num_requests: int = 0
+    """Requests handled."""
     num_errors: int = 0
+    """Requests answered with an error (or whose handler raised)."""
     last_error: str = ""
     """``code:description`` of the last error reply, or the last exception; ``""`` when none."""
     processing_time: int = 0
@@ -153,6 +173,7 @@ class EndpointStats(_Model, frozen=True, kw_only=True):
     average_processing_time: int = 0
     """``processing_time / num_requests``, in nanoseconds."""
     data: Any = None
+    """What the service's stats handler added for this endpoint (``None`` without one)."""
     """What the service's stats handler returned for this endpoint."""
 
     @classmethod
@@ -168,13 +189,19 @@ class ServiceStats(_Model, frozen=True, kw_only=True):
     """The STATS reply (``io.nats.micro.v1.stats_response``)."""
 
     type: str = STATS_RESPONSE_TYPE
+    """The reply's schema, ``io.nats.micro.v1.stats_response``."""
     name: str
+    """The service's name."""
     id: str
+    """The id of this instance of the service (unique per running service)."""
     version: str
+    """The service's version (semantic versioning)."""
     metadata: dict[str, str] = {}
+    """The service's metadata."""
     started: datetime = _EPOCH
     """When the service started (or was last reset), in UTC."""
     endpoints: list[EndpointStats] = []
+    """Each endpoint's counters."""
 
     @classmethod
     def _normalize(cls, data: dict[str, Any]) -> dict[str, Any]:

@@ -532,14 +532,17 @@ class Service(_EndpointAdder):
 
     @property
     def name(self) -> str:
+        """The service's name (as in ``add_service(nc, name=...)``)."""
         return self._config.name
 
     @property
     def version(self) -> str:
+        """The service's version (semantic versioning, e.g. ``"1.0.0"``)."""
         return self._config.version
 
     @property
     def description(self) -> str:
+        """The service's description (empty when none was given)."""
         return self._config.description or ""
 
     @property
@@ -554,6 +557,7 @@ class Service(_EndpointAdder):
 
     @property
     def client(self) -> Client:
+        """The Client the service runs on."""
         return self._client
 
     @property
@@ -563,6 +567,7 @@ class Service(_EndpointAdder):
 
     @property
     def endpoints(self) -> list[Endpoint]:
+        """The service's endpoints (a copy of the list)."""
         with self._lock:
             return list(self._endpoints)
 

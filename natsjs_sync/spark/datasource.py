@@ -441,21 +441,31 @@ class JetStreamDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name: ``spark.read.format("jetstream")``."""
         return "jetstream"
 
     def schema(self) -> str:
+        """The rows' schema as a DDL string: stream, subject, seq, timestamp, headers, data."""
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """The batch reader: a stream's messages, split into sequence ranges."""
         return JetStreamBatchReader(self.options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """The streaming reader: new messages in micro-batches, offsets by sequence."""
         return JetStreamStreamReader(self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """The batch writer (append only; each row published with its dedup id).
+
+        Raises:
+            ValueError: ``mode("overwrite")`` (a stream is append-only).
+        """
         if overwrite:
             raise ValueError("jetstream streams are append-only: use mode('append')")
         return JetStreamBatchWriter(self.options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """The streaming writer: each micro-batch published, deduplicated across retries."""
         return JetStreamStreamWriter(self.options, schema)

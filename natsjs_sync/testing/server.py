@@ -161,6 +161,9 @@ class NatsServer:
         backend: ``"binary"`` (default) or ``"docker"`` (testcontainers and a
             Docker engine needed; runs the official ``nats`` image).
         binary: the nats-server path; found with :func:`find_nats_server` by default.
+        store_dir: where JetStream keeps its data (default: in the server's
+            temporary directory, deleted by :meth:`close`); a directory given
+            here is kept.
     """
 
     def __init__(
@@ -190,6 +193,7 @@ class NatsServer:
         backend: str = "binary",
         binary: str | None = None,
         image: str = "nats:2.12",
+        store_dir: str | os.PathLike[str] | None = None,
     ):
         if backend not in ("binary", "docker"):
             raise ValueError("backend must be 'binary' or 'docker'")
@@ -203,7 +207,7 @@ class NatsServer:
         self.ws_port: int | None = free_port() if websocket else None
         self.jetstream = jetstream
         self._dir = Path(tempfile.mkdtemp(prefix="natsjs-server-"))
-        self.store_dir = self._dir / "jetstream"
+        self.store_dir = Path(store_dir).resolve() if store_dir is not None else self._dir / "jetstream"
         self.config_path = self._dir / "nats.conf"
         self.log_path = self._dir / "nats.log"
         self._user_config_file = Path(config_file) if config_file else None
@@ -234,6 +238,7 @@ class NatsServer:
 
     @property
     def tls(self) -> bool:
+        """True when the server was started with a TLS certificate."""
         return bool(self._settings["tls_cert"])
 
     @property
@@ -250,6 +255,7 @@ class NatsServer:
 
     @property
     def client_url(self) -> str:
+        """The client URL (same as :attr:`url`)."""
         return self.url
 
     @property
@@ -324,12 +330,14 @@ class NatsServer:
 
     @property
     def is_running(self) -> bool:
+        """True while the server process (or container) runs."""
         if self.backend == "docker":
             return self._container is not None
         return self.proc is not None and self.proc.poll() is None
 
     @property
     def pid(self) -> int | None:
+        """The server process's id (``None`` before start, or with the docker backend)."""
         return self.proc.pid if self.proc is not None else None
 
     def start(self, timeout: float = 20.0, wait: bool = True) -> NatsServer:
@@ -566,10 +574,12 @@ class NatsCluster:
 
     @property
     def urls(self) -> list[str]:
+        """Each node's client URL, in node order."""
         return [n.url for n in self.nodes]
 
     @property
     def servers(self) -> list[str]:
+        """Each node's client URL (same as :attr:`urls`)."""
         return self.urls
 
     @property
@@ -627,12 +637,17 @@ class NatsCluster:
             pause.wait(0.05)
 
     def stop_node(self, i: int) -> None:
+        """Stop node ``i`` gracefully (its store is kept for :meth:`restart_node`)."""
         self.nodes[i].stop()
 
     def kill_node(self, i: int) -> None:
+        """Kill node ``i`` (SIGKILL; its store is kept for :meth:`restart_node`)."""
         self.nodes[i].kill()
 
     def restart_node(self, i: int, timeout: float = 30.0) -> None:
+        """Start node ``i`` again on the same ports with the same store (stopping it first if running);
+        waits up to ``timeout`` seconds for it to be ready.
+        """
         node = self.nodes[i]
         if node.is_running:
             node.stop()
@@ -640,6 +655,7 @@ class NatsCluster:
         node.start(timeout)
 
     def close(self) -> None:
+        """Kill every node and remove their directories."""
         for node in self.nodes:
             node.close()
 

@@ -25,7 +25,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.testing import NatsServer, free_port
+from natsjs_sync.testing import FaultProxy, NatsServer, free_port
 
 from ..conftest import wait_until
 
@@ -50,6 +50,10 @@ def _load(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # Django finds its URLconf by module name
     spec.loader.exec_module(module)
+    if name == "django_app":
+        from django.urls import clear_url_caches
+
+        clear_url_caches()  # resolve to this module's views, not those of an earlier load
     return module
 
 
@@ -127,7 +131,7 @@ def _exercise(base: str, nats_server: NatsServer, served: Counter[str]) -> None:
 
 def test_flask_app_shares_one_client(nats_server: NatsServer, pricing: Counter[str]) -> None:
     app = _load("flask_app").create_app(nats_server.url)
-    nc: nats.Client = app.extensions["nats"]
+    nc: nats.Client = app.extensions["nats"]()
     try:
         for base in _serve(app):
             _exercise(base, nats_server, pricing)
@@ -148,6 +152,54 @@ def test_django_app_shares_one_client(nats_server: NatsServer, pricing: Counter[
     finally:
         if module._client is not None:
             module._client.close()
+
+
+def _outlive_outages(base: str, proxy: FaultProxy, get_client: Callable[[], nats.Client]) -> None:
+    """The app's holder rides out an outage with its client, and replaces a client that closed."""
+    assert _call("GET", f"{base}/price/sku-1") == (200, {"sku": "sku-1", "price": "7.50"})
+    first = get_client()
+
+    proxy.refuse_new()
+    proxy.cut()  # the server is gone: open connections reset, new ones refused
+    status, body = _call("GET", f"{base}/price/sku-1")
+    assert status in (503, 504), body  # an answer, not a 500 page
+    proxy.heal()
+    assert wait_until(lambda: _call("GET", f"{base}/price/sku-1")[0] == 200, timeout=60, interval=0.2)
+    assert get_client() is first  # the same client reconnected
+
+    proxy.refuse_new()
+    proxy.cut()
+    first.close()  # as if it had given up during a long outage
+    status, body = _call("GET", f"{base}/price/sku-1")
+    assert status == 503 and "NATS unavailable" in body["error"], body  # the replacement cannot connect yet
+    proxy.heal()
+    assert wait_until(lambda: _call("GET", f"{base}/price/sku-1")[0] == 200, timeout=60, interval=0.2)
+    second = get_client()
+    assert second is not first and not second.is_closed
+    assert _call("POST", f"{base}/orders", {"id": "after-outage"})[0] == 201
+
+
+def test_flask_app_outlives_outages(nats_server: NatsServer, pricing: Counter[str]) -> None:
+    with FaultProxy(nats_server.url) as proxy:
+        app = _load("flask_app").create_app(proxy.url)
+        try:
+            for base in _serve(app):
+                _outlive_outages(base, proxy, app.extensions["nats"])
+        finally:
+            app.extensions["nats"]().close()
+
+
+def test_django_app_outlives_outages(nats_server: NatsServer, pricing: Counter[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    with FaultProxy(nats_server.url) as proxy:
+        monkeypatch.setenv("NATS_URL", proxy.url)
+        module = _load("django_app")
+        try:
+            for base in _serve(module.application):
+                _outlive_outages(base, proxy, module.get_client)
+        finally:
+            if module._client is not None:
+                module._client.close()
 
 
 def test_gunicorn_prefork_workers_each_have_their_own_connection(nats_server: NatsServer,
