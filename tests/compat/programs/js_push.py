@@ -70,7 +70,7 @@ async def main():
 
     # Ephemeral consumer with opt_start_seq.
     tail = await js.subscribe("feed.items", deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                              config=None, inactive_threshold=5.0, opt_start_seq=5)
+                              config=ConsumerConfig(opt_start_seq=5), inactive_threshold=5.0)
     msg = await tail.next_msg(timeout=2)
     assert msg.data == b"item 4"
     await tail.unsubscribe()
