@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ._core.options import (
     DEFAULT_PENDING_BYTES_LIMIT,
@@ -57,6 +58,7 @@ def connect(
     closed_cb: EventCallback | None = None,
     discovered_server_cb: EventCallback | None = None,
     lame_duck_mode_cb: EventCallback | None = None,
+    **nats_py_options: Any,
 ) -> Client:
     """Connect to a NATS server and return a :class:`Client`.
 
@@ -112,7 +114,9 @@ def connect(
         lame_duck_mode_cb: called when the server enters lame duck mode.
 
     Every callback runs on the client's dispatcher, never on the reader thread;
-    connection callbacks run in order.
+    connection callbacks run in order. nats-py's other keywords
+    (``dont_randomize=``, ``flush_timeout=``, ``nkeys_seed_str=`` ...) are
+    accepted too (see :mod:`natsjs_sync.aio.client`).
 
     Raises:
         NoServersError: no server could be reached (the causes are in the message).
@@ -121,6 +125,10 @@ def connect(
         TypeError, ValueError: a bad argument (named in the message).
     """
     args = dict(locals())
-    client = Client(ConnectOptions.build(args.pop("servers"), **args))
+    from .aio.client import Client as NatsPyClient
+    from .aio.client import translate_options
+
+    args.update(translate_options(args.pop("nats_py_options")))
+    client = NatsPyClient(ConnectOptions.build(args.pop("servers"), **args))
     client._start()
     return client

@@ -45,10 +45,20 @@ JetStream API errors are matched by the server's ``err_code``, never by text
 from __future__ import annotations
 
 import builtins
+import sys
+
+if sys.version_info < (3, 11):  # asyncio's TimeoutError became the builtin one in 3.11
+    from asyncio.exceptions import TimeoutError as _AsyncioTimeoutError
+else:
+    _AsyncioTimeoutError = builtins.TimeoutError
 
 
 class NatsError(Exception):
     """Base class of every exception natsjs_sync raises on purpose."""
+
+
+#: nats-py's name for the base class (``nats.errors.Error``).
+Error = NatsError
 
 
 class ProtocolError(NatsError):
@@ -87,12 +97,61 @@ class StaleConnectionError(NatsConnectionError):
     """The server stopped answering PINGs."""
 
 
+class UnexpectedEOF(StaleConnectionError):
+    """The server closed the connection (nats-py's name)."""
+
+
+class SecureConnWantedError(NatsConnectionError):
+    """TLS was asked for but the server does not offer it."""
+
+
+class SecureConnFailedError(NatsConnectionError):
+    """The TLS handshake failed."""
+
+
+class ConnectionDrainingError(NatsConnectionError):
+    """The client is draining: no new subscriptions or requests."""
+
+
+class ConnectionReconnectingError(NatsConnectionError):
+    """The client is reconnecting."""
+
+
+class InvalidUserCredentialsError(NatsConnectionError, ValueError):
+    """A credentials file that cannot be read."""
+
+
+class ServerNotInPoolError(NatsError):
+    """The server to reconnect to is not in the server pool."""
+
+
 class OutboundBufferLimitError(NatsConnectionError):
     """Publishing while reconnecting, and ``pending_size`` bytes are already held."""
 
 
-class TimeoutError(NatsError, builtins.TimeoutError):  # noqa: A001
-    """A blocking call ran out of time. Also a builtin :class:`TimeoutError`."""
+class TimeoutError(NatsError, _AsyncioTimeoutError):  # noqa: A001
+    """A blocking call ran out of time. Also a builtin :class:`TimeoutError`
+    (and :class:`asyncio.TimeoutError`, the same class since Python 3.11)."""
+
+
+class FlushTimeoutError(TimeoutError):
+    """A flush got no PONG in time."""
+
+
+class DrainTimeoutError(TimeoutError):
+    """Draining took longer than its timeout; the client was closed anyway."""
+
+
+class BadTimeoutError(NatsError, ValueError):
+    """A timeout that is not a number of seconds."""
+
+
+class JsonParseError(NatsError):
+    """A JSON payload the client could not parse."""
+
+
+class InvalidCallbackTypeError(NatsError, TypeError):
+    """A callback that is not a plain function (an ``async def`` is refused)."""
 
 
 class NoRespondersError(NatsError):
@@ -218,7 +277,27 @@ class JetStreamError(NatsError):
         return " ".join(parts)
 
 
-class JetStreamNotEnabledError(JetStreamError):
+class APIError(JetStreamError):
+    """An error answer of the JetStream API (nats-py's ``nats.js.errors.APIError``)."""
+
+
+class NotFoundError(APIError):
+    """The API answered 404: what was asked for does not exist."""
+
+
+class BadRequestError(APIError):
+    """The API answered 400: the request was refused."""
+
+
+class ServiceUnavailableError(APIError):
+    """The API answered 503: JetStream is not available."""
+
+
+class JetStreamServerError(APIError):
+    """The API answered 500 (``nats.js.errors.ServerError`` in nats-py)."""
+
+
+class JetStreamNotEnabledError(ServiceUnavailableError):
     """JetStream is not enabled on the server or for this account."""
 
 
@@ -243,19 +322,19 @@ class InvalidResponseError(JetStreamError):
     """A reply (API response, stored JSON) that this client cannot decode."""
 
 
-class StreamNotFoundError(JetStreamError):
+class StreamNotFoundError(NotFoundError):
     """The stream does not exist."""
 
 
-class ConsumerNotFoundError(JetStreamError):
+class ConsumerNotFoundError(NotFoundError):
     """The consumer does not exist."""
 
 
-class StreamNameInUseError(JetStreamError):
+class StreamNameInUseError(BadRequestError):
     """A stream of that name exists with a different configuration."""
 
 
-class MsgNotFoundError(JetStreamError):
+class MsgNotFoundError(NotFoundError):
     """No message at that sequence or for that subject."""
 
 
@@ -267,7 +346,7 @@ class NoStreamResponseError(JetStreamError):
     """A JetStream publish got no answer: no stream captures the subject."""
 
 
-class ConsumerExistsError(JetStreamError):
+class ConsumerExistsError(BadRequestError):
     """A consumer of that name exists with a different configuration."""
 
 
@@ -288,7 +367,7 @@ class NotJSMessageError(JetStreamError):
     """The message did not come from a JetStream consumer, so it cannot be acked."""
 
 
-class WrongLastSequenceError(JetStreamError):
+class WrongLastSequenceError(BadRequestError):
     """An expected-last-sequence condition failed."""
 
 
@@ -296,27 +375,47 @@ class BatchPublishError(JetStreamError):
     """An atomic batch publish was refused, abandoned or left incomplete: nothing of it was stored."""
 
 
-class ConsumerInvalidResetError(JetStreamError):
+class ConsumerInvalidResetError(BadRequestError):
     """A consumer reset to a sequence that its deliver policy does not allow."""
 
 
-class KeyValueError(JetStreamError):
+class KeyValueError(APIError):
     """Base for key-value store errors."""
 
 
-class BucketNotFoundError(KeyValueError):
+class BucketNotFoundError(KeyValueError, NotFoundError):
     """The key-value or object store bucket does not exist."""
 
 
-class KeyNotFoundError(KeyValueError):
-    """The key does not exist."""
+class KeyNotFoundError(KeyValueError, NotFoundError):
+    """The key does not exist.
+
+    Attributes:
+        entry: the entry of a delete or purge marker, when one was found.
+        op: its operation (``"DEL"`` or ``"PURGE"``), else ``None``.
+    """
+
+    entry: object = None
+    op: str | None = None
 
 
 class KeyDeletedError(KeyNotFoundError):
     """The key was deleted or purged."""
 
 
-class KeyExistsError(KeyValueError):
+class NoKeysError(KeyValueError):
+    """The bucket holds no keys (``keys()``, ``history()``)."""
+
+
+class KeyHistoryTooLargeError(KeyValueError, ValueError):
+    """A bucket history over 64 values."""
+
+
+class BadBucketError(APIError):
+    """A stream of a bucket's name that is not a bucket."""
+
+
+class KeyExistsError(KeyValueError, BadRequestError):
     """The key exists (create) or its revision moved on (update)."""
 
 
@@ -328,7 +427,7 @@ class InvalidBucketNameError(JetStreamError, ValueError):
     """A bucket name with characters other than letters, digits, ``_`` and ``-``."""
 
 
-class BucketExistsError(KeyValueError):
+class BucketExistsError(KeyValueError, BadRequestError):
     """A bucket of that name exists with a different configuration."""
 
 
@@ -336,8 +435,28 @@ class ObjectStoreError(JetStreamError):
     """Base for object store errors."""
 
 
-class ObjectNotFoundError(ObjectStoreError):
+class ObjectNotFoundError(ObjectStoreError, NotFoundError):
     """The object does not exist."""
+
+
+class ObjectDeletedError(ObjectNotFoundError):
+    """The object was deleted."""
+
+
+class ObjectAlreadyExists(ObjectStoreError):
+    """An object of that name exists."""
+
+
+class InvalidObjectNameError(ObjectStoreError, ValueError):
+    """An object name the object store cannot hold."""
+
+
+class BadObjectMetaError(ObjectStoreError, ValueError):
+    """Object metadata the object store cannot hold."""
+
+
+class LinkIsABucketError(ObjectStoreError):
+    """The object is a link to a whole bucket, which has no data of its own."""
 
 
 class DigestMismatchError(ObjectStoreError):
@@ -370,7 +489,16 @@ JS_ERR_CODES: dict[int, type[JetStreamError]] = {
 }
 
 
+#: API status code -> exception class, for err_codes without a class of their own.
+JS_STATUS_CODES: dict[int, type[APIError]] = {
+    400: BadRequestError,
+    404: NotFoundError,
+    500: JetStreamServerError,
+    503: ServiceUnavailableError,
+}
+
+
 def jetstream_error(code: int | None, err_code: int | None, description: str) -> JetStreamError:
     """Build the most specific :class:`JetStreamError` for a server error."""
-    cls = JS_ERR_CODES.get(err_code or 0, JetStreamError)
+    cls = JS_ERR_CODES.get(err_code or 0) or JS_STATUS_CODES.get(code or 0, APIError)
     return cls(description, code=code, err_code=err_code)
