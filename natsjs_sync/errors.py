@@ -371,6 +371,14 @@ class WrongLastSequenceError(BadRequestError):
     """An expected-last-sequence condition failed."""
 
 
+class JetStreamTimeoutError(JetStreamError, TimeoutError):
+    """A JetStream wait ran out of time (``nats.js.errors.FetchTimeoutError``)."""
+
+
+class TooManyStalledMsgsError(JetStreamTimeoutError):
+    """``publish_async`` waited its stall time for room among the pending acks."""
+
+
 class BatchPublishError(JetStreamError):
     """An atomic batch publish was refused, abandoned or left incomplete: nothing of it was stored."""
 

@@ -217,15 +217,17 @@ class OrderedSubscription:
     """
 
     def __init__(self, oc: OrderedConsumer, cb: Callable[[Msg], None] | None,
-                 error_cb: Callable[[Exception], None] | None):
+                 error_cb: Callable[[Exception], None] | None, idle_heartbeat: float | None = None):
         self._oc = oc
         self.subject = ", ".join(oc.filter_subjects) or ">"
         self._ctx: ConsumeContext | None = None
         self._it: MessagesContext | None = None
+        # idle_heartbeat: the server's heartbeats on each pull; when they stop, the
+        # consumer is re-created from the next stream sequence in the background.
         if cb is not None:
-            self._ctx = oc.consume(cb, error_cb=error_cb)
+            self._ctx = oc.consume(cb, error_cb=error_cb, heartbeat=idle_heartbeat)
         else:
-            self._it = oc.messages(error_cb=error_cb)
+            self._it = oc.messages(error_cb=error_cb, heartbeat=idle_heartbeat)
 
     def next_msg(self, timeout: TimeoutArg = 1.0) -> Msg:
         """The next message in stream order. Raises TimeoutError."""

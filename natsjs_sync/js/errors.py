@@ -32,22 +32,15 @@ from ..errors import (
     ObjectDeletedError,
     ObjectNotFoundError,
     ServiceUnavailableError,
-    TimeoutError,
+    TooManyStalledMsgsError,
 )
+from ..errors import JetStreamTimeoutError as FetchTimeoutError
 from ..errors import KeyExistsError as KeyWrongLastSequenceError
 
 #: ``nats.js.errors.Error``: the base of every JetStream error.
 Error = JetStreamError
 #: ``nats.js.errors.ServerError``: the API answered 500.
 ServerError = JetStreamServerError
-
-
-class FetchTimeoutError(TimeoutError):
-    """A fetch got no message in time (nats-py raises the plain TimeoutError too)."""
-
-
-class TooManyStalledMsgsError(JetStreamError, TimeoutError):
-    """``publish_async`` waited ``wait_stall`` seconds for room among the pending acks."""
 
 
 class ConsumerSequenceMismatchError(JetStreamError):
