@@ -415,6 +415,10 @@ class NoKeysError(KeyValueError):
     """The bucket holds no keys (``keys()``, ``history()``)."""
 
 
+class KeyHistoryNotFoundError(KeyNotFoundError, NoKeysError):
+    """``history()`` of a key with no revision: KeyNotFoundError (nats.go) and NoKeysError (nats-py)."""
+
+
 class KeyHistoryTooLargeError(KeyValueError, ValueError):
     """A bucket history over 64 values."""
 
@@ -425,6 +429,11 @@ class BadBucketError(APIError):
 
 class KeyExistsError(KeyValueError, BadRequestError):
     """The key exists (create) or its revision moved on (update)."""
+
+
+class KeyWrongLastSequenceError(KeyExistsError, WrongLastSequenceError):
+    """A key-value write whose revision condition failed: ``create`` of a key with a
+    value, ``update`` (or ``delete``/``purge`` with ``last=``) after the key moved on."""
 
 
 class InvalidKeyError(KeyValueError, ValueError):

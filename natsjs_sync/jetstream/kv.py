@@ -24,17 +24,21 @@ import msgspec
 
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
+    BadBucketError,
     BucketExistsError,
     InvalidKeyError,
     KeyDeletedError,
-    KeyExistsError,
+    KeyHistoryNotFoundError,
     KeyNotFoundError,
+    KeyWrongLastSequenceError,
     MsgNotFoundError,
+    NoKeysError,
     StreamNotFoundError,
     WrongLastSequenceError,
 )
 from ..msg import Msg
 from ..protocol.headers import Headers
+from ..protocol.subjects import subject_matches
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .message import parse_metadata
 from .stream_config import Placement, RePublish, StreamConfig, StreamSource, SubjectTransform, _Model
@@ -320,8 +324,13 @@ class KeyValue:
 
     def _publish(self, key: str, value: bytes | bytearray | memoryview, headers: dict[str, str] | None,
                  last: int | None, timeout: TimeoutArg) -> int:
-        ack = self._js.publish(self._put_pre + validate_key(key), bytes(value), headers=headers,
-                               expected_last_subject_seq=last, timeout=timeout)
+        try:
+            ack = self._js.publish(self._put_pre + validate_key(key), bytes(value), headers=headers,
+                                   expected_last_subject_seq=last, timeout=timeout)
+        except WrongLastSequenceError as exc:
+            if isinstance(exc, KeyWrongLastSequenceError):
+                raise
+            raise KeyWrongLastSequenceError(exc.description, code=exc.code, err_code=exc.err_code) from None
         return ack.seq
 
     def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: TimeoutArg = USE_DEFAULT) -> int:
@@ -361,8 +370,8 @@ class KeyValue:
                     return self._publish(key, data, headers, entry.revision, deadline)
                 except WrongLastSequenceError:
                     pass
-            raise KeyExistsError(f"key {key!r} exists in bucket {self.bucket!r}", code=exc.code,
-                                 err_code=exc.err_code) from None
+            raise KeyWrongLastSequenceError(f"key {key!r} exists in bucket {self.bucket!r}", code=exc.code,
+                                            err_code=exc.err_code) from None
 
     def delete(self, key: str, last: int | None = None, timeout: TimeoutArg = USE_DEFAULT) -> int:
         """Mark ``key`` deleted (history is kept); with ``last``, only at that revision."""
@@ -378,13 +387,16 @@ class KeyValue:
             headers["Nats-TTL"] = _ttl_header(ttl)
         return self._publish(key, b"", headers, last, timeout)
 
-    def purge_deletes(self, older_than: float | None = None, timeout: TimeoutArg = USE_DEFAULT) -> int:
+    def purge_deletes(self, older_than: float | None = None, timeout: TimeoutArg = USE_DEFAULT,
+                      olderthan: float | None = None) -> int:
         """Remove delete/purge markers and what is left behind them.
 
-        Markers older than ``older_than`` seconds (default 30 minutes; 0 or
-        negative: all) go entirely; younger ones are kept alone. Returns how
-        many keys were cleaned.
+        Markers older than ``older_than`` seconds (nats-py: ``olderthan``;
+        default 30 minutes; 0 or negative: all) go entirely; younger ones are
+        kept alone. Returns how many keys were cleaned.
         """
+        if older_than is None:
+            older_than = olderthan
         threshold = _PURGE_DELETES_THRESHOLD if older_than is None else older_than
         deadline = self._js._api.deadline(timeout)
         markers = [e for e in self._initial(">", include_history=False, meta_only=True, timeout=deadline)
@@ -413,20 +425,33 @@ class KeyValue:
                 out.append(entry)
 
     def keys(self, *patterns: str, filters: Sequence[str] | None = None, timeout: TimeoutArg = 30.0) -> list[str]:
-        """Keys with a value (deleted ones left out), matched on the server.
+        """Keys with a value (deleted ones left out).
 
-        ``kv.keys()``, ``kv.keys("users.*")``, ``kv.keys("a.>", "b.>")``, or
-        nats-py's ``kv.keys(filters=[...])``. An empty bucket gives ``[]``.
+        ``kv.keys()``, or matched on the server: ``kv.keys("users.*")``,
+        ``kv.keys("a.>", "b.>")``. ``kv.keys(filters=[...])`` keeps the keys
+        that contain one of those strings (nats-py's meaning) or match it as a
+        subject filter (``"users.*"``).
+
+        Raises:
+            NoKeysError: no key matched (as nats-py and nats.go do).
         """
-        fs = list(patterns) + list(filters or [])
-        return [e.key for e in self._initial(*(fs or [">"]), meta_only=True, ignore_deletes=True,
+        keys = [e.key for e in self._initial(*(patterns or (">",)), meta_only=True, ignore_deletes=True,
                                               timeout=timeout)]
+        if filters:
+            keys = [k for k in keys if any(f in k or subject_matches(f, k) for f in filters)]
+        if not keys:
+            raise NoKeysError(f"no keys found in bucket {self.bucket!r}")
+        return keys
 
     def history(self, key: str, timeout: TimeoutArg = 30.0) -> list[Entry]:
-        """Every stored revision of ``key``, oldest first. Raises KeyNotFoundError."""
+        """Every stored revision of ``key``, oldest first.
+
+        Raises:
+            KeyNotFoundError: no revision of ``key`` (also a NoKeysError, nats-py's name).
+        """
         entries = self._initial(key, include_history=True, timeout=timeout)
         if not entries:
-            raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+            raise KeyHistoryNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
         return entries
 
     def watch(self, *keys: str, include_history: bool = False, ignore_deletes: bool = False,
@@ -458,6 +483,9 @@ class KeyValue:
     def watch_all(self, **options: Any) -> KeyWatcher:
         """:meth:`watch` every key."""
         return self.watch(">", **options)
+
+    #: nats-py's name for :meth:`watch_all`.
+    watchall = watch_all
 
     # ------------------------------------------------------------------ bucket
 
@@ -543,8 +571,16 @@ def create_key_value(js: JetStream, config: KeyValueConfig, action: str, timeout
 
 
 def open_key_value(js: JetStream, bucket: str, timeout: TimeoutArg) -> KeyValue:
-    return KeyValue(js, bucket, open_bucket_stream(js, bucket, f"KV_{bucket}", f"key-value bucket {bucket!r}",
-                                                   timeout))
+    """An existing bucket.
+
+    Raises:
+        BucketNotFoundError: no stream ``KV_<bucket>``.
+        BadBucketError: that stream is not a bucket (it keeps no value per key).
+    """
+    stream = open_bucket_stream(js, bucket, f"KV_{bucket}", f"key-value bucket {bucket!r}", timeout)
+    if (stream.cached_info.config.max_msgs_per_subject or 0) < 1:
+        raise BadBucketError(f"stream KV_{bucket} is not a key-value bucket")
+    return KeyValue(js, bucket, stream)
 
 
 def kv_config(config: KeyValueConfig | None, kwargs: Mapping[str, Any]) -> KeyValueConfig:

@@ -66,8 +66,11 @@ class ObjectMetaOptions(_Model, frozen=True, kw_only=True):
     max_chunk_size: int | None = None
 
 
-class ObjectMeta(_Model, frozen=True, kw_only=True):
-    """What the user says about an object (``name`` is set by ``put`` when omitted)."""
+class ObjectMeta(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # msgspec allows it
+    """What the user says about an object (``name`` is set by ``put`` when omitted).
+
+    Mutable, as nats-py's (``meta.description = ...``); not thread-safe to change while shared.
+    """
 
     name: str = ""
     description: str | None = None
@@ -76,8 +79,10 @@ class ObjectMeta(_Model, frozen=True, kw_only=True):
     options: ObjectMetaOptions | None = None
 
 
-class ObjectInfo(_Model, frozen=True, kw_only=True):
+class ObjectInfo(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # msgspec allows it
     """An object's metadata as stored in the bucket (JSON shared by all clients).
+
+    Mutable, as nats-py's: changing one changes nothing in the bucket (see ``update_meta``).
 
     ``nuid`` is empty for a link written by a client that gives links none (nats.js).
     """
@@ -106,7 +111,8 @@ class ObjectInfo(_Model, frozen=True, kw_only=True):
 
 
 class ObjectStoreConfig(_Model, frozen=True, kw_only=True):
-    bucket: str
+    #: May be left out when the bucket is named apart (nats-py's ``create_object_store(bucket, config=...)``).
+    bucket: str = ""
     description: str | None = None
     ttl: float = 0.0
     max_bytes: int = -1

@@ -169,7 +169,11 @@ def subscribe_push(
         if config is not None:
             # What the config sets wins over the defaults above; arguments win over both.
             unset = {k: v for k, v in fields.items() if getattr(config, k) in (None, False)}
-            cfg = config.replace(**{**unset, **config_fields})
+            # As nats-py: a deliver policy, heartbeat or threshold given as an argument wins too.
+            given: dict[str, Any] = {k: fields[k] for k in ("deliver_policy", "inactive_threshold", "idle_heartbeat")
+                     if k in fields}
+            merged: dict[str, Any] = {**unset, **given, **config_fields}
+            cfg = config.replace(**merged)
         else:
             cfg = ConsumerConfig(**fields)
         info = js.create_consumer(stream, cfg).cached_info

@@ -24,6 +24,7 @@ from ..errors import (
     KeyHistoryTooLargeError,
     KeyNotFoundError,
     KeyValueError,
+    KeyWrongLastSequenceError,
     LinkIsABucketError,
     NoKeysError,
     NoStreamResponseError,
@@ -35,7 +36,6 @@ from ..errors import (
     TooManyStalledMsgsError,
 )
 from ..errors import JetStreamTimeoutError as FetchTimeoutError
-from ..errors import KeyExistsError as KeyWrongLastSequenceError
 
 #: ``nats.js.errors.Error``: the base of every JetStream error.
 Error = JetStreamError
