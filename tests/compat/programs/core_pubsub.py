@@ -36,7 +36,7 @@ async def main():
     await nc.publish("updates", b"one", headers={"Trace": "abc"})
     msg = await sub.next_msg(timeout=2)
     assert msg.data == b"one"
-    assert msg.reply == ""
+    assert not msg.reply
     assert msg.headers == {"Trace": "abc"}
     assert msg.header == {"Trace": "abc"}
     try:
