@@ -21,11 +21,13 @@ from .._core.options import ConnectOptions
 from ..client import Client as _NativeClient
 from ..errors import NatsConnectionError, NatsError
 from ..protocol.connection import ConnState
+from .subscription import DEFAULT_SUB_PENDING_BYTES_LIMIT, DEFAULT_SUB_PENDING_MSGS_LIMIT
 
 if TYPE_CHECKING:
     from ..jetstream import JetStream
 
-__all__ = ["NATS", "Client", "ServerVersion", "translate_options"]
+__all__ = ["DEFAULT_SUB_PENDING_BYTES_LIMIT", "DEFAULT_SUB_PENDING_MSGS_LIMIT", "NATS", "URL", "Client",
+           "ServerVersion", "translate_options"]
 
 DEFAULT_PENDING_SIZE = 2 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = 2
@@ -36,6 +38,8 @@ DEFAULT_MAX_OUTSTANDING_PINGS = 2
 DEFAULT_MAX_PAYLOAD_SIZE = 1048576
 DEFAULT_DRAIN_TIMEOUT = 30
 DEFAULT_INBOX_PREFIX = b"_INBOX"
+DEFAULT_FLUSH_TIMEOUT = 10
+DEFAULT_MAX_FLUSHER_QUEUE_SIZE = 1024
 
 
 class URL(str):

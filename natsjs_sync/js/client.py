@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..jetstream.context import JetStream
 from ..jetstream.nats_py import PullSubscription
 from ..jetstream.push import OrderedSubscription, PushSubscription
+from .object_store import OBJ_ALL_CHUNKS_PRE_TEMPLATE, OBJ_ALL_META_PRE_TEMPLATE, OBJ_STREAM_TEMPLATE, VALID_BUCKET_RE
 
 #: ``nc.jetstream()`` returns one.
 JetStreamContext = JetStream
@@ -22,6 +23,10 @@ __all__ = [
     "KV_MAX_HISTORY",
     "KV_PRE_TEMPLATE",
     "KV_STREAM_TEMPLATE",
+    "OBJ_ALL_CHUNKS_PRE_TEMPLATE",
+    "OBJ_ALL_META_PRE_TEMPLATE",
+    "OBJ_STREAM_TEMPLATE",
+    "VALID_BUCKET_RE",
     "JetStreamContext",
     "OrderedSubscription",
     "PullSubscription",
