@@ -35,6 +35,7 @@ from ..errors import (
     AuthorizationError,
     BadSubscriptionError,
     ConnectionClosedError,
+    DrainTimeoutError,
     MaxPayloadError,
     NatsConnectionError,
     NatsError,
@@ -678,6 +679,8 @@ class Connection:
     def _drain_reporting(self, deadline: Deadline) -> None:
         try:
             self._drain(deadline)
+        except DrainTimeoutError:
+            pass  # reported already
         except NatsError as exc:
             self.report_error(exc)
 
@@ -704,6 +707,11 @@ class Connection:
                 self.machine.move((ConnState.DRAINING_SUBS,), ConnState.DRAINING_PUBS)
             self.flush(deadline)
             self.drain_hooks.run(deadline)
+        except TimeoutError as exc:
+            # As nats-py: a drain timeout goes to error_cb (before the close); the caller hears it too.
+            err = DrainTimeoutError(str(exc))
+            self.report_error(err)
+            raise err from exc
         finally:
             self.close(flush=True)
 
