@@ -20,6 +20,7 @@ from .._core.connection import Connection
 from .._core.options import ConnectOptions
 from ..client import Client as _NativeClient
 from ..errors import NatsConnectionError, NatsError
+from ..msg import Msg
 from ..protocol.connection import ConnState
 from .subscription import DEFAULT_SUB_PENDING_BYTES_LIMIT, DEFAULT_SUB_PENDING_MSGS_LIMIT
 
@@ -261,12 +262,15 @@ class Client(_NativeClient):
 
     def jetstream(self, domain: str | None = None, api_prefix: str = "$JS.API", timeout: float = 5.0,
                   publish_async_max_pending: int = 4000, publish_async_stall_wait: float = 5.0,
-                  publish_async_timeout: float | None = None, prefix: str | None = None) -> JetStream:
+                  publish_async_timeout: float | None = None,
+                  publish_async_error_cb: Callable[[Msg, Exception], object] | None = None,
+                  prefix: str | None = None) -> JetStream:
         """A JetStream context (``prefix=`` is nats-py's name for ``api_prefix=``)."""
         return super().jetstream(domain=domain, api_prefix=prefix or api_prefix, timeout=timeout,
                                  publish_async_max_pending=publish_async_max_pending,
                                  publish_async_stall_wait=publish_async_stall_wait,
-                                 publish_async_timeout=publish_async_timeout)
+                                 publish_async_timeout=publish_async_timeout,
+                                 publish_async_error_cb=publish_async_error_cb)
 
     def jsm(self, **opts: Any) -> JetStream:
         """nats-py's JetStream manager: the same context as :meth:`jetstream`."""
