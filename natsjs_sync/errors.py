@@ -2,40 +2,51 @@
 
 ::
 
-    NatsError
+    NatsError                         (nats-py: nats.errors.Error)
     ├── ProtocolError                 malformed bytes from the peer
     ├── ConnectionError               (alias: NatsConnectionError; also a builtin ConnectionError)
     │   ├── ConnectionClosedError     the client is closed, or closed while you waited
     │   ├── NoServersError            no server in the pool could be reached
     │   ├── AuthorizationError        the server refused our credentials
-    │   ├── SecureConnRequiredError   the server wants TLS and the user forbade it
+    │   ├── SecureConnRequiredError, SecureConnWantedError, SecureConnFailedError
     │   ├── StaleConnectionError      too many PINGs went unanswered
+    │   │   └── UnexpectedEOF         the server closed the connection
+    │   ├── ConnectionDrainingError, ConnectionReconnectingError, InvalidUserCredentialsError
     │   └── OutboundBufferLimitError  reconnecting, and the reconnect buffer is full
-    ├── TimeoutError                  also a builtin TimeoutError
+    ├── TimeoutError                  also a builtin (and asyncio's) TimeoutError
+    │   ├── FlushTimeoutError, DrainTimeoutError
     ├── NoRespondersError             a request found nobody subscribed (status 503)
     ├── BadSubjectError               also a ValueError
     ├── BadHeaderError                also a ValueError
     ├── MaxPayloadError               also a ValueError
+    ├── BadTimeoutError, InvalidCallbackTypeError, JsonParseError, ServerNotInPoolError
     ├── SlowConsumerError             a subscription dropped messages
     ├── BadSubscriptionError          the subscription was unsubscribed or closed
     ├── ServerError                   a -ERR line the server sent
     │   └── PermissionsError          a permissions violation
     ├── ServiceError                  a service's error reply (.code, .description, .data)
-    └── JetStreamError                .code, .err_code, .description from the server
-        ├── JetStreamNotEnabledError
+    └── JetStreamError                .code, .err_code, .description (nats-py: nats.js.errors.Error)
+        ├── APIError                  an error answer of the API, by err_code, else by status:
+        │   ├── NotFoundError (404): StreamNotFoundError, ConsumerNotFoundError, MsgNotFoundError,
+        │   │       BucketNotFoundError, KeyNotFoundError (KeyDeletedError), ObjectNotFoundError
+        │   ├── BadRequestError (400): StreamNameInUseError, ConsumerExistsError,
+        │   │       WrongLastSequenceError, KeyExistsError, ConsumerInvalidResetError
+        │   │       (KeyWrongLastSequenceError is both a KeyExistsError and a WrongLastSequenceError)
+        │   ├── ServiceUnavailableError (503): JetStreamNotEnabledError
+        │   ├── JetStreamServerError (500; nats-py: nats.js.errors.ServerError)
+        │   ├── KeyValueError: NoKeysError, ... ; BadBucketError
+        ├── JetStreamTimeoutError     also a TimeoutError (nats-py: FetchTimeoutError)
+        │   └── TooManyStalledMsgsError
         ├── FeatureNotSupportedError  the connected server is too old (raised before sending)
         │   └── ApiLevelNotSupportedError  the answering server is below the API level asked for
         ├── InvalidResponseError      a reply this client cannot decode
-        ├── StreamNotFoundError, ConsumerNotFoundError, StreamNameInUseError
-        ├── MsgNotFoundError, NoMessagesError, NoStreamResponseError
-        ├── ConsumerExistsError, ConsumerDeletedError, MsgAlreadyAckdError, NotJSMessageError
-        ├── NoHeartbeatError
-        ├── KeyValueError: BucketNotFoundError, KeyNotFoundError, KeyDeletedError,
-        │                  KeyExistsError
-        ├── WrongLastSequenceError
+        ├── NoMessagesError, NoStreamResponseError
+        ├── ConsumerDeletedError, MsgAlreadyAckdError, NotJSMessageError, NoHeartbeatError
         ├── BatchPublishError         an atomic batch was refused or left incomplete
-        ├── ConsumerInvalidResetError a consumer reset to a sequence its policy forbids
-        └── ObjectStoreError: ObjectNotFoundError, DigestMismatchError
+        └── ObjectStoreError: ObjectNotFoundError, ObjectDeletedError, DigestMismatchError, ...
+
+The names nats-py uses are all here (and in :mod:`natsjs_sync.js.errors`), with
+nats-py's bases, so an ``except`` written for either client catches the same errors.
 
 Lower-level exceptions (``OSError``, ``ssl.SSLError``) are translated at the
 connection boundary with ``raise ... from exc`` so the cause stays visible.
