@@ -351,12 +351,14 @@ class JetStream(NatsPyNames):
         check_name(stream, "stream")
         yield from self._api.paged(f"CONSUMER.NAMES.{stream}", "consumers", None, timeout)
 
-    def pause_consumer(self, stream: str, name: str, until: datetime.datetime,
-                       timeout: TimeoutArg = USE_DEFAULT) -> ConsumerPauseResponse:
+    def pause_consumer(self, stream: str, name: str, until: datetime.datetime | str | None = None,
+                       timeout: TimeoutArg = USE_DEFAULT, *,
+                       pause_until: datetime.datetime | str | None = None) -> ConsumerPauseResponse:
         """Pause a consumer until ``until``: it delivers nothing before then (server 2.11+).
 
         Args:
-            until: a datetime (naive means local time).
+            until: a datetime (naive means local time), or an RFC 3339 string as
+                nats-py takes it (``pause_until=`` is nats-py's keyword).
 
         Raises:
             FeatureNotSupportedError: the server is older than 2.11.
@@ -364,10 +366,20 @@ class JetStream(NatsPyNames):
         """
         check_name(stream, "stream")
         check_name(name, "consumer")
-        if not isinstance(until, datetime.datetime):
-            raise TypeError(f"until must be a datetime, got {type(until).__name__}")
+        if until is None:
+            until = pause_until
+        if isinstance(until, str):
+            try:
+                datetime.datetime.fromisoformat(until[:26].rstrip("Z").split("+")[0])
+            except ValueError:
+                raise ValueError(f"until must be an RFC 3339 time, got {until!r}") from None
+            stamp = until
+        elif isinstance(until, datetime.datetime):
+            stamp = rfc3339(until)
+        else:
+            raise TypeError(f"until must be a datetime or an RFC 3339 str, got {type(until).__name__}")
         level = self._require("consumer_pause")
-        body = {"pause_until": rfc3339(until)}
+        body = {"pause_until": stamp}
         return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout, level),
                          ConsumerPauseResponse)
 
