@@ -185,6 +185,11 @@ class KeyValueStatus(BucketStatus):
         return self.stream_info.config.subject_delete_marker_ttl
 
     @property
+    def marker_ttl(self) -> float:
+        """nats-py's name for :attr:`limit_marker_ttl`."""
+        return self.stream_info.config.subject_delete_marker_ttl
+
+    @property
     def config(self) -> KeyValueConfig:
         """The bucket's configuration, read back from its stream."""
         cfg = self.stream_info.config

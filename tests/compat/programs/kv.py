@@ -108,6 +108,7 @@ async def main():
     assert status.history == 5
     assert status.values >= 1
     assert status.ttl in (None, 0)
+    assert not status.marker_ttl
 
     kv2 = await js.key_value("profiles")
     assert (await kv2.get("sue.color")).value == b"yellow"

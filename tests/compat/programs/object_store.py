@@ -66,6 +66,8 @@ async def main():
     assert status.bucket == "files"
     assert status.description == "test files"
     assert not status.sealed
+    assert status.storage_type == StorageType.MEMORY
+    assert status.size > 300_000
 
     await obs.seal()
     assert (await obs.status()).sealed
