@@ -258,7 +258,9 @@ class Client(_NativeClient):
         transport = conn.transport
         if transport is None or not conn.options.allow_reconnect or self.is_closed:
             return
-        conn.connection_lost(NatsConnectionError("reconnect forced by the client"), transport)
+        exc = NatsConnectionError("reconnect forced by the client")
+        exc.forced = True  # type: ignore[attr-defined]  # not reported to error_cb, as in nats-py
+        conn.connection_lost(exc, transport)
 
     def jetstream(self, domain: str | None = None, api_prefix: str = "$JS.API", timeout: float = 5.0,
                   publish_async_max_pending: int = 4000, publish_async_stall_wait: float = 5.0,

@@ -77,13 +77,16 @@ def test_drain_timeout_goes_to_error_cb_and_the_caller(shared_server: NatsServer
     assert any(isinstance(e, DrainTimeoutError) for e in errors)
 
 
-def test_force_reconnect_reconnects(shared_server: NatsServer) -> None:
+def test_force_reconnect_reconnects_without_an_error(shared_server: NatsServer) -> None:
     back = threading.Event()
-    nc = nats.connect(shared_server.url, reconnected_cb=back.set, reconnect_time_wait=0.1)
+    events: list[object] = []
+    nc = nats.connect(shared_server.url, reconnected_cb=back.set, reconnect_time_wait=0.1,
+                      disconnected_cb=lambda: events.append("disconnected"), error_cb=events.append)
     try:
         nc.force_reconnect()
         assert back.wait(10)
         assert nc.stats["reconnects"] == 1
         nc.flush(timeout=5)
+        assert events == ["disconnected"]
     finally:
         nc.close()
