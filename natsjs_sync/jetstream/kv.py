@@ -356,8 +356,10 @@ class KeyValue:
         return self._publish(key, _value(value), None, last if last is not None else 0, timeout)
 
     def create(self, key: str, value: bytes | bytearray | memoryview | str, ttl: float | str | None = None,
-               timeout: TimeoutArg = USE_DEFAULT) -> int:
+               timeout: TimeoutArg = USE_DEFAULT, *, msg_ttl: float | str | None = None) -> int:
         """Set ``key`` only if it has no value (never set, deleted or purged).
+
+        ``msg_ttl`` is nats-py's name for ``ttl``.
 
         ``ttl`` (seconds) makes the key expire on its own (bucket with ``limit_marker_ttl``).
 
@@ -366,6 +368,8 @@ class KeyValue:
         """
         data = _value(value)
         headers = None
+        if ttl is None:
+            ttl = msg_ttl
         if ttl is not None:
             self._js._require("msg_ttl")
             headers = {"Nats-TTL": _ttl_header(ttl)}
@@ -382,14 +386,23 @@ class KeyValue:
             raise KeyWrongLastSequenceError(f"key {key!r} exists in bucket {self.bucket!r}", code=exc.code,
                                             err_code=exc.err_code) from None
 
-    def delete(self, key: str, last: int | None = None, timeout: TimeoutArg = USE_DEFAULT) -> int:
-        """Mark ``key`` deleted (history is kept); with ``last``, only at that revision."""
-        return self._publish(key, b"", {KV_OPERATION: "DEL"}, last, timeout)
+    def delete(self, key: str, last: int | None = None, timeout: TimeoutArg = USE_DEFAULT, *,
+               msg_ttl: float | str | None = None) -> int:
+        """Mark ``key`` deleted (history is kept); with ``last``, only at that revision.
+        With ``msg_ttl`` (nats-py) the delete marker itself expires after that many seconds."""
+        headers = {KV_OPERATION: "DEL"}
+        if msg_ttl is not None:
+            self._js._require("msg_ttl")
+            headers["Nats-TTL"] = _ttl_header(msg_ttl)
+        return self._publish(key, b"", headers, last, timeout)
 
     def purge(self, key: str, last: int | None = None, ttl: float | str | None = None,
-              timeout: TimeoutArg = USE_DEFAULT) -> int:
+              timeout: TimeoutArg = USE_DEFAULT, *, msg_ttl: float | str | None = None) -> int:
         """Delete ``key`` and all its history, leaving one purge marker (which
-        itself goes after ``ttl`` seconds on buckets with ``limit_marker_ttl``)."""
+        itself goes after ``ttl`` seconds, nats-py's ``msg_ttl``, on buckets with
+        ``limit_marker_ttl``)."""
+        if ttl is None:
+            ttl = msg_ttl
         headers = {KV_OPERATION: "PURGE", "Nats-Rollup": "sub"}
         if ttl is not None:
             self._js._require("msg_ttl")
