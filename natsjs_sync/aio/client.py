@@ -202,12 +202,16 @@ class Client(_NativeClient):
         self.name = opts.name
         spi.register(self, self._conn)
         self._unstarted = False
+        self._start()
+
+    def _start(self) -> None:
+        """Connect the first time; a failure goes to ``error_cb`` and ``last_error`` first (nats-py)."""
         try:
             self._conn.start()
         except NatsError as exc:
             self._conn.last_error = exc
-            if opts.error_cb is not None:
-                opts.error_cb(exc)
+            if self._options.error_cb is not None:
+                self._options.error_cb(exc)
             raise
 
     # ------------------------------------------------------------------ nats-py's names

@@ -25,6 +25,13 @@ def test_client_exists_before_and_after_a_failed_connect() -> None:
     assert not nc.is_connected
 
 
+def test_failed_first_connect_goes_to_error_cb() -> None:
+    errors: list[Exception] = []
+    with pytest.raises(NoServersError) as info:
+        nats.connect("nats://127.0.0.1:1", error_cb=errors.append, allow_reconnect=False, connect_timeout=0.5)
+    assert errors == [info.value]
+
+
 def test_two_step_connect_then_use(shared_server: NatsServer) -> None:
     nc = NATS()
     nc.connect(servers=[shared_server.url], dont_randomize=True, name="two-step")
