@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ._core.options import (
     DEFAULT_PENDING_BYTES_LIMIT,
@@ -57,6 +58,7 @@ def connect(
     closed_cb: EventCallback | None = None,
     discovered_server_cb: EventCallback | None = None,
     lame_duck_mode_cb: EventCallback | None = None,
+    **nats_py_options: Any,
 ) -> Client:
     """Connect to a NATS server and return a :class:`Client`.
 
@@ -127,6 +129,11 @@ def connect(
         discovered_server_cb: called when the server announces new cluster members.
         lame_duck_mode_cb: called when the server enters lame duck mode.
 
+    Every callback runs on the client's dispatcher, never on the reader thread;
+    connection callbacks run in order. nats-py's other keywords
+    (``dont_randomize=``, ``flush_timeout=``, ``nkeys_seed_str=`` ...) are
+    accepted too (see :mod:`natsjs_sync.aio.client`).
+
     Returns:
         The connected client.
 
@@ -138,6 +145,10 @@ def connect(
         ValueError: an argument out of range (named in the message).
     """
     args = dict(locals())
-    client = Client(ConnectOptions.build(args.pop("servers"), **args))
+    from .aio.client import Client as NatsPyClient
+    from .aio.client import translate_options
+
+    args.update(translate_options(args.pop("nats_py_options")))
+    client = NatsPyClient(ConnectOptions.build(args.pop("servers"), **args))
     client._start()
     return client

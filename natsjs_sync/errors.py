@@ -2,40 +2,51 @@
 
 ::
 
-    NatsError
+    NatsError                         (nats-py: nats.errors.Error)
     ├── ProtocolError                 malformed bytes from the peer
     ├── ConnectionError               (alias: NatsConnectionError; also a builtin ConnectionError)
     │   ├── ConnectionClosedError     the client is closed, or closed while you waited
     │   ├── NoServersError            no server in the pool could be reached
     │   ├── AuthorizationError        the server refused our credentials
-    │   ├── SecureConnRequiredError   the server wants TLS and the user forbade it
+    │   ├── SecureConnRequiredError, SecureConnWantedError, SecureConnFailedError
     │   ├── StaleConnectionError      too many PINGs went unanswered
+    │   │   └── UnexpectedEOF         the server closed the connection
+    │   ├── ConnectionDrainingError, ConnectionReconnectingError, InvalidUserCredentialsError
     │   └── OutboundBufferLimitError  reconnecting, and the reconnect buffer is full
-    ├── TimeoutError                  also a builtin TimeoutError
+    ├── TimeoutError                  also a builtin (and asyncio's) TimeoutError
+    │   ├── FlushTimeoutError, DrainTimeoutError
     ├── NoRespondersError             a request found nobody subscribed (status 503)
     ├── BadSubjectError               also a ValueError
     ├── BadHeaderError                also a ValueError
     ├── MaxPayloadError               also a ValueError
+    ├── BadTimeoutError, InvalidCallbackTypeError, JsonParseError, ServerNotInPoolError
     ├── SlowConsumerError             a subscription dropped messages
     ├── BadSubscriptionError          the subscription was unsubscribed or closed
     ├── ServerError                   a -ERR line the server sent
     │   └── PermissionsError          a permissions violation
     ├── ServiceError                  a service's error reply (.code, .description, .data)
-    └── JetStreamError                .code, .err_code, .description from the server
-        ├── JetStreamNotEnabledError
+    └── JetStreamError                .code, .err_code, .description (nats-py: nats.js.errors.Error)
+        ├── APIError                  an error answer of the API, by err_code, else by status:
+        │   ├── NotFoundError (404): StreamNotFoundError, ConsumerNotFoundError, MsgNotFoundError,
+        │   │       BucketNotFoundError, KeyNotFoundError (KeyDeletedError), ObjectNotFoundError
+        │   ├── BadRequestError (400): StreamNameInUseError, ConsumerExistsError,
+        │   │       WrongLastSequenceError, KeyExistsError, ConsumerInvalidResetError
+        │   │       (KeyWrongLastSequenceError is both a KeyExistsError and a WrongLastSequenceError)
+        │   ├── ServiceUnavailableError (503): JetStreamNotEnabledError
+        │   ├── JetStreamServerError (500; nats-py: nats.js.errors.ServerError)
+        │   ├── KeyValueError: NoKeysError, ... ; BadBucketError
+        ├── JetStreamTimeoutError     also a TimeoutError (nats-py: FetchTimeoutError)
+        │   └── TooManyStalledMsgsError
         ├── FeatureNotSupportedError  the connected server is too old (raised before sending)
         │   └── ApiLevelNotSupportedError  the answering server is below the API level asked for
         ├── InvalidResponseError      a reply this client cannot decode
-        ├── StreamNotFoundError, ConsumerNotFoundError, StreamNameInUseError
-        ├── MsgNotFoundError, NoMessagesError, NoStreamResponseError
-        ├── ConsumerExistsError, ConsumerDeletedError, MsgAlreadyAckdError, NotJSMessageError
-        ├── NoHeartbeatError
-        ├── KeyValueError: BucketNotFoundError, KeyNotFoundError, KeyDeletedError,
-        │                  KeyExistsError
-        ├── WrongLastSequenceError
+        ├── NoMessagesError, NoStreamResponseError
+        ├── ConsumerDeletedError, MsgAlreadyAckdError, NotJSMessageError, NoHeartbeatError
         ├── BatchPublishError         an atomic batch was refused or left incomplete
-        ├── ConsumerInvalidResetError a consumer reset to a sequence its policy forbids
-        └── ObjectStoreError: ObjectNotFoundError, DigestMismatchError
+        └── ObjectStoreError: ObjectNotFoundError, ObjectDeletedError, DigestMismatchError, ...
+
+The names nats-py uses are all here (and in :mod:`natsjs_sync.js.errors`), with
+nats-py's bases, so an ``except`` written for either client catches the same errors.
 
 Lower-level exceptions (``OSError``, ``ssl.SSLError``) are translated at the
 connection boundary with ``raise ... from exc`` so the cause stays visible.
@@ -46,10 +57,20 @@ JetStream API errors are matched by the server's ``err_code``, never by text
 from __future__ import annotations
 
 import builtins
+import sys
+
+if sys.version_info < (3, 11):  # asyncio's TimeoutError became the builtin one in 3.11
+    from asyncio.exceptions import TimeoutError as _AsyncioTimeoutError
+else:
+    _AsyncioTimeoutError = builtins.TimeoutError
 
 
 class NatsError(Exception):
     """Base class of every exception natsjs_sync raises on purpose."""
+
+
+#: nats-py's name for the base class (``nats.errors.Error``).
+Error = NatsError
 
 
 class ProtocolError(NatsError):
@@ -88,12 +109,61 @@ class StaleConnectionError(NatsConnectionError):
     """The server stopped answering PINGs."""
 
 
+class UnexpectedEOF(StaleConnectionError):
+    """The server closed the connection (nats-py's name)."""
+
+
+class SecureConnWantedError(NatsConnectionError):
+    """TLS was asked for but the server does not offer it."""
+
+
+class SecureConnFailedError(NatsConnectionError):
+    """The TLS handshake failed."""
+
+
+class ConnectionDrainingError(NatsConnectionError):
+    """The client is draining: no new subscriptions or requests."""
+
+
+class ConnectionReconnectingError(NatsConnectionError):
+    """The client is reconnecting."""
+
+
+class InvalidUserCredentialsError(NatsConnectionError, ValueError):
+    """A credentials file that cannot be read."""
+
+
+class ServerNotInPoolError(NatsError):
+    """The server to reconnect to is not in the server pool."""
+
+
 class OutboundBufferLimitError(NatsConnectionError):
     """Publishing while reconnecting, and ``pending_size`` bytes are already held."""
 
 
-class TimeoutError(NatsError, builtins.TimeoutError):  # noqa: A001
-    """A blocking call ran out of time. Also a builtin :class:`TimeoutError`."""
+class TimeoutError(NatsError, _AsyncioTimeoutError):  # noqa: A001
+    """A blocking call ran out of time. Also a builtin :class:`TimeoutError`
+    (and :class:`asyncio.TimeoutError`, the same class since Python 3.11)."""
+
+
+class FlushTimeoutError(TimeoutError):
+    """A flush got no PONG in time."""
+
+
+class DrainTimeoutError(TimeoutError):
+    """Draining took longer than its timeout; the client was closed anyway."""
+
+
+class BadTimeoutError(NatsError, ValueError):
+    """A timeout that is not a number of seconds."""
+
+
+class JsonParseError(NatsError):
+    """A JSON payload the client could not parse."""
+
+
+class InvalidCallbackTypeError(NatsError, TypeError):
+    """A callback that is not a plain function (an ``async def`` is refused)."""
 
 
 class NoRespondersError(NatsError):
@@ -234,7 +304,27 @@ class JetStreamError(NatsError):
         return f"{text} ({', '.join(where)})" if where else text
 
 
-class JetStreamNotEnabledError(JetStreamError):
+class APIError(JetStreamError):
+    """An error answer of the JetStream API (nats-py's ``nats.js.errors.APIError``)."""
+
+
+class NotFoundError(APIError):
+    """The API answered 404: what was asked for does not exist."""
+
+
+class BadRequestError(APIError):
+    """The API answered 400: the request was refused."""
+
+
+class ServiceUnavailableError(APIError):
+    """The API answered 503: JetStream is not available."""
+
+
+class JetStreamServerError(APIError):
+    """The API answered 500 (``nats.js.errors.ServerError`` in nats-py)."""
+
+
+class JetStreamNotEnabledError(ServiceUnavailableError):
     """JetStream is not enabled on the server or for this account."""
 
 
@@ -272,19 +362,19 @@ class InvalidResponseError(JetStreamError):
     """A reply (API response, stored JSON) that this client cannot decode."""
 
 
-class StreamNotFoundError(JetStreamError):
+class StreamNotFoundError(NotFoundError):
     """The stream does not exist."""
 
 
-class ConsumerNotFoundError(JetStreamError):
+class ConsumerNotFoundError(NotFoundError):
     """The consumer does not exist."""
 
 
-class StreamNameInUseError(JetStreamError):
+class StreamNameInUseError(BadRequestError):
     """A stream of that name exists with a different configuration."""
 
 
-class MsgNotFoundError(JetStreamError):
+class MsgNotFoundError(NotFoundError):
     """No message at that sequence or for that subject."""
 
 
@@ -296,7 +386,7 @@ class NoStreamResponseError(JetStreamError):
     """A JetStream publish got no answer: no stream captures the subject."""
 
 
-class ConsumerExistsError(JetStreamError):
+class ConsumerExistsError(BadRequestError):
     """A consumer of that name exists with a different configuration."""
 
 
@@ -317,36 +407,73 @@ class NotJSMessageError(JetStreamError):
     """The message did not come from a JetStream consumer, so it cannot be acked."""
 
 
-class WrongLastSequenceError(JetStreamError):
+class WrongLastSequenceError(BadRequestError):
     """An expected-last-sequence condition failed."""
+
+
+class JetStreamTimeoutError(JetStreamError, TimeoutError):
+    """A JetStream wait ran out of time (``nats.js.errors.FetchTimeoutError``)."""
+
+
+class TooManyStalledMsgsError(JetStreamTimeoutError):
+    """``publish_async`` waited its stall time for room among the pending acks."""
 
 
 class BatchPublishError(JetStreamError):
     """An atomic batch publish was refused, abandoned or left incomplete: nothing of it was stored."""
 
 
-class ConsumerInvalidResetError(JetStreamError):
+class ConsumerInvalidResetError(BadRequestError):
     """A consumer reset to a sequence that its deliver policy does not allow."""
 
 
-class KeyValueError(JetStreamError):
+class KeyValueError(APIError):
     """Base for key-value store errors."""
 
 
-class BucketNotFoundError(KeyValueError):
+class BucketNotFoundError(KeyValueError, NotFoundError):
     """The key-value or object store bucket does not exist."""
 
 
-class KeyNotFoundError(KeyValueError):
-    """The key does not exist."""
+class KeyNotFoundError(KeyValueError, NotFoundError):
+    """The key does not exist.
+
+    Attributes:
+        entry: the entry of a delete or purge marker, when one was found.
+        op: its operation (``"DEL"`` or ``"PURGE"``), else ``None``.
+    """
+
+    entry: object = None
+    op: str | None = None
 
 
 class KeyDeletedError(KeyNotFoundError):
     """The key was deleted or purged."""
 
 
-class KeyExistsError(KeyValueError):
+class NoKeysError(KeyValueError):
+    """The bucket holds no keys (``keys()``, ``history()``)."""
+
+
+class KeyHistoryNotFoundError(KeyNotFoundError, NoKeysError):
+    """``history()`` of a key with no revision: KeyNotFoundError (nats.go) and NoKeysError (nats-py)."""
+
+
+class KeyHistoryTooLargeError(KeyValueError, ValueError):
+    """A bucket history over 64 values."""
+
+
+class BadBucketError(APIError):
+    """A stream of a bucket's name that is not a bucket."""
+
+
+class KeyExistsError(KeyValueError, BadRequestError):
     """The key exists (create) or its revision moved on (update)."""
+
+
+class KeyWrongLastSequenceError(KeyExistsError, WrongLastSequenceError):
+    """A key-value write whose revision condition failed: ``create`` of a key with a
+    value, ``update`` (or ``delete``/``purge`` with ``last=``) after the key moved on."""
 
 
 class InvalidKeyError(KeyValueError, ValueError):
@@ -357,7 +484,7 @@ class InvalidBucketNameError(JetStreamError, ValueError):
     """A bucket name with characters other than letters, digits, ``_`` and ``-``."""
 
 
-class BucketExistsError(KeyValueError):
+class BucketExistsError(KeyValueError, BadRequestError):
     """A bucket of that name exists with a different configuration."""
 
 
@@ -365,8 +492,28 @@ class ObjectStoreError(JetStreamError):
     """Base for object store errors."""
 
 
-class ObjectNotFoundError(ObjectStoreError):
+class ObjectNotFoundError(ObjectStoreError, NotFoundError):
     """The object does not exist."""
+
+
+class ObjectDeletedError(ObjectNotFoundError):
+    """The object was deleted."""
+
+
+class ObjectAlreadyExists(ObjectStoreError):
+    """An object of that name exists."""
+
+
+class InvalidObjectNameError(ObjectStoreError, ValueError):
+    """An object name the object store cannot hold."""
+
+
+class BadObjectMetaError(ObjectStoreError, ValueError):
+    """Object metadata the object store cannot hold."""
+
+
+class LinkIsABucketError(ObjectStoreError):
+    """The object is a link to a whole bucket, which has no data of its own."""
 
 
 class DigestMismatchError(ObjectStoreError):
@@ -404,8 +551,18 @@ JS_ERR_CODES: dict[int, type[JetStreamError]] = {
 }
 
 
+#: API status code -> exception class, for err_codes without a class of their own.
+JS_STATUS_CODES: dict[int, type[APIError]] = {
+    400: BadRequestError,
+    404: NotFoundError,
+    500: JetStreamServerError,
+    503: ServiceUnavailableError,
+}
+
+
 def jetstream_error(code: int | None, err_code: int | None, description: str, stream: str | None = None,
                     consumer: str | None = None) -> JetStreamError:
-    """Build the most specific :class:`JetStreamError` for a server error about ``stream``/``consumer``."""
-    cls = JS_ERR_CODES.get(err_code or 0, JetStreamError)
+    """Build the most specific :class:`JetStreamError` for a server error about ``stream``/``consumer``
+    (by ``err_code``, else by the status ``code``, as nats-py's classes)."""
+    cls = JS_ERR_CODES.get(err_code or 0) or JS_STATUS_CODES.get(code or 0, APIError)
     return cls(description, code=code, err_code=err_code, stream=stream, consumer=consumer)

@@ -56,6 +56,11 @@ class Msg:
             return self._headers
 
     @property
+    def header(self) -> Headers | None:
+        """nats-py's name for :attr:`headers`."""
+        return self.headers
+
+    @property
     def status(self) -> int | None:
         """The status code from the header line (e.g. 503, 408), or ``None``."""
         return status_of(self.raw_headers)

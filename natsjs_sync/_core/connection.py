@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,6 +35,7 @@ from ..errors import (
     AuthorizationError,
     BadSubscriptionError,
     ConnectionClosedError,
+    DrainTimeoutError,
     MaxPayloadError,
     NatsConnectionError,
     NatsError,
@@ -79,7 +80,8 @@ _LINE_ROOM = 3000
 
 @dataclass
 class Stats:
-    """Counters of one client (read them as ``client.stats``)."""
+    """Counters of one client (read them as ``client.stats``); also a read-only mapping
+    (``stats["in_msgs"]``), as nats-py's stats dict."""
 
     in_msgs: int = 0
     out_msgs: int = 0
@@ -87,6 +89,31 @@ class Stats:
     out_bytes: int = 0
     reconnects: int = 0
     errors_received: int = 0
+
+    _KEYS = ("in_msgs", "out_msgs", "in_bytes", "out_bytes", "reconnects", "errors_received")
+
+    def __getitem__(self, key: str) -> int:
+        if key not in self._KEYS:
+            raise KeyError(key)
+        return int(getattr(self, key))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._KEYS)
+
+    def __len__(self) -> int:
+        return len(self._KEYS)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._KEYS
+
+    def keys(self) -> tuple[str, ...]:
+        return self._KEYS
+
+    def items(self) -> list[tuple[str, int]]:
+        return [(k, self[k]) for k in self._KEYS]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._KEYS else default
 
 
 def as_payload(payload: Any) -> tuple[bytes | bytearray | memoryview, int]:
@@ -652,6 +679,8 @@ class Connection:
     def _drain_reporting(self, deadline: Deadline) -> None:
         try:
             self._drain(deadline)
+        except DrainTimeoutError:
+            pass  # reported already
         except NatsError as exc:
             self.report_error(exc)
 
@@ -678,6 +707,11 @@ class Connection:
                 self.machine.move((ConnState.DRAINING_SUBS,), ConnState.DRAINING_PUBS)
             self.flush(deadline)
             self.drain_hooks.run(deadline)
+        except TimeoutError as exc:
+            # As nats-py: a drain timeout goes to error_cb (before the close); the caller hears it too.
+            err = DrainTimeoutError(str(exc))
+            self.report_error(err)
+            raise err from exc
         finally:
             self.close(flush=True)
 
@@ -715,6 +749,8 @@ class Connection:
             if t is not None and t is not me and t.is_alive():
                 t.join(2.0)
         log.info("connection to %s closed", self.addr)
+        if transport is not None:  # a close ends a live connection: disconnected, then closed (nats-py, nats.go)
+            self.emit(self.options.disconnected_cb)
         self.emit(self.options.closed_cb)
         self.dispatcher.close(timeout=2.0)
 

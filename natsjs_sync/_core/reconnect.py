@@ -68,7 +68,8 @@ class Reconnector:
         # A reply to a request in flight may be lost with the connection.
         conn.requests.fail_all(waiting_lost)
         transport.abort()
-        conn.report_error(err)
+        if not getattr(exc, "forced", False):  # a reconnect the user asked for is no error (nats-py)
+            conn.report_error(err)
         log.info("disconnected from %s: %s", conn.addr, err)
         conn.emit(conn.options.disconnected_cb)
         if not reconnect:

@@ -18,7 +18,7 @@ from ..errors import (
     StreamNameInUseError,
     StreamNotFoundError,
 )
-from .stream_config import StreamConfig, StreamInfo
+from .stream_config import StorageType, StreamConfig, StreamInfo
 
 if TYPE_CHECKING:
     from .context import JetStream
@@ -64,6 +64,11 @@ class BucketStatus:
     def storage(self) -> str:
         """``"file"`` or ``"memory"``."""
         return str(getattr(self.stream_info.config.storage, "value", self.stream_info.config.storage))
+
+    @property
+    def storage_type(self) -> StorageType:
+        """nats-py's name: the storage as a :class:`StorageType`."""
+        return StorageType(self.storage)
 
     @property
     def replicas(self) -> int:

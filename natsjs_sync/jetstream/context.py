@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._backoff import Backoff
 from .._core.options import check_callback
-from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg, check_seconds
 from ..errors import BadSubjectError, BucketNotFoundError, StreamNotFoundError, TimeoutError
 from ..protocol.headers import HeadersInput
 from . import _features
@@ -408,12 +408,14 @@ class JetStream(NatsPyNames):
         check_name(stream, "stream")
         yield from self._api.paged(f"CONSUMER.NAMES.{stream}", "consumers", None, timeout)
 
-    def pause_consumer(self, stream: str, name: str, until: datetime.datetime,
-                       timeout: TimeoutArg = USE_DEFAULT) -> ConsumerPauseResponse:
+    def pause_consumer(self, stream: str, name: str, until: datetime.datetime | str | None = None,
+                       timeout: TimeoutArg = USE_DEFAULT, *,
+                       pause_until: datetime.datetime | str | None = None) -> ConsumerPauseResponse:
         """Pause a consumer until ``until``: it delivers nothing before then (server 2.11+).
 
         Args:
-            until: a datetime (naive means local time).
+            until: a datetime (naive means local time), or an RFC 3339 string as
+                nats-py takes it (``pause_until=`` is nats-py's keyword).
 
         Raises:
             FeatureNotSupportedError: the server is older than 2.11.
@@ -421,10 +423,20 @@ class JetStream(NatsPyNames):
         """
         check_name(stream, "stream")
         check_name(name, "consumer")
-        if not isinstance(until, datetime.datetime):
-            raise TypeError(f"until must be a datetime, got {type(until).__name__}")
+        if until is None:
+            until = pause_until
+        if isinstance(until, str):
+            try:
+                datetime.datetime.fromisoformat(until[:26].rstrip("Z").split("+")[0])
+            except ValueError:
+                raise ValueError(f"until must be an RFC 3339 time, got {until!r}") from None
+            stamp = until
+        elif isinstance(until, datetime.datetime):
+            stamp = rfc3339(until)
+        else:
+            raise TypeError(f"until must be a datetime or an RFC 3339 str, got {type(until).__name__}")
         level = self._require("consumer_pause")
-        body = {"pause_until": rfc3339(until)}
+        body = {"pause_until": stamp}
         return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout, level),
                          ConsumerPauseResponse)
 
@@ -533,10 +545,15 @@ class JetStream(NatsPyNames):
 
     # ------------------------------------------------------------------ object store
 
-    def create_object_store(self, config: ObjectStoreConfig | str | None = None, timeout: TimeoutArg = USE_DEFAULT,
-                            **kwargs: Unpack[ObjectStoreConfigFields]) -> ObjectStore:
-        """Create an object store bucket (``ObjectStoreConfig``, a bucket name, or keyword arguments)."""
-        return create_object_store(self, obj_config(config, kwargs), "create", timeout)
+    def create_object_store(self, bucket: ObjectStoreConfig | str | None = None,
+                            config: ObjectStoreConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
+                            **kwargs: Any) -> ObjectStore:
+        """Create an object store bucket: an ``ObjectStoreConfig``, a bucket name, keyword
+        arguments, or nats-py's ``(bucket, config=ObjectStoreConfig(...))``."""
+        if isinstance(bucket, str) and config is not None:
+            return create_object_store(self, obj_config(config, {**kwargs, "bucket": bucket}), "create", timeout)
+        return create_object_store(self, obj_config(bucket if bucket is not None else config, kwargs), "create",
+                                   timeout)
 
     def update_object_store(self, config: ObjectStoreConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                             **kwargs: Unpack[ObjectStoreConfigFields]) -> ObjectStore:
@@ -610,6 +627,7 @@ class JetStream(NatsPyNames):
         schedule_ttl: float | str | None = None,
         schedule_time_zone: str | None = None,
         schedule_rollup: bool = False,
+        msg_ttl: float | str | None = None,
     ) -> PubAck:
         """Publish to a stream and wait for it to store the message.
 
@@ -636,6 +654,7 @@ class JetStream(NatsPyNames):
             schedule_time_zone: IANA time zone of a cron schedule (2.14+).
             schedule_rollup: each produced message rolls up (replaces) the
                 earlier ones on the target subject (2.14+).
+            msg_ttl: nats-py's name for ``ttl``.
 
         Raises:
             FeatureNotSupportedError: an option the connected server cannot honour (nothing is sent).
@@ -643,6 +662,8 @@ class JetStream(NatsPyNames):
             WrongLastSequenceError: an expectation failed.
             TimeoutError: no PubAck within ``timeout`` (default: the context's).
         """
+        if msg_ttl is not None:
+            ttl = msg_ttl
         if retry_attempts < 0:
             raise ValueError("retry_attempts must be >= 0")
         if retry_wait <= 0:
@@ -680,24 +701,34 @@ class JetStream(NatsPyNames):
         schedule_ttl: float | str | None = None,
         schedule_time_zone: str | None = None,
         schedule_rollup: bool = False,
+        stream: str | None = None,
+        msg_ttl: float | str | None = None,
+        wait_stall: float | None = None,
     ) -> Future[PubAck]:
         """Publish without waiting; the future completes with the PubAck (or its error).
 
         Takes the options of :meth:`publish`. Blocks while
         ``publish_async_max_pending`` publishes await their acks (at most the
-        stall wait, then TimeoutError); a future fails with TimeoutError when no
-        PubAck comes within ``publish_async_timeout``.
+        stall wait, or ``wait_stall`` seconds, then TooManyStalledMsgsError, a
+        TimeoutError); a future fails with TimeoutError when no PubAck comes
+        within ``publish_async_timeout``.
 
         Raises:
             FeatureNotSupportedError: an option the connected server cannot honour (nothing is sent).
         """
+        if stream is not None:
+            expected_stream = expected_stream or stream
+        if msg_ttl is not None:
+            ttl = msg_ttl
+        if wait_stall is not None:
+            wait_stall = check_seconds(wait_stall, "wait_stall")
         if (expected_last_subject_seq_subject is None and schedule_at is None and schedule_every is None
                 and schedule_cron is None and schedule_target is None and schedule_source is None
                 and schedule_ttl is None and schedule_time_zone is None and ttl is None and not schedule_rollup):
             # The common case stays as short as it was: pipelined publishing is per-message work.
             hdrs = publish_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
                                    expected_last_msg_id)
-            fut = self._async.publish(subject, payload, hdrs)
+            fut = self._async.publish(subject, payload, hdrs, wait_stall)
             if self._async_error_cb is not None:
                 fut.add_done_callback(self._report_async_failure)
             return fut
@@ -709,7 +740,7 @@ class JetStream(NatsPyNames):
             schedule_target=schedule_target, schedule_source=schedule_source, schedule_ttl=schedule_ttl,
             schedule_time_zone=schedule_time_zone, schedule_rollup=schedule_rollup, features=features)
         self._require(*features)
-        fut = self._async.publish(subject, payload, hdrs)
+        fut = self._async.publish(subject, payload, hdrs, wait_stall)
         if self._async_error_cb is not None:
             fut.add_done_callback(self._report_async_failure)
         return fut
@@ -792,12 +823,20 @@ class JetStream(NatsPyNames):
             self._window.wait_complete(deadline)
 
     @property
-    def publish_async_pending(self) -> int:
-        """Async publishes of this context not yet settled."""
-        return len(self._window.pending) if self._window is not None else 0
+    def publish_async_pending(self) -> PendingCount:
+        """Async publishes of this context not yet settled: an int, also callable
+        (``js.publish_async_pending()``, as nats-py has it)."""
+        return PendingCount(len(self._window.pending) if self._window is not None else 0)
 
     def __repr__(self) -> str:
         return f"<JetStream {self._api.prefix}>"
 
 
-__all__ = ["AccountInfo", "JetStream", "TimeoutError"]
+class PendingCount(int):
+    """An ``int`` that also answers a call with itself (a property in one API, a method in nats-py)."""
+
+    def __call__(self) -> int:
+        return int(self)
+
+
+__all__ = ["AccountInfo", "JetStream", "PendingCount", "TimeoutError"]

@@ -24,18 +24,22 @@ import msgspec
 
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
+    BadBucketError,
     BadSubscriptionError,
     BucketExistsError,
     InvalidKeyError,
     KeyDeletedError,
-    KeyExistsError,
+    KeyHistoryNotFoundError,
     KeyNotFoundError,
+    KeyWrongLastSequenceError,
     MsgNotFoundError,
+    NoKeysError,
     StreamNotFoundError,
     WrongLastSequenceError,
 )
 from ..msg import Msg
 from ..protocol.headers import Headers
+from ..protocol.subjects import subject_matches
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .message import parse_metadata
 from .stream_config import Placement, RePublish, StreamConfig, StreamSource, SubjectTransform, _Model, _none_is_no_limit
@@ -211,6 +215,11 @@ class KeyValueStatus(BucketStatus):
         return self.stream_info.config.subject_delete_marker_ttl
 
     @property
+    def marker_ttl(self) -> float:
+        """nats-py's name for :attr:`limit_marker_ttl`."""
+        return self.stream_info.config.subject_delete_marker_ttl
+
+    @property
     def config(self) -> KeyValueConfig:
         """The bucket's configuration, read back from its stream."""
         cfg = self.stream_info.config
@@ -359,8 +368,8 @@ class KeyValue:
             ack = self._js.publish(subject, bytes(value), headers=headers, expected_last_subject_seq=last,
                                    timeout=timeout)
         except WrongLastSequenceError as exc:
-            raise WrongLastSequenceError(f"key {key!r} in bucket {self.bucket!r}: {exc.description}",
-                                         code=exc.code, err_code=exc.err_code) from None
+            raise KeyWrongLastSequenceError(f"key {key!r} in bucket {self.bucket!r}: {exc.description}",
+                                            code=exc.code, err_code=exc.err_code) from None
         return ack.seq
 
     def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: TimeoutArg = USE_DEFAULT) -> int:
@@ -377,8 +386,10 @@ class KeyValue:
         return self._publish(key, _value(value), None, last if last is not None else 0, timeout)
 
     def create(self, key: str, value: bytes | bytearray | memoryview | str, ttl: float | str | None = None,
-               timeout: TimeoutArg = USE_DEFAULT) -> int:
+               timeout: TimeoutArg = USE_DEFAULT, *, msg_ttl: float | str | None = None) -> int:
         """Set ``key`` only if it has no value (never set, deleted or purged).
+
+        ``msg_ttl`` is nats-py's name for ``ttl``.
 
         ``ttl`` (seconds) makes the key expire on its own (bucket with ``limit_marker_ttl``).
 
@@ -387,6 +398,8 @@ class KeyValue:
         """
         data = _value(value)
         headers = None
+        if ttl is None:
+            ttl = msg_ttl
         if ttl is not None:
             self._js._require("msg_ttl")
             headers = {"Nats-TTL": _ttl_header(ttl)}
@@ -400,30 +413,42 @@ class KeyValue:
                     return self._publish(key, data, headers, entry.revision, deadline)
                 except WrongLastSequenceError:
                     pass
-            raise KeyExistsError(f"key {key!r} exists in bucket {self.bucket!r}", code=exc.code,
-                                 err_code=exc.err_code) from None
+            raise KeyWrongLastSequenceError(f"key {key!r} exists in bucket {self.bucket!r}", code=exc.code,
+                                            err_code=exc.err_code) from None
 
-    def delete(self, key: str, last: int | None = None, timeout: TimeoutArg = USE_DEFAULT) -> int:
-        """Mark ``key`` deleted (history is kept); with ``last``, only at that revision."""
-        return self._publish(key, b"", {KV_OPERATION: "DEL"}, last, timeout)
+    def delete(self, key: str, last: int | None = None, timeout: TimeoutArg = USE_DEFAULT, *,
+               msg_ttl: float | str | None = None) -> int:
+        """Mark ``key`` deleted (history is kept); with ``last``, only at that revision.
+        With ``msg_ttl`` (nats-py) the delete marker itself expires after that many seconds."""
+        headers = {KV_OPERATION: "DEL"}
+        if msg_ttl is not None:
+            self._js._require("msg_ttl")
+            headers["Nats-TTL"] = _ttl_header(msg_ttl)
+        return self._publish(key, b"", headers, last, timeout)
 
     def purge(self, key: str, last: int | None = None, ttl: float | str | None = None,
-              timeout: TimeoutArg = USE_DEFAULT) -> int:
+              timeout: TimeoutArg = USE_DEFAULT, *, msg_ttl: float | str | None = None) -> int:
         """Delete ``key`` and all its history, leaving one purge marker (which
-        itself goes after ``ttl`` seconds on buckets with ``limit_marker_ttl``)."""
+        itself goes after ``ttl`` seconds, nats-py's ``msg_ttl``, on buckets with
+        ``limit_marker_ttl``)."""
+        if ttl is None:
+            ttl = msg_ttl
         headers = {KV_OPERATION: "PURGE", "Nats-Rollup": "sub"}
         if ttl is not None:
             self._js._require("msg_ttl")
             headers["Nats-TTL"] = _ttl_header(ttl)
         return self._publish(key, b"", headers, last, timeout)
 
-    def purge_deletes(self, older_than: float | None = None, timeout: TimeoutArg = USE_DEFAULT) -> int:
+    def purge_deletes(self, older_than: float | None = None, timeout: TimeoutArg = USE_DEFAULT,
+                      olderthan: float | None = None) -> int:
         """Remove delete/purge markers and what is left behind them.
 
-        Markers older than ``older_than`` seconds (default 30 minutes; 0 or
-        negative: all) go entirely; younger ones are kept alone. Returns how
-        many keys were cleaned.
+        Markers older than ``older_than`` seconds (nats-py: ``olderthan``;
+        default 30 minutes; 0 or negative: all) go entirely; younger ones are
+        kept alone. Returns how many keys were cleaned.
         """
+        if older_than is None:
+            older_than = olderthan
         threshold = _PURGE_DELETES_THRESHOLD if older_than is None else older_than
         deadline = self._js._api.deadline(timeout)
         markers = [e for e in self._initial(">", include_history=False, meta_only=True, timeout=deadline)
@@ -452,14 +477,23 @@ class KeyValue:
                 out.append(entry)
 
     def keys(self, *patterns: str, filters: Sequence[str] | None = None, timeout: TimeoutArg = 30.0) -> list[str]:
-        """Keys with a value (deleted ones left out), matched on the server.
+        """Keys with a value (deleted ones left out).
 
-        ``kv.keys()``, ``kv.keys("users.*")``, ``kv.keys("a.>", "b.>")``, or
-        nats-py's ``kv.keys(filters=[...])``. An empty bucket gives ``[]``.
+        ``kv.keys()``, or matched on the server: ``kv.keys("users.*")``,
+        ``kv.keys("a.>", "b.>")``. ``kv.keys(filters=[...])`` keeps the keys
+        that contain one of those strings (nats-py's meaning) or match it as a
+        subject filter (``"users.*"``).
+
+        Raises:
+            NoKeysError: no key matched (as nats-py and nats.go do).
         """
-        fs = list(patterns) + list(filters or [])
-        return [e.key for e in self._initial(*(fs or [">"]), meta_only=True, ignore_deletes=True,
+        keys = [e.key for e in self._initial(*(patterns or (">",)), meta_only=True, ignore_deletes=True,
                                               timeout=timeout)]
+        if filters:
+            keys = [k for k in keys if any(f in k or subject_matches(f, k) for f in filters)]
+        if not keys:
+            raise NoKeysError(f"no keys found in bucket {self.bucket!r}")
+        return keys
 
     def list_keys(self, *patterns: str, filters: Sequence[str] | None = None,
                   timeout: TimeoutArg = 30.0) -> KeyLister:
@@ -473,10 +507,14 @@ class KeyValue:
         return KeyLister(self.watch(*(fs or [">"]), meta_only=True, ignore_deletes=True), timeout)
 
     def history(self, key: str, timeout: TimeoutArg = 30.0) -> list[Entry]:
-        """Every stored revision of ``key``, oldest first. Raises KeyNotFoundError."""
+        """Every stored revision of ``key``, oldest first.
+
+        Raises:
+            KeyNotFoundError: no revision of ``key`` (also a NoKeysError, nats-py's name).
+        """
         entries = self._initial(key, include_history=True, timeout=timeout)
         if not entries:
-            raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+            raise KeyHistoryNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
         return entries
 
     def watch(self, *keys: str, include_history: bool = False, ignore_deletes: bool = False,
@@ -508,6 +546,9 @@ class KeyValue:
     def watch_all(self, **options: Any) -> KeyWatcher:
         """:meth:`watch` every key."""
         return self.watch(">", **options)
+
+    #: nats-py's name for :meth:`watch_all`.
+    watchall = watch_all
 
     # ------------------------------------------------------------------ bucket
 
@@ -629,8 +670,16 @@ def create_key_value(js: JetStream, config: KeyValueConfig, action: str, timeout
 
 
 def open_key_value(js: JetStream, bucket: str, timeout: TimeoutArg) -> KeyValue:
-    return KeyValue(js, bucket, open_bucket_stream(js, bucket, f"KV_{bucket}", f"key-value bucket {bucket!r}",
-                                                   timeout))
+    """An existing bucket.
+
+    Raises:
+        BucketNotFoundError: no stream ``KV_<bucket>``.
+        BadBucketError: that stream is not a bucket (it keeps no value per key).
+    """
+    stream = open_bucket_stream(js, bucket, f"KV_{bucket}", f"key-value bucket {bucket!r}", timeout)
+    if (stream.cached_info.config.max_msgs_per_subject or 0) < 1:
+        raise BadBucketError(f"stream KV_{bucket} is not a key-value bucket")
+    return KeyValue(js, bucket, stream)
 
 
 def kv_config(config: KeyValueConfig | None, kwargs: Mapping[str, Any]) -> KeyValueConfig:

@@ -22,13 +22,17 @@ a StreamInfo.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
+from .._timeout import Deadline, check_seconds
 from ..client import check_callback
-from ..errors import ConsumerNotFoundError, NatsError, TimeoutError
+from ..errors import ConsumerNotFoundError, NatsError, NoMessagesError, TimeoutError
+from ..errors import JetStreamTimeoutError as FetchTimeoutError
 from ..msg import Msg
 from ..subscription import MsgHandler
 from .consumer_config import ConsumerConfig, ConsumerInfo
+from .pull import MessageBatch
 from .push import OrderedSubscription, PushSubscription, subscribe_push
 from .stream_config import RawStreamMsg, StreamConfig, StreamInfo
 
@@ -45,18 +49,41 @@ class PullSubscription:
         self._owns = owns_consumer
 
     def fetch(self, batch: int = 1, timeout: float | None = 5.0, heartbeat: float | None = None) -> list[Msg]:
-        """Up to ``batch`` messages within ``timeout`` seconds.
+        """Up to ``batch`` messages: those available now, else the first to arrive
+        within ``timeout`` seconds with whatever came with it (as nats-py does: a
+        fetch never waits to fill the batch).
 
         Raises:
             TimeoutError: not even one message arrived (as nats-py does).
         """
-        wait = 5.0 if timeout is None else timeout
-        with self._consumer.fetch(batch, max_wait=wait, heartbeat=heartbeat) as result:
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"batch must be a positive int, got {batch!r}")
+        wait = 5.0 if timeout is None else check_seconds(timeout, "timeout")
+        assert wait is not None
+        deadline = Deadline(wait)
+        cons = self._consumer
+        msgs = self._take(cons.fetch_no_wait(batch, timeout=max(deadline.remaining() or 0.0, 1.0)))
+        if msgs:
+            return msgs
+        # Nothing pending: wait for the first message, then take what is there with it.
+        with cons.fetch(1, max_wait=max(deadline.remaining() or 0.0, 0.001), heartbeat=heartbeat) as result:
+            first = list(result)
+            error = result.error
+        if not first:
+            if error is not None and not isinstance(error, TimeoutError):
+                raise error
+            raise FetchTimeoutError(f"no messages from consumer {cons.name!r} within {wait} s")
+        if batch > 1:
+            first += self._take(cons.fetch_no_wait(batch - 1, timeout=max(deadline.remaining() or 0.0, 1.0)))
+        return first
+
+    @staticmethod
+    def _take(result: MessageBatch) -> list[Msg]:
+        with result:
             msgs = list(result)
-            if not msgs:
-                if result.error is not None:
-                    raise result.error
-                raise TimeoutError(f"no messages from consumer {self._consumer.name!r} within {wait} s")
+            error = result.error
+        if not msgs and error is not None and not isinstance(error, (NoMessagesError, TimeoutError)):
+            raise error
         return msgs
 
     def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
@@ -92,18 +119,21 @@ class NatsPyNames:
 
     def stream_info(self, name: str, subjects_filter: str | None = None,
                     timeout: float | None = None) -> StreamInfo:
-        """nats-py's name for :meth:`stream` ``(name).info()``: the stream's StreamInfo.
+        """A stream's info. Raises NotFoundError (StreamNotFoundError); a bad name is refused at once."""
+        from .context import check_name
 
-        Raises:
-            StreamNotFoundError: no such stream.
-        """
+        check_name(name, "stream")
         if subjects_filter:
             return _js(self).stream(name, timeout=timeout).info(subjects_filter=subjects_filter, timeout=timeout)
         return _js(self)._stream_info(name, timeout)
 
-    def streams_info(self, timeout: float | None = None) -> list[StreamInfo]:
-        """nats-py's name: the StreamInfo of every stream, as a list (see :meth:`list_streams`)."""
-        return list(_js(self).list_streams(timeout=timeout))
+    def streams_info(self, offset: int = 0, timeout: float | None = None) -> list[StreamInfo]:
+        """The info of every stream, from the ``offset``-th on."""
+        return list(_js(self).list_streams(timeout=timeout))[offset:]
+
+    def streams_info_iterator(self, offset: int = 0, timeout: float | None = None) -> Iterator[StreamInfo]:
+        """Like :meth:`streams_info`, as an iterator."""
+        return iter(self.streams_info(offset, timeout))
 
     def purge_stream(self, name: str, seq: int | None = None, subject: str | None = None,
                      keep: int | None = None, timeout: float | None = None) -> bool:
@@ -162,9 +192,10 @@ class NatsPyNames:
         """
         return _js(self)._consumer_info(stream, consumer, timeout)
 
-    def consumers_info(self, stream: str, timeout: float | None = None) -> list[ConsumerInfo]:
-        """nats-py's name: the ConsumerInfo of every consumer of ``stream``, as a list."""
-        return list(_js(self).list_consumers(stream, timeout=timeout))
+    def consumers_info(self, stream: str, offset: int | None = None, timeout: float | None = None
+                       ) -> list[ConsumerInfo]:
+        """The info of every consumer of ``stream``, from the ``offset``-th on."""
+        return list(_js(self).list_consumers(stream, timeout=timeout))[offset or 0:]
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -207,7 +238,7 @@ class NatsPyNames:
                     opts[key] = config_fields.pop(key)
             if headers_only:
                 opts["headers_only"] = True
-            return OrderedSubscription(_js(self).ordered_consumer(st, **opts), cb, None)
+            return OrderedSubscription(_js(self).ordered_consumer(st, **opts), cb, None, idle_heartbeat)
         return subscribe_push(_js(self), subject, queue, cb, durable, stream, config, manual_ack, idle_heartbeat,
                               flow_control, pending_msgs_limit, pending_bytes_limit, deliver_policy,
                               headers_only, inactive_threshold, **config_fields)
@@ -234,7 +265,10 @@ class NatsPyNames:
                 return PullSubscription(_js(self).consumer(st, durable), owns_consumer=False)
             except ConsumerNotFoundError:
                 pass
-        fields: dict[str, Any] = {"filter_subject": subject, **config_fields}
+        fields: dict[str, Any] = dict(config_fields)
+        # As nats-py: the subject filters the consumer unless the config lists filter_subjects.
+        if not (config is not None and config.filter_subjects) and subject and "filter_subjects" not in fields:
+            fields["filter_subject"] = subject
         if durable:
             fields["durable_name"] = durable
         if config is not None:
@@ -244,10 +278,37 @@ class NatsPyNames:
             cons = _js(self).create_consumer(st, **fields)
         return PullSubscription(cons, owns_consumer=not durable)
 
-    def pull_subscribe_bind(self, durable: str, stream: str, inbox_prefix: str | None = None
-                            ) -> PullSubscription:
-        """A pull subscription on an existing consumer."""
-        return PullSubscription(_js(self).consumer(stream, durable), owns_consumer=False)
+    def pull_subscribe_bind(self, consumer: str | None = None, stream: str | None = None,
+                            inbox_prefix: str | bytes | None = None, pending_msgs_limit: int | None = None,
+                            pending_bytes_limit: int | None = None, name: str | None = None,
+                            durable: str | None = None) -> PullSubscription:
+        """A pull subscription on an existing consumer (``durable=`` and ``name=`` are
+        nats-py's older names for ``consumer``).
+
+        Raises:
+            ValueError: no stream or no consumer named.
+            NotFoundError: no such consumer.
+        """
+        name = durable or name or consumer
+        if not stream:
+            raise ValueError("pull_subscribe_bind needs stream")
+        if not name:
+            raise ValueError("pull_subscribe_bind needs the consumer's name")
+        return PullSubscription(_js(self).consumer(stream, name), owns_consumer=False)
+
+    def subscribe_bind(self, stream: str, config: ConsumerConfig, consumer: str, cb: MsgHandler | None = None,
+                       manual_ack: bool = False, ordered_consumer: bool = False,
+                       pending_msgs_limit: int | None = None, pending_bytes_limit: int | None = None
+                       ) -> PushSubscription | OrderedSubscription:
+        """Subscribe to the deliver subject of an existing push consumer (nats-py's ``subscribe_bind``).
+
+        Raises:
+            TypeError: ``config`` has no ``deliver_subject`` (not a push consumer).
+        """
+        if config.deliver_subject is None:
+            raise TypeError("config.deliver_subject is required")
+        return subscribe_push(_js(self), "", config.deliver_group, cb, consumer, stream, config, manual_ack,
+                              None, False, pending_msgs_limit, pending_bytes_limit)
 
     # ------------------------------------------------------------------ publish
 

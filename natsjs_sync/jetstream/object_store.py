@@ -80,8 +80,10 @@ class ObjectMetaOptions(_Model, frozen=True, kw_only=True):
     max_chunk_size: int | None = None
 
 
-class ObjectMeta(_Model, frozen=True, kw_only=True):
+class ObjectMeta(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # msgspec allows it
     """What the user says about an object (``name`` is set by ``put`` when omitted).
+
+    Mutable, as nats-py's (``meta.description = ...``); not thread-safe to change while shared.
 
     Attributes:
         name: the object's name (any string).
@@ -98,8 +100,10 @@ class ObjectMeta(_Model, frozen=True, kw_only=True):
     options: ObjectMetaOptions | None = None
 
 
-class ObjectInfo(_Model, frozen=True, kw_only=True):
+class ObjectInfo(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # msgspec allows it
     """An object's metadata as stored in the bucket (JSON shared by all clients).
+
+    Mutable, as nats-py's: changing one changes nothing in the bucket (see ``update_meta``).
 
     ``nuid`` is empty for a link written by a client that gives links none (nats.js).
 
@@ -150,6 +154,8 @@ class ObjectStoreConfig(_Model, frozen=True, kw_only=True):
 
     Attributes:
         bucket: the store's name (letters, digits, ``-`` and ``_``); its stream is ``OBJ_<bucket>``.
+            May be left out when the bucket is named apart (nats-py's
+            ``create_object_store(bucket, config=...)``).
         description: free text.
         ttl: seconds an object is kept (0: for ever).
         max_bytes: the most bytes the store holds (-1: no limit).
@@ -160,7 +166,7 @@ class ObjectStoreConfig(_Model, frozen=True, kw_only=True):
         metadata: your own key-value strings kept with the store.
     """
 
-    bucket: str
+    bucket: str = ""
     description: str | None = None
     ttl: float = 0.0
     max_bytes: int = -1

@@ -40,6 +40,7 @@ from ..errors import (
     NoRespondersError,
     NoStreamResponseError,
     TimeoutError,
+    TooManyStalledMsgsError,
     jetstream_error,
 )
 from ..msg import Msg
@@ -452,8 +453,9 @@ class PublishWindow:
         self.empty = threading.Condition(mux.lock)
         self.stalled = 0
 
-    def publish(self, subject: str, payload: bytes, headers: HeadersInput | None) -> Future[PubAck]:
-        return self.mux.publish(self, subject, payload, headers)
+    def publish(self, subject: str, payload: bytes, headers: HeadersInput | None,
+                stall_wait: float | None = None) -> Future[PubAck]:
+        return self.mux.publish(self, subject, payload, headers, stall_wait)
 
     def wait_complete(self, deadline: Deadline) -> None:
         """Block until every publish of this window is settled (acknowledged, failed or expired)."""
@@ -508,7 +510,7 @@ class AckMux:
         return len(self._owner)
 
     def publish(self, window: PublishWindow, subject: str, payload: bytes,
-                headers: HeadersInput | None) -> Future[PubAck]:
+                headers: HeadersInput | None, stall_wait: float | None = None) -> Future[PubAck]:
         if self._closed:
             raise ConnectionClosedError("the connection is closed")
         token = str(next(self._tokens))
@@ -517,7 +519,7 @@ class AckMux:
             if self._route is None:
                 self._start()
             if len(window.pending) >= window.max_pending:
-                self._stall(window)
+                self._stall(window, window.stall_wait if stall_wait is None else stall_wait)
             # After any stall, and under the lock: the ack timeout starts now,
             # and deadlines enter the window in order.
             fut._deadline = deadline = time.monotonic() + window.ack_timeout
@@ -536,7 +538,7 @@ class AckMux:
             raise
         return fut
 
-    def _stall(self, window: PublishWindow) -> None:
+    def _stall(self, window: PublishWindow, stall_wait: float) -> None:
         """Lock held, window full: wait until it is down to the low-water mark.
 
         Resuming at a quarter of the window free, not at each single ack,
@@ -544,12 +546,12 @@ class AckMux:
         """
         window.stalled += 1
         try:
-            deadline = Deadline(window.stall_wait)
+            deadline = Deadline(stall_wait)
             while len(window.pending) > window.low_water and not self._closed:
                 remaining = deadline.remaining()
                 if remaining is not None and remaining <= 0:
-                    raise TimeoutError(
-                        f"{window.max_pending} async publishes waited {window.stall_wait} s for acks (stalled)")
+                    raise TooManyStalledMsgsError(
+                        f"{window.max_pending} async publishes waited {stall_wait} s for acks (stalled)")
                 window.room.wait(remaining)
         finally:
             window.stalled -= 1

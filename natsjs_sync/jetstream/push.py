@@ -172,7 +172,11 @@ def subscribe_push(
         if config is not None:
             # What the config sets wins over the defaults above; arguments win over both.
             unset = {k: v for k, v in fields.items() if getattr(config, k) in (None, False)}
-            cfg = config.replace(**{**unset, **config_fields})
+            # As nats-py: a deliver policy, heartbeat or threshold given as an argument wins too.
+            given: dict[str, Any] = {k: fields[k] for k in ("deliver_policy", "inactive_threshold", "idle_heartbeat")
+                     if k in fields}
+            merged: dict[str, Any] = {**unset, **given, **config_fields}
+            cfg = config.replace(**merged)
         else:
             cfg = ConsumerConfig(**fields)
         info = js.create_consumer(stream, cfg).cached_info
@@ -220,15 +224,17 @@ class OrderedSubscription:
     """
 
     def __init__(self, oc: OrderedConsumer, cb: Callable[[Msg], None] | None,
-                 error_cb: Callable[[Exception], None] | None):
+                 error_cb: Callable[[Exception], None] | None, idle_heartbeat: float | None = None):
         self._oc = oc
         self.subject = ", ".join(oc.filter_subjects) or ">"
         self._ctx: ConsumeContext | None = None
         self._it: MessagesContext | None = None
+        # idle_heartbeat: the server's heartbeats on each pull; when they stop, the
+        # consumer is re-created from the next stream sequence in the background.
         if cb is not None:
-            self._ctx = oc.consume(cb, error_cb=error_cb)
+            self._ctx = oc.consume(cb, error_cb=error_cb, heartbeat=idle_heartbeat)
         else:
-            self._it = oc.messages(error_cb=error_cb)
+            self._it = oc.messages(error_cb=error_cb, heartbeat=idle_heartbeat)
 
     def next_msg(self, timeout: TimeoutArg = 1.0) -> Msg:
         """The next message in stream order. Raises TimeoutError."""

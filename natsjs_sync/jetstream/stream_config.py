@@ -26,6 +26,30 @@ class _Model(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         """A copy with ``changes`` applied."""
         return msgspec.structs.replace(self, **changes)
 
+    # nats-py's names for the same operations (its api classes are dataclasses).
+
+    def evolve(self: _M, **changes: Any) -> _M:
+        """A copy with ``changes`` applied (nats-py's name for :meth:`replace`)."""
+        return msgspec.structs.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form sent to the server: fields left at their default are left out,
+        durations are nanoseconds (as nats-py's ``as_dict``)."""
+        from ._api import to_wire
+
+        return dict(to_wire(self))
+
+    @classmethod
+    def from_response(cls: type[_M], resp: dict[str, Any]) -> _M:
+        """Decode the server's JSON form (nats-py's name; durations in nanoseconds).
+
+        Raises:
+            InvalidResponseError: ``resp`` does not fit this class.
+        """
+        from ._api import from_wire
+
+        return from_wire(resp, cls)
+
 
 def _none_is_no_limit(model: msgspec.Struct, limits: dict[str, Any]) -> None:
     """``None`` for an optional limit means "no limit": store the value that says so on the wire."""

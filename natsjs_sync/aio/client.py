@@ -1,0 +1,287 @@
+"""nats-py's ``nats.aio.client``: :class:`Client` (imported as ``NATS``) with the two-step
+``nc = NATS()`` then ``nc.connect(...)``.
+
+:func:`natsjs_sync.connect` returns one of these too, so a program written
+either way gets the same object: the native :class:`natsjs_sync.Client` plus
+nats-py's names (``jsm()``, ``connected_server_version``, ``client_ip``,
+``force_reconnect()``, the status constants, URLs that answer ``.hostname`` and
+``.port``). Thread-safe, as the native client.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import ParseResult, urlparse
+
+from .._core import spi
+from .._core.connection import Connection
+from .._core.options import ConnectOptions
+from ..client import Client as _NativeClient
+from ..errors import NatsConnectionError, NatsError
+from ..msg import Msg
+from ..protocol.connection import ConnState
+from .subscription import DEFAULT_SUB_PENDING_BYTES_LIMIT, DEFAULT_SUB_PENDING_MSGS_LIMIT
+
+if TYPE_CHECKING:
+    from ..jetstream import JetStream
+
+__all__ = ["DEFAULT_SUB_PENDING_BYTES_LIMIT", "DEFAULT_SUB_PENDING_MSGS_LIMIT", "NATS", "URL", "Client",
+           "ServerVersion", "translate_options"]
+
+DEFAULT_PENDING_SIZE = 2 * 1024 * 1024
+DEFAULT_CONNECT_TIMEOUT = 2
+DEFAULT_RECONNECT_TIME_WAIT = 2
+DEFAULT_MAX_RECONNECT_ATTEMPTS = 60
+DEFAULT_PING_INTERVAL = 120
+DEFAULT_MAX_OUTSTANDING_PINGS = 2
+DEFAULT_MAX_PAYLOAD_SIZE = 1048576
+DEFAULT_DRAIN_TIMEOUT = 30
+DEFAULT_INBOX_PREFIX = b"_INBOX"
+DEFAULT_FLUSH_TIMEOUT = 10
+DEFAULT_MAX_FLUSHER_QUEUE_SIZE = 1024
+
+
+class URL(str):
+    """A server URL: a ``str`` that also answers :class:`urllib.parse.ParseResult`'s
+    attributes (``scheme``, ``netloc``, ``hostname``, ``port``, ``username``, ``path``),
+    as nats-py's ``connected_url`` and ``servers`` do."""
+
+    @property
+    def _parsed(self) -> ParseResult:
+        return urlparse(str(self))
+
+    @property
+    def scheme(self) -> str:
+        return self._parsed.scheme
+
+    @property
+    def netloc(self) -> str:
+        return self._parsed.netloc
+
+    @property
+    def hostname(self) -> str | None:
+        return self._parsed.hostname
+
+    @property
+    def port(self) -> int | None:
+        return self._parsed.port
+
+    @property
+    def username(self) -> str | None:
+        return self._parsed.username
+
+    @property
+    def password(self) -> str | None:
+        return self._parsed.password
+
+    @property
+    def path(self) -> str:
+        return self._parsed.path
+
+    def geturl(self) -> str:
+        return str(self)
+
+
+class ServerVersion:
+    """The connected server's version (``nc.connected_server_version``), as nats-py gives it."""
+
+    def __init__(self, server_version: str):
+        self._version = server_version
+        m = re.match(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+([0-9A-Za-z.-]+))?", server_version or "")
+        self._parts: tuple[int, int, int] = (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else (0, 0, 0)
+        self._prerelease = (m.group(4) or "") if m else ""
+        self._build = (m.group(5) or "") if m else ""
+
+    @property
+    def major(self) -> int:
+        return self._parts[0]
+
+    @property
+    def minor(self) -> int:
+        return self._parts[1]
+
+    @property
+    def patch(self) -> int:
+        return self._parts[2]
+
+    @property
+    def prerelease(self) -> str:
+        return self._prerelease
+
+    @property
+    def build(self) -> str:
+        return self._build
+
+    @property
+    def dev(self) -> str:
+        return self._prerelease
+
+    def __repr__(self) -> str:
+        return f"<nats server v{self._version}>"
+
+    def __str__(self) -> str:
+        return self._version
+
+
+def _credential_cb(user: Any, password: Any) -> Callable[[], tuple[str, str]]:
+    def user_info() -> tuple[str, str]:
+        return (user() if callable(user) else user or "", password() if callable(password) else password or "")
+
+    return user_info
+
+
+def translate_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """nats-py's ``connect()`` keywords -> the native ones (in place; returns ``kwargs``).
+
+    Raises:
+        TypeError: a keyword neither client knows.
+        ValueError: an option this client cannot honour (named in the message).
+    """
+    if "dont_randomize" in kwargs:
+        kwargs["no_randomize"] = bool(kwargs.pop("dont_randomize"))
+    # The flusher queue and the forced-flush wait bound nats-py's asyncio writer;
+    # here the write buffer is bounded by pending_size and writes by write_timeout.
+    kwargs.pop("flusher_queue_size", None)
+    flush_timeout = kwargs.pop("flush_timeout", None)
+    if flush_timeout is not None and "write_timeout" not in kwargs:
+        kwargs["write_timeout"] = flush_timeout
+    seed = kwargs.pop("nkeys_seed_str", None)
+    if seed is not None:
+        kwargs["nkeys_seed"] = seed
+    prefix = kwargs.get("inbox_prefix")
+    if isinstance(prefix, (bytes, bytearray)):
+        kwargs["inbox_prefix"] = bytes(prefix).decode()
+    if callable(kwargs.get("user")) or callable(kwargs.get("password")):
+        kwargs["user_info_cb"] = _credential_cb(kwargs.pop("user"), kwargs.pop("password", None))
+    if kwargs.pop("ws_connection_headers", None):
+        raise ValueError("ws_connection_headers is not supported by natsjs_sync")
+    if kwargs.pop("skip_subject_validation", False):
+        raise ValueError("skip_subject_validation is not supported: natsjs_sync always checks subjects")
+    handler = kwargs.pop("reconnect_to_server_handler", None)
+    if handler is not None:
+        raise ValueError("reconnect_to_server_handler is not supported by natsjs_sync")
+    return kwargs
+
+
+class Client(_NativeClient):
+    """nats-py's client class: ``nc = Client()`` then ``nc.connect(...)``.
+
+    Before :meth:`connect` (and after a failed one) the object answers its
+    properties (``is_connected`` is False, ``last_error`` tells why).
+    """
+
+    DISCONNECTED = 0
+    CONNECTED = 1
+    CLOSED = 2
+    RECONNECTING = 3
+    CONNECTING = 4
+    DRAINING_SUBS = 5
+    DRAINING_PUBS = 6
+
+    def __init__(self, options: ConnectOptions | None = None):
+        self._unstarted = options is None
+        super().__init__(options if options is not None else ConnectOptions.build("nats://127.0.0.1:4222"))
+
+    def connect(self, servers: str | Sequence[str] | None = None, **options: Any) -> None:
+        """Connect, with nats-py's arguments (``dont_randomize=``, ``flush_timeout=`` ...).
+
+        A failed first connect is reported to ``error_cb`` and kept in
+        :attr:`last_error` before it is raised.
+
+        Raises:
+            NoServersError, AuthorizationError, SecureConnRequiredError: as :func:`natsjs_sync.connect`.
+            TypeError, ValueError: a bad argument.
+        """
+        if not self._unstarted:
+            raise NatsConnectionError("this client has connected already")
+        opts = ConnectOptions.build(servers, **translate_options(options))
+        self._conn = Connection(opts)
+        self._options = opts
+        self.name = opts.name
+        spi.register(self, self._conn)
+        self._unstarted = False
+        self._start()
+
+    def _start(self) -> None:
+        """Connect the first time; a failure goes to ``error_cb`` and ``last_error`` first (nats-py)."""
+        try:
+            self._conn.start()
+        except NatsError as exc:
+            self._conn.last_error = exc
+            if self._options.error_cb is not None:
+                self._options.error_cb(exc)
+            raise
+
+    # ------------------------------------------------------------------ nats-py's names
+
+    @property
+    def is_closed(self) -> bool:
+        return not self._unstarted and super().is_closed
+
+    @property
+    def is_connecting(self) -> bool:
+        return not self._unstarted and self._conn.state is ConnState.CONNECTING and not self.is_connected
+
+    @property
+    def is_draining_pubs(self) -> bool:
+        return self._conn.state is ConnState.DRAINING_PUBS
+
+    @property
+    def connected_url(self) -> URL | None:
+        url = super().connected_url
+        return URL(url) if url is not None else None
+
+    @property
+    def servers(self) -> list[URL]:  # type: ignore[override]
+        return [URL(u) for u in super().servers]
+
+    @property
+    def discovered_servers(self) -> list[URL]:  # type: ignore[override]
+        return [URL(u) for u in super().discovered_servers]
+
+    @property
+    def connected_server_version(self) -> ServerVersion:
+        """The version of the server we are connected to."""
+        return ServerVersion(str(self._conn.info.get("version", "")))
+
+    @property
+    def client_ip(self) -> str | None:
+        """Our address as the server sees it."""
+        return self._conn.info.get("client_ip")
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The connect options in force, by name."""
+        return dict(vars(self._options))
+
+    def force_reconnect(self) -> None:
+        """Drop the connection and reconnect (to the next server of the pool)."""
+        conn = self._conn
+        transport = conn.transport
+        if transport is None or not conn.options.allow_reconnect or self.is_closed:
+            return
+        exc = NatsConnectionError("reconnect forced by the client")
+        exc.forced = True  # type: ignore[attr-defined]  # not reported to error_cb, as in nats-py
+        conn.connection_lost(exc, transport)
+
+    def jetstream(self, domain: str | None = None, api_prefix: str = "$JS.API", timeout: float = 5.0,
+                  publish_async_max_pending: int = 4000, publish_async_stall_wait: float = 5.0,
+                  publish_async_timeout: float | None = None,
+                  publish_async_error_cb: Callable[[Msg, Exception], object] | None = None,
+                  prefix: str | None = None) -> JetStream:
+        """A JetStream context (``prefix=`` is nats-py's name for ``api_prefix=``)."""
+        return super().jetstream(domain=domain, api_prefix=prefix or api_prefix, timeout=timeout,
+                                 publish_async_max_pending=publish_async_max_pending,
+                                 publish_async_stall_wait=publish_async_stall_wait,
+                                 publish_async_timeout=publish_async_timeout,
+                                 publish_async_error_cb=publish_async_error_cb)
+
+    def jsm(self, **opts: Any) -> JetStream:
+        """nats-py's JetStream manager: the same context as :meth:`jetstream`."""
+        return self.jetstream(**opts)
+
+
+#: nats-py's other name for the client class (``from nats.aio.client import Client as NATS``).
+NATS = Client
