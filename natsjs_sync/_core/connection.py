@@ -107,12 +107,15 @@ class Stats:
         return key in self._KEYS
 
     def keys(self) -> tuple[str, ...]:
+        """The counter names (nats-py's ``stats`` keys)."""
         return self._KEYS
 
     def items(self) -> list[tuple[str, int]]:
+        """``(name, value)`` of every counter, as nats-py's ``stats`` dict gives them."""
         return [(k, self[k]) for k in self._KEYS]
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The counter ``key``, or ``default`` when there is none of that name."""
         return self[key] if key in self._KEYS else default
 
 

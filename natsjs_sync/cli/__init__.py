@@ -84,15 +84,32 @@ def _async_error(err: Exception) -> None:
     _note(f"-- error: {err}")
 
 
-def reconnect_notices() -> dict[str, Any]:
+class _ReconnectNotices:
     """Connect options that show a lost and a regained connection as one line each
-    (not a line per failed attempt); other asynchronous errors get a line too."""
-    return dict(
-        disconnected_cb=lambda: _note("-- disconnected; reconnecting ..."),
-        reconnected_cb=lambda: _note("-- reconnected"),
-        error_cb=_async_error,
-        max_reconnect_attempts=-1,
-    )
+    (not a line per failed attempt); other asynchronous errors get a line too.
+
+    Closing a client reports a disconnect as well (as nats-py does): once
+    :attr:`client` is set, that one is not shown.
+    """
+
+    def __init__(self) -> None:
+        self.client: Client | None = None
+
+    def options(self) -> dict[str, Any]:
+        return dict(disconnected_cb=self._disconnected, reconnected_cb=lambda: _note("-- reconnected"),
+                    error_cb=_async_error, max_reconnect_attempts=-1)
+
+    def _disconnected(self) -> None:
+        if self.client is None or not self.client.is_closed:
+            _note("-- disconnected; reconnecting ...")
+
+
+@contextlib.contextmanager
+def _connect_with_notices(url: str) -> Iterator[Client]:
+    notices = _ReconnectNotices()
+    with connect(url, name="natsjs-cli", **notices.options()) as nc:
+        notices.client = nc
+        yield nc
 
 
 @contextlib.contextmanager
@@ -216,8 +233,7 @@ def print_msg(msg: Msg, label: str, raw: bool) -> None:
 
 
 def cmd_sub(args: argparse.Namespace) -> int:
-    with _server_url(args.server, embedded_ok=False) as url, \
-            connect(url, name="natsjs-cli", **reconnect_notices()) as nc:
+    with _server_url(args.server, embedded_ok=False) as url, _connect_with_notices(url) as nc:
         sub = nc.subscribe(args.subject, queue=args.queue)
         (_note if args.raw else _print)(f"listening on {args.subject}")
         received = 0
@@ -242,10 +258,13 @@ def client_for(args: argparse.Namespace, embedded_ok: bool = False, long_running
     ``long_running`` commands never give up reconnecting and show a lost and a
     regained connection as one line each on stderr.
     """
-    options = reconnect_notices() if long_running else {}
-    with _server_url(getattr(args, "server", None), embedded_ok) as url, \
-            connect(url, name="natsjs-cli", **options) as nc:
-        yield nc
+    with _server_url(getattr(args, "server", None), embedded_ok) as url:
+        if long_running:
+            with _connect_with_notices(url) as nc:
+                yield nc
+        else:
+            with connect(url, name="natsjs-cli") as nc:
+                yield nc
 
 
 def add_server_option(p: argparse.ArgumentParser) -> None:

@@ -71,8 +71,10 @@ async def main():
 
     nc2 = NATS()
     try:
+        # (nats-py keeps retrying a failed first connect with allow_reconnect=False:
+        # a bounded number of attempts is how a nats-py program gives up.)
         await nc2.connect(servers=["nats://127.0.0.1:1"], error_cb=failing_error_cb,
-                          allow_reconnect=False, connect_timeout=1, max_reconnect_attempts=0)
+                          connect_timeout=1, max_reconnect_attempts=1)
     except NoServersError:
         pass
     else:
