@@ -113,7 +113,8 @@ class Table:
         widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
         print(f"\n{title}")
         for j, line in enumerate(lines):
-            print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True))))
+            cells = enumerate(zip(line, widths, strict=True))
+            print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in cells))
             if j == 0:
                 print("  ".join("-" * w for w in widths))
 
@@ -219,7 +220,8 @@ def main() -> None:
                 lambda p: with_stream(url, n_js, lambda s, subj: p.rate("ordered", url, s, subj, n_js)))
         if want("kv"):
             bucket = _kv_bucket(url)
-            row("KV get (sequential)", lambda: ours_kvget(url, bucket, n_kv), lambda: theirs_kvget(url, bucket, n_kv),
+            row("KV get (sequential)", lambda: ours_kvget(url, bucket, n_kv),
+                lambda: theirs_kvget(url, bucket, n_kv),
                 lambda p: lambda: p.rate("kvget", url, bucket, n_kv), unit="ops/s")
     table.print(f"natsjs_sync and its peers, 2-core machine, median of {args.runs} runs "
                 f"({n_pub:,} publishes, {n_js:,} JetStream messages, {n_req:,} requests a run)")
