@@ -429,7 +429,9 @@ class Connection:
         return frame, size
 
     def append(self, frame: bytes, size: int, now: bool, deadline: Deadline | None = None) -> None:
-        """Buffer one encoded message; with ``now`` send it from this thread (within ``deadline``)."""
+        """Buffer one encoded message; with ``now`` send it from this thread, unless
+        another thread is sending (it takes these bytes along). ``deadline`` is
+        kept for the callers' signature; sending now never waits for a lock."""
         if self.machine.state is not ConnState.CONNECTED:
             self.ready()
         writer = self.writer
@@ -439,10 +441,18 @@ class Connection:
             writer.buffer += frame
             self.stats.out_msgs += 1
             self.stats.out_bytes += size
-            if not now and len(writer.buffer) <= FLUSH_THRESHOLD:
+            if now:
+                # Another thread is sending: it sends these bytes too before it
+                # lets go of the send lock, so there is nothing to wait for.
+                if not writer.claim_locked():
+                    return
+            elif len(writer.buffer) <= FLUSH_THRESHOLD:
                 writer.wake()
                 return
-        writer.send_now(deadline)
+        if now:
+            writer.send_held()
+        else:
+            writer.send_now()  # back-pressure: this publisher waits for the socket
 
     def publish(self, subject: str, payload: Any = b"", reply: str | None = None,
                 headers: HeadersInput | None = None) -> None:
@@ -619,7 +629,9 @@ class Connection:
             if self.machine.state is ConnState.CLOSED:
                 raise ConnectionClosedError("the connection is closed")
             self.writer.buffer += self.ledger.ping(waiter)
-        self.writer.send_now(deadline)
+            mine = self.writer.claim_locked()
+        if mine:
+            self.writer.send_held()
         t = deadline.remaining()
         if not waiter.wait(t):
             raise TimeoutError(f"flush: no PONG within {t} s")
