@@ -15,7 +15,8 @@ to ``max_callback_threads``).
 
 Locks: ``lock`` guards the state, the write buffer, the PING ledger, the
 registry's mutations and ``transport``; ``writer.send_lock`` keeps writes in
-buffer order and is taken *before* ``lock``. Nothing else is held while user
+buffer order and is taken *before* ``lock`` (under ``lock`` it is only
+ever tried without waiting). Nothing else is held while user
 code runs or while a socket call blocks, except ``send_lock`` around a write
 (bounded by the write timeout).
 """

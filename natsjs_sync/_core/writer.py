@@ -3,11 +3,12 @@
 Publishes append to :attr:`Writer.buffer` under the connection lock and ask
 for a flush; the flusher thread sends whatever gathered, so a loop of small
 publishes becomes a few large writes. Calls that wait for an answer
-(request, flush, respond) send from their own thread instead
-(:meth:`Writer.send_now`), so a lone request pays no thread hop. The send lock
-keeps the wire in buffer order; the transport's write deadline means a peer
-that stops reading costs the writer at most ``write_timeout`` before the
-connection is declared lost.
+(request, flush, respond) send from their own thread instead, so a lone
+request pays no thread hop; when another thread is sending at that moment
+they leave their bytes to it (:meth:`Writer.claim_locked`), so many threads
+requesting at once share writes. The send lock keeps the wire in buffer
+order; the transport's write deadline means a peer that stops reading costs
+the writer at most ``write_timeout`` before the connection is declared lost.
 """
 
 from __future__ import annotations
