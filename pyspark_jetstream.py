@@ -5,7 +5,16 @@ named ``pyspark_*`` that has a ``DefaultSource``; installing natsjs-sync with
 its ``spark`` extra is then enough for ``spark.read.format("jetstream")``.
 """
 
-from natsjs_sync.spark.datasource import JetStreamDataSource
+try:
+    from natsjs_sync.spark.datasource import JetStreamDataSource
+except ModuleNotFoundError as exc:
+    if exc.name is None or exc.name.split(".")[0] not in ("pyspark", "pyarrow", "py4j"):
+        raise
+    raise ModuleNotFoundError(
+        f"the 'jetstream' Spark data source needs PySpark ({exc.name} is missing): "
+        'install natsjs-sync with its spark extra, python -m pip install "natsjs-sync[spark]"',
+        name=exc.name,
+    ) from exc
 
 DefaultSource = JetStreamDataSource
 

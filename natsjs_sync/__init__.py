@@ -13,6 +13,7 @@ from ._timeout import USE_DEFAULT
 from ._version import __version__
 from .client import Client, Stats
 from .errors import (
+    ApiLevelNotSupportedError,
     AuthorizationError,
     BadHeaderError,
     BadSubjectError,
@@ -88,6 +89,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "USE_DEFAULT",
+    "ApiLevelNotSupportedError",
     "AuthorizationError",
     "BadHeaderError",
     "BadSubjectError",

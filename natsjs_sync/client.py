@@ -316,6 +316,7 @@ class Client:
         publish_async_max_pending: int = 4000,
         publish_async_stall_wait: float = 5.0,
         publish_async_timeout: float | None = None,
+        publish_async_error_cb: Callable[[Msg, Exception], object] | None = None,
     ) -> JetStream:
         """A JetStream context on this connection (cheap: it owns no thread or subscription).
 
@@ -329,13 +330,17 @@ class Client:
                 full window before it raises TimeoutError.
             publish_async_timeout: seconds an async publish waits for its PubAck
                 (default: ``timeout``).
+            publish_async_error_cb: ``cb(msg, exc)`` for every async publish of
+                this context that fails (refused, or no PubAck in time), on the
+                client's dispatcher; ``msg`` is what was published, to publish again.
         """
         from .jetstream import JetStream
 
         return JetStream(self, domain=domain, api_prefix=api_prefix, timeout=timeout,
                          publish_async_max_pending=publish_async_max_pending,
                          publish_async_stall_wait=publish_async_stall_wait,
-                         publish_async_timeout=publish_async_timeout)
+                         publish_async_timeout=publish_async_timeout,
+                         publish_async_error_cb=publish_async_error_cb)
 
     def __enter__(self) -> Client:
         return self

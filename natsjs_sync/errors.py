@@ -24,6 +24,7 @@
     └── JetStreamError                .code, .err_code, .description from the server
         ├── JetStreamNotEnabledError
         ├── FeatureNotSupportedError  the connected server is too old (raised before sending)
+        │   └── ApiLevelNotSupportedError  the answering server is below the API level asked for
         ├── InvalidResponseError      a reply this client cannot decode
         ├── StreamNotFoundError, ConsumerNotFoundError, StreamNameInUseError
         ├── MsgNotFoundError, NoMessagesError, NoStreamResponseError
@@ -198,6 +199,8 @@ class JetStreamError(NatsError):
         code: the HTTP-like status code (e.g. 404, 400, 503).
         err_code: the JetStream error code, stable across server versions.
         description: the server's text.
+        stream: the stream the failed call named, if any.
+        consumer: the consumer the failed call named, if any.
     """
 
     def __init__(
@@ -205,17 +208,30 @@ class JetStreamError(NatsError):
         description: str = "",
         code: int | None = None,
         err_code: int | None = None,
+        stream: str | None = None,
+        consumer: str | None = None,
     ):
         self.code = code
         self.err_code = err_code
         self.description = description
+        self.stream = stream
+        self.consumer = consumer
         super().__init__(self._render())
 
     def _render(self) -> str:
-        parts = [self.description or type(self).__name__]
+        text = self.description or type(self).__name__
+        stream, consumer = self.stream, self.consumer
+        # The server's "stream not found" names no stream: say which one.
+        if consumer and text.startswith("consumer not found"):
+            text = f"consumer {consumer!r}" + (f" of stream {stream!r}" if stream else "") + text[8:]
+            stream = consumer = None
+        elif stream and text.startswith("stream not found"):
+            text = f"stream {stream!r}" + text[6:]
+            stream = None
+        where = [f"{kind} {name!r}" for kind, name in (("stream", stream), ("consumer", consumer)) if name]
         if self.code is not None or self.err_code is not None:
-            parts.append(f"(code={self.code}, err_code={self.err_code})")
-        return " ".join(parts)
+            where.append(f"code={self.code}, err_code={self.err_code}")
+        return f"{text} ({', '.join(where)})" if where else text
 
 
 class JetStreamNotEnabledError(JetStreamError):
@@ -237,6 +253,19 @@ class FeatureNotSupportedError(JetStreamError):
         self.server_version = server_version
         super().__init__(f"{feature} needs nats-server {required} or newer; the connected server is "
                          f"{server_version or 'of an unknown version'}")
+
+
+class ApiLevelNotSupportedError(FeatureNotSupportedError):
+    """The server that answered an API request is below the JetStream API level
+    it needs (ADR-44: ``Nats-Required-Api-Level``), e.g. an older server in a
+    cluster under a rolling upgrade. Nothing was changed."""
+
+    def __init__(self, description: str = "", code: int | None = None, err_code: int | None = None,
+                 stream: str | None = None, consumer: str | None = None):
+        JetStreamError.__init__(self, description, code=code, err_code=err_code, stream=stream, consumer=consumer)
+        self.feature = "the requested JetStream API level"
+        self.required = ""
+        self.server_version = ""
 
 
 class InvalidResponseError(JetStreamError):
@@ -367,10 +396,16 @@ JS_ERR_CODES: dict[int, type[JetStreamError]] = {
     10200: BatchPublishError,  # JSAtomicPublishInvalidBatchCommitErr
     10201: BatchPublishError,  # JSAtomicPublishContainsDuplicateMessageErr
     10204: ConsumerInvalidResetError,  # JSConsumerInvalidResetErr
+    10185: ApiLevelNotSupportedError,  # JSRequiredApiLevelErr
+    10205: BatchPublishError,  # JSBatchPublishDisabledErr (fast batch)
+    10206: BatchPublishError,  # JSBatchPublishInvalidPatternErr
+    10207: BatchPublishError,  # JSBatchPublishInvalidBatchIDErr
+    10208: BatchPublishError,  # JSBatchPublishUnknownBatchIDErr
 }
 
 
-def jetstream_error(code: int | None, err_code: int | None, description: str) -> JetStreamError:
-    """Build the most specific :class:`JetStreamError` for a server error."""
+def jetstream_error(code: int | None, err_code: int | None, description: str, stream: str | None = None,
+                    consumer: str | None = None) -> JetStreamError:
+    """Build the most specific :class:`JetStreamError` for a server error about ``stream``/``consumer``."""
     cls = JS_ERR_CODES.get(err_code or 0, JetStreamError)
-    return cls(description, code=code, err_code=err_code)
+    return cls(description, code=code, err_code=err_code, stream=stream, consumer=consumer)

@@ -99,22 +99,35 @@ def test_object_commands_with_progress(capsys: pytest.CaptureFixture[str], nats_
     assert code == 1 and ("not found" in err or "deleted" in err)
 
 
-def test_reply_and_req(capsys: pytest.CaptureFixture[str], nats_server: NatsServer) -> None:
+def test_reply_and_req(monkeypatch: pytest.MonkeyPatch, nats_server: NatsServer) -> None:
     import natsjs_sync
+    from natsjs_sync import cli
 
-    t = threading.Thread(target=main, args=(["reply", "svc.echo", "--count", "1", "--timeout", "10",
+    # The replier prints "answering requests on ..." once its subscription is
+    # flushed to the server: wait for that line instead of retrying requests.
+    ready = threading.Event()
+    printed: list[str] = []
+    real_print = cli._print
+
+    def spy(*args: object) -> None:
+        line = " ".join(map(str, args))
+        printed.append(line)
+        if line.startswith("answering requests on svc.echo"):
+            ready.set()
+        real_print(*args)
+
+    monkeypatch.setattr(cli, "_print", spy)
+    t = threading.Thread(target=main, args=(["reply", "svc.echo", "--count", "1", "--timeout", "30",
                                              "--server", nats_server.url],))
     t.start()
-    with natsjs_sync.connect(nats_server.url) as nc:
-        for _ in range(100):  # bounded: until the replier has subscribed
-            try:
-                reply = nc.request("svc.echo", b"hi", timeout=0.2)
-                break
-            except (natsjs_sync.NoRespondersError, natsjs_sync.TimeoutError):
-                continue
-        assert reply.data == b"hi"
-    t.join(10)
+    try:
+        assert ready.wait(30), printed
+        with natsjs_sync.connect(nats_server.url) as nc:
+            assert nc.request("svc.echo", b"hi", timeout=10).data == b"hi"
+    finally:
+        t.join(30)
     assert not t.is_alive()
+    assert any(line.startswith("[#1] answered a request on svc.echo") for line in printed)
 
 
 def test_bench_with_chart(capsys: pytest.CaptureFixture[str], nats_server: NatsServer, tmp_path: Path) -> None:

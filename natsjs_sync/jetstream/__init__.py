@@ -15,7 +15,8 @@ from .consumer_config import (
 )
 from .context import AccountInfo, APIStats, JetStream, Tier
 from .counter import Counter, CounterEntry
-from .kv import Entry, KeyValue, KeyValueConfig, KeyValueOp, KeyValueStatus, KeyWatcher
+from .fastbatch import BatchGap, FastBatchPublisher, FastPubAck
+from .kv import Entry, KeyLister, KeyValue, KeyValueConfig, KeyValueOp, KeyValueStatus, KeyWatcher
 from .message import MsgMetadata, SequencePair
 from .nats_py import PullSubscription
 from .object_store import (
@@ -36,6 +37,7 @@ from .push import OrderedSubscription, PushConsumeContext, PushConsumer, PushSub
 from .stream import Stream
 from .stream_config import (
     DiscardPolicy,
+    ExternalStream,
     PersistMode,
     Placement,
     RawStreamMsg,
@@ -55,6 +57,7 @@ __all__ = [
     "APIStats",
     "AccountInfo",
     "AckPolicy",
+    "BatchGap",
     "BatchPublisher",
     "ConsumeContext",
     "Consumer",
@@ -67,7 +70,11 @@ __all__ = [
     "DeliverPolicy",
     "DiscardPolicy",
     "Entry",
+    "ExternalStream",
+    "FastBatchPublisher",
+    "FastPubAck",
     "JetStream",
+    "KeyLister",
     "KeyValue",
     "KeyValueConfig",
     "KeyValueOp",

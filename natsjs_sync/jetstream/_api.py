@@ -81,6 +81,33 @@ def _ns_to_secs(v: Any) -> Any:
     return v
 
 
+#: API subjects (after the prefix) whose tokens name a stream, then maybe a
+#: consumer: how many leading tokens to skip, and whether a consumer follows.
+_NAMED_CALLS: dict[tuple[str, ...], bool] = {
+    ("STREAM", "CREATE"): False, ("STREAM", "UPDATE"): False, ("STREAM", "DELETE"): False,
+    ("STREAM", "INFO"): False, ("STREAM", "PURGE"): False, ("STREAM", "MSG", "GET"): False,
+    ("STREAM", "MSG", "DELETE"): False, ("STREAM", "PEER", "REMOVE"): False,
+    ("STREAM", "LEADER", "STEPDOWN"): False, ("DIRECT", "GET"): False,
+    ("CONSUMER", "LIST"): False, ("CONSUMER", "NAMES"): False,
+    ("CONSUMER", "CREATE"): True, ("CONSUMER", "DURABLE", "CREATE"): True, ("CONSUMER", "INFO"): True,
+    ("CONSUMER", "DELETE"): True, ("CONSUMER", "PAUSE"): True, ("CONSUMER", "UNPIN"): True,
+    ("CONSUMER", "RESET"): True, ("CONSUMER", "LEADER", "STEPDOWN"): True,
+}
+
+
+def api_objects(suffix: str) -> tuple[str | None, str | None]:
+    """The stream and consumer an API call names: ``"CONSUMER.INFO.S.c"`` -> ``("S", "c")``."""
+    tokens = suffix.split(".")
+    for size in (3, 2):
+        head = tuple(tokens[:size])
+        if head in _NAMED_CALLS:
+            rest = tokens[size:]
+            stream = rest[0] if rest else None
+            consumer = rest[1] if _NAMED_CALLS[head] and len(rest) > 1 else None
+            return stream, consumer
+    return None, None
+
+
 def rfc3339(t: datetime.datetime) -> str:
     """UTC time for the server; a naive datetime is taken as local time (as Python does)."""
     return t.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
@@ -194,7 +221,8 @@ class JetStreamAPI:
         """The one deadline of a call: its ``timeout`` (default: the context's)."""
         return timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, self.timeout)
 
-    def request(self, suffix: str, body: Any = None, timeout: TimeoutArg = USE_DEFAULT) -> dict[str, Any]:
+    def request(self, suffix: str, body: Any = None, timeout: TimeoutArg = USE_DEFAULT,
+                headers: dict[str, str] | None = None) -> dict[str, Any]:
         """Send one API request and return the decoded response.
 
         Raises:
@@ -205,15 +233,16 @@ class JetStreamAPI:
         deadline = self.deadline(timeout)
         payload = body if isinstance(body, (bytes, bytearray)) else encode(body)
         try:
-            msg = self.core.request(self.subject(suffix), payload, deadline)
+            msg = self.core.request(self.subject(suffix), payload, deadline, headers)
         except NoRespondersError:
             raise JetStreamNotEnabledError(
                 f"JetStream is not enabled (no responder on {self.subject(suffix)})", code=503
             ) from None
-        return self.check(msg.data)
+        return self.check(msg.data, suffix)
 
     @staticmethod
-    def check(data: bytes) -> dict[str, Any]:
+    def check(data: bytes, suffix: str = "") -> dict[str, Any]:
+        """The decoded response to the API call ``suffix``; its error as an exception naming the call's objects."""
         try:
             resp = _decode(data)
         except msgspec.DecodeError as exc:
@@ -222,12 +251,13 @@ class JetStreamAPI:
             raise InvalidResponseError(f"invalid JetStream API response: {data[:100]!r}")
         err = resp.get("error")
         if err:
-            raise jetstream_error(err.get("code"), err.get("err_code"), err.get("description", ""))
+            stream, consumer = api_objects(suffix)
+            raise jetstream_error(err.get("code"), err.get("err_code"), err.get("description", ""), stream, consumer)
         return resp
 
     def request_typed(self, suffix: str, body: Any, type_: type[T],
-                      timeout: TimeoutArg = USE_DEFAULT) -> T:
-        return from_wire(self.request(suffix, body, timeout), type_)
+                      timeout: TimeoutArg = USE_DEFAULT, headers: dict[str, str] | None = None) -> T:
+        return from_wire(self.request(suffix, body, timeout, headers), type_)
 
     def paged(self, suffix: str, key: str, body: dict[str, Any] | None = None,
               timeout: TimeoutArg = USE_DEFAULT) -> Iterator[Any]:

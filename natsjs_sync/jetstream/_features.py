@@ -165,6 +165,25 @@ def consumer_config_features(cfg: Any) -> list[str]:
     return keys
 
 
+#: ADR-44: the header with which an API request asks the answering server for a minimum API level.
+REQUIRED_API_LEVEL = "Nats-Required-Api-Level"
+
+
+def level_headers(info: dict[str, Any], keys: Iterable[str]) -> dict[str, str] | None:
+    """Headers that make the *answering* server refuse an API request it cannot honour.
+
+    The client checks the connected server's version itself (:func:`require`),
+    but in a cluster another server may answer (the stream's leader, the meta
+    leader), and during a rolling upgrade it may be older. Servers of 2.12+
+    honour ``Nats-Required-Api-Level`` and answer "minimum api level required"
+    instead of dropping a setting they do not know.
+    """
+    level = max((FEATURES[k].api_level for k in keys), default=0)
+    if level < 1 or not supports(info, "required_api_level"):
+        return None
+    return {REQUIRED_API_LEVEL: str(level)}
+
+
 def require_all(info: dict[str, Any], keys: Iterable[str]) -> None:
     """:func:`require` for an iterable of keys."""
     require(info, *keys)

@@ -3,6 +3,7 @@
 ``js.create_stream(name=..., subjects=[...])`` takes the fields of
 :class:`StreamConfig` as keywords; these TypedDicts let mypy and IDEs check
 their names and types (a test keeps them equal to the structs' fields).
+``None`` for a limit (``max_bytes``, ``max_age``, ``ttl`` ...) means no limit.
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ class StreamConfigFields(TypedDict, total=False):
     description: str | None
     subjects: list[str] | None
     retention: str
-    max_consumers: int
-    max_msgs: int
-    max_bytes: int
+    max_consumers: int | None
+    max_msgs: int | None
+    max_bytes: int | None
     discard: str
     discard_new_per_subject: bool
-    max_age: float
-    max_msgs_per_subject: int
-    max_msg_size: int
+    max_age: float | None
+    max_msgs_per_subject: int | None
+    max_msg_size: int | None
     storage: str
     num_replicas: int
     no_ack: bool
@@ -100,10 +101,10 @@ class KeyValueConfigFields(TypedDict, total=False):
     """The fields of :class:`~natsjs_sync.jetstream.KeyValueConfig` as keyword arguments."""
     bucket: str
     description: str | None
-    max_value_size: int
+    max_value_size: int | None
     history: int
-    ttl: float
-    max_bytes: int
+    ttl: float | None
+    max_bytes: int | None
     storage: str
     replicas: int
     placement: Placement | None
@@ -112,7 +113,7 @@ class KeyValueConfigFields(TypedDict, total=False):
     sources: list[StreamSource] | None
     compression: bool
     metadata: dict[str, str] | None
-    limit_marker_ttl: float
+    limit_marker_ttl: float | None
     direct: bool
 
 
@@ -120,8 +121,8 @@ class ObjectStoreConfigFields(TypedDict, total=False):
     """The fields of :class:`~natsjs_sync.jetstream.ObjectStoreConfig` as keyword arguments."""
     bucket: str
     description: str | None
-    ttl: float
-    max_bytes: int
+    ttl: float | None
+    max_bytes: int | None
     storage: str
     replicas: int
     placement: Placement | None

@@ -37,6 +37,18 @@ MAX_BATCH_MESSAGES = 1000
 _MAX_ID_LENGTH = 64
 
 
+def batch_id_or_new(batch_id: str | None, forbidden: str = " \t\r\n") -> str:
+    """``batch_id`` checked (1 to 64 characters, none of ``forbidden``), or a new unique one."""
+    if batch_id is None:
+        return next_nuid()
+    if not isinstance(batch_id, str) or not batch_id or len(batch_id) > _MAX_ID_LENGTH \
+            or any(c in batch_id for c in forbidden):
+        shown = ", ".join(repr(c) for c in forbidden if not c.isspace())
+        raise ValueError(f"batch_id must be 1 to {_MAX_ID_LENGTH} characters without whitespace"
+                         f"{' or ' + shown if shown else ''}, got {batch_id!r}")
+    return batch_id
+
+
 class BatchPublisher:
     """One atomic batch. Not thread-safe: add and commit from one thread.
 
@@ -46,14 +58,8 @@ class BatchPublisher:
     """
 
     def __init__(self, js: JetStream, batch_id: str | None, timeout: TimeoutArg):
-        if batch_id is None:
-            batch_id = next_nuid()
-        if not isinstance(batch_id, str) or not batch_id or len(batch_id) > _MAX_ID_LENGTH \
-                or any(c in batch_id for c in " \t\r\n"):
-            raise ValueError(f"batch_id must be 1 to {_MAX_ID_LENGTH} characters without whitespace, "
-                             f"got {batch_id!r}")
         self._js = js
-        self.batch_id = batch_id
+        self.batch_id = batch_id_or_new(batch_id)
         self._timeout = timeout
         self._seq = 0
         self._last_subject: str | None = None

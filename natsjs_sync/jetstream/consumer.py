@@ -54,13 +54,11 @@ class Consumer:
     # ------------------------------------------------------------------ one-shot
 
     def _fetch(self, batch: int, max_bytes: int | None, max_wait: float | None, no_wait: bool,
-               heartbeat: float | None, group: str | None, **priority: Any) -> MessageBatch:
+               heartbeat: float | None, prio: Priority | None) -> MessageBatch:
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError(f"batch must be an int >= 1, got {batch!r}")
         if heartbeat is not None and (max_wait is None or heartbeat * 2 > max_wait):
             raise ValueError("heartbeat must be at most half of max_wait")
-        if group is not None:
-            self._js._require(*Priority(group, priority=priority.get("priority")).features())
         core = self._core
         inbox = core.new_inbox()
         sub = core.subscribe_internal(inbox)
@@ -70,9 +68,11 @@ class Consumer:
             no_wait=no_wait,
             max_bytes=max_bytes,
             heartbeat=heartbeat,
-            group=group,
-            pin_id=self._pin_id if group is not None else None,
-            **priority,
+            group=prio.group if prio is not None else None,
+            min_pending=prio.min_pending if prio is not None else None,
+            min_ack_pending=prio.min_ack_pending if prio is not None else None,
+            priority=prio.priority if prio is not None else None,
+            pin_id=self._pin_id if prio is not None else None,
         )
         try:
             core.publish_now(self._next_subject, body, reply=inbox)
@@ -80,7 +80,7 @@ class Consumer:
             sub.unsubscribe()
             raise
         return MessageBatch(sub, batch, max_bytes, max_wait, heartbeat,
-                            pin_cb=self._remember_pin if group is not None else None)
+                            pin_cb=self._remember_pin if prio is not None else None)
 
     def _remember_pin(self, msg: Msg) -> None:
         h = msg.headers
@@ -101,35 +101,49 @@ class Consumer:
             heartbeat: idle heartbeat interval; two missed end the batch with
                 :class:`~natsjs_sync.NoHeartbeatError` in :attr:`MessageBatch.error`.
             group, min_pending, min_ack_pending, priority: priority-group options
-                for consumers with a priority policy.
+                for consumers with a ``priority_policy`` (server 2.11+, ``priority`` 2.12+).
+
+        Raises:
+            FeatureNotSupportedError: a priority option the server cannot honour.
+            ValueError: a bad option, or a priority option without ``group`` (nothing sent).
         """
         wait = resolve(max_wait, DEFAULT_FETCH_WAIT)
-        return self._fetch(batch, None, wait, False, heartbeat, group,
-                           min_pending=min_pending, min_ack_pending=min_ack_pending, priority=priority)
+        prio = self._priority(group, min_pending, min_ack_pending, priority)
+        return self._fetch(batch, None, wait, False, heartbeat, prio)
 
-    def fetch_bytes(self, max_bytes: int, max_wait: TimeoutArg = USE_DEFAULT,
-                    heartbeat: float | None = None) -> MessageBatch:
-        """Ask for messages adding up to at most ``max_bytes`` bytes."""
+    def fetch_bytes(self, max_bytes: int, max_wait: TimeoutArg = USE_DEFAULT, heartbeat: float | None = None,
+                    group: str | None = None, min_pending: int | None = None,
+                    min_ack_pending: int | None = None, priority: int | None = None) -> MessageBatch:
+        """Ask for messages adding up to at most ``max_bytes`` bytes; the other
+        options are those of :meth:`fetch`."""
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
             raise ValueError(f"max_bytes must be an int >= 1, got {max_bytes!r}")
         wait = resolve(max_wait, DEFAULT_FETCH_WAIT)
-        return self._fetch(1_000_000, max_bytes, wait, False, heartbeat, None)
+        prio = self._priority(group, min_pending, min_ack_pending, priority)
+        return self._fetch(1_000_000, max_bytes, wait, False, heartbeat, prio)
 
-    def fetch_no_wait(self, batch: int, timeout: TimeoutArg = USE_DEFAULT) -> MessageBatch:
+    def fetch_no_wait(self, batch: int, timeout: TimeoutArg = USE_DEFAULT, group: str | None = None,
+                      min_pending: int | None = None, min_ack_pending: int | None = None,
+                      priority: int | None = None) -> MessageBatch:
         """Only what is available now, up to ``batch`` (no waiting for new messages).
 
-        ``timeout`` bounds the round trip (default: the context's).
+        ``timeout`` bounds the round trip (default: the context's); the priority
+        options are those of :meth:`fetch`.
         """
-        return self._fetch(batch, None, resolve(timeout, self._js.timeout), True, None, None)
+        prio = self._priority(group, min_pending, min_ack_pending, priority)
+        return self._fetch(batch, None, resolve(timeout, self._js.timeout), True, None, prio)
 
-    def next(self, timeout: TimeoutArg = USE_DEFAULT, heartbeat: float | None = None) -> Msg:
-        """The next message.
+    def next(self, timeout: TimeoutArg = USE_DEFAULT, heartbeat: float | None = None, group: str | None = None,
+             min_pending: int | None = None, min_ack_pending: int | None = None,
+             priority: int | None = None) -> Msg:
+        """The next message; the priority options are those of :meth:`fetch`.
 
         Raises:
             TimeoutError: none within ``timeout`` seconds (default 30; ``None``: wait for ever).
         """
         wait = resolve(timeout, DEFAULT_FETCH_WAIT)
-        with self.fetch(1, max_wait=wait, heartbeat=heartbeat) as b:
+        with self.fetch(1, max_wait=wait, heartbeat=heartbeat, group=group, min_pending=min_pending,
+                        min_ack_pending=min_ack_pending, priority=priority) as b:
             for msg in b:
                 return msg
             if b.error is not None:
@@ -142,7 +156,8 @@ class Consumer:
                  heartbeat: float | None = None, threshold_messages: int | None = None,
                  threshold_bytes: int | None = None, error_cb: ErrorHandler | None = None,
                  group: str | None = None, min_pending: int | None = None, min_ack_pending: int | None = None,
-                 priority: int | None = None) -> MessagesContext:
+                 priority: int | None = None, stop_after: int | None = None,
+                 err_on_missing_heartbeat: bool = True) -> MessagesContext:
         """Iterate messages as they come, pulling more in the background of the loop.
 
         ``with cons.messages() as it: for msg in it: ...``. Missed heartbeats
@@ -157,6 +172,11 @@ class Consumer:
             heartbeat: idle heartbeat interval (default: half of ``expires``, at most 30 s).
             group, min_pending, min_ack_pending, priority: priority-group options
                 (consumers with a ``priority_policy``; server 2.11+, ``priority`` 2.12+).
+            stop_after: end the iteration after this many messages (never asking
+                the server for more than that).
+            err_on_missing_heartbeat: ``False``: missed heartbeats only go to
+                ``error_cb`` (the requests are sent again either way), the
+                iteration just waits on.
 
         Raises:
             FeatureNotSupportedError: a priority option the server cannot honour.
@@ -164,24 +184,28 @@ class Consumer:
         check_callback(error_cb, "error_cb")
         return MessagesContext(self, self._core, max_messages, max_bytes, expires, heartbeat, threshold_messages,
                                threshold_bytes, error_cb=error_cb,
-                               priority=self._priority(group, min_pending, min_ack_pending, priority))
+                               priority=self._priority(group, min_pending, min_ack_pending, priority),
+                               stop_after=stop_after, err_on_missing_heartbeat=err_on_missing_heartbeat)
 
     def consume(self, handler: Callable[[Msg], None], max_messages: int | None = None, max_bytes: int | None = None,
                 expires: float = 30.0, heartbeat: float | None = None, threshold_messages: int | None = None,
                 threshold_bytes: int | None = None, error_cb: ErrorHandler | None = None,
                 group: str | None = None, min_pending: int | None = None, min_ack_pending: int | None = None,
-                priority: int | None = None) -> ConsumeContext:
+                priority: int | None = None, stop_after: int | None = None) -> ConsumeContext:
         """Call ``handler(msg)`` for each message, in order, on the client's dispatcher; returns a ConsumeContext.
 
-        Takes the options of :meth:`messages`. Exceptions from the handler and
-        pull problems (missed heartbeats, the consumer deleted, a priority group
-        the consumer does not have) go to ``error_cb`` (default: the client's error_cb).
+        Takes the options of :meth:`messages`; with ``stop_after`` the context
+        stops itself after that many handler calls (``ctx.closed`` is set).
+        Exceptions from the handler and pull problems (missed heartbeats, the
+        consumer deleted, a priority group the consumer does not have) go to
+        ``error_cb`` (default: the client's error_cb).
         """
         check_callback(handler, "handler")
         check_callback(error_cb, "error_cb")
         it = MessagesContext(self, self._core, max_messages, max_bytes, expires, heartbeat, threshold_messages,
                              threshold_bytes, error_cb=error_cb, handler=handler, name=f"consume-{self.name}",
-                             priority=self._priority(group, min_pending, min_ack_pending, priority))
+                             priority=self._priority(group, min_pending, min_ack_pending, priority),
+                             stop_after=stop_after)
         return ConsumeContext(it)
 
     def _priority(self, group: str | None, min_pending: int | None, min_ack_pending: int | None,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._backoff import Backoff
+from .._core.options import check_callback
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import BadSubjectError, BucketNotFoundError, StreamNotFoundError, TimeoutError
 from ..protocol.headers import HeadersInput
@@ -18,6 +19,7 @@ from .batch import BatchPublisher
 from .consumer import Consumer
 from .consumer_config import ConsumerConfig, ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
 from .counter import Counter
+from .fastbatch import FastBatchPublisher
 from .kv import KeyValue, KeyValueConfig, KeyValueStatus, create_key_value, kv_config, open_key_value
 from .nats_py import NatsPyNames
 from .object_store import (
@@ -31,12 +33,13 @@ from .object_store import (
 from .publish import RETRY_BACKOFF, PubAck, PublishWindow, ack_mux, publish_headers, publish_sync
 from .push import PushConsumer
 from .stream import Stream
-from .stream_config import StreamConfig, StreamInfo, _Open
+from .stream_config import StreamConfig, StreamInfo, _Open, sources_on_the_wire
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ..client import Client
+    from ..msg import Msg
     from ._fields import ConsumerConfigFields, KeyValueConfigFields, ObjectStoreConfigFields, StreamConfigFields
     from .ordered import OrderedConsumer
 
@@ -116,13 +119,18 @@ class JetStream(NatsPyNames):
 
     def __init__(self, nc: Client, domain: str | None = None, api_prefix: str = DEFAULT_API_PREFIX,
                  timeout: float = DEFAULT_TIMEOUT, publish_async_max_pending: int = 4000,
-                 publish_async_stall_wait: float = 5.0, publish_async_timeout: float | None = None):
+                 publish_async_stall_wait: float = 5.0, publish_async_timeout: float | None = None,
+                 publish_async_error_cb: Callable[[Msg, Exception], object] | None = None):
         """Args:
             publish_async_timeout: seconds an async publish waits for its PubAck
                 before its future fails (default: ``timeout``).
+            publish_async_error_cb: ``cb(msg, exc)`` for each failed async publish,
+                on the client's dispatcher (nats.go's ``WithPublishAsyncErrHandler``).
         """
         if publish_async_timeout is not None and publish_async_timeout <= 0:
             raise ValueError("publish_async_timeout must be > 0")
+        check_callback(publish_async_error_cb, "publish_async_error_cb")
+        self._async_error_cb = publish_async_error_cb
         self.nc = nc
         self._api = JetStreamAPI(nc, api_prefix, domain, timeout)
         self._core = self._api.core
@@ -170,16 +178,22 @@ class JetStream(NatsPyNames):
             raise KeyError(f"unknown feature {feature!r}; known: {', '.join(sorted(_features.FEATURES))}")
         return _features.supports(self.nc.server_info, feature)
 
-    def _require(self, *features: str) -> None:
-        if features:
-            _features.require(self.nc.server_info, *features)
+    def _require(self, *features: str) -> dict[str, str] | None:
+        """Refuse ``features`` the connected server lacks; the headers that make
+        an API request carrying them refused by an older *answering* server."""
+        if not features:
+            return None
+        info = self.nc.server_info
+        _features.require(info, *features)
+        return _features.level_headers(info, features)
 
     # ------------------------------------------------------------------ streams
 
     def _stream_request(self, action: str, cfg: StreamConfig, timeout: TimeoutArg) -> Stream:
         check_name(cfg.name, "stream")
-        self._require(*_features.stream_config_features(cfg))
-        info = self._api.request_typed(f"STREAM.{action}.{cfg.name}", cfg, StreamInfo, timeout)
+        level = self._require(*_features.stream_config_features(cfg))
+        cfg = sources_on_the_wire(cfg)
+        info = self._api.request_typed(f"STREAM.{action}.{cfg.name}", cfg, StreamInfo, timeout, level)
         return Stream(self, info)
 
     def create_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
@@ -245,7 +259,7 @@ class JetStream(NatsPyNames):
         name = cfg.name or cfg.durable_name
         if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
             raise ValueError("name and durable_name differ")
-        self._require(*_features.consumer_config_features(cfg))
+        level = self._require(*_features.consumer_config_features(cfg))
         if name:
             check_name(name, "consumer")
             suffix = f"CONSUMER.CREATE.{stream}.{name}"
@@ -261,7 +275,7 @@ class JetStream(NatsPyNames):
         if action:
             body["action"] = action
         # ``body`` is on the wire already (durations in ns): encode it as it is.
-        info = from_wire(self._api.request(suffix, encode_json(body), timeout), ConsumerInfo)
+        info = from_wire(self._api.request(suffix, encode_json(body), timeout, level), ConsumerInfo)
         return Consumer(self, info)
 
     def create_consumer(self, stream: str, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
@@ -352,9 +366,10 @@ class JetStream(NatsPyNames):
         check_name(name, "consumer")
         if not isinstance(until, datetime.datetime):
             raise TypeError(f"until must be a datetime, got {type(until).__name__}")
-        self._require("consumer_pause")
+        level = self._require("consumer_pause")
         body = {"pause_until": rfc3339(until)}
-        return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout), ConsumerPauseResponse)
+        return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout, level),
+                         ConsumerPauseResponse)
 
     def resume_consumer(self, stream: str, name: str, timeout: TimeoutArg = USE_DEFAULT) -> ConsumerPauseResponse:
         """Resume a paused consumer (server 2.11+).
@@ -365,8 +380,9 @@ class JetStream(NatsPyNames):
         """
         check_name(stream, "stream")
         check_name(name, "consumer")
-        self._require("consumer_pause")
-        return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout), ConsumerPauseResponse)
+        level = self._require("consumer_pause")
+        return from_wire(self._api.request(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout, level),
+                         ConsumerPauseResponse)
 
     def unpin_consumer(self, stream: str, name: str, group: str, timeout: TimeoutArg = USE_DEFAULT) -> None:
         """Release the pinned client of a priority group (server 2.11+).
@@ -379,8 +395,8 @@ class JetStream(NatsPyNames):
         check_name(name, "consumer")
         if not isinstance(group, str) or not group:
             raise ValueError(f"group must be a non-empty str, got {group!r}")
-        self._require("consumer_unpin")
-        self._api.request(f"CONSUMER.UNPIN.{stream}.{name}", {"group": group}, timeout)
+        level = self._require("consumer_unpin")
+        self._api.request(f"CONSUMER.UNPIN.{stream}.{name}", {"group": group}, timeout, level)
 
     def reset_consumer(self, stream: str, name: str, seq: int | None = None,
                        timeout: TimeoutArg = USE_DEFAULT) -> ConsumerResetResponse:
@@ -399,9 +415,10 @@ class JetStream(NatsPyNames):
         check_name(name, "consumer")
         if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
             raise ValueError(f"seq must be a stream sequence >= 1, got {seq!r}")
-        self._require("consumer_reset")
+        level = self._require("consumer_reset")
         body = {"seq": seq} if seq is not None else {}
-        return from_wire(self._api.request(f"CONSUMER.RESET.{stream}.{name}", body, timeout), ConsumerResetResponse)
+        return from_wire(self._api.request(f"CONSUMER.RESET.{stream}.{name}", body, timeout, level),
+                         ConsumerResetResponse)
 
     def ordered_consumer(self, stream: str, **kwargs: Any) -> OrderedConsumer:
         """An ordered consumer (ADR-17): every message once, in order, no acks, self-healing."""
@@ -605,7 +622,10 @@ class JetStream(NatsPyNames):
             # The common case stays as short as it was: pipelined publishing is per-message work.
             hdrs = publish_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
                                    expected_last_msg_id)
-            return self._async.publish(subject, payload, hdrs)
+            fut = self._async.publish(subject, payload, hdrs)
+            if self._async_error_cb is not None:
+                fut.add_done_callback(self._report_async_failure)
+            return fut
         features: list[str] = []
         hdrs = publish_headers(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
@@ -614,7 +634,17 @@ class JetStream(NatsPyNames):
             schedule_target=schedule_target, schedule_source=schedule_source, schedule_ttl=schedule_ttl,
             schedule_time_zone=schedule_time_zone, schedule_rollup=schedule_rollup, features=features)
         self._require(*features)
-        return self._async.publish(subject, payload, hdrs)
+        fut = self._async.publish(subject, payload, hdrs)
+        if self._async_error_cb is not None:
+            fut.add_done_callback(self._report_async_failure)
+        return fut
+
+    def _report_async_failure(self, fut: Future[PubAck]) -> None:
+        """Dispatcher: hand a failed async publish to ``publish_async_error_cb``."""
+        exc = fut.exception(0)
+        cb = self._async_error_cb
+        if exc is not None and cb is not None and isinstance(exc, Exception):
+            cb(fut.msg, exc)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ counters and batches
 
@@ -642,6 +672,35 @@ class JetStream(NatsPyNames):
         """
         self._require("atomic_batch")
         return BatchPublisher(self, batch_id, timeout)
+
+    def fast_batch(self, batch_id: str | None = None, *, flow: int = 100, max_outstanding_acks: int = 2,
+                   gap: Literal["fail", "ok"] = "fail", timeout: TimeoutArg = USE_DEFAULT) -> FastBatchPublisher:
+        """A fast-ingest batch publish (ADR-50, server 2.14+, streams with ``allow_batched``).
+
+        Messages stream in without a PubAck each; the stream acknowledges every
+        few messages and sets the pace. Not atomic: what was stored stays
+        stored if the batch ends early.
+
+        ``with js.fast_batch() as batch: for m in rows: batch.add("s", m)``
+        (leaving the block commits it), or ``ack = batch.commit(...)``.
+
+        Args:
+            flow: acknowledge at most every ``flow`` messages (the server may ask for acks more often).
+            max_outstanding_acks: how many flow acks may be outstanding before
+                :meth:`~FastBatchPublisher.add` waits (1 to 3; 2 keeps the stream busy).
+            gap: ``"fail"``: a lost message or a failed check ends the batch, so
+                what is stored has no gaps; ``"ok"``: the batch goes on, and
+                :attr:`~FastBatchPublisher.gaps` / :attr:`~FastBatchPublisher.errors` report it.
+            timeout: the default longest wait of each call (seconds).
+
+        Raises:
+            FeatureNotSupportedError: the server is older than 2.14.
+            ValueError: a bad option (nothing sent).
+        """
+        publisher = FastBatchPublisher(self, batch_id=batch_id, flow=flow, max_outstanding_acks=max_outstanding_acks,
+                                       gap=gap, timeout=timeout)
+        self._require("fast_batch")
+        return publisher
 
     def publish_async_complete(self, timeout: TimeoutArg = 10.0) -> None:
         """Wait until every async publish of this context is settled: acknowledged, or failed.

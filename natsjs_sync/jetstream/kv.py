@@ -17,13 +17,14 @@ from __future__ import annotations
 import datetime
 import enum
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
+    BadSubscriptionError,
     BucketExistsError,
     InvalidKeyError,
     KeyDeletedError,
@@ -37,7 +38,7 @@ from ..msg import Msg
 from ..protocol.headers import Headers
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .message import parse_metadata
-from .stream_config import Placement, RePublish, StreamConfig, StreamSource, SubjectTransform, _Model
+from .stream_config import Placement, RePublish, StreamConfig, StreamSource, SubjectTransform, _Model, _none_is_no_limit
 from .watcher import Watcher
 
 if TYPE_CHECKING:
@@ -96,6 +97,9 @@ class KeyValueConfig(_Model, frozen=True, kw_only=True):
     metadata: dict[str, str] | None = None
     limit_marker_ttl: float = 0.0
     direct: bool = True  # nats-py's name; buckets always allow direct get
+
+    def __post_init__(self) -> None:
+        _none_is_no_limit(self, {"max_value_size": -1, "ttl": 0.0, "max_bytes": -1, "limit_marker_ttl": 0.0})
 
     def stream_config(self) -> StreamConfig:
         """The stream that holds this bucket (what other clients make too)."""
@@ -320,8 +324,13 @@ class KeyValue:
 
     def _publish(self, key: str, value: bytes | bytearray | memoryview, headers: dict[str, str] | None,
                  last: int | None, timeout: TimeoutArg) -> int:
-        ack = self._js.publish(self._put_pre + validate_key(key), bytes(value), headers=headers,
-                               expected_last_subject_seq=last, timeout=timeout)
+        subject = self._put_pre + validate_key(key)
+        try:
+            ack = self._js.publish(subject, bytes(value), headers=headers, expected_last_subject_seq=last,
+                                   timeout=timeout)
+        except WrongLastSequenceError as exc:
+            raise WrongLastSequenceError(f"key {key!r} in bucket {self.bucket!r}: {exc.description}",
+                                         code=exc.code, err_code=exc.err_code) from None
         return ack.seq
 
     def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: TimeoutArg = USE_DEFAULT) -> int:
@@ -422,6 +431,17 @@ class KeyValue:
         return [e.key for e in self._initial(*(fs or [">"]), meta_only=True, ignore_deletes=True,
                                               timeout=timeout)]
 
+    def list_keys(self, *patterns: str, filters: Sequence[str] | None = None,
+                  timeout: TimeoutArg = 30.0) -> KeyLister:
+        """Keys with a value, streamed as the server sends them (nats.go's ``ListKeys``).
+
+        Unlike :meth:`keys` nothing is collected in memory: iterate the lister,
+        and :meth:`KeyLister.stop` (or leaving a ``with`` block) ends it early.
+        ``timeout`` bounds each wait for the next key.
+        """
+        fs = list(patterns) + list(filters or [])
+        return KeyLister(self.watch(*(fs or [">"]), meta_only=True, ignore_deletes=True), timeout)
+
     def history(self, key: str, timeout: TimeoutArg = 30.0) -> list[Entry]:
         """Every stored revision of ``key``, oldest first. Raises KeyNotFoundError."""
         entries = self._initial(key, include_history=True, timeout=timeout)
@@ -495,6 +515,41 @@ class KeyWatcher(Watcher[Entry]):
 # old clients discarded old; the server adds metadata of its own (ADR-44).
 _DEFINING = ("subjects", "max_msgs_per_subject", "max_bytes", "max_age", "max_msg_size", "storage", "num_replicas",
              "compression", "republish", "subject_delete_marker_ttl", "allow_rollup_hdrs", "description")
+
+
+class KeyLister:
+    """The keys of a bucket, one at a time, from :meth:`KeyValue.list_keys`.
+
+    Iterate it once; the iteration ends after the last key present when it
+    began. :meth:`stop` ends it early from any thread.
+    """
+
+    def __init__(self, watcher: KeyWatcher, timeout: TimeoutArg):
+        self._watcher = watcher
+        self._timeout = timeout
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            while True:
+                try:
+                    entry = self._watcher.next(self._timeout)
+                except BadSubscriptionError:
+                    return
+                if entry is None:
+                    return
+                yield entry.key
+        finally:
+            self._watcher.stop()
+
+    def stop(self) -> None:
+        """End the listing (deletes its server-side consumer)."""
+        self._watcher.stop()
+
+    def __enter__(self) -> KeyLister:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def _same_bucket(have: StreamConfig, want: StreamConfig) -> bool:

@@ -37,7 +37,7 @@ from ..errors import (
 from ..protocol.nuid import next_nuid
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .publish import PubAck, PublishPipeline
-from .stream_config import Placement, StreamConfig, _Model
+from .stream_config import Placement, StreamConfig, _Model, _none_is_no_limit
 from .watcher import Watcher
 
 if TYPE_CHECKING:
@@ -115,6 +115,9 @@ class ObjectStoreConfig(_Model, frozen=True, kw_only=True):
     placement: Placement | None = None
     compression: bool = False
     metadata: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        _none_is_no_limit(self, {"ttl": 0.0, "max_bytes": -1})
 
     def stream_config(self) -> StreamConfig:
         validate_bucket(self.bucket)

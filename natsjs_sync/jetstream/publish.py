@@ -43,7 +43,7 @@ from ..errors import (
     jetstream_error,
 )
 from ..msg import Msg
-from ..protocol.headers import STATUS_NO_RESPONDERS, Headers, HeadersInput
+from ..protocol.headers import STATUS_NO_RESPONDERS, Headers, HeadersInput, encode_headers
 from .stream_config import _Model
 
 if TYPE_CHECKING:
@@ -401,6 +401,16 @@ class _PubFuture(Future):  # type: ignore[type-arg]
         self._wait_done(timeout)
         return super().exception(timeout=0)
 
+    @property
+    def msg(self) -> Msg:
+        """The message this future publishes (subject, data, headers), e.g. to
+        publish it again after a failure (nats.go's ``PubAckFuture.Msg``)."""
+        if self._retry is None:
+            return Msg(self._subject)
+        payload, headers, _ = self._retry
+        raw = encode_headers(headers) if headers else None
+        return Msg(self._subject, hdr=raw, data=bytes(payload))
+
     def add_done_callback(self, fn: Callable[[Future[PubAck]], object]) -> None:
         """``fn(future)`` runs on the client's dispatcher once the future is done
         (never on the thread that received the ack)."""
@@ -510,9 +520,8 @@ class AckMux:
             if self._expiry is None or deadline < self._expiry_at:
                 self._arm(deadline)
             reply = self._prefix_b + token.encode()
-            if window.retry_attempts:
-                fut._retry = (payload, headers, reply)
-                fut._retries = window.retry_attempts
+            fut._retry = (payload, headers, reply)  # kept for retries and for fut.msg
+            fut._retries = window.retry_attempts
         try:
             self._core.publish_with_reply(subject, payload, reply, headers)
         except BaseException:

@@ -111,6 +111,15 @@ def status_of(msg: Msg) -> Status:
     return classify(msg.raw_headers, msg.reply)
 
 
+def counted_size(msg: Msg) -> int:
+    """A message's size as the server counts it against a pull request's
+    ``max_bytes``: subject, reply, headers and payload (as nats.go counts it);
+    the payload alone would leave the client thinking bytes are still owed
+    after the server ended the request."""
+    hdr = msg.raw_headers
+    return len(msg.subject) + len(msg.reply or "") + (len(hdr) if hdr else 0) + len(msg.data)
+
+
 @dataclass(frozen=True)
 class Priority:
     """Priority-group options of pull requests (consumers with a ``priority_policy``)."""
@@ -186,7 +195,7 @@ class MessageBatch:
         yield from self._stream()
 
     def _stream(self) -> Iterator[Msg]:
-        size = sum(len(m.data) for m in self._received)
+        size = sum(map(counted_size, self._received))
         last_activity = time.monotonic()
         try:
             while len(self._received) < self._batch and not self._done:
@@ -212,7 +221,7 @@ class MessageBatch:
                     if self._pin_cb is not None:
                         self._pin_cb(msg)
                     self._received.append(msg)
-                    size += len(msg.data)
+                    size += counted_size(msg)
                     yield msg
                     if self._max_bytes and size >= self._max_bytes:
                         return
@@ -307,6 +316,8 @@ class MessagesContext:
         handler: Callable[[Msg], None] | None = None,
         name: str = "messages",
         priority: Priority | None = None,
+        stop_after: int | None = None,
+        err_on_missing_heartbeat: bool = True,
     ):
         exp = check_seconds(expires, "expires")
         if exp is None or exp < 0.001:
@@ -315,7 +326,8 @@ class MessagesContext:
             heartbeat = min(30.0, exp / 2) if exp >= 2 else None
         elif check_seconds(heartbeat, "heartbeat") is None or heartbeat >= exp:
             raise ValueError("heartbeat must be shorter than expires")
-        self._acct = PullAccounting(max_messages, max_bytes, threshold_messages, threshold_bytes)
+        self._acct = PullAccounting(max_messages, max_bytes, threshold_messages, threshold_bytes, stop_after)
+        self._raise_missed = bool(err_on_missing_heartbeat)
         self._priority = priority
         self._pin_id: str | None = None  # a pinned client's id, sent back with every pull request
         self._consumer = consumer
@@ -448,7 +460,7 @@ class MessagesContext:
         self._last_activity = time.monotonic()
         st = status_of(msg)
         if st is MESSAGE:
-            self._acct.delivered(len(msg.data))
+            self._acct.delivered(counted_size(msg) if self._acct.max_bytes else 0)
             self._failures = 0
             if self._priority is not None:
                 hdrs = msg.headers
@@ -460,6 +472,7 @@ class MessagesContext:
                     if verdict == "gap":
                         self._needs_reset = True
                     return None
+            self._acct.handed()
             return msg
         self._on_status(st, msg.reply)
         return None
@@ -558,6 +571,8 @@ class MessagesContext:
                 self.stop()
                 raise
             if out is not None:
+                if self._acct.finished:
+                    self.stop()  # stop_after reached: this was the last message
                 return out
 
     def _reset_now(self, deadline: Deadline) -> Subscription:
@@ -574,7 +589,7 @@ class MessagesContext:
             self.stop()
             raise BadSubscriptionError("the messages iterator is drained") from None
         missed = self._check_heartbeat_iter()
-        if missed is not None:
+        if missed is not None and self._raise_missed:
             raise missed from None
         if deadline is not None and deadline.expired():
             raise TimeoutError("no message in time") from None
@@ -697,6 +712,9 @@ class MessagesContext:
                             self._handler(out)  # type: ignore[misc]
                         except Exception as exc:  # a handler's bug must not stop consumption
                             self._report(exc)
+                    if self._acct.finished:
+                        self.stop()  # stop_after reached
+                        return
             if self._needs_reset:
                 self._needs_reset = False
                 self._reset()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .consumer import Consumer
     from .context import JetStream
     from .ordered import OrderedConsumer
+    from .push import PushConsumer
 
 _EOB = 204  # end of a batched direct get
 
@@ -153,9 +154,11 @@ class Stream:
         msg = api.core.request(subject, payload, api.deadline(timeout))
         status = msg.status
         if status == 404:
-            raise MsgNotFoundError(f"no message found in {self.name!r} for {body or subject_suffix}", code=404)
+            raise MsgNotFoundError(f"no message found in stream {self.name!r} for {body or subject_suffix}",
+                                   code=404)
         if status is not None and status >= 400:
-            raise JetStreamError(msg.description or f"direct get failed with {status}", code=status)
+            raise JetStreamError(msg.description or f"direct get failed with {status}", code=status,
+                                 stream=self.name)
         return _raw_from_direct(msg, self.name)
 
     def get_msg(self, seq: int, timeout: TimeoutArg = USE_DEFAULT) -> RawStreamMsg:
@@ -234,7 +237,8 @@ class Stream:
                 if status == 404:
                     return
                 if status is not None and status >= 400:
-                    raise JetStreamError(msg.description or f"direct get failed with {status}", code=status)
+                    raise JetStreamError(msg.description or f"direct get failed with {status}", code=status,
+                                 stream=self.name)
                 yield _raw_from_direct(msg, self.name)
         finally:
             sub.unsubscribe()
@@ -288,6 +292,26 @@ class Stream:
     def consumer_names(self, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[str]:
         """The name of every consumer of this stream (one ``timeout`` for all pages)."""
         return self._js.consumer_names(self.name, timeout)
+
+    def create_push_consumer(self, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
+                             **kwargs: Unpack[ConsumerConfigFields]) -> PushConsumer:
+        """Create a push consumer on this stream (its config needs a ``deliver_subject``);
+        see :meth:`JetStream.create_push_consumer`."""
+        return self._js.create_push_consumer(self.name, config, timeout, **kwargs)
+
+    def update_push_consumer(self, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
+                             **kwargs: Unpack[ConsumerConfigFields]) -> PushConsumer:
+        """Change an existing push consumer of this stream. Raises ConsumerNotFoundError."""
+        return self._js.update_push_consumer(self.name, config, timeout, **kwargs)
+
+    def create_or_update_push_consumer(self, config: ConsumerConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
+                                       **kwargs: Unpack[ConsumerConfigFields]) -> PushConsumer:
+        """Create the push consumer, or update it when it exists."""
+        return self._js.create_or_update_push_consumer(self.name, config, timeout, **kwargs)
+
+    def push_consumer(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> PushConsumer:
+        """A handle on an existing push consumer of this stream. Raises ConsumerNotFoundError."""
+        return self._js.push_consumer(self.name, name, timeout)
 
     def ordered_consumer(self, **kwargs: Any) -> OrderedConsumer:
         """An ordered consumer of this stream (see :meth:`JetStream.ordered_consumer`)."""

@@ -27,6 +27,13 @@ class _Model(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return msgspec.structs.replace(self, **changes)
 
 
+def _none_is_no_limit(model: msgspec.Struct, limits: dict[str, Any]) -> None:
+    """``None`` for an optional limit means "no limit": store the value that says so on the wire."""
+    for field, unlimited in limits.items():
+        if getattr(model, field) is None:
+            msgspec.structs.force_setattr(model, field, unlimited)
+
+
 class _Open(_Model, frozen=True, kw_only=True):
     """A model that keeps the JSON fields it does not know (see the module docstring)."""
 
@@ -73,6 +80,10 @@ class RePublish(_Open, frozen=True, kw_only=True):
 
 
 class ExternalStream(_Open, frozen=True, kw_only=True):
+    """Where a mirror or source reads from another account or domain: that
+    JetStream's API prefix (``$JS.<domain>.API``) and, for a push-based
+    source, its delivery prefix."""
+
     api: str
     deliver: str | None = None
 
@@ -93,8 +104,29 @@ class StreamSource(_Open, frozen=True, kw_only=True):
     filter_subject: str | None = None
     subject_transforms: list[SubjectTransform] | None = None
     external: ExternalStream | None = None
+    #: Another JetStream domain to read from; sent as ``external`` with its API prefix.
     domain: str | None = None
     consumer: StreamConsumerSource | None = None
+
+
+def _source_on_the_wire(src: StreamSource) -> StreamSource:
+    # The server knows no "domain" in a source: it is the API prefix of another
+    # JetStream domain, sent as ``external`` (what nats.go sends).
+    if not src.domain:
+        return src if src.domain is None else src.replace(domain=None)
+    if src.external is not None:
+        raise ValueError(f"source {src.name!r} sets both domain and external: give one")
+    return src.replace(domain=None, external=ExternalStream(api=f"$JS.{src.domain}.API"))
+
+
+def sources_on_the_wire(cfg: StreamConfig) -> StreamConfig:
+    """``cfg`` with each mirror/source ``domain`` turned into its ``external`` API prefix."""
+    if not (cfg.mirror is not None and cfg.mirror.domain is not None) \
+            and not any(s.domain is not None for s in cfg.sources or ()):
+        return cfg
+    mirror = _source_on_the_wire(cfg.mirror) if cfg.mirror is not None else None
+    sources = [_source_on_the_wire(s) for s in cfg.sources] if cfg.sources is not None else None
+    return cfg.replace(mirror=mirror, sources=sources)
 
 
 class StreamConsumerLimits(_Open, frozen=True, kw_only=True):
@@ -155,6 +187,16 @@ class StreamConfig(_Open, frozen=True, kw_only=True):
     persist_mode: str | None = None
     allow_batched: bool = False
     template_owner: str | None = None
+
+    def __post_init__(self) -> None:
+        _none_is_no_limit(self, _STREAM_LIMITS)
+
+
+#: The limits of a stream that may be given as ``None`` (no limit).
+_STREAM_LIMITS: dict[str, Any] = {
+    "max_consumers": -1, "max_msgs": -1, "max_bytes": -1, "max_age": 0.0, "max_msgs_per_subject": -1,
+    "max_msg_size": -1,
+}
 
 
 class LostStreamData(_Open, frozen=True, kw_only=True):

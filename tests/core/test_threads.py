@@ -61,7 +61,13 @@ def test_many_threads_publish_request_and_subscribe_on_one_client(shared_server:
         received = Counter(iter_sub.next_msg(timeout=5).data for _ in range(total))
         expected = Counter(f"{p}:{i}".encode() for p in range(PUBLISHERS) for i in range(PER_PUBLISHER))
         assert received == expected
-        assert cb_done.wait(10)
+        # The callback may lag far behind on a loaded machine: wait while it
+        # makes progress (bounded), fail only when it stalls.
+        for _ in range(60):
+            before = handled[0]
+            if cb_done.wait(5) or handled[0] == before:
+                break
+        assert cb_done.is_set(), f"callback stalled at {handled[0]} of {total}"
         assert cb_counts == expected
         assert iter_sub.pending_msgs == 0
         assert not failures

@@ -449,3 +449,44 @@ def test_repeated_header_values_survive_publish_options(js: JetStream, stream: S
     ack = js.publish_async(f"{stream.name}.h", b"y", headers={"X-List": ["a", "b"]}, msg_id="m-2").result(10)
     stored = stream.get_msg(ack.seq).headers
     assert stored is not None and stored.get_all("X-List") == ["a", "b"]
+
+
+# ---------------------------------------------------------------------- ADR-44: required API level
+
+
+def test_level_headers_ask_for_the_highest_level_of_the_features_used() -> None:
+    new = {"version": "2.14.0"}
+    assert _features.level_headers(new, []) is None
+    assert _features.level_headers(new, ["msg_ttl"]) == {"Nats-Required-Api-Level": "1"}
+    assert _features.level_headers(new, ["msg_ttl", "consumer_reset", "counters"]) == {
+        "Nats-Required-Api-Level": "4"}
+    # Servers before 2.12 do not know the header: never sent to them.
+    assert _features.level_headers({"version": "2.11.4"}, ["msg_ttl"]) is None
+
+
+def test_api_requests_using_newer_features_carry_the_required_level(nc: nats.Client, js: JetStream) -> None:
+    if not js.supports("required_api_level"):
+        pytest.skip(f"Nats-Required-Api-Level needs nats-server 2.12, this one is {js.server_version}")
+    name = _name()
+    with nats.connect(nc.connected_url) as monitor:
+        seen = monitor.subscribe("$JS.API.STREAM.CREATE.*")
+        monitor.flush()
+        js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory", allow_msg_ttl=True)
+        js.create_stream(name=name + "P", subjects=[f"{name}P.>"], storage="memory")
+        requests = {}
+        for _ in range(20):  # bounded: other tests may create streams on this server meanwhile
+            msg = seen.next_msg(timeout=5)
+            requests[msg.subject.rsplit(".", 1)[1]] = msg
+            if name in requests and name + "P" in requests:
+                break
+        with_ttl, plain = requests[name], requests[name + "P"]
+    try:
+        assert with_ttl.headers is not None and with_ttl.headers.get("Nats-Required-Api-Level") == "1"
+        assert not plain.headers or plain.headers.get("Nats-Required-Api-Level") is None
+        # A server below the level asked for refuses, and the error says so.
+        with pytest.raises(nats.ApiLevelNotSupportedError) as info:
+            js._api.request(f"STREAM.INFO.{name}", None, headers={"Nats-Required-Api-Level": "999"})
+        assert isinstance(info.value, FeatureNotSupportedError) and info.value.err_code == 10185
+    finally:
+        js.delete_stream(name)
+        js.delete_stream(name + "P")

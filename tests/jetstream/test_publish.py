@@ -86,6 +86,30 @@ def test_publish_async_errors_land_in_the_future(js: JetStream, stream: Stream) 
         nostream.result(timeout=5)
 
 
+def test_a_context_wide_error_callback_hears_every_failed_async_publish(nc: nats.Client, stream: Stream) -> None:
+    failures: list[tuple[nats.Msg, Exception]] = []
+    done = threading.Event()
+
+    def on_error(msg: nats.Msg, exc: Exception) -> None:
+        failures.append((msg, exc))
+        done.set()
+
+    js = nc.jetstream(publish_async_error_cb=on_error)
+    ok = js.publish_async(f"{stream.name}.a", b"fine", headers={"k": "v"})
+    bad = js.publish_async(f"{stream.name}.a", b"refused", headers={"k": "w"}, expected_last_seq=999)
+    js.publish_async_complete(timeout=10)
+    assert ok.result(0).seq == 1
+    assert isinstance(bad.exception(0), nats.WrongLastSequenceError)
+    assert done.wait(10), "the error callback was not called"
+    [(msg, exc)] = failures
+    assert isinstance(exc, nats.WrongLastSequenceError)
+    # The message comes back as it was published, ready to publish again.
+    assert (msg.subject, msg.data, msg.headers and msg.headers.get("k")) == (f"{stream.name}.a", b"refused", "w")
+    assert ok.msg.data == b"fine"  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        nc.jetstream(publish_async_error_cb="not callable")  # type: ignore[arg-type]
+
+
 def test_publish_async_futures_wait_for_their_own_ack(js: JetStream, stream: Stream, nc: nats.Client) -> None:
     """A thread blocked in result() on one publish sees neither a premature
     TimeoutError nor another publish's ack while 500 others settle first; the

@@ -271,6 +271,27 @@ def test_priority_group_overflow_and_pinning(js: JetStream, stream: Stream) -> N
 
 
 @pytest.mark.server("2.11")
+def test_next_fetch_bytes_and_fetch_no_wait_speak_priority_groups(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 6)
+    stream.create_consumer(durable_name="OV", priority_policy="overflow", priority_groups=["jobs"])
+    cons = js.consumer(stream.name, "OV")
+    assert cons.next(timeout=5, group="jobs").data == b"0"
+    got = list(cons.fetch_bytes(10_000, max_wait=2, group="jobs", min_pending=1))
+    assert [m.data for m in got] == [b"1", b"2", b"3", b"4", b"5"]
+    for m in got:
+        m.ack()
+    # Overflow: with min_pending above what is pending the request gets nothing.
+    _fill(js, f"{stream.name}.a", 2)
+    assert list(cons.fetch_no_wait(5, group="jobs", min_pending=100)) == []
+    assert len(list(cons.fetch_no_wait(5, group="jobs"))) == 2
+    # Without a group the server refuses the pull, and next() says why.
+    with pytest.raises(nats.JetStreamError, match=r"(?i)priority group"):
+        cons.next(timeout=5)
+    with pytest.raises(ValueError, match="need a group"):
+        cons.next(timeout=1, min_pending=1)
+
+
+@pytest.mark.server("2.11")
 def test_messages_and_consume_speak_priority_groups(js: JetStream, stream: Stream) -> None:
     stream.create_consumer(durable_name="PG", priority_policy="pinned_client", priority_groups=["g"],
                            priority_timeout=30.0, ack_policy="explicit")
@@ -315,3 +336,23 @@ def test_consumer_handle_pauses_and_resumes(js: JetStream, stream: Stream) -> No
     assert cons.info().paused
     cons.resume()
     assert not cons.info().paused
+
+
+def test_stop_after_ends_messages_and_consume_without_asking_for_more(js: JetStream, stream: Stream) -> None:
+    _fill(js, f"{stream.name}.a", 20)
+    cons = stream.create_consumer(durable_name="SA", ack_policy="explicit")
+    with cons.messages(max_messages=4, stop_after=5) as it:
+        got = [m.data for m in it]  # the iteration ends by itself
+    assert got == [b"0", b"1", b"2", b"3", b"4"] and it.is_stopped
+    # Never more than 5 were asked for: the other 15 were not delivered (none waits for an ack).
+    info = cons.info()
+    assert info.num_ack_pending == 5 and info.num_pending == 15
+
+    other = stream.create_consumer(durable_name="SB", ack_policy="none")
+    seen: list[bytes] = []
+    ctx = other.consume(lambda m: seen.append(m.data), stop_after=7)
+    assert ctx.closed.wait(10), "consume() did not stop after 7 messages"
+    assert seen == [b"%d" % i for i in range(7)]
+    assert other.info().num_pending == 13
+    with pytest.raises(ValueError, match="stop_after"):
+        cons.messages(stop_after=0)

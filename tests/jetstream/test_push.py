@@ -183,3 +183,33 @@ def test_go_style_push_consumer_reports_missed_heartbeats(js: JetStream, stream:
         assert isinstance(errors[0], nats.NoHeartbeatError)
     finally:
         ctx.stop()
+
+
+def test_push_consumers_are_managed_from_the_stream_handle(js: JetStream, stream: Stream) -> None:
+    name = stream.cached_info.config.name
+    _fill(js, f"{name}.s", 5)
+    deliver = js.nc.new_inbox()
+    pc = stream.create_push_consumer(durable_name="fromstream", deliver_subject=deliver, ack_policy="none")
+    assert pc.cached_info.stream_name == name and stream.push_consumer("fromstream").cached_info.name == "fromstream"
+    updated = stream.update_push_consumer(durable_name="fromstream", deliver_subject=deliver, ack_policy="none",
+                                          description="changed")
+    assert updated.info().config.description == "changed"
+    again = stream.create_or_update_push_consumer(durable_name="fromstream", deliver_subject=deliver,
+                                                  ack_policy="none", description="again")
+    assert again.cached_info.config.description == "again"
+    fresh = js.create_or_update_push_consumer(name, durable_name="made", deliver_subject=js.nc.new_inbox(),
+                                              ack_policy="none")
+    assert fresh.cached_info.name == "made"
+    seen: list[bytes] = []
+    done = threading.Event()
+
+    def handler(msg: nats.Msg) -> None:
+        seen.append(msg.data)
+        if len(seen) == 5:
+            done.set()
+
+    with again.consume(handler):
+        assert done.wait(10)
+    assert seen == [b"0", b"1", b"2", b"3", b"4"]
+    with pytest.raises(nats.ConsumerNotFoundError):
+        stream.update_push_consumer(durable_name="never", deliver_subject=deliver, ack_policy="none")

@@ -254,6 +254,31 @@ def test_messages_reports_missed_heartbeats_and_goes_on(nats_server: NatsServer,
             reader.stop(it.stop)
 
 
+def test_messages_can_keep_missed_heartbeats_to_the_error_callback(nats_server: NatsServer,
+                                                                     nats_fault_proxy: FaultProxy) -> None:
+    with nats.connect(nats_fault_proxy.url, name="heartbeats-quiet", **FAST) as nc:
+        js = nc.jetstream()
+        js.create_stream(name="HQ", subjects=["hq.>"], storage="memory")
+        cons = js.create_consumer("HQ", durable_name="C", ack_policy="none")
+        reported = threading.Event()
+        it = cons.messages(expires=5.0, heartbeat=0.5, err_on_missing_heartbeat=False,
+                           error_cb=lambda exc: reported.set())
+        reader = Reader(lambda: it.next().data, stop_on=(nats.BadSubscriptionError,))
+        try:
+            js.publish("hq.x", b"before")
+            assert reader.wait_for(lambda: b"before" in reader.values(), 10)
+            nats_fault_proxy.blackhole("to_client")
+            assert reported.wait(10), "missed heartbeats did not reach error_cb"
+            nats_fault_proxy.heal()
+            with nats.connect(nats_server.url) as direct:
+                direct.jetstream().publish("hq.x", b"after")
+            assert reader.wait_for(lambda: b"after" in reader.values(), 10), "the iterator did not go on"
+            assert reader.errors == [], "the iteration raised although told not to"
+        finally:
+            nats_fault_proxy.heal()
+            reader.stop(it.stop)
+
+
 # ---------------------------------------------------------------------- lifetimes
 
 

@@ -147,3 +147,29 @@ def test_config_features_round_trip(js: JetStream) -> None:
     finally:
         js.delete_stream(agg)
         js.delete_stream(src)
+
+
+def test_api_errors_name_their_stream_and_consumer(js: JetStream, stream: Stream) -> None:
+    missing = _name()
+    with pytest.raises(nats.StreamNotFoundError) as info:
+        js.stream(missing)
+    assert str(info.value) == f"stream {missing!r} not found (code=404, err_code=10059)"
+    assert info.value.stream == missing
+    with pytest.raises(nats.StreamNotFoundError, match=f"stream {missing!r} not found"):
+        js.delete_stream(missing)
+    with pytest.raises(nats.ConsumerNotFoundError) as cinfo:
+        stream.consumer("nobody", timeout=5)
+    assert str(cinfo.value) == f"consumer 'nobody' of stream {stream.name!r} not found (code=404, err_code=10014)"
+    assert (cinfo.value.stream, cinfo.value.consumer) == (stream.name, "nobody")
+    with pytest.raises(nats.ConsumerNotFoundError, match="consumer 'nobody' of stream"):
+        stream.delete_consumer("nobody", timeout=5)
+    with pytest.raises(nats.MsgNotFoundError, match=f"stream {stream.name!r}"):
+        stream.get_msg(99, timeout=5)
+    with pytest.raises(nats.StreamNameInUseError, match=f"stream {stream.name!r}"):
+        js.create_stream(name=stream.name, subjects=[f"{stream.name}.other"], storage="memory")
+    kv = js.create_key_value(bucket="errs" + next_nuid(), storage="memory")
+    try:
+        with pytest.raises(nats.WrongLastSequenceError, match=f"key 'k' in bucket {kv.bucket!r}"):
+            kv.update("k", b"v", last=7)
+    finally:
+        js.delete_key_value(kv.bucket)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -10,6 +11,8 @@ import natsjs_sync as nats
 from natsjs_sync.errors import BucketExistsError, FeatureNotSupportedError, InvalidBucketNameError, InvalidKeyError
 from natsjs_sync.jetstream import JetStream, KeyValue, KeyValueConfig, KeyValueOp
 from natsjs_sync.protocol.nuid import next_nuid
+
+from ..conftest import wait_until
 
 
 def test_put_get_revisions(kv: KeyValue) -> None:
@@ -68,6 +71,23 @@ def test_keys_filtered_on_server(kv: KeyValue) -> None:
     assert sorted(kv.keys("users.*")) == ["users.a", "users.b"]
     assert sorted(kv.keys("users.a", "orders.>")) == ["orders.1", "orders.2", "users.a"]
     assert sorted(kv.keys(filters=["orders.*"])) == ["orders.1", "orders.2"]
+
+
+def test_list_keys_streams_them_and_can_stop_early(kv: KeyValue) -> None:
+    assert list(kv.list_keys()) == []  # an empty bucket: the listing just ends
+    for i in range(50):
+        kv.put(f"k.{i:02d}", b"v")
+    kv.put("other", b"v")
+    kv.delete("k.07")
+    assert sorted(kv.list_keys("k.*")) == [f"k.{i:02d}" for i in range(50) if i != 7]
+    assert list(kv.list_keys(filters=["other"])) == ["other"]
+    with kv.list_keys() as lister:
+        first = list(itertools.islice(lister, 3))
+    assert len(first) == 3 and set(first) <= set(kv.keys())
+    lister.stop()  # stopping twice is fine
+    # Every listing deleted its consumer on the server, the one stopped early too.
+    stream = kv._js.stream(kv.stream_name)
+    assert wait_until(lambda: stream.info().state.consumer_count == 0, timeout=10)
 
 
 def test_purge_deletes(kv: KeyValue) -> None:
@@ -269,3 +289,30 @@ def test_limit_markers_and_key_ttls_need_2_11(js: JetStream) -> None:
         assert kv.keys() == []
     finally:
         js.delete_key_value(bucket)
+
+
+def test_none_means_no_limit_for_every_optional_limit(js: JetStream) -> None:
+    bucket = "none" + next_nuid()
+    kv = js.create_key_value(bucket=bucket, history=2, ttl=None, max_bytes=None, max_value_size=None,
+                             limit_marker_ttl=None, storage="memory")
+    try:
+        cfg = kv.status().config
+        assert (cfg.ttl, cfg.max_bytes, cfg.max_value_size) == (0.0, -1, -1)
+        assert kv.put("k", b"v") == 1
+    finally:
+        js.delete_key_value(bucket)
+    obs = js.create_object_store(bucket=bucket, ttl=None, max_bytes=None, storage="memory")
+    try:
+        assert obs.put_bytes("o", b"x").size == 1
+        assert obs.status().ttl == 0.0
+    finally:
+        js.delete_object_store(bucket)
+    stream = js.create_stream(name=bucket, subjects=[f"{bucket}.>"], storage="memory", max_consumers=None,
+                              max_msgs=None, max_bytes=None, max_age=None, max_msgs_per_subject=None,
+                              max_msg_size=None)
+    try:
+        cfg = stream.info().config
+        assert (cfg.max_msgs, cfg.max_bytes, cfg.max_age, cfg.max_msg_size) == (-1, -1, 0.0, -1)
+        assert js.update_stream(cfg.replace(max_bytes=None, max_age=None)).config.max_bytes == -1
+    finally:
+        js.delete_stream(bucket)

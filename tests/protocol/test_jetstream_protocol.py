@@ -102,6 +102,34 @@ def test_pull_accounting_tops_up_at_the_threshold() -> None:
     assert not acct.wants_more()
 
 
+def test_pull_accounting_never_asks_past_stop_after() -> None:
+    acct = PullAccounting(max_messages=10, stop_after=12)
+    assert acct.ask().batch == 10
+    for _ in range(6):
+        acct.delivered(1)
+        acct.handed()
+    assert acct.ask().batch == 2  # 6 handed out + 4 owed: only 2 more may be asked for
+    for _ in range(4):
+        acct.delivered(1)
+        acct.handed()
+    assert not acct.wants_more()  # 10 handed out, 2 owed
+    acct.ended(msgs=2, nbytes=0)  # the request expired: those 2 may be asked for again
+    assert acct.wants_more() and acct.ask().batch == 2
+    for _ in range(2):
+        acct.delivered(1)
+        acct.handed()
+    assert acct.finished and not acct.wants_more()
+    # A message taken from a request but not handed out (an ordered consumer's stale one) frees its slot.
+    acct = PullAccounting(max_messages=3, stop_after=3)
+    assert acct.ask().batch == 3
+    acct.delivered(1)
+    acct.delivered(1)
+    assert acct.wants_more() and acct.ask().batch == 2
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError):
+            PullAccounting(stop_after=bad)  # type: ignore[arg-type]
+
+
 def test_pull_accounting_by_bytes() -> None:
     acct = PullAccounting(max_bytes=1000)
     ask = acct.ask()

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from natsjs_sync.testing import NatsServer
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -31,7 +33,18 @@ def _skip_reason() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def spark_server() -> Iterator[NatsServer]:
+    """The server of the Spark tests. The Spark session depends on it, so it is
+    stopped after the session: Python workers (reused between tasks) never keep
+    clients reconnecting to a stopped server while later tests run."""
+    server = NatsServer()
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def spark(spark_server: NatsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     reason = _skip_reason()
     if reason:
         print(f"\nSKIPPING SPARK TESTS: {reason}", file=sys.stderr)

@@ -14,12 +14,9 @@ from natsjs_sync.testing import NatsServer
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def server() -> Any:
-    s = NatsServer()
-    s.start()
-    yield s
-    s.close()
+@pytest.fixture
+def server(spark_server: NatsServer) -> NatsServer:
+    return spark_server
 
 
 def _stream(server: NatsServer, name: str, **kw: Any) -> nats.Client:

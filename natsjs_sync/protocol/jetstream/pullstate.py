@@ -32,12 +32,20 @@ class PullAccounting:
             ``PullMaxMessagesWithBytesLimit``).
         threshold_messages, threshold_bytes: ask again when what is owed falls to this
             (default: half).
+        stop_after: how many messages to hand out in all (nats.go's ``StopAfter``):
+            never ask for more than that minus what was handed out and what is owed.
     """
 
     def __init__(self, max_messages: int | None = None, max_bytes: int | None = None,
-                 threshold_messages: int | None = None, threshold_bytes: int | None = None):
+                 threshold_messages: int | None = None, threshold_bytes: int | None = None,
+                 stop_after: int | None = None):
         if max_messages is not None and max_messages < 1:
             raise ValueError("max_messages must be >= 1")
+        if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int)
+                                       or stop_after < 1):
+            raise ValueError(f"stop_after must be an int >= 1, got {stop_after!r}")
+        self.stop_after = stop_after
+        self.handed_out = 0  #: messages given to the user (with ``stop_after``: counted against it)
         if max_bytes is not None and max_bytes < 1:
             raise ValueError("max_bytes must be >= 1")
         self.max_bytes = max_bytes
@@ -52,8 +60,21 @@ class PullAccounting:
         self.pending_bytes = 0
         self.stopped = False  #: draining: ask for nothing more
 
+    @property
+    def finished(self) -> bool:
+        """Every message of ``stop_after`` was handed out."""
+        return self.stop_after is not None and self.handed_out >= self.stop_after
+
+    def _budget(self) -> int | None:
+        if self.stop_after is None:
+            return None
+        return self.stop_after - self.handed_out - self.pending_msgs
+
     def wants_more(self) -> bool:
         if self.stopped:
+            return False
+        budget = self._budget()
+        if budget is not None and budget <= 0:
             return False
         if self.max_bytes and not self.both:
             return self.pending_bytes <= self.threshold_bytes
@@ -61,18 +82,28 @@ class PullAccounting:
 
     def ask(self) -> PullAsk:
         """The request that tops up what is owed (and count it as owed)."""
+        budget = self._budget()
         if self.both:
-            batch = self.max_messages - self.pending_msgs
+            batch = self._capped(self.max_messages - self.pending_msgs, budget)
             self.pending_msgs += batch
             return PullAsk(batch, self.max_bytes)
         if self.max_bytes:
             want = self.max_bytes - self.pending_bytes
-            self.pending_msgs += self.max_messages
+            batch = self._capped(self.max_messages, budget)
+            self.pending_msgs += batch
             self.pending_bytes += want
-            return PullAsk(self.max_messages, want)
-        batch = self.max_messages - self.pending_msgs
+            return PullAsk(batch, want)
+        batch = self._capped(self.max_messages - self.pending_msgs, budget)
         self.pending_msgs += batch
         return PullAsk(batch, None)
+
+    @staticmethod
+    def _capped(batch: int, budget: int | None) -> int:
+        return batch if budget is None else max(1, min(batch, budget))
+
+    def handed(self) -> None:
+        """One message went to the user."""
+        self.handed_out += 1
 
     def delivered(self, size: int) -> None:
         self.pending_msgs -= 1
