@@ -15,7 +15,8 @@ to ``max_callback_threads``).
 
 Locks: ``lock`` guards the state, the write buffer, the PING ledger, the
 registry's mutations and ``transport``; ``writer.send_lock`` keeps writes in
-buffer order and is taken *before* ``lock``. Nothing else is held while user
+buffer order and is taken *before* ``lock`` (under ``lock`` it is only
+ever tried without waiting). Nothing else is held while user
 code runs or while a socket call blocks, except ``send_lock`` around a write
 (bounded by the write timeout).
 """
@@ -459,7 +460,9 @@ class Connection:
         return frame, size
 
     def append(self, frame: bytes, size: int, now: bool, deadline: Deadline | None = None) -> None:
-        """Buffer one encoded message; with ``now`` send it from this thread (within ``deadline``)."""
+        """Buffer one encoded message; with ``now`` send it from this thread, unless
+        another thread is sending (it takes these bytes along). ``deadline`` is
+        kept for the callers' signature; sending now never waits for a lock."""
         if self.machine.state is not ConnState.CONNECTED:
             self.ready()
         writer = self.writer
@@ -469,10 +472,18 @@ class Connection:
             writer.buffer += frame
             self.stats.out_msgs += 1
             self.stats.out_bytes += size
-            if not now and len(writer.buffer) <= FLUSH_THRESHOLD:
+            if now:
+                # Another thread is sending: it sends these bytes too before it
+                # lets go of the send lock, so there is nothing to wait for.
+                if not writer.claim_locked():
+                    return
+            elif len(writer.buffer) <= FLUSH_THRESHOLD:
                 writer.wake()
                 return
-        writer.send_now(deadline)
+        if now:
+            writer.send_held()
+        else:
+            writer.send_now()  # back-pressure: this publisher waits for the socket
 
     def publish(self, subject: str, payload: Any = b"", reply: str | None = None,
                 headers: HeadersInput | None = None) -> None:
@@ -649,7 +660,9 @@ class Connection:
             if self.machine.state is ConnState.CLOSED:
                 raise ConnectionClosedError("the connection is closed")
             self.writer.buffer += self.ledger.ping(waiter)
-        self.writer.send_now(deadline)
+            mine = self.writer.claim_locked()
+        if mine:
+            self.writer.send_held()
         t = deadline.remaining()
         if not waiter.wait(t):
             raise TimeoutError(f"flush: no PONG within {t} s")

@@ -3,11 +3,12 @@
 Publishes append to :attr:`Writer.buffer` under the connection lock and ask
 for a flush; the flusher thread sends whatever gathered, so a loop of small
 publishes becomes a few large writes. Calls that wait for an answer
-(request, flush, respond) send from their own thread instead
-(:meth:`Writer.send_now`), so a lone request pays no thread hop. The send lock
-keeps the wire in buffer order; the transport's write deadline means a peer
-that stops reading costs the writer at most ``write_timeout`` before the
-connection is declared lost.
+(request, flush, respond) send from their own thread instead, so a lone
+request pays no thread hop; when another thread is sending at that moment
+they leave their bytes to it (:meth:`Writer.claim_locked`), so many threads
+requesting at once share writes. The send lock keeps the wire in buffer
+order; the transport's write deadline means a peer that stops reading costs
+the writer at most ``write_timeout`` before the connection is declared lost.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
 #: Past this many buffered bytes a publisher sends the buffer itself: the
 #: back-pressure that keeps a fast publisher from growing it without end.
 FLUSH_THRESHOLD = 1024 * 1024
+
+#: Writes a sender makes for others' bytes (buffered while it wrote) before it
+#: leaves the rest to the flusher: a lone request is not held up for long.
+_SEND_ROUNDS = 4
 
 
 class Writer:
@@ -71,23 +76,52 @@ class Writer:
             with self.lock:
                 self.wake()  # the flusher sends it once the stalled write ends
             return False
+        self.send_held()
+        return True
+
+    def claim_locked(self) -> bool:
+        """Lock held, bytes just buffered: True when this thread is to send them
+        (it then calls :meth:`send_held` without the lock).
+
+        False means another thread holds the send lock; it sends these bytes
+        too before it lets go (:meth:`send_held` re-checks the buffer under the
+        lock), so requests made by many threads at once share writes instead of
+        queueing on the send lock for a write each.
+        """
+        return self.send_lock.acquire(False)
+
+    def send_held(self) -> None:
+        """Send lock held (this releases it): send the buffer, then what others
+        added meanwhile, for a few rounds; what is left then is the flusher's."""
+        conn = self._conn
+        lock = self.lock
+        send_lock = self.send_lock
+        rounds = 0
         try:
-            conn = self._conn
-            with self.lock:
-                self.flush_requested = False
-                transport = conn.transport
-                data = self.buffer
-                if transport is None or not data:
-                    return True
-                self.buffer = bytearray()
-                conn.ledger.buffer_sent()
-            try:
-                transport.write(data)
-            except NatsError as exc:
-                conn.connection_lost(exc, transport)
-            return True
-        finally:
-            self.send_lock.release()
+            while True:
+                with lock:
+                    transport = conn.transport
+                    data = self.buffer
+                    if transport is None or not data or rounds == _SEND_ROUNDS:
+                        self.flush_requested = False
+                        if data and transport is not None:
+                            self.wake()
+                        # Released under the lock: a thread that buffered bytes
+                        # and found the send lock taken is sure we saw them.
+                        send_lock.release()
+                        return
+                    self.flush_requested = False
+                    self.buffer = bytearray()
+                    conn.ledger.buffer_sent()
+                rounds += 1
+                try:
+                    transport.write(data)
+                except NatsError as exc:
+                    conn.connection_lost(exc, transport)
+        except BaseException:
+            if send_lock.locked():
+                send_lock.release()
+            raise
 
     def final_flush(self, transport: Transport, timeout: float) -> None:
         """Closing: send what is buffered if the socket takes it within ``timeout`` (best effort)."""

@@ -119,6 +119,9 @@ class OrderedConsumer:
         self._metadata = metadata
         self._serial = 0
         self._current: Consumer | None = None
+        # "$JS.ACK.<stream>.<consumer>." of the current consumer: the common
+        # (domain-less) ack subject is checked with one startswith.
+        self._ack_prefix = "\0"
         self._stream_seq = 0  # last stream sequence handed to the user
         self._consumer_seq = 0  # last consumer sequence seen from the current consumer
         self.resets = 0
@@ -198,6 +201,7 @@ class OrderedConsumer:
         """
         old = self._current
         self._current = None
+        self._ack_prefix = "\0"
         if old is not None:
             self._delete(old.name)
         attempt = 0
@@ -221,6 +225,7 @@ class OrderedConsumer:
                     raise BadSubscriptionError("the ordered consumer was stopped") from exc
                 continue
             self._current = cons
+            self._ack_prefix = f"$JS.ACK.{self.stream}.{cons.name}."
             self._consumer_seq = 0
             if old is not None:
                 self.resets += 1
@@ -243,7 +248,23 @@ class OrderedConsumer:
 
     def accept(self, msg: Msg) -> str:
         """``"ok"`` to deliver, ``"stale"`` to drop, ``"gap"`` to start over (runs for every message)."""
-        seq = sequences(msg.reply)
+        reply = msg.reply
+        if reply is not None and reply.startswith(self._ack_prefix):
+            # <delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>: two
+            # ints instead of the full parse, which costs a third of a message.
+            tokens = reply[len(self._ack_prefix):].split(".")
+            if len(tokens) == 5:
+                try:
+                    consumer_seq = int(tokens[2])
+                    stream_seq = int(tokens[1])
+                except ValueError:
+                    return "stale"
+                if consumer_seq != self._consumer_seq + 1:
+                    return "gap"
+                self._consumer_seq = consumer_seq
+                self._stream_seq = stream_seq
+                return "ok"
+        seq = sequences(reply)
         if seq is None or self._current is None or seq.consumer != self._current.name:
             return "stale"
         if seq.consumer_seq != self._consumer_seq + 1:
@@ -262,6 +283,7 @@ class OrderedConsumer:
         """Stop: cut a re-creation's back-off short and delete the server-side consumer."""
         self._cancel.set()
         current, self._current = self._current, None
+        self._ack_prefix = "\0"
         if current is not None:
             self._delete(current.name)
 
@@ -368,6 +390,7 @@ class OrderedConsumer:
     def delete(self) -> None:
         """Delete the current server-side consumer (it would expire on its own)."""
         current, self._current = self._current, None
+        self._ack_prefix = "\0"
         if current is not None:
             self._delete(current.name)
 

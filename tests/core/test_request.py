@@ -10,6 +10,9 @@ import pytest
 
 import natsjs_sync as nats
 from natsjs_sync._core.spi import link
+from natsjs_sync.testing import NatsServer
+
+from ..conftest import wait_until
 
 
 def test_request_reply_with_headers(nc: nats.Client) -> None:
@@ -80,3 +83,60 @@ def test_concurrent_requests_each_get_their_own_reply(nc: nats.Client) -> None:
         t.join(60)
     assert not failures
     assert not any(t.is_alive() for t in threads)
+
+
+def test_bytes_buffered_while_another_thread_sends_go_out_with_its_write(
+        nc: nats.Client, shared_server: NatsServer) -> None:
+    # A thread that finds the send lock taken leaves its request in the buffer
+    # and waits for the reply; the thread holding the lock must send it.
+    responder = nats.connect(shared_server.url)
+    try:
+        responder.subscribe("req.handover", cb=lambda m: m.respond(b"re:" + m.data))
+        responder.flush(timeout=5)
+        writer = link(nc).writer
+        assert writer.send_lock.acquire(timeout=5)  # this test is "the thread sending now"
+        replies: list[bytes] = []
+        asker = threading.Thread(target=lambda: replies.append(nc.request("req.handover", b"q", timeout=10).data),
+                                 name="test-asker")
+        asker.start()
+        assert wait_until(lambda: b"req.handover" in bytes(writer.buffer))
+        writer.send_held()  # sends what was buffered, and lets go of the lock
+        asker.join(10)
+        assert replies == [b"re:q"]
+        assert not writer.send_lock.locked()
+    finally:
+        responder.close()
+
+
+def test_many_threads_requesting_on_one_client_all_get_their_reply(nc: nats.Client, shared_server: NatsServer) -> None:
+    responder = nats.connect(shared_server.url)
+    try:
+        responder.subscribe("req.crowd", cb=lambda m: m.respond(b"re:" + m.data))
+        responder.flush(timeout=5)
+        failures: list[str] = []
+        start = threading.Barrier(64)
+
+        def worker(t: int) -> None:
+            start.wait(30)
+            for i in range(20):
+                body = f"{t}-{i}".encode()
+                try:
+                    got = nc.request("req.crowd", body, timeout=20).data
+                except Exception as exc:  # reported below
+                    failures.append(f"{body!r}: {exc!r}")
+                    return
+                if got != b"re:" + body:
+                    failures.append(f"{body!r} -> {got!r}")
+            if t % 8 == 0:
+                nc.flush(timeout=20)  # flushes among the requests share the writes too
+
+        threads = [threading.Thread(target=worker, args=(t,), name=f"test-crowd-{t}") for t in range(64)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not failures
+        assert not any(t.is_alive() for t in threads)
+        assert link(nc).requests.waiting == {}
+    finally:
+        responder.close()

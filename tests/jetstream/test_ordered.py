@@ -112,4 +112,6 @@ def test_sequence_check_reads_both_reply_subject_formats(js: JetStream, stream: 
     assert verdict(f"$JS.ACK.{name}.{oc.name}.1.12.5.1700000000000000000.0") == "gap"
     assert (oc._stream_seq, oc._consumer_seq) == (9, 2)  # nothing taken from the gap
     assert verdict(f"$JS.ACK.{name}.{oc.name}.1.10.3.1700000000000000000.0") == "ok"
+    gone = oc.name
     oc.delete()
+    assert verdict(f"$JS.ACK.{name}.{gone}.1.11.4.1700000000000000000.0") == "stale"  # no consumer now
