@@ -1,0 +1,121 @@
+"""Spark on a standalone cluster (a master, two workers, executors in their own JVMs), checked
+against the stream as the server holds it. The drivers are separate ``spark-submit`` programs
+(tests/spark_cluster/jobs) that see natsjs-sync only through its install, and none registers the
+data source: Spark finds it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.spark import NatsConfig, read_range
+from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing.spark import SparkStandaloneCluster
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.slow
+
+JOBS = Path(__file__).resolve().parent / "jobs"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[NatsServer]:
+    s = NatsServer()
+    s.start()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def js(server: NatsServer) -> Iterator[Any]:
+    nc = nats.connect(server.url)
+    yield nc.jetstream()
+    nc.close()
+
+
+def _stream(js: Any, name: str, subjects: str) -> None:
+    try:
+        js.delete_stream(name)
+    except nats.NatsError:
+        pass
+    js.create_stream(name=name, subjects=[subjects], duplicate_window=600.0)
+
+
+def _count(js: Any, name: str) -> int:
+    return int(js.stream(name).info().state.messages)
+
+
+def _datas(server: NatsServer, name: str) -> list[int]:
+    return sorted(int(m.data) for m in read_range(NatsConfig(servers=server.url), name, 1))
+
+
+def test_batch_write_read_and_partition_helpers(spark_cluster: SparkStandaloneCluster, server: NatsServer,
+                                                 js: Any) -> None:
+    _stream(js, "CBATCH", "cbatch.>")
+    _stream(js, "CHELP", "chelp.>")
+    driver = spark_cluster.submit(JOBS / "batch.py", server.url, "20000", timeout=300)
+    assert driver.returncode == 0, driver.output() + driver.log.read_text()
+    got = driver.result()
+    assert got["executors"] == 2
+    assert _count(js, "CBATCH") == 20_000 and _count(js, "CHELP") == 20_000
+    assert got["partitions"] == 4
+    assert got["read"] == {"n": 20_000, "seqs": 20_000, "datas": 20_000, "lo": 1, "hi": 20_000}
+    assert got["helpers"] == {"n": 20_000, "distinct": 20_000, "lo": 0, "hi": 19_999}
+
+
+def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
+        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    _stream(js, "CWRITE", "cwrite.>")
+    gate = tmp_path / "gate"
+    driver = spark_cluster.submit(JOBS / "write_gated.py", server.url, "40000", str(gate), wait=False)
+    try:
+        # The first two tasks (one per executor) publish up to half their rows and wait at the gate.
+        assert wait_until(lambda: _count(js, "CWRITE") >= 6_000 or driver.returncode is not None, 240,
+                          interval=0.2), driver.log.read_text()
+        assert driver.returncode is None, driver.output() + driver.log.read_text()
+        stored_before = _count(js, "CWRITE")
+        killed = spark_cluster.kill_executor()
+        gate.touch()
+        assert driver.wait(300) == 0, driver.output() + driver.log.read_text()
+    finally:
+        driver.kill()
+    assert killed not in spark_cluster.executor_pids()
+    assert stored_before < 40_000
+    assert _count(js, "CWRITE") == 40_000
+    assert _datas(server, "CWRITE") == list(range(40_000))
+
+
+def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(
+        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    _stream(js, "SRC", "src.>")
+    _stream(js, "SINK", "sink.>")
+    for i in range(20_000):
+        js.publish_async(f"src.{i % 5}", str(i).encode())
+    js.publish_async_complete(timeout=60)
+    checkpoint, gates = tmp_path / "checkpoint", tmp_path / "gates"
+    gates.mkdir()
+    args = (server.url, str(checkpoint), str(gates), "6000", "14000")
+
+    first = spark_cluster.submit(JOBS / "stream_gated.py", *args, wait=False)
+    try:
+        assert wait_until(lambda: (gates / "at-6000").exists() or first.returncode is not None, 240, interval=0.2)
+        assert first.returncode is None, first.output() + first.log.read_text()
+        spark_cluster.kill_executor()  # in the middle of the second micro-batch
+        (gates / "gate-6000").touch()
+        assert wait_until(lambda: (gates / "at-14000").exists() or first.returncode is not None, 240,
+                          interval=0.2)
+        assert first.returncode is None, first.output() + first.log.read_text()
+        stored_before = _count(js, "SINK")
+        first.kill()  # the driver dies in the middle of the fourth micro-batch
+    finally:
+        first.kill()
+    assert 6_000 <= stored_before < 20_000
+    (gates / "gate-14000").touch()
+    second = spark_cluster.submit(JOBS / "stream_gated.py", *args, timeout=300)  # from the checkpoint
+    assert second.returncode == 0, second.output() + second.log.read_text()
+    assert _count(js, "SINK") == 20_000
+    assert _datas(server, "SINK") == list(range(20_000))
