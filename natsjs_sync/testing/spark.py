@@ -208,13 +208,12 @@ class _SparkProcesses:
     def __init__(self, python: str | None, env: Mapping[str, str] | None, conf: Mapping[str, str] | None,
                  base_dir: str | os.PathLike[str] | None, prefix: str):
         self.python = python or sys.executable
-        if base_dir is None:
-            self.dir = Path(tempfile.mkdtemp(prefix=prefix))
-            self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.dir), True)
-        else:
-            self.dir = Path(base_dir)
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._finalizer = weakref.finalize(self, lambda: None)
+        # A temporary directory is removed with the object; a given one is kept (logs to read).
+        self.dir = Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix=prefix))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.dir), True)
+        if base_dir is not None:
+            self._finalizer.detach()
         self.conf_dir = self.dir / "conf"
         self.conf: dict[str, str] = {
             "spark.driver.host": LOOPBACK,
