@@ -444,7 +444,12 @@ class SparkConnectServer(_SparkProcesses):
 
     def __init__(self, master: str = "local[2]", *, python: str | None = None, env: Mapping[str, str] | None = None,
                  conf: Mapping[str, str] | None = None, base_dir: str | os.PathLike[str] | None = None):
-        super().__init__(python, env, conf, base_dir, "natsjs-spark-connect-")
+        # local[n] runs the tasks inside the server's JVM: it needs more than a driver's heap.
+        super().__init__(python, env, {"spark.driver.memory": "1g", **(conf or {})}, base_dir,
+                         "natsjs-spark-connect-")
+        # spark-submit runs the Connect server with the daemons' heap setting, not spark.driver.memory.
+        if not (env and "SPARK_DAEMON_MEMORY" in env):
+            self.env["SPARK_DAEMON_MEMORY"] = "1g"
         self.master = master
         self.port = free_port()
         self._server: subprocess.Popen[bytes] | None = None
