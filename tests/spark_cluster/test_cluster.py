@@ -119,3 +119,57 @@ def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(
     assert second.returncode == 0, second.output() + second.log.read_text()
     assert _count(js, "SINK") == 20_000
     assert _datas(server, "SINK") == list(range(20_000))
+
+
+def _packed_environment(tmp_path: Path) -> tuple[Path, Path]:
+    """A virtual environment holding natsjs-sync and msgspec (copied in, as an install would put them),
+    packed with venv-pack; and the "cluster image", a directory outside the archive that gives the
+    executors PyArrow, as PySpark and PyArrow often come preinstalled on cluster nodes."""
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+
+    import msgspec
+    import pyarrow
+    import venv_pack
+
+    import natsjs_sync
+
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(subprocess.run([str(env / "bin" / "python"), "-c", where], check=True, capture_output=True,
+                               text=True, timeout=60).stdout.strip())
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(Path(natsjs_sync.__file__).parent, site / "natsjs_sync", ignore=ignore)
+    shutil.copytree(Path(msgspec.__file__).parent, site / "msgspec", ignore=ignore)
+    image = tmp_path / "cluster-image"
+    image.mkdir()
+    (image / "pyarrow").symlink_to(Path(pyarrow.__file__).parent)
+    assert sysconfig.get_path("purelib") != str(site)
+    archive = tmp_path / "environment.tar.gz"
+    venv_pack.pack(prefix=str(env), output=str(archive), compress_level=1)
+    return archive, image
+
+
+def test_packed_environment_ships_the_package_to_executors_that_lack_it(
+        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("venv_pack", reason="venv-pack is in the test extra")
+    base = getattr(sys, "_base_executable", sys.executable)
+    lacks = subprocess.run([base, "-I", "-c", "import natsjs_sync"], capture_output=True, timeout=60)
+    assert lacks.returncode != 0, "the executors' base Python must not have natsjs-sync for this test"
+    archive, image = _packed_environment(tmp_path)
+    _stream(js, "CSHIP", "cship.>")
+    driver = spark_cluster.submit(
+        JOBS / "shipped.py", server.url, "5000", timeout=300,
+        options=["--archives", f"{archive}#environment"],
+        conf={"spark.pyspark.python": "./environment/bin/python", "spark.pyspark.driver.python": sys.executable,
+              "spark.executorEnv.PYTHONPATH": str(image)})
+    assert driver.returncode == 0, driver.output() + driver.log.read_text()
+    for module_file, python in driver.result()["executors_imported"]:
+        assert "/environment/" in module_file and python.endswith("environment/bin/python")
+    assert _count(js, "CSHIP") == 5000
