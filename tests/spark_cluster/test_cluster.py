@@ -1,7 +1,7 @@
 """Spark on a standalone cluster (a master, two workers, executors in their own JVMs), checked
 against the stream as the server holds it. The drivers are separate ``spark-submit`` programs
-(tests/spark_cluster/jobs) that see natsjs-sync only through its install, and none registers the
-data source: Spark finds it."""
+(tests/spark_cluster/jobs) that see natsjs-sync only through its install (the executors of the first
+test only through a packed environment), and none registers the data source: Spark finds it."""
 
 from __future__ import annotations
 
@@ -53,74 +53,6 @@ def _datas(server: NatsServer, name: str) -> list[int]:
     return sorted(int(m.data) for m in read_range(NatsConfig(servers=server.url), name, 1))
 
 
-def test_batch_write_read_and_partition_helpers(spark_cluster: SparkStandaloneCluster, server: NatsServer,
-                                                 js: Any) -> None:
-    _stream(js, "CBATCH", "cbatch.>")
-    _stream(js, "CHELP", "chelp.>")
-    driver = spark_cluster.submit(JOBS / "batch.py", server.url, "20000", timeout=300)
-    assert driver.returncode == 0, driver.output() + driver.log.read_text()
-    got = driver.result()
-    assert got["executors"] == 2
-    assert _count(js, "CBATCH") == 20_000 and _count(js, "CHELP") == 20_000
-    assert got["partitions"] == 4
-    assert got["read"] == {"n": 20_000, "seqs": 20_000, "datas": 20_000, "lo": 1, "hi": 20_000}
-    assert got["helpers"] == {"n": 20_000, "distinct": 20_000, "lo": 0, "hi": 19_999}
-
-
-def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
-        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
-    _stream(js, "CWRITE", "cwrite.>")
-    gate = tmp_path / "gate"
-    driver = spark_cluster.submit(JOBS / "write_gated.py", server.url, "40000", str(gate), wait=False)
-    try:
-        # The first two tasks (one per executor) publish up to half their rows and wait at the gate.
-        assert wait_until(lambda: _count(js, "CWRITE") >= 6_000 or driver.returncode is not None, 240,
-                          interval=0.2), driver.log.read_text()
-        assert driver.returncode is None, driver.output() + driver.log.read_text()
-        stored_before = _count(js, "CWRITE")
-        killed = spark_cluster.kill_executor()
-        gate.touch()
-        assert driver.wait(300) == 0, driver.output() + driver.log.read_text()
-    finally:
-        driver.kill()
-    assert killed not in spark_cluster.executor_pids()
-    assert stored_before < 40_000
-    assert _count(js, "CWRITE") == 40_000
-    assert _datas(server, "CWRITE") == list(range(40_000))
-
-
-def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(
-        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
-    _stream(js, "SRC", "src.>")
-    _stream(js, "SINK", "sink.>")
-    for i in range(20_000):
-        js.publish_async(f"src.{i % 5}", str(i).encode())
-    js.publish_async_complete(timeout=60)
-    checkpoint, gates = tmp_path / "checkpoint", tmp_path / "gates"
-    gates.mkdir()
-    args = (server.url, str(checkpoint), str(gates), "6000", "14000")
-
-    first = spark_cluster.submit(JOBS / "stream_gated.py", *args, wait=False)
-    try:
-        assert wait_until(lambda: (gates / "at-6000").exists() or first.returncode is not None, 240, interval=0.2)
-        assert first.returncode is None, first.output() + first.log.read_text()
-        spark_cluster.kill_executor()  # in the middle of the second micro-batch
-        (gates / "gate-6000").touch()
-        assert wait_until(lambda: (gates / "at-14000").exists() or first.returncode is not None, 240,
-                          interval=0.2)
-        assert first.returncode is None, first.output() + first.log.read_text()
-        stored_before = _count(js, "SINK")
-        first.kill()  # the driver dies in the middle of the fourth micro-batch
-    finally:
-        first.kill()
-    assert 6_000 <= stored_before < 20_000
-    (gates / "gate-14000").touch()
-    second = spark_cluster.submit(JOBS / "stream_gated.py", *args, timeout=300)  # from the checkpoint
-    assert second.returncode == 0, second.output() + second.log.read_text()
-    assert _count(js, "SINK") == 20_000
-    assert _datas(server, "SINK") == list(range(20_000))
-
-
 def _packed_environment(tmp_path: Path) -> tuple[Path, Path]:
     """A virtual environment holding natsjs-sync and msgspec (copied in, as an install would put them),
     packed with venv-pack; and the "cluster image", a directory outside the archive that gives the
@@ -153,8 +85,9 @@ def _packed_environment(tmp_path: Path) -> tuple[Path, Path]:
     return archive, image
 
 
-def test_packed_environment_ships_the_package_to_executors_that_lack_it(
+def test_batch_write_read_and_partition_helpers_with_a_packed_environment(
         spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    """The executors' Python lacks natsjs-sync: it comes in a venv-packed archive (--archives)."""
     import subprocess
     import sys
 
@@ -163,13 +96,72 @@ def test_packed_environment_ships_the_package_to_executors_that_lack_it(
     lacks = subprocess.run([base, "-I", "-c", "import natsjs_sync"], capture_output=True, timeout=60)
     assert lacks.returncode != 0, "the executors' base Python must not have natsjs-sync for this test"
     archive, image = _packed_environment(tmp_path)
-    _stream(js, "CSHIP", "cship.>")
+    _stream(js, "CBATCH", "cbatch.>")
+    _stream(js, "CHELP", "chelp.>")
     driver = spark_cluster.submit(
-        JOBS / "shipped.py", server.url, "5000", timeout=300,
-        options=["--archives", f"{archive}#environment"],
+        JOBS / "batch.py", server.url, "10000", timeout=300, options=["--archives", f"{archive}#environment"],
         conf={"spark.pyspark.python": "./environment/bin/python", "spark.pyspark.driver.python": sys.executable,
               "spark.executorEnv.PYTHONPATH": str(image)})
     assert driver.returncode == 0, driver.output() + driver.log.read_text()
-    for module_file, python in driver.result()["executors_imported"]:
+    got = driver.result()
+    assert got["executors"] == 2
+    for module_file, python in got["executors_imported"]:
         assert "/environment/" in module_file and python.endswith("environment/bin/python")
-    assert _count(js, "CSHIP") == 5000
+    assert _count(js, "CBATCH") == 10_000 and _count(js, "CHELP") == 10_000
+    assert got["partitions"] == 4
+    assert got["read"] == {"n": 10_000, "seqs": 10_000, "datas": 10_000, "lo": 1, "hi": 10_000}
+    assert got["helpers"] == {"n": 10_000, "distinct": 10_000, "lo": 0, "hi": 9_999}
+
+
+def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
+        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    _stream(js, "CWRITE", "cwrite.>")
+    gate = tmp_path / "gate"
+    driver = spark_cluster.submit(JOBS / "write_gated.py", server.url, "24000", str(gate), wait=False)
+    try:
+        # The first two tasks (one per executor) publish part of their first half and wait at the gate.
+        assert wait_until(lambda: _count(js, "CWRITE") >= 2_000 or driver.returncode is not None, 240,
+                          interval=0.2), driver.log.read_text()
+        assert driver.returncode is None, driver.output() + driver.log.read_text()
+        stored_before = _count(js, "CWRITE")
+        killed = spark_cluster.kill_executor()
+        gate.touch()
+        assert driver.wait(300) == 0, driver.output() + driver.log.read_text()
+    finally:
+        driver.kill()
+    assert killed not in spark_cluster.executor_pids()
+    assert stored_before < 24_000
+    assert _count(js, "CWRITE") == 24_000
+    assert _datas(server, "CWRITE") == list(range(24_000))
+
+
+def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(
+        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    _stream(js, "SRC", "src.>")
+    _stream(js, "SINK", "sink.>")
+    for i in range(12_000):
+        js.publish_async(f"src.{i % 5}", str(i).encode())
+    js.publish_async_complete(timeout=60)
+    checkpoint, gates = tmp_path / "checkpoint", tmp_path / "gates"
+    gates.mkdir()
+    args = (server.url, str(checkpoint), str(gates), "4000", "10000")
+
+    first = spark_cluster.submit(JOBS / "stream_gated.py", *args, wait=False)
+    try:
+        assert wait_until(lambda: (gates / "at-4000").exists() or first.returncode is not None, 240, interval=0.2)
+        assert first.returncode is None, first.output() + first.log.read_text()
+        spark_cluster.kill_executor()  # in the middle of the second micro-batch
+        (gates / "gate-4000").touch()
+        assert wait_until(lambda: (gates / "at-10000").exists() or first.returncode is not None, 240,
+                          interval=0.2)
+        assert first.returncode is None, first.output() + first.log.read_text()
+        stored_before = _count(js, "SINK")
+        first.kill()  # the driver dies in the middle of the fourth micro-batch
+    finally:
+        first.kill()
+    assert 9_000 <= stored_before < 12_000  # three micro-batches done, the fourth part written
+    (gates / "gate-10000").touch()
+    second = spark_cluster.submit(JOBS / "stream_gated.py", *args, timeout=300)  # from the checkpoint
+    assert second.returncode == 0, second.output() + second.log.read_text()
+    assert _count(js, "SINK") == 12_000
+    assert _datas(server, "SINK") == list(range(12_000))

@@ -1,5 +1,6 @@
 """Driver: a batch write and read through format("jetstream") (not registered: found by Spark's lookup),
-and the partition helpers in foreachPartition and mapPartitions. Prints one JSON line."""
+and the partition helpers in foreachPartition and mapPartitions. Prints one JSON line, with where the
+executors imported natsjs_sync from."""
 
 import json
 import sys
@@ -12,6 +13,17 @@ url, rows = sys.argv[1], int(sys.argv[2])
 spark = SparkSession.builder.appName("natsjs-cluster-batch").getOrCreate()
 sc = spark.sparkContext
 out = {"executors": sc._jsc.sc().getExecutorIds().size()}
+
+
+def origin(_):
+    import sys
+
+    import natsjs_sync
+
+    yield (natsjs_sync.__file__, sys.executable)
+
+
+out["executors_imported"] = sorted(set(sc.parallelize(range(4), 4).mapPartitions(origin).collect()))
 
 df = spark.range(0, rows, numPartitions=4).selectExpr(
     "concat('cbatch.', cast(id % 7 as string)) as subject", "cast(cast(id as string) as binary) as data")

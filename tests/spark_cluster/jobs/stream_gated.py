@@ -29,7 +29,7 @@ def hold(batches):
 
 
 src = (spark.readStream.format("jetstream").option("servers", url).option("stream", "SRC")
-       .option("maxMessagesPerTrigger", 4000).option("minPartitions", 2).load())
+       .option("maxMessagesPerTrigger", 3000).option("minPartitions", 2).load())
 q = (src.mapInArrow(hold, src.schema).selectExpr("'sink.copy' as subject", "data")
      .writeStream.format("jetstream").option("servers", url).option("checkpointLocation", checkpoint)
      .trigger(availableNow=True).start())
