@@ -117,11 +117,11 @@ def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
         spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
     _stream(js, "CWRITE", "cwrite.>")
     gate = tmp_path / "gate"
-    driver = spark_cluster.submit(JOBS / "write_gated.py", server.url, "24000", str(gate), wait=False)
+    driver = spark_cluster.submit(JOBS / "write_gated.py", server.url, "40000", str(gate), wait=False)
     try:
-        # The first two tasks (one per executor) publish part of their first half and wait at the gate.
-        assert wait_until(lambda: _count(js, "CWRITE") >= 2_000 or driver.returncode is not None, 240,
-                          interval=0.2), driver.log.read_text()
+        # The first two tasks (one per executor) reach the gate half way through their partitions.
+        assert wait_until(lambda: len(list(tmp_path.glob("gate-at-*"))) >= 2 or driver.returncode is not None,
+                          240, interval=0.2), driver.log.read_text()
         assert driver.returncode is None, driver.output() + driver.log.read_text()
         stored_before = _count(js, "CWRITE")
         killed = spark_cluster.kill_executor()
@@ -130,9 +130,9 @@ def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
     finally:
         driver.kill()
     assert killed not in spark_cluster.executor_pids()
-    assert stored_before < 24_000
-    assert _count(js, "CWRITE") == 24_000
-    assert _datas(server, "CWRITE") == list(range(24_000))
+    assert stored_before < 40_000
+    assert _count(js, "CWRITE") == 40_000
+    assert _datas(server, "CWRITE") == list(range(40_000))
 
 
 def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(

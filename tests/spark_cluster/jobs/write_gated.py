@@ -1,5 +1,6 @@
 """Driver: a batch write of ``rows`` rows in 4 partitions whose first attempts stop half way (after
-publishing) until the file ``gate`` exists, so the test can kill an executor in the middle of the write.
+publishing what reached the writer) until the file ``gate`` exists, after creating ``gate``-at-<partition>,
+so the test can kill an executor in the middle of the write.
 Rows carry no msg_id: the source derives one from the write, partition and row."""
 
 import os
@@ -22,6 +23,7 @@ def partition(it):
         ctx = TaskContext.get()
         for i in range(p * per, (p + 1) * per):
             if i == p * per + per // 2 and ctx.attemptNumber() == 0:
+                open(f"{gate}-at-{p}", "w").close()
                 deadline = time.monotonic() + 300
                 while not os.path.exists(gate) and time.monotonic() < deadline:
                     threading.Event().wait(0.1)
