@@ -1,8 +1,11 @@
 """Lets Spark find the ``jetstream`` data source by itself.
 
-PySpark 4 registers a Python data source from any installed top-level module
-named ``pyspark_*`` that has a ``DefaultSource``; installing natsjs-sync with
-its ``spark`` extra is then enough for ``spark.read.format("jetstream")``.
+PySpark 4 registers a Python data source from any top-level module named
+``pyspark_*`` that ``pkgutil.iter_modules()`` lists in the Python of the
+driver (of the Spark Connect server under Spark Connect), if it has a
+``DefaultSource``. Installing natsjs-sync (``pip install``, or ``pip install
+-e`` from a checkout: setup.py then puts a copy of this module in
+site-packages) is then enough for ``spark.read.format("jetstream")``.
 """
 
 try:

@@ -1,7 +1,11 @@
-"""pytest plugin: ``nats_server``, ``nats_url``, ``nats_cluster`` and ``nats_fault_proxy`` fixtures.
+"""pytest plugin: ``nats_server``, ``nats_url``, ``nats_cluster``, ``nats_fault_proxy``,
+``spark_cluster`` and ``spark_connect`` fixtures.
 
-Each fixture starts real nats-server processes on 127.0.0.1 with JetStream in a
-temporary directory and removes them after the test. Set
+Each nats fixture starts real nats-server processes on 127.0.0.1 with JetStream in a
+temporary directory and removes them after the test. The Spark fixtures start one
+standalone cluster and one Spark Connect server for the whole test session (they
+are slow to start), and skip the tests that use them, saying why, where Java or
+PySpark is missing. Set
 ``NATSJS_TEST_BACKEND=docker`` to run the official image through testcontainers.
 
 ``@pytest.mark.server("2.11")`` marks a test that needs at least that
@@ -18,6 +22,7 @@ import pytest
 
 from .faultproxy import FaultProxy
 from .server import NatsCluster, NatsServer, nats_server_version
+from .spark import SparkConnectServer, SparkStandaloneCluster, spark_skip_reason
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,3 +87,31 @@ def nats_fault_proxy(nats_server: NatsServer) -> Iterator[FaultProxy]:
     """
     with FaultProxy(nats_server.url) as proxy:
         yield proxy
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandaloneCluster]:
+    """A running Spark standalone cluster (a master, two workers) for the test session.
+
+    Run drivers with ``spark_cluster.submit("job.py", ...)``; they use this Python
+    and see only what is installed in it.
+    """
+    reason = spark_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with SparkStandaloneCluster(base_dir=tmp_path_factory.mktemp("spark-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
+    """A running Spark Connect server (``local[2]`` inside) for the test session.
+
+    ``spark_connect.session()`` is a remote client session; the server's Python is
+    this one, so packages installed here are what the server's queries can use.
+    """
+    reason = spark_skip_reason(connect=True)
+    if reason:
+        pytest.skip(reason)
+    with SparkConnectServer(base_dir=tmp_path_factory.mktemp("spark-connect")) as server:
+        yield server

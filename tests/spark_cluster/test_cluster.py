@@ -1,0 +1,167 @@
+"""Spark on a standalone cluster (a master, two workers, executors in their own JVMs), checked
+against the stream as the server holds it. The drivers are separate ``spark-submit`` programs
+(tests/spark_cluster/jobs) that see natsjs-sync only through its install (the executors of the first
+test only through a packed environment), and none registers the data source: Spark finds it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.spark import NatsConfig, read_range
+from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing.spark import SparkStandaloneCluster
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.slow
+
+JOBS = Path(__file__).resolve().parent / "jobs"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[NatsServer]:
+    s = NatsServer()
+    s.start()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def js(server: NatsServer) -> Iterator[Any]:
+    nc = nats.connect(server.url)
+    yield nc.jetstream()
+    nc.close()
+
+
+def _stream(js: Any, name: str, subjects: str) -> None:
+    try:
+        js.delete_stream(name)
+    except nats.NatsError:
+        pass
+    js.create_stream(name=name, subjects=[subjects], duplicate_window=600.0)
+
+
+def _count(js: Any, name: str) -> int:
+    return int(js.stream(name).info().state.messages)
+
+
+def _datas(server: NatsServer, name: str) -> list[int]:
+    return sorted(int(m.data) for m in read_range(NatsConfig(servers=server.url), name, 1))
+
+
+def _packed_environment(tmp_path: Path) -> tuple[Path, Path]:
+    """A virtual environment holding natsjs-sync and msgspec (copied in, as an install would put them),
+    packed with venv-pack; and the "cluster image", a directory outside the archive that gives the
+    executors PyArrow, as PySpark and PyArrow often come preinstalled on cluster nodes."""
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+
+    import msgspec
+    import pyarrow
+    import venv_pack
+
+    import natsjs_sync
+
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(subprocess.run([str(env / "bin" / "python"), "-c", where], check=True, capture_output=True,
+                               text=True, timeout=60).stdout.strip())
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(Path(natsjs_sync.__file__).parent, site / "natsjs_sync", ignore=ignore)
+    shutil.copytree(Path(msgspec.__file__).parent, site / "msgspec", ignore=ignore)
+    image = tmp_path / "cluster-image"
+    image.mkdir()
+    (image / "pyarrow").symlink_to(Path(pyarrow.__file__).parent)
+    assert sysconfig.get_path("purelib") != str(site)
+    archive = tmp_path / "environment.tar.gz"
+    venv_pack.pack(prefix=str(env), output=str(archive), compress_level=1)
+    return archive, image
+
+
+def test_batch_write_read_and_partition_helpers_with_a_packed_environment(
+        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    """The executors' Python lacks natsjs-sync: it comes in a venv-packed archive (--archives)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("venv_pack", reason="venv-pack is in the test extra")
+    base = getattr(sys, "_base_executable", sys.executable)
+    lacks = subprocess.run([base, "-I", "-c", "import natsjs_sync"], capture_output=True, timeout=60)
+    assert lacks.returncode != 0, "the executors' base Python must not have natsjs-sync for this test"
+    archive, image = _packed_environment(tmp_path)
+    _stream(js, "CBATCH", "cbatch.>")
+    _stream(js, "CHELP", "chelp.>")
+    driver = spark_cluster.submit(
+        JOBS / "batch.py", server.url, "10000", timeout=300, options=["--archives", f"{archive}#environment"],
+        conf={"spark.pyspark.python": "./environment/bin/python", "spark.pyspark.driver.python": sys.executable,
+              "spark.executorEnv.PYTHONPATH": str(image)})
+    assert driver.returncode == 0, driver.output() + driver.log.read_text()
+    got = driver.result()
+    assert got["executors"] == 2
+    for module_file, python in got["executors_imported"]:
+        assert "/environment/" in module_file and python.endswith("environment/bin/python")
+    assert _count(js, "CBATCH") == 10_000 and _count(js, "CHELP") == 10_000
+    assert got["partitions"] == 4
+    assert got["read"] == {"n": 10_000, "seqs": 10_000, "datas": 10_000, "lo": 1, "hi": 10_000}
+    assert got["helpers"] == {"n": 10_000, "distinct": 10_000, "lo": 0, "hi": 9_999}
+
+
+def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
+        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    _stream(js, "CWRITE", "cwrite.>")
+    gate = tmp_path / "gate"
+    driver = spark_cluster.submit(JOBS / "write_gated.py", server.url, "40000", str(gate), wait=False)
+    try:
+        # The first two tasks (one per executor) reach the gate half way through their partitions.
+        assert wait_until(lambda: len(list(tmp_path.glob("gate-at-*"))) >= 2 or driver.returncode is not None,
+                          240, interval=0.2), driver.log.read_text()
+        assert driver.returncode is None, driver.output() + driver.log.read_text()
+        stored_before = _count(js, "CWRITE")
+        killed = spark_cluster.kill_executor()
+        gate.touch()
+        assert driver.wait(300) == 0, driver.output() + driver.log.read_text()
+    finally:
+        driver.kill()
+    assert killed not in spark_cluster.executor_pids()
+    assert stored_before < 40_000
+    assert _count(js, "CWRITE") == 40_000
+    assert _datas(server, "CWRITE") == list(range(40_000))
+
+
+def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(
+        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    _stream(js, "SRC", "src.>")
+    _stream(js, "SINK", "sink.>")
+    for i in range(12_000):
+        js.publish_async(f"src.{i % 5}", str(i).encode())
+    js.publish_async_complete(timeout=60)
+    checkpoint, gates = tmp_path / "checkpoint", tmp_path / "gates"
+    gates.mkdir()
+    args = (server.url, str(checkpoint), str(gates), "4000", "10000")
+
+    first = spark_cluster.submit(JOBS / "stream_gated.py", *args, wait=False)
+    try:
+        assert wait_until(lambda: (gates / "at-4000").exists() or first.returncode is not None, 240, interval=0.2)
+        assert first.returncode is None, first.output() + first.log.read_text()
+        spark_cluster.kill_executor()  # in the middle of the second micro-batch
+        (gates / "gate-4000").touch()
+        assert wait_until(lambda: (gates / "at-10000").exists() or first.returncode is not None, 240,
+                          interval=0.2)
+        assert first.returncode is None, first.output() + first.log.read_text()
+        stored_before = _count(js, "SINK")
+        first.kill()  # the driver dies in the middle of the fourth micro-batch
+    finally:
+        first.kill()
+    assert 9_000 <= stored_before < 12_000  # three micro-batches done, the fourth part written
+    (gates / "gate-10000").touch()
+    second = spark_cluster.submit(JOBS / "stream_gated.py", *args, timeout=300)  # from the checkpoint
+    assert second.returncode == 0, second.output() + second.log.read_text()
+    assert _count(js, "SINK") == 12_000
+    assert _datas(server, "SINK") == list(range(12_000))
