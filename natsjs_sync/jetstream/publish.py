@@ -737,6 +737,8 @@ class PublishPipeline:
             except (TimeoutError, OutboundBufferLimitError) as exc:  # stalled by an outage
                 if not self._may_resend(exc):
                     raise
+                if isinstance(exc, OutboundBufferLimitError):
+                    time.sleep(0.05)  # the reconnect buffer is full: give the reconnect time
                 continue
             self._inflight.append(fut)
             self._sent.append((subject, payload, options))

@@ -61,7 +61,7 @@ from ..errors import JetStreamError, StreamNotFoundError
 from ..jetstream import StreamInfo
 from ..jetstream.publish import PublishPipeline
 from .config import NatsConfig
-from .helpers import iter_range
+from .helpers import iter_range, ride_out
 from .options import (
     _EARLIEST,
     _LATEST,
@@ -96,19 +96,22 @@ def _not_found(stream: str) -> StreamNotFoundError:
 
 def _info(cfg: NatsConfig, stream: str) -> StreamInfo:
     try:
-        return cfg.jetstream().stream(stream).info()
+        return ride_out(cfg, lambda: cfg.jetstream().stream(stream).info())
     except StreamNotFoundError:
         raise _not_found(stream) from None
 
 
 def _seq_at_time(cfg: NatsConfig, stream: str, t: datetime.datetime, last_seq: int) -> int:
     """The first sequence stored at or after ``t`` (``last_seq + 1`` when none)."""
-    oc = cfg.jetstream().ordered_consumer(stream, deliver_policy="by_start_time", opt_start_time=t)
-    try:
-        got = oc.fetch(1, max_wait=2.0)
-        return got[0].metadata.sequence.stream if got else last_seq + 1
-    finally:
-        oc.delete()
+    def find() -> int:
+        oc = cfg.jetstream().ordered_consumer(stream, deliver_policy="by_start_time", opt_start_time=t)
+        try:
+            got = oc.fetch(1, max_wait=2.0)
+            return got[0].metadata.sequence.stream if got else last_seq + 1
+        finally:
+            oc.delete()
+
+    return ride_out(cfg, find)
 
 
 def _resolve(cfg: NatsConfig, stream: str, pos: Position, info: StreamInfo) -> int:
@@ -420,8 +423,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return info.created.isoformat() if info.created else ""
 
     def _maybe_info(self, stream: str) -> StreamInfo | None:
+        cfg = self.ro.cfg
         try:
-            return self.ro.cfg.jetstream().stream(stream).info()
+            return ride_out(cfg, lambda: cfg.jetstream().stream(stream).info())
         except StreamNotFoundError:
             return None
 
