@@ -752,8 +752,9 @@ class JetStreamDataSource(DataSource):
         # Asked for by load() (batch and streaming alike): check what both accept now,
         # the rest when the reader is made.
         normalise(self.options, "any_read")
-        ro = read_options({k: v for k, v in self.options.items()
-                           if k.lower() not in _STREAM_ONLY}, streaming=False)
+        ro = read_options({k: v for k, v in self.options.items() if k.lower() not in _STREAM_ONLY},
+                          streaming=False)
+        read_options({k: v for k, v in self.options.items() if k.lower() not in _BATCH_ONLY}, streaming=True)
         return schema_for(ro)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -779,6 +780,7 @@ class JetStreamDataSource(DataSource):
         return JetStreamStreamWriter(wo)
 
 
+_BATCH_ONLY = {"endingoffsets", "endingsequence", "endingtimestamp", "endingoffsetsbytimestamp"}
 _STREAM_ONLY = {"failondataloss", "maxmessagespertrigger", "maxoffsetspertrigger", "minmessagespertrigger",
                 "minoffsetspertrigger", "maxtriggerdelay"}
 
