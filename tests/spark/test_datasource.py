@@ -133,7 +133,7 @@ def test_bad_options_fail_at_load_and_save_naming_them(spark: Any, server: NatsS
     _stream(js, "OPTS")
     with pytest.raises(Exception, match="'minPartitions' must be an integer, got 'two'"):
         _read(spark, server, "OPTS", minPartitions="two")
-    with pytest.raises(Exception, match="(?i)unknown option 'startingOffset'"):
+    with pytest.raises(Exception, match=r"(?i)unknown option 'startingOffset'"):
         _read(spark, server, "OPTS", startingOffset="latest")
     with pytest.raises(Exception, match="'failOnDataLoss' must be true or false, got 'ture'"):
         spark.readStream.format("jetstream").option("servers", server.url).option("failOnDataLoss", "ture") \
