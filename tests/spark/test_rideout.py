@@ -41,13 +41,19 @@ def _wait_for(what: str, cond: Callable[[], bool], seconds: float = 180.0) -> No
         time.sleep(0.1)
 
 
-def _restart_when_paused(server: NatsServer, paused: Path, resumed: Path) -> None:
-    """Once a task says it paused mid-partition: take the server away, bring it back, let the task go on."""
-    _wait_for("a task to pause", paused.exists)
-    server.stop()
-    time.sleep(OUTAGE)  # the outage itself, not a synchronisation
-    server.start()
-    resumed.write_text("go on")
+def _restarter(server: NatsServer, paused: Path, resumed: Path) -> tuple[threading.Thread, list[BaseException]]:
+    """A thread that, once a task says it paused mid-partition, takes the server
+    away, brings it back and lets the task go on. (The Spark job itself runs on
+    the test's thread: a data source is registered for the session there.)"""
+
+    def run() -> None:
+        _wait_for("a task to pause", paused.exists, 100)
+        server.stop()
+        time.sleep(OUTAGE)  # the outage itself, not a synchronisation
+        server.start()
+        resumed.write_text("go on")
+
+    return _in_thread(run)
 
 
 def _pause_once(paused: Path, resumed: Path, at: int) -> Callable[[Any], Iterator[Any]]:
@@ -90,11 +96,13 @@ def test_batch_write_rides_out_a_server_restart(spark: Any, server: NatsServer, 
     df = spark.range(0, 30_000, numPartitions=3).selectExpr("'ridew.x' as subject",
                                                             "cast(cast(id as string) as binary) as data")
     rows = spark.createDataFrame(df.rdd.mapPartitions(_pause_once(paused, resumed, 2000)), df.schema)
-    t, errors = _in_thread(lambda: rows.write.format("jetstream").option("servers", server.url)
-                           .option("retryTimeout", 90).mode("append").save())
-    _restart_when_paused(server, paused, resumed)
-    t.join(300)
-    assert not t.is_alive() and not errors
+    t, errors = _restarter(server, paused, resumed)
+    try:
+        rows.write.format("jetstream").option("servers", server.url).option("retryTimeout", 90).mode("append").save()
+    finally:
+        resumed.write_text("go on")  # never leave a task waiting
+        t.join(120)
+    assert paused.exists() and not errors
     with nats.connect(server.url) as nc:
         assert nc.jetstream().stream("RIDEW").info().state.messages == 30_000
     datas = sorted(int(m.data) for m in read_range(NatsConfig(servers=server.url), "RIDEW"))
@@ -112,13 +120,14 @@ def test_batch_read_rides_out_a_server_restart(spark: Any, server: NatsServer, t
     df = (spark.read.format("jetstream").option("servers", server.url).option("minPartitions", 2)
           .option("retryTimeout", 90).load("RIDER").select("seq", "data"))
     rows = spark.createDataFrame(df.rdd.mapPartitions(_pause_once(paused, resumed, 500)), df.schema)
-    got: list[Any] = []
-    t, errors = _in_thread(lambda: got.extend(rows.selectExpr("count(*) as n", "count(distinct seq) as seqs",
-                                                              "count(distinct data) as datas").collect()))
-    _restart_when_paused(server, paused, resumed)
-    t.join(300)
-    assert not t.is_alive() and not errors
-    assert (got[0].n, got[0].seqs, got[0].datas) == (40_000, 40_000, 40_000)
+    t, errors = _restarter(server, paused, resumed)
+    try:
+        got = rows.selectExpr("count(*) as n", "count(distinct seq) as seqs", "count(distinct data) as datas").first()
+    finally:
+        resumed.write_text("go on")
+        t.join(120)
+    assert paused.exists() and not errors
+    assert (got.n, got.seqs, got.datas) == (40_000, 40_000, 40_000)
 
 
 def test_streaming_query_rides_out_a_server_restart(spark: Any, server: NatsServer, tmp_path: Path) -> None:
