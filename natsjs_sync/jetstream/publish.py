@@ -36,9 +36,11 @@ from .._timeout import Deadline
 from ..errors import (
     ConnectionClosedError,
     InvalidResponseError,
+    JetStreamError,
     NatsError,
     NoRespondersError,
     NoStreamResponseError,
+    OutboundBufferLimitError,
     TimeoutError,
     TooManyStalledMsgsError,
     jetstream_error,
@@ -714,7 +716,7 @@ class PublishPipeline:
     """
 
     def __init__(self, publish: Callable[..., Future[PubAck]], window: int, deadline: Deadline,
-                 on_ack: Callable[[PubAck], None] | None = None):
+                 on_ack: Callable[[PubAck], None] | None = None, resend_for: float = 0.0):
         if window < 1:
             raise ValueError("window must be >= 1")
         self._publish = publish
@@ -722,30 +724,71 @@ class PublishPipeline:
         self._deadline = deadline
         self._inflight: collections.deque[Future[PubAck]] = collections.deque()
         self._on_ack = on_ack
+        # Sending again is safe only when every message carries a msg id: the
+        # caller opts in. Each message in flight keeps what it needs to be sent again.
+        self._resend_for = resend_for
+        self._resend_until: float | None = None
+        self._sent: collections.deque[tuple[str, bytes, dict[str, Any]]] | None = (
+            collections.deque() if resend_for > 0 else None)
         self.count = 0  #: PubAcks received
+        self.resent = 0  #: publishes sent again after a timeout or an outage
         self.error: BaseException | None = None  #: the first failure
 
     def publish(self, subject: str, payload: bytes, **options: Any) -> None:
         """Publish (blocks while the window is full). Raises the first failure so far."""
         if self.error is not None:
             raise self.error
-        self._inflight.append(self._publish(subject, payload, **options))
+        self._send(subject, payload, options)
         while len(self._inflight) >= self._window:
             self._settle_oldest()
         if self.error is not None:
             raise self.error
 
+    def _send(self, subject: str, payload: bytes, options: dict[str, Any]) -> None:
+        if self._sent is None:
+            self._inflight.append(self._publish(subject, payload, **options))
+            return
+        while True:
+            try:
+                fut = self._publish(subject, payload, **options)
+            except (TimeoutError, OutboundBufferLimitError) as exc:  # stalled by an outage
+                if not self._may_resend(exc):
+                    raise
+                if isinstance(exc, OutboundBufferLimitError):
+                    time.sleep(0.05)  # the reconnect buffer is full: give the reconnect time
+                continue
+            self._inflight.append(fut)
+            self._sent.append((subject, payload, options))
+            return
+
+    def _may_resend(self, exc: BaseException) -> bool:
+        """After ``exc``: is there time left to send again (one budget per outage)?"""
+        if not isinstance(exc, (TimeoutError, NoRespondersError, OutboundBufferLimitError)) and not (
+                isinstance(exc, JetStreamError) and exc.code == 503):
+            return False
+        now = time.monotonic()
+        if self._resend_until is None:
+            self._resend_until = now + self._resend_for
+        remaining = self._deadline.remaining()
+        return now < self._resend_until and (remaining is None or remaining > 0)
+
     def _settle_oldest(self) -> None:
         fut = self._inflight.popleft()
+        sent = self._sent.popleft() if self._sent is not None else None
         try:
             ack = fut.result(timeout=self._deadline.remaining())
         except BaseException as exc:  # kept; the rest still settle
+            if sent is not None and self.error is None and fut.done() and self._may_resend(exc):
+                self.resent += 1
+                self._send(*sent)
+                return
             if isinstance(exc, TimeoutError) and not fut.done():
                 exc = TimeoutError(f"no PubAck within the pipeline's timeout for {fut._subject!r}")  # type: ignore[attr-defined]
             if self.error is None:
                 self.error = exc
             return
         self.count += 1
+        self._resend_until = None  # an ack: the next outage has a budget of its own
         if self._on_ack is not None:
             self._on_ack(ack)
 

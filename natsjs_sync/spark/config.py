@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import natsjs_sync
 
+from ..errors import NatsError, NoServersError
+
 if TYPE_CHECKING:
     from ..client import Client
     from ..jetstream import JetStream
@@ -40,6 +42,10 @@ class NatsConfig:
         tls_verify_hostname: check the server certificate's host name.
         name: the client name shown by the server.
         connect_timeout, timeout: seconds for connecting and for each JetStream call.
+        retry_timeout: seconds a first connection keeps being retried when no
+            server answers (a task starting during a server restart), and
+            unacknowledged publishes of a data source write keep being sent
+            again; 0 fails at once.
         domain, api_prefix: JetStream domain or API prefix.
         max_reconnect_attempts, reconnect_time_wait: reconnect behaviour.
         options: any other :func:`natsjs_sync.connect` keyword (picklable values only).
@@ -58,6 +64,7 @@ class NatsConfig:
     name: str | None = "natsjs-spark"
     connect_timeout: float = 5.0
     timeout: float = 10.0
+    retry_timeout: float = 60.0
     domain: str | None = None
     api_prefix: str = "$JS.API"
     max_reconnect_attempts: int = 60
@@ -99,8 +106,19 @@ class NatsConfig:
         tls = self._tls_context()
         if tls is not None:
             kwargs["tls"] = tls
+        if self.retry_timeout > 0:
+            kwargs["retry_on_failed_connect"] = True
         kwargs.update(dict(self.options))
-        return natsjs_sync.connect(list(self.servers), **kwargs)
+        nc = natsjs_sync.connect(list(self.servers), **kwargs)
+        if not nc.is_connected and self.retry_timeout > 0:
+            # Retrying in the background: wait for it, within the budget.
+            try:
+                nc.flush(timeout=self.retry_timeout)
+            except NatsError as exc:
+                nc.close()
+                raise NoServersError(f"no server of {', '.join(self.servers)} answered within retry_timeout="
+                                     f"{self.retry_timeout} s") from exc
+        return nc
 
     def client(self) -> Client:
         """The shared Client of this process for these settings (made on first use)."""

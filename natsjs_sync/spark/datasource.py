@@ -6,18 +6,29 @@
     df = spark.read.format("jetstream").option("servers", url).load("ORDERS")
     df.write.format("jetstream").option("servers", url).option("subject", "orders.new").mode("append").save()
 
-Rows have the schema :data:`SCHEMA`. Offsets are stream sequences. Reads split
-a fixed sequence range into partitions read by direct get (or an ephemeral
-ordered consumer), so a re-read gives the same rows and leaves no state on the
-server. Writes publish with a ``Nats-Msg-Id`` (the ``msg_id`` column, or one
-derived from the write, partition and row), so a retried task stores nothing
-twice within the stream's duplicate window.
+Options are checked on the driver (:mod:`natsjs_sync.spark.options`). Rows
+have the schema :func:`schema_for` (``headers`` as a map, in Kafka's shape, or
+left out). Offsets are stream sequences. A batch read fixes each stream's
+sequence range when it is planned and cuts it into partitions, each read by
+direct get or an ephemeral ordered consumer, so a re-read gives the same rows
+and leaves nothing on the server; ``where()`` on ``seq``, ``stream``,
+``subject`` and ``timestamp`` narrows that range (filter pushdown).
+
+Writes publish every row with a ``Nats-Msg-Id``: the ``msg_id`` column, or one
+made from the write, the partition, the row's content and how many identical
+rows came before it in the partition. A retried task therefore sends the same
+ids for the same rows in whatever order it gets them, and the stream stores
+each row once (within its duplicate window).
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
+import hashlib
 import math
+import sys
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -31,95 +42,89 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
     InputPartition,
+    LessThan,
+    LessThanOrEqual,
+    StringStartsWith,
     WriterCommitMessage,
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
-from pyspark.sql.types import StructType
+from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
+from .._timeout import Deadline
 from ..errors import JetStreamError, StreamNotFoundError
 from ..jetstream import StreamInfo
+from ..jetstream.publish import PublishPipeline
 from .config import NatsConfig
-from .helpers import iter_range, publish_partition
+from .helpers import iter_range, ride_out
+from .options import (
+    _EARLIEST,
+    _LATEST,
+    Position,
+    ReadOptions,
+    WriteOptions,
+    normalise,
+    read_options,
+    write_options,
+)
 
-SCHEMA = ("stream STRING, subject STRING, seq BIGINT, timestamp TIMESTAMP, "
-          "headers MAP<STRING, ARRAY<STRING>>, data BINARY")
+_BASE_COLUMNS = "stream STRING, subject STRING, seq BIGINT, timestamp TIMESTAMP"
+_HEADER_TYPES = {"map": "MAP<STRING, ARRAY<STRING>>", "kafka": "ARRAY<STRUCT<key: STRING, value: BINARY>>"}
+#: The default schema (``includeHeaders`` true, ``headersFormat`` map).
+SCHEMA = f"{_BASE_COLUMNS}, headers {_HEADER_TYPES['map']}, data BINARY"
 
-_DEFAULT_PARTITION_SIZE = 100_000
+
+def schema_for(ro: ReadOptions) -> str:
+    """The read schema for these options."""
+    if not ro.include_headers:
+        return f"{_BASE_COLUMNS}, data BINARY"
+    return f"{_BASE_COLUMNS}, headers {_HEADER_TYPES[ro.headers_format]}, data BINARY"
 
 
 class DataLossError(JetStreamError):
     """Messages a streaming query still needed are gone (purged, expired, or the stream recreated)."""
 
 
-def _opt(options: Any, *names: str, default: str | None = None) -> str | None:
-    for name in names:
-        value = options.get(name)
-        if value is None:
-            value = options.get(name.lower())
-        if value is not None:
-            return str(value)
-    return default
+def _not_found(stream: str) -> StreamNotFoundError:
+    return StreamNotFoundError(f"stream {stream!r} (option 'stream') does not exist", code=404)
 
 
-def _bool(value: str | None, default: bool) -> bool:
-    if value is None:
-        return default
-    return value.strip().lower() in ("1", "true", "yes", "on")
-
-
-def _time(value: str) -> datetime.datetime:
-    """An ISO-8601 time or milliseconds since the epoch (UTC)."""
-    value = value.strip()
-    if value.lstrip("-").isdigit():
-        return datetime.datetime.fromtimestamp(int(value) / 1000, datetime.timezone.utc)
-    t = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)
-
-
-def config_from_options(options: Any) -> NatsConfig:
-    """A :class:`NatsConfig` from data source options (servers, user, password,
-    token, creds, nkeysSeed, tlsCa, tlsCert, tlsKey, timeout, domain)."""
-    servers = _opt(options, "servers", "url", "nats.servers")
-    if not servers:
-        raise ValueError("the jetstream data source needs the option 'servers' (nats://host:port, ...)")
-    timeout = _opt(options, "timeout")
-    return NatsConfig(
-        servers=servers,
-        user=_opt(options, "user"),
-        password=_opt(options, "password"),
-        token=_opt(options, "token"),
-        creds_file=_opt(options, "creds", "credsFile"),
-        nkeys_seed_file=_opt(options, "nkeysSeed", "nkeysSeedFile"),
-        tls_ca=_opt(options, "tlsCa"),
-        tls_cert=_opt(options, "tlsCert"),
-        tls_key=_opt(options, "tlsKey"),
-        timeout=float(timeout) if timeout else 10.0,
-        domain=_opt(options, "domain"),
-        name="natsjs-spark-source",
-    )
-
-
-def _stream_name(options: Any) -> str:
-    name = _opt(options, "stream", "path")
-    if not name:
-        raise ValueError("the jetstream data source needs a stream: option('stream', ...) or load('ORDERS')")
-    return name
-
-
-def _subjects(options: Any) -> list[str]:
-    value = _opt(options, "subjects", "subject")
-    return [s.strip() for s in value.split(",") if s.strip()] if value else []
+def _info(cfg: NatsConfig, stream: str) -> StreamInfo:
+    try:
+        return ride_out(cfg, lambda: cfg.jetstream().stream(stream).info())
+    except StreamNotFoundError:
+        raise _not_found(stream) from None
 
 
 def _seq_at_time(cfg: NatsConfig, stream: str, t: datetime.datetime, last_seq: int) -> int:
     """The first sequence stored at or after ``t`` (``last_seq + 1`` when none)."""
-    oc = cfg.jetstream().ordered_consumer(stream, deliver_policy="by_start_time", opt_start_time=t)
-    try:
-        got = oc.fetch(1, max_wait=2.0)
-        return got[0].metadata.sequence.stream if got else last_seq + 1
-    finally:
-        oc.delete()
+    def find() -> int:
+        oc = cfg.jetstream().ordered_consumer(stream, deliver_policy="by_start_time", opt_start_time=t)
+        try:
+            got = oc.fetch(1, max_wait=2.0)
+            return got[0].metadata.sequence.stream if got else last_seq + 1
+        finally:
+            oc.delete()
+
+    return ride_out(cfg, find)
+
+
+def _resolve(cfg: NatsConfig, stream: str, pos: Position, info: StreamInfo) -> int:
+    """A start position as the first sequence to read (``last + 1``: nothing)."""
+    first, last = max(info.state.first_seq, 1), info.state.last_seq
+    if pos.time is not None:
+        return _seq_at_time(cfg, stream, pos.time, last)
+    if pos.seq == _EARLIEST:
+        return first
+    if pos.seq == _LATEST:
+        return last + 1
+    assert pos.seq is not None
+    return pos.seq
 
 
 def _split(first: int, last: int, min_partitions: int, per_partition: int) -> list[tuple[int, int]]:
@@ -135,34 +140,55 @@ def _split(first: int, last: int, min_partitions: int, per_partition: int) -> li
 
 @dataclass
 class SequenceRange(InputPartition):
-    """One task's share: the stream sequences ``start`` to ``end``, both included."""
+    """One task's share: sequences ``start`` to ``end`` (both included) of ``stream``."""
 
+    stream: str
     start: int
     end: int
+    subjects: tuple[str, ...] = ()
+
+
+def _plan(ro: ReadOptions, ranges: dict[str, tuple[int, int]], subjects: tuple[str, ...]) -> list[SequenceRange]:
+    """Each stream's range cut into partitions; ``minPartitions`` shared in proportion to size."""
+    total = sum(max(0, e - s + 1) for s, e in ranges.values())
+    parts: list[SequenceRange] = []
+    for stream, (s, e) in ranges.items():
+        count = e - s + 1
+        if count <= 0:
+            continue
+        share = max(1, math.ceil(ro.min_partitions * count / total))
+        parts.extend(SequenceRange(stream, a, b, subjects) for a, b in _split(s, e, share, ro.per_partition))
+    return parts
 
 
 _BLOCK = 8192  # rows per Arrow record batch
 
 
-def _arrow_schema() -> Any:
+def _arrow_schema(ro: ReadOptions) -> Any:
     import pyarrow as pa
 
-    return pa.schema([
-        ("stream", pa.string()),
-        ("subject", pa.string()),
-        ("seq", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("headers", pa.map_(pa.string(), pa.list_(pa.string()))),
-        ("data", pa.binary()),
-    ])
+    fields = [("stream", pa.string()), ("subject", pa.string()), ("seq", pa.int64()),
+              ("timestamp", pa.timestamp("us", tz="UTC"))]
+    if ro.include_headers:
+        if ro.headers_format == "map":
+            fields.append(("headers", pa.map_(pa.string(), pa.list_(pa.string()))))
+        else:
+            fields.append(("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
+    fields.append(("data", pa.binary()))
+    return pa.schema(fields)
 
 
-def _batches(cfg: NatsConfig, stream: str, part: SequenceRange, subjects: Sequence[str]) -> Iterator[Any]:
+def _batches(ro: ReadOptions, part: SequenceRange) -> Iterator[Any]:
     """The partition's messages as Arrow record batches: columns built in bulk,
     no Python object per cell on the way into Spark."""
     import pyarrow as pa
 
-    schema = _arrow_schema()
+    schema = _arrow_schema(ro)
+    with_headers = ro.include_headers
+    kafka = ro.headers_format == "kafka"
+    header_type = schema.field("headers").type if with_headers else None
+    stream_type, subject_type, seq_type, time_type, data_type = (
+        pa.string(), pa.string(), pa.int64(), pa.timestamp("us", tz="UTC"), pa.binary())
     subj: list[str] = []
     seqs: list[int] = []
     times: list[int] = []
@@ -172,22 +198,30 @@ def _batches(cfg: NatsConfig, stream: str, part: SequenceRange, subjects: Sequen
     def flush() -> Any:
         n = len(seqs)
         arrays = [
-            pa.array([stream] * n, pa.string()),
-            pa.array(subj, pa.string()),
-            pa.array(seqs, pa.int64()),
-            pa.array(times, pa.timestamp("us", tz="UTC")),
-            pa.array(hdrs, schema.field("headers").type),
-            pa.array(datas, pa.binary()),
+            pa.array([part.stream] * n, stream_type),
+            pa.array(subj, subject_type),
+            pa.array(seqs, seq_type),
+            pa.array(times, time_type),
         ]
+        if with_headers:
+            arrays.append(pa.array(hdrs, header_type))
+        arrays.append(pa.array(datas, data_type))
         for col in (subj, seqs, times, hdrs, datas):
             col.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    for subject, seq, ts_us, headers, data in iter_range(cfg, stream, part.start, part.end, subjects or None):
+    for subject, seq, ts_us, headers, data in iter_range(ro.cfg, part.stream, part.start, part.end,
+                                                         part.subjects or None):
         subj.append(subject)
         seqs.append(seq)
         times.append(ts_us)
-        hdrs.append([(k, headers.get_all(k)) for k in headers] if headers else None)
+        if with_headers:
+            if not headers:
+                hdrs.append(None)
+            elif kafka:
+                hdrs.append([{"key": k, "value": v.encode()} for k in headers for v in headers.get_all(k)])
+            else:
+                hdrs.append([(k, headers.get_all(k)) for k in headers])
         datas.append(data)
         if len(seqs) >= _BLOCK:
             yield flush()
@@ -195,146 +229,314 @@ def _batches(cfg: NatsConfig, stream: str, part: SequenceRange, subjects: Sequen
         yield flush()
 
 
+# ---------------------------------------------------------------------- filter pushdown
+
+@dataclass
+class Narrowing:
+    """What pushed-down filters allow a batch read to skip."""
+
+    seq_lo: int = 1
+    seq_hi: int | None = None  #: inclusive
+    streams: frozenset[str] | None = None
+    subjects: tuple[str, ...] | None = None
+    time_lo: datetime.datetime | None = None
+    time_hi: datetime.datetime | None = None  #: inclusive
+    nothing: bool = False  #: the filters contradict each other
+
+
+def _aware(value: Any) -> datetime.datetime | None:
+    if isinstance(value, datetime.datetime):
+        return value if value.tzinfo else value.astimezone()  # Spark hands session-local naive times
+    if isinstance(value, datetime.date):
+        return datetime.datetime(value.year, value.month, value.day).astimezone()
+    return None
+
+
+def _plain_subject(value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and not any(c in value for c in " *>") and ".." not in value \
+        and not value.startswith(".") and not value.endswith(".")
+
+
+def push_filters(n: Narrowing, filters: list[Filter], have_subjects: bool) -> Iterator[Filter]:
+    """Narrow ``n`` by ``filters``; yield those Spark must still apply.
+
+    Sequence and stream filters are applied exactly by the range read, so they
+    are kept. Subject and time filters narrow the read and are given back to
+    Spark too (a subject prefix or a clock that stepped back must not drop a row).
+    """
+    for f in filters:
+        attribute: tuple[str, ...] = getattr(f, "attribute", ())
+        col = attribute[0] if len(attribute) == 1 else None
+        value: Any = getattr(f, "value", None)
+        if col == "seq" and isinstance(value, int) and not isinstance(value, bool):
+            if isinstance(f, EqualTo):
+                n.seq_lo, n.seq_hi = max(n.seq_lo, value), value if n.seq_hi is None else min(n.seq_hi, value)
+            elif isinstance(f, GreaterThan):
+                n.seq_lo = max(n.seq_lo, value + 1)
+            elif isinstance(f, GreaterThanOrEqual):
+                n.seq_lo = max(n.seq_lo, value)
+            elif isinstance(f, LessThan):
+                n.seq_hi = value - 1 if n.seq_hi is None else min(n.seq_hi, value - 1)
+            elif isinstance(f, LessThanOrEqual):
+                n.seq_hi = value if n.seq_hi is None else min(n.seq_hi, value)
+            else:
+                yield f
+                continue
+            continue
+        if col == "seq" and isinstance(f, In) and f.value and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in f.value):
+            n.seq_lo = max(n.seq_lo, min(f.value))
+            n.seq_hi = max(f.value) if n.seq_hi is None else min(n.seq_hi, max(f.value))
+            yield f  # the range holds more than the listed sequences
+            continue
+        if col == "stream" and isinstance(f, (EqualTo, In)):
+            names = frozenset([f.value] if isinstance(f, EqualTo) else f.value)
+            n.streams = names if n.streams is None else n.streams & names
+            continue
+        if col == "subject" and not have_subjects and n.subjects is None:
+            if isinstance(f, EqualTo) and _plain_subject(value):
+                n.subjects = (value,)
+            elif isinstance(f, In) and f.value and all(_plain_subject(v) for v in f.value):
+                n.subjects = tuple(sorted(set(f.value)))
+            elif isinstance(f, StringStartsWith) and _plain_subject(value + "x") and value.endswith("."):
+                n.subjects = (value + ">",)
+            yield f
+            continue
+        if col == "timestamp" and isinstance(f, (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)):
+            t = _aware(value)
+            if t is not None:
+                if isinstance(f, (GreaterThan, GreaterThanOrEqual)):
+                    n.time_lo = t if n.time_lo is None else max(n.time_lo, t)
+                else:
+                    n.time_hi = t if n.time_hi is None else min(n.time_hi, t)
+        yield f
+    if n.seq_hi is not None and n.seq_hi < n.seq_lo:
+        n.nothing = True
+    if n.streams is not None and not n.streams:
+        n.nothing = True
+
+
 # ---------------------------------------------------------------------- batch read
 
 class JetStreamBatchReader(DataSourceReader):
-    def __init__(self, options: Any):
-        self.options = dict(options)
-        self.cfg = config_from_options(options)
-        self.stream = _stream_name(options)
-        self.subjects = _subjects(options)
+    """Plans a batch read on the driver; reads a :class:`SequenceRange` on an executor."""
 
-    def _bounds(self) -> tuple[int, int]:
-        o = self.options
-        info = self.cfg.jetstream().stream(self.stream).info()
-        first, last = info.state.first_seq, info.state.last_seq
-        start = first
-        seq = _opt(o, "startingSequence")
-        ts = _opt(o, "startingTimestamp")
-        offsets = (_opt(o, "startingOffsets") or "earliest").lower()
-        if seq:
-            start = max(int(seq), first)
-        elif ts:
-            start = _seq_at_time(self.cfg, self.stream, _time(ts), last)
-        elif offsets == "latest":
-            start = last + 1
-        end = last
-        eseq = _opt(o, "endingSequence")
-        ets = _opt(o, "endingTimestamp")
-        if eseq:
-            end = min(int(eseq), last)
-        elif ets:
-            end = _seq_at_time(self.cfg, self.stream, _time(ets), last) - 1
-        return max(start, 1), end
+    def __init__(self, ro: ReadOptions):
+        self.ro = ro
+        self.narrowing = Narrowing()
+
+    def _ranges(self) -> dict[str, tuple[int, int]]:
+        ro, nw = self.ro, self.narrowing
+        out: dict[str, tuple[int, int]] = {}
+        if nw.nothing:
+            return out
+        for stream in ro.streams:
+            if nw.streams is not None and stream not in nw.streams:
+                continue
+            info = _info(ro.cfg, stream)
+            first, last = max(info.state.first_seq, 1), info.state.last_seq
+            start = _resolve(ro.cfg, stream, ro.start[stream], info)
+            end_pos = ro.end[stream]
+            if end_pos.time is not None:
+                end = _seq_at_time(ro.cfg, stream, end_pos.time, last) - 1
+            elif end_pos.seq == _LATEST:
+                end = last
+            else:
+                assert end_pos.seq is not None
+                end = end_pos.seq - 1  # exclusive
+            start = max(start, first, nw.seq_lo)
+            end = min(end, last)
+            if nw.seq_hi is not None:
+                end = min(end, nw.seq_hi)
+            if start <= end and nw.time_lo is not None:
+                start = max(start, _seq_at_time(ro.cfg, stream, nw.time_lo, last))
+            if start <= end and nw.time_hi is not None:
+                # The first message after time_hi (1 µs later: an inclusive bound) ends the range.
+                after = _seq_at_time(ro.cfg, stream, nw.time_hi + datetime.timedelta(microseconds=1), last)
+                end = min(end, after - 1)
+            out[stream] = (start, end)
+        return out
 
     def partitions(self) -> Sequence[InputPartition]:
-        start, end = self._bounds()
-        min_parts = int(_opt(self.options, "minPartitions") or 1)
-        per = int(_opt(self.options, "maxMessagesPerPartition") or _DEFAULT_PARTITION_SIZE)
-        return [SequenceRange(s, e) for s, e in _split(start, end, min_parts, per)]
+        subjects = self.ro.subjects or (self.narrowing.subjects or ())
+        return _plan(self.ro, self._ranges(), subjects)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, SequenceRange)
-        yield from _batches(self.cfg, self.stream, partition, self.subjects)
+        # No partitions (an empty range) makes PySpark read one InputPartition(None): no rows.
+        if isinstance(partition, SequenceRange):
+            yield from _batches(self.ro, partition)
+
+
+class JetStreamPushdownReader(JetStreamBatchReader):
+    """The batch reader with :meth:`pushFilters` (when Spark's filter pushdown is on)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        return push_filters(self.narrowing, filters, bool(self.ro.subjects))
+
+
+def _planning_with_pushdown() -> bool:
+    """Is the Python worker that asked for a reader the one that pushes filters down?
+
+    PySpark refuses a reader that implements ``pushFilters`` unless
+    ``spark.sql.python.filterPushdown.enabled`` is true (default false); the
+    filters then come through a worker module of its own. So the pushdown
+    reader is given only to that module and the plain one to every other caller.
+    """
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            break
+        if frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 # ---------------------------------------------------------------------- streaming read
 
+def _share(limit: int, avail: list[int]) -> list[int]:
+    """``limit`` rows shared among streams in proportion to what each has, each getting at most its own."""
+    total = sum(avail)
+    if total <= limit:
+        return list(avail)
+    shares = [a * limit // total for a in avail]
+    left = limit - sum(shares)
+    for i, a in enumerate(avail):
+        if left <= 0:
+            break
+        extra = min(a - shares[i], left)
+        shares[i] += extra
+        left -= extra
+    return shares
+
+
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets: ``{"next": <first sequence not yet read>, "created": <stream creation time>}``."""
+    """Offsets: ``{"streams": {name: {"next": first sequence not read, "created": stream creation time}}}``."""
 
-    def __init__(self, options: Any):
-        self.options = dict(options)
-        self.cfg = config_from_options(options)
-        self.stream = _stream_name(options)
-        self.subjects = _subjects(options)
-        self.fail_on_data_loss = _bool(_opt(options, "failOnDataLoss"), True)
-        per_trigger = _opt(options, "maxMessagesPerTrigger")
-        self.max_per_trigger = int(per_trigger) if per_trigger else None
-        self.per_partition = int(_opt(options, "maxMessagesPerPartition") or _DEFAULT_PARTITION_SIZE)
-        self.min_partitions = int(_opt(options, "minPartitions") or 1)
-        self._target: int | None = None
-
-    def _info(self) -> StreamInfo:
-        try:
-            return self.cfg.jetstream().stream(self.stream).info()
-        except StreamNotFoundError:
-            raise DataLossError(f"stream {self.stream!r} does not exist (any more)") from None
+    def __init__(self, ro: ReadOptions):
+        self.ro = ro
+        self._target: dict[str, int] | None = None
+        self._last_trigger = time.monotonic()
 
     @staticmethod
     def _created(info: StreamInfo) -> str:
         return info.created.isoformat() if info.created else ""
 
+    def _maybe_info(self, stream: str) -> StreamInfo | None:
+        cfg = self.ro.cfg
+        try:
+            return ride_out(cfg, lambda: cfg.jetstream().stream(stream).info())
+        except StreamNotFoundError:
+            return None
+
+    @staticmethod
+    def _streams_of(offset: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return dict(offset.get("streams") or {})
+
     def initialOffset(self) -> dict[str, Any]:
-        info = self._info()
-        first, last = info.state.first_seq, info.state.last_seq
-        seq = _opt(self.options, "startingSequence")
-        ts = _opt(self.options, "startingTimestamp")
-        offsets = (_opt(self.options, "startingOffsets") or "earliest").lower()
-        if seq:
-            nxt = int(seq)
-        elif ts:
-            nxt = _seq_at_time(self.cfg, self.stream, _time(ts), last)
-        elif offsets == "latest":
-            nxt = last + 1
-        else:
-            nxt = max(first, 1)
-        return {"next": nxt, "created": self._created(info)}
+        out: dict[str, Any] = {}
+        for stream in self.ro.streams:
+            info = _info(self.ro.cfg, stream)  # a stream that never existed: named, not "data loss"
+            out[stream] = {"next": _resolve(self.ro.cfg, stream, self.ro.start[stream], info),
+                           "created": self._created(info)}
+        return {"streams": out}
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxRows(self.max_per_trigger) if self.max_per_trigger else ReadAllAvailable()
+        return ReadMaxRows(self.ro.max_per_trigger) if self.ro.max_per_trigger else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._info().state.last_seq + 1
+        target = {}
+        for stream in self.ro.streams:
+            info = self._maybe_info(stream)
+            target[stream] = info.state.last_seq + 1 if info is not None else 0
+        self._target = target
 
-    def _check_continuity(self, start: dict[str, Any], info: StreamInfo) -> int:
-        """The sequence to go on from; a purge or recreation past ``start`` is data loss."""
-        nxt = int(start["next"])
-        created = start.get("created") or ""
+    def _continue_from(self, stream: str, pos: dict[str, Any] | None, info: StreamInfo | None) -> int | None:
+        """The sequence to go on from in ``stream`` (None: the stream is gone and that is allowed)."""
+        if pos is None:  # a stream added to the query since the checkpoint
+            if info is None:
+                raise _not_found(stream)
+            return _resolve(self.ro.cfg, stream, self.ro.start[stream], info)
+        nxt = int(pos["next"])
+        created = pos.get("created") or ""
+        if info is None:
+            if self.ro.fail_on_data_loss:
+                raise DataLossError(f"stream {stream!r} was deleted since the checkpoint (set failOnDataLoss=false "
+                                    "to wait for it to come back)")
+            return None
         if created and created != self._created(info):
-            msg = f"stream {self.stream!r} was recreated since the checkpoint"
-            if self.fail_on_data_loss:
-                raise DataLossError(msg + " (set failOnDataLoss=false to start over from its beginning)")
+            if self.ro.fail_on_data_loss:
+                raise DataLossError(f"stream {stream!r} was recreated since the checkpoint (set failOnDataLoss=false "
+                                    "to start over from its beginning)")
             return max(info.state.first_seq, 1)
         first = info.state.first_seq
         if info.state.messages and nxt < first:
-            if self.fail_on_data_loss:
-                raise DataLossError(f"stream {self.stream!r}: messages {nxt}..{first - 1} were removed before "
-                                    "they were read (set failOnDataLoss=false to skip them)")
+            if self.ro.fail_on_data_loss:
+                raise DataLossError(f"stream {stream!r}: messages {nxt}..{first - 1} were removed before they were "
+                                    "read (set failOnDataLoss=false to skip them)")
             return first
         return nxt
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        info = self._info()
-        nxt = self._check_continuity(start, info)
-        end = info.state.last_seq + 1
-        if self._target is not None:
-            end = min(end, self._target)
+        known = self._streams_of(start)
+        nexts: dict[str, int] = {}
+        ends: dict[str, int] = {}
+        created: dict[str, str] = {}
+        for stream in self.ro.streams:
+            info = self._maybe_info(stream)
+            nxt = self._continue_from(stream, known.get(stream), info)
+            if nxt is None or info is None:
+                if stream in known:
+                    nexts[stream] = ends[stream] = int(known[stream]["next"])
+                    created[stream] = known[stream].get("created") or ""
+                continue
+            end = info.state.last_seq + 1
+            if self._target is not None:
+                end = min(end, self._target.get(stream, end))
+            nexts[stream], ends[stream], created[stream] = nxt, max(end, nxt), self._created(info)
+        names = list(nexts)
+        avail = [ends[s] - nexts[s] for s in names]
         if isinstance(limit, ReadMaxRows):
-            end = min(end, nxt + limit.max_rows)
-        end = max(end, nxt)
-        return {"next": end, "created": self._created(info)}
+            avail = _share(limit.max_rows, avail)
+        min_rows = self.ro.min_per_trigger
+        if (min_rows is not None and self._target is None and sum(avail) < min_rows
+                and time.monotonic() - self._last_trigger < self.ro.max_trigger_delay):
+            return start  # not enough yet, and the delay has not passed: no batch now
+        if sum(avail):
+            self._last_trigger = time.monotonic()
+        nexts = {s: nexts[s] + a for s, a in zip(names, avail, strict=True)}
+        return {"streams": {s: {"next": nexts[s], "created": created[s]} for s in names}}
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        info = self._info()
-        return {"next": info.state.last_seq + 1, "created": self._created(info)}
+        out = {}
+        for stream in self.ro.streams:
+            info = self._maybe_info(stream)
+            if info is not None:
+                out[stream] = {"next": info.state.last_seq + 1, "created": self._created(info)}
+        return {"streams": out}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        first = int(start["next"])
-        if (start.get("created") or "") != (end.get("created") or ""):
-            first = self._check_continuity(start, self._info())
-        return [SequenceRange(s, e) for s, e in _split(first, int(end["next"]) - 1, self.min_partitions,
-                                                      self.per_partition)]
+        known = self._streams_of(start)
+        ranges: dict[str, tuple[int, int]] = {}
+        for stream, pos in self._streams_of(end).items():
+            first = int(known[stream]["next"]) if stream in known else None
+            if first is None or (known[stream].get("created") or "") != (pos.get("created") or ""):
+                nxt = self._continue_from(stream, known.get(stream), self._maybe_info(stream))
+                if nxt is None:
+                    continue
+                first = nxt
+            ranges[stream] = (first, int(pos["next"]) - 1)
+        return _plan(self.ro, ranges, self.ro.subjects)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, SequenceRange)
-        part = partition
-        if self.fail_on_data_loss:
-            first = self.cfg.jetstream().stream(self.stream).info().state.first_seq
-            if part.start < first:
-                raise DataLossError(f"stream {self.stream!r}: messages from {part.start} were removed "
+        if not isinstance(partition, SequenceRange):
+            return
+        if self.ro.fail_on_data_loss:
+            first = _info(self.ro.cfg, partition.stream).state.first_seq
+            if partition.start < first:
+                raise DataLossError(f"stream {partition.stream!r}: messages from {partition.start} were removed "
                                     "before they were read")
-        yield from _batches(self.cfg, self.stream, part, self.subjects)
+        yield from _batches(self.ro, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # nothing is held on the server: offsets live in Spark's checkpoint
@@ -345,77 +547,176 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 # ---------------------------------------------------------------------- write
 
+_WRITE_COLUMNS = ("data", "value", "subject", "topic", "headers", "msg_id")
+
+
+def check_write_schema(schema: StructType, wo: WriteOptions) -> None:
+    """The DataFrame's columns, checked on the driver before anything is sent.
+
+    Raises:
+        ValueError: a column missing, unknown, given twice, or of a type that cannot be written.
+    """
+    names = {f.name.lower(): f for f in schema.fields}
+    unknown = [f.name for f in schema.fields if f.name.lower() not in _WRITE_COLUMNS]
+    if unknown:
+        raise ValueError(f"writing to jetstream: unknown column(s) {', '.join(map(repr, unknown))}; the columns "
+                         "are data (or value), subject (or topic), headers, msg_id: select(...) them")
+    for a, b in (("data", "value"), ("subject", "topic")):
+        if a in names and b in names:
+            raise ValueError(f"writing to jetstream: columns {a!r} and {b!r} are the same column: give one")
+    data = names.get("data") or names.get("value")
+    if data is None:
+        raise ValueError("writing to jetstream needs a 'data' (or 'value') column, binary or string")
+    if not isinstance(data.dataType, (BinaryType, StringType)):
+        raise ValueError(f"writing to jetstream: column {data.name!r} must be binary or string, not "
+                         f"{data.dataType.simpleString()}")
+    subject = names.get("subject") or names.get("topic")
+    if subject is None and not wo.subject:
+        raise ValueError("writing to jetstream needs a 'subject' (or 'topic') column or the option 'subject'")
+    if subject is not None and not isinstance(subject.dataType, StringType):
+        raise ValueError(f"writing to jetstream: column {subject.name!r} must be a string, not "
+                         f"{subject.dataType.simpleString()}")
+    mid = names.get("msg_id")
+    if mid is not None and not isinstance(mid.dataType, StringType):
+        raise ValueError(f"writing to jetstream: column 'msg_id' must be a string, not {mid.dataType.simpleString()}")
+    hdr = names.get("headers")
+    if hdr is not None and not _header_type_ok(hdr.dataType):
+        raise ValueError("writing to jetstream: column 'headers' must be map<string,string>, "
+                         "map<string,array<string>> or array<struct<key:string,value:binary or string>> (Kafka's), "
+                         f"not {hdr.dataType.simpleString()}")
+
+
+def _header_type_ok(t: Any) -> bool:
+    if isinstance(t, MapType):
+        v = t.valueType
+        return isinstance(t.keyType, StringType) and (
+            isinstance(v, StringType) or (isinstance(v, ArrayType) and isinstance(v.elementType, StringType)))
+    if isinstance(t, ArrayType) and isinstance(t.elementType, StructType):
+        fields = {f.name: f.dataType for f in t.elementType.fields}
+        return set(fields) == {"key", "value"} and isinstance(fields["key"], StringType) and isinstance(
+            fields["value"], (StringType, BinaryType))
+    return False
+
+
+def _header_dict(h: Any) -> dict[str, Any] | None:
+    """A headers cell (a map as pairs, or Kafka's list of key/value structs) as a dict."""
+    if not h:
+        return None
+    out: dict[str, Any] = {}
+    if isinstance(h, dict):
+        h = h.items()
+    for item in h:
+        if isinstance(item, dict):  # Kafka's shape: {"key": k, "value": v}, keys may repeat
+            k, v = item["key"], item["value"]
+            v = v.decode() if isinstance(v, (bytes, bytearray)) else v
+            if v is None:
+                continue
+            prev = out.get(k)
+            out[k] = v if prev is None else ([*prev, v] if isinstance(prev, list) else [prev, v])
+        else:
+            k, v = item
+            if v is None:
+                continue
+            out[k] = list(v) if isinstance(v, (list, tuple)) else str(v)
+    return out or None
+
+
 @dataclass
 class PublishCommit(WriterCommitMessage):
     published: int
     duplicates: int
+    resent: int = 0
 
 
-def _write_batches(cfg: NatsConfig, options: dict[str, Any], batches: Iterator[Any], id_prefix: str
-                   ) -> PublishCommit:
-    """Publish Arrow record batches (columns data, subject, headers, msg_id)."""
+class _ContentIds:
+    """Message ids from a row's content: ``<prefix>.<digest>.<occurrence>``.
+
+    The digest covers subject, headers and data; the occurrence counts the
+    identical rows seen before in this partition. A retried task gets the same
+    multiset of rows, so whatever their order every row gets the id it had
+    before (identical rows are interchangeable), and distinct rows never share one.
+    """
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.seen: dict[bytes, int] = {}
+
+    def __call__(self, subject: str, data: bytes, headers: Any) -> str:
+        h = hashlib.blake2b(data, digest_size=12, person=b"natsjs-row")
+        h.update(subject.encode())
+        if headers:
+            h.update(repr(sorted(headers.items())).encode())
+        digest = h.digest()
+        n = self.seen.get(digest, 0)
+        self.seen[digest] = n + 1
+        return f"{self.prefix}.{base64.urlsafe_b64encode(digest).decode()}.{n}"
+
+
+def _write_batches(wo: WriteOptions, batches: Iterator[Any], id_prefix: str) -> PublishCommit:
+    """Publish Arrow record batches (columns data/value, subject/topic, headers, msg_id)."""
     from pyspark import TaskContext
 
-    subject_opt = _opt(options, "subject", "topic")
     ctx = TaskContext.get()
-    prefix = f"{id_prefix}-{ctx.partitionId() if ctx is not None else 0}"
-    state = {"row": 0}
+    ids = _ContentIds(f"{id_prefix}.{ctx.partitionId() if ctx is not None else 0}")
+    js = wo.cfg.jetstream()
+    published = duplicates = 0
 
-    def rows() -> Iterator[tuple[Any, bytes, str, Any]]:
+    def on_ack(ack: Any) -> None:
+        nonlocal published, duplicates
+        if ack.duplicate:
+            duplicates += 1
+        else:
+            published += 1
+
+    # No deadline for the whole partition: each ack has its own (the context's
+    # timeout), and an outage is ridden out for retry_timeout.
+    pipe = PublishPipeline(js.publish_async, 2000, Deadline(None), on_ack=on_ack, resend_for=wo.cfg.retry_timeout)
+    with pipe:
         for batch in batches:
-            names = batch.schema.names
-            if "data" not in names:
-                raise ValueError("writing to jetstream needs a 'data' column (binary or string)")
-            if "subject" not in names and not subject_opt:
-                raise ValueError("writing to jetstream needs a 'subject' column or the option 'subject'")
+            cols = {n.lower(): i for i, n in enumerate(batch.schema.names)}
             n = batch.num_rows
-            datas = batch.column("data").to_pylist()
-            subjects = batch.column("subject").to_pylist() if "subject" in names else [None] * n
-            ids = batch.column("msg_id").to_pylist() if "msg_id" in names else [None] * n
-            headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
+            di = cols.get("data", cols.get("value"))
+            assert di is not None  # checked on the driver
+            datas = batch.column(di).to_pylist()
+            si = cols.get("subject", cols.get("topic"))
+            subjects = batch.column(si).to_pylist() if si is not None else [wo.subject] * n
+            mids = batch.column(cols["msg_id"]).to_pylist() if "msg_id" in cols else None
+            hdrs = batch.column(cols["headers"]).to_pylist() if "headers" in cols else None
             for i in range(n):
-                row = state["row"]
-                state["row"] = row + 1  # every row counts, so derived ids are the same on a retry
                 data = datas[i]
                 if data is None:
                     data = b""
                 elif isinstance(data, str):
                     data = data.encode()
-                mid = ids[i]
-                yield (subjects[i] or subject_opt, data, str(mid) if mid is not None else f"{prefix}-{row}",
-                       headers[i])
-
-    def header_map(r: tuple[Any, bytes, str, Any]) -> dict[str, Any] | None:
-        h = r[3]
-        if not h:
-            return None
-        items = h.items() if isinstance(h, dict) else h
-        return {k: (list(v) if isinstance(v, (list, tuple)) else str(v)) for k, v in items}
-
-    result = publish_partition(cfg, lambda r: r[0], rows(), msg_id=lambda r: r[2], headers=header_map,
-                               data=lambda r: r[1])
-    return PublishCommit(result.published, result.duplicates)
+                subject = subjects[i] or wo.subject
+                if subject is None:
+                    raise ValueError("writing to jetstream: a row has no subject (null in the subject column and "
+                                     "no option 'subject')")
+                headers = _header_dict(hdrs[i]) if hdrs is not None else None
+                mid = mids[i] if mids is not None else None
+                if mid is None:
+                    mid = ids(subject, data, headers)
+                if headers:
+                    pipe.publish(subject, data, headers=headers, msg_id=mid)
+                else:
+                    pipe.publish(subject, data, msg_id=mid)
+    return PublishCommit(published, duplicates, pipe.resent)
 
 
 class JetStreamBatchWriter(DataSourceArrowWriter):
-    def __init__(self, options: Any, schema: StructType):
-        self.options = dict(options)
-        self.schema = schema
-        self.cfg = config_from_options(options)
-        # Made once on the driver and shipped to every task (and its retries):
-        # the same rows of the same write get the same derived msg ids.
-        self.write_id = _opt(options, "writeId") or uuid.uuid4().hex
+    def __init__(self, wo: WriteOptions):
+        self.wo = wo
+        # Made once on the driver and shipped to every task (and its retries).
+        self.write_id = wo.write_id or uuid.uuid4().hex[:16]
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return _write_batches(self.cfg, self.options, iterator, self.write_id)
+        return _write_batches(self.wo, iterator, self.write_id)
 
 
 class JetStreamStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, options: Any, schema: StructType):
-        self.options = dict(options)
-        self.schema = schema
-        self.cfg = config_from_options(options)
-        self.fallback_id = _opt(options, "writeId") or uuid.uuid4().hex
+    def __init__(self, wo: WriteOptions):
+        self.wo = wo
+        self.fallback_id = wo.write_id or uuid.uuid4().hex[:16]
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         from pyspark import TaskContext
@@ -424,8 +725,8 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
         batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
         # A micro-batch replayed after a failure has the same query id and batch id.
-        prefix = f"{query or self.fallback_id}-{batch if batch is not None else 'x'}"
-        return _write_batches(self.cfg, self.options, iterator, prefix)
+        prefix = f"{self.wo.write_id or query or self.fallback_id}.{batch if batch is not None else 'x'}"
+        return _write_batches(self.wo, iterator, prefix)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass
@@ -437,7 +738,11 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
 # ---------------------------------------------------------------------- the source
 
 class JetStreamDataSource(DataSource):
-    """``format("jetstream")``: read and write JetStream streams, batch and streaming."""
+    """``format("jetstream")``: read and write JetStream streams, batch and streaming.
+
+    Every option is checked on the driver when the query is defined; see
+    :mod:`natsjs_sync.spark.options` and the Spark guide for the list.
+    """
 
     @classmethod
     def name(cls) -> str:
@@ -445,16 +750,26 @@ class JetStreamDataSource(DataSource):
         return "jetstream"
 
     def schema(self) -> str:
-        """The rows' schema as a DDL string: stream, subject, seq, timestamp, headers, data."""
-        return SCHEMA
+        """The rows' schema as a DDL string (stream, subject, seq, timestamp, headers, data;
+        the header column's type follows ``headersFormat``). Checks the read options."""
+        # Asked for by load() (batch and streaming alike): check what both accept now,
+        # the rest when the reader is made.
+        normalise(self.options, "any_read")
+        ro = read_options({k: v for k, v in self.options.items() if k.lower() not in _STREAM_ONLY},
+                          streaming=False)
+        read_options({k: v for k, v in self.options.items() if k.lower() not in _BATCH_ONLY}, streaming=True)
+        return schema_for(ro)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """The batch reader: a stream's messages, split into sequence ranges."""
-        return JetStreamBatchReader(self.options)
+        """The batch reader: a stream's messages, split into sequence ranges (filters pushed down)."""
+        ro = read_options(self.options, streaming=False)
+        if _planning_with_pushdown():
+            return JetStreamPushdownReader(ro)
+        return JetStreamBatchReader(ro)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The streaming reader: new messages in micro-batches, offsets by sequence."""
-        return JetStreamStreamReader(self.options)
+        return JetStreamStreamReader(read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """The batch writer (append only; each row published with its dedup id).
@@ -463,9 +778,21 @@ class JetStreamDataSource(DataSource):
             ValueError: ``mode("overwrite")`` (a stream is append-only).
         """
         if overwrite:
-            raise ValueError("jetstream streams are append-only: use mode('append')")
-        return JetStreamBatchWriter(self.options, schema)
+            raise ValueError("jetstream streams are append-only: use .mode('append') (the default mode, "
+                             "'errorifexists', is refused by Spark for this source)")
+        wo = write_options(self.options, streaming=False)
+        check_write_schema(schema, wo)
+        return JetStreamBatchWriter(wo)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """The streaming writer: each micro-batch published, deduplicated across retries."""
-        return JetStreamStreamWriter(self.options, schema)
+        wo = write_options(self.options, streaming=True)
+        check_write_schema(schema, wo)
+        return JetStreamStreamWriter(wo)
+
+
+_BATCH_ONLY = {"endingoffsets", "endingsequence", "endingtimestamp", "endingoffsetsbytimestamp"}
+_STREAM_ONLY = {"failondataloss", "maxmessagespertrigger", "maxoffsetspertrigger", "minmessagespertrigger",
+                "minoffsetspertrigger", "maxtriggerdelay"}
+
+__all__ = ["SCHEMA", "DataLossError", "JetStreamDataSource", "SequenceRange", "schema_for"]

@@ -10,20 +10,59 @@ from __future__ import annotations
 import collections
 import datetime
 import decimal
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
-from ..errors import MsgNotFoundError, NatsError, TimeoutError
+from .._backoff import Backoff
+from ..errors import (
+    AuthorizationError,
+    ConnectionClosedError,
+    JetStreamError,
+    MsgNotFoundError,
+    NatsConnectionError,
+    NatsError,
+    NoRespondersError,
+    TimeoutError,
+)
 from ..jetstream import PubAck, RawStreamMsg
 from ..protocol.headers import Headers
 from ..protocol.jetstream.ackreply import sequences
 from .config import NatsConfig
 
 RowFn = Callable[[Any], Any]
+T = TypeVar("T")
+
+_RIDE_OUT = Backoff(0.2, 2.0, jitter=0.2)
+
+
+def transient(exc: BaseException) -> bool:
+    """Would the same call succeed once the server is back (a restart, a leader election)?"""
+    if isinstance(exc, (AuthorizationError, ConnectionClosedError)):
+        return False
+    if isinstance(exc, (TimeoutError, NoRespondersError, NatsConnectionError)):
+        return True
+    return isinstance(exc, JetStreamError) and exc.code == 503
+
+
+def ride_out(cfg: NatsConfig, call: Callable[[], T]) -> T:
+    """``call()``, tried again while it fails with a :func:`transient` error,
+    for at most ``cfg.retry_timeout`` seconds (then the last error is raised)."""
+    until = time.monotonic() + cfg.retry_timeout
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except NatsError as exc:
+            attempt += 1
+            wait = _RIDE_OUT.delay(attempt)
+            if not transient(exc) or time.monotonic() + wait > until:
+                raise
+        time.sleep(wait)
 
 
 @dataclass(frozen=True)
@@ -194,22 +233,41 @@ def iter_range(
     """:func:`read_range` as plain tuples ``(subject, seq, time in µs since the
     epoch, headers or None, data)``: what the data source turns into columns."""
     js = cfg.jetstream()
-    st = js.stream(stream)
+    st = ride_out(cfg, lambda: js.stream(stream))
     wait = cfg.timeout if timeout is None else timeout
     if end_seq is None:
-        end_seq = st.info().state.last_seq
-    if start_seq > end_seq:
-        return
+        end_seq = ride_out(cfg, st.info).state.last_seq
     subjects = list(subjects or [])
     # Batched direct get needs server 2.11; older ones read through an ordered consumer.
-    if st.cached_info.config.allow_direct and len(subjects) <= 1 and end_seq - start_seq < _DIRECT_MAX \
-            and js.supports("direct_get_batch"):
-        for raw in _read_direct(st, start_seq, end_seq, subjects[0] if subjects else None, batch, wait):
-            t = raw.time
-            ts_us = (t - _EPOCH) // datetime.timedelta(microseconds=1) if t is not None else 0
-            yield raw.subject, raw.seq, ts_us, raw.headers, raw.data
-    else:
-        yield from _read_ordered(js, stream, start_seq, end_seq, subjects, batch, wait)
+    direct = st.cached_info.config.allow_direct and len(subjects) <= 1 and end_seq - start_seq < _DIRECT_MAX \
+        and js.supports("direct_get_batch")
+    nxt = start_seq
+    until: float | None = None  # the end of the ride-out budget, while the server is away
+    attempt = 0
+    while nxt <= end_seq:
+        try:
+            if direct:
+                for raw in _read_direct(st, nxt, end_seq, subjects[0] if subjects else None, batch, wait):
+                    t = raw.time
+                    ts_us = (t - _EPOCH) // datetime.timedelta(microseconds=1) if t is not None else 0
+                    nxt = raw.seq + 1
+                    until, attempt = None, 0
+                    yield raw.subject, raw.seq, ts_us, raw.headers, raw.data
+            else:
+                for item in _read_ordered(js, stream, nxt, end_seq, subjects, batch, wait):
+                    nxt = item[1] + 1
+                    until, attempt = None, 0
+                    yield item
+            return
+        except NatsError as exc:
+            # Go on from the first sequence not yet given, once the server is back.
+            now = time.monotonic()
+            until = now + cfg.retry_timeout if until is None else until
+            attempt += 1
+            delay = _RIDE_OUT.delay(attempt)
+            if not transient(exc) or now + delay > until:
+                raise
+            time.sleep(delay)
 
 
 def _read_direct(st: Any, start: int, end: int, subject: str | None, batch: int,
@@ -245,12 +303,19 @@ def _read_ordered(js: Any, stream: str, start: int, end: int, subjects: list[str
                 msg = it.next(timeout=wait)
             except TimeoutError:
                 raise TimeoutError(f"reading {stream!r} from {start}: nothing within {wait} s") from None
-            seqs = sequences(msg.reply)
-            assert seqs is not None  # the ordered consumer only delivers what it checked
-            if seqs.stream_seq > end:
+            # The ordered consumer checked the reply already; only three numbers are wanted
+            # here, read from the end of the common 9-token form without a second full parse.
+            tokens = msg.reply.split(".")
+            if len(tokens) == 9:
+                seq, ts_ns, pending = int(tokens[5]), int(tokens[7]), int(tokens[8])
+            else:
+                seqs = sequences(msg.reply)
+                assert seqs is not None  # the ordered consumer only delivers what it checked
+                seq, ts_ns, pending = seqs.stream_seq, seqs.timestamp_ns, seqs.pending
+            if seq > end:
                 return
-            yield msg.subject, seqs.stream_seq, seqs.timestamp_ns // 1000, msg.headers, msg.data
-            if seqs.stream_seq >= end or seqs.pending == 0:
+            yield msg.subject, seq, ts_ns // 1000, msg.headers, msg.data
+            if seq >= end or pending == 0:
                 return
     finally:
         it.stop()  # also deletes the ordered consumer
