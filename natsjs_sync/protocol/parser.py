@@ -213,20 +213,11 @@ class Parser:
                 msgs, pos = scan(buf, pos, factory, max_payload, max_cl)
                 if msgs:
                     out.extend(msgs)
-            pending = self._pending
-            if pending is not None:
-                subject, sid, reply, hlen, total = pending
-                end = pos + total
-                if end + 2 > n:
+            if self._pending is not None:
+                after = self._finish_pending(buf, pos, out)
+                if after < 0:
                     return pos
-                if not startswith(b"\r\n", end):
-                    raise ProtocolError("message payload not followed by CRLF")
-                if hlen:
-                    out.append(factory(subject, sid, reply, buf[pos : pos + hlen], buf[pos + hlen : end]))
-                else:
-                    out.append(factory(subject, sid, reply, None, buf[pos:end]))
-                self._pending = None
-                pos = end + 2
+                pos = after
                 continue
 
             m = match_msg(buf, pos)
@@ -265,6 +256,23 @@ class Parser:
             else:
                 out.append(self._control(buf[pos:idx]))
             pos = idx + 2
+
+    def _finish_pending(self, buf: bytes, pos: int, out: list[Event]) -> int:
+        """The payload of the MSG/HMSG whose control line was read: where
+        parsing goes on after it, or -1 while it is not all here."""
+        assert self._pending is not None
+        subject, sid, reply, hlen, total = self._pending
+        end = pos + total
+        if end + 2 > len(buf):
+            return -1
+        if not buf.startswith(b"\r\n", end):
+            raise ProtocolError("message payload not followed by CRLF")
+        if hlen:
+            out.append(self._factory(subject, sid, reply, buf[pos : pos + hlen], buf[pos + hlen : end]))
+        else:
+            out.append(self._factory(subject, sid, reply, None, buf[pos:end]))
+        self._pending = None
+        return end + 2
 
     @staticmethod
     def _decode(raw: bytes) -> str:

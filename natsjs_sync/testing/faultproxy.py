@@ -203,33 +203,42 @@ class _Pump(threading.Thread):
             can_send = bool(self._out) and not way.hold and now >= self._next_send
             if can_send and self._send(way, now):
                 continue
-            if not self._out and not self._queue and not way.hold:
-                if self._cut_after:
-                    self._link.abort(reset=self._proxy._cut_reset)
-                    return
-                if self._eof:
-                    if self._src_reset:
-                        self._link.abort(reset=True)
-                    else:
-                        with contextlib.suppress(OSError):
-                            self._dst.shutdown(socket.SHUT_WR)
-                    return
+            if not self._out and not self._queue and not way.hold and self._ended():
+                return
             reading = not self._eof and not way.stall and not self._cut_after and self._queued < max_buffer
             want = {self._src: selectors.EVENT_READ} if reading else {}
             if can_send:  # the receiver's buffer is full: wait until it reads
                 want[self._dst] = want.get(self._dst, 0) | selectors.EVENT_WRITE
             self._reregister(sel, interest, want)
-            for key, _ in sel.select(self._timeout(way, now, can_send)):
-                if key.fileobj is self._wake_r:
-                    with contextlib.suppress(OSError):
-                        while self._wake_r.recv(4096):
-                            pass
-                elif key.fileobj is self._src and reading:
-                    # The faults as they are now: one may have changed while
-                    # this thread waited (its wake-up can come with the data).
-                    now_way = self._proxy._faults.way(self._direction)
-                    if not now_way.stall:
-                        self._receive(now_way)
+            self._serve(sel.select(self._timeout(way, now, can_send)), reading)
+
+    def _ended(self) -> bool:
+        """Everything is delivered: pass a cut or the end of the stream on (True: the pump is done)."""
+        if self._cut_after:
+            self._link.abort(reset=self._proxy._cut_reset)
+            return True
+        if self._eof:
+            if self._src_reset:
+                self._link.abort(reset=True)
+            else:
+                with contextlib.suppress(OSError):
+                    self._dst.shutdown(socket.SHUT_WR)
+            return True
+        return False
+
+    def _serve(self, ready: list[tuple[selectors.SelectorKey, int]], reading: bool) -> None:
+        """What the selector found ready: a wake-up to swallow, data to take in."""
+        for key, _ in ready:
+            if key.fileobj is self._wake_r:
+                with contextlib.suppress(OSError):
+                    while self._wake_r.recv(4096):
+                        pass
+            elif key.fileobj is self._src and reading:
+                # The faults as they are now: one may have changed while
+                # this thread waited (its wake-up can come with the data).
+                now_way = self._proxy._faults.way(self._direction)
+                if not now_way.stall:
+                    self._receive(now_way)
 
     def _timeout(self, way: _Way, now: float, waiting_writable: bool) -> float | None:
         """How long the selector may wait: until the next delivery or trickle
