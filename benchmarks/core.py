@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import threading
 import time
 
-from _common import Row, have_nats_py, paired, print_table, server_url
+from _common import Row, have_nats_py, paired, print_table
 
 import natsjs_sync
+from natsjs_sync.testing import NatsServer
 
 RESPONDER_OURS = """
 import sys, threading, natsjs_sync
@@ -191,6 +193,8 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", default=os.environ.get("NATS_URL"))
+    ap.add_argument("--ws-server", help="a ws:// URL of the same server for the WebSocket rows "
+                                        "(default: the embedded server's WebSocket listener)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="fewer messages (a smoke run)")
     args = ap.parse_args()
@@ -198,7 +202,12 @@ def main() -> None:
     n_small, n_big, n_ps, n_req = 300_000 // scale, 100_000 // scale, 200_000 // scale, 3_000 // scale
     other = have_nats_py()
     rows: list[Row] = []
-    with server_url(args.server) as url:
+    with contextlib.ExitStack() as stack:
+        if args.server:
+            url, ws_url = args.server, args.ws_server
+        else:
+            server = stack.enter_context(NatsServer(jetstream=True, websocket=True))
+            url, ws_url = server.url, server.ws_url
         for size, n in ((16, n_small), (1024, n_big)):
             ours, theirs = paired(
                 args.runs,
@@ -222,6 +231,13 @@ def main() -> None:
                         higher_is_better=False, target=0.8))
         rows.append(Row("request p99", "us", pct(ours_lat, 0.99), pct(theirs_lat, 0.99) if theirs_lat else None,
                         higher_is_better=False))
+        if ws_url:
+            # The same client over WebSocket framing; the ratio column is to TCP, same run.
+            ws, tcp = paired(args.runs, lambda: ours_publish(ws_url, n_big, 16), lambda: ours_publish(url, n_big, 16))
+            rows.append(Row("publish 16 B, WebSocket (ratio: to TCP)", "msg/s", ws, tcp))
+            ws, tcp = paired(args.runs, lambda: ours_pubsub(ws_url, n_ps // 2, 16),
+                             lambda: ours_pubsub(url, n_ps // 2, 16))
+            rows.append(Row("pub+sub 16 B, WebSocket (ratio: to TCP)", "msg/s", ws, tcp))
     print_table(f"Core NATS (median of {args.runs} runs; nats-py {'measured' if other else 'not installed'})", rows)
 
 

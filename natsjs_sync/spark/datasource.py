@@ -30,7 +30,7 @@ import math
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -257,6 +257,77 @@ def _plain_subject(value: Any) -> bool:
         and not value.startswith(".") and not value.endswith(".")
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _narrow_seq(n: Narrowing, f: Filter, value: Any, have_subjects: bool) -> bool:
+    """A filter on ``seq``: applied exactly by the range read (False), unless
+    it is one the range cannot express (True: Spark applies it)."""
+    if isinstance(f, In):
+        if not f.value or not all(_is_int(v) for v in f.value):
+            return True
+        n.seq_lo = max(n.seq_lo, min(f.value))
+        n.seq_hi = max(f.value) if n.seq_hi is None else min(n.seq_hi, max(f.value))
+        return True  # the range holds more than the listed sequences
+    if not _is_int(value):
+        return True
+    lo, hi = _SEQ_BOUNDS.get(type(f), (None, None))
+    if lo is None and hi is None:
+        return True
+    if lo is not None:
+        n.seq_lo = max(n.seq_lo, value + lo)
+    if hi is not None:
+        n.seq_hi = value + hi if n.seq_hi is None else min(n.seq_hi, value + hi)
+    return False
+
+
+#: Filter class -> (offset of the lowest sequence it admits, of the highest), from its value.
+_SEQ_BOUNDS: dict[type, tuple[int | None, int | None]] = {
+    EqualTo: (0, 0), GreaterThan: (1, None), GreaterThanOrEqual: (0, None),
+    LessThan: (None, -1), LessThanOrEqual: (None, 0),
+}
+
+
+def _narrow_stream(n: Narrowing, f: Filter, value: Any, have_subjects: bool) -> bool:
+    if not isinstance(f, (EqualTo, In)):
+        return True
+    names = frozenset([f.value] if isinstance(f, EqualTo) else f.value)
+    n.streams = names if n.streams is None else n.streams & names
+    return False
+
+
+def _narrow_subject(n: Narrowing, f: Filter, value: Any, have_subjects: bool) -> bool:
+    """A subject filter narrows the read when it names plain subjects or a
+    ``x.`` prefix, and is always given back to Spark (a prefix matches more)."""
+    if have_subjects or n.subjects is not None:
+        return True
+    if isinstance(f, EqualTo) and _plain_subject(value):
+        n.subjects = (value,)
+    elif isinstance(f, In) and f.value and all(_plain_subject(v) for v in f.value):
+        n.subjects = tuple(sorted(set(f.value)))
+    elif isinstance(f, StringStartsWith) and _plain_subject(value + "x") and value.endswith("."):
+        n.subjects = (value + ">",)
+    return True
+
+
+def _narrow_time(n: Narrowing, f: Filter, value: Any, have_subjects: bool) -> bool:
+    """A time bound narrows the read; Spark applies it too (a clock may step back)."""
+    t = _aware(value)
+    if t is None:
+        return True
+    if isinstance(f, (GreaterThan, GreaterThanOrEqual)):
+        n.time_lo = t if n.time_lo is None else max(n.time_lo, t)
+    elif isinstance(f, (LessThan, LessThanOrEqual)):
+        n.time_hi = t if n.time_hi is None else min(n.time_hi, t)
+    return True
+
+
+_NARROWERS: dict[str, Callable[[Narrowing, Filter, Any, bool], bool]] = {
+    "seq": _narrow_seq, "stream": _narrow_stream, "subject": _narrow_subject, "timestamp": _narrow_time,
+}
+
+
 def push_filters(n: Narrowing, filters: list[Filter], have_subjects: bool) -> Iterator[Filter]:
     """Narrow ``n`` by ``filters``; yield those Spark must still apply.
 
@@ -266,50 +337,9 @@ def push_filters(n: Narrowing, filters: list[Filter], have_subjects: bool) -> It
     """
     for f in filters:
         attribute: tuple[str, ...] = getattr(f, "attribute", ())
-        col = attribute[0] if len(attribute) == 1 else None
-        value: Any = getattr(f, "value", None)
-        if col == "seq" and isinstance(value, int) and not isinstance(value, bool):
-            if isinstance(f, EqualTo):
-                n.seq_lo, n.seq_hi = max(n.seq_lo, value), value if n.seq_hi is None else min(n.seq_hi, value)
-            elif isinstance(f, GreaterThan):
-                n.seq_lo = max(n.seq_lo, value + 1)
-            elif isinstance(f, GreaterThanOrEqual):
-                n.seq_lo = max(n.seq_lo, value)
-            elif isinstance(f, LessThan):
-                n.seq_hi = value - 1 if n.seq_hi is None else min(n.seq_hi, value - 1)
-            elif isinstance(f, LessThanOrEqual):
-                n.seq_hi = value if n.seq_hi is None else min(n.seq_hi, value)
-            else:
-                yield f
-                continue
-            continue
-        if col == "seq" and isinstance(f, In) and f.value and all(
-                isinstance(v, int) and not isinstance(v, bool) for v in f.value):
-            n.seq_lo = max(n.seq_lo, min(f.value))
-            n.seq_hi = max(f.value) if n.seq_hi is None else min(n.seq_hi, max(f.value))
-            yield f  # the range holds more than the listed sequences
-            continue
-        if col == "stream" and isinstance(f, (EqualTo, In)):
-            names = frozenset([f.value] if isinstance(f, EqualTo) else f.value)
-            n.streams = names if n.streams is None else n.streams & names
-            continue
-        if col == "subject" and not have_subjects and n.subjects is None:
-            if isinstance(f, EqualTo) and _plain_subject(value):
-                n.subjects = (value,)
-            elif isinstance(f, In) and f.value and all(_plain_subject(v) for v in f.value):
-                n.subjects = tuple(sorted(set(f.value)))
-            elif isinstance(f, StringStartsWith) and _plain_subject(value + "x") and value.endswith("."):
-                n.subjects = (value + ">",)
+        narrow = _NARROWERS.get(attribute[0]) if len(attribute) == 1 else None
+        if narrow is None or narrow(n, f, getattr(f, "value", None), have_subjects):
             yield f
-            continue
-        if col == "timestamp" and isinstance(f, (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)):
-            t = _aware(value)
-            if t is not None:
-                if isinstance(f, (GreaterThan, GreaterThanOrEqual)):
-                    n.time_lo = t if n.time_lo is None else max(n.time_lo, t)
-                else:
-                    n.time_hi = t if n.time_hi is None else min(n.time_hi, t)
-        yield f
     if n.seq_hi is not None and n.seq_hi < n.seq_lo:
         n.nothing = True
     if n.streams is not None and not n.streams:
