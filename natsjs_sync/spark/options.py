@@ -308,16 +308,27 @@ def _positions(opts: dict[str, str], streams: tuple[str, ...], edge: Literal["st
             n += 1  # inclusive: the first sequence not read
         return {s: Position(seq=n) for s in streams}
     if name.endswith("OffsetsByTimestamp"):
-        doc = _per_stream_json(name, value, streams, 'JSON {"STREAM": milliseconds since the epoch, ...}')
-        out = {}
-        for s, v in doc.items():
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"option {name!r}: the time for {s!r} must be milliseconds since the epoch, "
-                                 f"got {v!r}")
-            out[s] = Position(time=parse_time(name, str(v)))
-        return out
+        return _times_by_stream(name, value, streams)
     if name.endswith("Timestamp"):
         return {s: Position(time=parse_time(name, value)) for s in streams}
+    return _offsets(name, value, streams, edge)
+
+
+def _times_by_stream(name: str, value: str, streams: tuple[str, ...]) -> dict[str, Position]:
+    """``...OffsetsByTimestamp``: JSON of milliseconds since the epoch per stream."""
+    doc = _per_stream_json(name, value, streams, 'JSON {"STREAM": milliseconds since the epoch, ...}')
+    out = {}
+    for s, v in doc.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"option {name!r}: the time for {s!r} must be milliseconds since the epoch, "
+                             f"got {v!r}")
+        out[s] = Position(time=parse_time(name, str(v)))
+    return out
+
+
+def _offsets(name: str, value: str, streams: tuple[str, ...], edge: Literal["starting", "ending"]
+             ) -> dict[str, Position]:
+    """``...Offsets``: ``earliest``/``latest`` or JSON of sequences per stream (-2 earliest, -1 latest)."""
     low = value.strip().lower()
     if low == "earliest":
         if edge == "ending":
