@@ -101,6 +101,9 @@ def _info(cfg: NatsConfig, stream: str) -> StreamInfo:
         raise _not_found(stream) from None
 
 
+_TIME_MARGIN = datetime.timedelta(microseconds=1)  # more than rounding nanoseconds to microseconds moves a time
+
+
 def _seq_at_time(cfg: NatsConfig, stream: str, t: datetime.datetime, last_seq: int) -> int:
     """The first sequence stored at or after ``t`` (``last_seq + 1`` when none)."""
     def find() -> int:
@@ -378,11 +381,13 @@ class JetStreamBatchReader(DataSourceReader):
             end = min(end, last)
             if nw.seq_hi is not None:
                 end = min(end, nw.seq_hi)
+            # Time bounds only narrow the range, with a margin: the server keeps
+            # nanoseconds, Spark's timestamps microseconds (rounded), and Spark
+            # applies the time filter itself to the rows read.
             if start <= end and nw.time_lo is not None:
-                start = max(start, _seq_at_time(ro.cfg, stream, nw.time_lo, last))
+                start = max(start, _seq_at_time(ro.cfg, stream, nw.time_lo - _TIME_MARGIN, last))
             if start <= end and nw.time_hi is not None:
-                # The first message after time_hi (1 µs later: an inclusive bound) ends the range.
-                after = _seq_at_time(ro.cfg, stream, nw.time_hi + datetime.timedelta(microseconds=1), last)
+                after = _seq_at_time(ro.cfg, stream, nw.time_hi + _TIME_MARGIN, last)
                 end = min(end, after - 1)
             out[stream] = (start, end)
         return out
