@@ -30,6 +30,7 @@ def _nats_py(url: str, bucket: str) -> bytes:
     return asyncio.run(main())
 
 
+@pytest.mark.server("2.11")  # per-key TTL (msg_ttl) on default buckets
 @pytest.mark.parametrize("first", ["sync", "nats-py"])
 def test_default_buckets_interoperate(nats_server: NatsServer, first: str) -> None:
     bucket = "made_by_sync" if first == "sync" else "made_by_py"
