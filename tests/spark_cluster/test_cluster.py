@@ -70,6 +70,11 @@ def _packed_environment(tmp_path: Path) -> tuple[Path, Path]:
 
     env = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    # The executors' interpreter is this venv's: before the copy below it must not see natsjs-sync
+    # (wherever the tests' own Python has it installed, editable or not).
+    lacks = subprocess.run([str(env / "bin" / "python"), "-I", "-c", "import natsjs_sync"],
+                           capture_output=True, timeout=60)
+    assert lacks.returncode != 0, "a fresh venv must not see natsjs-sync for this test"
     where = "import sysconfig; print(sysconfig.get_path('purelib'))"
     site = Path(subprocess.run([str(env / "bin" / "python"), "-c", where], check=True, capture_output=True,
                                text=True, timeout=60).stdout.strip())
@@ -88,13 +93,9 @@ def _packed_environment(tmp_path: Path) -> tuple[Path, Path]:
 def test_batch_write_read_and_partition_helpers_with_a_packed_environment(
         spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
     """The executors' Python lacks natsjs-sync: it comes in a venv-packed archive (--archives)."""
-    import subprocess
     import sys
 
     pytest.importorskip("venv_pack", reason="venv-pack is in the test extra")
-    base = getattr(sys, "_base_executable", sys.executable)
-    lacks = subprocess.run([base, "-I", "-c", "import natsjs_sync"], capture_output=True, timeout=60)
-    assert lacks.returncode != 0, "the executors' base Python must not have natsjs-sync for this test"
     archive, image = _packed_environment(tmp_path)
     _stream(js, "CBATCH", "cbatch.>")
     _stream(js, "CHELP", "chelp.>")
