@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import enum
 import re
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -426,11 +427,14 @@ class KeyValue:
     def delete(self, key: str, last: int | None = None, timeout: TimeoutArg = USE_DEFAULT, *,
                msg_ttl: float | str | None = None, validate_keys: bool = True) -> int:
         """Mark ``key`` deleted (history is kept); with ``last``, only at that revision.
-        With ``msg_ttl`` (nats-py) the delete marker itself expires after that many seconds."""
+
+        ``msg_ttl`` is accepted and ignored with a DeprecationWarning, as nats-py
+        2.16 does (a TTL on a delete marker has no meaning in NATS KV; use
+        :meth:`purge` with ``ttl``)."""
         headers = {KV_OPERATION: "DEL"}
         if msg_ttl is not None:
-            self._js._require("msg_ttl")
-            headers["Nats-TTL"] = _ttl_header(msg_ttl)
+            warnings.warn("msg_ttl on delete() is deprecated and ignored; use create() or purge() for a TTL",
+                          DeprecationWarning, stacklevel=2)
         return self._publish(key, b"", headers, last, timeout, validate_keys)
 
     def purge(self, key: str, last: int | None = None, ttl: float | str | None = None,
