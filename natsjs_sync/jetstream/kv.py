@@ -87,7 +87,7 @@ class KeyValueOp(str, enum.Enum):
     PURGE = "PURGE"
 
 
-class KeyValueConfig(_Model, frozen=True, kw_only=True):
+class KeyValueConfig(_Model, kw_only=True):
     """A bucket's configuration. ``ttl`` and ``limit_marker_ttl`` are seconds.
 
     ``None`` for a limit (``ttl``, ``max_bytes``, ``max_value_size``,

@@ -56,7 +56,7 @@ _READ_BLOCK = 1024 * 1024
 Progress = Callable[[int, "int | None"], None]
 
 
-class ObjectLink(_Model, frozen=True, kw_only=True):
+class ObjectLink(_Model, kw_only=True):
     """Where a link points: an object of ``bucket`` (``name`` set) or the whole bucket.
 
     Attributes:
@@ -68,7 +68,7 @@ class ObjectLink(_Model, frozen=True, kw_only=True):
     name: str | None = None
 
 
-class ObjectMetaOptions(_Model, frozen=True, kw_only=True):
+class ObjectMetaOptions(_Model, kw_only=True):
     """Options stored with an object.
 
     Attributes:
@@ -80,7 +80,7 @@ class ObjectMetaOptions(_Model, frozen=True, kw_only=True):
     max_chunk_size: int | None = None
 
 
-class ObjectMeta(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # msgspec allows it
+class ObjectMeta(_Model, frozen=False, kw_only=True):
     """What the user says about an object (``name`` is set by ``put`` when omitted).
 
     Mutable, as nats-py's (``meta.description = ...``); not thread-safe to change while shared.
@@ -100,7 +100,7 @@ class ObjectMeta(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # m
     options: ObjectMetaOptions | None = None
 
 
-class ObjectInfo(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # msgspec allows it
+class ObjectInfo(_Model, frozen=False, kw_only=True):
     """An object's metadata as stored in the bucket (JSON shared by all clients).
 
     Mutable, as nats-py's: changing one changes nothing in the bucket (see ``update_meta``).
@@ -149,7 +149,7 @@ class ObjectInfo(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # m
                           metadata=self.metadata, options=self.options)
 
 
-class ObjectStoreConfig(_Model, frozen=True, kw_only=True):
+class ObjectStoreConfig(_Model, kw_only=True):
     """An object store's configuration. ``None`` for ``ttl`` or ``max_bytes`` means no limit.
 
     Attributes:

@@ -92,17 +92,28 @@ async def main():
     again = await js.publish("dedup", b"x", headers={"Nats-Msg-Id": "id-1"})
     assert not first.duplicate and again.duplicate and again.seq == first.seq
 
-    # Republish, set through update_stream with evolve().
+    # Republish: read the config, change it in place, update (as nats-py's docs do).
     await js.add_stream(name="DASH", subjects=["dash.src.>"])
     info = await js.stream_info("DASH")
-    config = info.config.evolve(republish=RePublish(src="dash.src.>", dest="dash.out.>"))
+    config = info.config
+    config.republish = RePublish(src="dash.src.>", dest="dash.out.>")
+    config.max_msgs = 100
     updated = await js.update_stream(config)
+    assert updated.config.max_msgs == 100
     assert updated.config.republish.dest == "dash.out.>"
     live = await nc.subscribe("dash.out.>")
     await js.publish("dash.src.1", b"live")
     got = await live.next_msg(timeout=2)
     assert got.subject == "dash.out.1" and got.data == b"live"
     assert got.headers["Nats-Stream"] == "DASH"
+
+    # A consumer config changed in place too.
+    cinfo = await js.consumer_info("JOBS", "worker")
+    ccfg = cinfo.config
+    ccfg.description = "the only worker"
+    ccfg.max_ack_pending = 10
+    cinfo = await js.add_consumer("JOBS", ccfg)
+    assert cinfo.config.description == "the only worker" and cinfo.config.max_ack_pending == 10
 
     # Subject transform on the way in.
     await js.add_stream(name="XF", subjects=["xf.in.>"],
