@@ -15,6 +15,7 @@ at the end. Neither holds a whole object in memory.
 from __future__ import annotations
 
 import base64
+import builtins
 import datetime
 import hashlib
 import io
@@ -665,9 +666,24 @@ class ObjectStore:
         return self._js.ordered_consumer(self.stream_name, filter_subjects=[f"$O.{self.bucket}.M.>"],
                                          deliver_policy=policy)
 
-    def list(self, show_deleted: bool = False, timeout: TimeoutArg = 30.0) -> list[ObjectInfo]:
-        """Every object's info (deleted ones only with ``show_deleted``), within one ``timeout``."""
-        deadline = Deadline.of(timeout, 30.0)
+    def list(self, show_deleted: bool = False, timeout: TimeoutArg = 30.0, *,
+             ignore_deletes: bool | None = None) -> list[ObjectInfo]:
+        """Every object's info (deleted ones only with ``show_deleted``), within one ``timeout``.
+
+        ``ignore_deletes`` is nats-py's keyword (``ignore_deletes=False`` lists
+        deleted objects too); given, it decides instead of ``show_deleted``.
+
+        Raises:
+            ObjectNotFoundError: nothing to list (as nats.go and nats-py).
+        """
+        if ignore_deletes is not None:
+            show_deleted = not ignore_deletes
+        out = self._list(show_deleted, Deadline.of(timeout, 30.0))
+        if not out:
+            raise ObjectNotFoundError(f"no objects in bucket {self.bucket!r}")
+        return out
+
+    def _list(self, show_deleted: bool, deadline: Deadline) -> builtins.list[ObjectInfo]:
         oc = self._infos()
         it = oc.messages(max_messages=256)
         out: list[ObjectInfo] = []
