@@ -56,10 +56,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
-from .._timeout import Deadline
+from .._core.spi import link
 from ..errors import JetStreamError, StreamNotFoundError
 from ..jetstream import StreamInfo
-from ..jetstream.publish import PublishPipeline
+from ..jetstream.bulk import FramePublisher, msg_id_headers
+from ..jetstream.publish import publish_headers
+from ..protocol.headers import encode_headers
+from ..protocol.subjects import publish_subject
 from .config import NatsConfig
 from .helpers import iter_range, ride_out
 from .options import (
@@ -673,69 +676,80 @@ class _ContentIds:
     """
 
     def __init__(self, prefix: str):
-        self.prefix = prefix
+        if any(c in prefix for c in "\r\n\t ") or not prefix.isprintable():
+            raise ValueError(f"message id prefix {prefix!r} must be printable, without spaces")
+        self.prefix = prefix.encode() + b"."
         self.seen: dict[bytes, int] = {}
 
-    def __call__(self, subject: str, data: bytes, headers: Any) -> str:
+    def __call__(self, subject: bytes, data: bytes, headers: Any) -> bytes:
         h = hashlib.blake2b(data, digest_size=12, person=b"natsjs-row")
-        h.update(subject.encode())
+        h.update(subject)
         if headers:
             h.update(repr(sorted(headers.items())).encode())
         digest = h.digest()
-        n = self.seen.get(digest, 0)
-        self.seen[digest] = n + 1
-        return f"{self.prefix}.{base64.urlsafe_b64encode(digest).decode()}.{n}"
+        seen = self.seen
+        n = seen.get(digest, 0)
+        seen[digest] = n + 1
+        return b"%s%s.%d" % (self.prefix, base64.urlsafe_b64encode(digest), n)
+
+
+def _subject_bytes(cache: dict[str | None, bytes], subject: str | None, default: str | None) -> bytes:
+    """A row's subject, validated once per distinct value."""
+    b = cache.get(subject)
+    if b is None:
+        name = subject or default
+        if name is None:
+            raise ValueError("writing to jetstream: a row has no subject (null in the subject column and "
+                             "no option 'subject')")
+        b = cache[subject] = publish_subject(name)
+    return b
 
 
 def _write_batches(wo: WriteOptions, batches: Iterator[Any], id_prefix: str) -> PublishCommit:
-    """Publish Arrow record batches (columns data/value, subject/topic, headers, msg_id)."""
+    """Publish Arrow record batches (columns data/value, subject/topic, headers, msg_id).
+
+    Each Arrow batch is encoded as frames and sent in one buffered write as it
+    arrives (nothing waits for the end of the partition); acks are counted in bulk.
+    """
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     ids = _ContentIds(f"{id_prefix}.{ctx.partitionId() if ctx is not None else 0}")
-    js = wo.cfg.jetstream()
-    published = duplicates = 0
-
-    def on_ack(ack: Any) -> None:
-        nonlocal published, duplicates
-        if ack.duplicate:
-            duplicates += 1
-        else:
-            published += 1
-
-    # No deadline for the whole partition: each ack has its own (the context's
-    # timeout), and an outage is ridden out for retry_timeout.
-    pipe = PublishPipeline(js.publish_async, 2000, Deadline(None), on_ack=on_ack, resend_for=wo.cfg.retry_timeout)
-    with pipe:
+    cfg = wo.cfg
+    core = link(cfg.client())
+    subjects_cache: dict[str | None, bytes] = {}
+    # No deadline for the whole partition: each ack has its own (the timeout),
+    # and an outage is ridden out for retry_timeout.
+    with FramePublisher(core, 4000, cfg.timeout, cfg.retry_timeout) as pub:
         for batch in batches:
             cols = {n.lower(): i for i, n in enumerate(batch.schema.names)}
             n = batch.num_rows
             di = cols.get("data", cols.get("value"))
             assert di is not None  # checked on the driver
             datas = batch.column(di).to_pylist()
+            if datas and not isinstance(datas[0], bytes):
+                datas = [b"" if d is None else d.encode() if isinstance(d, str) else d for d in datas]
+            elif batch.column(di).null_count:
+                datas = [b"" if d is None else d for d in datas]
             si = cols.get("subject", cols.get("topic"))
-            subjects = batch.column(si).to_pylist() if si is not None else [wo.subject] * n
+            if si is None:
+                subjects = [_subject_bytes(subjects_cache, None, wo.subject)] * n
+            else:
+                subjects = [_subject_bytes(subjects_cache, s, wo.subject) for s in batch.column(si).to_pylist()]
             mids = batch.column(cols["msg_id"]).to_pylist() if "msg_id" in cols else None
             hdrs = batch.column(cols["headers"]).to_pylist() if "headers" in cols else None
-            for i in range(n):
-                data = datas[i]
-                if data is None:
-                    data = b""
-                elif isinstance(data, str):
-                    data = data.encode()
-                subject = subjects[i] or wo.subject
-                if subject is None:
-                    raise ValueError("writing to jetstream: a row has no subject (null in the subject column and "
-                                     "no option 'subject')")
-                headers = _header_dict(hdrs[i]) if hdrs is not None else None
-                mid = mids[i] if mids is not None else None
-                if mid is None:
-                    mid = ids(subject, data, headers)
-                if headers:
-                    pipe.publish(subject, data, headers=headers, msg_id=mid)
-                else:
-                    pipe.publish(subject, data, msg_id=mid)
-    return PublishCommit(published, duplicates, pipe.resent)
+            if hdrs is None and mids is None:
+                blocks = [msg_id_headers(ids(subjects[i], datas[i], None)) for i in range(n)]
+            else:
+                blocks = []
+                for i in range(n):
+                    headers = _header_dict(hdrs[i]) if hdrs is not None else None
+                    mid = mids[i] if mids is not None else None
+                    if mid is None:
+                        mid = ids(subjects[i], datas[i], headers).decode()
+                    blocks.append(encode_headers(publish_headers(headers, mid)))
+            pub.publish(subjects, blocks, datas)
+    return PublishCommit(pub.published, pub.duplicates, pub.resent)
 
 
 class JetStreamBatchWriter(DataSourceArrowWriter):
