@@ -184,9 +184,60 @@ def _arrow_schema(ro: ReadOptions) -> Any:
     return pa.schema(fields)
 
 
+def _header_items(headers: Any) -> list[tuple[str, list[str]]]:
+    """A message's headers as ``[(key, [values])]``, keys in order of first
+    appearance: from the header block as received (``bytes``, parsed here
+    without a :class:`Headers` per message) or from a :class:`Headers`."""
+    if not isinstance(headers, bytes):
+        return [(k, headers.get_all(k)) for k in headers]
+    lines = headers.decode("utf-8", "replace").split("\r\n")
+    if len(lines) == 4 and not lines[2] and not lines[3]:  # the common case: one header
+        key, sep, value = lines[1].partition(":")
+        return [(key, [value.strip()])] if sep else []
+    out: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        key, sep, value = line.partition(":")
+        if sep:
+            out.setdefault(key, []).append(value.strip())
+    return list(out.items())
+
+
+def _header_column(cells: Sequence[Any], kafka: bool, header_type: Any) -> Any:
+    """The headers column from each row's headers (None, bytes or Headers),
+    built from flat key and value arrays (no Python object per map entry)."""
+    import pyarrow as pa
+
+    keys: list[str] = []
+    values: list[Any] = []  # map: one value list per key; kafka: one bytes value per pair
+    offsets = [0]
+    valid: list[bool] = []
+    for cell in cells:
+        if cell:
+            for key, vals in _header_items(cell):
+                if kafka:
+                    for v in vals:
+                        keys.append(key)
+                        values.append(v.encode())
+                else:
+                    keys.append(key)
+                    values.append(vals)
+            valid.append(True)
+        else:
+            valid.append(False)
+        offsets.append(len(keys))
+    mask = None if all(valid) else pa.array([not v for v in valid], pa.bool_())
+    offs = pa.array(offsets, pa.int32())
+    if kafka:
+        pairs = pa.StructArray.from_arrays([pa.array(keys, pa.string()), pa.array(values, pa.binary())],
+                                           fields=list(header_type.value_type))
+        return pa.ListArray.from_arrays(offs, pairs, type=header_type, mask=mask)
+    return pa.MapArray.from_arrays(offs, pa.array(keys, pa.string()), pa.array(values, pa.list_(pa.string())),
+                                   type=header_type, mask=mask)
+
+
 def _batches(ro: ReadOptions, part: SequenceRange) -> Iterator[Any]:
-    """The partition's messages as Arrow record batches: columns built in bulk,
-    no Python object per cell on the way into Spark."""
+    """The partition's messages as Arrow record batches: columns built in bulk
+    from blocks of rows, no Python object per cell on the way into Spark."""
     import pyarrow as pa
 
     schema = _arrow_schema(ro)
@@ -195,44 +246,28 @@ def _batches(ro: ReadOptions, part: SequenceRange) -> Iterator[Any]:
     header_type = schema.field("headers").type if with_headers else None
     stream_type, subject_type, seq_type, time_type, data_type = (
         pa.string(), pa.string(), pa.int64(), pa.timestamp("us", tz="UTC"), pa.binary())
-    subj: list[str] = []
-    seqs: list[int] = []
-    times: list[int] = []
-    hdrs: list[Any] = []
-    datas: list[bytes] = []
 
-    def flush() -> Any:
-        n = len(seqs)
+    def block(rows: list[tuple[str, int, int, Any, bytes]]) -> Any:
+        subj, seqs, times, hdrs, datas = zip(*rows, strict=True)
         arrays = [
-            pa.array([part.stream] * n, stream_type),
+            pa.repeat(pa.scalar(part.stream, stream_type), len(rows)),
             pa.array(subj, subject_type),
             pa.array(seqs, seq_type),
             pa.array(times, time_type),
         ]
         if with_headers:
-            arrays.append(pa.array(hdrs, header_type))
+            arrays.append(_header_column(hdrs, kafka, header_type))
         arrays.append(pa.array(datas, data_type))
-        for col in (subj, seqs, times, hdrs, datas):
-            col.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    for subject, seq, ts_us, headers, data in iter_range(ro.cfg, part.stream, part.start, part.end,
-                                                         part.subjects or None):
-        subj.append(subject)
-        seqs.append(seq)
-        times.append(ts_us)
-        if with_headers:
-            if not headers:
-                hdrs.append(None)
-            elif kafka:
-                hdrs.append([{"key": k, "value": v.encode()} for k in headers for v in headers.get_all(k)])
-            else:
-                hdrs.append([(k, headers.get_all(k)) for k in headers])
-        datas.append(data)
-        if len(seqs) >= _BLOCK:
-            yield flush()
-    if seqs:
-        yield flush()
+    rows: list[tuple[str, int, int, Any, bytes]] = []
+    for row in iter_range(ro.cfg, part.stream, part.start, part.end, part.subjects or None):
+        rows.append(row)
+        if len(rows) >= _BLOCK:
+            yield block(rows)
+            rows = []
+    if rows:
+        yield block(rows)
 
 
 # ---------------------------------------------------------------------- filter pushdown

@@ -30,7 +30,7 @@ from ..errors import (
     TimeoutError,
 )
 from ..jetstream import PubAck, RawStreamMsg
-from ..protocol.headers import Headers
+from ..protocol.headers import Headers, parse_headers
 from ..protocol.jetstream.ackreply import sequences
 from .config import NatsConfig
 
@@ -213,6 +213,8 @@ def read_range(
     which Spark's retries and speculative tasks need.
     """
     for subject, seq, ts_us, headers, data in iter_range(cfg, stream, start_seq, end_seq, subjects, batch, timeout):
+        if isinstance(headers, bytes):
+            headers = parse_headers(headers)[2]
         yield RawStreamMsg(subject=subject, seq=seq, data=data, headers=headers,
                            time=_EPOCH + datetime.timedelta(microseconds=ts_us), stream=stream)
 
@@ -229,9 +231,11 @@ def iter_range(
     subjects: Sequence[str] | None = None,
     batch: int = 500,
     timeout: float | None = None,
-) -> Iterator[tuple[str, int, int, Headers | None, bytes]]:
+) -> Iterator[tuple[str, int, int, Headers | bytes | None, bytes]]:
     """:func:`read_range` as plain tuples ``(subject, seq, time in µs since the
-    epoch, headers or None, data)``: what the data source turns into columns."""
+    epoch, headers, data)``: what the data source turns into columns. The
+    headers are None, a :class:`Headers`, or the header block as received
+    (``bytes``, not parsed: the caller parses what it needs)."""
     js = cfg.jetstream()
     st = ride_out(cfg, lambda: js.stream(stream))
     wait = cfg.timeout if timeout is None else timeout
@@ -290,7 +294,7 @@ def _read_direct(st: Any, start: int, end: int, subject: str | None, batch: int,
 
 
 def _read_ordered(js: Any, stream: str, start: int, end: int, subjects: list[str], batch: int,
-                  wait: float) -> Iterator[tuple[str, int, int, Headers | None, bytes]]:
+                  wait: float) -> Iterator[tuple[str, int, int, bytes | None, bytes]]:
     oc = js.ordered_consumer(stream, filter_subjects=subjects or None, deliver_policy="by_start_sequence",
                              opt_start_seq=start, inactive_threshold=60.0)
     it = oc.messages(max_messages=max(batch, 1000))
@@ -314,7 +318,7 @@ def _read_ordered(js: Any, stream: str, start: int, end: int, subjects: list[str
                 seq, ts_ns, pending = seqs.stream_seq, seqs.timestamp_ns, seqs.pending
             if seq > end:
                 return
-            yield msg.subject, seq, ts_ns // 1000, msg.headers, msg.data
+            yield msg.subject, seq, ts_ns // 1000, msg.raw_headers, msg.data
             if seq >= end or pending == 0:
                 return
     finally:
