@@ -19,7 +19,14 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import ConnectionClosedError, MaxPayloadError, NatsError, NoStreamResponseError, TimeoutError
+from ..errors import (
+    ConnectionClosedError,
+    MaxPayloadError,
+    NatsError,
+    NoStreamResponseError,
+    OutboundBufferLimitError,
+    TimeoutError,
+)
 from ..protocol.headers import STATUS_NO_RESPONDERS
 from .publish import _fast_pub_ack, parse_pub_ack
 
@@ -103,7 +110,21 @@ class FramePublisher:
             with self._lock:
                 for j in range(lo, hi):
                     self._pending[tokens[j]] = frames[j]
-            self._core.publish_frames(b"".join(frames[lo:hi]), hi - lo)
+            self._send(b"".join(frames[lo:hi]), hi - lo)
+
+    def _send(self, frames: bytes, count: int) -> None:
+        """Buffer frames; while reconnecting with the buffer full, wait (within the resend budget)."""
+        until: float | None = None
+        while True:
+            try:
+                self._core.publish_frames(frames, count)
+                return
+            except OutboundBufferLimitError:
+                now = time.monotonic()
+                until = now + self._resend_for if until is None else until
+                if now >= until:
+                    raise
+            time.sleep(0.05)  # the reconnect buffer is full: give the reconnect time
 
     def _wait_room(self, count: int) -> None:
         with self._lock:
