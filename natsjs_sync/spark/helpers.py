@@ -309,9 +309,10 @@ def _read_ordered(js: Any, stream: str, start: int, end: int, subjects: list[str
                 raise TimeoutError(f"reading {stream!r} from {start}: nothing within {wait} s") from None
             # The ordered consumer checked the reply already; only three numbers are wanted
             # here, read from the end of the common 9-token form without a second full parse.
-            tokens = msg.reply.split(".")
-            if len(tokens) == 9:
-                seq, ts_ns, pending = int(tokens[5]), int(tokens[7]), int(tokens[8])
+            reply = msg.reply
+            if reply.count(".") == 8:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+                _, sseq, _, ts, left = reply.rsplit(".", 4)
+                seq, ts_ns, pending = int(sseq), int(ts), int(left)
             else:
                 seqs = sequences(msg.reply)
                 assert seqs is not None  # the ordered consumer only delivers what it checked
