@@ -11,8 +11,7 @@ have the schema :func:`schema_for` (``headers`` as a map, in Kafka's shape, or
 left out). Offsets are stream sequences. A batch read fixes each stream's
 sequence range when it is planned and cuts it into partitions, each read by
 direct get or an ephemeral consumer (checked in order), so a re-read gives the
-same rows
-and leaves nothing on the server; ``where()`` on ``seq``, ``stream``,
+same rows and leaves nothing on the server; ``where()`` on ``seq``, ``stream``,
 ``subject`` and ``timestamp`` narrows that range (filter pushdown).
 
 Writes publish every row with a ``Nats-Msg-Id``: the ``msg_id`` column, or one
