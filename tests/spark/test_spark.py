@@ -90,6 +90,35 @@ def test_writer_publishes_arrow_batches_in_bulk_on_the_driver(server: NatsServer
     nc.close()
 
 
+def test_read_range_through_a_consumer_skips_deleted_and_filtered_and_leaves_nothing(server: NatsServer) -> None:
+    """Long ranges (past the direct-get size) read through an ephemeral consumer
+    taken in bulk: exactly the stored messages of the range, with subject
+    filters, to the current end, none at all for a filter matching nothing,
+    and no consumer left behind."""
+    nc = _stream(server, "RANGE")
+    js = nc.jetstream()
+    for i in range(1, 12001):
+        js.publish_async(f"range.{i % 3}", str(i).encode())
+    js.publish_async_complete(timeout=60)
+    st = js.stream("RANGE")
+    deleted = {150, 151, 5000, 9000}
+    for seq in deleted:
+        st.delete_msg(seq)
+    cfg = NatsConfig(servers=server.url)
+
+    def seqs(start: int, end: int | None, subjects: list[str] | None = None) -> list[int]:
+        return [m.seq for m in read_range(cfg, "RANGE", start, end, subjects)]
+
+    assert seqs(100, 9500) == [s for s in range(100, 9501) if s not in deleted]
+    assert seqs(100, 11000, ["range.1"]) == [s for s in range(100, 11001) if s % 3 == 1 and s not in deleted]
+    assert seqs(100, 11000, ["range.1", "range.2"]) == [
+        s for s in range(100, 11001) if s % 3 and s not in deleted]
+    assert seqs(10000, None) == list(range(10000, 12001))
+    assert seqs(100, 11000, ["range.none"]) == []
+    assert st.info().state.consumer_count == 0
+    nc.close()
+
+
 def test_dataframe_write_then_batch_read_100k(spark: Any, server: NatsServer) -> None:
     from natsjs_sync.spark.datasource import JetStreamDataSource
 
