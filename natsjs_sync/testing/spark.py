@@ -358,6 +358,24 @@ class SparkStandaloneCluster(_SparkProcesses):
         return [pid for pid, ppid, args in _processes()
                 if ppid in workers and "CoarseGrainedExecutorBackend" in args]
 
+    def executor_of(self, pid: int) -> int:
+        """The executor JVM that runs process ``pid`` (a Python worker: ``os.getpid()`` in a task),
+        found by walking up its parents; for :meth:`kill_executor` of the one running a given task.
+
+        Raises:
+            LookupError: ``pid`` is not running under an executor of this cluster.
+        """
+        executors = set(self.executor_pids())
+        parents = {p: pp for p, pp, _ in _processes()}
+        seen: set[int] = set()
+        at = pid
+        while at in parents and at not in seen:
+            if at in executors:
+                return at
+            seen.add(at)
+            at = parents[at]
+        raise LookupError(f"process {pid} does not run under an executor of this cluster")
+
     def kill_executor(self, pid: int | None = None) -> int:
         """SIGKILL one executor JVM (``pid``, or the first found) and return its pid.
 

@@ -49,6 +49,11 @@ def _count(js: Any, name: str) -> int:
     return int(js.stream(name).info().state.messages)
 
 
+def _per_subject(js: Any, name: str) -> dict[str, int]:
+    """How many messages the server holds per subject."""
+    return dict(js.stream(name).info(subjects_filter=">").state.subjects or {})
+
+
 def _datas(server: NatsServer, name: str) -> list[int]:
     return sorted(int(m.data) for m in read_range(NatsConfig(servers=server.url), name, 1))
 
@@ -116,24 +121,34 @@ def test_batch_write_read_and_partition_helpers_with_a_packed_environment(
 
 def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
         spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    """The killed executor's task had stored part of its partition (the server says so at the kill); its
+    retry writes the whole partition again, and the stream still holds every row exactly once."""
+    rows, stop = 4000, 300  # 4 partitions of 1000; each first attempt stops after 300 rows
     _stream(js, "CWRITE", "cwrite.>")
     gate = tmp_path / "gate"
-    driver = spark_cluster.submit(JOBS / "write_gated.py", server.url, "40000", str(gate), wait=False)
+    driver = spark_cluster.submit(JOBS / "write_gated.py", server.url, str(rows), str(stop), str(gate), wait=False)
     try:
-        # The first two tasks (one per executor) reach the gate half way through their partitions.
-        assert wait_until(lambda: len(list(tmp_path.glob("gate-at-*"))) >= 2 or driver.returncode is not None,
-                          240, interval=0.2), driver.log.read_text()
+        # The first two tasks (one per executor) hand 300 rows to the writer and wait at the gate.
+        at = [tmp_path / "gate-at-0", tmp_path / "gate-at-1"]
+        assert wait_until(lambda: all(p.exists() for p in at) or driver.returncode is not None, 240,
+                          interval=0.2), driver.log.read_text()
         assert driver.returncode is None, driver.output() + driver.log.read_text()
-        stored_before = _count(js, "CWRITE")
-        killed = spark_cluster.kill_executor()
+        # Those rows are published before the writer asks for more: wait until the server has them.
+        assert wait_until(lambda: _per_subject(js, "CWRITE") == {"cwrite.0": stop, "cwrite.1": stop}, 60,
+                          interval=0.2), _per_subject(js, "CWRITE")
+        executor = spark_cluster.executor_of(int(at[0].read_text()))
+        killed = spark_cluster.kill_executor(executor)  # partition 0's executor, its task mid-write
+        stored_at_kill = _per_subject(js, "CWRITE")
         gate.touch()
         assert driver.wait(300) == 0, driver.output() + driver.log.read_text()
     finally:
         driver.kill()
     assert killed not in spark_cluster.executor_pids()
-    assert stored_before < 40_000
-    assert _count(js, "CWRITE") == 40_000
-    assert _datas(server, "CWRITE") == list(range(40_000))
+    # Some but not all of the killed task's rows were stored when it died (nothing more came meanwhile) ...
+    assert stored_at_kill == {"cwrite.0": stop, "cwrite.1": stop}
+    # ... its retry published all 1000 again, and the stream kept each row once.
+    assert _per_subject(js, "CWRITE") == {f"cwrite.{p}": rows // 4 for p in range(4)}
+    assert _datas(server, "CWRITE") == list(range(rows))
 
 
 def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(
