@@ -105,7 +105,7 @@ def test_batch_write_read_and_partition_helpers_with_a_packed_environment(
     _stream(js, "CBATCH", "cbatch.>")
     _stream(js, "CHELP", "chelp.>")
     driver = spark_cluster.submit(
-        JOBS / "batch.py", server.url, "10000", timeout=300, options=["--archives", f"{archive}#environment"],
+        JOBS / "batch.py", server.url, "2000", timeout=300, options=["--archives", f"{archive}#environment"],
         conf={"spark.pyspark.python": "./environment/bin/python", "spark.pyspark.driver.python": sys.executable,
               "spark.executorEnv.PYTHONPATH": str(image)})
     assert driver.returncode == 0, driver.output() + driver.log.read_text()
@@ -113,10 +113,10 @@ def test_batch_write_read_and_partition_helpers_with_a_packed_environment(
     assert got["executors"] == 2
     for module_file, python in got["executors_imported"]:
         assert "/environment/" in module_file and python.endswith("environment/bin/python")
-    assert _count(js, "CBATCH") == 10_000 and _count(js, "CHELP") == 10_000
+    assert _count(js, "CBATCH") == 2_000 and _count(js, "CHELP") == 2_000
     assert got["partitions"] == 4
-    assert got["read"] == {"n": 10_000, "seqs": 10_000, "datas": 10_000, "lo": 1, "hi": 10_000}
-    assert got["helpers"] == {"n": 10_000, "distinct": 10_000, "lo": 0, "hi": 9_999}
+    assert got["read"] == {"n": 2_000, "seqs": 2_000, "datas": 2_000, "lo": 1, "hi": 2_000}
+    assert got["helpers"] == {"n": 2_000, "distinct": 2_000, "lo": 0, "hi": 1_999}
 
 
 def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
@@ -153,31 +153,64 @@ def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
 
 def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(
         spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    """Three micro-batches of 1,000: an executor dies in the second, the driver in the third; started again
+    from its checkpoint, the query finishes and the sink holds every row once."""
     _stream(js, "SRC", "src.>")
     _stream(js, "SINK", "sink.>")
-    for i in range(12_000):
+    for i in range(3000):
         js.publish_async(f"src.{i % 5}", str(i).encode())
     js.publish_async_complete(timeout=60)
     checkpoint, gates = tmp_path / "checkpoint", tmp_path / "gates"
     gates.mkdir()
-    args = (server.url, str(checkpoint), str(gates), "4000", "10000")
+    args = (server.url, str(checkpoint), str(gates), "1500", "2500", "1000")
 
     first = spark_cluster.submit(JOBS / "stream_gated.py", *args, wait=False)
     try:
-        assert wait_until(lambda: (gates / "at-4000").exists() or first.returncode is not None, 240, interval=0.2)
+        assert wait_until(lambda: (gates / "at-1500").exists() or first.returncode is not None, 240, interval=0.2)
         assert first.returncode is None, first.output() + first.log.read_text()
         spark_cluster.kill_executor()  # in the middle of the second micro-batch
-        (gates / "gate-4000").touch()
-        assert wait_until(lambda: (gates / "at-10000").exists() or first.returncode is not None, 240,
+        (gates / "gate-1500").touch()
+        assert wait_until(lambda: (gates / "at-2500").exists() or first.returncode is not None, 240,
                           interval=0.2)
         assert first.returncode is None, first.output() + first.log.read_text()
         stored_before = _count(js, "SINK")
-        first.kill()  # the driver dies in the middle of the fourth micro-batch
+        first.kill()  # the driver dies in the middle of the third micro-batch
     finally:
         first.kill()
-    assert 9_000 <= stored_before < 12_000  # three micro-batches done, the fourth part written
-    (gates / "gate-10000").touch()
+    assert 2_000 <= stored_before < 3_000  # two micro-batches done, the third not
+    (gates / "gate-2500").touch()
+    spark_cluster.wait_idle()  # the killed driver's executors gone: the new one gets both
     second = spark_cluster.submit(JOBS / "stream_gated.py", *args, timeout=300)  # from the checkpoint
     assert second.returncode == 0, second.output() + second.log.read_text()
-    assert _count(js, "SINK") == 12_000
-    assert _datas(server, "SINK") == list(range(12_000))
+    assert _count(js, "SINK") == 3_000
+    assert _datas(server, "SINK") == list(range(3_000))
+
+
+def test_creds_file_shipped_with_files_is_found_relative_to_the_executors_directory(
+        spark_cluster: SparkStandaloneCluster, tmp_path: Path) -> None:
+    """A server that admits only a user of its operator's account; the job names ``app.creds`` relative to
+    the executors' working directory, where ``--files`` puts it (the driver's directory lacks it)."""
+    from natsjs_sync.testing.jwt import Operator
+
+    op = Operator()
+    op.add_account("APP")
+    creds = tmp_path / "secure" / "app.creds"
+    creds.parent.mkdir()
+    creds.write_text(op.user_creds("APP"))
+    with NatsServer(config=op.server_config()) as secured:
+        with pytest.raises(nats.AuthorizationError):
+            nats.connect(secured.url, connect_timeout=10, max_reconnect_attempts=0)
+        with nats.connect(secured.url, user_credentials=str(creds)) as nc:
+            js: Any = nc.jetstream()
+            js.create_stream(name="CCREDS", subjects=["ccreds.>"], duplicate_window=600.0)
+            driver = spark_cluster.submit(JOBS / "write_creds.py", secured.url, "1000", "app.creds", timeout=300,
+                                          options=["--files", str(creds)])
+            assert driver.returncode == 0, driver.output() + driver.log.read_text()
+            got = driver.result()
+            assert got["driver"][1] is False
+            assert len(got["executors"]) == 2
+            for cwd, has in got["executors"]:
+                assert has and cwd != got["driver"][0]
+            assert _count(js, "CCREDS") == 1000
+            cfg = NatsConfig(servers=secured.url, creds_file=str(creds))
+            assert sorted(int(m.data) for m in read_range(cfg, "CCREDS", 1)) == list(range(1000))
