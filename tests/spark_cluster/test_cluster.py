@@ -95,28 +95,46 @@ def _packed_environment(tmp_path: Path) -> tuple[Path, Path]:
     return archive, image
 
 
-def test_batch_write_read_and_partition_helpers_with_a_packed_environment(
-        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
-    """The executors' Python lacks natsjs-sync: it comes in a venv-packed archive (--archives)."""
+def test_batch_write_read_and_partition_helpers_with_a_packed_environment_and_shipped_creds(
+        spark_cluster: SparkStandaloneCluster, tmp_path: Path) -> None:
+    """What a job ships to executors on other hosts: the executors' Python lacks natsjs-sync, which comes in a
+    venv-packed archive (``--archives``); the server admits only users of its operator's account, and the job
+    names ``app.creds`` relative to the executors' working directory, where ``--files`` puts it."""
     import sys
+
+    from natsjs_sync.testing.jwt import Operator
 
     pytest.importorskip("venv_pack", reason="venv-pack is in the test extra")
     archive, image = _packed_environment(tmp_path)
-    _stream(js, "CBATCH", "cbatch.>")
-    _stream(js, "CHELP", "chelp.>")
-    driver = spark_cluster.submit(
-        JOBS / "batch.py", server.url, "2000", timeout=300, options=["--archives", f"{archive}#environment"],
-        conf={"spark.pyspark.python": "./environment/bin/python", "spark.pyspark.driver.python": sys.executable,
-              "spark.executorEnv.PYTHONPATH": str(image)})
-    assert driver.returncode == 0, driver.output() + driver.log.read_text()
-    got = driver.result()
-    assert got["executors"] == 2
-    for module_file, python in got["executors_imported"]:
-        assert "/environment/" in module_file and python.endswith("environment/bin/python")
-    assert _count(js, "CBATCH") == 2_000 and _count(js, "CHELP") == 2_000
-    assert got["partitions"] == 4
-    assert got["read"] == {"n": 2_000, "seqs": 2_000, "datas": 2_000, "lo": 1, "hi": 2_000}
-    assert got["helpers"] == {"n": 2_000, "distinct": 2_000, "lo": 0, "hi": 1_999}
+    op = Operator()
+    op.add_account("APP")
+    creds = tmp_path / "secure" / "app.creds"
+    creds.parent.mkdir()
+    creds.write_text(op.user_creds("APP"))
+    with NatsServer(config=op.server_config()) as secured:
+        with pytest.raises(nats.AuthorizationError):
+            nats.connect(secured.url, connect_timeout=10, max_reconnect_attempts=0)
+        with nats.connect(secured.url, user_credentials=str(creds)) as nc:
+            js: Any = nc.jetstream()
+            _stream(js, "CBATCH", "cbatch.>")
+            _stream(js, "CHELP", "chelp.>")
+            driver = spark_cluster.submit(
+                JOBS / "batch.py", secured.url, "2000", "app.creds", timeout=300,
+                options=["--archives", f"{archive}#environment", "--files", str(creds)],
+                conf={"spark.pyspark.python": "./environment/bin/python", "spark.pyspark.driver.python": sys.executable,
+                      "spark.executorEnv.PYTHONPATH": str(image)})
+            assert driver.returncode == 0, driver.output() + driver.log.read_text()
+            got = driver.result()
+            assert got["executors"] == 2
+            assert got["driver"][1] is False  # not in the driver's directory: the executors found their own
+            assert len({cwd for _, _, cwd, _ in got["executors_imported"]}) == 2
+            for module_file, python, cwd, has_creds in got["executors_imported"]:
+                assert "/environment/" in module_file and python.endswith("environment/bin/python")
+                assert has_creds and cwd != got["driver"][0]
+            assert _count(js, "CBATCH") == 2_000 and _count(js, "CHELP") == 2_000
+            assert got["partitions"] == 4
+            assert got["read"] == {"n": 2_000, "seqs": 2_000, "datas": 2_000, "lo": 1, "hi": 2_000}
+            assert got["helpers"] == {"n": 2_000, "distinct": 2_000, "lo": 0, "hi": 1_999}
 
 
 def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
@@ -185,32 +203,3 @@ def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(
     assert _count(js, "SINK") == 3_000
     assert _datas(server, "SINK") == list(range(3_000))
 
-
-def test_creds_file_shipped_with_files_is_found_relative_to_the_executors_directory(
-        spark_cluster: SparkStandaloneCluster, tmp_path: Path) -> None:
-    """A server that admits only a user of its operator's account; the job names ``app.creds`` relative to
-    the executors' working directory, where ``--files`` puts it (the driver's directory lacks it)."""
-    from natsjs_sync.testing.jwt import Operator
-
-    op = Operator()
-    op.add_account("APP")
-    creds = tmp_path / "secure" / "app.creds"
-    creds.parent.mkdir()
-    creds.write_text(op.user_creds("APP"))
-    with NatsServer(config=op.server_config()) as secured:
-        with pytest.raises(nats.AuthorizationError):
-            nats.connect(secured.url, connect_timeout=10, max_reconnect_attempts=0)
-        with nats.connect(secured.url, user_credentials=str(creds)) as nc:
-            js: Any = nc.jetstream()
-            js.create_stream(name="CCREDS", subjects=["ccreds.>"], duplicate_window=600.0)
-            driver = spark_cluster.submit(JOBS / "write_creds.py", secured.url, "1000", "app.creds", timeout=300,
-                                          options=["--files", str(creds)])
-            assert driver.returncode == 0, driver.output() + driver.log.read_text()
-            got = driver.result()
-            assert got["driver"][1] is False
-            assert len(got["executors"]) == 2
-            for cwd, has in got["executors"]:
-                assert has and cwd != got["driver"][0]
-            assert _count(js, "CCREDS") == 1000
-            cfg = NatsConfig(servers=secured.url, creds_file=str(creds))
-            assert sorted(int(m.data) for m in read_range(cfg, "CCREDS", 1)) == list(range(1000))
