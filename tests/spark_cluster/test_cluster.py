@@ -171,35 +171,36 @@ def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
 
 def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(
         spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
-    """Three micro-batches of 1,000: an executor dies in the second, the driver in the third; started again
+    """Two micro-batches of 1,000: an executor dies in the first, the driver in the second; started again
     from its checkpoint, the query finishes and the sink holds every row once."""
     _stream(js, "SRC", "src.>")
     _stream(js, "SINK", "sink.>")
-    for i in range(3000):
+    for i in range(2000):
         js.publish_async(f"src.{i % 5}", str(i).encode())
     js.publish_async_complete(timeout=60)
     checkpoint, gates = tmp_path / "checkpoint", tmp_path / "gates"
     gates.mkdir()
-    args = (server.url, str(checkpoint), str(gates), "1500", "2500", "1000")
+    args = (server.url, str(checkpoint), str(gates), "500", "1500", "1000")
 
     first = spark_cluster.submit(JOBS / "stream_gated.py", *args, wait=False)
     try:
-        assert wait_until(lambda: (gates / "at-1500").exists() or first.returncode is not None, 240, interval=0.2)
+        assert wait_until(lambda: (gates / "at-500").exists() or first.returncode is not None, 240, interval=0.2)
         assert first.returncode is None, first.output() + first.log.read_text()
-        spark_cluster.kill_executor()  # in the middle of the second micro-batch
-        (gates / "gate-1500").touch()
-        assert wait_until(lambda: (gates / "at-2500").exists() or first.returncode is not None, 240,
+        # The executor running the held task: it dies in the middle of the first micro-batch.
+        spark_cluster.kill_executor(spark_cluster.executor_of(int((gates / "at-500").read_text())))
+        (gates / "gate-500").touch()
+        assert wait_until(lambda: (gates / "at-1500").exists() or first.returncode is not None, 240,
                           interval=0.2)
         assert first.returncode is None, first.output() + first.log.read_text()
         stored_before = _count(js, "SINK")
-        first.kill()  # the driver dies in the middle of the third micro-batch
+        first.kill()  # the driver dies in the middle of the second micro-batch
     finally:
         first.kill()
-    assert 2_000 <= stored_before < 3_000  # two micro-batches done, the third not
-    (gates / "gate-2500").touch()
+    assert 1_000 <= stored_before < 2_000  # the first micro-batch done, the second not
+    (gates / "gate-1500").touch()
     spark_cluster.wait_idle()  # the killed driver's executors gone: the new one gets both
     second = spark_cluster.submit(JOBS / "stream_gated.py", *args, timeout=300)  # from the checkpoint
     assert second.returncode == 0, second.output() + second.log.read_text()
-    assert _count(js, "SINK") == 3_000
-    assert _datas(server, "SINK") == list(range(3_000))
+    assert _count(js, "SINK") == 2_000
+    assert _datas(server, "SINK") == list(range(2_000))
 

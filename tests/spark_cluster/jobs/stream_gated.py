@@ -1,7 +1,7 @@
 """Driver: a streaming query from stream SRC into the jetstream sink (subject sink.copy), Trigger.AvailableNow,
 checkpointed, ``per`` messages per micro-batch. Micro-batches holding sequence g1 or g2 stop there until
-the file gate-<g> exists in ``gates`` (after writing at-<g> there): the test kills an executor at one and
-the driver at the other."""
+the file gate-<g> exists in ``gates`` (after writing at-<g> there, holding the Python worker's pid): the
+test kills the executor running it at one and the driver at the other."""
 
 import os
 import sys
@@ -23,7 +23,9 @@ def hold(batches):
                 yield batch.slice(0, seqs.index(g))  # written before the stop: the stop is mid-batch
                 batch = batch.slice(seqs.index(g))
                 seqs = seqs[seqs.index(g):]
-                open(os.path.join(gates, f"at-{g}"), "w").close()
+                with open(os.path.join(gates, f"at-{g}.tmp"), "w") as f:
+                    f.write(str(os.getpid()))  # the test kills the executor running this Python worker
+                os.rename(os.path.join(gates, f"at-{g}.tmp"), os.path.join(gates, f"at-{g}"))
                 deadline = time.monotonic() + 300
                 while not os.path.exists(os.path.join(gates, f"gate-{g}")) and time.monotonic() < deadline:
                     threading.Event().wait(0.1)
