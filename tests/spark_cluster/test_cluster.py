@@ -17,7 +17,9 @@ from natsjs_sync.testing import NatsServer
 from natsjs_sync.testing.spark import SparkStandaloneCluster
 from tests.conftest import wait_until
 
-pytestmark = pytest.mark.slow
+# Each test starts Spark drivers (about 15 s each on an idle 2-core machine, several times that on a
+# loaded one) and bounds its own waits; the suite's 120 s per test is too short for them.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 
