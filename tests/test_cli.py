@@ -296,6 +296,23 @@ def test_server_command_busy_port_store_dir_and_ctrl_c(tmp_path: Path) -> None:
                 proc.kill()
                 proc.wait(10)
     assert any(store.rglob("*")), "the store directory is kept"
+    # Started again on the same store, the data is there; SIGTERM (a service manager's stop) exits 0.
+    with subprocess.Popen([sys.executable, "-m", "natsjs_sync", "server", "--port", str(port),
+                           "--store-dir", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env, cwd=REPO) as proc:
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            lines = [proc.stdout.readline() for _ in range(2)]
+            assert lines[1].strip() == f"JetStream data in {store.resolve()}", lines
+            with natsjs_sync.connect(f"nats://127.0.0.1:{port}") as nc:
+                assert nc.jetstream().key_value("kept").get("k").value == b"v"
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+            assert "Traceback" not in proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
 
 
 def test_long_running_commands_report_errors_but_not_each_reconnect_attempt(

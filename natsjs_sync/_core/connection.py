@@ -500,6 +500,10 @@ class Connection:
                         headers: HeadersInput | None = None) -> None:
         self.append(*self.encode(subject, payload, reply, headers, trusted=True), now=False)
 
+    def publish_frames(self, frames: bytes, count: int) -> None:
+        self.append(frames, len(frames), now=False)
+        self.stats.out_msgs += count - 1  # append() counted one
+
     def control_locked(self, data: bytes) -> None:
         """Lock held: queue SUB/UNSUB bytes. Without a connection they are not
         needed: a reconnect restores the subscriptions from the registry."""

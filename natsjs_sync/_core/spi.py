@@ -124,6 +124,9 @@ class CoreLink(Protocol):
                         headers: HeadersInput | None = None) -> None:
         """Publish to a subject the server gave (ack, flow control): no validation."""
 
+    def publish_frames(self, frames: bytes, count: int) -> None:
+        """Send ``count`` PUB/HPUB frames the library encoded and checked (one buffered write)."""
+
     def request(self, subject: str, payload: bytes | bytearray | memoryview = b"", timeout: Any = 1.0,
                 headers: HeadersInput | None = None) -> Msg: ...
 

@@ -190,20 +190,30 @@ def cmd_server(args: argparse.Namespace) -> int:
     except (RuntimeError, OSError, TimeoutError) as exc:
         server.close()
         raise SystemExit(f"error: nats-server did not start: {exc}") from None
-    _print(f"nats-server listening on {server.url} (JetStream {'off' if args.no_jetstream else 'on'}); Ctrl-C stops it")
-    if not args.no_jetstream:
-        if args.store_dir:
-            _print(f"JetStream data in {server.store_dir}")
-        else:
-            _print(f"JetStream data in {server.store_dir}: a temporary directory, deleted when the server stops "
-                   "(keep it with --store-dir DIR)")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Ctrl-C and SIGTERM only note the signal: the loop below sees it within half a second and stops
+    # the server gracefully. A KeyboardInterrupt could land anywhere (even between the start-up lines
+    # and the try below), and setting a threading.Event from a handler can deadlock on its lock.
+    signals: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: signals.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        while not stop.is_set() and server.is_running:
-            stop.wait(0.5)
+        _print(f"nats-server listening on {server.url} (JetStream {'off' if args.no_jetstream else 'on'}); "
+               "Ctrl-C stops it")
+        if not args.no_jetstream:
+            if args.store_dir:
+                _print(f"JetStream data in {server.store_dir}")
+            else:
+                _print(f"JetStream data in {server.store_dir}: a temporary directory, deleted when the server "
+                       "stops (keep it with --store-dir DIR)")
+        while not signals and server.is_running:
+            time.sleep(0.5)
     finally:
+        server.stop()  # SIGTERM: the server writes its store out (SIGKILL after 10 s)
         server.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if signals and signals[0] == signal.SIGINT:
+        return 130
     return 0
 
 

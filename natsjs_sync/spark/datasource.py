@@ -10,8 +10,8 @@ Options are checked on the driver (:mod:`natsjs_sync.spark.options`). Rows
 have the schema :func:`schema_for` (``headers`` as a map, in Kafka's shape, or
 left out). Offsets are stream sequences. A batch read fixes each stream's
 sequence range when it is planned and cuts it into partitions, each read by
-direct get or an ephemeral ordered consumer, so a re-read gives the same rows
-and leaves nothing on the server; ``where()`` on ``seq``, ``stream``,
+direct get or an ephemeral consumer (checked in order), so a re-read gives the
+same rows and leaves nothing on the server; ``where()`` on ``seq``, ``stream``,
 ``subject`` and ``timestamp`` narrows that range (filter pushdown).
 
 Writes publish every row with a ``Nats-Msg-Id``: the ``msg_id`` column, or one
@@ -56,10 +56,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
-from .._timeout import Deadline
+from .._core.spi import link
 from ..errors import JetStreamError, StreamNotFoundError
 from ..jetstream import StreamInfo
-from ..jetstream.publish import PublishPipeline
+from ..jetstream.bulk import FramePublisher, msg_id_headers
+from ..jetstream.publish import publish_headers
+from ..protocol.headers import encode_headers
+from ..protocol.subjects import publish_subject
 from .config import NatsConfig
 from .helpers import iter_range, ride_out
 from .options import (
@@ -165,6 +168,7 @@ def _plan(ro: ReadOptions, ranges: dict[str, tuple[int, int]], subjects: tuple[s
 
 
 _BLOCK = 8192  # rows per Arrow record batch
+_PULL = 4000  # messages asked for per pull request: fewer round trips on long ranges
 
 
 def _arrow_schema(ro: ReadOptions) -> Any:
@@ -181,9 +185,69 @@ def _arrow_schema(ro: ReadOptions) -> Any:
     return pa.schema(fields)
 
 
+def _header_items(headers: Any) -> list[tuple[str, list[str]]]:
+    """A message's headers as ``[(key, [values])]``, keys in order of first
+    appearance: from the header block as received (``bytes``, parsed here
+    without a :class:`Headers` per message) or from a :class:`Headers`."""
+    if not isinstance(headers, bytes):
+        return [(k, headers.get_all(k)) for k in headers]
+    lines = headers.decode("utf-8", "replace").split("\r\n")
+    if len(lines) == 4 and not lines[2] and not lines[3]:  # the common case: one header
+        key, sep, value = lines[1].partition(":")
+        return [(key, [value.strip()])] if sep else []
+    out: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        key, sep, value = line.partition(":")
+        if sep:
+            out.setdefault(key, []).append(value.strip())
+    return list(out.items())
+
+
+_MSG_ID_ONLY = b"NATS/1.0\r\nNats-Msg-Id:"
+
+
+def _header_column(cells: Sequence[Any], kafka: bool, header_type: Any) -> Any:
+    """The headers column from each row's headers (None, bytes or Headers),
+    built from flat key and value arrays (no Python object per map entry)."""
+    import pyarrow as pa
+
+    keys: list[str] = []
+    values: list[Any] = []  # map: one value list per key; kafka: one bytes value per pair
+    offsets = [0]
+    valid: list[bool] = []
+    msg_id_only, start = _MSG_ID_ONLY, len(_MSG_ID_ONLY)
+    for cell in cells:
+        if not kafka and isinstance(cell, bytes) and cell.startswith(msg_id_only) and cell.find(b"\r\n", start) \
+                == len(cell) - 4:  # only a Nats-Msg-Id (what this source writes): no parsing
+            keys.append("Nats-Msg-Id")
+            values.append([cell[start:-4].decode("utf-8", "replace").strip()])
+            valid.append(True)
+        elif cell:
+            for key, vals in _header_items(cell):
+                if kafka:
+                    for v in vals:
+                        keys.append(key)
+                        values.append(v.encode())
+                else:
+                    keys.append(key)
+                    values.append(vals)
+            valid.append(True)
+        else:
+            valid.append(False)
+        offsets.append(len(keys))
+    mask = None if all(valid) else pa.array([not v for v in valid], pa.bool_())
+    offs = pa.array(offsets, pa.int32())
+    if kafka:
+        pairs = pa.StructArray.from_arrays([pa.array(keys, pa.string()), pa.array(values, pa.binary())],
+                                           fields=list(header_type.value_type))
+        return pa.ListArray.from_arrays(offs, pairs, type=header_type, mask=mask)
+    return pa.MapArray.from_arrays(offs, pa.array(keys, pa.string()), pa.array(values, pa.list_(pa.string())),
+                                   type=header_type, mask=mask)
+
+
 def _batches(ro: ReadOptions, part: SequenceRange) -> Iterator[Any]:
-    """The partition's messages as Arrow record batches: columns built in bulk,
-    no Python object per cell on the way into Spark."""
+    """The partition's messages as Arrow record batches: columns built in bulk
+    from blocks of rows, no Python object per cell on the way into Spark."""
     import pyarrow as pa
 
     schema = _arrow_schema(ro)
@@ -192,44 +256,28 @@ def _batches(ro: ReadOptions, part: SequenceRange) -> Iterator[Any]:
     header_type = schema.field("headers").type if with_headers else None
     stream_type, subject_type, seq_type, time_type, data_type = (
         pa.string(), pa.string(), pa.int64(), pa.timestamp("us", tz="UTC"), pa.binary())
-    subj: list[str] = []
-    seqs: list[int] = []
-    times: list[int] = []
-    hdrs: list[Any] = []
-    datas: list[bytes] = []
 
-    def flush() -> Any:
-        n = len(seqs)
+    def block(rows: list[tuple[str, int, int, Any, bytes]]) -> Any:
+        subj, seqs, times, hdrs, datas = zip(*rows, strict=True)
         arrays = [
-            pa.array([part.stream] * n, stream_type),
+            pa.repeat(pa.scalar(part.stream, stream_type), len(rows)),
             pa.array(subj, subject_type),
             pa.array(seqs, seq_type),
             pa.array(times, time_type),
         ]
         if with_headers:
-            arrays.append(pa.array(hdrs, header_type))
+            arrays.append(_header_column(hdrs, kafka, header_type))
         arrays.append(pa.array(datas, data_type))
-        for col in (subj, seqs, times, hdrs, datas):
-            col.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    for subject, seq, ts_us, headers, data in iter_range(ro.cfg, part.stream, part.start, part.end,
-                                                         part.subjects or None):
-        subj.append(subject)
-        seqs.append(seq)
-        times.append(ts_us)
-        if with_headers:
-            if not headers:
-                hdrs.append(None)
-            elif kafka:
-                hdrs.append([{"key": k, "value": v.encode()} for k in headers for v in headers.get_all(k)])
-            else:
-                hdrs.append([(k, headers.get_all(k)) for k in headers])
-        datas.append(data)
-        if len(seqs) >= _BLOCK:
-            yield flush()
-    if seqs:
-        yield flush()
+    rows: list[tuple[str, int, int, Any, bytes]] = []
+    for row in iter_range(ro.cfg, part.stream, part.start, part.end, part.subjects or None, batch=_PULL):
+        rows.append(row)
+        if len(rows) >= _BLOCK:
+            yield block(rows)
+            rows = []
+    if rows:
+        yield block(rows)
 
 
 # ---------------------------------------------------------------------- filter pushdown
@@ -673,69 +721,80 @@ class _ContentIds:
     """
 
     def __init__(self, prefix: str):
-        self.prefix = prefix
+        if any(c in prefix for c in "\r\n\t ") or not prefix.isprintable():
+            raise ValueError(f"message id prefix {prefix!r} must be printable, without spaces")
+        self.prefix = prefix.encode() + b"."
         self.seen: dict[bytes, int] = {}
 
-    def __call__(self, subject: str, data: bytes, headers: Any) -> str:
+    def __call__(self, subject: bytes, data: bytes, headers: Any) -> bytes:
         h = hashlib.blake2b(data, digest_size=12, person=b"natsjs-row")
-        h.update(subject.encode())
+        h.update(subject)
         if headers:
             h.update(repr(sorted(headers.items())).encode())
         digest = h.digest()
-        n = self.seen.get(digest, 0)
-        self.seen[digest] = n + 1
-        return f"{self.prefix}.{base64.urlsafe_b64encode(digest).decode()}.{n}"
+        seen = self.seen
+        n = seen.get(digest, 0)
+        seen[digest] = n + 1
+        return b"%s%s.%d" % (self.prefix, base64.urlsafe_b64encode(digest), n)
+
+
+def _subject_bytes(cache: dict[str | None, bytes], subject: str | None, default: str | None) -> bytes:
+    """A row's subject, validated once per distinct value."""
+    b = cache.get(subject)
+    if b is None:
+        name = subject or default
+        if name is None:
+            raise ValueError("writing to jetstream: a row has no subject (null in the subject column and "
+                             "no option 'subject')")
+        b = cache[subject] = publish_subject(name)
+    return b
 
 
 def _write_batches(wo: WriteOptions, batches: Iterator[Any], id_prefix: str) -> PublishCommit:
-    """Publish Arrow record batches (columns data/value, subject/topic, headers, msg_id)."""
+    """Publish Arrow record batches (columns data/value, subject/topic, headers, msg_id).
+
+    Each Arrow batch is encoded as frames and sent in one buffered write as it
+    arrives (nothing waits for the end of the partition); acks are counted in bulk.
+    """
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     ids = _ContentIds(f"{id_prefix}.{ctx.partitionId() if ctx is not None else 0}")
-    js = wo.cfg.jetstream()
-    published = duplicates = 0
-
-    def on_ack(ack: Any) -> None:
-        nonlocal published, duplicates
-        if ack.duplicate:
-            duplicates += 1
-        else:
-            published += 1
-
-    # No deadline for the whole partition: each ack has its own (the context's
-    # timeout), and an outage is ridden out for retry_timeout.
-    pipe = PublishPipeline(js.publish_async, 2000, Deadline(None), on_ack=on_ack, resend_for=wo.cfg.retry_timeout)
-    with pipe:
+    cfg = wo.cfg
+    core = link(cfg.client())
+    subjects_cache: dict[str | None, bytes] = {}
+    # No deadline for the whole partition: each ack has its own (the timeout),
+    # and an outage is ridden out for retry_timeout.
+    with FramePublisher(core, 4000, cfg.timeout, cfg.retry_timeout) as pub:
         for batch in batches:
             cols = {n.lower(): i for i, n in enumerate(batch.schema.names)}
             n = batch.num_rows
             di = cols.get("data", cols.get("value"))
             assert di is not None  # checked on the driver
             datas = batch.column(di).to_pylist()
+            if datas and not isinstance(datas[0], bytes):
+                datas = [b"" if d is None else d.encode() if isinstance(d, str) else d for d in datas]
+            elif batch.column(di).null_count:
+                datas = [b"" if d is None else d for d in datas]
             si = cols.get("subject", cols.get("topic"))
-            subjects = batch.column(si).to_pylist() if si is not None else [wo.subject] * n
+            if si is None:
+                subjects = [_subject_bytes(subjects_cache, None, wo.subject)] * n
+            else:
+                subjects = [_subject_bytes(subjects_cache, s, wo.subject) for s in batch.column(si).to_pylist()]
             mids = batch.column(cols["msg_id"]).to_pylist() if "msg_id" in cols else None
             hdrs = batch.column(cols["headers"]).to_pylist() if "headers" in cols else None
-            for i in range(n):
-                data = datas[i]
-                if data is None:
-                    data = b""
-                elif isinstance(data, str):
-                    data = data.encode()
-                subject = subjects[i] or wo.subject
-                if subject is None:
-                    raise ValueError("writing to jetstream: a row has no subject (null in the subject column and "
-                                     "no option 'subject')")
-                headers = _header_dict(hdrs[i]) if hdrs is not None else None
-                mid = mids[i] if mids is not None else None
-                if mid is None:
-                    mid = ids(subject, data, headers)
-                if headers:
-                    pipe.publish(subject, data, headers=headers, msg_id=mid)
-                else:
-                    pipe.publish(subject, data, msg_id=mid)
-    return PublishCommit(published, duplicates, pipe.resent)
+            if hdrs is None and mids is None:
+                blocks = [msg_id_headers(ids(subjects[i], datas[i], None)) for i in range(n)]
+            else:
+                blocks = []
+                for i in range(n):
+                    headers = _header_dict(hdrs[i]) if hdrs is not None else None
+                    mid = mids[i] if mids is not None else None
+                    if mid is None:
+                        mid = ids(subjects[i], datas[i], headers).decode()
+                    blocks.append(encode_headers(publish_headers(headers, mid)))
+            pub.publish(subjects, blocks, datas)
+    return PublishCommit(pub.published, pub.duplicates, pub.resent)
 
 
 class JetStreamBatchWriter(DataSourceArrowWriter):

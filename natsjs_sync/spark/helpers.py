@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import datetime
 import decimal
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from .._backoff import Backoff
+from .._core.spi import link
 from ..errors import (
     AuthorizationError,
     ConnectionClosedError,
@@ -30,8 +32,11 @@ from ..errors import (
     TimeoutError,
 )
 from ..jetstream import PubAck, RawStreamMsg
-from ..protocol.headers import Headers
+from ..jetstream.pull import pull_request, server_expiry
+from ..msg import Msg
+from ..protocol.headers import Headers, parse_headers
 from ..protocol.jetstream.ackreply import sequences
+from ..protocol.jetstream.status import Kind, classify
 from .config import NatsConfig
 
 RowFn = Callable[[Any], Any]
@@ -44,7 +49,7 @@ def transient(exc: BaseException) -> bool:
     """Would the same call succeed once the server is back (a restart, a leader election)?"""
     if isinstance(exc, (AuthorizationError, ConnectionClosedError)):
         return False
-    if isinstance(exc, (TimeoutError, NoRespondersError, NatsConnectionError)):
+    if isinstance(exc, (TimeoutError, NoRespondersError, NatsConnectionError, _Gap)):
         return True
     return isinstance(exc, JetStreamError) and exc.code == 503
 
@@ -208,11 +213,14 @@ def read_range(
     end when ``end_seq`` is None), optionally only on ``subjects``, in order.
 
     Short ranges are read by batched direct get when the stream allows it,
-    longer ones with an ephemeral ordered consumer (faster per message). Either
+    longer ones with an ephemeral consumer whose messages are taken in bulk and
+    checked in order (faster per message). Either
     way nothing is left behind on the server and a repeat gives the same rows,
     which Spark's retries and speculative tasks need.
     """
     for subject, seq, ts_us, headers, data in iter_range(cfg, stream, start_seq, end_seq, subjects, batch, timeout):
+        if isinstance(headers, bytes):
+            headers = parse_headers(headers)[2]
         yield RawStreamMsg(subject=subject, seq=seq, data=data, headers=headers,
                            time=_EPOCH + datetime.timedelta(microseconds=ts_us), stream=stream)
 
@@ -229,16 +237,18 @@ def iter_range(
     subjects: Sequence[str] | None = None,
     batch: int = 500,
     timeout: float | None = None,
-) -> Iterator[tuple[str, int, int, Headers | None, bytes]]:
+) -> Iterator[tuple[str, int, int, Headers | bytes | None, bytes]]:
     """:func:`read_range` as plain tuples ``(subject, seq, time in µs since the
-    epoch, headers or None, data)``: what the data source turns into columns."""
+    epoch, headers, data)``: what the data source turns into columns. The
+    headers are None, a :class:`Headers`, or the header block as received
+    (``bytes``, not parsed: the caller parses what it needs)."""
     js = cfg.jetstream()
     st = ride_out(cfg, lambda: js.stream(stream))
     wait = cfg.timeout if timeout is None else timeout
     if end_seq is None:
         end_seq = ride_out(cfg, st.info).state.last_seq
     subjects = list(subjects or [])
-    # Batched direct get needs server 2.11; older ones read through an ordered consumer.
+    # Batched direct get needs server 2.11; older ones read through a consumer.
     direct = st.cached_info.config.allow_direct and len(subjects) <= 1 and end_seq - start_seq < _DIRECT_MAX \
         and js.supports("direct_get_batch")
     nxt = start_seq
@@ -254,7 +264,7 @@ def iter_range(
                     until, attempt = None, 0
                     yield raw.subject, raw.seq, ts_us, raw.headers, raw.data
             else:
-                for item in _read_ordered(js, stream, nxt, end_seq, subjects, batch, wait):
+                for item in _read_pulled(cfg, js, stream, nxt, end_seq, subjects, batch, wait):
                     nxt = item[1] + 1
                     until, attempt = None, 0
                     yield item
@@ -289,33 +299,89 @@ def _read_direct(st: Any, start: int, end: int, subject: str | None, batch: int,
             return
 
 
-def _read_ordered(js: Any, stream: str, start: int, end: int, subjects: list[str], batch: int,
-                  wait: float) -> Iterator[tuple[str, int, int, Headers | None, bytes]]:
-    oc = js.ordered_consumer(stream, filter_subjects=subjects or None, deliver_policy="by_start_sequence",
-                             opt_start_seq=start, inactive_threshold=60.0)
-    it = oc.messages(max_messages=max(batch, 1000))
+class _Gap(NatsError):
+    """A message of the range went missing on the way (a consumer sequence skipped): read again from it."""
+
+
+def _read_pulled(cfg: NatsConfig, js: Any, stream: str, start: int, end: int, subjects: list[str], batch: int,
+                 wait: float) -> Iterator[tuple[str, int, int, bytes | None, bytes]]:
+    """The range through an ephemeral consumer whose messages are taken in bulk.
+
+    The client's reader thread appends each delivered message to a list; this
+    thread takes the whole list at once (one lock round per block, not per
+    message). Two pull requests are kept outstanding. Every message is checked
+    in order by its consumer sequence (a skip raises :class:`_Gap`, and the
+    caller reads again from the first sequence not yet given, as an ordered
+    consumer would); the server's statuses are read by the one classifier.
+    """
+    core = link(cfg.client())
+    inbox = core.new_inbox()
+    cond = threading.Condition(threading.Lock())
+    box: list[list[Msg]] = [[]]
+
+    def route(msg: Msg) -> None:  # reader thread: quick, no user code
+        with cond:
+            got = box[0]
+            got.append(msg)
+            if len(got) == 1:
+                cond.notify()
+
+    handle = core.route_internal(inbox, route)
+    consumer: Any = None
     try:
-        info = oc.cached_info
-        if info is not None and info.num_pending == 0:
+        consumer = js.create_consumer(
+            stream, deliver_policy="by_start_sequence", opt_start_seq=start, ack_policy="none",
+            filter_subjects=subjects or None, inactive_threshold=60.0, mem_storage=True, num_replicas=1,
+            max_waiting=16)
+        if consumer.cached_info.num_pending == 0:
             return
+        body = pull_request(batch, server_expiry(wait), heartbeat=min(5.0, wait / 4))
+        subject = consumer.next_subject
+        for _ in range(2):
+            core.publish(subject, body, reply=inbox)
+        expected = 1  # the next consumer sequence
+        served = 0  # messages of the oldest outstanding request
         while True:
-            try:
-                msg = it.next(timeout=wait)
-            except TimeoutError:
-                raise TimeoutError(f"reading {stream!r} from {start}: nothing within {wait} s") from None
-            # The ordered consumer checked the reply already; only three numbers are wanted
-            # here, read from the end of the common 9-token form without a second full parse.
-            tokens = msg.reply.split(".")
-            if len(tokens) == 9:
-                seq, ts_ns, pending = int(tokens[5]), int(tokens[7]), int(tokens[8])
-            else:
-                seqs = sequences(msg.reply)
-                assert seqs is not None  # the ordered consumer only delivers what it checked
-                seq, ts_ns, pending = seqs.stream_seq, seqs.timestamp_ns, seqs.pending
-            if seq > end:
-                return
-            yield msg.subject, seq, ts_ns // 1000, msg.headers, msg.data
-            if seq >= end or pending == 0:
-                return
+            with cond:
+                if not box[0] and not cond.wait_for(lambda: box[0], wait):
+                    raise TimeoutError(f"reading {stream!r} from {start}: nothing within {wait} s")
+                got, box[0] = box[0], []
+            for msg in got:
+                hdr = msg.raw_headers
+                if hdr is not None and hdr[8:9] == b" ":  # a status line: the server speaking
+                    st = classify(hdr, msg.reply)
+                    if st.kind in (Kind.REQUEST_ENDED, Kind.LIMIT, Kind.RESET):
+                        served = 0
+                        core.publish(subject, body, reply=inbox)  # a request ended early: ask again
+                    elif st.kind is not Kind.HEARTBEAT:
+                        err = st.error()
+                        raise err if err is not None else _Gap(f"reading {stream!r}: status {st.code}")
+                    continue
+                reply = msg.reply or ""
+                if reply.count(".") == 8:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+                    _, sseq, cseq, ts, left = reply.rsplit(".", 4)
+                    seq, cons, ts_ns, pending = int(sseq), int(cseq), int(ts), int(left)
+                else:
+                    seqs = sequences(reply)
+                    if seqs is None:
+                        raise _Gap(f"reading {stream!r}: a message without its sequences ({reply!r})")
+                    seq, cons, ts_ns, pending = seqs.stream_seq, seqs.consumer_seq, seqs.timestamp_ns, seqs.pending
+                if cons != expected:
+                    raise _Gap(f"reading {stream!r}: consumer sequence {cons}, expected {expected}")
+                expected += 1
+                if seq > end:
+                    return
+                yield msg.subject, seq, ts_ns // 1000, hdr, msg.data
+                if seq >= end or pending == 0:
+                    return
+                served += 1
+                if served == batch:  # the oldest request is served: keep two outstanding
+                    served = 0
+                    core.publish(subject, body, reply=inbox)
     finally:
-        it.stop()  # also deletes the ordered consumer
+        handle.cancel()
+        if consumer is not None:
+            try:
+                js.delete_consumer(stream, consumer.name, timeout=wait)
+            except NatsError:
+                pass  # the server removes it after inactive_threshold

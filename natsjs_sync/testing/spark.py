@@ -285,7 +285,9 @@ class SparkStandaloneCluster(_SparkProcesses):
         defaults = {
             "spark.executor.memory": "512m",
             "spark.executor.cores": str(cores),
-            # Start tasks only once every executor is there, so both take part.
+            # Start tasks only once every executor is there, so all take part (the ratio counts
+            # against spark.cores.max: without it a standalone driver does not wait at all).
+            "spark.cores.max": str(workers * cores),
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
         }
@@ -348,6 +350,26 @@ class SparkStandaloneCluster(_SparkProcesses):
             raise
         return self
 
+    def _idle(self) -> bool:
+        try:
+            s = self.status()
+        except (OSError, ValueError, urllib.error.URLError):
+            return False
+        return (not s.get("activeapps") and int(s.get("coresused", 0)) == 0
+                and int(s.get("aliveworkers", 0)) == self.workers)
+
+    def wait_idle(self, timeout: float = 120.0) -> None:
+        """Wait until no application runs and every worker is alive with all its cores free.
+
+        Each worker's cores go to one application at a time: a driver submitted
+        while an earlier one still holds them (just ended or killed, its
+        executors not yet released) starts with fewer executors.
+
+        Raises:
+            TimeoutError: still busy after ``timeout`` seconds.
+        """
+        _wait(self._idle, timeout, "spark cluster idle", self._master, self.dir / "logs" / "master.log")
+
     def worker_pids(self) -> list[int]:
         """Process ids of the worker JVMs that are running."""
         return [p.pid for p in self._workers if p.poll() is None]
@@ -357,6 +379,24 @@ class SparkStandaloneCluster(_SparkProcesses):
         workers = set(self.worker_pids())
         return [pid for pid, ppid, args in _processes()
                 if ppid in workers and "CoarseGrainedExecutorBackend" in args]
+
+    def executor_of(self, pid: int) -> int:
+        """The executor JVM that runs process ``pid`` (a Python worker: ``os.getpid()`` in a task),
+        found by walking up its parents; for :meth:`kill_executor` of the one running a given task.
+
+        Raises:
+            LookupError: ``pid`` is not running under an executor of this cluster.
+        """
+        executors = set(self.executor_pids())
+        parents = {p: pp for p, pp, _ in _processes()}
+        seen: set[int] = set()
+        at = pid
+        while at in parents and at not in seen:
+            if at in executors:
+                return at
+            seen.add(at)
+            at = parents[at]
+        raise LookupError(f"process {pid} does not run under an executor of this cluster")
 
     def kill_executor(self, pid: int | None = None) -> int:
         """SIGKILL one executor JVM (``pid``, or the first found) and return its pid.

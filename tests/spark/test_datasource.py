@@ -83,50 +83,54 @@ def test_retried_task_with_its_rows_reversed_stores_each_row_once(spark: Any, se
                                                                    tmp_path: Path) -> None:
     """Ids come from row content, so a retry that sees its rows in another order
     (any upstream whose order is not stable) neither loses nor repeats a row,
-    identical rows included."""
+    identical rows included. The failed attempt stores part of its rows first:
+    the retry then meets ids the stream already holds, in another order."""
+    import pyarrow as pa
     from pyspark import TaskContext
 
     _stream(js, "REV")
     url = server.url
     failed = tmp_path / "failed"
 
-    def flaky(rows: Any) -> Any:
+    def flaky(batches: Iterator[Any]) -> Iterator[Any]:
+        table = pa.Table.from_batches(list(batches))
         ctx = TaskContext.get()
         if ctx.partitionId() != 1:
-            yield from rows
+            yield from table.to_batches()
             return
-        if ctx.attemptNumber() > 0:
-            yield from reversed(list(rows))  # the retry gets the same rows in the opposite order
+        if ctx.attemptNumber() > 0:  # the same rows, reversed and cut into other batches
+            yield from table.take(pa.array(range(table.num_rows - 1, -1, -1))).to_batches(max_chunksize=700)
             return
+        # Attempt 0: half the rows in order, wait until the writer has stored some of them, fail.
+        # Each batch is larger than the Python worker's 64 KiB output buffer, so it reaches
+        # the writer without waiting for the end of the partition.
         with nats.connect(url) as nc:
             st = nc.jetstream().stream("REV")
-            for i, row in enumerate(rows):
-                yield row
-                if i == 2999:
-                    # Give the writer time to store part of the partition before failing (bounded:
-                    # how far it gets depends on Spark's batching, recorded for the failure message).
-                    deadline = time.monotonic() + 20
-                    stored = 0
-                    while stored < 500 and time.monotonic() < deadline:
-                        stored = (st.info(subjects_filter="rev.b").state.subjects or {}).get("rev.b", 0)
-                        time.sleep(0.05)
-                    failed.write_text(str(stored))
-                    raise RuntimeError("injected failure after part of the partition was stored")
+            yield from table.slice(0, table.num_rows // 2).to_batches(max_chunksize=500)
+            deadline = time.monotonic() + 60
+            stored = 0
+            while stored == 0 and time.monotonic() < deadline:
+                stored = (st.info(subjects_filter="rev.b").state.subjects or {}).get("rev.b", 0)
+                if stored == 0:
+                    time.sleep(0.05)
+            failed.write_text(str(stored))
+        raise RuntimeError("injected failure after part of the partition was stored")
 
-    # 6000 rows in two partitions; in partition 1 every payload occurs three times.
+    # 6000 rows in two partitions of 3000; in partition 1 every payload occurs three times.
     df = spark.range(0, 6000, numPartitions=2).selectExpr(
-        "if(id < 3000, 'rev.a', 'rev.b') as subject", "cast(cast(id % 1000 as string) as binary) as data")
+        "if(id < 3000, 'rev.a', 'rev.b') as subject",
+        "cast(lpad(cast(id % 1000 as string), 200, '.') as binary) as data")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
     try:
-        spark.createDataFrame(df.rdd.mapPartitions(flaky), df.schema) \
-            .write.format("jetstream").option("servers", url).mode("append").save()
+        df.mapInArrow(flaky, df.schema).write.format("jetstream").option("servers", url).mode("append").save()
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    assert failed.exists()
+    stored_before_failure = int(failed.read_text())
+    assert 0 < stored_before_failure < 3000, "the failed attempt must store some, not all, of its rows"
     info = js.stream("REV").info(subjects_filter="rev.>")
     assert info.state.messages == 6000
     assert info.state.subjects == {"rev.a": 3000, "rev.b": 3000}
-    got = collections.Counter((m.subject, int(m.data)) for m in read_range(NatsConfig(servers=url), "REV"))
+    got = collections.Counter((m.subject, int(m.data.lstrip(b"."))) for m in read_range(NatsConfig(servers=url), "REV"))
     want = collections.Counter(("rev.a" if i < 3000 else "rev.b", i % 1000) for i in range(6000))
     assert got == want
 

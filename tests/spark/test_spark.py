@@ -55,6 +55,70 @@ def test_publish_partition_and_read_range_on_the_driver(server: NatsServer) -> N
     nc.close()
 
 
+def test_writer_publishes_arrow_batches_in_bulk_on_the_driver(server: NatsServer) -> None:
+    """The data source's write path without Spark: every row stored once with its
+    headers, a repeat is counted as duplicates, and a subject no stream takes
+    fails with an error that says so (after the ride-out budget, here 1 s)."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from natsjs_sync.spark.datasource import _write_batches
+    from natsjs_sync.spark.options import write_options
+
+    nc = _stream(server, "BULK")
+    wo = write_options({"servers": server.url, "subject": "bulk.default"}, streaming=False)
+    n = 9000
+    table = pa.table({
+        "subject": pa.array([None if i % 3 == 0 else f"bulk.{i % 3}" for i in range(n)], pa.string()),
+        "data": pa.array([str(i % 4500) for i in range(n)], pa.string()),  # each payload twice
+        "headers": pa.array([{"k": str(i)} if i % 2 else None for i in range(n)],
+                            pa.map_(pa.string(), pa.string())),
+    })
+    first = _write_batches(wo, iter(table.to_batches(max_chunksize=2000)), "bulk")
+    assert (first.published, first.duplicates) == (n, 0)
+    again = _write_batches(wo, iter(table.slice(0, 3000).to_batches(max_chunksize=700)), "bulk")
+    assert (again.published, again.duplicates) == (0, 3000)
+    st = nc.jetstream().stream("BULK")
+    assert st.info(subjects_filter="bulk.>").state.subjects == {"bulk.default": 3000, "bulk.1": 3000, "bulk.2": 3000}
+    m = st.get_msg(2)
+    assert m.subject == "bulk.1" and m.data == b"1" and m.headers["k"] == "1" and m.headers["Nats-Msg-Id"]
+    nowhere = dataclasses.replace(wo, subject="nowhere.x", cfg=dataclasses.replace(wo.cfg, timeout=0.5,
+                                                                                   retry_timeout=1.0))
+    with pytest.raises(nats.NatsError, match="no stream answered"):
+        _write_batches(nowhere, iter(pa.table({"data": pa.array([b"x"])}).to_batches()), "bulk")
+    nc.close()
+
+
+def test_read_range_through_a_consumer_skips_deleted_and_filtered_and_leaves_nothing(server: NatsServer) -> None:
+    """Long ranges (past the direct-get size) read through an ephemeral consumer
+    taken in bulk: exactly the stored messages of the range, with subject
+    filters, to the current end, none at all for a filter matching nothing,
+    and no consumer left behind."""
+    nc = _stream(server, "RANGE")
+    js = nc.jetstream()
+    for i in range(1, 12001):
+        js.publish_async(f"range.{i % 3}", str(i).encode())
+    js.publish_async_complete(timeout=60)
+    st = js.stream("RANGE")
+    deleted = {150, 151, 5000, 9000}
+    for seq in deleted:
+        st.delete_msg(seq)
+    cfg = NatsConfig(servers=server.url)
+
+    def seqs(start: int, end: int | None, subjects: list[str] | None = None) -> list[int]:
+        return [m.seq for m in read_range(cfg, "RANGE", start, end, subjects)]
+
+    assert seqs(100, 9500) == [s for s in range(100, 9501) if s not in deleted]
+    assert seqs(100, 11000, ["range.1"]) == [s for s in range(100, 11001) if s % 3 == 1 and s not in deleted]
+    assert seqs(100, 11000, ["range.1", "range.2"]) == [
+        s for s in range(100, 11001) if s % 3 and s not in deleted]
+    assert seqs(10000, None) == list(range(10000, 12001))
+    assert seqs(100, 11000, ["range.none"]) == []
+    assert st.info().state.consumer_count == 0
+    nc.close()
+
+
 def test_dataframe_write_then_batch_read_100k(spark: Any, server: NatsServer) -> None:
     from natsjs_sync.spark.datasource import JetStreamDataSource
 

@@ -17,7 +17,9 @@ from natsjs_sync.testing import NatsServer
 from natsjs_sync.testing.spark import SparkStandaloneCluster
 from tests.conftest import wait_until
 
-pytestmark = pytest.mark.slow
+# Each test starts Spark drivers (about 15 s each on an idle 2-core machine, several times that on a
+# loaded one) and bounds its own waits; the suite's 120 s per test is too short for them.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 
@@ -47,6 +49,11 @@ def _stream(js: Any, name: str, subjects: str) -> None:
 
 def _count(js: Any, name: str) -> int:
     return int(js.stream(name).info().state.messages)
+
+
+def _per_subject(js: Any, name: str) -> dict[str, int]:
+    """How many messages the server holds per subject."""
+    return dict(js.stream(name).info(subjects_filter=">").state.subjects or {})
 
 
 def _datas(server: NatsServer, name: str) -> list[int]:
@@ -90,79 +97,112 @@ def _packed_environment(tmp_path: Path) -> tuple[Path, Path]:
     return archive, image
 
 
-def test_batch_write_read_and_partition_helpers_with_a_packed_environment(
-        spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
-    """The executors' Python lacks natsjs-sync: it comes in a venv-packed archive (--archives)."""
+def test_batch_write_read_and_partition_helpers_with_a_packed_environment_and_shipped_creds(
+        spark_cluster: SparkStandaloneCluster, tmp_path: Path) -> None:
+    """What a job ships to executors on other hosts: the executors' Python lacks natsjs-sync, which comes in a
+    venv-packed archive (``--archives``); the server admits only users of its operator's account, and the job
+    names ``app.creds`` relative to the executors' working directory, where ``--files`` puts it."""
     import sys
+
+    from natsjs_sync.testing.jwt import Operator
 
     pytest.importorskip("venv_pack", reason="venv-pack is in the test extra")
     archive, image = _packed_environment(tmp_path)
-    _stream(js, "CBATCH", "cbatch.>")
-    _stream(js, "CHELP", "chelp.>")
-    driver = spark_cluster.submit(
-        JOBS / "batch.py", server.url, "10000", timeout=300, options=["--archives", f"{archive}#environment"],
-        conf={"spark.pyspark.python": "./environment/bin/python", "spark.pyspark.driver.python": sys.executable,
-              "spark.executorEnv.PYTHONPATH": str(image)})
-    assert driver.returncode == 0, driver.output() + driver.log.read_text()
-    got = driver.result()
-    assert got["executors"] == 2
-    for module_file, python in got["executors_imported"]:
-        assert "/environment/" in module_file and python.endswith("environment/bin/python")
-    assert _count(js, "CBATCH") == 10_000 and _count(js, "CHELP") == 10_000
-    assert got["partitions"] == 4
-    assert got["read"] == {"n": 10_000, "seqs": 10_000, "datas": 10_000, "lo": 1, "hi": 10_000}
-    assert got["helpers"] == {"n": 10_000, "distinct": 10_000, "lo": 0, "hi": 9_999}
+    op = Operator()
+    op.add_account("APP")
+    creds = tmp_path / "secure" / "app.creds"
+    creds.parent.mkdir()
+    creds.write_text(op.user_creds("APP"))
+    with NatsServer(config=op.server_config()) as secured:
+        with pytest.raises(nats.AuthorizationError):
+            nats.connect(secured.url, connect_timeout=10, max_reconnect_attempts=0)
+        with nats.connect(secured.url, user_credentials=str(creds)) as nc:
+            js: Any = nc.jetstream()
+            _stream(js, "CBATCH", "cbatch.>")
+            _stream(js, "CHELP", "chelp.>")
+            driver = spark_cluster.submit(
+                JOBS / "batch.py", secured.url, "2000", "app.creds", timeout=300,
+                options=["--archives", f"{archive}#environment", "--files", str(creds)],
+                conf={"spark.pyspark.python": "./environment/bin/python", "spark.pyspark.driver.python": sys.executable,
+                      "spark.executorEnv.PYTHONPATH": str(image)})
+            assert driver.returncode == 0, driver.output() + driver.log.read_text()
+            got = driver.result()
+            assert got["executors"] == 2
+            assert got["driver"][1] is False  # not in the driver's directory: the executors found their own
+            assert len({cwd for _, _, cwd, _ in got["executors_imported"]}) == 2
+            for module_file, python, cwd, has_creds in got["executors_imported"]:
+                assert "/environment/" in module_file and python.endswith("environment/bin/python")
+                assert has_creds and cwd != got["driver"][0]
+            assert _count(js, "CBATCH") == 2_000 and _count(js, "CHELP") == 2_000
+            assert got["partitions"] == 4
+            assert got["read"] == {"n": 2_000, "seqs": 2_000, "datas": 2_000, "lo": 1, "hi": 2_000}
+            assert got["helpers"] == {"n": 2_000, "distinct": 2_000, "lo": 0, "hi": 1_999}
 
 
 def test_executor_killed_in_the_middle_of_a_write_stores_every_row_once(
         spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    """The killed executor's task had stored part of its partition (the server says so at the kill); its
+    retry writes the whole partition again, and the stream still holds every row exactly once."""
+    rows, stop = 4000, 300  # 4 partitions of 1000; each first attempt stops after 300 rows
     _stream(js, "CWRITE", "cwrite.>")
     gate = tmp_path / "gate"
-    driver = spark_cluster.submit(JOBS / "write_gated.py", server.url, "40000", str(gate), wait=False)
+    driver = spark_cluster.submit(JOBS / "write_gated.py", server.url, str(rows), str(stop), str(gate), wait=False)
     try:
-        # The first two tasks (one per executor) reach the gate half way through their partitions.
-        assert wait_until(lambda: len(list(tmp_path.glob("gate-at-*"))) >= 2 or driver.returncode is not None,
-                          240, interval=0.2), driver.log.read_text()
+        # The first two tasks (one per executor) hand 300 rows to the writer and wait at the gate.
+        at = [tmp_path / "gate-at-0", tmp_path / "gate-at-1"]
+        assert wait_until(lambda: all(p.exists() for p in at) or driver.returncode is not None, 240,
+                          interval=0.2), driver.log.read_text()
         assert driver.returncode is None, driver.output() + driver.log.read_text()
-        stored_before = _count(js, "CWRITE")
-        killed = spark_cluster.kill_executor()
+        # Those rows are published before the writer asks for more: wait until the server has them.
+        assert wait_until(lambda: _per_subject(js, "CWRITE") == {"cwrite.0": stop, "cwrite.1": stop}, 60,
+                          interval=0.2), _per_subject(js, "CWRITE")
+        executor = spark_cluster.executor_of(int(at[0].read_text()))
+        killed = spark_cluster.kill_executor(executor)  # partition 0's executor, its task mid-write
+        stored_at_kill = _per_subject(js, "CWRITE")
         gate.touch()
         assert driver.wait(300) == 0, driver.output() + driver.log.read_text()
     finally:
         driver.kill()
     assert killed not in spark_cluster.executor_pids()
-    assert stored_before < 40_000
-    assert _count(js, "CWRITE") == 40_000
-    assert _datas(server, "CWRITE") == list(range(40_000))
+    # Some but not all of the killed task's rows were stored when it died (nothing more came meanwhile) ...
+    assert stored_at_kill == {"cwrite.0": stop, "cwrite.1": stop}
+    # ... its retry published all 1000 again, and the stream kept each row once.
+    assert _per_subject(js, "CWRITE") == {f"cwrite.{p}": rows // 4 for p in range(4)}
+    assert _datas(server, "CWRITE") == list(range(rows))
 
 
 def test_streaming_query_rides_out_an_executor_loss_and_a_driver_restart(
         spark_cluster: SparkStandaloneCluster, server: NatsServer, js: Any, tmp_path: Path) -> None:
+    """Two micro-batches of 1,000: an executor dies in the first, the driver in the second; started again
+    from its checkpoint, the query finishes and the sink holds every row once."""
     _stream(js, "SRC", "src.>")
     _stream(js, "SINK", "sink.>")
-    for i in range(12_000):
+    for i in range(2000):
         js.publish_async(f"src.{i % 5}", str(i).encode())
     js.publish_async_complete(timeout=60)
     checkpoint, gates = tmp_path / "checkpoint", tmp_path / "gates"
     gates.mkdir()
-    args = (server.url, str(checkpoint), str(gates), "4000", "10000")
+    args = (server.url, str(checkpoint), str(gates), "500", "1500", "1000")
 
     first = spark_cluster.submit(JOBS / "stream_gated.py", *args, wait=False)
     try:
-        assert wait_until(lambda: (gates / "at-4000").exists() or first.returncode is not None, 240, interval=0.2)
+        assert wait_until(lambda: (gates / "at-500").exists() or first.returncode is not None, 240, interval=0.2)
         assert first.returncode is None, first.output() + first.log.read_text()
-        spark_cluster.kill_executor()  # in the middle of the second micro-batch
-        (gates / "gate-4000").touch()
-        assert wait_until(lambda: (gates / "at-10000").exists() or first.returncode is not None, 240,
+        # The executor running the held task: it dies in the middle of the first micro-batch.
+        spark_cluster.kill_executor(spark_cluster.executor_of(int((gates / "at-500").read_text())))
+        (gates / "gate-500").touch()
+        assert wait_until(lambda: (gates / "at-1500").exists() or first.returncode is not None, 240,
                           interval=0.2)
         assert first.returncode is None, first.output() + first.log.read_text()
         stored_before = _count(js, "SINK")
-        first.kill()  # the driver dies in the middle of the fourth micro-batch
+        first.kill()  # the driver dies in the middle of the second micro-batch
     finally:
         first.kill()
-    assert 9_000 <= stored_before < 12_000  # three micro-batches done, the fourth part written
-    (gates / "gate-10000").touch()
+    assert 1_000 <= stored_before < 2_000  # the first micro-batch done, the second not
+    (gates / "gate-1500").touch()
+    spark_cluster.wait_idle()  # the killed driver's executors gone: the new one gets both
     second = spark_cluster.submit(JOBS / "stream_gated.py", *args, timeout=300)  # from the checkpoint
     assert second.returncode == 0, second.output() + second.log.read_text()
-    assert _count(js, "SINK") == 12_000
-    assert _datas(server, "SINK") == list(range(12_000))
+    assert _count(js, "SINK") == 2_000
+    assert _datas(server, "SINK") == list(range(2_000))
+
