@@ -147,7 +147,7 @@ class Client:
         Args:
             subject: where to publish (no wildcards).
             payload: the data, any bytes-like object (its size in bytes is sent).
-            reply: an optional reply subject.
+            reply: an optional reply subject (``None`` or ``""``: none, as nats-py's default ``""``).
             headers: an optional mapping of header key to a value or list of values.
 
         Raises:
@@ -159,7 +159,7 @@ class Client:
             ConnectionClosedError: the client is closed.
         """
         conn = self._conn
-        if headers is not None or reply is not None:
+        if headers is not None or reply:
             conn.publish(subject, payload, reply, headers)
             return
         # The hot path, kept inline: one format, one lock, one append.

@@ -17,7 +17,8 @@ class Msg:
 
     Attributes:
         subject: the subject it was published to.
-        reply: the reply subject, or ``None``.
+        reply: the reply subject, or ``""`` when the sender expects no answer
+            (as in nats-py and nats.go; test it with ``if msg.reply:``).
         data: the payload (``bytes``).
         raw_headers: the header block exactly as received (``bytes``), or ``None``.
         sid: the id of the subscription that received it.
@@ -34,13 +35,13 @@ class Msg:
         self,
         subject: str,
         sid: int = 0,
-        reply: str | None = None,
+        reply: str | None = "",
         hdr: bytes | None = None,
         data: bytes = b"",
     ):
         self.subject = subject
         self.sid = sid
-        self.reply = reply
+        self.reply: str = reply or ""
         self.raw_headers = hdr
         self.data = data
 

@@ -441,7 +441,7 @@ class Connection:
         """A PUB/HPUB frame and the message's size; validates unless ``trusted``."""
         payload, size = as_payload(payload)
         subj = subject.encode() if trusted else publish_subject(subject)
-        if reply is None:
+        if not reply:  # None or "" (a received message's empty reply): no reply subject
             rep = None
         elif isinstance(reply, bytes):
             rep = reply

@@ -80,15 +80,18 @@ def connect_fields(options: ConnectOptions, info: dict[str, Any], addr: ServerAd
 
 
 #: Opens a transport to one server within a deadline, doing TLS first when
-#: given a context (tests plug in an in-memory one).
-TransportFactory = Callable[[ServerAddress, Deadline, "ssl.SSLContext | None", "str | None"], Any]
+#: given a context (tests plug in an in-memory one). Arguments: the address, the
+#: deadline, the TLS context or None, the TLS host name or None, and for a
+#: WebSocket with extra upgrade headers, those headers.
+TransportFactory = Callable[..., Any]
 
 
 def open_transport(addr: ServerAddress, deadline: Deadline, tls_first: ssl.SSLContext | None,
-                   hostname: str | None) -> TcpTransport:
-    """The transport for ``addr``'s scheme: TCP, or a WebSocket for ``ws://``/``wss://``."""
+                   hostname: str | None, ws_headers: dict[str, str] | None = None) -> TcpTransport:
+    """The transport for ``addr``'s scheme: TCP, or a WebSocket for ``ws://``/``wss://``
+    (with ``ws_headers`` added to its upgrade request)."""
     if addr.websocket:
-        return WebSocketTransport.open_ws(addr, deadline, tls_first, hostname)
+        return WebSocketTransport.open_ws(addr, deadline, tls_first, hostname, ws_headers)
     transport = TcpTransport.open(addr, deadline)
     if tls_first is not None:
         try:
@@ -113,7 +116,10 @@ def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
         first = tls.context(addr, None)  # a WebSocket does TLS before its upgrade, or never
     else:
         first = None
-    transport = factory(addr, deadline, first, options.tls_hostname)
+    if addr.websocket and options.ws_headers:
+        transport = factory(addr, deadline, first, options.tls_hostname, options.ws_headers)
+    else:
+        transport = factory(addr, deadline, first, options.tls_hostname)
     try:
         parser = Parser(msg_factory=msg_factory)
         hs = Handshake()

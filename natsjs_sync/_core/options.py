@@ -11,10 +11,11 @@ from typing import Any
 
 from .._timeout import check_seconds
 from ..auth import Credentials
-from .pool import ServerAddress, parse_server_url
+from .pool import PoolEntry, ServerAddress, parse_server_url
 
 ErrorCallback = Callable[[Exception], None]
 EventCallback = Callable[[], None]
+ServerChooser = Callable[[list[PoolEntry], dict[str, Any]], tuple[PoolEntry | None, float]]
 
 DEFAULT_SERVER = "nats://127.0.0.1:4222"
 DEFAULT_PENDING_MSGS_LIMIT = 512 * 1024
@@ -131,6 +132,12 @@ class ConnectOptions:
     closed_cb: EventCallback | None = None
     discovered_server_cb: EventCallback | None = None
     lame_duck_mode_cb: EventCallback | None = None
+    #: nats-py's ``reconnect_to_server_handler`` (adapted by :mod:`natsjs_sync.aio.client`):
+    #: given the pool's servers and the last INFO, the server to reconnect to (``None``: the
+    #: first) and the seconds to wait first, instead of the pool's own order and back-off.
+    choose_server: ServerChooser | None = None
+    #: Extra headers of the WebSocket upgrade request (nats-py's ``ws_connection_headers``).
+    ws_headers: dict[str, str] | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -159,6 +166,8 @@ class ConnectOptions:
         _check_durations(kwargs)
         for key in _EVENT_CALLBACKS:
             check_callback(kwargs.get(key), key)
+        if kwargs.get("choose_server") is not None and not callable(kwargs["choose_server"]):
+            raise TypeError("reconnect_to_server_handler must be callable")
         for key, default in (("pending_msgs_limit", DEFAULT_PENDING_MSGS_LIMIT),
                              ("pending_bytes_limit", DEFAULT_PENDING_BYTES_LIMIT)):
             if key in kwargs:

@@ -209,6 +209,11 @@ class ServerPool:
                     break
             return best
 
+    def candidates(self) -> list[PoolEntry]:
+        """The servers still in the pool, in order (for a user's choice of the next one)."""
+        with self._lock:
+            return list(self.entries)
+
     def _wait_for(self, entry: PoolEntry, now: float) -> float:
         if entry.last_attempt is None:
             return 0.0

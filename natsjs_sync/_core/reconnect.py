@@ -19,7 +19,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ..errors import NatsConnectionError, NatsError, NoServersError
+from ..errors import NatsConnectionError, NatsError, NoServersError, ServerNotInPoolError
 from ..protocol.connection import ConnState, replay_frames
 from .opener import Opened
 from .pool import PoolEntry
@@ -96,7 +96,7 @@ class Reconnector:
         me = threading.current_thread()
         attempt = 0
         while conn.machine.state is ConnState.RECONNECTING and self._thread is me:
-            choice = pool.next_attempt(time.monotonic())
+            choice = self._next_attempt()
             if choice is None:
                 conn.report_error(NoServersError("no server left to reconnect to"))
                 conn.close(flush=False)
@@ -115,6 +115,27 @@ class Reconnector:
                 conn.report_error(exc)
                 continue
             self.resume(opened, entry)  # if it broke again at once, the loop goes on
+
+    def _next_attempt(self) -> tuple[PoolEntry, float] | None:
+        """The server to try next and the wait before it: the pool's choice, or the user's
+        (``choose_server``, nats-py's ``reconnect_to_server_handler``) when one is set."""
+        conn = self._conn
+        pool = conn.pool
+        choose = conn.options.choose_server
+        if choose is None:
+            return pool.next_attempt(time.monotonic())
+        entries = pool.candidates()
+        if not entries:
+            return None
+        try:
+            picked, delay = choose(entries, dict(conn.info))
+        except Exception as exc:  # the user's code: reported, and the pool decides this time
+            conn.report_error(exc)
+            return pool.next_attempt(time.monotonic())
+        if picked is not None and not any(picked is e for e in entries):
+            conn.report_error(ServerNotInPoolError("the server chosen to reconnect to is not in the pool"))
+            picked = None
+        return (picked if picked is not None else entries[0]), max(0.0, float(delay or 0.0))
 
     def resume(self, opened: Opened, entry: PoolEntry) -> bool:
         """Attach ``opened`` and restore everything (see the module docstring).

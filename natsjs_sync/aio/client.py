@@ -11,13 +11,15 @@ nats-py's names (``jsm()``, ``connected_server_version``, ``client_ip``,
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import ParseResult, urlparse
 
 from .._core import spi
 from .._core.connection import Connection
 from .._core.options import ConnectOptions
+from .._core.pool import PoolEntry, ServerAddress
 from ..client import Client as _NativeClient
 from ..errors import NatsConnectionError, NatsError
 from ..msg import Msg
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from ..jetstream import JetStream
 
 __all__ = ["DEFAULT_SUB_PENDING_BYTES_LIMIT", "DEFAULT_SUB_PENDING_MSGS_LIMIT", "NATS", "URL", "Client",
-           "ServerVersion", "translate_options"]
+           "ReconnectToServerHandler", "Server", "ServerVersion", "translate_options"]
 
 DEFAULT_PENDING_SIZE = 2 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = 2
@@ -84,6 +86,19 @@ class URL(str):
         return str(self)
 
 
+@dataclass
+class Server:
+    """A server of the pool as nats-py's ``reconnect_to_server_handler`` sees it."""
+
+    uri: ParseResult
+    reconnects: int = 0
+
+
+#: nats-py's type of the handler: the pool's servers and the last INFO in, the
+#: server to reconnect to (``None``: the first) and the seconds to wait first out.
+ReconnectToServerHandler = Callable[[list[Server], dict[str, Any]], tuple[Server | None, float]]
+
+
 class ServerVersion:
     """The connected server's version (``nc.connected_server_version``), as nats-py gives it."""
 
@@ -125,6 +140,11 @@ class ServerVersion:
         return self._version
 
 
+#: What a handler's choice outside the pool maps to: the reconnect loop reports
+#: ServerNotInPoolError and takes the pool's first server, as nats-py does.
+_NOT_IN_POOL = PoolEntry(ServerAddress("nats", "not-in-pool", 0))
+
+
 def _credential_cb(user: Any, password: Any) -> Callable[[], tuple[str, str]]:
     def user_info() -> tuple[str, str]:
         return (user() if callable(user) else user or "", password() if callable(password) else password or "")
@@ -155,14 +175,46 @@ def translate_options(kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs["inbox_prefix"] = bytes(prefix).decode()
     if callable(kwargs.get("user")) or callable(kwargs.get("password")):
         kwargs["user_info_cb"] = _credential_cb(kwargs.pop("user"), kwargs.pop("password", None))
-    if kwargs.pop("ws_connection_headers", None):
-        raise ValueError("ws_connection_headers is not supported by natsjs_sync")
+    ws_headers = kwargs.pop("ws_connection_headers", None)
+    if ws_headers:
+        kwargs["ws_headers"] = _ws_headers(ws_headers)
     if kwargs.pop("skip_subject_validation", False):
         raise ValueError("skip_subject_validation is not supported: natsjs_sync always checks subjects")
     handler = kwargs.pop("reconnect_to_server_handler", None)
     if handler is not None:
-        raise ValueError("reconnect_to_server_handler is not supported by natsjs_sync")
+        if not callable(handler):
+            raise TypeError("reconnect_to_server_handler must be callable")
+        kwargs["choose_server"] = _server_chooser(handler)
     return kwargs
+
+
+def _ws_headers(headers: Mapping[str, Any]) -> dict[str, str]:
+    """nats-py's ``{name: [values]}`` (or ``{name: value}``) -> one line per name."""
+    out = {}
+    for name, value in headers.items():
+        values = [value] if isinstance(value, str) else list(value)
+        if not isinstance(name, str) or not all(isinstance(v, str) for v in values):
+            raise TypeError("ws_connection_headers maps str names to a str or a list of str")
+        out[name] = ", ".join(values)
+    return out
+
+
+def _server_chooser(handler: ReconnectToServerHandler) -> Callable[[list[PoolEntry], dict[str, Any]],
+                                                                    tuple[PoolEntry | None, float]]:
+    """nats-py's reconnect handler, on the reconnect loop's terms: it sees :class:`Server`
+    objects (``uri``, ``reconnects``) and picks one by its host and port."""
+
+    def choose(entries: list[PoolEntry], info: dict[str, Any]) -> tuple[PoolEntry | None, float]:
+        servers = [Server(uri=urlparse(e.addr.url), reconnects=e.failed_attempts) for e in entries]
+        selected, delay = handler(servers, info)
+        if selected is None:
+            return None, delay
+        for entry, server in zip(entries, servers, strict=True):
+            if server.uri.netloc == selected.uri.netloc:
+                return entry, delay
+        return _NOT_IN_POOL, delay
+
+    return choose
 
 
 class Client(_NativeClient):

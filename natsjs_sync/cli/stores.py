@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from ..errors import TimeoutError
+from ..errors import ObjectNotFoundError, TimeoutError
 from . import _note, _print, add_server_option, client_for, payload_text, read_stdin, when
 
 
@@ -143,8 +143,10 @@ def obj_ls(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
         js = nc.jetstream()
         if args.bucket:
-            infos = js.object_store(args.bucket).list()
-            if not infos:
+            try:
+                infos = js.object_store(args.bucket).list()
+            except ObjectNotFoundError:
+                infos = []
                 _print(f"no objects in {args.bucket}")
             for i in infos:
                 _print(f"{i.name:40} {i.size:>14,} B  {i.chunks:>6} chunks  {when(i.mtime)}")

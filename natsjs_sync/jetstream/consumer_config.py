@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 import enum
 
+import msgspec
+
 from .stream_config import ClusterInfo, _Open
 
 
@@ -50,7 +52,7 @@ class PriorityPolicy(str, enum.Enum):
     PRIORITIZED = "prioritized"
 
 
-class ConsumerConfig(_Open, frozen=True, kw_only=True):
+class ConsumerConfig(_Open, kw_only=True):
     """How a consumer delivers a stream's messages.
 
     ``ack_policy`` defaults to ``"explicit"``, as in the Go client (the
@@ -129,7 +131,7 @@ class ConsumerConfig(_Open, frozen=True, kw_only=True):
     priority_groups: list[str] | None = None
 
 
-class SequenceInfo(_Open, frozen=True, kw_only=True):
+class SequenceInfo(_Open, kw_only=True):
     """A position of a consumer: the consumer's own sequence and the stream's.
 
     Attributes:
@@ -143,13 +145,13 @@ class SequenceInfo(_Open, frozen=True, kw_only=True):
     last_active: datetime.datetime | None = None
 
 
-class PriorityGroupState(_Open, frozen=True, kw_only=True):
+class PriorityGroupState(_Open, kw_only=True):
     group: str
     pinned_client_id: str | None = None
     pinned_ts: datetime.datetime | None = None
 
 
-class ConsumerInfo(_Open, frozen=True, kw_only=True):
+class ConsumerInfo(_Open, kw_only=True):
     """A consumer's configuration and state, as the server answered.
 
     Attributes:
@@ -175,8 +177,8 @@ class ConsumerInfo(_Open, frozen=True, kw_only=True):
     name: str
     config: ConsumerConfig
     created: datetime.datetime | None = None
-    delivered: SequenceInfo = SequenceInfo()
-    ack_floor: SequenceInfo = SequenceInfo()
+    delivered: SequenceInfo = msgspec.field(default_factory=SequenceInfo)
+    ack_floor: SequenceInfo = msgspec.field(default_factory=SequenceInfo)
     num_ack_pending: int = 0
     num_redelivered: int = 0
     num_waiting: int = 0
@@ -189,7 +191,7 @@ class ConsumerInfo(_Open, frozen=True, kw_only=True):
     ts: datetime.datetime | None = None
 
 
-class ConsumerPauseResponse(_Open, frozen=True, kw_only=True):
+class ConsumerPauseResponse(_Open, kw_only=True):
     """The answer to a pause or resume: whether the consumer is paused, until when.
 
     Attributes:
@@ -203,7 +205,7 @@ class ConsumerPauseResponse(_Open, frozen=True, kw_only=True):
     pause_remaining: float | None = None
 
 
-class ConsumerResetResponse(ConsumerInfo, frozen=True, kw_only=True):
+class ConsumerResetResponse(ConsumerInfo, kw_only=True):
     """A consumer's info after a reset, and the stream sequence it restarts at.
 
     Attributes:

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
+
 from .._backoff import Backoff
 from .._core.options import check_callback
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg, check_seconds
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from .ordered import OrderedConsumer
 
 
-class APIStats(_Open, frozen=True, kw_only=True):
+class APIStats(_Open, kw_only=True):
     """API usage, and the server's JetStream API level (ADR-44; 0 before 2.11).
 
     Attributes:
@@ -60,7 +62,7 @@ class APIStats(_Open, frozen=True, kw_only=True):
     inflight: int | None = None
 
 
-class AccountLimits(_Open, frozen=True, kw_only=True):
+class AccountLimits(_Open, kw_only=True):
     """The JetStream limits of an account or tier (-1: no limit).
 
     Attributes:
@@ -84,7 +86,7 @@ class AccountLimits(_Open, frozen=True, kw_only=True):
     max_bytes_required: bool = False
 
 
-class Tier(_Open, frozen=True, kw_only=True):
+class Tier(_Open, kw_only=True):
     """Usage and limits of one storage tier (``R1``, ``R3``) of an account.
 
     Attributes:
@@ -103,10 +105,10 @@ class Tier(_Open, frozen=True, kw_only=True):
     reserved_storage: int = 0
     streams: int = 0
     consumers: int = 0
-    limits: AccountLimits = AccountLimits()
+    limits: AccountLimits = msgspec.field(default_factory=AccountLimits)
 
 
-class AccountInfo(_Open, frozen=True, kw_only=True):
+class AccountInfo(_Open, kw_only=True):
     """Usage and limits of this account; ``api.level`` is the server's JetStream API level.
 
     Attributes:
@@ -128,8 +130,8 @@ class AccountInfo(_Open, frozen=True, kw_only=True):
     reserved_storage: int = 0
     streams: int = 0
     consumers: int = 0
-    limits: AccountLimits = AccountLimits()
-    api: APIStats = APIStats()
+    limits: AccountLimits = msgspec.field(default_factory=AccountLimits)
+    api: APIStats = msgspec.field(default_factory=APIStats)
     domain: str | None = None
     tiers: dict[str, Tier] | None = None
 

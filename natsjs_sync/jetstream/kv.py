@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import enum
 import re
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -86,7 +87,7 @@ class KeyValueOp(str, enum.Enum):
     PURGE = "PURGE"
 
 
-class KeyValueConfig(_Model, frozen=True, kw_only=True):
+class KeyValueConfig(_Model, kw_only=True):
     """A bucket's configuration. ``ttl`` and ``limit_marker_ttl`` are seconds.
 
     ``None`` for a limit (``ttl``, ``max_bytes``, ``max_value_size``,
@@ -322,31 +323,36 @@ class KeyValue:
 
     # ------------------------------------------------------------------ reading
 
-    def _subject(self, key: str, filter: bool = False) -> str:  # noqa: A002
-        return self._pre + validate_key(key, filter)
+    def _subject(self, key: str, filter: bool = False, validate: bool = True) -> str:  # noqa: A002
+        return self._pre + (validate_key(key, filter) if validate else key)
 
     def _entry_from_raw(self, key: str, raw: Any) -> Entry:
         return Entry(self.bucket, key, raw.data, raw.seq, raw.time, 0, _operation(raw.headers))
 
-    def _last_entry(self, key: str, timeout: TimeoutArg = USE_DEFAULT) -> Entry | None:
+    def _last_entry(self, key: str, timeout: TimeoutArg = USE_DEFAULT, validate: bool = True) -> Entry | None:
         """The newest revision of ``key``, markers included; None when there is none."""
         try:
-            raw = self._stream.get_last_msg_for_subject(self._subject(key), timeout=timeout)
+            raw = self._stream.get_last_msg_for_subject(self._subject(key, validate=validate), timeout=timeout)
         except MsgNotFoundError:
             return None
         return self._entry_from_raw(key, raw)
 
-    def get(self, key: str, revision: int | None = None, timeout: TimeoutArg = USE_DEFAULT) -> Entry:
+    def get(self, key: str, revision: int | None = None, timeout: TimeoutArg = USE_DEFAULT, *,
+            validate_keys: bool = True) -> Entry:
         """The value of ``key`` (or the given revision of it).
 
+        ``validate_keys=False`` (nats-py's keyword, on every call that takes a
+        key) skips the client-side check of the key's characters.
+
         Raises:
+            InvalidKeyError: ``key`` is not a valid key (``validate_keys`` on).
             KeyNotFoundError: no such key (or revision).
             KeyDeletedError: (a KeyNotFoundError) the key was deleted or purged.
         """
         if revision is None:
-            entry = self._last_entry(key, timeout)
+            entry = self._last_entry(key, timeout, validate_keys)
         else:
-            subject = self._subject(key)
+            subject = self._subject(key, validate=validate_keys)
             try:
                 raw = self._stream.get_msg(revision, timeout=timeout)
             except MsgNotFoundError:
@@ -362,8 +368,8 @@ class KeyValue:
     # ------------------------------------------------------------------ writing
 
     def _publish(self, key: str, value: bytes | bytearray | memoryview, headers: dict[str, str] | None,
-                 last: int | None, timeout: TimeoutArg) -> int:
-        subject = self._put_pre + validate_key(key)
+                 last: int | None, timeout: TimeoutArg, validate: bool = True) -> int:
+        subject = self._put_pre + (validate_key(key) if validate else key)
         try:
             ack = self._js.publish(subject, bytes(value), headers=headers, expected_last_subject_seq=last,
                                    timeout=timeout)
@@ -372,21 +378,23 @@ class KeyValue:
                                             code=exc.code, err_code=exc.err_code) from None
         return ack.seq
 
-    def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: TimeoutArg = USE_DEFAULT) -> int:
+    def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: TimeoutArg = USE_DEFAULT, *,
+            validate_keys: bool = True) -> int:
         """Set ``key``; returns the new revision."""
-        return self._publish(key, _value(value), None, None, timeout)
+        return self._publish(key, _value(value), None, None, timeout, validate_keys)
 
     def update(self, key: str, value: bytes | bytearray | memoryview | str, last: int | None = None,
-               timeout: TimeoutArg = USE_DEFAULT) -> int:
+               timeout: TimeoutArg = USE_DEFAULT, *, validate_keys: bool = True) -> int:
         """Set ``key`` only if its latest revision is ``last`` (compare and set).
 
         Raises:
             WrongLastSequenceError: the key moved on (or does not exist, for ``last`` > 0).
         """
-        return self._publish(key, _value(value), None, last if last is not None else 0, timeout)
+        return self._publish(key, _value(value), None, last if last is not None else 0, timeout, validate_keys)
 
     def create(self, key: str, value: bytes | bytearray | memoryview | str, ttl: float | str | None = None,
-               timeout: TimeoutArg = USE_DEFAULT, *, msg_ttl: float | str | None = None) -> int:
+               timeout: TimeoutArg = USE_DEFAULT, *, msg_ttl: float | str | None = None,
+               validate_keys: bool = True) -> int:
         """Set ``key`` only if it has no value (never set, deleted or purged).
 
         ``msg_ttl`` is nats-py's name for ``ttl``.
@@ -405,26 +413,29 @@ class KeyValue:
             headers = {"Nats-TTL": _ttl_header(ttl)}
         deadline = self._js._api.deadline(timeout)  # one budget for up to three requests
         try:
-            return self._publish(key, data, headers, 0, deadline)
+            return self._publish(key, data, headers, 0, deadline, validate_keys)
         except WrongLastSequenceError as exc:
-            entry = self._last_entry(key, deadline)
+            entry = self._last_entry(key, deadline, validate_keys)
             if entry is not None and entry.operation is not KeyValueOp.PUT:
                 try:
-                    return self._publish(key, data, headers, entry.revision, deadline)
+                    return self._publish(key, data, headers, entry.revision, deadline, validate_keys)
                 except WrongLastSequenceError:
                     pass
             raise KeyWrongLastSequenceError(f"key {key!r} exists in bucket {self.bucket!r}", code=exc.code,
                                             err_code=exc.err_code) from None
 
     def delete(self, key: str, last: int | None = None, timeout: TimeoutArg = USE_DEFAULT, *,
-               msg_ttl: float | str | None = None) -> int:
+               msg_ttl: float | str | None = None, validate_keys: bool = True) -> int:
         """Mark ``key`` deleted (history is kept); with ``last``, only at that revision.
-        With ``msg_ttl`` (nats-py) the delete marker itself expires after that many seconds."""
+
+        ``msg_ttl`` is accepted and ignored with a DeprecationWarning, as nats-py
+        2.16 does (a TTL on a delete marker has no meaning in NATS KV; use
+        :meth:`purge` with ``ttl``)."""
         headers = {KV_OPERATION: "DEL"}
         if msg_ttl is not None:
-            self._js._require("msg_ttl")
-            headers["Nats-TTL"] = _ttl_header(msg_ttl)
-        return self._publish(key, b"", headers, last, timeout)
+            warnings.warn("msg_ttl on delete() is deprecated and ignored; use create() or purge() for a TTL",
+                          DeprecationWarning, stacklevel=2)
+        return self._publish(key, b"", headers, last, timeout, validate_keys)
 
     def purge(self, key: str, last: int | None = None, ttl: float | str | None = None,
               timeout: TimeoutArg = USE_DEFAULT, *, msg_ttl: float | str | None = None) -> int:

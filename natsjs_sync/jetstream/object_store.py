@@ -15,6 +15,7 @@ at the end. Neither holds a whole object in memory.
 from __future__ import annotations
 
 import base64
+import builtins
 import datetime
 import hashlib
 import io
@@ -56,7 +57,7 @@ _READ_BLOCK = 1024 * 1024
 Progress = Callable[[int, "int | None"], None]
 
 
-class ObjectLink(_Model, frozen=True, kw_only=True):
+class ObjectLink(_Model, kw_only=True):
     """Where a link points: an object of ``bucket`` (``name`` set) or the whole bucket.
 
     Attributes:
@@ -68,7 +69,7 @@ class ObjectLink(_Model, frozen=True, kw_only=True):
     name: str | None = None
 
 
-class ObjectMetaOptions(_Model, frozen=True, kw_only=True):
+class ObjectMetaOptions(_Model, kw_only=True):
     """Options stored with an object.
 
     Attributes:
@@ -80,7 +81,7 @@ class ObjectMetaOptions(_Model, frozen=True, kw_only=True):
     max_chunk_size: int | None = None
 
 
-class ObjectMeta(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # msgspec allows it
+class ObjectMeta(_Model, frozen=False, kw_only=True):
     """What the user says about an object (``name`` is set by ``put`` when omitted).
 
     Mutable, as nats-py's (``meta.description = ...``); not thread-safe to change while shared.
@@ -100,7 +101,7 @@ class ObjectMeta(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # m
     options: ObjectMetaOptions | None = None
 
 
-class ObjectInfo(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # msgspec allows it
+class ObjectInfo(_Model, frozen=False, kw_only=True):
     """An object's metadata as stored in the bucket (JSON shared by all clients).
 
     Mutable, as nats-py's: changing one changes nothing in the bucket (see ``update_meta``).
@@ -149,7 +150,7 @@ class ObjectInfo(_Model, frozen=False, kw_only=True):  # type: ignore[misc]  # m
                           metadata=self.metadata, options=self.options)
 
 
-class ObjectStoreConfig(_Model, frozen=True, kw_only=True):
+class ObjectStoreConfig(_Model, kw_only=True):
     """An object store's configuration. ``None`` for ``ttl`` or ``max_bytes`` means no limit.
 
     Attributes:
@@ -665,9 +666,24 @@ class ObjectStore:
         return self._js.ordered_consumer(self.stream_name, filter_subjects=[f"$O.{self.bucket}.M.>"],
                                          deliver_policy=policy)
 
-    def list(self, show_deleted: bool = False, timeout: TimeoutArg = 30.0) -> list[ObjectInfo]:
-        """Every object's info (deleted ones only with ``show_deleted``), within one ``timeout``."""
-        deadline = Deadline.of(timeout, 30.0)
+    def list(self, show_deleted: bool = False, timeout: TimeoutArg = 30.0, *,
+             ignore_deletes: bool | None = None) -> list[ObjectInfo]:
+        """Every object's info (deleted ones only with ``show_deleted``), within one ``timeout``.
+
+        ``ignore_deletes`` is nats-py's keyword (``ignore_deletes=False`` lists
+        deleted objects too); given, it decides instead of ``show_deleted``.
+
+        Raises:
+            ObjectNotFoundError: nothing to list (as nats.go and nats-py).
+        """
+        if ignore_deletes is not None:
+            show_deleted = not ignore_deletes
+        out = self._list(show_deleted, Deadline.of(timeout, 30.0))
+        if not out:
+            raise ObjectNotFoundError(f"no objects in bucket {self.bucket!r}")
+        return out
+
+    def _list(self, show_deleted: bool, deadline: Deadline) -> builtins.list[ObjectInfo]:
         oc = self._infos()
         it = oc.messages(max_messages=256)
         out: list[ObjectInfo] = []

@@ -69,7 +69,7 @@ SCHEDULE_ROLLUP = "Nats-Schedule-Rollup"
 _decode = msgspec.json.decode
 
 
-class PubAck(_Model, frozen=True, kw_only=True, gc=False):
+class PubAck(_Model, frozen=True, kw_only=True, gc=False):  # type: ignore[misc]  # msgspec allows it
     """The stream's receipt for a stored message.
 
     Attributes:

@@ -1,7 +1,9 @@
 """Stream configuration and state (``StreamConfig``, ``StreamInfo``, ...).
 
-All are frozen msgspec Structs: durations are seconds and fields left at
-their default are not sent. Fields this client does not model (a newer
+All are msgspec Structs, mutable as nats-py's dataclasses (``config.max_msgs
+= 10``; ``replace()``/``evolve()`` give a changed copy instead; a config
+being changed is not to be shared between threads). Durations are seconds
+and fields left at their default are not sent. Fields this client does not model (a newer
 server's, or another tool's) are kept in ``unknown_fields`` when a config or
 info is decoded and sent back unchanged when it is encoded, so a
 read-modify-write update (``js.update_stream(info.config.replace(...))``) never
@@ -21,7 +23,7 @@ from ..protocol.headers import Headers
 _M = TypeVar("_M", bound="_Model")
 
 
-class _Model(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class _Model(msgspec.Struct, kw_only=True, omit_defaults=True):
     def replace(self: _M, **changes: Any) -> _M:
         """A copy with ``changes`` applied."""
         return msgspec.structs.replace(self, **changes)
@@ -58,7 +60,7 @@ def _none_is_no_limit(model: msgspec.Struct, limits: dict[str, Any]) -> None:
             msgspec.structs.force_setattr(model, field, unlimited)
 
 
-class _Open(_Model, frozen=True, kw_only=True):
+class _Open(_Model, kw_only=True):
     """A model that keeps the JSON fields it does not know (see the module docstring)."""
 
     #: JSON fields of the server's answer that this client does not model, in
@@ -97,7 +99,7 @@ class StoreCompression(str, enum.Enum):
     S2 = "s2"
 
 
-class Placement(_Open, frozen=True, kw_only=True):
+class Placement(_Open, kw_only=True):
     """Which servers hold a stream: a cluster, and servers with given tags.
 
     Attributes:
@@ -109,7 +111,7 @@ class Placement(_Open, frozen=True, kw_only=True):
     tags: list[str] | None = None
 
 
-class SubjectTransform(_Open, frozen=True, kw_only=True):
+class SubjectTransform(_Open, kw_only=True):
     """A rewrite of subjects as messages are stored or sourced.
 
     Attributes:
@@ -121,7 +123,7 @@ class SubjectTransform(_Open, frozen=True, kw_only=True):
     dest: str
 
 
-class RePublish(_Open, frozen=True, kw_only=True):
+class RePublish(_Open, kw_only=True):
     """Publish a copy of every stored message to another subject (after it is stored).
 
     Attributes:
@@ -135,7 +137,7 @@ class RePublish(_Open, frozen=True, kw_only=True):
     headers_only: bool = False
 
 
-class ExternalStream(_Open, frozen=True, kw_only=True):
+class ExternalStream(_Open, kw_only=True):
     """Where a mirror or source reads from another account or domain: that
     JetStream's API prefix (``$JS.<domain>.API``) and, for a push-based
     source, its delivery prefix.
@@ -149,7 +151,7 @@ class ExternalStream(_Open, frozen=True, kw_only=True):
     deliver: str | None = None
 
 
-class StreamConsumerSource(_Open, frozen=True, kw_only=True):
+class StreamConsumerSource(_Open, kw_only=True):
     """A durable consumer a source or mirror reads through (server 2.14+).
 
     Attributes:
@@ -161,7 +163,7 @@ class StreamConsumerSource(_Open, frozen=True, kw_only=True):
     deliver_subject: str | None = None
 
 
-class StreamSource(_Open, frozen=True, kw_only=True):
+class StreamSource(_Open, kw_only=True):
     """A stream to mirror or source from (ADR-57 for key-value buckets).
 
     Attributes:
@@ -206,7 +208,7 @@ def sources_on_the_wire(cfg: StreamConfig) -> StreamConfig:
     return cfg.replace(mirror=mirror, sources=sources)
 
 
-class StreamConsumerLimits(_Open, frozen=True, kw_only=True):
+class StreamConsumerLimits(_Open, kw_only=True):
     inactive_threshold: float | None = None
     max_ack_pending: int | None = None
 
@@ -220,7 +222,7 @@ class PersistMode(str, enum.Enum):
     ASYNC = "async"
 
 
-class StreamConfig(_Open, frozen=True, kw_only=True):
+class StreamConfig(_Open, kw_only=True):
     """How a stream stores messages. Only ``name`` is required.
 
     Options a server older than the one they need would silently drop
@@ -323,12 +325,12 @@ _STREAM_LIMITS: dict[str, Any] = {
 }
 
 
-class LostStreamData(_Open, frozen=True, kw_only=True):
+class LostStreamData(_Open, kw_only=True):
     msgs: list[int] | None = None
     bytes: int = 0
 
 
-class StreamState(_Open, frozen=True, kw_only=True):
+class StreamState(_Open, kw_only=True):
     """What a stream holds now.
 
     Attributes:
@@ -360,7 +362,7 @@ class StreamState(_Open, frozen=True, kw_only=True):
     lost: LostStreamData | None = None
 
 
-class PeerInfo(_Open, frozen=True, kw_only=True):
+class PeerInfo(_Open, kw_only=True):
     name: str
     current: bool = False
     offline: bool = False
@@ -368,7 +370,7 @@ class PeerInfo(_Open, frozen=True, kw_only=True):
     lag: int = 0
 
 
-class ClusterInfo(_Open, frozen=True, kw_only=True):
+class ClusterInfo(_Open, kw_only=True):
     name: str | None = None
     raft_group: str | None = None
     leader: str | None = None
@@ -378,7 +380,7 @@ class ClusterInfo(_Open, frozen=True, kw_only=True):
     replicas: list[PeerInfo] | None = None
 
 
-class StreamSourceInfo(_Open, frozen=True, kw_only=True):
+class StreamSourceInfo(_Open, kw_only=True):
     name: str
     lag: int = 0
     active: float = 0.0
@@ -387,7 +389,7 @@ class StreamSourceInfo(_Open, frozen=True, kw_only=True):
     external: ExternalStream | None = None
 
 
-class StreamInfo(_Open, frozen=True, kw_only=True):
+class StreamInfo(_Open, kw_only=True):
     """A stream's configuration and state, as the server answered.
 
     Attributes:
@@ -402,7 +404,7 @@ class StreamInfo(_Open, frozen=True, kw_only=True):
 
     config: StreamConfig
     created: datetime.datetime | None = None
-    state: StreamState = StreamState()
+    state: StreamState = msgspec.field(default_factory=StreamState)
     cluster: ClusterInfo | None = None
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] | None = None

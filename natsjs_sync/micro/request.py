@@ -51,7 +51,7 @@ class Request:
 
     @property
     def reply(self) -> str | None:
-        """The reply subject (``None`` when the sender expects no answer)."""
+        """The reply subject (``""`` when the sender expects no answer)."""
         return self._msg.reply
 
     @property

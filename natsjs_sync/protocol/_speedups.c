@@ -201,8 +201,12 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
                 break;
             }
         } else {
-            reply = Py_None;
-            Py_INCREF(reply);
+            reply = PyUnicode_New(0, 0); /* "": no reply subject, as Msg.__init__ stores it */
+            if (reply == NULL) {
+                Py_DECREF(subject);
+                Py_DECREF(out);
+                return NULL;
+            }
         }
         PyObject *hdr;
         if (with_headers) {

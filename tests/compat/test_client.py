@@ -97,3 +97,76 @@ def test_force_reconnect_reconnects_without_an_error(shared_server: NatsServer) 
         assert events == ["disconnected"]
     finally:
         nc.close()
+
+
+def test_lame_duck_without_another_server_is_reported_and_the_client_stays() -> None:
+    with NatsServer(jetstream=False, lame_duck_duration="30s", lame_duck_grace_period="1s") as server:
+        announced = threading.Event()
+        events: list[object] = []
+        nc = NATS()
+        nc.connect(servers=[server.url], lame_duck_mode_cb=announced.set, error_cb=events.append,
+                   disconnected_cb=lambda: events.append("disconnected"))
+        try:
+            url = nc.connected_url
+            sub = nc.subscribe("ldm.still")
+            server.lame_duck()
+            assert announced.wait(10)
+            # nats-py does not move when there is nowhere to go: same server, still working.
+            assert nc.is_connected and nc.connected_url == url
+            nc.publish("ldm.still", b"x")
+            nc.flush(timeout=5)
+            assert sub.next_msg(timeout=2).data == b"x"
+            assert nc.stats["reconnects"] == 0 and events == []
+        finally:
+            nc.close()
+
+
+def test_lame_duck_under_nats_py_does_the_same() -> None:
+    nats_py = pytest.importorskip("nats", reason="nats-py is not installed")
+    import asyncio
+
+    with NatsServer(jetstream=False, lame_duck_duration="30s", lame_duck_grace_period="1s") as server:
+
+        async def main() -> tuple[bool, bool, int]:
+            announced = asyncio.Event()
+
+            async def ldm() -> None:
+                announced.set()
+
+            nc = await nats_py.connect(server.url, lame_duck_mode_cb=ldm)
+            server.lame_duck()
+            await asyncio.wait_for(announced.wait(), 10)
+            await nc.flush(timeout=5)
+            result = (nc.is_connected, nc.connected_url.port == server.port, nc.stats["reconnects"])
+            await nc.close()
+            return result
+
+        assert asyncio.run(main()) == (True, True, 0)
+
+
+def test_bad_credentials_are_reported_to_error_cb_before_the_raise() -> None:
+    with NatsServer(jetstream=False, token="s3cret") as server:
+        errors: list[Exception] = []
+        with pytest.raises(nats.AuthorizationError) as info:
+            nats.connect(server.url, token=lambda: "wrong", error_cb=errors.append, reconnect_time_wait=0.1)
+        assert errors == [info.value]
+
+
+def test_bad_credentials_with_retry_report_each_try_until_they_are_right() -> None:
+    with NatsServer(jetstream=False, token="s3cret") as server:
+        tries: list[int] = []
+        errors: list[Exception] = []
+        up = threading.Event()
+
+        def token() -> str:
+            tries.append(1)
+            return "s3cret" if len(tries) >= 4 else "wrong"
+
+        nc = nats.connect(server.url, token=token, retry_on_failed_connect=True, reconnect_time_wait=0.1,
+                          error_cb=errors.append, reconnected_cb=up.set)
+        try:
+            assert up.wait(10) and nc.is_connected
+            assert len(tries) == 4 and len(errors) == 3  # one report per refused try
+            assert all(isinstance(e, (nats.AuthorizationError, NoServersError)) for e in errors)
+        finally:
+            nc.close()

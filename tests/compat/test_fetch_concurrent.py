@@ -1,0 +1,108 @@
+"""Several threads fetching from one nats-py pull subscription: each fetch gets its
+own messages; together they get every message once (none lost, none twice).
+
+nats-py allows the same with several tasks on one subscription; the last test
+runs that form under nats-py itself, to show the property is nats-py's."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.errors import TimeoutError
+from natsjs_sync.testing import NatsServer
+
+TOTAL = 300
+WORKERS = 4
+
+
+def _publish_all(url: str, stream: str) -> None:
+    with nats.connect(url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name=stream, subjects=[f"{stream.lower()}.>"])
+        for i in range(TOTAL):
+            js.publish(f"{stream.lower()}.job", str(i).encode())
+
+
+def test_threads_fetching_from_one_pull_subscription(nats_server: NatsServer) -> None:
+    _publish_all(nats_server.url, "CONC")
+    nc = nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream()
+        psub = js.pull_subscribe("conc.>", "workers")
+        batches: list[list[bytes]] = []
+        lock = threading.Lock()
+        failures: list[BaseException] = []
+        deadline = time.monotonic() + 60
+
+        def worker(batch: int) -> None:
+            try:
+                while time.monotonic() < deadline:
+                    with lock:
+                        if sum(len(b) for b in batches) >= TOTAL:
+                            return
+                    try:
+                        msgs = psub.fetch(batch, timeout=1)
+                    except TimeoutError:
+                        continue
+                    for m in msgs:
+                        assert m.metadata.num_delivered == 1
+                        m.ack()
+                    with lock:
+                        batches.append([m.data for m in msgs])
+            except BaseException as exc:  # reported by the test thread
+                failures.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(b,)) for b in (1, 5, 7, 16)[:WORKERS]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=90)
+        assert not any(t.is_alive() for t in threads)
+        assert failures == []
+        counts = Counter(d for b in batches for d in b)
+        assert sorted(int(d) for d in counts) == list(range(TOTAL)), "a message was lost"
+        assert max(counts.values()) == 1, "a message was delivered to two fetches"
+        assert all(b for b in batches)  # a fetch returns messages or raises TimeoutError
+        info = psub.consumer_info()
+        assert info.num_pending == 0 and info.num_redelivered == 0
+        assert info.delivered.consumer_seq == TOTAL
+    finally:
+        nc.close()
+
+
+def test_the_same_property_under_nats_py(nats_server: NatsServer) -> None:
+    nats_py = pytest.importorskip("nats", reason="nats-py is not installed")
+    _publish_all(nats_server.url, "CONCPY")
+
+    async def main() -> tuple[Counter[bytes], int]:
+        nc = await nats_py.connect(nats_server.url)
+        js = nc.jetstream()
+        psub = await js.pull_subscribe("concpy.>", "workers")
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+
+        async def worker(batch: int) -> None:
+            while len(got) < TOTAL and time.monotonic() < deadline:
+                try:
+                    msgs = await psub.fetch(batch, timeout=1)
+                except (nats_py.errors.TimeoutError, asyncio.TimeoutError):  # nats-py raises either
+                    continue
+                for m in msgs:
+                    await m.ack()
+                got.extend(m.data for m in msgs)
+
+        await asyncio.gather(*(worker(b) for b in (1, 5, 7, 16)[:WORKERS]))
+        info = await psub.consumer_info()
+        await nc.close()
+        return Counter(got), info.num_pending
+
+    counts, pending = asyncio.run(main())
+    assert sorted(int(d) for d in counts) == list(range(TOTAL))
+    assert max(counts.values()) == 1
+    assert pending == 0
