@@ -178,6 +178,8 @@ class Connection:
         self._keepalive: TimerHandle | None = None
         self._revive_lock = threading.Lock()
         self._attachments: dict[str, Any] = {}
+        #: Functions the reader runs once the events of the current socket read are routed.
+        self.read_end: list[Callable[[], None]] = []
         fork.track(self)
 
     def _new_pool(self) -> ServerPool:
@@ -411,6 +413,9 @@ class Connection:
 
     def on_reader_thread(self) -> bool:
         return threading.current_thread() is self._reader
+
+    def after_read(self, fn: Callable[[], None]) -> None:
+        self.read_end.append(fn)
 
     def attachment(self, key: str, factory: Callable[[], T]) -> T:
         with self.lock:
@@ -790,6 +795,7 @@ class Connection:
                 e.owner.disown_after_fork()
         self._reader = None
         self._readers = set()
+        self.read_end.clear()
         self.reconnector.reset_after_fork()
         self.dispatcher.reset_after_fork()
         self.events = self.dispatcher.lane(_call, f"events-{self.tag}")
