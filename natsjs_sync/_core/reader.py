@@ -75,7 +75,9 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
 
 
 def _run_read_end(pending: list[Any]) -> None:
+    # Deleting only what was taken keeps a function another reader added
+    # meanwhile (an old reader still ending while the new one starts).
     fns = pending[:]
-    pending.clear()
+    del pending[:len(fns)]
     for fn in fns:
         fn()

@@ -492,7 +492,7 @@ class AckMux:
         self._expiry: TimerHandle | None = None
         self._expiry_at = 0.0
         self._closed = False
-        self._acks: list[Msg] = []  # the current socket read's acks (reader thread only)
+        self._acks: collections.deque[Msg] = collections.deque()  # acks of the current socket read
         core.on_close(self._fail_all)
         core.on_drain(self._wait_all)
 
@@ -591,10 +591,19 @@ class AckMux:
         One by one, the reader and a publisher waiting for room convoyed on the
         lock, taking turns for every single ack.
         """
-        acks, self._acks = self._acks, []
+        # Popped, not swapped: an ack appended meanwhile (by an old reader still
+        # ending beside a new one) is either taken here or registers anew.
+        acks = self._acks
+        batch: list[Msg] = []
+        pop = acks.popleft
+        try:
+            while True:
+                batch.append(pop())
+        except IndexError:
+            pass
         prefix_len = self._prefix_len
         decoded: list[tuple[str, Msg, PubAck | None]] = []
-        for msg in acks:
+        for msg in batch:
             token = msg.subject[prefix_len:]
             if msg.raw_headers is None:
                 decoded.append((token, msg, _fast_pub_ack(msg.data)))
@@ -707,7 +716,7 @@ class AckMux:
         self.lock = threading.Lock()
         self.futures_cond = threading.Condition(threading.RLock())
         self._owner.clear()
-        self._acks = []
+        self._acks = collections.deque()
         for window in list(self._windows):
             window.after_fork_in_child(self.lock)
         self._route = None
