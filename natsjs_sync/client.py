@@ -26,7 +26,8 @@ from ._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from .msg import Msg
 from .protocol.connection import ConnState
 from .protocol.headers import HeadersInput
-from .protocol.subjects import publish_subject, validate_subscribe_subject
+from .protocol.subjects import PUB_HEADS as _PUB_HEADS
+from .protocol.subjects import pub_head, validate_subscribe_subject
 from .subscription import MsgHandler, Subscription
 
 if TYPE_CHECKING:
@@ -162,15 +163,20 @@ class Client:
         if headers is not None or reply:
             conn.publish(subject, payload, reply, headers)
             return
-        # The hot path, kept inline: one format, one lock, one append.
-        subj = publish_subject(subject)
+        # The hot path, kept inline: a cached PUB line, one lock, one append.
         if payload.__class__ is bytes:
             size = len(payload)
         else:
             payload, size = as_payload(payload)
+        try:
+            head = _PUB_HEADS[subject]
+        except (KeyError, TypeError):
+            head = pub_head(subject, size)  # validates the subject (and raises for a bad one)
+        if head[0] != size:
+            head = pub_head(subject, size)
         if size > conn.max_payload:
             raise conn.too_big(size)
-        frame = b"PUB %b %d\r\n%b\r\n" % (subj, size, payload)  # type: ignore[str-format]
+        frame = head[1] + payload + b"\r\n"
         machine = conn.machine
         if machine.state is not _CONNECTED:
             conn.ready()

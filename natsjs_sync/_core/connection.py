@@ -178,6 +178,8 @@ class Connection:
         self._keepalive: TimerHandle | None = None
         self._revive_lock = threading.Lock()
         self._attachments: dict[str, Any] = {}
+        #: Functions the reader runs once the events of the current socket read are routed.
+        self.read_end: list[Callable[[], None]] = []
         fork.track(self)
 
     def _new_pool(self) -> ServerPool:
@@ -412,6 +414,9 @@ class Connection:
     def on_reader_thread(self) -> bool:
         return threading.current_thread() is self._reader
 
+    def after_read(self, fn: Callable[[], None]) -> None:
+        self.read_end.append(fn)
+
     def attachment(self, key: str, factory: Callable[[], T]) -> T:
         with self.lock:
             obj = self._attachments.get(key)
@@ -498,6 +503,14 @@ class Connection:
 
     def publish_trusted(self, subject: str, payload: bytes, reply: bytes | None = None,
                         headers: HeadersInput | None = None) -> None:
+        if reply is None and headers is None and payload.__class__ is bytes:
+            # The JetStream ack path (a library-made subject, a small body): no checks, one format.
+            size = len(payload)
+            if size > self.max_payload:
+                raise self.too_big(size)
+            self.append(b"PUB %b %d\r\n%b\r\n" % (subject.encode(), size, payload), size,
+                        now=False)
+            return
         self.append(*self.encode(subject, payload, reply, headers, trusted=True), now=False)
 
     def publish_frames(self, frames: bytes, count: int) -> None:
@@ -794,6 +807,7 @@ class Connection:
                 e.owner.disown_after_fork()
         self._reader = None
         self._readers = set()
+        self.read_end.clear()
         self.reconnector.reset_after_fork()
         self.dispatcher.reset_after_fork()
         self.events = self.dispatcher.lane(_call, f"events-{self.tag}")

@@ -5,6 +5,11 @@ messages to their subscription's route (an enqueue, or a mux that settles a
 waiter in place), PING/PONG to the ledger, INFO and ``-ERR`` to the
 connection. It never runs user code and never waits on a user; when the
 transport fails it reports the loss once and ends.
+
+A route that does its work better in bulk (settling many publish acks under
+one lock) only collects its messages and registers a function with
+``conn.after_read`` (see :meth:`.Connection.after_read`); the reader runs those
+once every event of a socket read is routed, before it reads again.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
     read = transport.read
     feed = parser.feed
     events: Iterable[Any] = leftover
+    pending = conn.read_end  # functions routes asked to run once this read's events are routed
     try:
         while True:
             for ev in events:
@@ -54,11 +60,24 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
                     conn.on_info(ev.options, transport)
                 elif isinstance(ev, Err):
                     conn.on_err(ev.text)
+            if pending:
+                _run_read_end(pending)
             data = read()
             if not data:
                 raise NatsConnectionError(f"the server closed the connection{conn.last_server_error_suffix()}")
             events = feed(data)
     except Exception as exc:
+        if pending:  # what was routed before the failure is still settled
+            _run_read_end(pending)
         conn.connection_lost(exc, transport)
     finally:
         transport.close()  # the reader owns the descriptor: nobody else closes it under its poll
+
+
+def _run_read_end(pending: list[Any]) -> None:
+    # Deleting only what was taken keeps a function another reader added
+    # meanwhile (an old reader still ending while the new one starts).
+    fns = pending[:]
+    del pending[:len(fns)]
+    for fn in fns:
+        fn()

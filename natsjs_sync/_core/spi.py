@@ -142,6 +142,11 @@ class CoreLink(Protocol):
 
     def on_reader_thread(self) -> bool: ...
 
+    def after_read(self, fn: Callable[[], None]) -> None:
+        """Reader thread only (from a route): run ``fn`` on the reader thread once
+        every message of the current socket read is routed, before the next read.
+        A route collects its messages and settles them in bulk there."""
+
     def lane(self, handler: Callable[[T], None], name: str) -> Lane[T]:
         """A lane of the client's dispatcher; exceptions go to the client's error_cb."""
 

@@ -492,6 +492,7 @@ class AckMux:
         self._expiry: TimerHandle | None = None
         self._expiry_at = 0.0
         self._closed = False
+        self._acks: collections.deque[Msg] = collections.deque()  # acks of the current socket read
         core.on_close(self._fail_all)
         core.on_drain(self._wait_all)
 
@@ -576,27 +577,63 @@ class AckMux:
             window.empty.notify_all()
 
     def _on_ack(self, msg: Msg) -> None:
-        """Reader thread: settle the publish this ack is for (quick; no user code)."""
-        token = msg.subject[self._prefix_len:]
-        ack: PubAck | None = None
-        exc: BaseException | None = None
-        if msg.raw_headers is None:
-            ack = _fast_pub_ack(msg.data)
-        elif not msg.data and msg.status == STATUS_NO_RESPONDERS and self._retry_later(token):
+        """Reader thread: collect an ack; the acks of one socket read are settled
+        together once it is routed (:meth:`_settle_acks`)."""
+        acks = self._acks
+        acks.append(msg)
+        if len(acks) == 1:
+            self._core.after_read(self._settle_acks)
+
+    def _settle_acks(self) -> None:
+        """Reader thread, after a socket read: settle every ack it brought under
+        one taking of the lock, with one wake-up per window (quick; no user code).
+
+        One by one, the reader and a publisher waiting for room convoyed on the
+        lock, taking turns for every single ack.
+        """
+        # Popped, not swapped: an ack appended meanwhile (by an old reader still
+        # ending beside a new one) is either taken here or registers anew.
+        acks = self._acks
+        batch: list[Msg] = []
+        pop = acks.popleft
+        try:
+            while True:
+                batch.append(pop())
+        except IndexError:
+            pass
+        prefix_len = self._prefix_len
+        decoded: list[tuple[str, Msg, PubAck | None]] = []
+        for msg in batch:
+            token = msg.subject[prefix_len:]
+            if msg.raw_headers is None:
+                decoded.append((token, msg, _fast_pub_ack(msg.data)))
+            elif not msg.data and msg.status == STATUS_NO_RESPONDERS and self._retry_later(token):
+                continue
+            else:
+                decoded.append((token, msg, None))
+        if not decoded:
             return
-        with self.lock:
-            window = self._owner.get(token)
-            fut = self._pop(token)
-            if fut is None or window is None:
-                return  # expired already, or not ours
-            if ack is None:
-                try:
-                    ack = parse_pub_ack(msg, fut._subject)
-                except Exception as err:
-                    exc = err
-            # Settled before the window can look empty: "complete" means settled.
-            _settle(fut, ack, exc)
-            self._settled(window)
+        touched: set[PublishWindow] = set()
+        owner = self._owner
+        with self.lock, self.futures_cond:  # the order every settling path takes them in
+            for token, msg, ack in decoded:
+                window = owner.pop(token, None)
+                if window is None:
+                    continue  # expired already, or not ours
+                fut = window.pending.pop(token)
+                exc: BaseException | None = None
+                if ack is None:
+                    try:
+                        ack = parse_pub_ack(msg, fut._subject)
+                    except Exception as err:
+                        exc = err
+                # Settled before the window can look empty: "complete" means settled.
+                _settle(fut, ack, exc)
+                touched.add(window)
+            for window in touched:
+                if window.stalled and len(window.pending) <= window.low_water:
+                    window.room.notify_all()
+                self._settled(window)
 
     def _retry_later(self, token: str) -> bool:
         """Reader thread, nobody answered: send again after the window's retry wait,
@@ -679,6 +716,7 @@ class AckMux:
         self.lock = threading.Lock()
         self.futures_cond = threading.Condition(threading.RLock())
         self._owner.clear()
+        self._acks = collections.deque()
         for window in list(self._windows):
             window.after_fork_in_child(self.lock)
         self._route = None

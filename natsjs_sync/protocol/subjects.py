@@ -79,6 +79,24 @@ def publish_subject(subject: str) -> bytes:
     return encoded
 
 
+#: subject -> (size, ``PUB <subject> <size>\r\n``) of its last plain publish (the hot path's cache).
+PUB_HEADS: dict[str, tuple[int, bytes]] = {}
+
+
+def pub_head(subject: str, size: int) -> tuple[int, bytes]:
+    """Validate ``subject`` for publishing and return ``(size, b"PUB <subject> <size>\\r\\n")``,
+    cached in :data:`PUB_HEADS` so a loop of publishes to one subject formats nothing.
+
+    Raises:
+        BadSubjectError: as :func:`publish_subject`.
+    """
+    head = (size, b"PUB %b %d\r\n" % (publish_subject(subject), size))
+    if len(PUB_HEADS) >= _PUB_CACHE_MAX:
+        PUB_HEADS.clear()
+    PUB_HEADS[subject] = head
+    return head
+
+
 def _check_length(encoded: bytes, subject: str) -> None:
     if len(encoded) > MAX_SUBJECT_BYTES:
         raise BadSubjectError(

@@ -258,3 +258,14 @@ def test_slow_consumer_byte_limit(nc: nats.Client) -> None:
     nc.flush()
     assert sub.pending_bytes <= 1000
     assert sub.dropped == 10
+
+
+def test_one_subject_with_changing_sizes_and_payload_types(nc: nats.Client) -> None:
+    # The hot path caches the PUB line per subject: a new size must never reuse the old one.
+    sub = nc.subscribe("pubsub.sizes")
+    payloads = [b"abc", b"hello", b"abc", b"", bytearray(b"12345678"), memoryview(b"xyz"), b"q" * 70_000]
+    for p in payloads:
+        nc.publish("pubsub.sizes", p)
+    assert [sub.next_msg(timeout=2).data for _ in payloads] == [bytes(p) for p in payloads]
+    with pytest.raises(nats.BadSubjectError):
+        nc.publish("pubsub.sizes.*", b"abc")  # a valid subject cached beside it does not let a bad one through

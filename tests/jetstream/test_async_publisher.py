@@ -133,3 +133,25 @@ def test_forks_taken_while_the_parent_publishes_never_deadlock(
 
     for i in range(5):  # each fork lands at some point of the parent's publishing
         assert run_in_child(child, timeout=15) == {"ok": True}, f"fork {i}"
+
+
+def test_acks_and_refusals_of_one_burst_each_settle_their_own_future(js: JetStream, stream: Stream) -> None:
+    # The acks of one socket read are settled together: a refusal among them
+    # must land on its own future, and the accepted ones keep their order.
+    subject = f"{stream.name}.mix"
+    futures = []
+    for i in range(600):
+        if i % 3 == 0:
+            futures.append((None, js.publish_async(subject, b"x", expected_last_seq=10**9)))
+        else:
+            futures.append((i, js.publish_async(subject, str(i).encode())))
+    js.publish_async_complete(timeout=30)
+    accepted = []
+    for i, fut in futures:
+        assert fut.done()
+        if i is None:
+            assert isinstance(fut.exception(timeout=0), nats.WrongLastSequenceError)
+        else:
+            accepted.append((fut.result(timeout=0).seq, i))
+    assert [seq for seq, _ in accepted] == list(range(1, 401))
+    assert stream.get_msg(400).data == str(accepted[-1][1]).encode()

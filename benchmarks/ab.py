@@ -1,0 +1,79 @@
+"""Same-run A/B of two source trees of natsjs_sync: which change pays.
+
+    python benchmarks/ab.py OLD_TREE NEW_TREE pub,pubsub,req,jspub,ack,noack,ordered [RUNS]
+
+Each tree is a directory holding a ``natsjs_sync`` package, e.g. made with
+``git archive <commit> natsjs_sync | tar -x -C /tmp/old`` (copy the compiled
+``protocol/_speedups*.so`` beside it, or both trees run the pure-Python
+parser). Every run of every row starts a fresh process per tree, the two
+taking turns against one server, so the machine's drift lands on both; each
+figure is the median of RUNS runs (3 by default). The rows are those of
+``compare.py`` (``req`` is the p50 latency in microseconds, lower is better;
+the responder is the installed natsjs_sync for both trees).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from _common import server_url
+
+HERE = Path(__file__).resolve().parent
+
+CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(1, sys.argv[5])
+import natsjs_sync
+assert natsjs_sync.__file__.startswith(sys.argv[1]), natsjs_sync.__file__
+url, kind, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
+import core as C
+import jetstream as J
+if kind == "jspub":
+    r = J._with_stream(url, 0, J.ours_pipelined(url, n))()
+elif kind in ("ack", "noack"):
+    r = J._with_stream(url, n, J.ours_consume(url, n, kind == "ack"))()
+elif kind == "ordered":
+    r = J._with_stream(url, n, J.ours_ordered(url, n))()
+elif kind == "pub":
+    r = C.ours_publish(url, n, 16)
+elif kind == "pubsub":
+    r = C.ours_pubsub(url, n, 16)
+else:
+    with C.Responder(C.RESPONDER_OURS, url):
+        r = C.pct(C.ours_request(url, n), 0.5)
+print(r)
+"""
+
+COUNTS = {"pub": 200_000, "pubsub": 100_000, "req": 2_000, "jspub": 50_000, "ack": 50_000, "noack": 50_000,
+          "ordered": 50_000}
+
+
+def main() -> None:
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    trees = {"old": str(Path(sys.argv[1]).resolve()), "new": str(Path(sys.argv[2]).resolve())}
+    kinds = sys.argv[3].split(",")
+    runs = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+    unknown = set(kinds) - set(COUNTS)
+    if unknown:
+        sys.exit(f"unknown rows {sorted(unknown)}; known: {','.join(COUNTS)}")
+    with server_url(None) as url:
+        for kind in kinds:
+            got: dict[str, list[float]] = {k: [] for k in trees}
+            for _ in range(runs):
+                for k, tree in trees.items():
+                    out = subprocess.run([sys.executable, "-c", CHILD, tree, url, kind, str(COUNTS[kind]), str(HERE)],
+                                         capture_output=True, text=True, timeout=600)
+                    if out.returncode:
+                        sys.exit(out.stderr[-2000:])
+                    got[k].append(float(out.stdout.strip().splitlines()[-1]))
+            old, new = statistics.median(got["old"]), statistics.median(got["new"])
+            print(f"{kind}: old {old:,.0f}  new {new:,.0f}  new/old {new / old:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
