@@ -750,6 +750,41 @@ def _subject_bytes(cache: dict[str | None, bytes], subject: str | None, default:
     return b
 
 
+def _batch_datas(batch: Any, di: int) -> list[bytes]:
+    """The payload column as bytes (strings encoded as UTF-8, nulls empty)."""
+    column = batch.column(di)
+    datas: list[Any] = column.to_pylist()
+    if datas and not isinstance(datas[0], bytes):
+        return [b"" if d is None else d.encode() if isinstance(d, str) else d for d in datas]
+    if column.null_count:
+        return [b"" if d is None else d for d in datas]
+    return datas
+
+
+def _batch_subjects(batch: Any, si: int | None, cache: dict[str | None, bytes], default: str | None) -> list[bytes]:
+    """Each row's subject (the subject/topic column, or the option for all rows)."""
+    if si is None:
+        return [_subject_bytes(cache, None, default)] * batch.num_rows
+    return [_subject_bytes(cache, s, default) for s in batch.column(si).to_pylist()]
+
+
+def _batch_header_blocks(batch: Any, cols: dict[str, int], ids: _ContentIds, subjects: list[bytes],
+                         datas: list[bytes]) -> list[bytes]:
+    """Each row's encoded header block: its headers column and its message id (given, or derived)."""
+    mids = batch.column(cols["msg_id"]).to_pylist() if "msg_id" in cols else None
+    hdrs = batch.column(cols["headers"]).to_pylist() if "headers" in cols else None
+    if hdrs is None and mids is None:
+        return [msg_id_headers(ids(subjects[i], datas[i], None)) for i in range(batch.num_rows)]
+    blocks = []
+    for i in range(batch.num_rows):
+        headers = _header_dict(hdrs[i]) if hdrs is not None else None
+        mid = mids[i] if mids is not None else None
+        if mid is None:
+            mid = ids(subjects[i], datas[i], headers).decode()
+        blocks.append(encode_headers(publish_headers(headers, mid)))
+    return blocks
+
+
 def _write_batches(wo: WriteOptions, batches: Iterator[Any], id_prefix: str) -> PublishCommit:
     """Publish Arrow record batches (columns data/value, subject/topic, headers, msg_id).
 
@@ -768,32 +803,11 @@ def _write_batches(wo: WriteOptions, batches: Iterator[Any], id_prefix: str) -> 
     with FramePublisher(core, 4000, cfg.timeout, cfg.retry_timeout) as pub:
         for batch in batches:
             cols = {n.lower(): i for i, n in enumerate(batch.schema.names)}
-            n = batch.num_rows
             di = cols.get("data", cols.get("value"))
             assert di is not None  # checked on the driver
-            datas = batch.column(di).to_pylist()
-            if datas and not isinstance(datas[0], bytes):
-                datas = [b"" if d is None else d.encode() if isinstance(d, str) else d for d in datas]
-            elif batch.column(di).null_count:
-                datas = [b"" if d is None else d for d in datas]
-            si = cols.get("subject", cols.get("topic"))
-            if si is None:
-                subjects = [_subject_bytes(subjects_cache, None, wo.subject)] * n
-            else:
-                subjects = [_subject_bytes(subjects_cache, s, wo.subject) for s in batch.column(si).to_pylist()]
-            mids = batch.column(cols["msg_id"]).to_pylist() if "msg_id" in cols else None
-            hdrs = batch.column(cols["headers"]).to_pylist() if "headers" in cols else None
-            if hdrs is None and mids is None:
-                blocks = [msg_id_headers(ids(subjects[i], datas[i], None)) for i in range(n)]
-            else:
-                blocks = []
-                for i in range(n):
-                    headers = _header_dict(hdrs[i]) if hdrs is not None else None
-                    mid = mids[i] if mids is not None else None
-                    if mid is None:
-                        mid = ids(subjects[i], datas[i], headers).decode()
-                    blocks.append(encode_headers(publish_headers(headers, mid)))
-            pub.publish(subjects, blocks, datas)
+            datas = _batch_datas(batch, di)
+            subjects = _batch_subjects(batch, cols.get("subject", cols.get("topic")), subjects_cache, wo.subject)
+            pub.publish(subjects, _batch_header_blocks(batch, cols, ids, subjects, datas), datas)
     return PublishCommit(pub.published, pub.duplicates, pub.resent)
 
 

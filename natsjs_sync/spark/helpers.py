@@ -303,6 +303,32 @@ class _Gap(NatsError):
     """A message of the range went missing on the way (a consumer sequence skipped): read again from it."""
 
 
+def _request_ended(hdr: bytes, reply: str | None, stream: str) -> bool:
+    """A status message of a pull: True when its request ended early (ask again), False for a heartbeat.
+
+    Raises:
+        NatsError: the error the status stands for (a gap when it has none).
+    """
+    st = classify(hdr, reply)
+    if st.kind in (Kind.REQUEST_ENDED, Kind.LIMIT, Kind.RESET):
+        return True
+    if st.kind is Kind.HEARTBEAT:
+        return False
+    err = st.error()
+    raise err if err is not None else _Gap(f"reading {stream!r}: status {st.code}")
+
+
+def _reply_sequences(reply: str, stream: str) -> tuple[int, int, int, int]:
+    """Stream sequence, consumer sequence, timestamp (ns) and pending count from an ack subject."""
+    if reply.count(".") == 8:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>: fast
+        _, sseq, cseq, ts, left = reply.rsplit(".", 4)
+        return int(sseq), int(cseq), int(ts), int(left)
+    seqs = sequences(reply)
+    if seqs is None:
+        raise _Gap(f"reading {stream!r}: a message without its sequences ({reply!r})")
+    return seqs.stream_seq, seqs.consumer_seq, seqs.timestamp_ns, seqs.pending
+
+
 def _read_pulled(cfg: NatsConfig, js: Any, stream: str, start: int, end: int, subjects: list[str], batch: int,
                  wait: float) -> Iterator[tuple[str, int, int, bytes | None, bytes]]:
     """The range through an ephemeral consumer whose messages are taken in bulk.
@@ -349,23 +375,11 @@ def _read_pulled(cfg: NatsConfig, js: Any, stream: str, start: int, end: int, su
             for msg in got:
                 hdr = msg.raw_headers
                 if hdr is not None and hdr[8:9] == b" ":  # a status line: the server speaking
-                    st = classify(hdr, msg.reply)
-                    if st.kind in (Kind.REQUEST_ENDED, Kind.LIMIT, Kind.RESET):
+                    if _request_ended(hdr, msg.reply, stream):
                         served = 0
                         core.publish(subject, body, reply=inbox)  # a request ended early: ask again
-                    elif st.kind is not Kind.HEARTBEAT:
-                        err = st.error()
-                        raise err if err is not None else _Gap(f"reading {stream!r}: status {st.code}")
                     continue
-                reply = msg.reply or ""
-                if reply.count(".") == 8:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
-                    _, sseq, cseq, ts, left = reply.rsplit(".", 4)
-                    seq, cons, ts_ns, pending = int(sseq), int(cseq), int(ts), int(left)
-                else:
-                    seqs = sequences(reply)
-                    if seqs is None:
-                        raise _Gap(f"reading {stream!r}: a message without its sequences ({reply!r})")
-                    seq, cons, ts_ns, pending = seqs.stream_seq, seqs.consumer_seq, seqs.timestamp_ns, seqs.pending
+                seq, cons, ts_ns, pending = _reply_sequences(msg.reply or "", stream)
                 if cons != expected:
                     raise _Gap(f"reading {stream!r}: consumer sequence {cons}, expected {expected}")
                 expected += 1
