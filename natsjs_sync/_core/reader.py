@@ -67,9 +67,11 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
                 raise NatsConnectionError(f"the server closed the connection{conn.last_server_error_suffix()}")
             events = feed(data)
     except Exception as exc:
-        if pending:  # what was routed before the failure is still settled
-            _run_read_end(pending)
-        conn.connection_lost(exc, transport)
+        try:
+            if pending:  # what was routed before the failure is still settled
+                _run_read_end(pending)
+        finally:
+            conn.connection_lost(exc, transport)  # even if a settling function failed
     finally:
         transport.close()  # the reader owns the descriptor: nobody else closes it under its poll
 
