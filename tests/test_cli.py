@@ -204,7 +204,13 @@ def test_pub_reads_stdin_and_sends_headers_sub_shows_them(capsys: pytest.Capture
             assert printed.wait_for("[#2]")
             nats_fault_proxy.cut()  # the subscriber's connection breaks and comes back
             assert printed.wait_for("-- reconnected")
-            nc.publish("cli.last", b"bye")
+            # Reconnected means the subscription was sent again, not that the server (behind the proxy)
+            # has processed it: this publisher's direct connection can overtake it. Publish until it
+            # arrives (bounded); the subscriber stops at its third message.
+            for _ in range(60):
+                nc.publish("cli.last", b"bye")
+                if printed.wait_for("[#3]", timeout=0.5):
+                    break
     finally:
         t.join(60)
     assert not t.is_alive()
