@@ -303,6 +303,9 @@ class Subscription:
             item = self._q.get_nowait()
         except queue.Empty:
             return None
+        if isinstance(item, Msg):  # the common case, inline
+            self._bytes_out += len(item.data)
+            return item
         return self._unwrap(item)
 
     def wake(self) -> None:

@@ -458,9 +458,12 @@ class MessagesContext:
     def _on_msg(self, msg: Msg) -> Msg | None:
         """One message from the inbox: the user's, or bookkeeping (None). Raises terminal errors."""
         self._last_activity = time.monotonic()
-        st = status_of(msg)
+        hdr = msg.raw_headers
+        # status_of(), inline: most messages have no headers (this runs per message)
+        st = MESSAGE if hdr is None else classify(hdr, msg.reply)
         if st is MESSAGE:
-            self._acct.delivered(counted_size(msg) if self._acct.max_bytes else 0)
+            acct = self._acct
+            acct.delivered(counted_size(msg) if acct.max_bytes else 0)
             self._failures = 0
             if self._priority is not None:
                 hdrs = msg.headers
@@ -472,7 +475,7 @@ class MessagesContext:
                     if verdict == "gap":
                         self._needs_reset = True
                     return None
-            self._acct.handed()
+            acct.handed()
             return msg
         self._on_status(st, msg.reply)
         return None
@@ -551,7 +554,9 @@ class MessagesContext:
                 if self._needs_reset:
                     deadline = deadline or Deadline(timeout)
                     sub = self._reset_now(deadline)
-                self._maybe_pull()
+                acct = self._acct
+                if acct.counts_bytes or acct.pending_msgs <= acct.threshold_messages:
+                    self._maybe_pull()  # else enough is owed (wants_more() is False): skip the call
                 polled = sub.poll()  # under load a message is already waiting: no deadline, no clock
                 if polled is not None:
                     msg = polled
@@ -571,7 +576,7 @@ class MessagesContext:
                 self.stop()
                 raise
             if out is not None:
-                if self._acct.finished:
+                if acct.stop_after is not None and acct.finished:
                     self.stop()  # stop_after reached: this was the last message
                 return out
 

@@ -51,6 +51,8 @@ class PullAccounting:
         self.max_bytes = max_bytes
         #: Both limits given: counted in messages; each request also carries the byte cap.
         self.both = max_bytes is not None and max_messages is not None
+        #: Asking is driven by bytes (``max_bytes`` alone), else by messages.
+        self.counts_bytes = bool(max_bytes) and not self.both
         if max_messages is None:
             max_messages = BYTES_MODE_BATCH if max_bytes else 500
         self.max_messages = max_messages
@@ -76,7 +78,7 @@ class PullAccounting:
         budget = self._budget()
         if budget is not None and budget <= 0:
             return False
-        if self.max_bytes and not self.both:
+        if self.counts_bytes:
             return self.pending_bytes <= self.threshold_bytes
         return self.pending_msgs <= self.threshold_messages
 
