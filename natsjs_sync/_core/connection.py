@@ -77,6 +77,7 @@ T = TypeVar("T")
 _CLOSED_OR_DRAINED = (ConnState.DRAINING_PUBS, ConnState.CLOSED)
 # Subject and reply together below this never come near the control-line limit.
 _LINE_ROOM = 3000
+_CONNECTED = ConnState.CONNECTED  # read on every publish: a module global, not an enum lookup
 
 
 @dataclass
@@ -468,11 +469,12 @@ class Connection:
         """Buffer one encoded message; with ``now`` send it from this thread, unless
         another thread is sending (it takes these bytes along). ``deadline`` is
         kept for the callers' signature; sending now never waits for a lock."""
-        if self.machine.state is not ConnState.CONNECTED:
+        machine = self.machine
+        if machine.state is not _CONNECTED:
             self.ready()
         writer = self.writer
         with self.lock:
-            if self.machine.state is not ConnState.CONNECTED:
+            if machine.state is not _CONNECTED:
                 self.check_writable(len(frame))
             writer.buffer += frame
             self.stats.out_msgs += 1
@@ -499,6 +501,16 @@ class Connection:
         self.append(*self.encode(subject, payload, reply, headers), now=True)
 
     def publish_with_reply(self, subject: str, payload: Any, reply: bytes, headers: HeadersInput | None) -> None:
+        if headers is None and payload.__class__ is bytes:
+            # Pipelined JetStream publishing without headers: encode() inline, one format.
+            subj = publish_subject(subject)
+            if len(subj) + len(reply) > _LINE_ROOM:
+                check_control_line(subj, reply)
+            size = len(payload)
+            if size > self.max_payload:
+                raise self.too_big(size)
+            self.append(b"PUB %b %b %d\r\n%b\r\n" % (subj, reply, size, payload), size, now=False)
+            return
         self.append(*self.encode(subject, payload, reply, headers), now=False)
 
     def publish_trusted(self, subject: str, payload: bytes, reply: bytes | None = None,

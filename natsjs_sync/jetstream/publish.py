@@ -364,6 +364,10 @@ def _settle(fut: Future[PubAck], ack: PubAck | None, exc: BaseException | None) 
 
 
 _PENDING = Future()._state  # the state a new Future starts in
+_done = Future()
+_done.set_result(None)
+_FINISHED = _done._state  # the state set_result() leaves it in
+del _done
 
 
 class _PubFuture(Future):  # type: ignore[type-arg]
@@ -628,8 +632,16 @@ class AckMux:
                     except Exception as err:
                         exc = err
                 # Settled before the window can look empty: "complete" means settled.
-                _settle(fut, ack, exc)
+                if exc is None and fut._state is _PENDING and not fut._waiters and not fut._done_callbacks:
+                    # What set_result() does for a future nobody waits on and no
+                    # callback follows (the pipelined case), without its
+                    # notify_all per future: one wakes result() callers below.
+                    fut._result = ack
+                    fut._state = _FINISHED
+                else:
+                    _settle(fut, ack, exc)
                 touched.add(window)
+            self.futures_cond.notify_all()  # result() and exception() wait on it
             for window in touched:
                 if window.stalled and len(window.pending) <= window.low_water:
                     window.room.notify_all()
