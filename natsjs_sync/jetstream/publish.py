@@ -364,7 +364,7 @@ def _settle(fut: Future[PubAck], ack: PubAck | None, exc: BaseException | None) 
 
 
 _PENDING = Future()._state  # the state a new Future starts in
-_done = Future()
+_done: Future[None] = Future()
 _done.set_result(None)
 _FINISHED = _done._state  # the state set_result() leaves it in
 del _done
