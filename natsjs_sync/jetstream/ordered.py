@@ -38,7 +38,7 @@ from ..errors import (
     TimeoutError,
 )
 from ..msg import Msg
-from ..protocol.jetstream.ackreply import sequences
+from ..protocol.jetstream.ackreply import ack_tail, sequences
 from ..protocol.jetstream.status import Kind
 from ..protocol.nuid import next_nuid
 from .consumer import DEFAULT_FETCH_WAIT, Consumer
@@ -122,17 +122,12 @@ class OrderedConsumer:
         # "$JS.ACK.<stream>.<consumer>" of the current consumer: the common
         # (domain-less) ack subject is recognised by one comparison.
         self._ack_prefix = "\0"
-        self._stream_seq_text = "0"  # last stream sequence handed to the user (parsed when needed)
+        self._stream_seq = 0  # last stream sequence handed to the user
         self._consumer_seq = 0  # last consumer sequence seen from the current consumer
         self.resets = 0
         self._cancel = threading.Event()
 
     # ------------------------------------------------------------------ the current consumer
-
-    @property
-    def _stream_seq(self) -> int:
-        """The last stream sequence handed to the user (0: none yet)."""
-        return int(self._stream_seq_text)
 
     @property
     def name(self) -> str | None:
@@ -254,20 +249,13 @@ class OrderedConsumer:
     def accept(self, msg: Msg) -> str:
         """``"ok"`` to deliver, ``"stale"`` to drop, ``"gap"`` to start over (runs for every message)."""
         reply = msg.reply
-        # <ack prefix>.<delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>:
-        # one split from the right and one int instead of the full parse (which
-        # costs a third of a message); the stream sequence stays text until a
-        # reset needs it.
-        tokens = reply.rsplit(".", 5)
-        if tokens[0] == self._ack_prefix and len(tokens) == 6:
-            try:
-                consumer_seq = int(tokens[3])
-            except ValueError:
-                return "stale"
-            if consumer_seq != self._consumer_seq + 1:
+        # The current consumer's common (domain-less) ack subject: one compiled
+        # check where the extension is built; anything else takes the full parse.
+        tail = ack_tail(reply, self._ack_prefix)
+        if tail is not None:
+            if tail[1] != self._consumer_seq + 1:
                 return "gap"
-            self._consumer_seq = consumer_seq
-            self._stream_seq_text = tokens[2]
+            self._stream_seq, self._consumer_seq = tail
             return "ok"
         seq = sequences(reply)
         if seq is None or self._current is None or seq.consumer != self._current.name:
@@ -275,7 +263,7 @@ class OrderedConsumer:
         if seq.consumer_seq != self._consumer_seq + 1:
             return "gap"
         self._consumer_seq = seq.consumer_seq
-        self._stream_seq_text = str(seq.stream_seq)
+        self._stream_seq = seq.stream_seq
         return "ok"
 
     def recreate(self, deadline: Deadline | None = None) -> None:

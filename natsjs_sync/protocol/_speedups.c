@@ -252,11 +252,82 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* Digits [p, end) as a sequence number; -1 for an empty, non-digit or too long token. */
+static long long
+parse_seq(const char *p, const char *end)
+{
+    if (p == end || end - p > 18) {
+        return -1;
+    }
+    long long v = 0;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9') {
+            return -1;
+        }
+        v = v * 10 + (*p - '0');
+    }
+    return v;
+}
+
+/*
+ * ack_tail(reply, prefix) -> (stream_seq, consumer_seq) | None
+ *
+ * For "<prefix>.<delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>"
+ * (exactly five tokens after the prefix), the two sequences; None for any
+ * other subject. The Python twin in protocol/jetstream/ackreply.py is the
+ * reference; this one saves an ordered consumer a split and two int() calls
+ * per message.
+ */
+static PyObject *
+ack_tail(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "ack_tail(reply: str, prefix: str)");
+        return NULL;
+    }
+    Py_ssize_t rlen, plen;
+    const char *r = PyUnicode_AsUTF8AndSize(args[0], &rlen);
+    const char *pre = PyUnicode_AsUTF8AndSize(args[1], &plen);
+    if (r == NULL || pre == NULL) {
+        return NULL;
+    }
+    if (rlen <= plen + 1 || r[plen] != '.' || memcmp(r, pre, (size_t)plen) != 0) {
+        Py_RETURN_NONE;
+    }
+    const char *dots[5];
+    int n = 0;
+    const char *end = r + rlen;
+    for (const char *c = r + plen; c < end; c++) {
+        if (*c == '.') {
+            if (n == 5) {
+                Py_RETURN_NONE;
+            }
+            dots[n++] = c;
+        }
+    }
+    if (n != 5 || dots[4] + 1 == end) {
+        Py_RETURN_NONE;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (dots[i] + 1 == dots[i + 1]) {
+            Py_RETURN_NONE; /* an empty token */
+        }
+    }
+    long long sseq = parse_seq(dots[1] + 1, dots[2]);
+    long long cseq = parse_seq(dots[2] + 1, dots[3]);
+    if (sseq < 0 || cseq < 0) {
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(LL)", sseq, cseq);
+}
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_O, "Read the slot offsets of the Msg class."},
     {"accepts", (PyCFunction)accepts, METH_O, "Whether scan() can build instances of this class."},
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(buf, pos, cls, max_payload, max_control_line) -> (messages, new_pos)"},
+    {"ack_tail", (PyCFunction)(void (*)(void))ack_tail, METH_FASTCALL,
+     "ack_tail(reply, prefix) -> (stream_seq, consumer_seq) or None"},
     {NULL, NULL, 0, NULL},
 };
 

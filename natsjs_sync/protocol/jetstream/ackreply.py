@@ -14,6 +14,8 @@ consumer name and the two sequences, for code that runs for every message
 from __future__ import annotations
 
 import datetime
+import os
+from collections.abc import Callable
 from typing import NamedTuple
 
 from ...errors import NotJSMessageError
@@ -88,6 +90,39 @@ def sequences(reply: str | None) -> Sequences | None:
                          int(tokens[base + 5]), int(tokens[base + 6]))
     except ValueError:
         return None
+
+
+def _seq_text(token: str) -> bool:
+    return len(token) <= 18 and token.isascii() and token.isdigit()
+
+
+def ack_tail_py(reply: str, prefix: str) -> tuple[int, int] | None:
+    """``(stream_seq, consumer_seq)`` of ``<prefix>.<delivered>.<sseq>.<cseq>.<ts>.<pending>``.
+
+    ``prefix`` is ``$JS.ACK.<stream>.<consumer>`` of one consumer: a check run
+    for every message of that consumer (the ordered consumer's) costs one
+    comparison and two small parses. None for any other subject (another
+    consumer's, the domain form, a malformed one). The compiled twin in
+    ``_speedups.c``, used where it was built, gives the same answers.
+    """
+    tokens = reply.rsplit(".", 5)
+    if len(tokens) != 6 or tokens[0] != prefix or not all(tokens):
+        return None
+    sseq, cseq = tokens[2], tokens[3]
+    if not (_seq_text(sseq) and _seq_text(cseq)):
+        return None
+    return int(sseq), int(cseq)
+
+
+#: :func:`ack_tail_py`, or its compiled twin where the extension was built.
+ack_tail: Callable[[str, str], tuple[int, int] | None] = ack_tail_py
+if not os.environ.get("NATSJS_SYNC_PURE_PYTHON"):
+    try:
+        from .. import _speedups
+    except ImportError:  # pragma: no cover - depends on the install
+        pass
+    else:
+        ack_tail = _speedups.ack_tail
 
 
 def parse_metadata(reply: str | None) -> MsgMetadata:
