@@ -80,6 +80,11 @@ def resolve(timeout: TimeoutArg, default: float | None) -> float | None:
     Raises:
         TypeError, ValueError: see :func:`check_seconds`.
     """
+    cls = timeout.__class__
+    if cls is float or cls is int:  # the common case (a call in a loop): check_seconds inline
+        if 0 <= timeout < _INF:  # type: ignore[operator]
+            return float(timeout)  # type: ignore[arg-type]
+        return check_seconds(timeout)
     if timeout is USE_DEFAULT:
         return default
     if isinstance(timeout, Deadline):
