@@ -163,7 +163,7 @@ class Client:
         if headers is not None or reply:
             conn.publish(subject, payload, reply, headers)
             return
-        # The hot path, kept inline: a cached PUB line, one lock, one append.
+        # The hot path, kept inline: a cached PUB line and one append.
         if payload.__class__ is bytes:
             size = len(payload)
         else:
@@ -177,24 +177,21 @@ class Client:
         if size > conn.max_payload:
             raise conn.too_big(size)
         frame = head[1] + payload + b"\r\n"
-        machine = conn.machine
-        if machine.state is not _CONNECTED:
-            conn.ready()
+        if conn.machine.state is not _CONNECTED:
+            conn.append(frame, size, now=False)  # revives after fork, refuses when closed, limits while reconnecting
+            return
+        # Writer.append_connected, inline: no lock (see the writer's docstring).
         writer = conn.writer
-        with conn.lock:
-            if machine.state is not _CONNECTED:
-                conn.check_writable(len(frame))
-            buffer = writer.buffer
-            buffer += frame
-            stats = conn.stats
-            stats.out_msgs += 1
-            stats.out_bytes += size
-            if len(buffer) <= FLUSH_THRESHOLD:
-                if not writer.flush_requested:
-                    writer.flush_requested = True
-                    writer.cond.notify()
-                return
-        writer.send_now()
+        buffer = writer.buffer
+        buffer += frame
+        stats = conn.stats
+        stats.out_msgs += 1
+        stats.out_bytes += size
+        if len(buffer) > FLUSH_THRESHOLD:
+            writer.send_now()
+        elif not writer.flush_requested:
+            with conn.lock:
+                writer.wake()
 
     def publish_now(
         self,

@@ -470,9 +470,15 @@ class Connection:
         another thread is sending (it takes these bytes along). ``deadline`` is
         kept for the callers' signature; sending now never waits for a lock."""
         machine = self.machine
+        writer = self.writer
+        if machine.state is _CONNECTED and not now:
+            writer.append_connected(frame)
+            stats = self.stats
+            stats.out_msgs += 1
+            stats.out_bytes += size
+            return
         if machine.state is not _CONNECTED:
             self.ready()
-        writer = self.writer
         with self.lock:
             if machine.state is not _CONNECTED:
                 self.check_writable(len(frame))

@@ -152,7 +152,7 @@ class Reconnector:
             for e in used_up:
                 conn.registry.remove(e.sid)
             replay = replay_frames(conn.registry.snapshot())
-            conn.writer.buffer = bytearray(replay) + conn.writer.buffer
+            conn.writer.buffer[0:0] = replay  # in place: the buffer object is never replaced
             conn.attach_locked(opened, entry)
         for e in used_up:
             if e.owner is not None:

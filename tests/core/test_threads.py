@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import Counter
 from typing import Any
@@ -101,3 +102,52 @@ def test_small_publishes_are_coalesced_into_few_writes(nc: nats.Client) -> None:
     nc.flush()
     assert counting.writes < 1000, counting.writes
     assert sum(1 for _ in range(10_000) if sub.next_msg(5)) == 10_000
+
+
+def test_threads_publishing_at_once_lose_and_reorder_nothing(shared_server: NatsServer) -> None:
+    """Publishes append to the write buffer without the connection lock while
+    the flusher takes from it; a few large ones make the publishing threads send
+    themselves (back-pressure) at the same time. Every message arrives once, in
+    each thread's order, with no flush() to push out the last ones, and the
+    counters are exact."""
+    threads_n, per_thread = 6, 4000
+    big = b"B" * (300 * 1024)  # four of these pass the flush threshold
+    with nats.connect(shared_server.url) as sub_nc, nats.connect(shared_server.url) as pub_nc:
+        sub = sub_nc.subscribe("order.>", pending_msgs_limit=threads_n * per_thread + 1,
+                               pending_bytes_limit=-1)
+        sub_nc.flush()
+        start = threading.Barrier(threads_n)
+        sizes = [0] * threads_n
+        # Switch threads as often as the interpreter can, so that appends land
+        # between any two steps of the flusher's take if they ever can.
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+
+        def publisher(t: int) -> None:
+            start.wait()
+            for i in range(per_thread):
+                payload = b"%d" % i + (big if i % 500 == 499 else b"")
+                pub_nc.publish(f"order.{t}", payload)
+                sizes[t] += len(payload)
+
+        workers = [threading.Thread(target=publisher, args=(t,)) for t in range(threads_n)]
+        for w in workers:
+            w.start()
+        try:
+            for w in workers:
+                w.join(120)
+        finally:
+            sys.setswitchinterval(switch)
+        assert not any(w.is_alive() for w in workers)
+        assert pub_nc.stats.out_msgs == threads_n * per_thread
+        assert pub_nc.stats.out_bytes == sum(sizes)
+        # No flush() here: what the publishers appended last must go out on its own.
+        next_of = [0] * threads_n
+        for _ in range(threads_n * per_thread):
+            msg = sub.next_msg(timeout=30)
+            t = int(msg.subject.rsplit(".", 1)[1])
+            i = int(msg.data[:msg.data.index(b"B")] if b"B" in msg.data else msg.data)
+            assert i == next_of[t], f"thread {t}: got {i}, expected {next_of[t]}"
+            next_of[t] += 1
+        assert next_of == [per_thread] * threads_n
+        assert pub_nc.pending_data_size == 0
