@@ -101,18 +101,25 @@ def test_cluster_routes_messages_and_survives_a_node_restart(nats_cluster: NatsC
     with nats.connect(a) as pub, nats.connect(c) as sub_nc:
         sub = sub_nc.subscribe("across.nodes")
         sub_nc.flush()
-        # Interest travels over the routes; wait until node a knows about it.
-        for _ in range(100):
+        # Interest travels over the routes: probe from node a until a probe
+        # reaches the subscriber on node c (bounded in tries and time).
+        reached = False
+        for _ in range(120):
+            pub.publish("across.nodes", b"probe")
             try:
-                pub.request("across.nodes", b"probe", timeout=0.05)
+                reached = sub.next_msg(timeout=0.25).data == b"probe"
             except nats.TimeoutError:
-                break  # interest has reached node a: the probe was delivered
-            except nats.NoRespondersError:
                 continue
+            break
+        assert reached, "interest did not reach node a over the routes in 30 s"
         pub.publish("across.nodes", b"hello")
         pub.flush()
-        data = [sub.next_msg(timeout=5).data for _ in range(2)]
-        assert data[-1] == b"hello"
+        data = b"probe"
+        for _ in range(200):  # probes still on their way come first
+            data = sub.next_msg(timeout=10).data
+            if data != b"probe":
+                break
+        assert data == b"hello"
     nats_cluster.restart_node(1)
     with nats.connect(b) as nc:
         info = js_request(nc, "INFO")
