@@ -24,6 +24,7 @@ from ._core.options import (
 from ._core.writer import FLUSH_THRESHOLD
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from .msg import Msg
+from .protocol.commands import append_pub
 from .protocol.connection import ConnState
 from .protocol.headers import HeadersInput
 from .protocol.subjects import PUB_HEADS as _PUB_HEADS
@@ -167,7 +168,8 @@ class Client:
         if payload.__class__ is bytes:
             size = len(payload)
         else:
-            payload, size = as_payload(payload)
+            view, size = as_payload(payload)  # raises TypeError for what is not bytes-like
+            payload = bytes(view)
         try:
             head = _PUB_HEADS[subject]
         except (KeyError, TypeError):
@@ -176,18 +178,18 @@ class Client:
             head = pub_head(subject, size)
         if size > conn.max_payload:
             raise conn.too_big(size)
-        frame = head[1] + payload + b"\r\n"
         if conn.machine.state is not _CONNECTED:
-            conn.append(frame, size, now=False)  # revives after fork, refuses when closed, limits while reconnecting
+            # Revives after fork, refuses when closed, limits while reconnecting.
+            conn.append(head[1] + payload + b"\r\n", size, now=False)
             return
-        # Writer.append_connected, inline: no lock (see the writer's docstring).
+        # Writer.append_connected, inline: no lock (see the writer's docstring),
+        # the frame laid out in the buffer by one call.
         writer = conn.writer
-        buffer = writer.buffer
-        buffer += frame
+        buffered = append_pub(writer.buffer, head[1], payload)
         stats = conn.stats
         stats.out_msgs += 1
         stats.out_bytes += size
-        if len(buffer) > FLUSH_THRESHOLD:
+        if buffered > FLUSH_THRESHOLD:
             writer.send_now()
         elif not writer.flush_requested:
             with conn.lock:

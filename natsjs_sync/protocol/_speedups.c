@@ -321,11 +321,46 @@ ack_tail(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(LL)", sseq, cseq);
 }
 
+/*
+ * append_pub(buffer, head, payload) -> len(buffer)
+ *
+ * buffer += head + payload + b"\r\n" in one step, without the two
+ * intermediate bytes objects: the publish hot path. One C call with no Python
+ * code inside, so under the GIL it is as atomic as the bytearray append it
+ * replaces (see _core/writer.py). The Python twin is protocol.commands.append_pub.
+ */
+static PyObject *
+append_pub(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyByteArray_CheckExact(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "append_pub(buffer: bytearray, head: bytes, payload: bytes)");
+        return NULL;
+    }
+    PyObject *buffer = args[0];
+    Py_ssize_t old = PyByteArray_GET_SIZE(buffer);
+    Py_ssize_t lh = PyBytes_GET_SIZE(args[1]);
+    Py_ssize_t lp = PyBytes_GET_SIZE(args[2]);
+    if (lh > PY_SSIZE_T_MAX - old - lp - 2) {
+        return PyErr_NoMemory();
+    }
+    if (PyByteArray_Resize(buffer, old + lh + lp + 2) < 0) {
+        return NULL;
+    }
+    char *at = PyByteArray_AS_STRING(buffer) + old;
+    memcpy(at, PyBytes_AS_STRING(args[1]), (size_t)lh);
+    memcpy(at + lh, PyBytes_AS_STRING(args[2]), (size_t)lp);
+    at[lh + lp] = '\r';
+    at[lh + lp + 1] = '\n';
+    return PyLong_FromSsize_t(old + lh + lp + 2);
+}
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_O, "Read the slot offsets of the Msg class."},
     {"accepts", (PyCFunction)accepts, METH_O, "Whether scan() can build instances of this class."},
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(buf, pos, cls, max_payload, max_control_line) -> (messages, new_pos)"},
+    {"append_pub", (PyCFunction)(void (*)(void))append_pub, METH_FASTCALL,
+     "append_pub(buffer, head, payload) -> len(buffer): buffer += head + payload + CRLF"},
     {"ack_tail", (PyCFunction)(void (*)(void))ack_tail, METH_FASTCALL,
      "ack_tail(reply, prefix) -> (stream_seq, consumer_seq) or None"},
     {NULL, NULL, 0, NULL},

@@ -6,6 +6,8 @@ functions only lay out bytes. Payloads may be any bytes-like object.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -27,6 +29,27 @@ def pub(subject: bytes, payload: bytes | bytearray | memoryview, reply: bytes | 
     if reply:
         return b"PUB %b %b %d\r\n%b\r\n" % (subject, reply, len(payload), payload)  # type: ignore[str-format]
     return b"PUB %b %d\r\n%b\r\n" % (subject, len(payload), payload)  # type: ignore[str-format]
+
+
+def append_pub_py(buffer: bytearray, head: bytes, payload: bytes) -> int:
+    """``buffer += head + payload + b"\r\n"`` as one append; returns the buffer's new size.
+
+    ``head`` is a ``PUB <subject> <size>\r\n`` line (see ``subjects.pub_head``).
+    """
+    buffer += head + payload + b"\r\n"
+    return len(buffer)
+
+
+#: :func:`append_pub_py`, or its compiled twin where the extension was built
+#: (the same bytes without two intermediate objects: the publish hot path).
+append_pub: Callable[[bytearray, bytes, bytes], int] = append_pub_py
+if not os.environ.get("NATSJS_SYNC_PURE_PYTHON"):
+    try:
+        from . import _speedups
+    except ImportError:  # pragma: no cover - depends on the install
+        pass
+    else:
+        append_pub = _speedups.append_pub
 
 
 def hpub(

@@ -1,5 +1,6 @@
-"""The per-message ack-subject check of ordered consumers: the Python reference
-and its compiled twin give the same answer for every subject."""
+"""Hot-path helpers with a compiled twin (the ordered consumer's ack-subject
+check, the publish frame append): the Python reference and the compiled twin
+give the same answers."""
 
 from __future__ import annotations
 
@@ -67,3 +68,28 @@ def test_the_twin_in_use_is_the_compiled_one_where_it_was_built() -> None:
         assert ackreply.ack_tail is ackreply.ack_tail_py
     else:
         assert ackreply.ack_tail is twins[1]
+
+
+def test_append_pub_twins_lay_out_the_same_frame() -> None:
+    from natsjs_sync.protocol import commands
+
+    twins = [commands.append_pub_py]
+    try:
+        from natsjs_sync.protocol import _speedups
+    except ImportError:
+        pass
+    else:
+        twins.append(_speedups.append_pub)
+    for append_pub in twins:
+        buffer = bytearray(b"PING\r\n")
+        assert append_pub(buffer, b"PUB a.b 3\r\n", b"abc") == 6 + 11 + 3 + 2
+        assert append_pub(buffer, b"PUB c 0\r\n", b"") == 22 + 9 + 2
+        assert bytes(buffer) == b"PING\r\nPUB a.b 3\r\nabc\r\nPUB c 0\r\n\r\n"
+        big = bytes(range(256)) * 4096
+        assert append_pub(buffer, b"PUB big 1048576\r\n", big) == len(buffer)
+        assert bytes(buffer).endswith(b"PUB big 1048576\r\n" + big + b"\r\n")
+    if len(twins) == 2:
+        with pytest.raises(TypeError):
+            twins[1](b"not a bytearray", b"PUB a 1\r\n", b"x")  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            twins[1](bytearray(), b"PUB a 1\r\n", bytearray(b"x"))  # type: ignore[arg-type]
