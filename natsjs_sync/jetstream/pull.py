@@ -463,7 +463,10 @@ class MessagesContext:
         st = MESSAGE if hdr is None else classify(hdr, msg.reply)
         if st is MESSAGE:
             acct = self._acct
-            acct.delivered(counted_size(msg) if acct.max_bytes else 0)
+            if acct.max_bytes:
+                acct.delivered(counted_size(msg))
+            else:
+                acct.pending_msgs -= 1  # acct.delivered(0), inline: this runs per message
             self._failures = 0
             if self._priority is not None:
                 hdrs = msg.headers
@@ -475,7 +478,7 @@ class MessagesContext:
                     if verdict == "gap":
                         self._needs_reset = True
                     return None
-            acct.handed()
+            acct.handed_out += 1  # acct.handed(), inline
             return msg
         self._on_status(st, msg.reply)
         return None
