@@ -21,7 +21,7 @@ from ._core.options import (
     ConnectOptions,
     check_callback,
 )
-from ._core.writer import FLUSH_THRESHOLD
+from ._core.writer import APPEND_WITHOUT_LOCK, FLUSH_THRESHOLD
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from .msg import Msg
 from .protocol.commands import append_pub
@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Client", "Stats", "check_callback"]
 
-_CONNECTED = ConnState.CONNECTED
+#: The state in which publish() appends without the connection lock: CONNECTED,
+#: or no state at all on a free-threaded interpreter (one test per publish).
+_APPEND_FREELY = ConnState.CONNECTED if APPEND_WITHOUT_LOCK else None
 
 
 class Client:
@@ -178,7 +180,7 @@ class Client:
             head = pub_head(subject, size)
         if size > conn.max_payload:
             raise conn.too_big(size)
-        if conn.machine.state is not _CONNECTED:
+        if conn.machine.state is not _APPEND_FREELY:
             # Revives after fork, refuses when closed, limits while reconnecting.
             conn.append(head[1] + payload + b"\r\n", size, now=False)
             return

@@ -64,7 +64,7 @@ from .reconnect import Reconnector
 from .registry import Entry, Registry
 from .requests import ResponseMux, Waiter
 from .spi import Handle, Hooks
-from .writer import FLUSH_THRESHOLD, Writer
+from .writer import APPEND_WITHOUT_LOCK, FLUSH_THRESHOLD, Writer
 
 if TYPE_CHECKING:
     from ..subscription import Subscription
@@ -78,6 +78,8 @@ _CLOSED_OR_DRAINED = (ConnState.DRAINING_PUBS, ConnState.CLOSED)
 # Subject and reply together below this never come near the control-line limit.
 _LINE_ROOM = 3000
 _CONNECTED = ConnState.CONNECTED  # read on every publish: a module global, not an enum lookup
+#: The state in which append() appends without the lock (none on a free-threaded interpreter).
+_APPEND_FREELY = _CONNECTED if APPEND_WITHOUT_LOCK else None
 
 
 @dataclass
@@ -471,7 +473,7 @@ class Connection:
         kept for the callers' signature; sending now never waits for a lock."""
         machine = self.machine
         writer = self.writer
-        if machine.state is _CONNECTED and not now:
+        if machine.state is _APPEND_FREELY and not now:
             writer.append_connected(frame)
             stats = self.stats
             stats.out_msgs += 1

@@ -19,6 +19,7 @@ the writer at most ``write_timeout`` before the connection is declared lost.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,10 @@ from ..errors import NatsError
 if TYPE_CHECKING:
     from .connection import Connection
     from .transport import Transport
+
+#: Appends without the connection lock rely on the GIL (see the module
+#: docstring); a free-threaded interpreter takes the lock for every append.
+APPEND_WITHOUT_LOCK: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 #: Past this many buffered bytes a publisher sends the buffer itself: the
 #: back-pressure that keeps a fast publisher from growing it without end.

@@ -7,8 +7,12 @@ import threading
 from collections import Counter
 from typing import Any
 
+import pytest
+
 import natsjs_sync as nats
+from natsjs_sync._core import connection as connection_module
 from natsjs_sync._core.spi import link
+from natsjs_sync.protocol.connection import ConnState
 from natsjs_sync.testing import NatsServer
 
 PUBLISHERS = 8
@@ -104,14 +108,20 @@ def test_small_publishes_are_coalesced_into_few_writes(nc: nats.Client) -> None:
     assert sum(1 for _ in range(10_000) if sub.next_msg(5)) == 10_000
 
 
-def test_threads_publishing_at_once_lose_and_reorder_nothing(shared_server: NatsServer) -> None:
-    """Publishes append to the write buffer without the connection lock while
-    the flusher takes from it; a few large ones make the publishing threads send
+@pytest.mark.parametrize("without_lock", [True, False], ids=["gil-appends", "locked-appends"])
+def test_threads_publishing_at_once_lose_and_reorder_nothing(shared_server: NatsServer, without_lock: bool,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Publishes append to the write buffer without the connection lock (with
+    the GIL; under the lock on a free-threaded interpreter) while the flusher
+    takes from it; a few large ones make the publishing threads send
     themselves (back-pressure) at the same time. Every message arrives once, in
     each thread's order, with no flush() to push out the last ones, and the
     counters are exact."""
     threads_n, per_thread = 6, 4000
     big = b"B" * (300 * 1024)  # four of these pass the flush threshold
+    free = ConnState.CONNECTED if without_lock else None  # as the modules decide at import
+    monkeypatch.setattr(nats.client, "_APPEND_FREELY", free)
+    monkeypatch.setattr(connection_module, "_APPEND_FREELY", free)
     with nats.connect(shared_server.url) as sub_nc, nats.connect(shared_server.url) as pub_nc:
         sub = sub_nc.subscribe("order.>", pending_msgs_limit=threads_n * per_thread + 1,
                                pending_bytes_limit=-1)
