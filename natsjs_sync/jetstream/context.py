@@ -159,6 +159,18 @@ def _config(cls: type[Any], config: Any, kwargs: Mapping[str, Any]) -> Any:
     return config.replace(**kwargs) if kwargs else config
 
 
+def _common_headers(headers: HeadersInput | None, msg_id: str | None, expected_stream: str | None,
+                    expected_last_seq: int | None, expected_last_subject_seq: int | None,
+                    expected_last_msg_id: str | None) -> HeadersInput | None:
+    """publish_headers() for the options of the common publish_async(); None, without the
+    call, when there is nothing to merge (pipelined publishing is per-message work)."""
+    if (headers is None and msg_id is None and expected_stream is None and expected_last_seq is None
+            and expected_last_subject_seq is None and expected_last_msg_id is None):
+        return None
+    return publish_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
+                           expected_last_msg_id)
+
+
 class JetStream(NatsPyNames):
     """JetStream on one connection. Thread-safe. Make it with ``nc.jetstream()``."""
 
@@ -728,12 +740,8 @@ class JetStream(NatsPyNames):
                 and schedule_cron is None and schedule_target is None and schedule_source is None
                 and schedule_ttl is None and schedule_time_zone is None and ttl is None and not schedule_rollup):
             # The common case stays as short as it was: pipelined publishing is per-message work.
-            if (headers is None and msg_id is None and expected_stream is None and expected_last_seq is None
-                    and expected_last_subject_seq is None and expected_last_msg_id is None):
-                hdrs = None  # nothing to merge: skip the call
-            else:
-                hdrs = publish_headers(headers, msg_id, expected_stream, expected_last_seq,
-                                       expected_last_subject_seq, expected_last_msg_id)
+            hdrs = _common_headers(headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
+                                   expected_last_msg_id)
             fut = self._async.publish(subject, payload, hdrs, wait_stall)
             if self._async_error_cb is not None:
                 fut.add_done_callback(self._report_async_failure)
