@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import MsgAlreadyAckdError, NotJSMessageError
+from .protocol import _compiled
 from .protocol.headers import Headers, HeadersInput, parse_headers, status_of
 from .protocol.jetstream.ackreply import ACK, ACK_PREFIX, NAK, TERM, WPI, MsgMetadata, parse_metadata
 
@@ -172,12 +173,8 @@ class Msg:
     __hash__ = None  # type: ignore[assignment]
 
 
-try:  # the compiled parser fills Msg's slots itself: tell it where they are
-    from .protocol import _speedups
-
-    _speedups.setup(Msg)
-except ImportError:  # pragma: no cover - built where a C compiler is available
-    pass
+if _compiled.speedups is not None:  # the compiled parser fills Msg's slots itself: tell it where they are
+    _compiled.speedups.setup(Msg)
 
 
 def bound_msg_class(conn: Connection) -> type[Msg]:

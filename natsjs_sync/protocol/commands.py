@@ -6,11 +6,11 @@ functions only lay out bytes. Payloads may be any bytes-like object.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
+
+from ._compiled import twin
 
 PING = b"PING\r\n"
 PONG = b"PONG\r\n"
@@ -42,14 +42,7 @@ def append_pub_py(buffer: bytearray, head: bytes, payload: bytes) -> int:
 
 #: :func:`append_pub_py`, or its compiled twin where the extension was built
 #: (the same bytes without two intermediate objects: the publish hot path).
-append_pub: Callable[[bytearray, bytes, bytes], int] = append_pub_py
-if not os.environ.get("NATSJS_SYNC_PURE_PYTHON"):
-    try:
-        from . import _speedups
-    except ImportError:  # pragma: no cover - depends on the install
-        pass
-    else:
-        append_pub = _speedups.append_pub
+append_pub = twin("append_pub", append_pub_py)
 
 
 def hpub(

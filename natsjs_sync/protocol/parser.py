@@ -12,7 +12,6 @@ After a ProtocolError the parser stays broken; the connection must be dropped.
 
 from __future__ import annotations
 
-import os
 import re
 from collections import deque
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from typing import Any, Union
 import msgspec
 
 from ..errors import ProtocolError
+from . import _compiled
 
 DEFAULT_MAX_CONTROL_LINE = 16 * 1024
 DEFAULT_MAX_PAYLOAD = 64 * 1024 * 1024 + 64 * 1024  # the server's hard limit plus headers
@@ -103,13 +103,8 @@ MsgFactory = Callable[[str, int, str | None, bytes | None, bytes], Any]
 
 _json_decode = msgspec.json.decode
 
-_speedups: ModuleType | None
-try:  # the compiled fast path, when it was built (setup.py); the Python path below is the reference
-    from . import _speedups
-except ImportError:  # pragma: no cover - depends on the install
-    _speedups = None
-if os.environ.get("NATSJS_SYNC_PURE_PYTHON"):  # for testing the pure-Python parser where the extension exists
-    _speedups = None
+# The compiled fast path, when it was built (setup.py); the Python path below is the reference.
+_speedups: ModuleType | None = _compiled.speedups
 
 # MSG <subject> <sid> [reply] <size>\r\n. Anything it does not match (HMSG,
 # other operations, malformed lines) takes the general path, which validates.

@@ -14,11 +14,10 @@ consumer name and the two sequences, for code that runs for every message
 from __future__ import annotations
 
 import datetime
-import os
-from collections.abc import Callable
 from typing import NamedTuple
 
 from ...errors import NotJSMessageError
+from .._compiled import twin
 
 ACK_PREFIX = "$JS.ACK."
 
@@ -115,14 +114,7 @@ def ack_tail_py(reply: str, prefix: str) -> tuple[int, int] | None:
 
 
 #: :func:`ack_tail_py`, or its compiled twin where the extension was built.
-ack_tail: Callable[[str, str], tuple[int, int] | None] = ack_tail_py
-if not os.environ.get("NATSJS_SYNC_PURE_PYTHON"):
-    try:
-        from .. import _speedups
-    except ImportError:  # pragma: no cover - depends on the install
-        pass
-    else:
-        ack_tail = _speedups.ack_tail
+ack_tail = twin("ack_tail", ack_tail_py)
 
 
 def parse_metadata(reply: str | None) -> MsgMetadata:
