@@ -8,11 +8,12 @@ is one bytearray that is never replaced while others may append to it, an
 append (``+=``) and a take (copy, then delete that many bytes from the front)
 are each one C call that the GIL makes atomic, so nothing is lost or
 reordered; the flush flag is cleared before the buffer is looked at again
-(see :meth:`Writer.send_held`), so no append is left without a flush. Calls that wait for an answer
-(request, flush, respond) send from their own thread instead, so a lone
-request pays no thread hop; when another thread is sending at that moment
-they leave their bytes to it (:meth:`Writer.claim_locked`), so many threads
-requesting at once share writes. The send lock keeps the wire in buffer
+(see :meth:`Writer.send_held`), so no append is left without a flush.
+
+Calls that wait for an answer (request, flush, respond) send from their own
+thread instead, so a lone request pays no thread hop; when another thread is
+sending at that moment they leave their bytes to it
+(:meth:`Writer.claim_locked`), so many threads requesting at once share writes. The send lock keeps the wire in buffer
 order; the transport's write deadline means a peer that stops reading costs
 the writer at most ``write_timeout`` before the connection is declared lost.
 """
