@@ -138,7 +138,10 @@ class TcpTransport:
     def set_write_timeout(self, seconds: float | None) -> None:
         # One timeout serves both directions of a socket; a read that times out
         # is simply retried (see read), so this only bounds writes in effect.
-        self._sock.settimeout(seconds)
+        try:
+            self._sock.settimeout(seconds)
+        except OSError as exc:  # closed under us (the reader closes it when the connection ends)
+            raise NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}") from exc
 
     def read(self) -> bytes:
         recv = self._sock.recv

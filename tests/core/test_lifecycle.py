@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import pytest
 
 import natsjs_sync as nats
+from natsjs_sync._core.spi import link
+from natsjs_sync._core.transport import TcpTransport
 from natsjs_sync.testing import NatsServer, free_port
 
 
@@ -181,3 +184,23 @@ def test_server_crash_without_reconnect_fails_waiters_instead_of_hanging() -> No
             nc.request("crash.y", b"", timeout=5)
     finally:
         server.close()
+
+
+def test_closing_after_the_reader_closed_the_socket_is_best_effort(shared_server: NatsServer) -> None:
+    """close() sends what is buffered if it can; when the socket is already
+    closed (the reader closes it as the connection ends, which can happen while
+    close() runs) that last flush gives up quietly instead of raising OSError
+    out of close() and leaving its threads behind (seen once under load)."""
+    nc = nats.connect(shared_server.url)
+    try:
+        conn = link(nc)
+        sock = socket.create_connection(("127.0.0.1", shared_server.port))
+        sock.close()
+        gone = TcpTransport(sock, conn.transport.addr)
+        with pytest.raises(nats.NatsError):
+            gone.set_write_timeout(1.0)
+        nc.publish("left.behind", b"x")
+        conn.writer.final_flush(gone, 1.0)  # raised OSError (EBADF) before
+    finally:
+        nc.close()
+    assert nc.is_closed
