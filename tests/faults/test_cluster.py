@@ -25,7 +25,14 @@ from .workload import Workload
 
 pytestmark = pytest.mark.cluster
 
-RESUME_BOUND = 15.0  # half a heartbeat (15 s) after the cluster is whole again, plus leader elections
+# A consumer's leader can move while the client's connection stays up (a node
+# restarted gracefully, the client on another node). The server may then drop
+# the waiting pull requests without a status message reaching the client, and
+# the client learns of it only from two missed idle heartbeats, as nats.go does.
+# The pull consumers here use 10 s pulls (heartbeat 5 s; the ordered consumer's
+# default is the same), so the bound is two heartbeats plus leader elections.
+PULL_EXPIRES = 10.0
+RESUME_BOUND = 2 * (PULL_EXPIRES / 2) + 10.0
 OUTAGE = 3.0  # how long two nodes stay down
 
 
@@ -75,7 +82,7 @@ def _report(work: Workload, back: float, label: str) -> None:
 
 def test_the_stream_leader_is_killed(cluster: NatsCluster, r3: tuple[nats.Client, JetStream, str]) -> None:
     _, js, name = r3
-    work = Workload(js, name, f"{name}.x", publishers=2)
+    work = Workload(js, name, f"{name}.x", publishers=2, pull_expires=PULL_EXPIRES)
     try:
         assert work.wait_acked(200, timeout=60)
         leader = _leader(js, name)
@@ -93,7 +100,7 @@ def test_the_stream_leader_is_killed(cluster: NatsCluster, r3: tuple[nats.Client
 
 def test_two_of_three_nodes_down_for_a_while(cluster: NatsCluster, r3: tuple[nats.Client, JetStream, str]) -> None:
     _, js, name = r3
-    work = Workload(js, name, f"{name}.x", publishers=2)
+    work = Workload(js, name, f"{name}.x", publishers=2, pull_expires=PULL_EXPIRES)
     try:
         assert work.wait_acked(200, timeout=60)
         down = [i for i, n in enumerate(cluster.nodes) if n.server_name != _leader(js, name)][:1]
@@ -114,7 +121,7 @@ def test_two_of_three_nodes_down_for_a_while(cluster: NatsCluster, r3: tuple[nat
 
 def test_a_rolling_restart(cluster: NatsCluster, r3: tuple[nats.Client, JetStream, str]) -> None:
     _, js, name = r3
-    work = Workload(js, name, f"{name}.x", publishers=2)
+    work = Workload(js, name, f"{name}.x", publishers=2, pull_expires=PULL_EXPIRES)
     try:
         for i in range(len(cluster.nodes)):
             assert work.wait_acked(150, timeout=60), f"no progress before restarting node {i}"

@@ -52,11 +52,14 @@ class Workload:
         publishers, async_publishers: how many threads publish each way.
         consumers: which consumer kinds run: ``messages``, ``consume``, ``fetch``, ``ordered``.
         rate: pause (seconds) between a publisher's publishes, to keep consumers caught up.
+        pull_expires: ``expires`` of the ``messages`` and ``consume`` pulls (their idle
+            heartbeat is half of it, the default rule); a pull request the server drops
+            without a status message is noticed after two missed heartbeats.
     """
 
     def __init__(self, js: JetStream, stream: str, subject: str, *, publishers: int = 3, async_publishers: int = 1,
                  consumers: tuple[str, ...] = ("messages", "consume", "fetch", "ordered"), rate: float = 0.002,
-                 ack_wait: float = 4.0):
+                 ack_wait: float = 4.0, pull_expires: float = 30.0):
         self.js = js
         self.stream = stream
         self.subject = subject
@@ -66,6 +69,7 @@ class Workload:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._rate = rate
+        self._pull_expires = pull_expires
         self.acked: dict[bytes, int] = {}  # payload -> stream sequence of its ack
         self.retries = 0
         self.processed: dict[str, dict[bytes, float]] = {kind: {} for kind in consumers}  # first time seen
@@ -181,7 +185,7 @@ class Workload:
         cons = js.create_or_update_consumer(self.stream, durable_name=kind, ack_policy="explicit", ack_wait=ack_wait,
                                             timeout=10)
         if kind == "messages":
-            it = cons.messages()
+            it = cons.messages(expires=self._pull_expires)
             self._stoppers.append(it.stop)
 
             def read_messages() -> None:
@@ -204,7 +208,7 @@ class Workload:
                 self._seen(kind, msg.data)
                 self._ack(kind, msg)
 
-            ctx = cons.consume(handle, error_cb=lambda exc: self._error(kind, exc))
+            ctx = cons.consume(handle, expires=self._pull_expires, error_cb=lambda exc: self._error(kind, exc))
             self._stoppers.append(ctx.stop)
         elif kind == "fetch":
             def read_fetch() -> None:
