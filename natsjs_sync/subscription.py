@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ._core.inlet import Inlet
 from ._core.options import DEFAULT_PENDING_BYTES_LIMIT, DEFAULT_PENDING_MSGS_LIMIT, UNLIMITED
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
 from .errors import BadSubscriptionError, ConnectionClosedError, SlowConsumerError, TimeoutError
@@ -79,18 +81,18 @@ class Subscription:
         self._q: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._lane: Lane[object] | None = None
         if cb is not None:
-            self._lane = conn.lane(self._handle, f"sub{sid}-{subject}")
-        self._pending_msgs_limit = pending_msgs_limit
-        self._pending_bytes_limit = pending_bytes_limit
+            self._lane = lane = conn.lane(self._handle, f"sub{sid}-{subject}")
+            put, qsize = lane.put, lane.__len__
+        else:
+            put, qsize = self._q.put, self._q.qsize
         self._filter = status_filter
-        # Written by the reader thread only.
-        self._received = 0
-        self._bytes_in = 0
-        self._dropped = 0
-        self._slow = False
-        # Written by the consuming side only (bytes_in - bytes_out = pending bytes).
-        self._bytes_out = 0
-        self._max: int | None = None
+        # The reader-thread end: counts, applies the pending limits, enqueues.
+        # Its counters are written by the reader thread, except bytes_out, which
+        # the consuming side adds to (bytes_in - bytes_out = pending bytes).
+        self._inlet = Inlet(put, qsize, pending_msgs_limit, pending_bytes_limit,
+                            functools.partial(_report_slow, conn, subject, sid))
+        #: What the reader thread calls for each message of this subscription.
+        self.route: Callable[[Msg], None] = self._inlet if status_filter is None else self.deliver
         self._forked = False
         self._state = _OPEN
         self._done = threading.Event()
@@ -98,40 +100,16 @@ class Subscription:
     # ---------------------------------------------------------------- reader side
 
     def deliver(self, msg: Msg) -> None:
-        """Reader thread: enqueue or drop. Never blocks, never runs user code."""
-        if self._state >= _DRAINED:
+        """Reader thread: filter, then enqueue or drop. Never blocks, never runs user code.
+
+        (Without a status filter the reader calls the inlet directly: :attr:`route`.)
+        """
+        inlet = self._inlet
+        if inlet.closed:
             return
         if self._filter is not None and not self._filter(self, msg):
             return
-        self._received += 1
-        size = len(msg.data)
-        lane = self._lane
-        if (
-            (len(lane) if lane is not None else self._q.qsize()) >= self._pending_msgs_limit
-            or self._bytes_in - self._bytes_out + size > self._pending_bytes_limit
-        ):
-            self._dropped += 1
-            if not self._slow:
-                self._slow = True
-                self._conn.report_error(
-                    SlowConsumerError(
-                        f"slow consumer on subject {self.subject!r} (sid {self.sid}): dropping messages",
-                        subject=self.subject,
-                        sid=self.sid,
-                        dropped=self._dropped,
-                    )
-                )
-        else:
-            if self._slow:
-                self._slow = False  # the episode is over; the next one is reported again
-            self._bytes_in += size
-            if lane is not None:
-                lane.put(msg)
-            else:
-                self._q.put(msg)
-        if self._max is not None and self._received >= self._max:
-            self._conn.remove_subscription(self.sid)
-            self.finish_drained()
+        inlet(msg)
 
     def enqueue_control(self, fn: Callable[[], None]) -> None:
         """Reader thread: run ``fn`` on the consuming side once the items before it were read."""
@@ -143,11 +121,19 @@ class Subscription:
 
     def remaining(self) -> int | None:
         """Messages left before the server unsubscribes it (``None``: no limit)."""
-        return None if self._max is None else self._max - self._received
+        inlet = self._inlet
+        return None if inlet.max < 0 else inlet.max - inlet.received
 
     def set_max(self, limit: int) -> None:
         """Connection side: end the subscription after ``limit`` messages in all (``unsubscribe(limit)``)."""
-        self._max = limit
+        inlet = self._inlet
+        inlet.on_max = self._max_reached
+        inlet.max = limit
+
+    def _max_reached(self) -> None:
+        """Reader thread: the last message of ``unsubscribe(limit)`` arrived."""
+        self._conn.remove_subscription(self.sid)
+        self.finish_drained()
 
     # ---------------------------------------------------------------- ending
 
@@ -155,6 +141,7 @@ class Subscription:
         if self._state in (_DRAINED, _UNSUBSCRIBED, _CLOSED):
             return
         self._state = state
+        self._inlet.closed = 1  # the reader hands it nothing more
         lane = self._lane
         if lane is None:
             self._q.put(_END)
@@ -186,6 +173,7 @@ class Subscription:
         """In a forked child: this subscription belongs to the parent. Its queue
         is not ours (a parent thread may have held its lock), so it is replaced
         and every read ends at once."""
+        self._inlet.closed = 1
         self._q = queue.SimpleQueue()
         self._q.put(_END)
         self._lane = None
@@ -206,17 +194,18 @@ class Subscription:
     @property
     def pending_bytes(self) -> int:
         """Payload bytes received and not yet handed to the user."""
-        return max(0, self._bytes_in - self._bytes_out)
+        inlet = self._inlet
+        return max(0, inlet.bytes_in - inlet.bytes_out)
 
     @property
     def delivered(self) -> int:
         """Messages received from the server (dropped ones included)."""
-        return self._received
+        return self._inlet.received
 
     @property
     def dropped(self) -> int:
         """Messages dropped because the pending limits were reached."""
-        return self._dropped
+        return self._inlet.dropped
 
     @property
     def is_valid(self) -> bool:
@@ -240,8 +229,8 @@ class Subscription:
 
     def set_pending_limits(self, msgs: int, bytes_: int) -> None:
         """Change the pending limits (messages, bytes); ``0`` or a negative value means no limit."""
-        self._pending_msgs_limit = msgs if msgs > 0 else UNLIMITED
-        self._pending_bytes_limit = bytes_ if bytes_ > 0 else UNLIMITED
+        self._inlet.msgs_limit = msgs if msgs > 0 else UNLIMITED
+        self._inlet.bytes_limit = bytes_ if bytes_ > 0 else UNLIMITED
 
     def next_msg(self, timeout: TimeoutArg = 1.0) -> Msg:
         """Wait for the next message.
@@ -269,7 +258,7 @@ class Subscription:
         except queue.Empty:
             raise TimeoutError(f"no message on {self.subject!r} within {t} s") from None
         if isinstance(item, Msg):  # the common case, inline
-            self._bytes_out += len(item.data)
+            self._inlet.bytes_out += len(item.data)
             return item
         msg = self._unwrap(item)
         if msg is None:
@@ -294,7 +283,7 @@ class Subscription:
             item.run()
             return None
         msg: Msg = item  # type: ignore[assignment]
-        self._bytes_out += len(msg.data)
+        self._inlet.bytes_out += len(msg.data)
         return msg
 
     def poll(self) -> Msg | None:
@@ -304,7 +293,7 @@ class Subscription:
         except queue.Empty:
             return None
         if isinstance(item, Msg):  # the common case, inline
-            self._bytes_out += len(item.data)
+            self._inlet.bytes_out += len(item.data)
             return item
         return self._unwrap(item)
 
@@ -373,9 +362,15 @@ class Subscription:
             item.run()
             return
         msg: Any = item
-        self._bytes_out += len(msg.data)
+        self._inlet.bytes_out += len(msg.data)
         self._cb(msg)  # type: ignore[misc]  # exceptions go to error_cb via the lane
 
     def __repr__(self) -> str:
         q = f" queue={self.queue!r}" if self.queue else ""
         return f"<Subscription sid={self.sid} subject={self.subject!r}{q}>"
+
+
+def _report_slow(conn: Connection, subject: str, sid: int, dropped: int) -> None:
+    """Reader thread (an inlet's ``on_slow``): the first drop of a slow-consumer episode."""
+    conn.report_error(SlowConsumerError(f"slow consumer on subject {subject!r} (sid {sid}): dropping messages",
+                                        subject=subject, sid=sid, dropped=dropped))

@@ -585,7 +585,7 @@ class Connection:
                 raise ConnectionClosedError("the connection is closed")
             if not internal and state in (ConnState.DRAINING_SUBS, ConnState.DRAINING_PUBS):
                 raise ConnectionClosedError("the connection is draining")
-            self.registry.add(Entry(sub.sid, sub.subject, sub.queue, sub.deliver, sub.remaining, sub))
+            self.registry.add(Entry(sub.sid, sub.subject, sub.queue, sub.route, sub.remaining, sub))
             self.control_locked(frame)
 
     def route_internal(self, subject: str, route: Callable[[Msg], None]) -> Handle:

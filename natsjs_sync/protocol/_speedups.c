@@ -1,5 +1,7 @@
 /*
- * Optional compiled fast path of the NATS parser (natsjs_sync.protocol.parser).
+ * Optional compiled fast paths: the NATS parser (natsjs_sync.protocol.parser),
+ * the reader thread's delivery of messages (natsjs_sync._core.inlet) and a few
+ * per-message helpers; each has a pure-Python twin that is the reference.
  *
  * scan() turns a run of complete MSG/HMSG frames into message objects in one
  * C loop and stops at the first thing it does not handle: any other
@@ -354,6 +356,268 @@ append_pub(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(old + lh + lp + 2);
 }
 
+/* The payload size of a message: its data slot when it is bytes, else len(). */
+static inline Py_ssize_t
+payload_size(PyObject *msg)
+{
+    PyObject *data = *(PyObject **)((char *)msg + off_data);
+    if (data == NULL) {
+        return 0;
+    }
+    if (PyBytes_CheckExact(data)) {
+        return PyBytes_GET_SIZE(data);
+    }
+    return PyObject_Length(data);
+}
+
+/*
+ * route_run(events, start, routes, cls) -> (stop, messages, payload_bytes)
+ *
+ * The reader thread's inner loop: from events[start], each message (an
+ * instance of exactly cls) is handed to routes.get(msg.sid), if any, until
+ * the first event that is not a message; stop is its index (len(events) when
+ * all were messages). What comes after a PING, PONG or INFO stays after it:
+ * the caller handles that event, then continues from stop + 1. The Python
+ * twin is _core/reader.py's route_run_py.
+ */
+static PyObject *
+route_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyDict_Check(args[2]) || !PyType_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "route_run(events: list, start: int, routes: dict, cls: type)");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[3];
+    if (msg_base == NULL || !PyType_IsSubtype(cls, msg_base) || cls->tp_basicsize != msg_base->tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "route_run() needs a Msg class after setup()");
+        return NULL;
+    }
+    PyObject *events = args[0];
+    PyObject *routes = args[2];
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t count = 0, nbytes = 0;
+    for (; i < PyList_GET_SIZE(events); i++) {
+        PyObject *ev = PyList_GET_ITEM(events, i);
+        if (Py_TYPE(ev) != cls) {
+            break;
+        }
+        Py_INCREF(ev); /* a route may run Python code: hold what we use */
+        Py_ssize_t size = payload_size(ev);
+        if (size < 0) {
+            Py_DECREF(ev);
+            return NULL;
+        }
+        count++;
+        nbytes += size;
+        PyObject *sid = *(PyObject **)((char *)ev + off_sid);
+        PyObject *route = sid == NULL ? NULL : PyDict_GetItemWithError(routes, sid); /* borrowed */
+        if (route == NULL) {
+            Py_DECREF(ev);
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            continue; /* a sid nobody holds any more */
+        }
+        Py_INCREF(route); /* the registry may drop it while it runs */
+        PyObject *res = PyObject_CallOneArg(route, ev);
+        Py_DECREF(route);
+        Py_DECREF(ev);
+        if (res == NULL) {
+            return NULL;
+        }
+        Py_DECREF(res);
+    }
+    return Py_BuildValue("(nnn)", i, count, nbytes);
+}
+
+/*
+ * Inlet: the reader-thread end of a subscription's queue (the Python twin,
+ * and the reference, is natsjs_sync._core.inlet.InletPy). Calling it with a
+ * message counts it and either puts it on the queue or, over the pending
+ * limits, drops it; the first drop of an episode calls on_slow(dropped).
+ * After `max` messages in all it calls on_max(). Once `closed` is set it
+ * takes nothing. The consuming side adds to bytes_out what it hands over.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *put;     /* put(item): enqueue */
+    PyObject *qsize;   /* qsize() -> items queued */
+    PyObject *on_slow; /* on_slow(dropped) or None */
+    PyObject *on_max;  /* on_max() or None */
+    Py_ssize_t msgs_limit, bytes_limit;
+    Py_ssize_t received, bytes_in, bytes_out, dropped, max;
+    int closed, slow;
+} Inlet;
+
+#define NO_LIMIT ((Py_ssize_t)1 << 62) /* _core/options.py's UNLIMITED */
+
+static int
+inlet_traverse(Inlet *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->put);
+    Py_VISIT(self->qsize);
+    Py_VISIT(self->on_slow);
+    Py_VISIT(self->on_max);
+    return 0;
+}
+
+static int
+inlet_clear(Inlet *self)
+{
+    Py_CLEAR(self->put);
+    Py_CLEAR(self->qsize);
+    Py_CLEAR(self->on_slow);
+    Py_CLEAR(self->on_max);
+    return 0;
+}
+
+static void
+inlet_dealloc(Inlet *self)
+{
+    PyObject_GC_UnTrack(self);
+    inlet_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+inlet_init(Inlet *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"put", "qsize", "msgs_limit", "bytes_limit", "on_slow", NULL};
+    PyObject *put, *qsize, *on_slow = Py_None;
+    Py_ssize_t msgs_limit, bytes_limit;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOnn|O", kwlist, &put, &qsize, &msgs_limit, &bytes_limit,
+                                     &on_slow)) {
+        return -1;
+    }
+    Py_INCREF(put);
+    Py_XSETREF(self->put, put);
+    Py_INCREF(qsize);
+    Py_XSETREF(self->qsize, qsize);
+    Py_INCREF(on_slow);
+    Py_XSETREF(self->on_slow, on_slow);
+    Py_INCREF(Py_None);
+    Py_XSETREF(self->on_max, Py_None);
+    self->msgs_limit = msgs_limit;
+    self->bytes_limit = bytes_limit;
+    self->received = self->bytes_in = self->bytes_out = self->dropped = 0;
+    self->max = -1;
+    self->closed = self->slow = 0;
+    return 0;
+}
+
+static PyObject *
+inlet_call(Inlet *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "an inlet takes one message");
+        return NULL;
+    }
+    if (self->closed) {
+        Py_RETURN_NONE;
+    }
+    PyObject *msg = args[0];
+    Py_ssize_t size;
+    if (msg_base != NULL && PyObject_TypeCheck(msg, msg_base) && Py_TYPE(msg)->tp_basicsize == msg_base->tp_basicsize) {
+        size = payload_size(msg);
+    } else {
+        PyObject *data = PyObject_GetAttrString(msg, "data");
+        size = data == NULL ? -1 : PyObject_Length(data);
+        Py_XDECREF(data);
+    }
+    if (size < 0) {
+        return NULL;
+    }
+    self->received++;
+    int over = self->bytes_in - self->bytes_out + size > self->bytes_limit;
+    if (!over && self->msgs_limit < NO_LIMIT) {
+        PyObject *n = PyObject_CallNoArgs(self->qsize);
+        if (n == NULL) {
+            return NULL;
+        }
+        Py_ssize_t queued = PyLong_AsSsize_t(n);
+        Py_DECREF(n);
+        if (queued == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        over = queued >= self->msgs_limit;
+    }
+    if (over) {
+        self->dropped++;
+        if (!self->slow) {
+            self->slow = 1;
+            if (self->on_slow != Py_None) {
+                PyObject *r = PyObject_CallFunction(self->on_slow, "n", self->dropped);
+                if (r == NULL) {
+                    return NULL;
+                }
+                Py_DECREF(r);
+            }
+        }
+    } else {
+        self->slow = 0; /* the episode is over; the next one is reported again */
+        self->bytes_in += size;
+        PyObject *r = PyObject_CallOneArg(self->put, msg);
+        if (r == NULL) {
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    if (self->max >= 0 && self->received >= self->max && self->on_max != Py_None) {
+        PyObject *r = PyObject_CallNoArgs(self->on_max);
+        if (r == NULL) {
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+inlet_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    Inlet *self = (Inlet *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->vectorcall = (vectorcallfunc)inlet_call;
+        self->max = -1;
+    }
+    return (PyObject *)self;
+}
+
+static PyMemberDef inlet_members[] = {
+    {"msgs_limit", T_PYSSIZET, offsetof(Inlet, msgs_limit), 0, "pending messages allowed"},
+    {"bytes_limit", T_PYSSIZET, offsetof(Inlet, bytes_limit), 0, "pending payload bytes allowed"},
+    {"received", T_PYSSIZET, offsetof(Inlet, received), 0, "messages received (dropped ones included)"},
+    {"bytes_in", T_PYSSIZET, offsetof(Inlet, bytes_in), 0, "payload bytes queued in all"},
+    {"bytes_out", T_PYSSIZET, offsetof(Inlet, bytes_out), 0, "payload bytes handed over in all"},
+    {"dropped", T_PYSSIZET, offsetof(Inlet, dropped), 0, "messages dropped over the limits"},
+    {"max", T_PYSSIZET, offsetof(Inlet, max), 0, "call on_max after this many messages (-1: never)"},
+    {"closed", T_INT, offsetof(Inlet, closed), 0, "nonzero: take nothing more"},
+    {"slow", T_INT, offsetof(Inlet, slow), 0, "nonzero: in a slow-consumer episode"},
+    {"on_max", T_OBJECT, offsetof(Inlet, on_max), 0, "called once max messages were received"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject InletType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.Inlet",
+    .tp_basicsize = sizeof(Inlet),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Inlet, vectorcall),
+    .tp_doc = "Inlet(put, qsize, msgs_limit, bytes_limit, on_slow=None): a subscription's reader-side end.",
+    .tp_new = inlet_new,
+    .tp_init = (initproc)inlet_init,
+    .tp_dealloc = (destructor)inlet_dealloc,
+    .tp_traverse = (traverseproc)inlet_traverse,
+    .tp_clear = (inquiry)inlet_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_members = inlet_members,
+};
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_O, "Read the slot offsets of the Msg class."},
     {"accepts", (PyCFunction)accepts, METH_O, "Whether scan() can build instances of this class."},
@@ -363,6 +627,8 @@ static PyMethodDef methods[] = {
      "append_pub(buffer, head, payload) -> len(buffer): buffer += head + payload + CRLF"},
     {"ack_tail", (PyCFunction)(void (*)(void))ack_tail, METH_FASTCALL,
      "ack_tail(reply, prefix) -> (stream_seq, consumer_seq) or None"},
+    {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
+     "route_run(events, start, routes, cls) -> (stop, messages, payload_bytes)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -373,5 +639,18 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    return PyModule_Create(&module);
+    if (PyType_Ready(&InletType) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&InletType);
+    if (PyModule_AddObject(m, "Inlet", (PyObject *)&InletType) < 0) {
+        Py_DECREF(&InletType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -1,4 +1,4 @@
-"""Types of the optional compiled parser (``_speedups.c``)."""
+"""Types of the optional compiled extension (``_speedups.c``)."""
 
 from typing import Any
 
@@ -7,3 +7,18 @@ def accepts(cls: object, /) -> bool: ...
 def scan(buf: bytes, pos: int, cls: type, max_payload: int, max_control_line: int, /) -> tuple[list[Any], int]: ...
 def ack_tail(reply: str, prefix: str, /) -> tuple[int, int] | None: ...
 def append_pub(buffer: bytearray, head: bytes, payload: bytes, /) -> int: ...
+def route_run(events: list[Any], start: int, routes: dict[int, Any], cls: type, /) -> tuple[int, int, int]: ...
+
+class Inlet:
+    msgs_limit: int
+    bytes_limit: int
+    received: int
+    bytes_in: int
+    bytes_out: int
+    dropped: int
+    max: int
+    closed: int
+    slow: int
+    on_max: Any
+    def __init__(self, put: Any, qsize: Any, msgs_limit: int, bytes_limit: int, on_slow: Any = None) -> None: ...
+    def __call__(self, msg: Any, /) -> None: ...

@@ -93,3 +93,150 @@ def test_append_pub_twins_lay_out_the_same_frame() -> None:
             twins[1](b"not a bytearray", b"PUB a 1\r\n", b"x")  # type: ignore[arg-type]
         with pytest.raises(TypeError):
             twins[1](bytearray(), b"PUB a 1\r\n", bytearray(b"x"))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- the reader's delivery path
+
+def _inlets() -> list:
+    from natsjs_sync._core.inlet import InletPy
+
+    try:
+        from natsjs_sync.protocol import _speedups
+    except ImportError:
+        return [InletPy]
+    return [InletPy, _speedups.Inlet]
+
+
+def _route_runs() -> list:
+    import os
+
+    from natsjs_sync._core.inlet import route_run_py
+
+    try:
+        from natsjs_sync.protocol import _speedups
+    except ImportError:
+        return [route_run_py]
+    if os.environ.get("NATSJS_SYNC_PURE_PYTHON"):
+        return [route_run_py]  # the compiled one needs Msg's slots, which are then not registered
+    return [route_run_py, _speedups.route_run]
+
+
+def _msg(data: bytes, sid: int = 1) -> object:
+    from natsjs_sync.msg import Msg
+
+    return Msg("s", sid, "", None, data)
+
+
+def _drive(inlet_cls: type) -> list:
+    """One script of deliveries against an inlet: what it queued, reported and counted."""
+    import queue
+
+    q: queue.SimpleQueue[object] = queue.SimpleQueue()
+    events: list = []
+    inlet = inlet_cls(q.put, q.qsize, 3, 10, lambda dropped: events.append(("slow", dropped)))
+    for data in (b"aaaa", b"bbbb", b"cc", b"d", b"eee"):  # 10 bytes fit; the 5th is over (11)
+        inlet(_msg(data))
+    events.append(("queued", q.qsize(), inlet.received, inlet.dropped, inlet.bytes_in, inlet.slow))
+    q.get_nowait()
+    inlet.bytes_out += 4  # the consumer took "aaaa": room again, the episode ends
+    inlet(_msg(b"ff"))
+    inlet(_msg(b"gggggg"))  # over the bytes again: a second episode, reported again
+    events.append(("after", q.qsize(), inlet.received, inlet.dropped, inlet.bytes_in, inlet.slow))
+    inlet.msgs_limit = 1 << 62  # no message limit
+    inlet.bytes_limit = 1 << 62
+    inlet.on_max = lambda: events.append(("max", inlet.received))
+    inlet.max = 10
+    for _ in range(4):
+        inlet(_msg(b"h"))
+    events.append(("unlimited", q.qsize(), inlet.received, inlet.dropped))
+    inlet.closed = 1
+    inlet(_msg(b"ignored"))
+    events.append(("closed", q.qsize(), inlet.received))
+    return events
+
+
+def test_inlet_twins_count_limit_and_report_alike() -> None:
+    runs = [_drive(cls) for cls in _inlets()]
+    expected = [
+        ("slow", 1),  # the 4th message is over the message limit (3 queued)
+        ("queued", 3, 5, 2, 10, 1),
+        ("slow", 3),
+        ("after", 3, 7, 3, 12, 1),
+        ("max", 10),  # from the 10th message on (a subscription closes the inlet there)
+        ("max", 11),
+        ("unlimited", 7, 11, 3),
+        ("closed", 7, 11),
+    ]
+    for run in runs:
+        assert run == expected
+
+
+def test_inlet_errors_of_a_callback_propagate() -> None:
+    import queue
+
+    for cls in _inlets():
+        q: queue.SimpleQueue[object] = queue.SimpleQueue()
+
+        def boom(_dropped: int) -> None:
+            raise RuntimeError("reporter failed")
+
+        inlet = cls(q.put, q.qsize, 0, 100, boom)
+        with pytest.raises(RuntimeError, match="reporter failed"):
+            inlet(_msg(b"x"))
+
+
+def test_a_compiled_inlet_in_a_reference_cycle_is_collected() -> None:
+    import gc
+    import queue
+    import weakref
+
+    inlets = _inlets()
+    if len(inlets) == 1:
+        pytest.skip("the compiled extension is not built in this install (no C compiler)")
+
+    class Owner:
+        def at_max(self) -> None:
+            pass
+
+    owner = Owner()
+    q: queue.SimpleQueue[object] = queue.SimpleQueue()
+    owner.inlet = inlets[1](q.put, q.qsize, 10, 10)  # type: ignore[attr-defined]
+    owner.inlet.on_max = owner.at_max  # type: ignore[attr-defined]  # owner -> inlet -> bound method -> owner
+    ref = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert ref() is None
+
+
+def test_route_run_twins_stop_at_the_first_other_event() -> None:
+    from natsjs_sync.msg import Msg
+
+    for route_run in _route_runs():
+        got: list = []
+        routes = {1: got.append, 2: lambda m, got=got: got.append(("two", m.data))}
+        events = [_msg(b"a"), _msg(b"bb", 2), _msg(b"ccc", 9), "PING", _msg(b"d"), object()]
+        assert route_run(events, 0, routes, Msg) == (3, 3, 6)  # sid 9 has no route: counted, not routed
+        assert route_run(events, 3, routes, Msg) == (3, 0, 0)
+        assert route_run(events, 4, routes, Msg) == (5, 1, 1)
+        assert route_run(events, 6, routes, Msg) == (6, 0, 0)
+        assert [g if isinstance(g, tuple) else g.data for g in got] == [b"a", ("two", b"bb"), b"d"]
+
+        def failing(_m: object) -> None:
+            raise ValueError("route failed")
+
+        with pytest.raises(ValueError, match="route failed"):
+            route_run([_msg(b"x")], 0, {1: failing}, Msg)
+
+
+def test_the_delivery_twins_in_use_are_the_compiled_ones_where_built() -> None:
+    import os
+
+    from natsjs_sync._core import inlet
+
+    inlets = _inlets()
+    if len(inlets) == 1 or os.environ.get("NATSJS_SYNC_PURE_PYTHON"):
+        assert inlet.Inlet is inlet.InletPy
+        assert inlet.route_run is inlet.route_run_py
+    else:
+        assert inlet.Inlet is inlets[1]
+        assert inlet.route_run is _route_runs()[1]

@@ -1,0 +1,102 @@
+"""The reader-thread end of a subscription's queue, and the reader's run of messages.
+
+An :data:`Inlet` is what the reader thread calls for each message of a plain
+subscription (its route): it counts the message and puts it on the queue, or,
+over the pending limits, drops it and reports the first drop of an episode.
+The subscription keeps its counters there, so the reader-thread side of a
+delivery runs no Python code where the compiled extension is built.
+
+:func:`route_run_py` is the reader's inner loop over a read's events: every
+message up to the next other event goes to its route.
+
+Both have compiled twins in ``protocol/_speedups.c``; the classes and
+functions here are the reference and what runs without a compiler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..protocol._compiled import twin
+from .options import UNLIMITED
+
+
+class InletPy:
+    """A subscription's reader-side end (Python twin of ``_speedups.Inlet``).
+
+    Args:
+        put: enqueues one item (the queue's or the dispatcher lane's ``put``).
+        qsize: the number of items queued.
+        msgs_limit, bytes_limit: pending limits (:data:`~.options.UNLIMITED`: none).
+        on_slow: called with the dropped count at the first drop of an episode.
+
+    Attributes read and written by the subscription: ``received``, ``bytes_in``,
+    ``bytes_out`` (the consuming side adds what it hands over), ``dropped``,
+    ``slow``, ``closed`` (nonzero: take nothing more), ``max`` (-1: no limit)
+    and ``on_max`` (called once ``max`` messages were received).
+    """
+
+    __slots__ = ("bytes_in", "bytes_limit", "bytes_out", "closed", "dropped", "max", "msgs_limit", "on_max",
+                 "on_slow", "put", "qsize", "received", "slow")
+
+    def __init__(self, put: Callable[[Any], None], qsize: Callable[[], int], msgs_limit: int, bytes_limit: int,
+                 on_slow: Callable[[int], None] | None = None):
+        self.put = put
+        self.qsize = qsize
+        self.msgs_limit = msgs_limit
+        self.bytes_limit = bytes_limit
+        self.on_slow = on_slow
+        self.on_max: Callable[[], None] | None = None
+        self.received = self.bytes_in = self.bytes_out = self.dropped = 0
+        self.max = -1
+        self.closed = self.slow = 0
+
+    def __call__(self, msg: Any) -> None:
+        if self.closed:
+            return
+        size = len(msg.data)
+        self.received += 1
+        over = self.bytes_in - self.bytes_out + size > self.bytes_limit
+        if not over and self.msgs_limit < UNLIMITED:
+            over = self.qsize() >= self.msgs_limit
+        if over:
+            self.dropped += 1
+            if not self.slow:
+                self.slow = 1
+                if self.on_slow is not None:
+                    self.on_slow(self.dropped)
+        else:
+            self.slow = 0  # the episode is over; the next one is reported again
+            self.bytes_in += size
+            self.put(msg)
+        if self.max >= 0 and self.received >= self.max and self.on_max is not None:
+            self.on_max()
+
+
+def route_run_py(events: list[Any], start: int, routes: dict[int, Callable[[Any], None]],
+                 cls: Any) -> tuple[int, int, int]:
+    """Hand ``events[start:]`` to their routes up to the first event that is not
+    an instance of exactly ``cls``; returns that event's index (``len(events)``
+    when none), the number of messages and their payload bytes."""
+    count = nbytes = 0
+    i = start
+    n = len(events)
+    get = routes.get
+    while i < n:
+        ev: Any = events[i]
+        if ev.__class__ is not cls:
+            break
+        count += 1
+        nbytes += len(ev.data)
+        route = get(ev.sid)
+        if route is not None:
+            route(ev)
+        i += 1
+    return i, count, nbytes
+
+
+#: The class used for subscriptions' inlets: compiled where built.
+Inlet: type[InletPy] = twin("Inlet", InletPy)
+route_run: Callable[[list[Any], int, dict[int, Callable[[Any], None]], Any], tuple[int, int, int]] = twin(
+    "route_run", route_run_py)
