@@ -137,6 +137,11 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     if (out == NULL) {
         return NULL;
     }
+    /* The subject of the previous message (a read often holds many of one
+     * subject): reused when the bytes match, instead of decoding again. */
+    PyObject *last_subject = NULL;
+    const char *last_raw = NULL;
+    Py_ssize_t last_len = -1;
     while (pos < n) {
         const char *p = data + pos;
         Py_ssize_t left = n - pos;
@@ -189,10 +194,20 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         if (start + total + 2 > data + n || start[total] != '\r' || start[total + 1] != '\n') {
             break; /* incomplete (or malformed): the Python parser decides */
         }
-        PyObject *subject = PyUnicode_DecodeUTF8(tok[0], tlen[0], NULL);
-        if (subject == NULL) {
-            PyErr_Clear();
-            break;
+        PyObject *subject;
+        if (tlen[0] == last_len && memcmp(tok[0], last_raw, (size_t)last_len) == 0) {
+            subject = last_subject;
+            Py_INCREF(subject);
+        } else {
+            subject = PyUnicode_DecodeUTF8(tok[0], tlen[0], NULL);
+            if (subject == NULL) {
+                PyErr_Clear();
+                break;
+            }
+            Py_INCREF(subject);
+            Py_XSETREF(last_subject, subject);
+            last_raw = tok[0];
+            last_len = tlen[0];
         }
         PyObject *reply;
         if (has_reply) {
@@ -207,6 +222,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             if (reply == NULL) {
                 Py_DECREF(subject);
                 Py_DECREF(out);
+                Py_XDECREF(last_subject);
                 return NULL;
             }
         }
@@ -228,6 +244,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(sid_obj);
             Py_XDECREF(msg);
             Py_DECREF(out);
+            Py_XDECREF(last_subject);
             return NULL;
         }
         set_slot(msg, off_subject, subject);
@@ -238,11 +255,13 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         if (PyList_Append(out, msg) < 0) {
             Py_DECREF(msg);
             Py_DECREF(out);
+            Py_XDECREF(last_subject);
             return NULL;
         }
         Py_DECREF(msg);
         pos = (start + total + 2) - data;
     }
+    Py_XDECREF(last_subject);
     PyObject *newpos = PyLong_FromSsize_t(pos);
     if (newpos == NULL) {
         Py_DECREF(out);
