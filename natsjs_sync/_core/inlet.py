@@ -7,7 +7,7 @@ The subscription keeps its counters there, so the reader-thread side of a
 delivery runs no Python code where the compiled extension is built.
 
 :func:`route_run_py` is the reader's inner loop over a read's events: every
-message up to the next other event goes to its route.
+message up to the next other event is counted, then goes to its route.
 
 Both have compiled twins in ``protocol/_speedups.c``; the classes and
 functions here are the reference and what runs without a compiler.
@@ -74,29 +74,38 @@ class InletPy:
             self.on_max()
 
 
-def route_run_py(events: list[Any], start: int, routes: dict[int, Callable[[Any], None]],
-                 cls: Any) -> tuple[int, int, int]:
-    """Hand ``events[start:]`` to their routes up to the first event that is not
-    an instance of exactly ``cls``; returns that event's index (``len(events)``
-    when none), the number of messages and their payload bytes."""
-    count = nbytes = 0
-    i = start
+def route_run_py(events: list[Any], start: int, routes: dict[int, Callable[[Any], None]], cls: Any,
+                 stats: Any) -> int:
+    """Route the run of messages at ``events[start:]``.
+
+    The run is every event up to the first that is not an instance of exactly
+    ``cls``; returns that event's index (``len(events)`` when there is none).
+    The run is counted in ``stats.in_msgs`` and ``stats.in_bytes`` before any
+    of it is routed (a message a user is handed was counted), then each
+    message goes to ``routes.get(msg.sid)``, if any.
+    """
+    stop = start
     n = len(events)
-    get = routes.get
-    while i < n:
-        ev: Any = events[i]
+    nbytes = 0
+    while stop < n:
+        ev: Any = events[stop]
         if ev.__class__ is not cls:
             break
-        count += 1
         nbytes += len(ev.data)
+        stop += 1
+    if stop > start:
+        stats.in_msgs += stop - start
+        stats.in_bytes += nbytes
+    get = routes.get
+    for i in range(start, stop):
+        ev = events[i]
         route = get(ev.sid)
         if route is not None:
             route(ev)
-        i += 1
-    return i, count, nbytes
+    return stop
 
 
 #: The class used for subscriptions' inlets: compiled where built.
 Inlet: type[InletPy] = twin("Inlet", InletPy)
-route_run: Callable[[list[Any], int, dict[int, Callable[[Any], None]], Any], tuple[int, int, int]] = twin(
+route_run: Callable[[list[Any], int, dict[int, Callable[[Any], None]], Any, Any], int] = twin(
     "route_run", route_run_py)

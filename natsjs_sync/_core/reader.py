@@ -46,10 +46,9 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
         while True:
             i, n = 0, len(events)
             while i < n:
-                # Every message up to the next other event, in one call (compiled where built).
-                i, count, nbytes = route_run(events, i, routes, msg_cls)
-                stats.in_msgs += count
-                stats.in_bytes += nbytes
+                # Every message up to the next other event, counted and routed in one call
+                # (compiled where built).
+                i = route_run(events, i, routes, msg_cls, stats)
                 if i == n:
                     break
                 ev = events[i]

@@ -389,21 +389,49 @@ payload_size(PyObject *msg)
     return PyObject_Length(data);
 }
 
+static PyObject *str_in_msgs, *str_in_bytes; /* interned at import */
+
+/* stats.<name> += n */
+static int
+add_to(PyObject *stats, PyObject *name, Py_ssize_t n)
+{
+    PyObject *old = PyObject_GetAttr(stats, name);
+    if (old == NULL) {
+        return -1;
+    }
+    PyObject *delta = PyLong_FromSsize_t(n);
+    if (delta == NULL) {
+        Py_DECREF(old);
+        return -1;
+    }
+    PyObject *sum = PyNumber_Add(old, delta);
+    Py_DECREF(old);
+    Py_DECREF(delta);
+    if (sum == NULL) {
+        return -1;
+    }
+    int rc = PyObject_SetAttr(stats, name, sum);
+    Py_DECREF(sum);
+    return rc;
+}
+
 /*
- * route_run(events, start, routes, cls) -> (stop, messages, payload_bytes)
+ * route_run(events, start, routes, cls, stats) -> stop
  *
- * The reader thread's inner loop: from events[start], each message (an
- * instance of exactly cls) is handed to routes.get(msg.sid), if any, until
- * the first event that is not a message; stop is its index (len(events) when
- * all were messages). What comes after a PING, PONG or INFO stays after it:
- * the caller handles that event, then continues from stop + 1. The Python
- * twin is _core/reader.py's route_run_py.
+ * The reader thread's inner loop. From events[start], the messages (instances
+ * of exactly cls) up to the first event that is not one are a run; stop is
+ * that event's index (len(events) when all were messages). The run is counted
+ * in stats.in_msgs and stats.in_bytes first (a message a user is handed was
+ * counted before), then each message goes to routes.get(msg.sid), if any.
+ * What comes after a PING, PONG or INFO stays after it: the caller handles
+ * that event, then continues from stop + 1. The Python twin is
+ * natsjs_sync._core.inlet.route_run_py.
  */
 static PyObject *
 route_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyList_Check(args[0]) || !PyDict_Check(args[2]) || !PyType_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "route_run(events: list, start: int, routes: dict, cls: type)");
+    if (nargs != 5 || !PyList_Check(args[0]) || !PyDict_Check(args[2]) || !PyType_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "route_run(events: list, start: int, routes: dict, cls: type, stats)");
         return NULL;
     }
     PyTypeObject *cls = (PyTypeObject *)args[3];
@@ -413,33 +441,40 @@ route_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *events = args[0];
     PyObject *routes = args[2];
-    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
-    if (i == -1 && PyErr_Occurred()) {
+    PyObject *stats = args[4];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    Py_ssize_t count = 0, nbytes = 0;
-    for (; i < PyList_GET_SIZE(events); i++) {
-        PyObject *ev = PyList_GET_ITEM(events, i);
+    if (start < 0) {
+        start = 0;
+    }
+    Py_ssize_t stop = start, nbytes = 0;
+    for (; stop < PyList_GET_SIZE(events); stop++) {
+        PyObject *ev = PyList_GET_ITEM(events, stop);
         if (Py_TYPE(ev) != cls) {
             break;
         }
-        Py_INCREF(ev); /* a route may run Python code: hold what we use */
         Py_ssize_t size = payload_size(ev);
         if (size < 0) {
-            Py_DECREF(ev);
             return NULL;
         }
-        count++;
         nbytes += size;
+    }
+    if (stop > start && (add_to(stats, str_in_msgs, stop - start) < 0 || add_to(stats, str_in_bytes, nbytes) < 0)) {
+        return NULL;
+    }
+    for (Py_ssize_t i = start; i < stop && i < PyList_GET_SIZE(events); i++) {
+        PyObject *ev = PyList_GET_ITEM(events, i);
         PyObject *sid = *(PyObject **)((char *)ev + off_sid);
         PyObject *route = sid == NULL ? NULL : PyDict_GetItemWithError(routes, sid); /* borrowed */
         if (route == NULL) {
-            Py_DECREF(ev);
             if (PyErr_Occurred()) {
                 return NULL;
             }
             continue; /* a sid nobody holds any more */
         }
+        Py_INCREF(ev); /* a route may run Python code: hold what we use */
         Py_INCREF(route); /* the registry may drop it while it runs */
         PyObject *res = PyObject_CallOneArg(route, ev);
         Py_DECREF(route);
@@ -449,7 +484,7 @@ route_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         }
         Py_DECREF(res);
     }
-    return Py_BuildValue("(nnn)", i, count, nbytes);
+    return PyLong_FromSsize_t(stop);
 }
 
 /*
@@ -647,7 +682,7 @@ static PyMethodDef methods[] = {
     {"ack_tail", (PyCFunction)(void (*)(void))ack_tail, METH_FASTCALL,
      "ack_tail(reply, prefix) -> (stream_seq, consumer_seq) or None"},
     {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
-     "route_run(events, start, routes, cls) -> (stop, messages, payload_bytes)"},
+     "route_run(events, start, routes, cls, stats) -> stop: count a run of messages, then route it"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -659,6 +694,11 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     if (PyType_Ready(&InletType) < 0) {
+        return NULL;
+    }
+    str_in_msgs = PyUnicode_InternFromString("in_msgs");
+    str_in_bytes = PyUnicode_InternFromString("in_bytes");
+    if (str_in_msgs == NULL || str_in_bytes == NULL) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);

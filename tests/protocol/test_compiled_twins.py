@@ -208,24 +208,32 @@ def test_a_compiled_inlet_in_a_reference_cycle_is_collected() -> None:
     assert ref() is None
 
 
-def test_route_run_twins_stop_at_the_first_other_event() -> None:
+def test_route_run_twins_count_a_run_then_route_it_up_to_the_first_other_event() -> None:
+    from natsjs_sync._core.connection import Stats
     from natsjs_sync.msg import Msg
 
     for route_run in _route_runs():
+        stats = Stats()
         got: list = []
-        routes = {1: got.append, 2: lambda m, got=got: got.append(("two", m.data))}
+
+        def first(m: object, got: list = got, stats: Stats = stats) -> None:
+            got.append((m.data, stats.in_msgs))  # type: ignore[attr-defined]  # what was counted when it was routed
+
+        routes = {1: first, 2: lambda m, got=got: got.append((m.data, "two"))}
         events = [_msg(b"a"), _msg(b"bb", 2), _msg(b"ccc", 9), "PING", _msg(b"d"), object()]
-        assert route_run(events, 0, routes, Msg) == (3, 3, 6)  # sid 9 has no route: counted, not routed
-        assert route_run(events, 3, routes, Msg) == (3, 0, 0)
-        assert route_run(events, 4, routes, Msg) == (5, 1, 1)
-        assert route_run(events, 6, routes, Msg) == (6, 0, 0)
-        assert [g if isinstance(g, tuple) else g.data for g in got] == [b"a", ("two", b"bb"), b"d"]
+        assert route_run(events, 0, routes, Msg, stats) == 3  # sid 9 has no route: counted, not routed
+        assert (stats.in_msgs, stats.in_bytes) == (3, 6)
+        assert route_run(events, 3, routes, Msg, stats) == 3  # not a message: nothing done
+        assert route_run(events, 4, routes, Msg, stats) == 5
+        assert route_run(events, 6, routes, Msg, stats) == 6
+        assert (stats.in_msgs, stats.in_bytes) == (4, 7)
+        assert got == [(b"a", 3), (b"bb", "two"), (b"d", 4)]  # the whole run was counted before the first route
 
         def failing(_m: object) -> None:
             raise ValueError("route failed")
 
         with pytest.raises(ValueError, match="route failed"):
-            route_run([_msg(b"x")], 0, {1: failing}, Msg)
+            route_run([_msg(b"x")], 0, {1: failing}, Msg, stats)
 
 
 def test_the_delivery_twins_in_use_are_the_compiled_ones_where_built() -> None:
