@@ -574,6 +574,10 @@ inlet_call(Inlet *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
     if (self->closed) {
         Py_RETURN_NONE;
     }
+    if (self->put == NULL || self->qsize == NULL) {
+        PyErr_SetString(PyExc_TypeError, "the inlet was not initialised");
+        return NULL;
+    }
     PyObject *msg = args[0];
     Py_ssize_t size;
     if (msg_base != NULL && PyObject_TypeCheck(msg, msg_base) && Py_TYPE(msg)->tp_basicsize == msg_base->tp_basicsize) {
@@ -604,8 +608,11 @@ inlet_call(Inlet *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
         self->dropped++;
         if (!self->slow) {
             self->slow = 1;
-            if (self->on_slow != Py_None) {
-                PyObject *r = PyObject_CallFunction(self->on_slow, "n", self->dropped);
+            PyObject *on_slow = self->on_slow;
+            if (on_slow != NULL && on_slow != Py_None) {
+                Py_INCREF(on_slow); /* held while it runs */
+                PyObject *r = PyObject_CallFunction(on_slow, "n", self->dropped);
+                Py_DECREF(on_slow);
                 if (r == NULL) {
                     return NULL;
                 }
@@ -621,8 +628,11 @@ inlet_call(Inlet *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
         }
         Py_DECREF(r);
     }
-    if (self->max >= 0 && self->received >= self->max && self->on_max != Py_None) {
-        PyObject *r = PyObject_CallNoArgs(self->on_max);
+    PyObject *on_max = self->on_max;
+    if (self->max >= 0 && self->received >= self->max && on_max != NULL && on_max != Py_None) {
+        Py_INCREF(on_max); /* held while it runs: it may replace itself */
+        PyObject *r = PyObject_CallNoArgs(on_max);
+        Py_DECREF(on_max);
         if (r == NULL) {
             return NULL;
         }

@@ -248,3 +248,33 @@ def test_the_delivery_twins_in_use_are_the_compiled_ones_where_built() -> None:
     else:
         assert inlet.Inlet is inlets[1]
         assert inlet.route_run is _route_runs()[1]
+
+
+def _self_replacing_on_max(cls: type) -> tuple[list[int], int]:
+    import queue
+
+    q: queue.SimpleQueue[object] = queue.SimpleQueue()
+    inlet = cls(q.put, q.qsize, 10, 100)
+    calls: list[int] = []
+
+    def install() -> None:
+        def once() -> None:  # only the inlet holds it: replacing it drops the last reference
+            inlet.on_max = None
+            calls.append(inlet.received)
+        inlet.on_max = once
+
+    install()
+    inlet.max = 1
+    inlet(_msg(b"a"))
+    inlet(_msg(b"b"))
+    return calls, q.qsize()
+
+
+def test_an_inlet_survives_callbacks_that_replace_themselves_and_refuses_when_not_initialised() -> None:
+    for cls in _inlets():
+        assert _self_replacing_on_max(cls) == ([1], 2)
+    if len(_inlets()) == 2:
+        compiled = _inlets()[1]
+        bare = compiled.__new__(compiled)
+        with pytest.raises(TypeError):
+            bare(_msg(b"x"))
