@@ -644,15 +644,19 @@ class NatsCluster:
         """Kill node ``i`` (SIGKILL; its store is kept for :meth:`restart_node`)."""
         self.nodes[i].kill()
 
-    def restart_node(self, i: int, timeout: float = 30.0) -> None:
+    def restart_node(self, i: int, timeout: float = 30.0, wait: bool = True) -> None:
         """Start node ``i`` again on the same ports with the same store (stopping it first if running);
         waits up to ``timeout`` seconds for it to be ready.
+
+        With ``wait=False`` it only starts the process: to bring back several
+        nodes at once (a node may not be ready until the others are back, as
+        when quorum was lost), start each, then call ``nodes[i].wait_ready()``.
         """
         node = self.nodes[i]
         if node.is_running:
             node.stop()
         node._fixed_port = True
-        node.start(timeout)
+        node.start(timeout, wait=wait)
 
     def close(self) -> None:
         """Kill every node and remove their directories."""
