@@ -142,6 +142,10 @@ def receiving(nc: nats.Client) -> dict[str, Any]:
     received.wait(10.0)
     ctx.stop()
     got["consume"] = count
+    # consume() pulls on until stop(): on a slow machine it may have taken every
+    # message there was (and the few it received after stop() come back only
+    # after ack_wait), so give the one-by-one read a message of its own.
+    js.publish("ORDERS.new", b"hello one by one")
     with c.messages(max_messages=1) as it:  # one by one, as for a work queue
         got["messages_one_by_one"] = it.next(timeout=5.0).data
     return got
