@@ -46,6 +46,14 @@ async def main():
     info = await psub.consumer_info()
     assert info.num_ack_pending == 0
     assert info.delivered.consumer_seq == 10
+    # The timed-out fetch's request waits on the server until it expires there
+    # (on the server's clock): let it end, or the next message could go to it.
+    for _ in range(100):
+        if info.num_waiting == 0:
+            break
+        await asyncio.sleep(0.05)
+        info = await psub.consumer_info()
+    assert info.num_waiting == 0
 
     # Bind to the existing durable.
     bound = await js.pull_subscribe_bind("workers", stream="JOBS")
