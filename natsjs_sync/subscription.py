@@ -89,8 +89,13 @@ class Subscription:
         # The reader-thread end: counts, applies the pending limits, enqueues.
         # Its counters are written by the reader thread, except bytes_out, which
         # the consuming side adds to (bytes_in - bytes_out = pending bytes).
-        self._inlet = Inlet(put, qsize, pending_msgs_limit, pending_bytes_limit,
-                            functools.partial(_report_slow, conn, subject, sid))
+        self._inlet = inlet = Inlet(put, qsize, pending_msgs_limit, pending_bytes_limit,
+                                    functools.partial(_report_slow, conn, subject, sid))
+        # The consuming end: next_msg's common case is one call of inlet.take.
+        inlet.on_take = self._take_other
+        if cb is None:
+            inlet.get = self._q.get
+            inlet.takeable = 1
         #: What the reader thread calls for each message of this subscription.
         self.route: Callable[[Msg], None] = self._inlet if status_filter is None else self.deliver
         self._forked = False
@@ -141,7 +146,10 @@ class Subscription:
         if self._state in (_DRAINED, _UNSUBSCRIBED, _CLOSED):
             return
         self._state = state
-        self._inlet.closed = 1  # the reader hands it nothing more
+        inlet = self._inlet
+        inlet.closed = 1  # the reader hands it nothing more
+        if state == _UNSUBSCRIBED:
+            inlet.takeable = 0  # next_msg raises at once (what is queued is dropped)
         lane = self._lane
         if lane is None:
             self._q.put(_END)
@@ -173,9 +181,12 @@ class Subscription:
         """In a forked child: this subscription belongs to the parent. Its queue
         is not ours (a parent thread may have held its lock), so it is replaced
         and every read ends at once."""
-        self._inlet.closed = 1
+        inlet = self._inlet
+        inlet.closed = 1
+        inlet.takeable = 0
         self._q = queue.SimpleQueue()
         self._q.put(_END)
+        inlet.get = self._q.get
         self._lane = None
         self._state = _UNSUBSCRIBED
         self._forked = True
@@ -243,23 +254,30 @@ class Subscription:
             BadSubscriptionError: the subscription ended (unsubscribed or drained and empty).
             ConnectionClosedError: the client closed.
         """
-        if self._lane is not None:
-            raise BadSubscriptionError("next_msg() cannot be used on a subscription with a callback")
-        t = resolve(timeout, 1.0)
-        if self._state == _UNSUBSCRIBED:
-            if self._forked:
-                raise BadSubscriptionError(
-                    f"subscription to {self.subject!r} was made in the parent process before fork(); "
-                    "subscribe again in this process"
-                )
-            raise BadSubscriptionError(f"subscription to {self.subject!r} is unsubscribed")
         try:
-            item = self._q.get(timeout=t)
-        except queue.Empty:
-            raise TimeoutError(f"no message on {self.subject!r} within {t} s") from None
-        if isinstance(item, Msg):  # the common case, inline
-            self._inlet.bytes_out += len(item.data)
-            return item
+            msg: Msg = self._inlet.take(timeout)  # the common case in one call (compiled where built)
+            return msg
+        except queue.Empty:  # only from take's own wait, which takes a plain number of seconds
+            raise TimeoutError(f"no message on {self.subject!r} within {float(timeout)} s") from None  # type: ignore[arg-type]
+
+    def _take_other(self, timeout: TimeoutArg, item: object) -> Msg:
+        """:meth:`next_msg` beyond the common case (the inlet's ``on_take``): ``item``
+        is a control item ``take`` got from the queue, or None when it took nothing."""
+        t = resolve(timeout, 1.0)
+        if item is None:
+            if self._lane is not None:
+                raise BadSubscriptionError("next_msg() cannot be used on a subscription with a callback")
+            if self._state == _UNSUBSCRIBED:
+                if self._forked:
+                    raise BadSubscriptionError(
+                        f"subscription to {self.subject!r} was made in the parent process before fork(); "
+                        "subscribe again in this process"
+                    )
+                raise BadSubscriptionError(f"subscription to {self.subject!r} is unsubscribed")
+            try:
+                item = self._q.get(timeout=t)
+            except queue.Empty:
+                raise TimeoutError(f"no message on {self.subject!r} within {t} s") from None
         msg = self._unwrap(item)
         if msg is None:
             deadline = Deadline(t)

@@ -18,8 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..msg import Msg
 from ..protocol._compiled import twin
 from .options import UNLIMITED
+
+_INF = float("inf")
 
 
 class InletPy:
@@ -35,10 +38,14 @@ class InletPy:
     ``bytes_out`` (the consuming side adds what it hands over), ``dropped``,
     ``slow``, ``closed`` (nonzero: take nothing more), ``max`` (-1: no limit)
     and ``on_max`` (called once ``max`` messages were received).
+
+    The consuming side's common case is :meth:`take`, for which the
+    subscription sets ``get`` (its queue's), ``on_take`` (the other cases)
+    and ``takeable`` (nonzero while ``take`` may wait on ``get`` itself).
     """
 
-    __slots__ = ("bytes_in", "bytes_limit", "bytes_out", "closed", "dropped", "max", "msgs_limit", "on_max",
-                 "on_slow", "put", "qsize", "received", "slow")
+    __slots__ = ("bytes_in", "bytes_limit", "bytes_out", "closed", "dropped", "get", "max", "msgs_limit", "on_max",
+                 "on_slow", "on_take", "put", "qsize", "received", "slow", "takeable")
 
     def __init__(self, put: Callable[[Any], None], qsize: Callable[[], int], msgs_limit: int, bytes_limit: int,
                  on_slow: Callable[[int], None] | None = None):
@@ -51,6 +58,9 @@ class InletPy:
         self.received = self.bytes_in = self.bytes_out = self.dropped = 0
         self.max = -1
         self.closed = self.slow = 0
+        self.get: Callable[[bool, float | None], Any] | None = None
+        self.on_take: Callable[[Any, Any], Any] | None = None
+        self.takeable = 0
 
     def __call__(self, msg: Any) -> None:
         if self.closed:
@@ -72,6 +82,40 @@ class InletPy:
             self.put(msg)
         if self.max >= 0 and self.received >= self.max and self.on_max is not None:
             self.on_max()
+
+    def take(self, timeout: Any) -> Any:
+        """The next message, for a consumer waiting up to ``timeout`` seconds.
+
+        When ``takeable`` and ``timeout`` is ``None`` or a number of seconds in
+        [0, inf), waits on ``get(True, timeout)`` (``queue.Empty`` from it
+        propagates) and returns a message, adding its size to ``bytes_out``.
+        Anything else goes to ``on_take(timeout, item)``: ``item`` is what
+        ``get`` returned when it was not a message, or ``None`` when nothing
+        was taken.
+        """
+        on_take = self.on_take
+        if on_take is None:
+            raise TypeError("the inlet has no on_take")
+        get = self.get
+        fast = self.takeable and get is not None
+        if fast and timeout is not None:
+            cls = timeout.__class__
+            if cls is float:
+                fast = 0 <= timeout < _INF
+            elif cls is int:
+                try:
+                    fast = 0 <= float(timeout) < _INF
+                except OverflowError:  # too large: Python's rule words the error
+                    fast = False
+            else:
+                fast = False
+        if fast:
+            item = get(True, timeout)  # type: ignore[misc]
+            if isinstance(item, Msg):
+                self.bytes_out += len(item.data)
+                return item
+            return on_take(timeout, item)
+        return on_take(timeout, None)
 
 
 def route_run_py(events: list[Any], start: int, routes: dict[int, Callable[[Any], None]], cls: Any,

@@ -502,12 +502,27 @@ typedef struct {
     PyObject *qsize;   /* qsize() -> items queued */
     PyObject *on_slow; /* on_slow(dropped) or None */
     PyObject *on_max;  /* on_max() or None */
+    PyObject *get;     /* get(block, timeout): the queue's, for take(); or None */
+    PyObject *on_take; /* on_take(timeout, item): take()'s other cases; or None */
     Py_ssize_t msgs_limit, bytes_limit;
     Py_ssize_t received, bytes_in, bytes_out, dropped, max;
-    int closed, slow;
+    int closed, slow, takeable;
 } Inlet;
 
 #define NO_LIMIT ((Py_ssize_t)1 << 62) /* _core/options.py's UNLIMITED */
+
+/* len(msg.data), or -1 with an exception set. */
+static Py_ssize_t
+msg_size(PyObject *msg)
+{
+    if (msg_base != NULL && PyObject_TypeCheck(msg, msg_base) && Py_TYPE(msg)->tp_basicsize == msg_base->tp_basicsize) {
+        return payload_size(msg);
+    }
+    PyObject *data = PyObject_GetAttrString(msg, "data");
+    Py_ssize_t size = data == NULL ? -1 : PyObject_Length(data);
+    Py_XDECREF(data);
+    return size;
+}
 
 static int
 inlet_traverse(Inlet *self, visitproc visit, void *arg)
@@ -516,6 +531,8 @@ inlet_traverse(Inlet *self, visitproc visit, void *arg)
     Py_VISIT(self->qsize);
     Py_VISIT(self->on_slow);
     Py_VISIT(self->on_max);
+    Py_VISIT(self->get);
+    Py_VISIT(self->on_take);
     return 0;
 }
 
@@ -526,6 +543,8 @@ inlet_clear(Inlet *self)
     Py_CLEAR(self->qsize);
     Py_CLEAR(self->on_slow);
     Py_CLEAR(self->on_max);
+    Py_CLEAR(self->get);
+    Py_CLEAR(self->on_take);
     return 0;
 }
 
@@ -555,6 +574,11 @@ inlet_init(Inlet *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->on_slow, on_slow);
     Py_INCREF(Py_None);
     Py_XSETREF(self->on_max, Py_None);
+    Py_INCREF(Py_None);
+    Py_XSETREF(self->get, Py_None);
+    Py_INCREF(Py_None);
+    Py_XSETREF(self->on_take, Py_None);
+    self->takeable = 0;
     self->msgs_limit = msgs_limit;
     self->bytes_limit = bytes_limit;
     self->received = self->bytes_in = self->bytes_out = self->dropped = 0;
@@ -579,14 +603,7 @@ inlet_call(Inlet *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
         return NULL;
     }
     PyObject *msg = args[0];
-    Py_ssize_t size;
-    if (msg_base != NULL && PyObject_TypeCheck(msg, msg_base) && Py_TYPE(msg)->tp_basicsize == msg_base->tp_basicsize) {
-        size = payload_size(msg);
-    } else {
-        PyObject *data = PyObject_GetAttrString(msg, "data");
-        size = data == NULL ? -1 : PyObject_Length(data);
-        Py_XDECREF(data);
-    }
+    Py_ssize_t size = msg_size(msg);
     if (size < 0) {
         return NULL;
     }
@@ -652,6 +669,80 @@ inlet_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
+/*
+ * take(timeout) -> the next message: the consuming side's common case in one
+ * call (Subscription.next_msg). When the inlet is takeable and timeout is
+ * None or a number of seconds in [0, inf), it waits on get(True, timeout)
+ * (queue.Empty from it propagates: the caller words the TimeoutError) and,
+ * for a message, adds its size to bytes_out and returns it. Anything else
+ * goes to on_take(timeout, item): item is what get returned when it was not a
+ * message (a control item), or None when nothing was taken (the rule for
+ * every other case is Python's).
+ */
+static PyObject *
+inlet_take(Inlet *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "take(timeout)");
+        return NULL;
+    }
+    PyObject *timeout = args[0];
+    PyObject *get = self->get, *on_take = self->on_take;
+    if (on_take == NULL || on_take == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "the inlet has no on_take");
+        return NULL;
+    }
+    int fast = self->takeable && get != NULL && get != Py_None;
+    if (fast && timeout != Py_None) {
+        double t;
+        if (PyFloat_CheckExact(timeout)) {
+            t = PyFloat_AS_DOUBLE(timeout);
+        } else if (PyLong_CheckExact(timeout)) {
+            t = PyLong_AsDouble(timeout);
+            if (t == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear(); /* too large: Python's rule words the error */
+                fast = 0;
+            }
+        } else {
+            t = -1.0; /* Deadline, USE_DEFAULT, bad values: Python's rule */
+        }
+        fast = fast && t >= 0.0 && t < Py_HUGE_VAL;
+    }
+    Py_INCREF(on_take); /* held while it runs: it may be replaced meanwhile */
+    PyObject *item = NULL, *res;
+    if (fast) {
+        Py_INCREF(get); /* held while it waits (without the GIL) */
+        PyObject *argv[2] = {Py_True, timeout};
+        item = PyObject_Vectorcall(get, argv, 2, NULL);
+        Py_DECREF(get);
+        if (item == NULL) {
+            Py_DECREF(on_take);
+            return NULL;
+        }
+        if (msg_base != NULL && PyObject_TypeCheck(item, msg_base)) {
+            Py_DECREF(on_take);
+            Py_ssize_t size = msg_size(item);
+            if (size < 0) {
+                Py_DECREF(item);
+                return NULL;
+            }
+            self->bytes_out += size;
+            return item;
+        }
+    }
+    PyObject *argv[2] = {timeout, item == NULL ? Py_None : item};
+    res = PyObject_Vectorcall(on_take, argv, 2, NULL);
+    Py_XDECREF(item);
+    Py_DECREF(on_take);
+    return res;
+}
+
+static PyMethodDef inlet_methods[] = {
+    {"take", (PyCFunction)(void (*)(void))inlet_take, METH_FASTCALL,
+     "take(timeout) -> the next message (see the C source; the twin is InletPy.take)"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMemberDef inlet_members[] = {
     {"msgs_limit", T_PYSSIZET, offsetof(Inlet, msgs_limit), 0, "pending messages allowed"},
     {"bytes_limit", T_PYSSIZET, offsetof(Inlet, bytes_limit), 0, "pending payload bytes allowed"},
@@ -663,6 +754,9 @@ static PyMemberDef inlet_members[] = {
     {"closed", T_INT, offsetof(Inlet, closed), 0, "nonzero: take nothing more"},
     {"slow", T_INT, offsetof(Inlet, slow), 0, "nonzero: in a slow-consumer episode"},
     {"on_max", T_OBJECT, offsetof(Inlet, on_max), 0, "called once max messages were received"},
+    {"get", T_OBJECT, offsetof(Inlet, get), 0, "get(block, timeout): the queue's, for take(); or None"},
+    {"on_take", T_OBJECT, offsetof(Inlet, on_take), 0, "on_take(timeout, item): take()'s other cases"},
+    {"takeable", T_INT, offsetof(Inlet, takeable), 0, "nonzero: take() may wait on get itself"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -680,6 +774,7 @@ static PyTypeObject InletType = {
     .tp_clear = (inquiry)inlet_clear,
     .tp_call = PyVectorcall_Call,
     .tp_members = inlet_members,
+    .tp_methods = inlet_methods,
 };
 
 static PyMethodDef methods[] = {

@@ -20,5 +20,9 @@ class Inlet:
     closed: int
     slow: int
     on_max: Any
+    get: Any
+    on_take: Any
+    takeable: int
     def __init__(self, put: Any, qsize: Any, msgs_limit: int, bytes_limit: int, on_slow: Any = None) -> None: ...
     def __call__(self, msg: Any, /) -> None: ...
+    def take(self, timeout: Any, /) -> Any: ...
