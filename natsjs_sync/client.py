@@ -16,19 +16,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._core import spi
-from ._core.connection import Connection, Stats, as_payload
+from ._core.connection import Connection, Stats
 from ._core.options import (
     ConnectOptions,
     check_callback,
 )
-from ._core.writer import APPEND_WITHOUT_LOCK, FLUSH_THRESHOLD
+from ._core.writer import APPEND_WITHOUT_LOCK
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from .msg import Msg
-from .protocol.commands import append_pub
 from .protocol.connection import ConnState
 from .protocol.headers import HeadersInput
-from .protocol.subjects import PUB_HEADS as _PUB_HEADS
-from .protocol.subjects import pub_head, validate_subscribe_subject
+from .protocol.subjects import validate_subscribe_subject
 from .subscription import MsgHandler, Subscription
 
 if TYPE_CHECKING:
@@ -51,6 +49,7 @@ class Client:
 
     def __init__(self, options: ConnectOptions):
         self._conn = Connection(options)
+        self._outlet = self._conn.writer.outlet
         self._options = options
         self.name = options.name
         spi.register(self, self._conn)
@@ -162,40 +161,9 @@ class Client:
             OutboundBufferLimitError: reconnecting and the buffer is full.
             ConnectionClosedError: the client is closed.
         """
-        conn = self._conn
-        if headers is not None or reply:
-            conn.publish(subject, payload, reply, headers)
-            return
-        # The hot path, kept inline: a cached PUB line and one append.
-        if payload.__class__ is bytes:
-            size = len(payload)
-        else:
-            view, size = as_payload(payload)  # raises TypeError for what is not bytes-like
-            payload = bytes(view)
-        try:
-            head = _PUB_HEADS[subject]
-        except (KeyError, TypeError):
-            head = pub_head(subject, size)  # validates the subject (and raises for a bad one)
-        if head[0] != size:
-            head = pub_head(subject, size)
-        if size > conn.max_payload:
-            raise conn.too_big(size)
-        if conn.machine.state is not _APPEND_FREELY:
-            # Revives after fork, refuses when closed, limits while reconnecting.
-            conn.append(head[1] + payload + b"\r\n", size, now=False)
-            return
-        # Writer.append_connected, inline: no lock (see the writer's docstring),
-        # the frame laid out in the buffer by one call.
-        writer = conn.writer
-        buffered = append_pub(writer.buffer, head[1], payload)
-        stats = conn.stats
-        stats.out_msgs += 1
-        stats.out_bytes += size
-        if buffered > FLUSH_THRESHOLD:
-            writer.send_now()
-        elif not writer.flush_requested:
-            with conn.lock:
-                writer.wake()
+        if headers is None and not reply and self._outlet(subject, payload):
+            return  # the common case in one call (compiled where built; see _core/outlet.py)
+        self._conn.publish(subject, payload, reply, headers)
 
     def publish_now(
         self,

@@ -88,11 +88,30 @@ class Stats:
     (``stats["in_msgs"]``), as nats-py's stats dict."""
 
     in_msgs: int = 0
-    out_msgs: int = 0
     in_bytes: int = 0
-    out_bytes: int = 0
     reconnects: int = 0
     errors_received: int = 0
+
+    def __init__(self, outlet: Any = None):
+        # The publish counters live on the connection's outlet, which counts a
+        # plain publish in the same call that buffers it (see _core/outlet.py).
+        self._outlet = outlet
+
+    @property
+    def out_msgs(self) -> int:
+        return 0 if self._outlet is None else int(self._outlet.out_msgs)
+
+    @out_msgs.setter
+    def out_msgs(self, value: int) -> None:
+        self._outlet.out_msgs = value
+
+    @property
+    def out_bytes(self) -> int:
+        return 0 if self._outlet is None else int(self._outlet.out_bytes)
+
+    @out_bytes.setter
+    def out_bytes(self, value: int) -> None:
+        self._outlet.out_bytes = value
 
     _KEYS = ("in_msgs", "out_msgs", "in_bytes", "out_bytes", "reconnects", "errors_received")
 
@@ -151,11 +170,12 @@ class Connection:
         self.tag = options.name or "client"
         self.lock = threading.Lock()
         self.machine = StateMachine(ConnState.CONNECTING)
-        self.stats = Stats()
         self.registry = Registry()
         self.requests = ResponseMux()
         self.ledger: PingLedger[Waiter] = PingLedger(options.max_outstanding_pings)
         self.writer = Writer(self)
+        self.stats = Stats(self.writer.outlet)
+        self.machine.on_change = self._state_changed
         self.reconnector = Reconnector(self)
         self.dispatcher = Dispatcher(self.tag, options.max_callback_threads)
         self.events: Lane[Callable[[], None]] = self.dispatcher.lane(_call, f"events-{self.tag}")
@@ -293,6 +313,11 @@ class Connection:
         self.timer.close()
         self.dispatcher.close()
 
+    def _state_changed(self, state: ConnState) -> None:
+        # A plain publish appends without the lock in exactly the states the
+        # general path does (connected, GIL on): the outlet reads this flag.
+        self.writer.outlet.open = int(state is _APPEND_FREELY)
+
     def open(self, entry: PoolEntry) -> Opened:
         """Open and handshake one server (nothing is shared yet)."""
         self.pool.attempted(entry, time.monotonic())
@@ -304,7 +329,7 @@ class Connection:
         self.transport = opened.transport
         self.addr = entry.addr
         self.info = opened.info
-        self.max_payload = int(opened.info.get("max_payload", self.max_payload))
+        self.max_payload = self.writer.outlet.max_payload = int(opened.info.get("max_payload", self.max_payload))
         self.machine.to(ConnState.CONNECTED)
         self.pool.connected(entry, time.monotonic())
         self.connected_event.set()
@@ -352,7 +377,7 @@ class Connection:
         log.debug("INFO from %s: %s", self.addr, sorted(options))
         self.info = {**self.info, **options}
         if "max_payload" in options:
-            self.max_payload = int(options["max_payload"])
+            self.max_payload = self.writer.outlet.max_payload = int(options["max_payload"])
         self._add_discovered(options)
         if options.get("ldm"):
             log.warning("server %s entered lame duck mode", self.addr)
@@ -475,9 +500,9 @@ class Connection:
         writer = self.writer
         if machine.state is _APPEND_FREELY and not now:
             writer.append_connected(frame)
-            stats = self.stats
-            stats.out_msgs += 1
-            stats.out_bytes += size
+            outlet = writer.outlet  # the publish counters (see Stats)
+            outlet.out_msgs += 1
+            outlet.out_bytes += size
             return
         if machine.state is not _CONNECTED:
             self.ready()
@@ -485,8 +510,9 @@ class Connection:
             if machine.state is not _CONNECTED:
                 self.check_writable(len(frame))
             writer.buffer += frame
-            self.stats.out_msgs += 1
-            self.stats.out_bytes += size
+            outlet = writer.outlet
+            outlet.out_msgs += 1
+            outlet.out_bytes += size
             if now:
                 # Another thread is sending: it sends these bytes too before it
                 # lets go of the send lock, so there is nothing to wait for.
@@ -535,7 +561,7 @@ class Connection:
 
     def publish_frames(self, frames: bytes, count: int) -> None:
         self.append(frames, len(frames), now=False)
-        self.stats.out_msgs += count - 1  # append() counted one
+        self.writer.outlet.out_msgs += count - 1  # append() counted one
 
     def control_locked(self, data: bytes) -> None:
         """Lock held: queue SUB/UNSUB bytes. Without a connection they are not

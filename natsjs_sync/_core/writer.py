@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 from .._timeout import Deadline
 from ..errors import NatsError
+from ..protocol.subjects import PUB_SUBJECTS
+from .outlet import Outlet
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -55,9 +57,9 @@ class Writer:
     """Buffer and flusher of one :class:`~natsjs_sync._core.connection.Connection`.
 
     ``buffer`` is appended to under the connection's lock (``lock``), or
-    without it while connected (:meth:`append_connected`); it is taken from
-    and ``flush_requested`` is changed under the lock only. The buffer object
-    is replaced only in a forked child.
+    without it while connected (:meth:`append_connected`, :attr:`outlet`); it
+    is taken from and the flush flag (``outlet.flush_requested``) is changed
+    under the lock only. The buffer object is replaced only in a forked child.
     """
 
     def __init__(self, conn: Connection):
@@ -66,7 +68,9 @@ class Writer:
         self.cond = threading.Condition(conn.lock)
         self.send_lock = threading.Lock()
         self.buffer = bytearray()
-        self.flush_requested = False
+        #: A plain publish in one call (see :mod:`.outlet`); it also holds the
+        #: flush flag and the publish counters.
+        self.outlet = Outlet(self.buffer, PUB_SUBJECTS, FLUSH_THRESHOLD, self._wake_unlocked, self.send_now)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -80,20 +84,25 @@ class Writer:
 
     def wake(self) -> None:
         """Lock held: make sure the flusher will send the buffer soon."""
-        if not self.flush_requested:
-            self.flush_requested = True
+        outlet = self.outlet
+        if not outlet.flush_requested:
+            outlet.flush_requested = 1
             self.cond.notify()
+
+    def _wake_unlocked(self) -> None:
+        with self.lock:
+            self.wake()
 
     def append_connected(self, frame: bytes) -> None:
         """Connected, lock not held: buffer ``frame`` and see that it is sent.
 
-        :meth:`Client.publish` inlines the same steps (its hot path).
+        :attr:`outlet` takes the same steps for a plain publish (its hot path).
         """
         buffer = self.buffer
         buffer += frame
         if len(buffer) > FLUSH_THRESHOLD:
             self.send_now()  # back-pressure: this publisher waits for the socket
-        elif not self.flush_requested:
+        elif not self.outlet.flush_requested:
             with self.lock:
                 self.wake()
 
@@ -137,7 +146,7 @@ class Writer:
                     transport = conn.transport
                     buffer = self.buffer
                     if transport is None or not buffer or rounds == _SEND_ROUNDS:
-                        self.flush_requested = False
+                        self.outlet.flush_requested = 0
                         # Looked at again after the flag is down: bytes appended
                         # without the lock before this are seen here, and an
                         # append after it finds the flag down and wakes the flusher.
@@ -147,7 +156,7 @@ class Writer:
                         # and found the send lock taken is sure we saw them.
                         send_lock.release()
                         return
-                    self.flush_requested = False
+                    self.outlet.flush_requested = 0
                     data = take(buffer)
                     conn.ledger.buffer_sent()
                 rounds += 1
@@ -180,7 +189,7 @@ class Writer:
         cond = self.cond
         while True:
             with cond:
-                while not self.flush_requested and not conn.is_closed:
+                while not self.outlet.flush_requested and not conn.is_closed:
                     cond.wait()
                 if conn.is_closed or not conn.owns_process:
                     return
@@ -190,6 +199,6 @@ class Writer:
         self.lock = lock
         self.cond = threading.Condition(lock)
         self.send_lock = threading.Lock()
-        self.buffer = bytearray()
-        self.flush_requested = False
+        self.buffer = self.outlet.buffer = bytearray()
+        self.outlet.flush_requested = 0
         self._thread = None

@@ -1,7 +1,8 @@
 /*
  * Optional compiled fast paths: the NATS parser (natsjs_sync.protocol.parser),
- * the reader thread's delivery of messages (natsjs_sync._core.inlet) and a few
- * per-message helpers; each has a pure-Python twin that is the reference.
+ * the reader thread's delivery of messages and the consumer's take
+ * (natsjs_sync._core.inlet), a plain publish (natsjs_sync._core.outlet) and a
+ * few per-message helpers; each has a pure-Python twin that is the reference.
  *
  * scan() turns a run of complete MSG/HMSG frames into message objects in one
  * C loop and stops at the first thing it does not handle: any other
@@ -342,39 +343,6 @@ ack_tail(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(LL)", sseq, cseq);
 }
 
-/*
- * append_pub(buffer, head, payload) -> len(buffer)
- *
- * buffer += head + payload + b"\r\n" in one step, without the two
- * intermediate bytes objects: the publish hot path. One C call with no Python
- * code inside, so under the GIL it is as atomic as the bytearray append it
- * replaces (see _core/writer.py). The Python twin is protocol.commands.append_pub.
- */
-static PyObject *
-append_pub(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3 || !PyByteArray_CheckExact(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "append_pub(buffer: bytearray, head: bytes, payload: bytes)");
-        return NULL;
-    }
-    PyObject *buffer = args[0];
-    Py_ssize_t old = PyByteArray_GET_SIZE(buffer);
-    Py_ssize_t lh = PyBytes_GET_SIZE(args[1]);
-    Py_ssize_t lp = PyBytes_GET_SIZE(args[2]);
-    if (lh > PY_SSIZE_T_MAX - old - lp - 2) {
-        return PyErr_NoMemory();
-    }
-    if (PyByteArray_Resize(buffer, old + lh + lp + 2) < 0) {
-        return NULL;
-    }
-    char *at = PyByteArray_AS_STRING(buffer) + old;
-    memcpy(at, PyBytes_AS_STRING(args[1]), (size_t)lh);
-    memcpy(at + lh, PyBytes_AS_STRING(args[2]), (size_t)lp);
-    at[lh + lp] = '\r';
-    at[lh + lp + 1] = '\n';
-    return PyLong_FromSsize_t(old + lh + lp + 2);
-}
-
 /* The payload size of a message: its data slot when it is bytes, else len(). */
 static inline Py_ssize_t
 payload_size(PyObject *msg)
@@ -659,7 +627,7 @@ inlet_call(Inlet *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 }
 
 static PyObject *
-inlet_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+inlet_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
 {
     Inlet *self = (Inlet *)type->tp_alloc(type, 0);
     if (self != NULL) {
@@ -777,13 +745,196 @@ static PyTypeObject InletType = {
     .tp_methods = inlet_methods,
 };
 
+/*
+ * Outlet: a connection's publishing end (the Python twin, and the reference,
+ * is natsjs_sync._core.outlet.OutletPy). Called with (subject, payload): when
+ * open, payload is bytes, subject is a str already in the subjects cache
+ * (validated) and the payload fits max_payload, it appends
+ * "PUB <subject> <size>\r\n<payload>\r\n" to the buffer in one resize, counts
+ * it, calls on_full() past the threshold or on_wake() when no flush is
+ * requested, and returns True. Otherwise it does nothing and returns False.
+ * Under the GIL the append is one step (see _core/writer.py).
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *buffer;   /* bytearray */
+    PyObject *subjects; /* dict: subject -> validated bytes */
+    PyObject *on_wake;  /* on_wake(): ask the flusher to send */
+    PyObject *on_full;  /* on_full(): send now (back-pressure) */
+    Py_ssize_t threshold, max_payload, out_msgs, out_bytes;
+    int open, flush_requested;
+} Outlet;
+
+static int
+outlet_traverse(Outlet *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->buffer);
+    Py_VISIT(self->subjects);
+    Py_VISIT(self->on_wake);
+    Py_VISIT(self->on_full);
+    return 0;
+}
+
+static int
+outlet_clear(Outlet *self)
+{
+    Py_CLEAR(self->buffer);
+    Py_CLEAR(self->subjects);
+    Py_CLEAR(self->on_wake);
+    Py_CLEAR(self->on_full);
+    return 0;
+}
+
+static void
+outlet_dealloc(Outlet *self)
+{
+    PyObject_GC_UnTrack(self);
+    outlet_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+outlet_init(Outlet *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"buffer", "subjects", "threshold", "on_wake", "on_full", NULL};
+    PyObject *buffer, *subjects, *on_wake, *on_full;
+    Py_ssize_t threshold;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!nOO", kwlist, &PyByteArray_Type, &buffer, &PyDict_Type,
+                                     &subjects, &threshold, &on_wake, &on_full)) {
+        return -1;
+    }
+    Py_INCREF(buffer);
+    Py_XSETREF(self->buffer, buffer);
+    Py_INCREF(subjects);
+    Py_XSETREF(self->subjects, subjects);
+    Py_INCREF(on_wake);
+    Py_XSETREF(self->on_wake, on_wake);
+    Py_INCREF(on_full);
+    Py_XSETREF(self->on_full, on_full);
+    self->threshold = threshold;
+    self->max_payload = 1024 * 1024;
+    self->out_msgs = self->out_bytes = 0;
+    self->open = self->flush_requested = 0;
+    return 0;
+}
+
+static PyObject *
+outlet_call(Outlet *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 2 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "an outlet takes (subject, payload)");
+        return NULL;
+    }
+    PyObject *subject = args[0], *payload = args[1], *buffer = self->buffer;
+    if (!self->open || !PyBytes_CheckExact(payload) || !PyUnicode_CheckExact(subject) || buffer == NULL ||
+        !PyByteArray_CheckExact(buffer) || self->subjects == NULL) {
+        Py_RETURN_FALSE;
+    }
+    PyObject *subj = PyDict_GetItemWithError(self->subjects, subject); /* borrowed */
+    if (subj == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_FALSE; /* not validated yet: the general path does that */
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(payload);
+    if (!PyBytes_CheckExact(subj) || size > self->max_payload) {
+        Py_RETURN_FALSE;
+    }
+    char digits[24];
+    int nd = snprintf(digits, sizeof digits, "%zd", size);
+    Py_ssize_t ls = PyBytes_GET_SIZE(subj);
+    Py_ssize_t old = PyByteArray_GET_SIZE(buffer);
+    Py_ssize_t add = 4 + ls + 1 + nd + 2 + size + 2;
+    if (ls > PY_SSIZE_T_MAX / 4 || size > PY_SSIZE_T_MAX / 4 || old > PY_SSIZE_T_MAX - add) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (PyByteArray_Resize(buffer, old + add) < 0) {
+        return NULL;
+    }
+    char *at = PyByteArray_AS_STRING(buffer) + old;
+    memcpy(at, "PUB ", 4);
+    at += 4;
+    memcpy(at, PyBytes_AS_STRING(subj), (size_t)ls);
+    at += ls;
+    *at++ = ' ';
+    memcpy(at, digits, (size_t)nd);
+    at += nd;
+    *at++ = '\r';
+    *at++ = '\n';
+    memcpy(at, PyBytes_AS_STRING(payload), (size_t)size);
+    at += size;
+    at[0] = '\r';
+    at[1] = '\n';
+    self->out_msgs++;
+    self->out_bytes += size;
+    PyObject *then = NULL;
+    if (old + add > self->threshold) {
+        then = self->on_full;
+    } else if (!self->flush_requested) {
+        then = self->on_wake;
+    }
+    if (then != NULL && then != Py_None) {
+        Py_INCREF(then); /* held while it runs */
+        PyObject *r = PyObject_CallNoArgs(then);
+        Py_DECREF(then);
+        if (r == NULL) {
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+outlet_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    Outlet *self = (Outlet *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->vectorcall = (vectorcallfunc)outlet_call;
+        self->max_payload = 1024 * 1024;
+    }
+    return (PyObject *)self;
+}
+
+static PyMemberDef outlet_members[] = {
+    {"buffer", T_OBJECT, offsetof(Outlet, buffer), 0, "the writer's buffer (bytearray)"},
+    {"subjects", T_OBJECT, offsetof(Outlet, subjects), READONLY, "subject -> validated bytes"},
+    {"on_wake", T_OBJECT, offsetof(Outlet, on_wake), 0, "asks the flusher to send"},
+    {"on_full", T_OBJECT, offsetof(Outlet, on_full), 0, "sends the buffer now"},
+    {"threshold", T_PYSSIZET, offsetof(Outlet, threshold), 0, "buffered bytes past which on_full runs"},
+    {"max_payload", T_PYSSIZET, offsetof(Outlet, max_payload), 0, "the server's max_payload"},
+    {"out_msgs", T_PYSSIZET, offsetof(Outlet, out_msgs), 0, "messages published"},
+    {"out_bytes", T_PYSSIZET, offsetof(Outlet, out_bytes), 0, "payload bytes published"},
+    {"open", T_INT, offsetof(Outlet, open), 0, "nonzero: publishes may append without the lock"},
+    {"flush_requested", T_INT, offsetof(Outlet, flush_requested), 0, "nonzero: the flusher was asked to send"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject OutletType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.Outlet",
+    .tp_basicsize = sizeof(Outlet),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Outlet, vectorcall),
+    .tp_doc = "Outlet(buffer, subjects, threshold, on_wake, on_full): a connection's publishing end.",
+    .tp_new = outlet_new,
+    .tp_init = (initproc)outlet_init,
+    .tp_dealloc = (destructor)outlet_dealloc,
+    .tp_traverse = (traverseproc)outlet_traverse,
+    .tp_clear = (inquiry)outlet_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_members = outlet_members,
+};
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_O, "Read the slot offsets of the Msg class."},
     {"accepts", (PyCFunction)accepts, METH_O, "Whether scan() can build instances of this class."},
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(buf, pos, cls, max_payload, max_control_line) -> (messages, new_pos)"},
-    {"append_pub", (PyCFunction)(void (*)(void))append_pub, METH_FASTCALL,
-     "append_pub(buffer, head, payload) -> len(buffer): buffer += head + payload + CRLF"},
     {"ack_tail", (PyCFunction)(void (*)(void))ack_tail, METH_FASTCALL,
      "ack_tail(reply, prefix) -> (stream_seq, consumer_seq) or None"},
     {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
@@ -798,7 +949,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    if (PyType_Ready(&InletType) < 0) {
+    if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0) {
         return NULL;
     }
     str_in_msgs = PyUnicode_InternFromString("in_msgs");
@@ -813,6 +964,12 @@ PyInit__speedups(void)
     Py_INCREF(&InletType);
     if (PyModule_AddObject(m, "Inlet", (PyObject *)&InletType) < 0) {
         Py_DECREF(&InletType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&OutletType);
+    if (PyModule_AddObject(m, "Outlet", (PyObject *)&OutletType) < 0) {
+        Py_DECREF(&OutletType);
         Py_DECREF(m);
         return NULL;
     }

@@ -10,8 +10,6 @@ from typing import Any
 
 import msgspec
 
-from ._compiled import twin
-
 PING = b"PING\r\n"
 PONG = b"PONG\r\n"
 
@@ -29,20 +27,6 @@ def pub(subject: bytes, payload: bytes | bytearray | memoryview, reply: bytes | 
     if reply:
         return b"PUB %b %b %d\r\n%b\r\n" % (subject, reply, len(payload), payload)  # type: ignore[str-format]
     return b"PUB %b %d\r\n%b\r\n" % (subject, len(payload), payload)  # type: ignore[str-format]
-
-
-def append_pub_py(buffer: bytearray, head: bytes, payload: bytes) -> int:
-    """``buffer += head + payload + b"\r\n"`` as one append; returns the buffer's new size.
-
-    ``head`` is a ``PUB <subject> <size>\r\n`` line (see ``subjects.pub_head``).
-    """
-    buffer += head + payload + b"\r\n"
-    return len(buffer)
-
-
-#: :func:`append_pub_py`, or its compiled twin where the extension was built
-#: (the same bytes without two intermediate objects: the publish hot path).
-append_pub = twin("append_pub", append_pub_py)
 
 
 def hpub(

@@ -70,18 +70,23 @@ class StateMachine:
     """The current :class:`ConnState`. Not locked: its owner moves it under its own lock.
 
     ``state`` may be read without the lock (a single attribute read).
+    ``on_change``, when set, is called with the new state after every move
+    (its owner mirrors the state where a hot path reads it).
     """
 
-    __slots__ = ("state",)
+    __slots__ = ("on_change", "state")
 
     def __init__(self, state: ConnState = ConnState.CONNECTING):
         self.state = state
+        self.on_change: Callable[[ConnState], None] | None = None
 
     def to(self, new: ConnState) -> None:
         """Move to ``new``. Raises IllegalTransition when the table forbids it."""
         if new is not self.state and new not in TRANSITIONS[self.state]:
             raise IllegalTransition(f"connection cannot go from {self.state.value} to {new.value}")
         self.state = new
+        if self.on_change is not None:
+            self.on_change(new)
 
     def move(self, allowed_from: Iterable[ConnState], new: ConnState) -> bool:
         """Move to ``new`` if the current state is one of ``allowed_from``; True if it moved."""

@@ -25,9 +25,11 @@ _LINE_OVERHEAD = 40
 #: The longest subject (in UTF-8 bytes) accepted alone on a line.
 MAX_SUBJECT_BYTES = MAX_CONTROL_LINE - _LINE_OVERHEAD
 
-# Valid subjects seen recently, mapped to their UTF-8 bytes. A publish loop uses
-# a few subjects over and over; the cache turns validation into a dict lookup.
-_PUB_CACHE: dict[str, bytes] = {}
+#: Subjects validated for publishing recently, mapped to their UTF-8 bytes. A
+#: publish loop uses a few subjects over and over; the cache turns validation
+#: into a dict lookup. Bounded, and only ever cleared, never replaced: the
+#: connections' outlets (``_core/outlet.py``) hold this very dict.
+PUB_SUBJECTS: dict[str, bytes] = {}
 _PUB_CACHE_MAX = 4096
 
 
@@ -66,35 +68,17 @@ def publish_subject(subject: str) -> bytes:
         BadSubjectError: empty, whitespace, empty token or a wildcard.
     """
     try:
-        return _PUB_CACHE[subject]
+        return PUB_SUBJECTS[subject]
     except (KeyError, TypeError):
         pass
     if not (isinstance(subject, str) and _PLAIN_SUBJECT.fullmatch(subject)):
         _check_tokens(subject, "subject", wildcards=False)
     encoded = subject.encode()
     _check_length(encoded, subject)
-    if len(_PUB_CACHE) >= _PUB_CACHE_MAX:
-        _PUB_CACHE.clear()
-    _PUB_CACHE[subject] = encoded
+    if len(PUB_SUBJECTS) >= _PUB_CACHE_MAX:
+        PUB_SUBJECTS.clear()
+    PUB_SUBJECTS[subject] = encoded
     return encoded
-
-
-#: subject -> (size, ``PUB <subject> <size>\r\n``) of its last plain publish (the hot path's cache).
-PUB_HEADS: dict[str, tuple[int, bytes]] = {}
-
-
-def pub_head(subject: str, size: int) -> tuple[int, bytes]:
-    """Validate ``subject`` for publishing and return ``(size, b"PUB <subject> <size>\\r\\n")``,
-    cached in :data:`PUB_HEADS` so a loop of publishes to one subject formats nothing.
-
-    Raises:
-        BadSubjectError: as :func:`publish_subject`.
-    """
-    head = (size, b"PUB %b %d\r\n" % (publish_subject(subject), size))
-    if len(PUB_HEADS) >= _PUB_CACHE_MAX:
-        PUB_HEADS.clear()
-    PUB_HEADS[subject] = head
-    return head
 
 
 def _check_length(encoded: bytes, subject: str) -> None:

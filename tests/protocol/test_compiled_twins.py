@@ -70,29 +70,54 @@ def test_the_twin_in_use_is_the_compiled_one_where_it_was_built() -> None:
         assert ackreply.ack_tail is twins[1]
 
 
-def test_append_pub_twins_lay_out_the_same_frame() -> None:
-    from natsjs_sync.protocol import commands
+def _outlets() -> list:
+    from natsjs_sync._core.outlet import OutletPy
 
-    twins = [commands.append_pub_py]
     try:
         from natsjs_sync.protocol import _speedups
     except ImportError:
-        pass
-    else:
-        twins.append(_speedups.append_pub)
-    for append_pub in twins:
-        buffer = bytearray(b"PING\r\n")
-        assert append_pub(buffer, b"PUB a.b 3\r\n", b"abc") == 6 + 11 + 3 + 2
-        assert append_pub(buffer, b"PUB c 0\r\n", b"") == 22 + 9 + 2
-        assert bytes(buffer) == b"PING\r\nPUB a.b 3\r\nabc\r\nPUB c 0\r\n\r\n"
-        big = bytes(range(256)) * 4096
-        assert append_pub(buffer, b"PUB big 1048576\r\n", big) == len(buffer)
-        assert bytes(buffer).endswith(b"PUB big 1048576\r\n" + big + b"\r\n")
-    if len(twins) == 2:
+        return [OutletPy]
+    return [OutletPy, _speedups.Outlet]
+
+
+def _drive_outlet(outlet_cls: type) -> list:
+    """One script of publishes against an outlet: what it took, laid out, counted and asked for."""
+    calls: list = []
+    buffer = bytearray(b"PING\r\n")
+    subjects = {"a.b": b"a.b", "big": b"big", "\u00e9": "\u00e9".encode()}
+    outlet = outlet_cls(buffer, subjects, 100, lambda: calls.append("wake"), lambda: calls.append("full"))
+    out: list = [("closed", outlet("a.b", b"x"), bytes(buffer))]  # not open: nothing done
+    outlet.open = 1
+    out.append(("open", outlet("a.b", b"abc"), outlet("\u00e9", b""), bytes(buffer), list(calls)))
+    outlet.flush_requested = 1
+    out.append(("requested", outlet("a.b", b"de"), list(calls)))  # a flush is asked for: no wake
+    for subject, payload in (("unknown", b"x"), ("a.b", bytearray(b"x")), ("a.b", memoryview(b"x")), (1, b"x")):
+        out.append(("general path", outlet(subject, payload)))  # not validated, or not bytes
+    outlet.max_payload = 3
+    out.append(("too big", outlet("a.b", b"abcd"), outlet("a.b", b"abc")))
+    outlet.max_payload = 1 << 20
+    big = bytes(range(256)) * 400
+    out.append(("over the threshold", outlet("big", big), list(calls)))
+    out.append(("counted", outlet.out_msgs, outlet.out_bytes, len(buffer)))
+    assert bytes(buffer).endswith(b"PUB big 102400\r\n" + big + b"\r\n")
+    return out
+
+
+def test_outlet_twins_lay_out_count_and_decline_alike() -> None:
+    runs = [_drive_outlet(cls) for cls in _outlets()]
+    frames = b"PING\r\nPUB a.b 3\r\nabc\r\nPUB \xc3\xa9 0\r\n\r\n"
+    assert runs[0][:3] == [("closed", False, b"PING\r\n"), ("open", True, True, frames, ["wake", "wake"]),
+                           ("requested", True, ["wake", "wake"])]
+    assert runs[0][3:8] == [("general path", False)] * 4 + [("too big", False, True)]
+    assert runs[0][8] == ("over the threshold", True, ["wake", "wake", "full"])
+    assert runs[0][9][:3] == ("counted", 5, 3 + 0 + 2 + 3 + 102400)
+    for run in runs:
+        assert run == runs[0]
+    if len(runs) == 2:
         with pytest.raises(TypeError):
-            twins[1](b"not a bytearray", b"PUB a 1\r\n", b"x")  # type: ignore[arg-type]
+            _outlets()[1](b"not a bytearray", {}, 1, print, print)
         with pytest.raises(TypeError):
-            twins[1](bytearray(), b"PUB a 1\r\n", bytearray(b"x"))  # type: ignore[arg-type]
+            _outlets()[1](bytearray(), {}, 1, print, print)("a", b"x", b"extra")
 
 
 # ---------------------------------------------------------------- the reader's delivery path

@@ -1,0 +1,77 @@
+"""The publishing end of a connection's write buffer: a plain publish in one call.
+
+:meth:`Client.publish <natsjs_sync.Client.publish>` without reply or headers
+calls the connection's :data:`Outlet` with the subject and payload. When the
+connection is up, the payload is ``bytes``, the subject was validated before
+(it is in the subject cache of :mod:`~natsjs_sync.protocol.subjects`) and the
+payload fits ``max_payload``, the outlet lays the ``PUB`` frame out in the
+buffer, counts it and sees that it gets sent; it returns True. Otherwise it
+does nothing and returns False, and the caller takes the general path, which
+validates, raises or buffers while reconnecting.
+
+It appends without the connection's lock, as the writer's docstring explains
+(:mod:`.writer`): one C call under the GIL, or one ``bytearray +=`` in the
+twin. ``open`` is nonzero only while that is allowed (connected, GIL on).
+
+The class here is the reference and what runs without a compiler; the
+compiled twin is ``_speedups.Outlet``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..protocol._compiled import twin
+
+
+class OutletPy:
+    """A connection's publishing end (Python twin of ``_speedups.Outlet``).
+
+    Args:
+        buffer: the writer's buffer (appended to, never replaced here).
+        subjects: subject -> its validated bytes (the cache of ``publish_subject``).
+        threshold: past this many buffered bytes, ``on_full`` sends from the publisher's thread.
+        on_wake: asks the flusher to send (called when ``flush_requested`` is down).
+        on_full: sends the buffer now (back-pressure).
+
+    Attributes the connection and writer set: ``open``, ``max_payload``,
+    ``flush_requested``, ``buffer`` (a forked child's new one); counters
+    ``out_msgs`` and ``out_bytes`` (the client's stats read them).
+    """
+
+    __slots__ = ("buffer", "flush_requested", "max_payload", "on_full", "on_wake", "open", "out_bytes", "out_msgs",
+                 "subjects", "threshold")
+
+    def __init__(self, buffer: bytearray, subjects: dict[str, bytes], threshold: int,
+                 on_wake: Callable[[], object], on_full: Callable[[], object]):
+        self.buffer = buffer
+        self.subjects = subjects
+        self.threshold = threshold
+        self.on_wake = on_wake
+        self.on_full = on_full
+        self.open = 0
+        self.flush_requested = 0
+        self.max_payload = 1024 * 1024
+        self.out_msgs = self.out_bytes = 0
+
+    def __call__(self, subject: str, payload: object) -> bool:
+        """Publish ``payload`` to ``subject`` if this is the common case; True when done."""
+        if not self.open or payload.__class__ is not bytes or subject.__class__ is not str:
+            return False
+        subj = self.subjects.get(subject)
+        size = len(payload)
+        if subj is None or size > self.max_payload:
+            return False
+        buffer = self.buffer
+        buffer += b"PUB %b %d\r\n%b\r\n" % (subj, size, payload)
+        self.out_msgs += 1
+        self.out_bytes += size
+        if len(buffer) > self.threshold:
+            self.on_full()
+        elif not self.flush_requested:
+            self.on_wake()
+        return True
+
+
+#: The class of a connection's outlet: compiled where built.
+Outlet: type[OutletPy] = twin("Outlet", OutletPy)
