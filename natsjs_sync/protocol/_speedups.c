@@ -844,7 +844,19 @@ outlet_call(Outlet *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         Py_RETURN_FALSE;
     }
     char digits[24];
-    int nd = snprintf(digits, sizeof digits, "%zd", size);
+    int nd = 0;
+    {
+        /* size in decimal (snprintf's locale and format parsing cost more than the rest) */
+        char rev[24];
+        size_t v = (size_t)size;
+        do {
+            rev[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v != 0);
+        for (int i = 0; i < nd; i++) {
+            digits[i] = rev[nd - 1 - i];
+        }
+    }
     Py_ssize_t ls = PyBytes_GET_SIZE(subj);
     Py_ssize_t old = PyByteArray_GET_SIZE(buffer);
     Py_ssize_t add = 4 + ls + 1 + nd + 2 + size + 2;
