@@ -93,12 +93,13 @@ class Stats:
     errors_received: int = 0
 
     def __init__(self, outlet: Any = None):
-        # The publish counters live on the connection's outlet, which counts a
-        # plain publish in the same call that buffers it (see _core/outlet.py).
+        """``outlet``: the connection's publishing end, which keeps the publish
+        counters (it counts a plain publish in the call that buffers it)."""
         self._outlet = outlet
 
     @property
     def out_msgs(self) -> int:
+        """Messages published (buffered for sending) by this client."""
         return 0 if self._outlet is None else int(self._outlet.out_msgs)
 
     @out_msgs.setter
@@ -107,6 +108,7 @@ class Stats:
 
     @property
     def out_bytes(self) -> int:
+        """Payload bytes published (buffered for sending) by this client."""
         return 0 if self._outlet is None else int(self._outlet.out_bytes)
 
     @out_bytes.setter
