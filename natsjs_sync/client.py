@@ -21,7 +21,6 @@ from ._core.options import (
     ConnectOptions,
     check_callback,
 )
-from ._core.writer import APPEND_WITHOUT_LOCK
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from .msg import Msg
 from .protocol.connection import ConnState
@@ -34,10 +33,6 @@ if TYPE_CHECKING:
     from .request_many import ReplyIterator
 
 __all__ = ["Client", "Stats", "check_callback"]
-
-#: The state in which publish() appends without the connection lock: CONNECTED,
-#: or no state at all on a free-threaded interpreter (one test per publish).
-_APPEND_FREELY = ConnState.CONNECTED if APPEND_WITHOUT_LOCK else None
 
 
 class Client:
