@@ -119,13 +119,14 @@ def test_threads_publishing_at_once_lose_and_reorder_nothing(shared_server: Nats
     counters are exact."""
     threads_n, per_thread = 6, 4000
     big = b"B" * (300 * 1024)  # four of these pass the flush threshold
-    free = ConnState.CONNECTED if without_lock else None  # as the modules decide at import
-    monkeypatch.setattr(nats.client, "_APPEND_FREELY", free)
-    monkeypatch.setattr(connection_module, "_APPEND_FREELY", free)
+    free = ConnState.CONNECTED if without_lock else None  # as the module decides at import
+    monkeypatch.setattr(connection_module, "_APPEND_FREELY", free)  # the outlet's open flag follows it
     with nats.connect(shared_server.url) as sub_nc, nats.connect(shared_server.url) as pub_nc:
         sub = sub_nc.subscribe("order.>", pending_msgs_limit=threads_n * per_thread + 1,
                                pending_bytes_limit=-1)
         sub_nc.flush()
+        # A plain publish takes the outlet's unlocked path only where the general path would.
+        assert link(pub_nc).writer.outlet.open == (1 if without_lock else 0)
         start = threading.Barrier(threads_n)
         sizes = [0] * threads_n
         # Switch threads as often as the interpreter can, so that appends land
