@@ -132,8 +132,7 @@ class Workload:
                 failed = [p for p in pending if p not in dict(futures)]
                 for payload, fut in futures:
                     try:
-                        self._record_ack(payload, self.timer.call("publish_async result", 10.0,
-                                                                  lambda fut=fut: fut.result(timeout=10.0)))
+                        self._record_ack(payload, self._settled(fut))
                     except nats.NatsError:
                         failed.append(payload)
                 if not failed:
@@ -145,6 +144,21 @@ class Workload:
                     return
             if self._rate:
                 self._stop_publishing.wait(self._rate * 10)
+
+    def _settled(self, fut: Future[PubAck]) -> PubAck:
+        """The future's PubAck, or its error (a NatsError). A future settles by
+        itself: an ack, an error, or its own ack timeout, which each retry after
+        "no responders" starts again (up to three ack timeouts here). So a wait
+        that ends first (the plain TimeoutError of Future.result) waits again,
+        bounded by that longest life and one more for load."""
+        for _ in range(4):
+            try:
+                return self.timer.call("publish_async result", 10.0, lambda: fut.result(timeout=10.0))
+            except nats.NatsError:
+                raise
+            except TimeoutError:  # concurrent.futures': not settled yet
+                continue
+        return fut.result(timeout=0)  # never settled: the TimeoutError fails the workload
 
     # ------------------------------------------------------------------ consuming
 
