@@ -189,7 +189,6 @@ class Connection:
         self.transport_factory: TransportFactory = open_transport
         self.addr: Any = None
         self.info: dict[str, Any] = {}
-        self.max_payload = 1024 * 1024
         self.msg_cls = bound_msg_class(self)
         self.nuid = NUID()
         self.last_error: Exception | None = None
@@ -315,6 +314,16 @@ class Connection:
         self.timer.close()
         self.dispatcher.close()
 
+    @property
+    def max_payload(self) -> int:
+        """The server's max_payload (1 MiB until a server said): kept on the outlet,
+        whose plain publish checks it."""
+        return int(self.writer.outlet.max_payload)
+
+    @max_payload.setter
+    def max_payload(self, value: int) -> None:
+        self.writer.outlet.max_payload = value
+
     def _state_changed(self, state: ConnState) -> None:
         # A plain publish appends without the lock in exactly the states the
         # general path does (connected, GIL on): the outlet reads this flag.
@@ -331,7 +340,7 @@ class Connection:
         self.transport = opened.transport
         self.addr = entry.addr
         self.info = opened.info
-        self.max_payload = self.writer.outlet.max_payload = int(opened.info.get("max_payload", self.max_payload))
+        self.max_payload = int(opened.info.get("max_payload", self.max_payload))
         self.machine.to(ConnState.CONNECTED)
         self.pool.connected(entry, time.monotonic())
         self.connected_event.set()
@@ -379,7 +388,7 @@ class Connection:
         log.debug("INFO from %s: %s", self.addr, sorted(options))
         self.info = {**self.info, **options}
         if "max_payload" in options:
-            self.max_payload = self.writer.outlet.max_payload = int(options["max_payload"])
+            self.max_payload = int(options["max_payload"])
         self._add_discovered(options)
         if options.get("ldm"):
             log.warning("server %s entered lame duck mode", self.addr)
