@@ -26,6 +26,7 @@ import msgspec
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
     BadBucketError,
+    BadHeaderError,
     BadSubscriptionError,
     BucketExistsError,
     InvalidKeyError,
@@ -299,8 +300,35 @@ def _value(value: bytes | bytearray | memoryview | str) -> bytes | bytearray | m
     return value
 
 
-def _ttl_header(ttl: float | str) -> str:
-    return ttl if isinstance(ttl, str) else f"{max(1, round(ttl))}s"
+def _ttl_header(ttl: float | str | None) -> str | None:
+    """The ``Nats-TTL`` value of a KV call's ``ttl``, or ``None`` for no header.
+
+    The one rule of every KV call that takes a ``ttl`` (as nats.go's): ``None``
+    or zero means the value does not expire, so no header is sent (a zero
+    rounded up to the server's 1 s minimum made the key vanish after a second).
+    A positive number of seconds is sent in whole seconds, at least one; a str
+    is a Go duration (``"90s"``, ``"never"``) sent as it is.
+
+    Raises:
+        BadHeaderError: a negative or NaN number, or an empty str: no ``Nats-TTL`` can say
+            it (raised before anything is sent; also a ValueError).
+        TypeError: not a number or a str.
+    """
+    if ttl is None:
+        return None
+    if isinstance(ttl, str):
+        if not ttl:
+            raise BadHeaderError("ttl must not be an empty str")
+        return ttl
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise TypeError(f"ttl must be seconds (a number) or a Go duration str, got {ttl!r}")
+    if not ttl >= 0:  # negative or NaN
+        raise BadHeaderError(f"ttl must be >= 0 seconds (0: no expiry), got {ttl!r}")
+    if ttl == 0:
+        return None
+    if ttl == float("inf"):
+        return "never"
+    return f"{max(1, round(ttl))}s"
 
 
 class KeyValue:
@@ -399,18 +427,21 @@ class KeyValue:
 
         ``msg_ttl`` is nats-py's name for ``ttl``.
 
-        ``ttl`` (seconds) makes the key expire on its own (bucket with ``limit_marker_ttl``).
+        ``ttl`` (seconds) makes the key expire on its own (bucket with ``limit_marker_ttl``);
+        ``None`` or ``0``: it does not expire.
 
         Raises:
             KeyExistsError: the key has a value.
+            BadHeaderError: a negative ``ttl`` (nothing is sent).
         """
         data = _value(value)
         headers = None
         if ttl is None:
             ttl = msg_ttl
-        if ttl is not None:
+        ttl_value = _ttl_header(ttl)
+        if ttl_value is not None:
             self._js._require("msg_ttl")
-            headers = {"Nats-TTL": _ttl_header(ttl)}
+            headers = {"Nats-TTL": ttl_value}
         deadline = self._js._api.deadline(timeout)  # one budget for up to three requests
         try:
             return self._publish(key, data, headers, 0, deadline, validate_keys)
@@ -441,13 +472,18 @@ class KeyValue:
               timeout: TimeoutArg = USE_DEFAULT, *, msg_ttl: float | str | None = None) -> int:
         """Delete ``key`` and all its history, leaving one purge marker (which
         itself goes after ``ttl`` seconds, nats-py's ``msg_ttl``, on buckets with
-        ``limit_marker_ttl``)."""
+        ``limit_marker_ttl``; ``None`` or ``0``: the marker stays).
+
+        Raises:
+            BadHeaderError: a negative ``ttl`` (nothing is sent).
+        """
         if ttl is None:
             ttl = msg_ttl
         headers = {KV_OPERATION: "PURGE", "Nats-Rollup": "sub"}
-        if ttl is not None:
+        ttl_value = _ttl_header(ttl)
+        if ttl_value is not None:
             self._js._require("msg_ttl")
-            headers["Nats-TTL"] = _ttl_header(ttl)
+            headers["Nats-TTL"] = ttl_value
         return self._publish(key, b"", headers, last, timeout)
 
     def purge_deletes(self, older_than: float | None = None, timeout: TimeoutArg = USE_DEFAULT,
