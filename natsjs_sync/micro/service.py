@@ -819,7 +819,11 @@ class Service(_EndpointAdder):
             log.error("handler of endpoint %s (%s) raised", endpoint.name, endpoint.subject,
                       exc_info=raised)
             if not request._responded:
-                _send_error(request, "500", repr(raised))
+                # The caller learns only the exception's type: its text may hold anything
+                # (the request's payload, internals) and be of any size, and an error
+                # reply past max_payload could not be sent at all. The whole of it is
+                # in the log and, shortened, in the endpoint's last_error.
+                _send_error(request, "500", type(raised).__name__[:_MAX_ERROR_TYPE])
         else:
             tally.finish(repr(request._error) if request._error is not None else "")
 
@@ -847,9 +851,28 @@ class Service(_EndpointAdder):
             _current.service = previous
 
 
+#: The most characters of an exception's class name sent in a 500 error reply.
+_MAX_ERROR_TYPE = 128
+#: The most characters an endpoint's ``last_error`` keeps: STATS replies carry it,
+#: and one past the server's max_payload could not be sent.
+_MAX_LAST_ERROR = 4096
+
+
+def _short_error(error: str) -> str:
+    if len(error) <= _MAX_LAST_ERROR:
+        return error
+    return error[:_MAX_LAST_ERROR - 3] + "..."
+
+
 class _Tally:
     """Counts one request exactly once: just before its first reply is sent (so the
-    caller that has the reply sees it counted), else when the handler returns."""
+    caller that has the reply sees it counted), else when the handler returns.
+
+    A handler may hand its request to another thread that answers after the
+    handler returned: that reply is not counted again (it counted the request
+    and its processing time twice); an error reply counts the error alone.
+    Thread-safe: every step runs under the service's lock.
+    """
 
     __slots__ = ("_counted", "_endpoint", "_error_counted", "_service", "_start")
 
@@ -861,29 +884,26 @@ class _Tally:
         self._start = time.perf_counter_ns()
 
     def replied(self, error: ServiceError | None) -> None:
+        """A reply is about to be sent (``error``: it is an error reply)."""
         self._count(repr(error) if error is not None else "")
 
     def finish(self, error: str) -> None:
         """The handler is done; ``error`` is what went wrong in it, if anything."""
-        if not self._counted:
-            self._count(error)
-        elif error and not self._error_counted:  # an error after a normal first reply
-            with self._service._lock:
-                self._endpoint._num_errors += 1
-                self._endpoint._last_error = error
-            self._error_counted = True
+        self._count(error)
 
     def _count(self, error: str) -> None:
+        """Count the request the first time, and one error at most."""
         elapsed = time.perf_counter_ns() - self._start
         endpoint = self._endpoint
         with self._service._lock:
-            endpoint._num_requests += 1
-            endpoint._processing_time += elapsed
-            if error:
+            if not self._counted:
+                self._counted = True
+                endpoint._num_requests += 1
+                endpoint._processing_time += elapsed
+            if error and not self._error_counted:
+                self._error_counted = True
                 endpoint._num_errors += 1
-                endpoint._last_error = error
-        self._counted = True
-        self._error_counted = bool(error)
+                endpoint._last_error = _short_error(error)
 
 
 def _send_error(request: Request, code: str, description: str, data: bytes = b"") -> None:

@@ -238,7 +238,7 @@ def test_errors_become_error_replies_and_counts(nc: nats.Client, caller: nats.Cl
         assert (r.headers or {})["Nats-Service-Error-Code"] == "409"
         r = caller.request("bug", timeout=5)
         assert (r.headers or {})["Nats-Service-Error-Code"] == "500"
-        assert (r.headers or {})["Nats-Service-Error"] == r"KeyError('missing\nline')"
+        assert (r.headers or {})["Nats-Service-Error"] == "KeyError"  # the type only; the rest is logged
         late = list(caller.request_many("late", timeout=5, stall=0.5))
         assert [m.data for m in late] == [b"done"]  # no second, error reply
         caller.publish("fine", b"nobody waits")  # respond() without a reply subject raises: an error
