@@ -29,6 +29,7 @@ import msgspec
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
     DigestMismatchError,
+    InvalidObjectNameError,
     MsgNotFoundError,
     NatsError,
     ObjectNotFoundError,
@@ -316,8 +317,13 @@ def _chunk_size(chunk_size: int | None, meta: ObjectMeta) -> int:
 
 
 def _check_name(name: object) -> str:
+    """An object name: any non-empty str.
+
+    Raises:
+        InvalidObjectNameError: anything else (also a ValueError; nothing is sent).
+    """
     if not isinstance(name, str) or not name:
-        raise ValueError(f"object name must be a non-empty str, got {name!r}")
+        raise InvalidObjectNameError(f"object name must be a non-empty str, got {name!r}")
     return name
 
 

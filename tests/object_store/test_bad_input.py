@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import natsjs_sync as nats
+from natsjs_sync.errors import InvalidObjectNameError
 from natsjs_sync.testing import NatsServer
 
 from ..recovery import Guarded, guard
@@ -39,4 +40,24 @@ CALLS: dict[str, Callable[[nats.Client], object]] = {
 def test_an_overlong_object_name_is_refused_before_sending(guarded: Guarded, call: str) -> None:
     with pytest.raises(ValueError):
         CALLS[call](guarded.nc)
+    guarded.check_untouched()
+
+
+EMPTY_NAME: dict[str, Callable[[nats.Client], object]] = {
+    "put": lambda nc: nc.jetstream().object_store("BADOBJ").put("", b"data"),
+    "put_string": lambda nc: nc.jetstream().object_store("BADOBJ").put_string("", "data"),
+    "get_info": lambda nc: nc.jetstream().object_store("BADOBJ").get_info(""),
+    "get": lambda nc: nc.jetstream().object_store("BADOBJ").get(""),
+    "delete": lambda nc: nc.jetstream().object_store("BADOBJ").delete(""),
+    "add_bucket_link": lambda nc: nc.jetstream().object_store("BADOBJ").add_bucket_link(
+        "", nc.jetstream().object_store("BADOBJ")),
+}
+
+
+@pytest.mark.parametrize("call", list(EMPTY_NAME))
+def test_an_empty_object_name_raises_invalid_object_name_before_sending(guarded: Guarded, call: str) -> None:
+    with pytest.raises(InvalidObjectNameError) as info:
+        EMPTY_NAME[call](guarded.nc)
+    assert isinstance(info.value, ValueError)
+    assert guarded.witness.jetstream().stream("OBJ_BADOBJ").info().state.messages == 0
     guarded.check_untouched()
