@@ -54,6 +54,8 @@ DEFAULT_CHUNK_SIZE = 128 * 1024
 #: Chunk bytes in flight during a put, and requested ahead during a get.
 WINDOW_BYTES = 8 * 1024 * 1024
 _READ_BLOCK = 1024 * 1024
+#: Room in a read's pull window for a chunk's subject, reply subject and headers.
+_CHUNK_OVERHEAD = 64 * 1024
 
 Progress = Callable[[int, "int | None"], None]
 
@@ -327,6 +329,22 @@ def _check_name(name: object) -> str:
     return name
 
 
+def _read_window(info: ObjectInfo) -> int:
+    """The pull window (``max_bytes``) of a read: :data:`WINDOW_BYTES`, or one
+    of the object's chunks with room for its subject and headers when chunks are larger.
+
+    The server never delivers a message larger than a pull's ``max_bytes``: with a
+    fixed 8 MiB window, an object written in larger chunks (allowed when the
+    server's max_payload is larger) could never be read. The chunk size is the
+    one the object was written with, or, when the writer did not record it, the
+    average chunk rounded up (every chunk but the last is full, so no chunk is
+    larger than that).
+    """
+    recorded = info.options.max_chunk_size if info.options is not None else None
+    average = -(-info.size // info.chunks) if info.chunks > 0 else 0
+    return max(WINDOW_BYTES, max(recorded or 0, average) + _CHUNK_OVERHEAD)
+
+
 class ObjectResult(io.RawIOBase):
     """An object being read: a binary file-like stream (``read``, ``readinto``,
     iteration over chunks with :meth:`chunks`, ``with``). The digest is checked
@@ -347,7 +365,7 @@ class ObjectResult(io.RawIOBase):
         if not self._done:
             subject = f"$O.{store.bucket}.C.{info.nuid}"
             self._oc = store._js.ordered_consumer(store.stream_name, filter_subjects=[subject])
-            self._it = self._oc.messages(max_bytes=WINDOW_BYTES, expires=10.0)
+            self._it = self._oc.messages(max_bytes=_read_window(info), expires=10.0)
         else:
             self._verify()
 
