@@ -31,10 +31,12 @@ from ..errors import (
     DigestMismatchError,
     InvalidObjectNameError,
     MsgNotFoundError,
+    NatsConnectionError,
     NatsError,
     ObjectNotFoundError,
     ObjectStoreError,
     TimeoutError,
+    WrongLastSequenceError,
 )
 from ..protocol.nuid import next_nuid
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
@@ -54,6 +56,8 @@ DEFAULT_CHUNK_SIZE = 128 * 1024
 #: Chunk bytes in flight during a put, and requested ahead during a get.
 WINDOW_BYTES = 8 * 1024 * 1024
 _READ_BLOCK = 1024 * 1024
+#: The shortest wait worth one more attempt at a put's info (seconds).
+_MIN_META_ATTEMPT = 0.1
 #: Room in a read's pull window for a chunk's subject, reply subject and headers.
 _CHUNK_OVERHEAD = 64 * 1024
 
@@ -492,23 +496,41 @@ class ObjectStore:
 
     def get_info(self, name: str, show_deleted: bool = False, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
         """The object's info. Raises ObjectNotFoundError (also for deleted ones, unless ``show_deleted``)."""
-        _check_name(name)
-        try:
-            raw = self._stream.get_last_msg_for_subject(self._meta_subject(name), timeout=timeout)
-        except MsgNotFoundError:
-            raise ObjectNotFoundError(f"object {name!r} not found in bucket {self.bucket!r}") from None
-        info = decode_info(raw.data, f"object {name!r} in bucket {self.bucket!r}")
-        if raw.time is not None:
-            info = info.replace(mtime=raw.time)
+        info, _ = self._last_meta(_check_name(name), timeout)
+        if info is None:
+            raise ObjectNotFoundError(f"object {name!r} not found in bucket {self.bucket!r}")
         if info.deleted and not show_deleted:
             raise ObjectNotFoundError(f"object {name!r} was deleted from bucket {self.bucket!r}")
         return info
 
-    def _publish_meta(self, info: ObjectInfo, timeout: TimeoutArg) -> PubAck:
+    def _last_meta(self, name: str, timeout: TimeoutArg) -> tuple[ObjectInfo | None, int]:
+        """The newest info of ``name`` (deleted ones too) and its stream sequence; ``(None, 0)``
+        when there is none (0 is what ``Nats-Expected-Last-Subject-Sequence`` says for "none")."""
+        try:
+            raw = self._stream.get_last_msg_for_subject(self._meta_subject(name), timeout=timeout)
+        except MsgNotFoundError:
+            return None, 0
+        info = decode_info(raw.data, f"object {name!r} in bucket {self.bucket!r}")
+        if raw.time is not None:
+            info = info.replace(mtime=raw.time)
+        return info, raw.seq
+
+    def _publish_meta(self, info: ObjectInfo, timeout: TimeoutArg, **options: Any) -> PubAck:
         # Every client reads this JSON: see encode_info for what it must hold.
         data = encode_info(info)
         return self._js.publish(self._meta_subject(info.name), data, headers={"Nats-Rollup": "sub"},
-                                timeout=timeout)
+                                timeout=timeout, **options)
+
+    def _purge_quietly(self, subject: str, deadline: Deadline, why: str) -> None:
+        """Purge ``subject`` within what is left of ``deadline``; a failure is logged, not raised.
+
+        The purge request is sent even when no time is left (it is only not
+        waited for), so the server still cleans up after a put that ran out of time.
+        """
+        try:
+            self._stream.purge(subject=subject, timeout=deadline)
+        except NatsError as exc:
+            _log.warning("object store %s: %s (%s) may be left behind: %s", self.bucket, subject, why, exc)
 
     # ------------------------------------------------------------------ put
 
@@ -520,6 +542,27 @@ class ObjectStore:
 
         Replacing an object removes the old one's chunks once the new one is in.
         ``progress(bytes_sent, total_or_None)`` is called after each chunk.
+
+        The chunks are written first, then the info that makes them the object.
+        The new chunks are purged only when the put definitely failed; the info is
+        published under the stream's check that the object is still the version
+        read at the start (another put in between is read again and replaced, so
+        each put purges the chunks of exactly the version it replaced), with a
+        message id of its own, so a publish that timed out is sent again safely.
+
+        Args:
+            timeout: one budget for the whole put, clean-up included (default: the context's).
+
+        Returns:
+            The stored object's info.
+
+        Raises:
+            InvalidObjectNameError: an empty name (nothing is sent).
+            TimeoutError: the put ran out of time. When the info was sent but not
+                confirmed, the message says so: the object may still be stored,
+                and its chunks are kept.
+            ObjectStoreError, JetStreamError: the server refused a chunk or the info
+                (the new chunks are purged).
         """
         if isinstance(name, ObjectMeta):
             meta, name = name, name.name
@@ -529,30 +572,99 @@ class ObjectStore:
         if isinstance(data, os.PathLike):
             with open(data, "rb") as f:
                 return self.put(name, f, meta, size, progress, timeout)
-        deadline = self._js._api.deadline(timeout)  # one budget for every chunk and the info
+        deadline = self._js._api.deadline(timeout)  # one budget for every chunk, the info and clean-up
         source, total = _reader(data)
-        try:
-            existing: ObjectInfo | None = self.get_info(name, show_deleted=True, timeout=deadline)
-        except ObjectNotFoundError:
-            existing = None
+        existing, existing_seq = self._last_meta(name, deadline)
         nuid = next_nuid()
         chunk_subject = f"$O.{self.bucket}.C.{nuid}"
         try:
             sent, chunks, digest = self._put_chunks(chunk_subject, source, size, total, progress, deadline)
-            opts = meta.options or ObjectMetaOptions()
-            info = ObjectInfo(name=name, bucket=self.bucket, nuid=nuid, description=meta.description,
-                              headers=meta.headers, metadata=meta.metadata,
-                              options=opts.replace(max_chunk_size=size), size=sent, chunks=chunks, digest=digest)
-            self._publish_meta(info, deadline)
-        except BaseException:
-            try:
-                self._stream.purge(subject=chunk_subject)  # leave no orphaned chunks behind
-            except NatsError:
-                pass
+        except BaseException as exc:
+            # No info points at the new chunks yet: they go, whatever went wrong.
+            self._purge_quietly(chunk_subject, deadline, f"chunks of a failed put of {name!r}")
+            if isinstance(exc, builtins.TimeoutError) and not isinstance(exc, TimeoutError):
+                raise TimeoutError(f"object {name!r}: chunks not acknowledged within the put's timeout") from exc
+            if isinstance(exc, TimeoutError):
+                raise TimeoutError(f"object {name!r}: {exc}") from exc
             raise
-        if existing is not None and not existing.deleted and not existing.is_link:
-            self._stream.purge(subject=f"$O.{self.bucket}.C.{existing.nuid}", timeout=deadline)
+        opts = meta.options or ObjectMetaOptions()
+        info = ObjectInfo(name=name, bucket=self.bucket, nuid=nuid, description=meta.description,
+                          headers=meta.headers, metadata=meta.metadata,
+                          options=opts.replace(max_chunk_size=size), size=sent, chunks=chunks, digest=digest)
+        replaced = self._commit_meta(info, existing, existing_seq, deadline)
+        if replaced is not None and not replaced.deleted and not replaced.is_link and replaced.nuid != nuid:
+            # The put succeeded: a failed clean-up is logged, never raised (a caller
+            # told "failed" would put again what is already stored).
+            self._purge_quietly(f"$O.{self.bucket}.C.{replaced.nuid}", deadline,
+                                f"chunks of the replaced version of {name!r}")
         return info.replace(mtime=datetime.datetime.now(datetime.timezone.utc))
+
+    def _commit_meta(self, info: ObjectInfo, existing: ObjectInfo | None, existing_seq: int,
+                     deadline: Deadline) -> ObjectInfo | None:
+        """Publish the info of a put whose chunks are stored; returns the version it replaced.
+
+        Each attempt expects the object's info to be the one at ``existing_seq``
+        and carries the put's nuid as its message id:
+
+        - another writer's info since then (wrong last sequence): read it again;
+          if it is this put's own (an earlier attempt was stored), done; else replace that one;
+        - no answer in time: send the same info again while time is left; the
+          stream stores it once (the message id), and answers a copy sent after a
+          stored one as a duplicate;
+        - any other refusal: nothing points at the new chunks, they are purged.
+
+        Raises:
+            TimeoutError: no attempt was confirmed in time (chunks kept: the info may be stored).
+        """
+        name, nuid = info.name, info.nuid
+        unconfirmed: BaseException | None = None
+        # The expectation of the attempts that went unconfirmed; a duplicate answer
+        # means one of them was stored, and it replaced what they expected.
+        unconfirmed_seq: int | None = None
+        while True:
+            left = deadline.remaining()
+            if unconfirmed is not None and left is not None and left <= _MIN_META_ATTEMPT:
+                raise TimeoutError(
+                    f"object {name!r}: its info was sent but not confirmed within the put's timeout; it may"
+                    f" still be stored (chunks under nuid {nuid} are kept)") from unconfirmed
+            # Half of what is left for one attempt: a lost or slow answer leaves time to ask again.
+            attempt = deadline if left is None or left <= 2 * _MIN_META_ATTEMPT else Deadline(left / 2)
+            try:
+                ack = self._publish_meta(info, attempt, msg_id=nuid, expected_last_subject_seq=existing_seq)
+                if ack.duplicate and unconfirmed_seq != existing_seq:
+                    # Stored by an attempt made before another writer's info was read:
+                    # what it replaced is not known, so no chunks are purged.
+                    _log.warning("object store %s: a put of %r was stored before another writer's; the"
+                                 " chunks it replaced may be left behind", self.bucket, name)
+                    return None
+                return existing
+            except WrongLastSequenceError:
+                expected = existing
+                try:
+                    existing, existing_seq = self._last_meta(name, deadline)
+                except NatsError as exc:
+                    if unconfirmed is not None:  # an earlier attempt may be stored
+                        raise TimeoutError(f"object {name!r}: its info may or may not be stored: {exc}"
+                                           f" (chunks under nuid {nuid} are kept)") from exc
+                    self._purge_quietly(f"$O.{self.bucket}.C.{nuid}", deadline,
+                                        f"chunks of a failed put of {name!r}")
+                    raise
+                if existing is not None and existing.nuid == nuid:
+                    # An earlier attempt was stored: it replaced what it expected.
+                    return expected
+            except TimeoutError as exc:
+                if unconfirmed is None:
+                    unconfirmed_seq = existing_seq
+                unconfirmed = exc
+            except NatsConnectionError as exc:
+                # Sent or not, nobody can tell now: keep the chunks the info may point at.
+                raise TimeoutError(f"object {name!r}: the connection failed before its info was confirmed;"
+                                   f" it may be stored (chunks under nuid {nuid} are kept): {exc}") from exc
+            except BaseException:
+                if unconfirmed is not None:
+                    raise
+                self._purge_quietly(f"$O.{self.bucket}.C.{nuid}", deadline, f"chunks of a failed put of {name!r}")
+                raise
 
     def _put_chunks(self, subject: str, source: Callable[[int], bytes], size: int, total: int | None,
                     progress: Progress | None, deadline: Deadline) -> tuple[int, int, str]:

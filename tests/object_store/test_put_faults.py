@@ -1,0 +1,178 @@
+"""An object-store put keeps the data under faults.
+
+- The info (meta) publish of a put unconfirmed in time: the server may still
+  store it. The old put purged the new chunks anyway; once the info landed it
+  pointed at purged chunks, and the previous version's chunks were orphaned:
+  both versions were gone. Now the info is sent again under the same message
+  id while time is left, and reported (chunks kept) when it never is confirmed.
+- Two puts of one name at once: the one whose info lands second purged the
+  chunks of the version it read at the start, not of the one it replaced.
+- A put whose old-chunk purge failed raised, after the new version was stored.
+- Chunk acknowledgements outstanding at the deadline raised the bare
+  ``concurrent.futures`` TimeoutError, and the clean-up purge then waited the
+  context's timeout on top of the put's.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.jetstream import ObjectStore
+from natsjs_sync.testing import FaultProxy, NatsServer
+
+from ..conftest import wait_until
+
+
+@dataclass
+class Rig:
+    server: NatsServer
+    proxy: FaultProxy
+    nc: nats.Client  # through the proxy
+    witness: nats.Client  # straight to the server
+    obs: ObjectStore
+
+    def replies(self) -> int:
+        return self.proxy.server_frames("MSG") + self.proxy.server_frames("HMSG")
+
+    def messages(self) -> int:
+        return self.witness.jetstream().stream("OBJ_F").info().state.messages
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    server = NatsServer()
+    server.start()
+    proxy = FaultProxy(server.url).start()
+    nc = nats.connect(proxy.url, name="put-faults")
+    witness = nats.connect(server.url, name="witness")
+    try:
+        obs = nc.jetstream(timeout=30).create_object_store(bucket="F", storage="memory")
+        yield Rig(server, proxy, nc, witness, obs)
+    finally:
+        proxy.heal()
+        nc.close()
+        witness.close()
+        proxy.close()
+        server.close()
+
+
+def _after_last_chunk_acked(rig: Rig, total: int, then: Callable[[], None]) -> Callable[[int, int | None], None]:
+    """A progress callback that, once the last chunk's ack has come back (the
+    read of the old info and one ack per chunk since it was made), runs ``then``:
+    the fault then hits the info publish alone."""
+    base = rig.replies()
+    chunks = [0]
+
+    def progress(sent: int, size: int | None) -> None:
+        chunks[0] += 1
+        if sent == total:
+            assert wait_until(lambda: rig.replies() >= base + 1 + chunks[0], timeout=10)
+            then()
+
+    return progress
+
+
+def test_an_unconfirmed_info_is_sent_again_and_the_put_finishes(rig: Rig) -> None:
+    old = rig.obs.put("doc", b"version one")
+    new = os.urandom(1000)
+    held: list[int] = []
+    healed = threading.Event()
+
+    def hold_the_info() -> None:
+        held.append(rig.proxy.client_frames("HPUB"))
+        rig.proxy.blackhole("to_server")
+
+    def heal_on_the_second_send() -> None:
+        # The first info publish is held (it times out); heal once it is sent again.
+        wait_until(lambda: bool(held) and rig.proxy.client_frames("HPUB") >= held[0] + 2, timeout=20)
+        rig.proxy.heal()
+        healed.set()
+
+    healer = threading.Thread(target=heal_on_the_second_send, name="test-healer")
+    healer.start()
+    try:
+        info = rig.obs.put("doc", new, progress=_after_last_chunk_acked(rig, len(new), hold_the_info), timeout=8)
+    finally:
+        healer.join(30)
+    assert healed.is_set()
+    assert info.nuid != old.nuid
+    assert rig.obs.get_info("doc").nuid == info.nuid
+    assert rig.obs.get_bytes("doc", timeout=10) == new
+    assert rig.messages() == 2  # the info and the one new chunk: the old chunk was purged
+
+
+def test_an_info_never_confirmed_is_reported_and_its_chunks_kept(rig: Rig) -> None:
+    old = rig.obs.put("doc", b"version one")
+    new = os.urandom(1000)
+
+    def hold_the_info() -> None:
+        rig.proxy.blackhole("to_server")
+
+    with pytest.raises(nats.TimeoutError, match=r"'doc'.*may still be stored"):
+        rig.obs.put("doc", new, progress=_after_last_chunk_acked(rig, len(new), hold_the_info), timeout=3)
+    rig.proxy.heal()  # what was held reaches the server now: the info lands after the put gave up
+    wj = rig.witness.jetstream()
+    assert wait_until(lambda: wj.object_store("F").get_info("doc").nuid != old.nuid, timeout=10)
+    # The old put purged the chunks this info points at: the object could not be read.
+    assert wj.object_store("F").get_bytes("doc", timeout=10) == new
+
+
+def test_a_put_overtaken_by_another_put_replaces_it_and_leaves_no_chunks(rig: Rig) -> None:
+    rig.obs.put("doc", b"version one")
+    other = os.urandom(300)
+    mine = os.urandom(500)
+    overtaken = [False]
+
+    def overtake(sent: int, size: int | None) -> None:
+        if not overtaken[0]:  # after this put read the old info, another put of the name runs through
+            overtaken[0] = True
+            rig.obs.put("doc", other, chunk_size=100)
+
+    info = rig.obs.put("doc", mine, chunk_size=100, progress=overtake)
+    assert overtaken[0]
+    assert rig.obs.get_bytes("doc", timeout=10) == mine
+    assert rig.obs.get_info("doc").nuid == info.nuid
+    assert rig.messages() == 1 + 5  # the info and this put's chunks; nobody's chunks orphaned
+
+
+def test_chunk_acks_missing_at_the_deadline_raise_our_timeout_within_the_budget(rig: Rig) -> None:
+    data = os.urandom(8 * 1024)
+    cut = [False]
+
+    def hold_acks(sent: int, size: int | None) -> None:
+        if not cut[0]:
+            cut[0] = True
+            rig.proxy.blackhole("to_client")
+
+    start = time.monotonic()
+    with pytest.raises(nats.TimeoutError, match="'late'") as info:
+        rig.obs.put("late", data, chunk_size=1024, progress=hold_acks, timeout=2)
+    elapsed = time.monotonic() - start
+    assert isinstance(info.value, nats.NatsError)
+    # The clean-up purge waited the context's 30 s after the put's 2 s.
+    assert elapsed < 15, f"the put returned after {elapsed:.1f} s"
+    rig.proxy.heal()
+    # The clean-up purge was still sent: the chunks of the failed put go.
+    assert wait_until(lambda: rig.messages() == 0, timeout=10)
+
+
+def test_a_failed_purge_of_the_old_chunks_does_not_fail_a_stored_put() -> None:
+    server = NatsServer(users=[{"user": "u", "password": "p", "permissions": {
+        "publish": {"deny": ["$JS.API.STREAM.PURGE.>"]}}}])
+    server.start()
+    try:
+        with nats.connect(server.url, user="u", password="p", name="no-purge") as nc:
+            obs = nc.jetstream(timeout=10).create_object_store(bucket="NP", storage="memory")
+            obs.put("doc", b"version one")
+            info = obs.put("doc", b"version two", timeout=3)  # raised: the purge was refused
+            assert obs.get_bytes("doc") == b"version two"
+            assert obs.get_info("doc").nuid == info.nuid
+    finally:
+        server.close()
