@@ -582,10 +582,11 @@ class ObjectStore:
         except BaseException as exc:
             # No info points at the new chunks yet: they go, whatever went wrong.
             self._purge_quietly(chunk_subject, deadline, f"chunks of a failed put of {name!r}")
-            if isinstance(exc, builtins.TimeoutError) and not isinstance(exc, TimeoutError):
-                raise TimeoutError(f"object {name!r}: chunks not acknowledged within the put's timeout") from exc
-            if isinstance(exc, TimeoutError):
-                raise TimeoutError(f"object {name!r}: {exc}") from exc
+            if isinstance(exc, builtins.TimeoutError):
+                # Ours or the bare one of a chunk's future (concurrent.futures): the
+                # caller gets ours, naming the object.
+                raise TimeoutError(f"object {name!r}: chunks not all acknowledged within the put's"
+                                   f" timeout: {exc or type(exc).__name__}") from exc
             raise
         opts = meta.options or ObjectMetaOptions()
         info = ObjectInfo(name=name, bucket=self.bucket, nuid=nuid, description=meta.description,
