@@ -268,19 +268,20 @@ def _release(sub: Subscription | None, *handles: Handle | TimerHandle | None) ->
 class _Owned:
     """What a :class:`MessagesContext` holds on the client, released together (also by a finalizer)."""
 
-    __slots__ = ("inbox", "reconnect", "route", "sub", "timer")
+    __slots__ = ("client_drain", "inbox", "reconnect", "route", "sub", "timer")
 
     def __init__(self) -> None:
         self.sub: Subscription | None = None
         self.route: Handle | None = None
         self.reconnect: Handle | None = None
+        self.client_drain: Handle | None = None
         self.timer: TimerHandle | None = None
         self.inbox = ""
 
     def release(self) -> None:
         route, self.route = self.route, None
-        _release(self.sub, route, self.reconnect, self.timer)
-        self.reconnect = self.timer = None
+        _release(self.sub, route, self.reconnect, self.client_drain, self.timer)
+        self.reconnect = self.client_drain = self.timer = None
 
 
 def _release_owned(owned: _Owned) -> None:
@@ -356,6 +357,7 @@ class MessagesContext:
                 self._owned.timer = core.call_every(heartbeat, _weak(ref, "_tick"))
         self._open_inbox()
         self._owned.reconnect = core.on_reconnect(_weak(ref, "_after_reconnect"))
+        self._owned.client_drain = core.on_drain_start(_weak(ref, "_client_draining"))
         self._finalizer = weakref.finalize(self, _release_owned, self._owned)
 
     # -- the inbox -----------------------------------------------------------------
@@ -745,6 +747,37 @@ class MessagesContext:
         self._lane.put(_Control(done.set))
         return done.wait(deadline.remaining())
 
+    def finish(self, deadline: Deadline) -> None:
+        """Callback mode: ask for no more, let the handler take every message
+        received (and those still owed, until a quiet spell), then stop.
+
+        Args:
+            deadline: when to stop waiting for the handler (it is stopped then anyway).
+        """
+        self.drain(deadline.min(5.0))
+        # The flush in drain() put everything sent before it into the lane;
+        # a barrier waits for it, and again while stragglers keep coming.
+        while self.barrier(deadline) and self._drain_quiet_left() > 0 and not deadline.expired():
+            quiet = threading.Event()
+            quiet.wait(self._drain_quiet_left())  # the quiet spell itself: no event marks "nothing came"
+        self.stop()
+        self.wait_idle(deadline.remaining())
+
+    def _client_draining(self, deadline: Deadline) -> None:
+        """The client began a drain (publishes still go out): stop pulling.
+
+        A consume() handler takes what was delivered before the drain goes on,
+        so its acks are sent rather than refused by the draining client (and
+        the messages redelivered after their ack wait). An iterator's reader
+        keeps reading what was received; then the iteration ends.
+        """
+        if self._stopped:
+            return
+        if self._lane is not None:
+            self.finish(deadline)
+        else:
+            self.drain(deadline.min(5.0))
+
     def wait_idle(self, timeout: float | None) -> None:
         """Callback mode: wait until the handler is not running (not from the handler itself)."""
         if current_lane() is self._lane:
@@ -762,13 +795,13 @@ class _Control:
         self.fn = fn
 
 
-def _weak(ref: weakref.ref[MessagesContext], method: str) -> Callable[[], None]:
+def _weak(ref: weakref.ref[MessagesContext], method: str) -> Callable[..., None]:
     """A callback that calls ``method`` of the context while it lives (hooks must not keep it alive)."""
 
-    def call() -> None:
+    def call(*args: Any) -> None:
         obj = ref()
         if obj is not None:
-            getattr(obj, method)()
+            getattr(obj, method)(*args)
 
     return call
 
@@ -807,15 +840,7 @@ class ConsumeContext:
         Messages the server is still sending for outstanding pull requests are
         waited for until a quiet spell (they come within moments).
         """
-        m = self._messages
-        deadline = Deadline(timeout)
-        m.drain(deadline.min(5.0))
-        # The flush in drain() put everything sent before it into the lane;
-        # a barrier waits for it, and again while stragglers keep coming.
-        while m.barrier(deadline) and m._drain_quiet_left() > 0 and not deadline.expired():
-            quiet = threading.Event()
-            quiet.wait(m._drain_quiet_left())  # the quiet spell itself: no event marks "nothing came"
-        self.stop(deadline.remaining())
+        self._messages.finish(Deadline(timeout))
 
     def __enter__(self) -> ConsumeContext:
         return self
