@@ -361,7 +361,9 @@ class OrderedConsumer:
 
         ``max_bytes`` bounds what is requested ahead by size instead of count
         (for large messages such as object chunks). Stopping the iterator
-        deletes the server-side consumer.
+        deletes the server-side consumer. Missed heartbeats, a deleted or lost
+        consumer and reconnects never end the iteration (a new consumer goes
+        on from the next stream sequence; ``error_cb`` hears of them).
         """
         check_callback(error_cb, "error_cb")
         self._cancel.clear()

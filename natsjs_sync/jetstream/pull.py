@@ -296,10 +296,12 @@ class MessagesContext:
     default when ``expires`` is at least 2 s), two missed heartbeats raise
     :class:`~natsjs_sync.NoHeartbeatError` from :meth:`next` (a dead server is
     not an idle stream) after the requests were sent again; iterating may go
-    on. After a reconnect the requests are sent again at once. :meth:`stop`
-    ends the iteration; :meth:`drain` ends it once the messages already
-    received are read. A context dropped without :meth:`stop` releases its
-    inbox when it is garbage collected.
+    on. An ordered consumer's iteration never raises it: it makes a new
+    consumer and goes on (``error_cb`` still hears of it). After a reconnect
+    the requests are sent again at once. :meth:`stop` ends the iteration;
+    :meth:`drain` ends it once the messages already received are read. A
+    context dropped without :meth:`stop` releases its inbox when it is
+    garbage collected.
     """
 
     def __init__(
@@ -328,7 +330,11 @@ class MessagesContext:
         elif check_seconds(heartbeat, "heartbeat") is None or heartbeat >= exp:
             raise ValueError("heartbeat must be shorter than expires")
         self._acct = PullAccounting(max_messages, max_bytes, threshold_messages, threshold_bytes, stop_after)
-        self._raise_missed = bool(err_on_missing_heartbeat)
+        # An ordered consumer heals itself: missed heartbeats make a new
+        # consumer from the next stream sequence and nothing is lost, so the
+        # reader never hears of them (as nats.go's ordered Next()); only what
+        # cannot be healed ends its iteration.
+        self._raise_missed = bool(err_on_missing_heartbeat) and ordered is None
         self._priority = priority
         self._pin_id: str | None = None  # a pinned client's id, sent back with every pull request
         self._consumer = consumer
@@ -540,6 +546,7 @@ class MessagesContext:
         Raises:
             TimeoutError: none within ``timeout``.
             NoHeartbeatError: heartbeats stopped (the requests are sent again; call again to go on).
+                Never for an ordered consumer, which makes a new consumer instead.
             BadSubscriptionError: the iterator was stopped or drained.
             ConsumerDeletedError: the consumer was deleted.
             JetStreamError: the server refused the requests for good (e.g. a priority group missing).
