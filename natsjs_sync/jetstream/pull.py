@@ -268,20 +268,19 @@ def _release(sub: Subscription | None, *handles: Handle | TimerHandle | None) ->
 class _Owned:
     """What a :class:`MessagesContext` holds on the client, released together (also by a finalizer)."""
 
-    __slots__ = ("client_drain", "inbox", "reconnect", "route", "sub", "timer")
+    __slots__ = ("inbox", "reconnect", "route", "sub", "timer")
 
     def __init__(self) -> None:
         self.sub: Subscription | None = None
         self.route: Handle | None = None
         self.reconnect: Handle | None = None
-        self.client_drain: Handle | None = None
         self.timer: TimerHandle | None = None
         self.inbox = ""
 
     def release(self) -> None:
         route, self.route = self.route, None
-        _release(self.sub, route, self.reconnect, self.client_drain, self.timer)
-        self.reconnect = self.client_drain = self.timer = None
+        _release(self.sub, route, self.reconnect, self.timer)
+        self.reconnect = self.timer = None
 
 
 def _release_owned(owned: _Owned) -> None:
@@ -363,7 +362,8 @@ class MessagesContext:
                 self._owned.timer = core.call_every(heartbeat, _weak(ref, "_tick"))
         self._open_inbox()
         self._owned.reconnect = core.on_reconnect(_weak(ref, "_after_reconnect"))
-        self._owned.client_drain = core.on_drain_start(_weak(ref, "_client_draining"))
+        self._drain_group = core.attachment(_DrainGroup.KEY, lambda: _DrainGroup(core))
+        self._drain_group.add(self)
         self._finalizer = weakref.finalize(self, _release_owned, self._owned)
 
     # -- the inbox -----------------------------------------------------------------
@@ -675,12 +675,18 @@ class MessagesContext:
             if self._stopped:
                 return
             self._stopped = True
+        self._drain_group.discard(self)
         if self._ordered is not None:
             self._ordered.cancel()
         self._finalizer()  # releases the inbox, the reconnect hook and the timer
         if self._lane is not None:
             self._lane.close()
         self.stopped_event.set()
+
+    @property
+    def is_callback(self) -> bool:
+        """True for a consume() context (a handler runs each message)."""
+        return self._lane is not None
 
     @property
     def is_stopped(self) -> bool:
@@ -694,13 +700,21 @@ class MessagesContext:
         waited for (one round trip, bounded by ``timeout``), so they are read
         rather than left unacknowledged until their ack wait runs out.
         """
-        self._acct.stopped = True
+        self.stop_asking()
         if not self._core.on_reader_thread():  # there a flush could not be answered
             try:
                 # The PONG comes after every message the server had sent us.
                 self._core.flush(timeout)
             except NatsError:
                 pass
+        self._flushed()
+
+    def stop_asking(self) -> None:
+        """Send no more pull requests (those outstanding are still served)."""
+        self._acct.stopped = True
+
+    def _flushed(self) -> None:
+        """The drain's flush came back: what was sent before it is queued; end once it is read."""
         self._last_activity = time.monotonic()
         self._draining = True
         sub = self._owned.sub
@@ -762,28 +776,22 @@ class MessagesContext:
             deadline: when to stop waiting for the handler (it is stopped then anyway).
         """
         self.drain(deadline.min(5.0))
-        # The flush in drain() put everything sent before it into the lane;
-        # a barrier waits for it, and again while stragglers keep coming.
+        self.settle(deadline)
+
+    def settle(self, deadline: Deadline) -> None:
+        """Callback mode, after a drain's flush: let the handler take what is
+        queued and what still comes until a quiet spell, then stop.
+
+        Args:
+            deadline: when to stop waiting for the handler (it is stopped then anyway).
+        """
+        # The flush put everything sent before it into the lane; a barrier
+        # waits for it, and again while stragglers keep coming.
         while self.barrier(deadline) and self._drain_quiet_left() > 0 and not deadline.expired():
             quiet = threading.Event()
             quiet.wait(self._drain_quiet_left())  # the quiet spell itself: no event marks "nothing came"
         self.stop()
         self.wait_idle(deadline.remaining())
-
-    def _client_draining(self, deadline: Deadline) -> None:
-        """The client began a drain (publishes still go out): stop pulling.
-
-        A consume() handler takes what was delivered before the drain goes on,
-        so its acks are sent rather than refused by the draining client (and
-        the messages redelivered after their ack wait). An iterator's reader
-        keeps reading what was received; then the iteration ends.
-        """
-        if self._stopped:
-            return
-        if self._lane is not None:
-            self.finish(deadline)
-        else:
-            self.drain(deadline.min(5.0))
 
     def wait_idle(self, timeout: float | None) -> None:
         """Callback mode: wait until the handler is not running (not from the handler itself)."""
@@ -791,6 +799,57 @@ class MessagesContext:
             return
         if self._busy.acquire(timeout=-1 if timeout is None else timeout):
             self._busy.release()
+
+
+class _DrainGroup:
+    """Every live continuous pull of one client, drained first when the client drains.
+
+    Without it a client's drain refused the acks of consume() handlers still
+    busy with a batch (the connection was draining), so every graceful
+    shutdown redelivered up to a batch per consumer after its ack wait. The
+    group stops them all from asking, waits for one flush (everything the
+    server sent before it is then queued), and lets each consume() handler
+    take what it was given while acks still go out; iterators end once read.
+    Thread-safe.
+    """
+
+    KEY = "natsjs_sync.jetstream.pull.drain"
+
+    def __init__(self, core: CoreLink):
+        self._core = core
+        self._lock = threading.Lock()
+        self._live: weakref.WeakSet[MessagesContext] = weakref.WeakSet()
+        core.on_drain_start(self._client_draining)
+
+    def add(self, ctx: MessagesContext) -> None:
+        with self._lock:
+            self._live.add(ctx)
+
+    def discard(self, ctx: MessagesContext) -> None:
+        with self._lock:
+            self._live.discard(ctx)
+
+    def _client_draining(self, deadline: Deadline) -> None:
+        """The client began a drain (publishes still go out).
+
+        All stop asking before one flush, and their quiet spells overlap, so
+        many consumers drain in about the time of one.
+        """
+        with self._lock:
+            live = [m for m in self._live if not m.is_stopped]
+        if not live:
+            return
+        for m in live:
+            m.stop_asking()
+        try:
+            self._core.flush(deadline.min(5.0))
+        except NatsError:
+            pass  # a broken connection: nothing more is coming anyway
+        for m in live:
+            m._flushed()
+        for m in live:
+            if m.is_callback:
+                m.settle(deadline)
 
 
 class _Control:
@@ -802,13 +861,13 @@ class _Control:
         self.fn = fn
 
 
-def _weak(ref: weakref.ref[MessagesContext], method: str) -> Callable[..., None]:
+def _weak(ref: weakref.ref[MessagesContext], method: str) -> Callable[[], None]:
     """A callback that calls ``method`` of the context while it lives (hooks must not keep it alive)."""
 
-    def call(*args: Any) -> None:
+    def call() -> None:
         obj = ref()
         if obj is not None:
-            getattr(obj, method)(*args)
+            getattr(obj, method)()
 
     return call
 

@@ -122,3 +122,33 @@ def test_drain_ends_a_messages_iteration(shared_server: NatsServer, js: JetStrea
         worker.close()
     assert it.is_stopped
     assert got == list(range(len(got)))
+
+
+def test_drain_lets_every_consume_of_the_client_ack(shared_server: NatsServer, js: JetStream,
+                                                    stream: Stream) -> None:
+    """Several consumers on one client are drained together, each acking what it was given."""
+    _fill(js, f"{stream.name}.a", TOTAL)
+    names = [f"M{i}" for i in range(3)]
+    errors: list[Exception] = []
+    pace = threading.Event()
+    worker = nats.connect(shared_server.url, name="worker")
+    try:
+        wjs = worker.jetstream()
+        ctxs = []
+        starts = []
+        for name in names:
+            stream.create_consumer(durable_name=name, ack_policy="explicit", ack_wait=30.0)
+            started = threading.Event()
+            starts.append(started)
+            handler = _slow_acking_handler([], started, errors, pace)
+            ctxs.append(wjs.consumer(stream.name, name).consume(handler, max_messages=TOTAL))  # type: ignore[arg-type]
+        assert all(s.wait(10) for s in starts)
+        worker.drain(timeout=20)
+    finally:
+        worker.close()
+    assert all(c.closed.is_set() for c in ctxs)
+    assert errors == []
+    for name in names:
+        cons = js.consumer(stream.name, name)
+        assert wait_until(lambda c=cons: c.info().num_ack_pending == 0, timeout=5.0), cons.info()
+        assert cons.info().num_redelivered == 0
