@@ -684,11 +684,6 @@ class MessagesContext:
         self.stopped_event.set()
 
     @property
-    def is_callback(self) -> bool:
-        """True for a consume() context (a handler runs each message)."""
-        return self._lane is not None
-
-    @property
     def is_stopped(self) -> bool:
         """True once the iteration ended (stopped, drained, or the consumer is gone)."""
         return self._stopped
@@ -700,7 +695,7 @@ class MessagesContext:
         waited for (one round trip, bounded by ``timeout``), so they are read
         rather than left unacknowledged until their ack wait runs out.
         """
-        self.stop_asking()
+        self._stop_asking()
         if not self._core.on_reader_thread():  # there a flush could not be answered
             try:
                 # The PONG comes after every message the server had sent us.
@@ -709,7 +704,7 @@ class MessagesContext:
                 pass
         self._flushed()
 
-    def stop_asking(self) -> None:
+    def _stop_asking(self) -> None:
         """Send no more pull requests (those outstanding are still served)."""
         self._acct.stopped = True
 
@@ -768,7 +763,7 @@ class MessagesContext:
         self._lane.put(_Control(done.set))
         return done.wait(deadline.remaining())
 
-    def finish(self, deadline: Deadline) -> None:
+    def _finish(self, deadline: Deadline) -> None:
         """Callback mode: ask for no more, let the handler take every message
         received (and those still owed, until a quiet spell), then stop.
 
@@ -776,9 +771,9 @@ class MessagesContext:
             deadline: when to stop waiting for the handler (it is stopped then anyway).
         """
         self.drain(deadline.min(5.0))
-        self.settle(deadline)
+        self._settle(deadline)
 
-    def settle(self, deadline: Deadline) -> None:
+    def _settle(self, deadline: Deadline) -> None:
         """Callback mode, after a drain's flush: let the handler take what is
         queued and what still comes until a quiet spell, then stop.
 
@@ -840,7 +835,7 @@ class _DrainGroup:
         if not live:
             return
         for m in live:
-            m.stop_asking()
+            m._stop_asking()
         try:
             self._core.flush(deadline.min(5.0))
         except NatsError:
@@ -848,8 +843,8 @@ class _DrainGroup:
         for m in live:
             m._flushed()
         for m in live:
-            if m.is_callback:
-                m.settle(deadline)
+            if m._lane is not None:  # consume(): its handler takes what is queued
+                m._settle(deadline)
 
 
 class _Control:
@@ -906,7 +901,7 @@ class ConsumeContext:
         Messages the server is still sending for outstanding pull requests are
         waited for until a quiet spell (they come within moments).
         """
-        self._messages.finish(Deadline(timeout))
+        self._messages._finish(Deadline(timeout))
 
     def __enter__(self) -> ConsumeContext:
         return self
