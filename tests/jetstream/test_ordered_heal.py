@@ -26,7 +26,7 @@ from ..conftest import wait_until
 
 HB = 0.4  # short heartbeats: two missed take under a second
 EXPIRES = 2.0
-BOUND = 30.0  # seconds any one step may take on a loaded machine (the bug never heals: forever)
+BOUND = 30.0  # seconds any one step may take on a loaded machine (each takes about one)
 
 
 class Reader:
