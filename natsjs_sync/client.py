@@ -263,6 +263,10 @@ class Client:
     def drain(self, timeout: TimeoutArg = USE_DEFAULT) -> None:
         """Stop taking messages, let every subscription finish its queue, flush, close.
 
+        First every JetStream ``consume()``/``messages()`` stops pulling and
+        each ``consume()`` handler takes what was delivered, while its acks
+        still go out; then the subscriptions drain.
+
         Called from a callback of this client (where waiting would wait for
         that very callback), the drain goes on in the background and this
         returns at once; a drain failure then goes to ``error_cb``.

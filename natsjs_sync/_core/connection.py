@@ -196,6 +196,7 @@ class Connection:
         self.close_hooks = Hooks("close")
         self.reconnect_hooks = Hooks("reconnect")
         self.drain_hooks = Hooks("drain")
+        self.drain_start_hooks = Hooks("drain start")
         self.pid = os.getpid()
         self._reader: threading.Thread | None = None
         self._readers: set[threading.Thread] = set()  # the current one and any still ending
@@ -471,6 +472,9 @@ class Connection:
 
     def on_drain(self, fn: Callable[[Deadline], None]) -> Handle:
         return self.drain_hooks.add(fn)
+
+    def on_drain_start(self, fn: Callable[[Deadline], None]) -> Handle:
+        return self.drain_start_hooks.add(fn)
 
     # ------------------------------------------------------------------ writing
 
@@ -781,6 +785,10 @@ class Connection:
             with self.lock:
                 if not self.machine.move((ConnState.CONNECTED,), ConnState.DRAINING_SUBS):
                     return
+            # Continuous pulls stop asking and their handlers finish (and ack)
+            # what was delivered while publishes still go out.
+            self.drain_start_hooks.run(deadline)
+            with self.lock:
                 subs = [e.owner for e in self.registry.entries.values() if e.owner is not None]
                 for sub in subs:
                     sub.mark_draining()
@@ -870,7 +878,7 @@ class Connection:
         self.events = self.dispatcher.lane(_call, f"events-{self.tag}")
         self.timer.reset_after_fork()
         self._keepalive = None
-        for hooks in (self.close_hooks, self.reconnect_hooks, self.drain_hooks):
+        for hooks in (self.close_hooks, self.reconnect_hooks, self.drain_hooks, self.drain_start_hooks):
             hooks.reset()
         for obj in list(self._attachments.values()):
             reset = getattr(obj, "after_fork_in_child", None)

@@ -140,6 +140,10 @@ class CoreLink(Protocol):
         """``fn(deadline)`` runs when a drain has flushed the last publishes, before the close:
         wait there for outstanding work (publish acks)."""
 
+    def on_drain_start(self, fn: Callable[[Deadline], None]) -> Handle:
+        """``fn(deadline)`` runs when a drain begins, while publishes still go out and before any
+        subscription stops: stop asking for messages and let what was delivered be handled."""
+
     def on_reader_thread(self) -> bool: ...
 
     def after_read(self, fn: Callable[[], None]) -> None:

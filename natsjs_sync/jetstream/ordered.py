@@ -67,11 +67,25 @@ def _heartbeat(expires: float, heartbeat: float | None) -> float | None:
     return ORDERED_HEARTBEAT
 
 
-def _transient(exc: NatsError) -> bool:
-    """Whether creating the consumer again later may succeed (never once the client is closed)."""
+def _transient(exc: NatsError, server_has_jetstream: bool) -> bool:
+    """Whether creating the consumer again later may succeed.
+
+    Never once the client is closed, nor when JetStream is off: the server
+    said so (``err_code`` 10076, or 10039 for the account), or nobody answers
+    the API (503) on a server whose INFO announces no JetStream. A 503 from a
+    server with JetStream is a server still starting, and is retried.
+
+    Args:
+        exc: what the create request raised.
+        server_has_jetstream: the connected server's INFO announces JetStream.
+    """
     if isinstance(exc, ConnectionClosedError):
         return False
-    if isinstance(exc, (TimeoutError, NatsConnectionError, NoRespondersError, JetStreamNotEnabledError)):
+    if isinstance(exc, JetStreamNotEnabledError):
+        return exc.err_code is None and server_has_jetstream
+    if isinstance(exc, NoRespondersError):
+        return server_has_jetstream
+    if isinstance(exc, (TimeoutError, NatsConnectionError)):
         return True
     return isinstance(exc, JetStreamError) and (exc.code or 0) >= 500
 
@@ -211,7 +225,7 @@ class OrderedConsumer:
                 cons = self._js.create_consumer(self.stream, self._config(),
                                                 timeout=deadline.min(self._js.timeout) if deadline else USE_DEFAULT)
             except NatsError as exc:
-                if not _transient(exc):
+                if not _transient(exc, bool(self._core.server_info.get("jetstream"))):
                     raise
                 attempt += 1
                 if self._max_resets is not None and attempt >= self._max_resets:
@@ -220,7 +234,8 @@ class OrderedConsumer:
                 left = deadline.remaining() if deadline is not None else None
                 if left is not None and left <= wait:
                     self._cancel.wait(left)  # spend the rest rather than retry in a tight loop
-                    raise TimeoutError(f"ordered consumer could not be re-created in time: {exc}") from exc
+                    made = "re-created" if old is not None else "created"
+                    raise TimeoutError(f"ordered consumer could not be {made} in time: {exc}") from exc
                 if self._cancel.wait(wait):  # back-off, cut short by stop()
                     raise BadSubscriptionError("the ordered consumer was stopped") from exc
                 continue
@@ -361,21 +376,36 @@ class OrderedConsumer:
 
         ``max_bytes`` bounds what is requested ahead by size instead of count
         (for large messages such as object chunks). Stopping the iterator
-        deletes the server-side consumer.
+        deletes the server-side consumer. Missed heartbeats, a deleted or lost
+        consumer and reconnects never end the iteration (a new consumer goes
+        on from the next stream sequence; ``error_cb`` hears of them).
+
+        Raises:
+            JetStreamNotEnabledError: JetStream is off on the server or for the account.
+            StreamNotFoundError: there is no such stream.
+            TimeoutError: the first consumer could not be made within the
+                context's API timeout (``JetStream.timeout``).
         """
         check_callback(error_cb, "error_cb")
         self._cancel.clear()
-        self._ensure()
+        self._ensure(Deadline(self._js.timeout))  # the first create: one API call's time
         return MessagesContext(self, self._core, max_messages, max_bytes, expires, _heartbeat(expires, heartbeat),
                                error_cb=error_cb, ordered=self)
 
     def consume(self, handler: Callable[[Msg], None], max_messages: int = 500, expires: float = 30.0,
                 heartbeat: float | None = None, error_cb: ErrorHandler | None = None) -> ConsumeContext:
-        """Call ``handler(msg)`` for each message in order, on the client's dispatcher."""
+        """Call ``handler(msg)`` for each message in order, on the client's dispatcher.
+
+        Raises:
+            JetStreamNotEnabledError: JetStream is off on the server or for the account.
+            StreamNotFoundError: there is no such stream.
+            TimeoutError: the first consumer could not be made within the
+                context's API timeout (``JetStream.timeout``).
+        """
         check_callback(handler, "handler")
         check_callback(error_cb, "error_cb")
         self._cancel.clear()
-        self._ensure()
+        self._ensure(Deadline(self._js.timeout))  # the first create: one API call's time
         it = MessagesContext(self, self._core, max_messages, None, expires, _heartbeat(expires, heartbeat),
                              error_cb=error_cb, ordered=self, handler=handler, name=f"ordered-{self.stream}")
         return ConsumeContext(it)

@@ -295,10 +295,12 @@ class MessagesContext:
     default when ``expires`` is at least 2 s), two missed heartbeats raise
     :class:`~natsjs_sync.NoHeartbeatError` from :meth:`next` (a dead server is
     not an idle stream) after the requests were sent again; iterating may go
-    on. After a reconnect the requests are sent again at once. :meth:`stop`
-    ends the iteration; :meth:`drain` ends it once the messages already
-    received are read. A context dropped without :meth:`stop` releases its
-    inbox when it is garbage collected.
+    on. An ordered consumer's iteration never raises it: it makes a new
+    consumer and goes on (``error_cb`` still hears of it). After a reconnect
+    the requests are sent again at once. :meth:`stop` ends the iteration;
+    :meth:`drain` ends it once the messages already received are read. A
+    context dropped without :meth:`stop` releases its inbox when it is
+    garbage collected.
     """
 
     def __init__(
@@ -327,7 +329,11 @@ class MessagesContext:
         elif check_seconds(heartbeat, "heartbeat") is None or heartbeat >= exp:
             raise ValueError("heartbeat must be shorter than expires")
         self._acct = PullAccounting(max_messages, max_bytes, threshold_messages, threshold_bytes, stop_after)
-        self._raise_missed = bool(err_on_missing_heartbeat)
+        # An ordered consumer heals itself: missed heartbeats make a new
+        # consumer from the next stream sequence and nothing is lost, so the
+        # reader never hears of them (as nats.go's ordered Next()); only what
+        # cannot be healed ends its iteration.
+        self._raise_missed = bool(err_on_missing_heartbeat) and ordered is None
         self._priority = priority
         self._pin_id: str | None = None  # a pinned client's id, sent back with every pull request
         self._consumer = consumer
@@ -356,6 +362,8 @@ class MessagesContext:
                 self._owned.timer = core.call_every(heartbeat, _weak(ref, "_tick"))
         self._open_inbox()
         self._owned.reconnect = core.on_reconnect(_weak(ref, "_after_reconnect"))
+        self._drain_group = core.attachment(_DrainGroup.KEY, lambda: _DrainGroup(core))
+        self._drain_group.add(self)
         self._finalizer = weakref.finalize(self, _release_owned, self._owned)
 
     # -- the inbox -----------------------------------------------------------------
@@ -538,6 +546,7 @@ class MessagesContext:
         Raises:
             TimeoutError: none within ``timeout``.
             NoHeartbeatError: heartbeats stopped (the requests are sent again; call again to go on).
+                Never for an ordered consumer, which makes a new consumer instead.
             BadSubscriptionError: the iterator was stopped or drained.
             ConsumerDeletedError: the consumer was deleted.
             JetStreamError: the server refused the requests for good (e.g. a priority group missing).
@@ -666,6 +675,7 @@ class MessagesContext:
             if self._stopped:
                 return
             self._stopped = True
+        self._drain_group.discard(self)
         if self._ordered is not None:
             self._ordered.cancel()
         self._finalizer()  # releases the inbox, the reconnect hook and the timer
@@ -685,13 +695,21 @@ class MessagesContext:
         waited for (one round trip, bounded by ``timeout``), so they are read
         rather than left unacknowledged until their ack wait runs out.
         """
-        self._acct.stopped = True
+        self._stop_asking()
         if not self._core.on_reader_thread():  # there a flush could not be answered
             try:
                 # The PONG comes after every message the server had sent us.
                 self._core.flush(timeout)
             except NatsError:
                 pass
+        self._flushed()
+
+    def _stop_asking(self) -> None:
+        """Send no more pull requests (those outstanding are still served)."""
+        self._acct.stopped = True
+
+    def _flushed(self) -> None:
+        """The drain's flush came back: what was sent before it is queued; end once it is read."""
         self._last_activity = time.monotonic()
         self._draining = True
         sub = self._owned.sub
@@ -745,12 +763,88 @@ class MessagesContext:
         self._lane.put(_Control(done.set))
         return done.wait(deadline.remaining())
 
+    def _finish(self, deadline: Deadline) -> None:
+        """Callback mode: ask for no more, let the handler take every message
+        received (and those still owed, until a quiet spell), then stop.
+
+        Args:
+            deadline: when to stop waiting for the handler (it is stopped then anyway).
+        """
+        self.drain(deadline.min(5.0))
+        self._settle(deadline)
+
+    def _settle(self, deadline: Deadline) -> None:
+        """Callback mode, after a drain's flush: let the handler take what is
+        queued and what still comes until a quiet spell, then stop.
+
+        Args:
+            deadline: when to stop waiting for the handler (it is stopped then anyway).
+        """
+        # The flush put everything sent before it into the lane; a barrier
+        # waits for it, and again while stragglers keep coming.
+        while self.barrier(deadline) and self._drain_quiet_left() > 0 and not deadline.expired():
+            quiet = threading.Event()
+            quiet.wait(self._drain_quiet_left())  # the quiet spell itself: no event marks "nothing came"
+        self.stop()
+        self.wait_idle(deadline.remaining())
+
     def wait_idle(self, timeout: float | None) -> None:
         """Callback mode: wait until the handler is not running (not from the handler itself)."""
         if current_lane() is self._lane:
             return
         if self._busy.acquire(timeout=-1 if timeout is None else timeout):
             self._busy.release()
+
+
+class _DrainGroup:
+    """Every live continuous pull of one client, drained first when the client drains.
+
+    Without it a client's drain refused the acks of consume() handlers still
+    busy with a batch (the connection was draining), so every graceful
+    shutdown redelivered up to a batch per consumer after its ack wait. The
+    group stops them all from asking, waits for one flush (everything the
+    server sent before it is then queued), and lets each consume() handler
+    take what it was given while acks still go out; iterators end once read.
+    Thread-safe.
+    """
+
+    KEY = "natsjs_sync.jetstream.pull.drain"
+
+    def __init__(self, core: CoreLink):
+        self._core = core
+        self._lock = threading.Lock()
+        self._live: weakref.WeakSet[MessagesContext] = weakref.WeakSet()
+        core.on_drain_start(self._client_draining)
+
+    def add(self, ctx: MessagesContext) -> None:
+        with self._lock:
+            self._live.add(ctx)
+
+    def discard(self, ctx: MessagesContext) -> None:
+        with self._lock:
+            self._live.discard(ctx)
+
+    def _client_draining(self, deadline: Deadline) -> None:
+        """The client began a drain (publishes still go out).
+
+        All stop asking before one flush, and their quiet spells overlap, so
+        many consumers drain in about the time of one.
+        """
+        with self._lock:
+            live = [m for m in self._live if not m.is_stopped]
+        if not live:
+            return
+        for m in live:
+            m._stop_asking()
+        try:
+            self._core.flush(deadline.min(5.0))
+        except NatsError:
+            pass  # a broken connection: nothing more is coming anyway
+        for m in live:
+            m._flushed()
+        for m in live:
+            if m._lane is not None:  # consume(): its handler takes what is queued
+                m._settle(deadline)
 
 
 class _Control:
@@ -807,15 +901,7 @@ class ConsumeContext:
         Messages the server is still sending for outstanding pull requests are
         waited for until a quiet spell (they come within moments).
         """
-        m = self._messages
-        deadline = Deadline(timeout)
-        m.drain(deadline.min(5.0))
-        # The flush in drain() put everything sent before it into the lane;
-        # a barrier waits for it, and again while stragglers keep coming.
-        while m.barrier(deadline) and m._drain_quiet_left() > 0 and not deadline.expired():
-            quiet = threading.Event()
-            quiet.wait(m._drain_quiet_left())  # the quiet spell itself: no event marks "nothing came"
-        self.stop(deadline.remaining())
+        self._messages._finish(Deadline(timeout))
 
     def __enter__(self) -> ConsumeContext:
         return self

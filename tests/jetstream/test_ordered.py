@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
+import natsjs_sync as nats
 from natsjs_sync import Msg
-from natsjs_sync.jetstream import JetStream, Stream
+from natsjs_sync.errors import JetStreamNotEnabledError
+from natsjs_sync.jetstream import JetStream, OrderedConsumer, Stream
+from natsjs_sync.testing import FaultProxy, NatsServer
 
 
 def _publish(js: JetStream, subject: str, n: int, start: int = 0) -> None:
@@ -115,3 +119,69 @@ def test_sequence_check_reads_both_reply_subject_formats(js: JetStream, stream: 
     gone = oc.name
     oc.delete()
     assert verdict(f"$JS.ACK.{name}.{gone}.1.11.4.1700000000000000000.0") == "stale"  # no consumer now
+
+
+# ---------------------------------------------------------------------- the first create
+
+
+def _outcome(oc: OrderedConsumer, start: Callable[[], object], bound: float = 10.0) -> BaseException | None:
+    """What ``start()`` raised, waiting at most ``bound`` seconds (then it is
+    cancelled: a start that retries for ever must not hang the test)."""
+    result: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            ctx = start()
+        except BaseException as exc:
+            result.append(exc)
+        else:
+            ctx.stop()  # type: ignore[attr-defined]
+            result.append(None)
+
+    t = threading.Thread(target=run, name="ordered-start", daemon=True)
+    t.start()
+    t.join(bound)
+    if t.is_alive():
+        oc.cancel()
+        t.join(bound)
+    assert result, "the start did not return"
+    return result[0]
+
+
+def _starts(oc: OrderedConsumer) -> list[Callable[[], object]]:
+    return [lambda: oc.messages(expires=2.0), lambda: oc.consume(lambda m: None, expires=2.0)]
+
+
+def test_messages_and_consume_raise_on_a_server_without_jetstream() -> None:
+    """Nobody answers the API (503) and the server announces no JetStream: a
+    definite error at once, not retries for ever."""
+    with NatsServer(jetstream=False) as server, nats.connect(server.url, name="no-js") as nc:
+        oc = nc.jetstream().ordered_consumer("NOPE")
+        for start in _starts(oc):
+            assert isinstance(_outcome(oc, start), JetStreamNotEnabledError)
+
+
+def test_messages_and_consume_raise_for_an_account_without_jetstream() -> None:
+    """The server has JetStream, the account does not (err_code 10039)."""
+    accounts = {"NOJS": {"users": [{"user": "a", "password": "a"}]}}
+    with NatsServer(config={"accounts": accounts}) as server, \
+            nats.connect(server.url, user="a", password="a", name="no-js-account") as nc:
+        oc = nc.jetstream().ordered_consumer("NOPE")
+        for start in _starts(oc):
+            err = _outcome(oc, start)
+            assert isinstance(err, JetStreamNotEnabledError) and err.err_code == 10039
+
+
+def test_the_first_create_has_the_api_timeout(nats_server: NatsServer, nats_fault_proxy: FaultProxy) -> None:
+    """A server that does not answer: messages() and consume() give up after the
+    context's API timeout instead of retrying for ever."""
+    with nats.connect(nats_server.url, name="admin") as admin:
+        admin.jetstream().create_stream(name="T", subjects=["T.>"], storage="memory")
+    with nats.connect(nats_fault_proxy.url, name="stalled") as nc:
+        oc = nc.jetstream(timeout=1.0).ordered_consumer("T")
+        nats_fault_proxy.blackhole()
+        try:
+            for start in _starts(oc):
+                assert isinstance(_outcome(oc, start), TimeoutError)
+        finally:
+            nats_fault_proxy.heal()
