@@ -66,6 +66,51 @@ def test_lanes_run_in_parallel_up_to_max_workers(dispatcher: Dispatcher) -> None
         assert started.acquire(timeout=5)
 
 
+def _lanes_run_while_one_blocks(d: Dispatcher, others: int) -> None:
+    release = threading.Event()
+    a_started = threading.Event()
+    handled = [threading.Event() for _ in range(others)]
+
+    def slow(_: object) -> None:
+        a_started.set()
+        release.wait(30)
+
+    try:
+        a = d.lane(slow, "slow")
+        bs = [d.lane(lambda _, ev=ev: ev.set(), f"quick{i}") for i, ev in enumerate(handled)]
+        # One burst, as the reader thread delivers a read buffer: the slow lane first.
+        a.put(None)
+        for b in bs:
+            b.put(None)
+        assert a_started.wait(10)
+        for i, ev in enumerate(handled):
+            assert ev.wait(10), f"lane quick{i} waited behind the blocked lane"
+        assert not release.is_set()
+    finally:
+        release.set()
+
+
+def test_a_blocked_lane_does_not_hold_back_lanes_scheduled_in_the_same_burst() -> None:
+    d = Dispatcher("burst", max_workers=8)
+    try:
+        _lanes_run_while_one_blocks(d, 3)  # no worker yet: the first one is spawned for the slow lane
+    finally:
+        d.close()
+
+
+def test_an_idle_worker_is_promised_to_one_lane_only() -> None:
+    d = Dispatcher("warm", max_workers=8)
+    try:
+        warm = threading.Event()
+        d.lane(lambda _: warm.set(), "warm").put(None)
+        assert warm.wait(10)
+        # The worker that ran it is now idle: it can take one of the next lanes, not all of them.
+        for _ in range(3):
+            _lanes_run_while_one_blocks(d, 3)
+    finally:
+        d.close()
+
+
 def test_an_exception_goes_to_the_lane_error_handler_and_the_lane_goes_on(dispatcher: Dispatcher) -> None:
     errors: list[BaseException] = []
     seen: list[int] = []
