@@ -33,6 +33,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from .._timeout import WAIT_MAX
+
 log = logging.getLogger("natsjs_sync.dispatch")
 
 T = TypeVar("T")
@@ -350,7 +352,11 @@ class Timer:
                             handle.when = max(now, handle.when + handle.interval)
                             heapq.heappush(heap, handle)
                         break
-                    cond.wait(None if not heap else heap[0].when - now)
+                    # A call so far ahead that no wait accepts it (a huge ack
+                    # timeout) never comes due: wait for a nearer one instead of
+                    # letting OverflowError end this thread and every timer with it.
+                    delay = None if not heap else heap[0].when - now
+                    cond.wait(delay if delay is None or delay < WAIT_MAX else None)
             try:
                 handle.fn()
             except Exception:

@@ -11,7 +11,7 @@ import pytest
 
 from natsjs_sync._backoff import Backoff
 from natsjs_sync._core.dispatch import Dispatcher, Timer, current_lane, on_dispatcher_thread
-from natsjs_sync._timeout import USE_DEFAULT, Deadline, check_seconds, resolve
+from natsjs_sync._timeout import USE_DEFAULT, WAIT_MAX, Deadline, check_seconds, resolve
 
 
 @pytest.fixture
@@ -204,10 +204,42 @@ def test_backoff_grows_to_its_cap_with_bounded_jitter() -> None:
         Backoff(-1, 1)
 
 
-@pytest.mark.parametrize(("value", "expected"), [(0, 0.0), (1.5, 1.5), (None, None), (math.inf, None)])
+@pytest.mark.parametrize(("value", "expected"), [
+    (0, 0.0), (1.5, 1.5), (None, None), (math.inf, None),
+    # At or above what the platform's waits accept: no limit, as inf.
+    (WAIT_MAX, None), (1e12, None), (10**20, None), (10**400, None),
+    (1e9, 1e9), (WAIT_MAX - 1024.0, WAIT_MAX - 1024.0),
+])
 def test_the_timeout_rule(value: object, expected: float | None) -> None:
     assert resolve(value, 9.0) == expected  # type: ignore[arg-type]
+    assert check_seconds(value) == expected
     assert resolve(USE_DEFAULT, 9.0) == 9.0
+
+
+def test_huge_timeouts_make_deadlines_that_never_expire() -> None:
+    assert WAIT_MAX == threading.TIMEOUT_MAX
+    for seconds in (WAIT_MAX, 1e12, 10**20):
+        d = Deadline(seconds)  # type: ignore[arg-type]
+        assert d.remaining() is None and not d.expired() and d.min(2.0) == 2.0
+        assert Deadline.of(seconds, 1.0).remaining() is None  # type: ignore[arg-type]
+        assert resolve(USE_DEFAULT, seconds) is None  # a huge default (a context's timeout) too  # type: ignore[arg-type]
+    # Whatever a deadline has left is a wait the platform accepts.
+    assert threading.Event().wait(Deadline(WAIT_MAX - 1024.0).min(0.0)) is False
+
+
+def test_a_timer_call_too_far_ahead_for_any_wait_leaves_the_timer_running() -> None:
+    timer = Timer("far")
+    try:
+        far = timer.call_later(1e12, lambda: None)  # a huge ack timeout arms one like it
+        ran = threading.Event()
+        timer.call_later(0.01, ran.set)
+        assert ran.wait(10), "the timer thread died"
+        ticks = threading.Semaphore(0)
+        timer.call_later(0.01, ticks.release)
+        assert ticks.acquire(timeout=10)
+        far.cancel()
+    finally:
+        timer.close()
 
 
 @pytest.mark.parametrize(("value", "error"), [(math.nan, ValueError), (-0.1, ValueError), ("1", TypeError),

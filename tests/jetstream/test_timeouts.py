@@ -105,12 +105,19 @@ INF_CALLS: dict[str, Callable[[Env, Any], bool]] = {
 }
 
 
+#: inf, and finite timeouts at or above what the platform's waits accept
+#: (threading.TIMEOUT_MAX, about 9.2e9 s): each means "no limit".
+HUGE: list[object] = [math.inf, 1e12, 10**20]
+
+
+@pytest.mark.parametrize("timeout", HUGE, ids=["inf", "1e12", "10**20"])
 @pytest.mark.parametrize("call", list(INF_CALLS))
-def test_an_infinite_timeout_waits_for_ever(env: Env, call: str) -> None:
+def test_an_infinite_timeout_waits_for_ever(env: Env, call: str, timeout: object) -> None:
     env.js.key_value(env.stream).put("k0", b"v0")
     env.js.object_store(env.stream).put("o0", b"o0")
-    # What each call waits for is at hand: it returns, as with None.
-    assert INF_CALLS[call](env, math.inf)
+    # What each call waits for is at hand: it returns, as with None (a huge
+    # finite timeout used to raise OverflowError, often with the request sent).
+    assert INF_CALLS[call](env, timeout)
 
 
 # ---------------------------------------------------------------------- None waits for ever
@@ -233,3 +240,23 @@ def test_a_paged_listing_spends_one_deadline(slow: Slow) -> None:
     slow.proxy.latency(DELAY, "to_client")
     assert len(list(js.list_consumers("SLOW", timeout=2.0))) == 260  # two pages fit in 2 s
     _raises_timeout_within(lambda: list(js.list_consumers("SLOW", timeout=1.0)), 1.0)
+
+
+# ---------------------------------------------------------------------- huge timeouts
+
+
+@pytest.mark.parametrize("timeout", [1e12, 10**20], ids=["1e12", "10**20"])
+def test_a_context_with_a_huge_timeout_waits_for_ever(env: Env, timeout: float) -> None:
+    # The context's timeout is every call's default and the async publishes' ack timeout.
+    js = env.nc.jetstream(timeout=timeout)
+    assert js.publish(f"{env.stream}.b", b"x").seq > 0
+    assert js.stream(env.stream).name == env.stream
+    assert js.key_value(env.stream).put("k", b"v") > 0
+    fut = js.publish_async(f"{env.stream}.b", b"y")  # arms the client's timer that far ahead
+    js.publish_async_complete()
+    assert fut.result(timeout=timeout).seq > 0
+    # That timer still runs: nobody serves this subject, and the publish's retries
+    # (timer calls) end in an error well within the bound.
+    lost = js.publish_async("no.stream.here." + next_nuid(), b"z")
+    assert lost.exception(timeout=30) is not None
+
