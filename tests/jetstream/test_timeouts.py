@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pytest
 
 import natsjs_sync as nats
@@ -260,3 +261,20 @@ def test_a_context_with_a_huge_timeout_waits_for_ever(env: Env, timeout: float) 
     lost = js.publish_async("no.stream.here." + next_nuid(), b"z")
     assert lost.exception(timeout=30) is not None
 
+
+def test_a_pull_request_never_asks_the_server_for_more_than_its_int64_nanoseconds() -> None:
+    from natsjs_sync.jetstream.pull import pull_request
+    from natsjs_sync.protocol.jetstream.pullstate import MAX_NANOS
+
+    body = msgspec.json.decode(pull_request(1, 1e12, heartbeat=math.inf))
+    assert body["expires"] == MAX_NANOS == 2**63 - 1 and body["idle_heartbeat"] == MAX_NANOS
+    assert msgspec.json.decode(pull_request(1, 30.0, heartbeat=15.0)) == {
+        "batch": 1, "expires": 30_000_000_000, "idle_heartbeat": 15_000_000_000}
+
+
+@pytest.mark.parametrize("expires", [math.inf, 1e12, 10**20], ids=["inf", "1e12", "10**20"])
+def test_continuous_pulling_refuses_an_expires_no_wait_takes(env: Env, expires: float) -> None:
+    cons = env.js.consumer(env.stream, "C")
+    with pytest.raises(ValueError, match="finite"):
+        cons.messages(expires=expires)
+    assert cons.next(timeout=5).data == b"1"  # no pull request went out: the message is still there
