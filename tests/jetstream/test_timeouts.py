@@ -278,3 +278,16 @@ def test_continuous_pulling_refuses_an_expires_no_wait_takes(env: Env, expires: 
     with pytest.raises(ValueError, match="finite"):
         cons.messages(expires=expires)
     assert cons.next(timeout=5).data == b"1"  # no pull request went out: the message is still there
+
+
+@pytest.mark.parametrize("timeout", [math.inf, 1e12, 10**20], ids=["inf", "1e12", "10**20"])
+def test_a_nats_py_fetch_with_no_limit_waits_for_the_first_message(env: Env, timeout: float) -> None:
+    psub = env.js.pull_subscribe(f"{env.stream}.late", durable="late", stream=env.stream)
+    # Nothing is pending when the fetch starts: it must wait (it used to fail an
+    # assertion for inf, raise OverflowError for a huge number).
+    late = threading.Timer(0.2, lambda: env.js.publish(f"{env.stream}.late", b"late"))
+    late.start()
+    try:
+        assert [m.data for m in psub.fetch(1, timeout=timeout)] == [b"late"]
+    finally:
+        late.join(10)
