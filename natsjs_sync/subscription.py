@@ -370,7 +370,7 @@ class Subscription:
         """Wait up to ``timeout`` seconds (``None``: no limit) for the subscription to end and its
         queue to be consumed; True when it has.
         """
-        return self._done.wait(timeout)
+        return self._done.wait(resolve(timeout, None))  # the timeout rule: a huge one is no limit
 
     # ---------------------------------------------------------------- callback side
 

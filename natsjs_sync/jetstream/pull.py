@@ -33,7 +33,7 @@ import msgspec
 from .._backoff import Backoff
 from .._core.dispatch import current_lane
 from .._core.spi import CoreLink, Handle
-from .._timeout import WAIT_MAX, Deadline, check_seconds
+from .._timeout import WAIT_MAX, Deadline, check_seconds, resolve
 from ..errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -748,7 +748,8 @@ class MessagesContext:
         """Callback mode: wait until the handler is not running (not from the handler itself)."""
         if current_lane() is self._lane:
             return
-        if self._busy.acquire(timeout=-1 if timeout is None else timeout):
+        t = resolve(timeout, None)  # the timeout rule: a huge one is no limit
+        if self._busy.acquire(timeout=-1 if t is None else t):
             self._busy.release()
 
 

@@ -100,3 +100,21 @@ def test_a_huge_timeout_waits_for_the_reply(env: Env, timeout: object) -> None:
         assert sub.next_msg(timeout=timeout).data == b"late"  # type: ignore[arg-type]
     finally:
         send.join(10)
+
+
+@pytest.mark.parametrize("timeout", [1e12, 10**20], ids=["1e12", "10**20"])
+def test_wait_done_with_a_huge_timeout_waits_for_the_callback(env: Env, timeout: object) -> None:
+    started, release = threading.Event(), threading.Event()
+    sub = env.nc.subscribe("to.done", cb=lambda _: (started.set(), release.wait(30)))
+    env.nc.publish("to.done", b"")
+    assert started.wait(10)
+    drainer = threading.Thread(target=sub.drain, kwargs={"timeout": 30})
+    drainer.start()
+    releaser = threading.Timer(0.1, release.set)
+    releaser.start()
+    try:
+        assert sub.wait_done(timeout) is True  # type: ignore[arg-type]
+    finally:
+        release.set()
+        releaser.join(10)
+        drainer.join(10)

@@ -291,3 +291,19 @@ def test_a_nats_py_fetch_with_no_limit_waits_for_the_first_message(env: Env, tim
         assert [m.data for m in psub.fetch(1, timeout=timeout)] == [b"late"]
     finally:
         late.join(10)
+
+
+@pytest.mark.parametrize("timeout", [1e12, 10**20], ids=["1e12", "10**20"])
+def test_stopping_a_consume_with_a_huge_timeout_waits_for_the_running_handler(env: Env, timeout: float) -> None:
+    started, release = threading.Event(), threading.Event()
+    cc = env.js.consumer(env.stream, "C").consume(lambda _: (started.set(), release.wait(30)))
+    try:
+        assert started.wait(10)
+        releaser = threading.Timer(0.1, release.set)
+        releaser.start()
+        cc.stop(timeout=timeout)  # used to raise OverflowError after stopping
+        assert release.is_set()  # it returned once the handler could finish, not before
+        releaser.join(10)
+    finally:
+        release.set()
+        cc.stop()
