@@ -6,10 +6,11 @@ of publish futures, service handlers) runs here, never on the reader thread.
 Work comes in *lanes*: the items of one lane run one at a time and in order
 (a subscription's messages), different lanes run in parallel on a pool of
 worker threads that grows on demand up to ``max_workers`` and shrinks when
-idle. So 10,000 callback subscriptions cost a few threads, not 10,000. Each
-lane scheduled is promised a worker of its own (an idle one, else a new one)
-until ``max_workers`` are busy: a callback that blocks holds back its own lane
-only, so a callback may wait for a reply that another lane's callback sends.
+idle. Each lane scheduled is promised a worker of its own (an idle one, else
+a new one) until ``max_workers`` are busy: a callback that blocks holds back
+its own lane only, so a callback may wait for a reply that another lane's
+callback sends. So 10,000 callback subscriptions cost as many threads as lanes
+have work at once (at most ``max_workers``), not 10,000.
 
 One exception policy: an exception from user code goes to the lane's error
 handler (the client's ``error_cb``); an exception from that handler is logged.
