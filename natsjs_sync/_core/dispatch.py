@@ -226,7 +226,9 @@ class Dispatcher:
                     lane = runq.get(timeout=self._idle_timeout)
                 except queue.Empty:
                     with lock:
-                        if len(self._workers) > 1 or self._closed:
+                        # Not while lanes count on the next worker to finish:
+                        # an entry may then stand for a worker that is busy.
+                        if (len(self._workers) > 1 and not self._unclaimed) or self._closed:
                             try:
                                 idle.pop()  # no longer waiting: withdraw the entry
                             except IndexError:

@@ -111,6 +111,35 @@ def test_an_idle_worker_is_promised_to_one_lane_only() -> None:
         d.close()
 
 
+def test_lanes_queued_while_every_worker_is_busy_run_and_leave_no_phantom_idle_worker() -> None:
+    d = Dispatcher("full", max_workers=2, idle_timeout=60)
+    try:
+        release = threading.Event()
+        started = threading.Semaphore(0)
+        ran = threading.Semaphore(0)
+        for i in range(2):
+            d.lane(lambda _: (started.release(), release.wait(30)), f"block{i}").put(None)
+        for _ in range(2):
+            assert started.acquire(timeout=10)
+        for i in range(3):  # no worker to promise: the next ones to finish take them
+            d.lane(lambda _: ran.release(), f"queued{i}").put(None)
+        release.set()
+        for _ in range(3):
+            assert ran.acquire(timeout=10)
+        # Every worker goes back to idle, and is counted once: a count above the
+        # workers there are would promise lanes to workers that never come.
+        settled = threading.Event()
+        for _ in range(500):
+            if len(d._idle) == d.threads == 2:
+                settled.set()
+                break
+            settled.wait(0.02)
+        assert len(d._idle) == d.threads == 2 and d._unclaimed == 0
+        _lanes_run_while_one_blocks(d, 1)
+    finally:
+        d.close()
+
+
 def test_an_exception_goes_to_the_lane_error_handler_and_the_lane_goes_on(dispatcher: Dispatcher) -> None:
     errors: list[BaseException] = []
     seen: list[int] = []
