@@ -138,9 +138,9 @@ class Deadline:
         return self.at is not None and time.monotonic() >= self.at
 
     def min(self, seconds: float | None) -> float | None:
-        """The smaller of what is left and ``seconds`` (``None`` is unbounded)."""
+        """The smaller of what is left and ``seconds`` (``None``, or :data:`WAIT_MAX` and up, is unbounded)."""
         left = self.remaining()
-        if seconds is None:
+        if seconds is None or seconds >= WAIT_MAX:
             return left
         return seconds if left is None else min(left, seconds)
 

@@ -252,6 +252,7 @@ def test_huge_timeouts_make_deadlines_that_never_expire() -> None:
         assert d.remaining() is None and not d.expired() and d.min(2.0) == 2.0
         assert Deadline.of(seconds, 1.0).remaining() is None  # type: ignore[arg-type]
         assert resolve(USE_DEFAULT, seconds) is None  # a huge default (a context's timeout) too  # type: ignore[arg-type]
+    assert Deadline(None).min(1e12) is None and Deadline(5.0).min(10**20) <= 5.0  # type: ignore[operator]
     # Whatever a deadline has left is a wait the platform accepts.
     assert threading.Event().wait(Deadline(WAIT_MAX - 1024.0).min(0.0)) is False
 
