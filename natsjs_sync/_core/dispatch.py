@@ -6,7 +6,11 @@ of publish futures, service handlers) runs here, never on the reader thread.
 Work comes in *lanes*: the items of one lane run one at a time and in order
 (a subscription's messages), different lanes run in parallel on a pool of
 worker threads that grows on demand up to ``max_workers`` and shrinks when
-idle. So 10,000 callback subscriptions cost a few threads, not 10,000.
+idle. Each lane scheduled is promised a worker of its own (an idle one, else
+a new one) until ``max_workers`` are busy: a callback that blocks holds back
+its own lane only, so a callback may wait for a reply that another lane's
+callback sends. So 10,000 callback subscriptions cost as many threads as lanes
+have work at once (at most ``max_workers``), not 10,000.
 
 One exception policy: an exception from user code goes to the lane's error
 handler (the client's ``error_cb``); an exception from that handler is logged.
@@ -29,6 +33,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
+
+from .._timeout import WAIT_MAX
 
 log = logging.getLogger("natsjs_sync.dispatch")
 
@@ -146,9 +152,16 @@ class Dispatcher:
         self._runq: queue.SimpleQueue[Lane[Any] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._workers: set[threading.Thread] = set()
-        # One entry per idle worker: list append/pop are atomic, so counting
-        # idle workers on every hand-off costs no lock.
+        # One entry per worker waiting for work that no scheduled lane has
+        # claimed yet. Scheduling a lane takes an entry (or starts a worker), so
+        # an idle worker is promised to one lane only: two lanes scheduled in one
+        # burst never both count on it and leave the second to wait behind
+        # whatever the first runs. list append/pop are atomic: no lock per hand-off.
         self._idle: list[None] = []
+        # Lanes queued with no worker promised (every worker was busy at
+        # max_workers): the next worker to finish takes one instead of
+        # announcing itself idle. Changed under _lock.
+        self._unclaimed = 0
         self._closed = False
         self._serial = itertools.count(1)
 
@@ -167,18 +180,39 @@ class Dispatcher:
 
     def _schedule(self, lane: Lane[Any]) -> None:
         self._runq.put(lane)
-        if not self._idle:
+        try:
+            self._idle.pop()  # an idle worker is promised to this lane
+        except IndexError:
             self._spawn()
 
     def _spawn(self) -> None:
+        """Promise a worker to a lane just queued: an idle one, a new one, or the next to finish."""
         with self._lock:
-            if self._closed or self._idle or len(self._workers) >= self.max_workers:
+            if self._closed:
                 return
+            try:
+                self._idle.pop()  # a worker went idle since _schedule looked
+                return
+            except IndexError:
+                pass
+            if len(self._workers) >= self.max_workers:
+                self._unclaimed += 1
+                return
+            # Not counted idle: it starts on the lane it was made for.
             t = threading.Thread(target=self._work, name=f"natsjs-dispatch-{self.name}-{next(self._serial)}",
                                  daemon=True)
             self._workers.add(t)
-            self._idle.append(None)  # counts as idle until it takes its first lane
         t.start()
+
+    def _claim_unclaimed(self) -> bool:
+        """A worker that finished: take a lane queued with no worker promised, if any."""
+        if not self._unclaimed:  # the common case: no lock
+            return False
+        with self._lock:
+            if self._unclaimed:
+                self._unclaimed -= 1
+                return True
+        return False
 
     def _work(self) -> None:
         me = threading.current_thread()
@@ -192,12 +226,16 @@ class Dispatcher:
                     lane = runq.get(timeout=self._idle_timeout)
                 except queue.Empty:
                     with lock:
-                        if runq.empty() and (len(self._workers) > 1 or self._closed):
+                        # Not while lanes count on the next worker to finish:
+                        # an entry may then stand for a worker that is busy.
+                        if (len(self._workers) > 1 and not self._unclaimed) or self._closed:
+                            try:
+                                idle.pop()  # no longer waiting: withdraw the entry
+                            except IndexError:
+                                continue  # every entry is promised: a lane is on its way
                             self._workers.discard(me)
-                            idle.pop()
                             return
                     continue
-                idle.pop()
                 if lane is None:
                     with lock:
                         self._workers.discard(me)
@@ -208,8 +246,11 @@ class Dispatcher:
                 finally:
                     _local.lane = None
                 if more:
-                    runq.put(lane)  # let other lanes in, then carry on
-                idle.append(None)
+                    # Let other lanes in, then carry on: this worker stays
+                    # promised to one queued lane, so no entry changes hands.
+                    runq.put(lane)
+                elif not self._claim_unclaimed():
+                    idle.append(None)
         finally:
             _local.dispatcher = None
 
@@ -239,6 +280,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._workers = set()
         self._idle = []
+        self._unclaimed = 0
         self._closed = False
 
 
@@ -313,7 +355,11 @@ class Timer:
                             handle.when = max(now, handle.when + handle.interval)
                             heapq.heappush(heap, handle)
                         break
-                    cond.wait(None if not heap else heap[0].when - now)
+                    # A call so far ahead that no wait accepts it (a huge ack
+                    # timeout) never comes due: wait for a nearer one instead of
+                    # letting OverflowError end this thread and every timer with it.
+                    delay = None if not heap else heap[0].when - now
+                    cond.wait(delay if delay is None or delay < WAIT_MAX else None)
             try:
                 handle.fn()
             except Exception:

@@ -58,15 +58,15 @@ class PullSubscription:
         """
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError(f"batch must be a positive int, got {batch!r}")
-        wait = 5.0 if timeout is None else check_seconds(timeout, "timeout")
-        assert wait is not None
+        wait = 5.0 if timeout is None else check_seconds(timeout, "timeout")  # None here: inf, or beyond any wait
         deadline = Deadline(wait)
         cons = self._consumer
         msgs = self._take(cons.fetch_no_wait(batch, timeout=max(deadline.remaining() or 0.0, 1.0)))
         if msgs:
             return msgs
         # Nothing pending: wait for the first message, then take what is there with it.
-        with cons.fetch(1, max_wait=max(deadline.remaining() or 0.0, 0.001), heartbeat=heartbeat) as result:
+        left = deadline.remaining()
+        with cons.fetch(1, max_wait=None if left is None else max(left, 0.001), heartbeat=heartbeat) as result:
             first = list(result)
             error = result.error
         if not first:

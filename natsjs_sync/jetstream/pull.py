@@ -33,7 +33,7 @@ import msgspec
 from .._backoff import Backoff
 from .._core.dispatch import current_lane
 from .._core.spi import CoreLink, Handle
-from .._timeout import Deadline, check_seconds
+from .._timeout import WAIT_MAX, Deadline, check_seconds, resolve
 from ..errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -45,14 +45,13 @@ from ..errors import (
     TimeoutError,
 )
 from ..msg import Msg
-from ..protocol.jetstream.pullstate import PullAccounting
+from ..protocol.jetstream.pullstate import PullAccounting, nanos
 from ..protocol.jetstream.status import MESSAGE, Kind, Status, classify
 
 if TYPE_CHECKING:
     from .._core.dispatch import Lane, TimerHandle
     from ..subscription import Subscription
 
-_NS = 1_000_000_000
 _encode = msgspec.json.encode
 
 ErrorHandler = Callable[[Exception], None]
@@ -84,13 +83,13 @@ def pull_request(
 ) -> bytes:
     body: dict[str, Any] = {"batch": batch}
     if expires:
-        body["expires"] = int(expires * _NS)
+        body["expires"] = nanos(expires)
     if no_wait:
         body["no_wait"] = True
     if max_bytes:
         body["max_bytes"] = max_bytes
     if heartbeat:
-        body["idle_heartbeat"] = int(heartbeat * _NS)
+        body["idle_heartbeat"] = nanos(heartbeat)
     if group is not None:
         body["group"] = group
     if min_pending is not None:
@@ -322,8 +321,8 @@ class MessagesContext:
         err_on_missing_heartbeat: bool = True,
     ):
         exp = check_seconds(expires, "expires")
-        if exp is None or exp < 0.001:
-            raise ValueError("expires must be at least 1 ms")
+        if exp is None or exp < 0.001:  # None: inf, or too long for any wait (the timeout rule)
+            raise ValueError(f"expires must be at least 1 ms and finite (below {WAIT_MAX:.0f} s), got {expires!r}")
         if heartbeat is None:
             heartbeat = min(30.0, exp / 2) if exp >= 2 else None
         elif check_seconds(heartbeat, "heartbeat") is None or heartbeat >= exp:
@@ -792,7 +791,8 @@ class MessagesContext:
         """Callback mode: wait until the handler is not running (not from the handler itself)."""
         if current_lane() is self._lane:
             return
-        if self._busy.acquire(timeout=-1 if timeout is None else timeout):
+        t = resolve(timeout, None)  # the timeout rule: a huge one is no limit
+        if self._busy.acquire(timeout=-1 if t is None else t):
             self._busy.release()
 
 

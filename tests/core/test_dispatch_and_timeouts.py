@@ -11,7 +11,7 @@ import pytest
 
 from natsjs_sync._backoff import Backoff
 from natsjs_sync._core.dispatch import Dispatcher, Timer, current_lane, on_dispatcher_thread
-from natsjs_sync._timeout import USE_DEFAULT, Deadline, check_seconds, resolve
+from natsjs_sync._timeout import USE_DEFAULT, WAIT_MAX, Deadline, check_seconds, resolve
 
 
 @pytest.fixture
@@ -64,6 +64,80 @@ def test_lanes_run_in_parallel_up_to_max_workers(dispatcher: Dispatcher) -> None
     release.set()
     for _ in range(2):
         assert started.acquire(timeout=5)
+
+
+def _lanes_run_while_one_blocks(d: Dispatcher, others: int) -> None:
+    release = threading.Event()
+    a_started = threading.Event()
+    handled = [threading.Event() for _ in range(others)]
+
+    def slow(_: object) -> None:
+        a_started.set()
+        release.wait(30)
+
+    try:
+        a = d.lane(slow, "slow")
+        bs = [d.lane(lambda _, ev=ev: ev.set(), f"quick{i}") for i, ev in enumerate(handled)]
+        # One burst, as the reader thread delivers a read buffer: the slow lane first.
+        a.put(None)
+        for b in bs:
+            b.put(None)
+        assert a_started.wait(10)
+        for i, ev in enumerate(handled):
+            assert ev.wait(10), f"lane quick{i} waited behind the blocked lane"
+        assert not release.is_set()
+    finally:
+        release.set()
+
+
+def test_a_blocked_lane_does_not_hold_back_lanes_scheduled_in_the_same_burst() -> None:
+    d = Dispatcher("burst", max_workers=8)
+    try:
+        _lanes_run_while_one_blocks(d, 3)  # no worker yet: the first one is spawned for the slow lane
+    finally:
+        d.close()
+
+
+def test_an_idle_worker_is_promised_to_one_lane_only() -> None:
+    d = Dispatcher("warm", max_workers=8)
+    try:
+        warm = threading.Event()
+        d.lane(lambda _: warm.set(), "warm").put(None)
+        assert warm.wait(10)
+        # The worker that ran it is now idle: it can take one of the next lanes, not all of them.
+        for _ in range(3):
+            _lanes_run_while_one_blocks(d, 3)
+    finally:
+        d.close()
+
+
+def test_lanes_queued_while_every_worker_is_busy_run_and_leave_no_phantom_idle_worker() -> None:
+    d = Dispatcher("full", max_workers=2, idle_timeout=60)
+    try:
+        release = threading.Event()
+        started = threading.Semaphore(0)
+        ran = threading.Semaphore(0)
+        for i in range(2):
+            d.lane(lambda _: (started.release(), release.wait(30)), f"block{i}").put(None)
+        for _ in range(2):
+            assert started.acquire(timeout=10)
+        for i in range(3):  # no worker to promise: the next ones to finish take them
+            d.lane(lambda _: ran.release(), f"queued{i}").put(None)
+        release.set()
+        for _ in range(3):
+            assert ran.acquire(timeout=10)
+        # Every worker goes back to idle, and is counted once: a count above the
+        # workers there are would promise lanes to workers that never come.
+        settled = threading.Event()
+        for _ in range(500):
+            if len(d._idle) == d.threads == 2:
+                settled.set()
+                break
+            settled.wait(0.02)
+        assert len(d._idle) == d.threads == 2 and d._unclaimed == 0
+        _lanes_run_while_one_blocks(d, 1)
+    finally:
+        d.close()
 
 
 def test_an_exception_goes_to_the_lane_error_handler_and_the_lane_goes_on(dispatcher: Dispatcher) -> None:
@@ -159,10 +233,43 @@ def test_backoff_grows_to_its_cap_with_bounded_jitter() -> None:
         Backoff(-1, 1)
 
 
-@pytest.mark.parametrize(("value", "expected"), [(0, 0.0), (1.5, 1.5), (None, None), (math.inf, None)])
+@pytest.mark.parametrize(("value", "expected"), [
+    (0, 0.0), (1.5, 1.5), (None, None), (math.inf, None),
+    # At or above what the platform's waits accept: no limit, as inf.
+    (WAIT_MAX, None), (1e12, None), (10**20, None), (10**400, None),
+    (1e9, 1e9), (WAIT_MAX - 1024.0, WAIT_MAX - 1024.0),
+])
 def test_the_timeout_rule(value: object, expected: float | None) -> None:
     assert resolve(value, 9.0) == expected  # type: ignore[arg-type]
+    assert check_seconds(value) == expected
     assert resolve(USE_DEFAULT, 9.0) == 9.0
+
+
+def test_huge_timeouts_make_deadlines_that_never_expire() -> None:
+    assert WAIT_MAX == threading.TIMEOUT_MAX
+    for seconds in (WAIT_MAX, 1e12, 10**20):
+        d = Deadline(seconds)  # type: ignore[arg-type]
+        assert d.remaining() is None and not d.expired() and d.min(2.0) == 2.0
+        assert Deadline.of(seconds, 1.0).remaining() is None  # type: ignore[arg-type]
+        assert resolve(USE_DEFAULT, seconds) is None  # a huge default (a context's timeout) too  # type: ignore[arg-type]
+    assert Deadline(None).min(1e12) is None and Deadline(5.0).min(10**20) <= 5.0  # type: ignore[operator]
+    # Whatever a deadline has left is a wait the platform accepts.
+    assert threading.Event().wait(Deadline(WAIT_MAX - 1024.0).min(0.0)) is False
+
+
+def test_a_timer_call_too_far_ahead_for_any_wait_leaves_the_timer_running() -> None:
+    timer = Timer("far")
+    try:
+        far = timer.call_later(1e12, lambda: None)  # a huge ack timeout arms one like it
+        ran = threading.Event()
+        timer.call_later(0.01, ran.set)
+        assert ran.wait(10), "the timer thread died"
+        ticks = threading.Semaphore(0)
+        timer.call_later(0.01, ticks.release)
+        assert ticks.acquire(timeout=10)
+        far.cancel()
+    finally:
+        timer.close()
 
 
 @pytest.mark.parametrize(("value", "error"), [(math.nan, ValueError), (-0.1, ValueError), ("1", TypeError),

@@ -4,6 +4,7 @@ NaN, a negative number or a non-number is refused before anything is sent."""
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -75,7 +76,45 @@ INF_CALLS: dict[str, Callable[[Env, Any], object]] = {
 }
 
 
+#: inf, and finite timeouts at or above what the platform's waits accept
+#: (threading.TIMEOUT_MAX, about 9.2e9 s): each means "no limit".
+HUGE: list[object] = [math.inf, 1e12, 10**20, 10**400]
+
+
+@pytest.mark.parametrize("timeout", HUGE, ids=["inf", "1e12", "10**20", "10**400"])
 @pytest.mark.parametrize("call", list(INF_CALLS))
-def test_an_infinite_timeout_waits_for_ever(env: Env, call: str) -> None:
-    # What each call waits for is at hand: it returns, as it does with None.
-    assert INF_CALLS[call](env, math.inf)
+def test_an_infinite_timeout_waits_for_ever(env: Env, call: str, timeout: object) -> None:
+    # What each call waits for is at hand: it returns, as it does with None
+    # (a huge finite timeout used to raise OverflowError, the request already sent).
+    assert INF_CALLS[call](env, timeout)
+
+
+@pytest.mark.parametrize("timeout", [1e12, 10**20], ids=["1e12", "10**20"])
+def test_a_huge_timeout_waits_for_the_reply(env: Env, timeout: object) -> None:
+    # The reply comes only after the call has started waiting: the wait itself takes the huge value.
+    sub = env.nc.subscribe("to.later")
+    env.nc.flush(timeout=5)
+    send = threading.Timer(0.1, lambda: env.witness.publish("to.later", b"late"))
+    send.start()
+    try:
+        assert sub.next_msg(timeout=timeout).data == b"late"  # type: ignore[arg-type]
+    finally:
+        send.join(10)
+
+
+@pytest.mark.parametrize("timeout", [1e12, 10**20], ids=["1e12", "10**20"])
+def test_wait_done_with_a_huge_timeout_waits_for_the_callback(env: Env, timeout: object) -> None:
+    started, release = threading.Event(), threading.Event()
+    sub = env.nc.subscribe("to.done", cb=lambda _: (started.set(), release.wait(30)))
+    env.nc.publish("to.done", b"")
+    assert started.wait(10)
+    drainer = threading.Thread(target=sub.drain, kwargs={"timeout": 30})
+    drainer.start()
+    releaser = threading.Timer(0.1, release.set)
+    releaser.start()
+    try:
+        assert sub.wait_done(timeout) is True  # type: ignore[arg-type]
+    finally:
+        release.set()
+        releaser.join(10)
+        drainer.join(10)

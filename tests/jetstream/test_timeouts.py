@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pytest
 
 import natsjs_sync as nats
@@ -105,12 +106,19 @@ INF_CALLS: dict[str, Callable[[Env, Any], bool]] = {
 }
 
 
+#: inf, and finite timeouts at or above what the platform's waits accept
+#: (threading.TIMEOUT_MAX, about 9.2e9 s): each means "no limit".
+HUGE: list[object] = [math.inf, 1e12, 10**20]
+
+
+@pytest.mark.parametrize("timeout", HUGE, ids=["inf", "1e12", "10**20"])
 @pytest.mark.parametrize("call", list(INF_CALLS))
-def test_an_infinite_timeout_waits_for_ever(env: Env, call: str) -> None:
+def test_an_infinite_timeout_waits_for_ever(env: Env, call: str, timeout: object) -> None:
     env.js.key_value(env.stream).put("k0", b"v0")
     env.js.object_store(env.stream).put("o0", b"o0")
-    # What each call waits for is at hand: it returns, as with None.
-    assert INF_CALLS[call](env, math.inf)
+    # What each call waits for is at hand: it returns, as with None (a huge
+    # finite timeout used to raise OverflowError, often with the request sent).
+    assert INF_CALLS[call](env, timeout)
 
 
 # ---------------------------------------------------------------------- None waits for ever
@@ -233,3 +241,69 @@ def test_a_paged_listing_spends_one_deadline(slow: Slow) -> None:
     slow.proxy.latency(DELAY, "to_client")
     assert len(list(js.list_consumers("SLOW", timeout=2.0))) == 260  # two pages fit in 2 s
     _raises_timeout_within(lambda: list(js.list_consumers("SLOW", timeout=1.0)), 1.0)
+
+
+# ---------------------------------------------------------------------- huge timeouts
+
+
+@pytest.mark.parametrize("timeout", [1e12, 10**20], ids=["1e12", "10**20"])
+def test_a_context_with_a_huge_timeout_waits_for_ever(env: Env, timeout: float) -> None:
+    # The context's timeout is every call's default and the async publishes' ack timeout.
+    js = env.nc.jetstream(timeout=timeout)
+    assert js.publish(f"{env.stream}.b", b"x").seq > 0
+    assert js.stream(env.stream).name == env.stream
+    assert js.key_value(env.stream).put("k", b"v") > 0
+    fut = js.publish_async(f"{env.stream}.b", b"y")  # arms the client's timer that far ahead
+    js.publish_async_complete()
+    assert fut.result(timeout=timeout).seq > 0
+    # That timer still runs: nobody serves this subject, and the publish's retries
+    # (timer calls) end in an error well within the bound.
+    lost = js.publish_async("no.stream.here." + next_nuid(), b"z")
+    assert lost.exception(timeout=30) is not None
+
+
+def test_a_pull_request_never_asks_the_server_for_more_than_its_int64_nanoseconds() -> None:
+    from natsjs_sync.jetstream.pull import pull_request
+    from natsjs_sync.protocol.jetstream.pullstate import MAX_NANOS
+
+    body = msgspec.json.decode(pull_request(1, 1e12, heartbeat=math.inf))
+    assert body["expires"] == MAX_NANOS == 2**63 - 1 and body["idle_heartbeat"] == MAX_NANOS
+    assert msgspec.json.decode(pull_request(1, 30.0, heartbeat=15.0)) == {
+        "batch": 1, "expires": 30_000_000_000, "idle_heartbeat": 15_000_000_000}
+
+
+@pytest.mark.parametrize("expires", [math.inf, 1e12, 10**20], ids=["inf", "1e12", "10**20"])
+def test_continuous_pulling_refuses_an_expires_no_wait_takes(env: Env, expires: float) -> None:
+    cons = env.js.consumer(env.stream, "C")
+    with pytest.raises(ValueError, match="finite"):
+        cons.messages(expires=expires)
+    assert cons.next(timeout=5).data == b"1"  # no pull request went out: the message is still there
+
+
+@pytest.mark.parametrize("timeout", [math.inf, 1e12, 10**20], ids=["inf", "1e12", "10**20"])
+def test_a_nats_py_fetch_with_no_limit_waits_for_the_first_message(env: Env, timeout: float) -> None:
+    psub = env.js.pull_subscribe(f"{env.stream}.late", durable="late", stream=env.stream)
+    # Nothing is pending when the fetch starts: it must wait (it used to fail an
+    # assertion for inf, raise OverflowError for a huge number).
+    late = threading.Timer(0.2, lambda: env.js.publish(f"{env.stream}.late", b"late"))
+    late.start()
+    try:
+        assert [m.data for m in psub.fetch(1, timeout=timeout)] == [b"late"]
+    finally:
+        late.join(10)
+
+
+@pytest.mark.parametrize("timeout", [1e12, 10**20], ids=["1e12", "10**20"])
+def test_stopping_a_consume_with_a_huge_timeout_waits_for_the_running_handler(env: Env, timeout: float) -> None:
+    started, release = threading.Event(), threading.Event()
+    cc = env.js.consumer(env.stream, "C").consume(lambda _: (started.set(), release.wait(30)))
+    try:
+        assert started.wait(10)
+        releaser = threading.Timer(0.1, release.set)
+        releaser.start()
+        cc.stop(timeout=timeout)  # used to raise OverflowError after stopping
+        assert release.is_set()  # it returned once the handler could finish, not before
+        releaser.join(10)
+    finally:
+        release.set()
+        cc.stop()

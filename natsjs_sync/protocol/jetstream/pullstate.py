@@ -13,6 +13,26 @@ from dataclasses import dataclass
 #: The batch of a byte-bounded pull request (the byte limit is what bounds it).
 BYTES_MODE_BATCH = 1_000_000
 
+#: The longest duration the server takes: its durations are int64 nanoseconds.
+MAX_NANOS = 2**63 - 1
+
+
+def nanos(seconds: float) -> int:
+    """A duration for the server (a pull request's ``expires``, ``idle_heartbeat``) in nanoseconds.
+
+    Clamped to what the server's int64 takes: a longer one would make the server
+    refuse the whole request instead of waiting as long as it can.
+
+    Args:
+        seconds: a number of seconds >= 0 (inf included).
+
+    Returns:
+        The nanoseconds, at most :data:`MAX_NANOS`.
+    """
+    if seconds * 1e9 >= MAX_NANOS:  # inf too: int(inf) would raise
+        return MAX_NANOS
+    return int(seconds * 1e9)
+
 
 @dataclass(frozen=True)
 class PullAsk:
