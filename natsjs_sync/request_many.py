@@ -13,15 +13,17 @@ the iterator yields the replies as they arrive and ends on the first of:
 A 503 "no responders" status raises :class:`~natsjs_sync.NoRespondersError`.
 The inbox subscription is closed when the iterator ends, on ``close()``, at the
 end of a ``with`` block, and when the iterator is garbage collected (so a
-``break`` out of ``for msg in nc.request_many(...)`` releases it at once).
+``break`` out of ``for msg in nc.request_many(...)`` releases it too: within
+moments, by the client's timer thread, since a finalizer must not take the
+connection's lock).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Union
 
+from ._core.spi import core_of
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg, check_seconds
 from .errors import (
     BadSubscriptionError,
@@ -81,10 +83,9 @@ class ReplyIterator(Iterator[Msg]):
         self._sentinel = sentinel
         self._received = 0
         self._done = False
-        # Runs once: on close(), or when this iterator is collected unfinished.
-        # It must not hold a reference to self, or it would keep it alive.
-        self._finalizer = weakref.finalize(self, _unsubscribe_quietly, sub)
-        self._finalizer.atexit = False  # at interpreter exit the client is going away anyway
+        # Runs once: on close() (here), or when this iterator is collected unfinished
+        # (on a core thread: see spi.Release). It holds no reference to self.
+        self._release = core_of(sub).release_on_collect(self, _unsubscribe_quietly, sub)
 
     @property
     def received(self) -> int:
@@ -128,7 +129,7 @@ class ReplyIterator(Iterator[Msg]):
     def close(self) -> None:
         """Stop receiving replies and release the inbox (safe to call more than once)."""
         self._done = True
-        self._finalizer()
+        self._release()
 
     def __enter__(self) -> ReplyIterator:
         return self

@@ -9,7 +9,7 @@ ledger) comes from the sans-IO :mod:`natsjs_sync.protocol.connection`.
 
 Threads of a connected client, all daemons named ``natsjs-<role>-<name>``:
 ``reader`` (one per connection), ``flusher``, ``timer`` (keep-alives, ack
-expiry, heartbeat checks; internal code only), ``reconnect`` (while
+expiry, heartbeat checks, releases handed over by finalizers; internal code only), ``reconnect`` (while
 reconnecting) and ``dispatch-N`` workers (user code; as many as are busy, up
 to ``max_callback_threads``).
 
@@ -23,10 +23,12 @@ code runs or while a socket call blocks, except ``send_lock`` around a write
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -63,7 +65,7 @@ from .reader import start_reader
 from .reconnect import Reconnector
 from .registry import Entry, Registry
 from .requests import ResponseMux, Waiter
-from .spi import Handle, Hooks
+from .spi import Handle, Hooks, Release, Releasing
 from .writer import APPEND_WITHOUT_LOCK, FLUSH_THRESHOLD, Writer
 
 if TYPE_CHECKING:
@@ -80,6 +82,9 @@ _LINE_ROOM = 3000
 _CONNECTED = ConnState.CONNECTED  # read on every publish: a module global, not an enum lookup
 #: The state in which append() appends without the lock (none on a free-threaded interpreter).
 _APPEND_FREELY = _CONNECTED if APPEND_WITHOUT_LOCK else None
+#: Seconds between the timer thread's runs of the releases finalizers handed over
+#: (see :meth:`Connection.release_later`); started by the first owner that may need it.
+RELEASE_INTERVAL = 0.2
 
 
 @dataclass
@@ -205,6 +210,9 @@ class Connection:
         self._attachments: dict[str, Any] = {}
         #: Functions the reader runs once the events of the current socket read are routed.
         self.read_end: list[Callable[[], None]] = []
+        #: Releases handed over by finalizers, run by the timer thread (see release_later).
+        self._releases: deque[Callable[[], None]] = deque()
+        self._release_tick: TimerHandle | None = None
         fork.track(self)
 
     def _new_pool(self) -> ServerPool:
@@ -689,6 +697,50 @@ class Connection:
             if not sub.wait_done(deadline.remaining()):
                 raise TimeoutError(f"draining {sub.subject!r} did not finish in time")
 
+    # ------------------------------------------------------------------ releases from finalizers
+
+    def release_later(self, fn: Callable[[], None]) -> None:
+        """Finalizer-safe: ``fn()`` runs soon on the timer thread (dropped once closed).
+
+        A garbage-collection finalizer runs on whatever thread's allocation
+        crossed the collector's threshold, possibly one that holds :attr:`lock`
+        (every subscribe takes it), so it must take no lock: a deque append
+        takes none. The timer thread, which holds nothing, performs it.
+        """
+        self._releases.append(fn)
+        if self.machine.state is ConnState.CLOSED:
+            self._releases.clear()  # the close released everything: keep nothing alive
+
+    def _start_releasing(self) -> None:
+        """Normal context (never a finalizer): make sure the timer runs handed-over releases."""
+        if self._release_tick is None:
+            with self.lock:
+                if self._release_tick is None:
+                    self._release_tick = self.timer.call_every(RELEASE_INTERVAL, self.run_releases)
+
+    def run_releases(self) -> None:
+        """Timer thread: perform the releases finalizers handed over."""
+        releases = self._releases
+        while releases:
+            try:
+                fn = releases.popleft()
+            except IndexError:
+                return
+            try:
+                fn()
+            except NatsError:
+                pass  # already ended, or the client closed: its owner is gone, nobody to tell
+            except Exception:
+                log.exception("releasing a collected owner's subscription failed")
+
+    def release_on_collect(self, owner: object, fn: Callable[..., None], *args: Any) -> Release:
+        self._start_releasing()
+        return Release(owner, self.release_later, functools.partial(fn, *args))
+
+    def releasing(self, fn: Callable[[], None]) -> Releasing:
+        self._start_releasing()
+        return Releasing(self.release_later, fn)
+
     # ------------------------------------------------------------------ requests and flush
 
     def ensure_response_inbox(self) -> None:
@@ -837,6 +889,7 @@ class Connection:
             w.set(closed)
         with self.lock:
             entries = self.registry.clear()
+        self._releases.clear()  # what they would release is gone with the registry
         for e in entries:
             if e.owner is not None:
                 e.owner.finish_closed()
@@ -878,6 +931,8 @@ class Connection:
         self.events = self.dispatcher.lane(_call, f"events-{self.tag}")
         self.timer.reset_after_fork()
         self._keepalive = None
+        self._release_tick = None
+        self._releases.clear()  # the parent's: its subscriptions are not ours
         for hooks in (self.close_hooks, self.reconnect_hooks, self.drain_hooks, self.drain_start_hooks):
             hooks.reset()
         for obj in list(self._attachments.values()):

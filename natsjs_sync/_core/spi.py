@@ -42,6 +42,68 @@ class Handle:
             fn()
 
 
+class Release:
+    """Undo what an owner holds on a client, once: now, or after the owner is garbage collected.
+
+    Calling it releases on the calling thread (an explicit ``close()``). When
+    the owner is collected first, its finalizer only hands the release to the
+    client's timer thread (:meth:`CoreLink.release_later`): the cyclic
+    collector runs finalizers on whatever thread's allocation crossed its
+    threshold, which may be one holding the connection's lock, and a
+    release takes that lock (UNSUB). Thread-safe.
+    """
+
+    __slots__ = ("_finalizer",)
+
+    def __init__(self, owner: object, hand_off: Callable[[Callable[[], None]], None], fn: Callable[[], None]):
+        """Args:
+            owner: the object whose collection releases.
+            hand_off: queues a function for a core thread without taking any lock.
+            fn: the release itself.
+        """
+        self._finalizer = weakref.finalize(owner, hand_off, fn)
+        self._finalizer.atexit = False  # at interpreter exit the client is going away anyway
+
+    def __call__(self) -> None:
+        """Release now, on this thread (never from a finalizer); nothing when already released."""
+        info = self._finalizer.detach()
+        if info is not None:
+            info[2][0]()
+
+    def later(self) -> None:
+        """Hand the release to the core's thread (takes no lock: safe in a finalizer)."""
+        self._finalizer()
+
+    @property
+    def pending(self) -> bool:
+        """True until released (or handed over)."""
+        return self._finalizer.alive
+
+
+class Releasing:
+    """``with core.releasing(fn):`` around a generator's body: ``fn()`` runs when the block ends.
+
+    On this thread when the generator ends or fails; handed to the core's
+    thread when the generator is closed (``GeneratorExit``), which the garbage
+    collector does on any thread, possibly one holding the connection's lock.
+    """
+
+    __slots__ = ("_fn", "_hand_off")
+
+    def __init__(self, hand_off: Callable[[Callable[[], None]], None], fn: Callable[[], None]):
+        self._hand_off = hand_off
+        self._fn = fn
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, tp: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if tp is not None and issubclass(tp, GeneratorExit):
+            self._hand_off(self._fn)
+        else:
+            self._fn()
+
+
 class Hooks:
     """Internal listeners, run in registration order; each must be quick and never block."""
 
@@ -163,12 +225,32 @@ class CoreLink(Protocol):
 
     def report_error(self, exc: Exception) -> None: ...
 
+    def release_later(self, fn: Callable[[], None]) -> None:
+        """Finalizer-safe: ``fn()`` runs soon on the client's timer thread (nothing once closed).
+
+        Takes no lock (a deque append): a garbage-collection finalizer may run
+        on a thread that holds the connection's lock.
+        """
+
+    def release_on_collect(self, owner: object, fn: Callable[..., None], *args: Any) -> Release:
+        """A :class:`Release` of ``fn(*args)``: call it to release now; if ``owner`` is
+        garbage collected first, ``fn(*args)`` runs on the client's timer thread."""
+
+    def releasing(self, fn: Callable[[], None]) -> Releasing:
+        """A :class:`Releasing` of ``fn`` for a generator's body (see there)."""
+
 
 _LINKS: weakref.WeakKeyDictionary[Any, CoreLink] = weakref.WeakKeyDictionary()
 
 
 def register(client: Any, core: CoreLink) -> None:
     _LINKS[client] = core
+
+
+def core_of(sub: Subscription) -> CoreLink:
+    """The core ``sub`` belongs to (the layers above get a subscription, not its private fields)."""
+    core: CoreLink = sub._conn
+    return core
 
 
 def link(client: Any) -> CoreLink:

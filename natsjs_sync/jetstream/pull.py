@@ -32,7 +32,7 @@ import msgspec
 
 from .._backoff import Backoff
 from .._core.dispatch import current_lane
-from .._core.spi import CoreLink, Handle
+from .._core.spi import CoreLink, Handle, core_of
 from .._timeout import WAIT_MAX, Deadline, check_seconds, resolve
 from ..errors import (
     BadSubscriptionError,
@@ -185,7 +185,9 @@ class MessageBatch:
         self.error: Exception | None = None
         #: The status that ended the batch early, if a status did.
         self.status: Status | None = None
-        self._finalizer = weakref.finalize(self, _release, sub)
+        # Called: releases now. Collected first: the release goes to a core thread
+        # (a finalizer must not take the connection's lock; see spi.Release).
+        self._release = core_of(sub).release_on_collect(self, _release, sub)
 
     def __iter__(self) -> Iterator[Msg]:
         yield from list(self._received)
@@ -230,9 +232,15 @@ class MessageBatch:
                 self.status = st
                 self.error = st.error()
                 return
+        except GeneratorExit:
+            # Closed, perhaps by the garbage collector on a thread that holds the
+            # connection's lock: hand the release over instead of taking it here.
+            self._done = True
+            self._release.later()
+            raise
         finally:
             self._done = True
-            self._finalizer()
+            self._release()
 
     def __len__(self) -> int:
         """Messages received so far (all of them once iterated)."""
@@ -241,7 +249,7 @@ class MessageBatch:
     def close(self) -> None:
         """Stop listening (messages not yet received will be redelivered after ack_wait)."""
         self._done = True
-        self._finalizer()
+        self._release()
 
     def __enter__(self) -> MessageBatch:
         return self
@@ -363,7 +371,8 @@ class MessagesContext:
         self._owned.reconnect = core.on_reconnect(_weak(ref, "_after_reconnect"))
         self._drain_group = core.attachment(_DrainGroup.KEY, lambda: _DrainGroup(core))
         self._drain_group.add(self)
-        self._finalizer = weakref.finalize(self, _release_owned, self._owned)
+        # Stopped: released now. Collected first: on a core thread (see spi.Release).
+        self._release = core.release_on_collect(self, _release_owned, self._owned)
 
     # -- the inbox -----------------------------------------------------------------
 
@@ -677,7 +686,7 @@ class MessagesContext:
         self._drain_group.discard(self)
         if self._ordered is not None:
             self._ordered.cancel()
-        self._finalizer()  # releases the inbox, the reconnect hook and the timer
+        self._release()  # the inbox, the reconnect hook and the timer
         if self._lane is not None:
             self._lane.close()
         self.stopped_event.set()

@@ -227,7 +227,8 @@ class Stream:
         core = api.core
         inbox = core.new_inbox()
         sub = core.subscribe_internal(inbox)
-        try:
+        # Unsubscribes at the end; a close by the garbage collector hands it to a core thread.
+        with core.releasing(sub.unsubscribe):
             core.publish_now(api.subject(f"DIRECT.GET.{self.name}"), msgspec.json.encode(body), reply=inbox)
             while True:
                 msg = sub.next_msg(timeout=deadline.remaining())
@@ -240,8 +241,6 @@ class Stream:
                     raise JetStreamError(msg.description or f"direct get failed with {status}", code=status,
                                  stream=self.name)
                 yield _raw_from_direct(msg, self.name)
-        finally:
-            sub.unsubscribe()
 
     def delete_msg(self, seq: int, secure: bool = False, timeout: TimeoutArg = USE_DEFAULT) -> bool:
         """Delete the message at ``seq``; ``secure`` overwrites its bytes on disk."""
