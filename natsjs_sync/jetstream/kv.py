@@ -48,6 +48,7 @@ from .stream_config import Placement, RePublish, StreamConfig, StreamSource, Sub
 from .watcher import Watcher
 
 if TYPE_CHECKING:
+    from .._core.spi import CoreLink
     from .context import JetStream
     from .ordered import OrderedConsumer
     from .stream import Stream
@@ -551,7 +552,7 @@ class KeyValue:
         ``timeout`` bounds each wait for the next key.
         """
         fs = list(patterns) + list(filters or [])
-        return KeyLister(self.watch(*(fs or [">"]), meta_only=True, ignore_deletes=True), timeout)
+        return KeyLister(self.watch(*(fs or [">"]), meta_only=True, ignore_deletes=True), timeout, self._js._api.core)
 
     def history(self, key: str, timeout: TimeoutArg = 30.0) -> list[Entry]:
         """Every stored revision of ``key``, oldest first.
@@ -643,12 +644,14 @@ class KeyLister:
     began. :meth:`stop` ends it early from any thread.
     """
 
-    def __init__(self, watcher: KeyWatcher, timeout: TimeoutArg):
+    def __init__(self, watcher: KeyWatcher, timeout: TimeoutArg, core: CoreLink):
         self._watcher = watcher
         self._timeout = timeout
+        self._core = core
 
     def __iter__(self) -> Iterator[str]:
-        try:
+        # Stops the watcher at the end; a close by the garbage collector hands it to a core thread.
+        with self._core.releasing(self._watcher.stop):
             while True:
                 try:
                     entry = self._watcher.next(self._timeout)
@@ -657,8 +660,6 @@ class KeyLister:
                 if entry is None:
                     return
                 yield entry.key
-        finally:
-            self._watcher.stop()
 
     def stop(self) -> None:
         """End the listing (deletes its server-side consumer)."""

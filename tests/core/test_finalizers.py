@@ -161,3 +161,26 @@ def test_an_owner_collected_after_the_close_keeps_nothing(shared_server: NatsSer
     nc.close()
     gc.collect()
     assert not nc._conn._releases, "a release queued after the close holds the subscription"
+
+
+def test_key_lister_generator_collected_while_the_lock_is_held(client: nats.Client, shared_server: NatsServer,
+                                                               gc_off: None) -> None:
+    js = client.jetstream()
+    bucket = "L" + next_nuid()
+    kv = js.create_key_value(bucket=bucket, storage="memory")
+    try:
+        kv.put("a", b"1")
+        kv.put("b", b"2")
+        before = set(client_subjects(client))
+        lister = kv.list_keys()
+        (inbox,) = set(client_subjects(client)) - before
+        keys = iter(lister)
+        assert next(keys) == "a"  # the generator now waits inside the block that stops the watcher
+        cycle(keys)
+        del keys  # the lister itself stays referenced: only the generator's close stops the watcher
+        assert collect_holding_the_lock(client), "the generator's close took the connection's lock: deadlocked"
+        assert released(shared_server, client, inbox), "the closed listing's inbox is still subscribed"
+        assert lister._watcher._it.is_stopped
+    finally:
+        if not client._conn.lock.locked():
+            js.delete_key_value(bucket)
