@@ -682,15 +682,25 @@ class Connection:
             sub.finish_unsubscribed()
 
     def drain_subscription(self, sub: Subscription, deadline: Deadline) -> None:
-        """Stop interest, let the queue be handled, then end the subscription."""
+        """Stop interest, let the queue be handled, then end the subscription.
+
+        The subscription ends even when the server does not confirm the
+        UNSUB in time (as in nats.go): it leaves the registry, so a reconnect
+        does not restore it, and what is queued is still handed out; the
+        flush's error is raised. A retry then waits again for a callback to
+        handle the queue (an iterator has nothing left to wait for).
+        """
         if sub.is_valid and not sub.is_draining:
             sub.mark_draining()
             with self.lock:
                 self.control_locked(commands.unsub(sub.sid))
-            # After the PONG nothing more can arrive for this sid.
-            self.flush(deadline)
-            self.remove_subscription(sub.sid)
-            sub.finish_drained()
+            try:
+                self.flush(deadline)  # after the PONG nothing more can arrive for this sid
+            finally:
+                # Left registered on a failed flush, it stayed "draining" for good:
+                # a retry skipped the flush and a reconnect subscribed it again.
+                self.remove_subscription(sub.sid)
+                sub.finish_drained()
         if sub.has_callback:
             if current_lane() is sub.lane:
                 return  # its own callback: the queue is handled once this callback returns

@@ -62,21 +62,30 @@ class Registry:
         return len(self.entries)
 
     def snapshot(self) -> list[SubRecord]:
-        """What to replay on a new connection, in sid order. Entries whose
-        auto-unsubscribe count is used up are dropped (and returned by :meth:`used_up`)."""
+        """What to replay on a new connection, in sid order. Ended entries
+        (see :meth:`used_up`) are left out."""
         out = []
         for entry in self.entries.values():
-            remaining = entry.remaining()
-            if remaining is not None and remaining <= 0:
+            if _ended(entry):
                 continue
-            out.append(SubRecord(entry.sid, entry.subject, entry.queue, remaining))
+            out.append(SubRecord(entry.sid, entry.subject, entry.queue, entry.remaining()))
         return out
 
     def used_up(self) -> list[Entry]:
-        return [e for e in self.entries.values() if (r := e.remaining()) is not None and r <= 0]
+        """Entries a new connection must not restore: their auto-unsubscribe count is
+        used up, or they drain (their UNSUB was sent: on a new connection nothing more comes)."""
+        return [e for e in self.entries.values() if _ended(e)]
 
     def clear(self) -> list[Entry]:
         entries = list(self.entries.values())
         self.entries.clear()
         self.routes.clear()
         return entries
+
+
+def _ended(entry: Entry) -> bool:
+    remaining = entry.remaining()
+    if remaining is not None and remaining <= 0:
+        return True
+    owner = entry.owner
+    return owner is not None and bool(owner.is_draining)
