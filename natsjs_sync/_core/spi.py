@@ -240,11 +240,15 @@ class CoreLink(Protocol):
         """A :class:`Releasing` of ``fn`` for a generator's body (see there)."""
 
 
-_LINKS: weakref.WeakKeyDictionary[Any, CoreLink] = weakref.WeakKeyDictionary()
+#: client -> its core, both weakly: the core's callbacks (``error_cb=self.on_error``)
+#: may hold what holds the client, and a strong value would keep its own key alive
+#: for good. The client holds its core, so the core lives as long as the client.
+_LINKS: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
 
 
 def register(client: Any, core: CoreLink) -> None:
-    _LINKS[client] = core
+    """Make ``core`` the :func:`link` of ``client``, which must hold ``core`` itself."""
+    _LINKS[client] = weakref.ref(core)
 
 
 def core_of(sub: Subscription) -> CoreLink:
@@ -260,6 +264,9 @@ def link(client: Any) -> CoreLink:
         TypeError: ``client`` is not a natsjs_sync client.
     """
     try:
-        return _LINKS[client]
+        core: CoreLink | None = _LINKS[client]()
     except (KeyError, TypeError):
-        raise TypeError(f"expected a natsjs_sync Client, got {type(client).__name__}") from None
+        core = None
+    if core is None:
+        raise TypeError(f"expected a natsjs_sync Client, got {type(client).__name__}")
+    return core

@@ -4,7 +4,10 @@ even when its callbacks refer back to its owner."""
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
+from typing import Any
 
 import pytest
 
@@ -86,3 +89,35 @@ def test_a_draining_subscription_is_not_restored_by_a_reconnect(shared_server: N
         with pytest.raises(nats.BadSubscriptionError):
             sub.next_msg(timeout=1)
         assert kept.is_valid
+
+
+class _Owner:
+    """An application object whose client's callbacks are its own bound methods."""
+
+    def __init__(self, url: str):
+        self.errors: list[Exception] = []
+        self.nc = nats.connect(url, error_cb=self.on_error, closed_cb=self.on_closed,
+                               disconnected_cb=self.on_closed)
+        self.sub = self.nc.subscribe("leaks.owner", cb=self.on_msg)
+
+    def on_error(self, exc: Exception) -> None:
+        self.errors.append(exc)
+
+    def on_closed(self) -> None:
+        pass
+
+    def on_msg(self, msg: nats.Msg) -> None:
+        pass
+
+
+def test_closed_clients_with_callbacks_to_their_owner_are_freed(shared_server: NatsServer) -> None:
+    refs: list[tuple[weakref.ref[Any], weakref.ref[Any]]] = []
+    for _ in range(30):
+        owner = _Owner(shared_server.url)
+        owner.nc.jetstream()
+        owner.nc.close()
+        refs.append((weakref.ref(owner), weakref.ref(owner.nc)))
+        del owner
+    gc.collect()
+    alive = sum(o() is not None or c() is not None for o, c in refs)
+    assert alive == 0, f"{alive} of 30 closed clients (or their owners) are still alive"
