@@ -23,7 +23,6 @@ code runs or while a socket call blocks, except ``send_lock`` around a write
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
@@ -745,7 +744,7 @@ class Connection:
 
     def release_on_collect(self, owner: object, fn: Callable[..., None], *args: Any) -> Release:
         self._start_releasing()
-        return Release(owner, self.release_later, functools.partial(fn, *args))
+        return Release(owner, self.release_later, fn, *args)
 
     def releasing(self, fn: Callable[[], None]) -> Releasing:
         self._start_releasing()

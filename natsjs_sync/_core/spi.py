@@ -8,6 +8,7 @@ protocol below declares. Every registration returns a :class:`Handle` whose
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -55,20 +56,22 @@ class Release:
 
     __slots__ = ("_finalizer",)
 
-    def __init__(self, owner: object, hand_off: Callable[[Callable[[], None]], None], fn: Callable[[], None]):
+    def __init__(self, owner: object, hand_off: Callable[[Callable[[], None]], None], fn: Callable[..., None],
+                 *args: Any):
         """Args:
             owner: the object whose collection releases.
             hand_off: queues a function for a core thread without taking any lock.
-            fn: the release itself.
+            fn, args: the release itself, ``fn(*args)``.
         """
-        self._finalizer = weakref.finalize(owner, hand_off, fn)
+        self._finalizer = weakref.finalize(owner, _hand_over, hand_off, fn, args)
         self._finalizer.atexit = False  # at interpreter exit the client is going away anyway
 
     def __call__(self) -> None:
         """Release now, on this thread (never from a finalizer); nothing when already released."""
         info = self._finalizer.detach()
         if info is not None:
-            info[2][0]()
+            _, fn, args = info[2]
+            fn(*args)
 
     def later(self) -> None:
         """Hand the release to the core's thread (takes no lock: safe in a finalizer)."""
@@ -78,6 +81,11 @@ class Release:
     def pending(self) -> bool:
         """True until released (or handed over)."""
         return self._finalizer.alive
+
+
+def _hand_over(hand_off: Callable[[Callable[[], None]], None], fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+    # A finalizer: builds the call and queues it, nothing else (no lock is taken).
+    hand_off(functools.partial(fn, *args))
 
 
 class Releasing:
