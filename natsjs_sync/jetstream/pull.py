@@ -168,8 +168,9 @@ class MessageBatch:
     after the iteration ends, :attr:`error` holds why the fetch ended early, if
     it was an error (an expired request or no messages is not an error: that
     batch is just short or empty). Use it as a context manager or read it to the
-    end so its inbox is released at once; otherwise it is released when the
-    batch is garbage collected.
+    end so its inbox is released at once; otherwise it is released shortly
+    after the batch is garbage collected (by the client's timer thread: a
+    finalizer never takes the connection's lock).
     """
 
     def __init__(self, sub: Subscription, batch: int, max_bytes: int | None, wait: float | None,
