@@ -199,6 +199,7 @@ class MessageBatch:
     def _stream(self) -> Iterator[Msg]:
         size = sum(map(counted_size, self._received))
         last_activity = time.monotonic()
+        closed = False
         try:
             while len(self._received) < self._batch and not self._done:
                 wait = self._deadline.remaining()
@@ -234,14 +235,15 @@ class MessageBatch:
                 self.error = st.error()
                 return
         except GeneratorExit:
-            # Closed, perhaps by the garbage collector on a thread that holds the
-            # connection's lock: hand the release over instead of taking it here.
-            self._done = True
-            self._release.later()
+            # Closed: by a break (the batch's close() or its collection releases),
+            # or by the garbage collector, perhaps on a thread that holds the
+            # connection's lock. Either way not released here.
+            closed = True
             raise
         finally:
             self._done = True
-            self._release()
+            if not closed:
+                self._release()
 
     def __len__(self) -> int:
         """Messages received so far (all of them once iterated)."""

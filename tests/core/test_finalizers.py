@@ -178,3 +178,21 @@ def test_key_lister_generator_collected_while_the_lock_is_held(client: nats.Clie
     finally:
         if not client._conn.lock.locked():
             js.delete_key_value(bucket)
+
+
+def test_a_with_block_left_by_break_releases_the_fetch_inbox_at_once(client: nats.Client) -> None:
+    js = client.jetstream()
+    name = "W" + next_nuid()
+    stream: Stream = js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+    try:
+        js.publish(f"{name}.a", b"1")
+        js.publish(f"{name}.a", b"2")
+        cons = stream.create_consumer(durable_name="C", ack_policy="none")
+        before = set(client_subjects(client))
+        with cons.fetch(5, max_wait=30) as batch:
+            (inbox,) = set(client_subjects(client)) - before
+            for _ in batch:
+                break  # the loop's generator is closed here; the block's end releases
+        assert inbox not in client_subjects(client), "released only later, not by the block's end"
+    finally:
+        js.delete_stream(name)
