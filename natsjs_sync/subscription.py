@@ -362,7 +362,11 @@ class Subscription:
         callback returns.
 
         Raises:
-            TimeoutError: not drained in time.
+            TimeoutError: not drained in time. The subscription has ended all
+                the same (as in nats.go): nothing more is taken for it, a
+                reconnect does not restore it, what is queued can still be
+                read; calling ``drain`` again waits again for a callback to
+                handle its queue.
         """
         self._conn.drain_subscription(self, Deadline.of(timeout, self._conn.options.drain_timeout))
 
