@@ -9,9 +9,9 @@ ledger) comes from the sans-IO :mod:`natsjs_sync.protocol.connection`.
 
 Threads of a connected client, all daemons named ``natsjs-<role>-<name>``:
 ``reader`` (one per connection), ``flusher``, ``timer`` (keep-alives, ack
-expiry, heartbeat checks, releases handed over by finalizers; internal code only), ``reconnect`` (while
-reconnecting) and ``dispatch-N`` workers (user code; as many as are busy, up
-to ``max_callback_threads``).
+expiry, heartbeat checks, releases handed over by finalizers; internal code
+only), ``reconnect`` (while reconnecting) and ``dispatch-N`` workers (user
+code; as many as are busy, up to ``max_callback_threads``).
 
 Locks: ``lock`` guards the state, the write buffer, the PING ledger, the
 registry's mutations and ``transport``; ``writer.send_lock`` keeps writes in
