@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from pyspark.sql.datasource import (
@@ -941,34 +941,64 @@ class JetStreamDataSource(DataSource):
         return schema_for(ro)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """The batch reader: a stream's messages, split into sequence ranges (filters pushed down)."""
-        ro = read_options(self.options, streaming=False)
+        """The batch reader: a stream's messages, split into sequence ranges (filters pushed down).
+
+        Raises:
+            NoServersError: no server answers at the address (:func:`_reach`).
+        """
+        ro = _reach(read_options(self.options, streaming=False))
         if _planning_with_pushdown():
             return JetStreamPushdownReader(ro)
         return JetStreamBatchReader(ro)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """The streaming reader: new messages in micro-batches, offsets by sequence."""
-        return JetStreamStreamReader(read_options(self.options, streaming=True))
+        """The streaming reader: new messages in micro-batches, offsets by sequence.
+
+        Raises:
+            NoServersError: no server answers at the address (:func:`_reach`).
+        """
+        return JetStreamStreamReader(_reach(read_options(self.options, streaming=True)))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """The batch writer (append only; each row published with its dedup id).
 
         Raises:
-            ValueError: ``mode("overwrite")`` (a stream is append-only).
+            ValueError: ``mode("overwrite")`` (a stream is append-only), or a column that cannot be written.
+            NoServersError: no server answers at the address (:func:`_reach`).
         """
         if overwrite:
             raise ValueError("jetstream streams are append-only: use .mode('append') (the default mode, "
                              "'errorifexists', is refused by Spark for this source)")
         wo = write_options(self.options, streaming=False)
         check_write_schema(schema, wo)
-        return JetStreamBatchWriter(wo)
+        return JetStreamBatchWriter(_reach(wo))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        """The streaming writer: each micro-batch published, deduplicated across retries."""
+        """The streaming writer: each micro-batch published, deduplicated across retries.
+
+        Raises:
+            ValueError: a column that cannot be written.
+            NoServersError: no server answers at the address (:func:`_reach`).
+        """
         wo = write_options(self.options, streaming=True)
         check_write_schema(schema, wo)
-        return JetStreamStreamWriter(wo)
+        return JetStreamStreamWriter(_reach(wo))
+
+
+Opts = TypeVar("Opts", ReadOptions, WriteOptions)
+
+
+def _reach(opts: Opts) -> Opts:
+    """``opts``, once its server has answered on the driver (:meth:`NatsConfig.reach`).
+
+    Called as a query's reader or writer is made, before any task starts: a
+    server that cannot be reached at all fails the job here, within seconds
+    and naming the address, rather than in every task attempt after
+    ``retryTimeout`` (Spark's four attempts of a write took four minutes to
+    report a typo). A server that goes away later is ridden out as before.
+    """
+    opts.cfg.reach()
+    return opts
 
 
 _BATCH_ONLY = {"endingoffsets", "endingsequence", "endingtimestamp", "endingoffsetsbytimestamp"}
