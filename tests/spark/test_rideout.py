@@ -173,7 +173,7 @@ def _error_text(exc: BaseException) -> str:
     return str(exc) + str(getattr(exc, "desc", ""))
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(400)
 def test_no_server_at_the_address_fails_the_job_on_the_driver_within_seconds(spark: Any) -> None:
     """A typo in ``servers`` is named at once, not after ``retryTimeout`` per task
     attempt. With retryTimeout at 600 s, waiting it out would take 10 minutes or more
@@ -187,6 +187,8 @@ def test_no_server_at_the_address_fails_the_job_on_the_driver_within_seconds(spa
         .load("NOSERVER").count(),
         "batch write": lambda: spark.range(10).selectExpr("'noserver.x' as subject", "cast(id as string) as data")
         .write.format("jetstream").option("servers", url).option("retryTimeout", 600).mode("append").save(),
+        "streaming read": lambda: spark.readStream.format("jetstream").option("servers", url)
+        .option("retryTimeout", 600).load("NOSERVER").writeStream.format("noop").start().awaitTermination(90),
     }
     for what, job in jobs.items():
         started = time.monotonic()
