@@ -35,7 +35,9 @@ def _rows(reader: Any, parts: Any) -> list[int]:
 
 def test_time_bounds_on_a_slow_server_are_exact_never_empty(nats_server: NatsServer,
                                                             nats_fault_proxy: FaultProxy) -> None:
-    from natsjs_sync.spark.datasource import JetStreamBatchReader, JetStreamStreamReader
+    from pyspark.sql.datasource import GreaterThanOrEqual, LessThanOrEqual
+
+    from natsjs_sync.spark.datasource import JetStreamBatchReader, JetStreamPushdownReader, JetStreamStreamReader
     from natsjs_sync.spark.options import read_options
 
     with nats.connect(nats_server.url) as nc:
@@ -54,6 +56,14 @@ def test_time_bounds_on_a_slow_server_are_exact_never_empty(nats_server: NatsSer
     reader = JetStreamBatchReader(batch_ro)
     parts = reader.partitions()
     assert [(p.start, p.end) for p in parts] == [(6, 8)]  # type: ignore[attr-defined]
+
+    # The same bounds as pushed-down filters: timestamp >= after5 and timestamp <= after8.
+    plain = {k: v for k, v in opts.items() if not k.endswith("Timestamp")}
+    pushed = JetStreamPushdownReader(read_options(plain, streaming=False))
+    kept = list(pushed.pushFilters([GreaterThanOrEqual(("timestamp",), after5),
+                                    LessThanOrEqual(("timestamp",), after8)]))
+    assert len(kept) == 2  # Spark applies them again
+    assert [(p.start, p.end) for p in pushed.partitions()] == [(6, 8)]  # type: ignore[attr-defined]
 
     stream_opts = {k: v for k, v in opts.items() if k != "endingTimestamp"}
     streaming = JetStreamStreamReader(read_options(stream_opts, streaming=True))
