@@ -45,7 +45,8 @@ class NatsConfig:
         retry_timeout: seconds a first connection keeps being retried when no
             server answers (a task starting during a server restart), and
             unacknowledged publishes of a data source write keep being sent
-            again; 0 fails at once.
+            again; 0 fails at once. The driver's first connection of a job
+            (:meth:`reach`) is not retried: no server there fails the job at once.
         domain, api_prefix: JetStream domain or API prefix.
         max_reconnect_attempts, reconnect_time_wait: reconnect behaviour.
         options: any other :func:`natsjs_sync.connect` keyword (picklable values only).
