@@ -45,7 +45,8 @@ class NatsConfig:
         retry_timeout: seconds a first connection keeps being retried when no
             server answers (a task starting during a server restart), and
             unacknowledged publishes of a data source write keep being sent
-            again; 0 fails at once.
+            again; 0 fails at once. The driver's first connection of a job
+            (:meth:`reach`) is not retried: no server there fails the job at once.
         domain, api_prefix: JetStream domain or API prefix.
         max_reconnect_attempts, reconnect_time_wait: reconnect behaviour.
         options: any other :func:`natsjs_sync.connect` keyword (picklable values only).
@@ -90,8 +91,18 @@ class NatsConfig:
             ctx.load_cert_chain(self.tls_cert, self.tls_key)
         return ctx
 
-    def connect(self) -> Client:
-        """A new Client with these settings (the caller owns and closes it)."""
+    def connect(self, retry: bool = True) -> Client:
+        """A new Client with these settings (the caller owns and closes it).
+
+        Args:
+            retry: keep trying for ``retry_timeout`` seconds while no server
+                answers (a task starting during a restart); False tries each
+                server once, each within ``connect_timeout``.
+
+        Raises:
+            NoServersError: no server answered (naming each address and why).
+            AuthorizationError: the server refused the credentials.
+        """
         kwargs: dict[str, Any] = dict(
             name=self.name,
             user=self.user,
@@ -109,6 +120,8 @@ class NatsConfig:
         if self.retry_timeout > 0:
             kwargs["retry_on_failed_connect"] = True
         kwargs.update(dict(self.options))
+        if not retry:
+            kwargs["retry_on_failed_connect"] = False
         nc = natsjs_sync.connect(list(self.servers), **kwargs)
         if not nc.is_connected and self.retry_timeout > 0:
             # Retrying in the background: wait for it, within the budget.
@@ -131,6 +144,37 @@ class NatsConfig:
             if nc is None or nc.is_closed:
                 nc = self.connect()
                 _clients[key] = nc
+            return nc
+
+    def reach(self) -> Client:
+        """The shared client, connected now: what the driver asks for when a job starts.
+
+        Without a client of these settings in this process yet, each server is
+        tried once, within ``connect_timeout``: an address where no server
+        answers (a typo in ``servers``, a closed port) fails the job on the
+        driver within seconds, instead of failing each task attempt after
+        ``retry_timeout``. The client made is the one :meth:`client` then
+        gives. A client this process already has (connected, or reconnecting
+        after the server went away) is given as it is: a server that goes away
+        during a job is still waited for, up to ``retry_timeout``.
+
+        Raises:
+            NoServersError: no server answered; the message names each address,
+                what went wrong there, and the settings the attempt used.
+            AuthorizationError: the server refused the credentials.
+        """
+        key = (os.getpid(), self)
+        with _lock:
+            nc = _clients.get(key)
+            if nc is not None and not nc.is_closed:
+                return nc
+            try:
+                nc = self.connect(retry=False)
+            except NoServersError as exc:
+                raise NoServersError(
+                    f"no NATS server answered at {', '.join(self.servers)} when the job started (each tried once, "
+                    f"connect_timeout={self.connect_timeout} s): {exc}. Check the option 'servers'") from exc
+            _clients[key] = nc
             return nc
 
     def jetstream(self) -> JetStream:

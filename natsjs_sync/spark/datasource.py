@@ -32,8 +32,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -57,7 +58,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
 from .._core.spi import link
-from ..errors import JetStreamError, StreamNotFoundError
+from ..errors import JetStreamError, MsgNotFoundError, NatsError, StreamNotFoundError, jetstream_error
 from ..jetstream import StreamInfo
 from ..jetstream.bulk import FramePublisher, msg_id_headers
 from ..jetstream.publish import publish_headers
@@ -108,16 +109,77 @@ _TIME_MARGIN = datetime.timedelta(microseconds=1)  # more than rounding nanoseco
 
 
 def _seq_at_time(cfg: NatsConfig, stream: str, t: datetime.datetime, last_seq: int) -> int:
-    """The first sequence stored at or after ``t`` (``last_seq + 1`` when none)."""
-    def find() -> int:
-        oc = cfg.jetstream().ordered_consumer(stream, deliver_policy="by_start_time", opt_start_time=t)
-        try:
-            got = oc.fetch(1, max_wait=2.0)
-            return got[0].metadata.sequence.stream if got else last_seq + 1
-        finally:
-            oc.delete()
+    """The first sequence stored at or after ``t`` (``last_seq + 1`` when none).
 
-    return ride_out(cfg, find)
+    Asked of the server, which looks it up in the stream's index and answers
+    with that sequence or "none": nothing waits for a message to arrive, so a
+    slow server gives a slow answer, never an empty one. A failure is tried
+    again within ``retry_timeout`` (:func:`ride_out`), then raised.
+
+    The lookup (the server's, for ``by_start_time`` consumers as much as for
+    this) assumes a stream's times never decrease as its sequences grow: the
+    server stamps each message with its own clock when it stores it. After
+    that clock stepped back, the answer is the first sequence of a stretch of
+    times that reaches ``t``, not necessarily the only one.
+
+    Raises:
+        NatsError: the server's error, or no answer within ``retry_timeout``.
+    """
+    def find() -> int | None:
+        js = cfg.jetstream()
+        if js.supports("direct_get_batch"):  # 2.11 added start_time to the message get request
+            try:
+                return _get_seq_at_time(cfg, js, stream, t)
+            except MsgNotFoundError:
+                return None
+            except JetStreamError as exc:
+                if exc.code != 400:  # 400: a server that does not know start_time after all
+                    raise
+        return _consumer_seq_at_time(js, stream, t)
+
+    seq = ride_out(cfg, find)
+    return last_seq + 1 if seq is None else min(seq, last_seq + 1)
+
+
+def _get_seq_at_time(cfg: NatsConfig, js: Any, stream: str, t: datetime.datetime) -> int:
+    """The stream's first sequence at or after ``t``: one ``STREAM.MSG.GET`` with ``start_time``.
+
+    Raises:
+        MsgNotFoundError: no message at or after ``t``.
+        JetStreamError: the server's error.
+    """
+    body = msgspec.json.encode({"start_time": t.astimezone(datetime.timezone.utc).isoformat()
+                                .replace("+00:00", "Z")})
+    msg = cfg.client().request(f"{js.api_prefix}.STREAM.MSG.GET.{stream}", body, timeout=cfg.timeout)
+    try:
+        resp = msgspec.json.decode(msg.data)
+        err = resp.get("error")
+        if err:
+            raise jetstream_error(err.get("code"), err.get("err_code"), err.get("description", ""), stream)
+        return int(resp["message"]["seq"])
+    except (msgspec.DecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise JetStreamError(f"stream {stream!r}: unexpected answer to a message get: {msg.data[:100]!r}") from exc
+
+
+def _consumer_seq_at_time(js: Any, stream: str, t: datetime.datetime) -> int | None:
+    """The stream's first sequence at or after ``t``, from the info of a consumer
+    created to start there (servers before 2.11): the server places the new
+    consumer on that sequence and counts what is pending from it, without
+    delivering anything. None when nothing is pending.
+
+    Raises:
+        NatsError: the consumer could not be created.
+    """
+    consumer = js.create_consumer(stream, deliver_policy="by_start_time", opt_start_time=t, ack_policy="none",
+                                  inactive_threshold=60.0, mem_storage=True, num_replicas=1)
+    try:
+        info = consumer.cached_info
+        return None if info.num_pending == 0 else int(info.delivered.stream_seq) + 1
+    finally:
+        try:
+            js.delete_consumer(stream, consumer.name)
+        except NatsError:
+            pass  # the server removes it after inactive_threshold
 
 
 def _resolve(cfg: NatsConfig, stream: str, pos: Position, info: StreamInfo) -> int:
@@ -363,7 +425,15 @@ def _narrow_subject(n: Narrowing, f: Filter, value: Any, have_subjects: bool) ->
 
 
 def _narrow_time(n: Narrowing, f: Filter, value: Any, have_subjects: bool) -> bool:
-    """A time bound narrows the read; Spark applies it too (a clock may step back)."""
+    """A time bound narrows the read to sequences (:func:`_seq_at_time`); Spark applies it again to the rows read.
+
+    That re-check removes rows, it cannot bring back a row outside the range:
+    the narrowing assumes, as the server's lookup by time does, that a stream's
+    times never decrease as its sequences grow. A row stored after the server's
+    clock stepped back, with a time inside the bounds but a sequence past the
+    end of the stretch that reaches the bound, is not read; turn pushdown off
+    (or filter on ``seq``) for a stream whose server clock stepped back.
+    """
     t = _aware(value)
     if t is None:
         return True
@@ -384,7 +454,9 @@ def push_filters(n: Narrowing, filters: list[Filter], have_subjects: bool) -> It
 
     Sequence and stream filters are applied exactly by the range read, so they
     are kept. Subject and time filters narrow the read and are given back to
-    Spark too (a subject prefix or a clock that stepped back must not drop a row).
+    Spark too (a subject prefix matches more than its filter; a time bound, as
+    a sequence, takes in a little more than the bound). Time filters assume
+    the stream's times grow with its sequences (:func:`_narrow_time`).
     """
     for f in filters:
         attribute: tuple[str, ...] = getattr(f, "attribute", ())
@@ -869,34 +941,64 @@ class JetStreamDataSource(DataSource):
         return schema_for(ro)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """The batch reader: a stream's messages, split into sequence ranges (filters pushed down)."""
-        ro = read_options(self.options, streaming=False)
+        """The batch reader: a stream's messages, split into sequence ranges (filters pushed down).
+
+        Raises:
+            NoServersError: no server answers at the address (:func:`_reach`).
+        """
+        ro = _reach(read_options(self.options, streaming=False))
         if _planning_with_pushdown():
             return JetStreamPushdownReader(ro)
         return JetStreamBatchReader(ro)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """The streaming reader: new messages in micro-batches, offsets by sequence."""
-        return JetStreamStreamReader(read_options(self.options, streaming=True))
+        """The streaming reader: new messages in micro-batches, offsets by sequence.
+
+        Raises:
+            NoServersError: no server answers at the address (:func:`_reach`).
+        """
+        return JetStreamStreamReader(_reach(read_options(self.options, streaming=True)))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """The batch writer (append only; each row published with its dedup id).
 
         Raises:
-            ValueError: ``mode("overwrite")`` (a stream is append-only).
+            ValueError: ``mode("overwrite")`` (a stream is append-only), or a column that cannot be written.
+            NoServersError: no server answers at the address (:func:`_reach`).
         """
         if overwrite:
             raise ValueError("jetstream streams are append-only: use .mode('append') (the default mode, "
                              "'errorifexists', is refused by Spark for this source)")
         wo = write_options(self.options, streaming=False)
         check_write_schema(schema, wo)
-        return JetStreamBatchWriter(wo)
+        return JetStreamBatchWriter(_reach(wo))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        """The streaming writer: each micro-batch published, deduplicated across retries."""
+        """The streaming writer: each micro-batch published, deduplicated across retries.
+
+        Raises:
+            ValueError: a column that cannot be written.
+            NoServersError: no server answers at the address (:func:`_reach`).
+        """
         wo = write_options(self.options, streaming=True)
         check_write_schema(schema, wo)
-        return JetStreamStreamWriter(wo)
+        return JetStreamStreamWriter(_reach(wo))
+
+
+Opts = TypeVar("Opts", ReadOptions, WriteOptions)
+
+
+def _reach(opts: Opts) -> Opts:
+    """``opts``, once its server has answered on the driver (:meth:`NatsConfig.reach`).
+
+    Called as a query's reader or writer is made, before any task starts: a
+    server that cannot be reached at all fails the job here, within seconds
+    and naming the address, rather than in every task attempt after
+    ``retryTimeout`` (Spark's four attempts of a write took four minutes to
+    report a typo). A server that goes away later is ridden out as before.
+    """
+    opts.cfg.reach()
+    return opts
 
 
 _BATCH_ONLY = {"endingoffsets", "endingsequence", "endingtimestamp", "endingoffsetsbytimestamp"}

@@ -167,3 +167,35 @@ def test_streaming_query_rides_out_a_server_restart(spark: Any, server: NatsServ
     datas = sorted(int(m.data) for m in read_range(NatsConfig(servers=server.url), "RSINK"))
     assert datas == list(range(600))
     nc.close()
+
+
+def _error_text(exc: BaseException) -> str:
+    return str(exc) + str(getattr(exc, "desc", ""))
+
+
+@pytest.mark.timeout(400)
+def test_no_server_at_the_address_fails_the_job_on_the_driver_within_seconds(spark: Any) -> None:
+    """A typo in ``servers`` is named at once, not after ``retryTimeout`` per task
+    attempt. With retryTimeout at 600 s, waiting it out would take 10 minutes or more
+    per job; the bound of 60 s leaves a loaded machine's Spark its own slowness."""
+    from natsjs_sync.testing.server import free_port
+
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    url = f"nats://{address}"
+    jobs: dict[str, Callable[[], Any]] = {
+        "batch read": lambda: spark.read.format("jetstream").option("servers", url).option("retryTimeout", 600)
+        .load("NOSERVER").count(),
+        "batch write": lambda: spark.range(10).selectExpr("'noserver.x' as subject", "cast(id as string) as data")
+        .write.format("jetstream").option("servers", url).option("retryTimeout", 600).mode("append").save(),
+        "streaming read": lambda: spark.readStream.format("jetstream").option("servers", url)
+        .option("retryTimeout", 600).load("NOSERVER").writeStream.format("noop").start().awaitTermination(90),
+    }
+    for what, job in jobs.items():
+        started = time.monotonic()
+        with pytest.raises(Exception) as failed:  # PySpark's wrapper of the driver's NoServersError
+            job()
+        took = time.monotonic() - started
+        assert took < 60, f"{what}: failed only after {took:.0f} s"
+        text = _error_text(failed.value)
+        assert address in text and "refused" in text.lower() and "when the job started" in text, \
+            f"{what}: {text[:2000]}"
