@@ -15,19 +15,23 @@ from pathlib import Path
 
 import pytest
 
+import natsjs_sync
 from natsjs_sync.testing import NatsServer
 
 from .rewrite import migrate
 
 PROGRAMS = Path(__file__).parent / "programs"
+#: Where the natsjs_sync under test lives: the migrated program must import this
+#: copy (a worktree, a checkout), not whichever one is installed in the environment.
+SOURCE_ROOT = str(Path(natsjs_sync.__file__).resolve().parents[1])
 #: Programs that use a feature of a newer server than the oldest the suite runs against.
 NEEDS_SERVER = {"kv_ttl": "2.11", "js_consumer_pause": "2.11"}
 NAMES = [pytest.param(stem, marks=[pytest.mark.server(NEEDS_SERVER[stem])] if stem in NEEDS_SERVER else [], id=stem)
          for stem in sorted(p.stem for p in PROGRAMS.glob("*.py"))]
 
 
-def _run(path: Path, url: str) -> None:
-    env = dict(os.environ, NATS_URL=url, PYTHONPATH="")
+def _run(path: Path, url: str, pythonpath: str = "") -> None:
+    env = dict(os.environ, NATS_URL=url, PYTHONPATH=pythonpath)
     proc = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=120,
                           cwd=path.parent)
     assert proc.returncode == 0, f"{path.name} failed:\n{proc.stdout}\n{proc.stderr}"
@@ -40,7 +44,7 @@ def test_migrated_program_runs(name: str, nats_server: NatsServer, tmp_path: Pat
     assert "await " not in migrated and "import nats\n" not in migrated
     target = tmp_path / f"{name}.py"
     target.write_text(migrated, encoding="utf-8")
-    _run(target, nats_server.url)
+    _run(target, nats_server.url, SOURCE_ROOT)
 
 
 @pytest.mark.parametrize("name", NAMES)
