@@ -130,17 +130,24 @@ class Msg:
         """
         self._send_ack(ACK)
 
-    def ack_sync(self, timeout: float | None = 5.0) -> None:
+    def ack_sync(self, timeout: float | None = 5.0) -> Msg:
         """Acknowledge and wait until the server confirms it (double ack).
+
+        Returns:
+            The server's confirmation (an empty message on the request's inbox), as
+            nats-py returns it: code written for either client may keep it.
 
         Raises:
             TimeoutError: no confirmation within ``timeout`` seconds.
+            MsgAlreadyAckdError: ack, nak or term was already sent.
+            NotJSMessageError: the message did not come from a JetStream consumer.
         """
         from ._timeout import Deadline
 
         reply = self._ack_reply()
-        self._conn.request(reply, ACK, Deadline.of(timeout, 5.0))  # type: ignore[union-attr]
+        confirmation: Msg = self._conn.request(reply, ACK, Deadline.of(timeout, 5.0))  # type: ignore[union-attr]
         self._ackd = True
+        return confirmation
 
     def nak(self, delay: float | None = None) -> None:
         """Negative acknowledgement: redeliver, after ``delay`` seconds when given."""
