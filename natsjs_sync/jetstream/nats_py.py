@@ -22,12 +22,13 @@ a StreamInfo.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from .._timeout import Deadline, check_seconds
 from ..client import check_callback
-from ..errors import ConsumerNotFoundError, NatsError, NoMessagesError, TimeoutError
+from ..errors import ConsumerNotFoundError, JetStreamError, NatsError, NoMessagesError, TimeoutError
 from ..errors import JetStreamTimeoutError as FetchTimeoutError
 from ..msg import Msg
 from ..subscription import MsgHandler
@@ -53,13 +54,37 @@ class PullSubscription:
         within ``timeout`` seconds with whatever came with it (as nats-py does: a
         fetch never waits to fill the batch).
 
+        A pull the server refuses with status 409 (``Exceeded MaxWaiting``,
+        ``Exceeded MaxRequestBatch``, ``Consumer Deleted`` ...) counts as "no
+        messages yet", as in nats-py: the fetch waits out ``timeout`` (so a loop of
+        fetches does not hammer the server) and then raises TimeoutError for a
+        batch of one, or returns an empty list for a larger batch.
+
+        Returns:
+            The messages, at least one unless a 409 ended a batch of more than one.
+
         Raises:
             TimeoutError: not even one message arrived (as nats-py does).
+            ValueError: ``batch`` is not a positive int.
         """
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError(f"batch must be a positive int, got {batch!r}")
         wait = 5.0 if timeout is None else check_seconds(timeout, "timeout")  # None here: inf, or beyond any wait
         deadline = Deadline(wait)
+        try:
+            return self._fetch(batch, wait, deadline, heartbeat)
+        except JetStreamError as exc:
+            if exc.code != 409:
+                raise
+            refused = exc
+        # Waiting out the budget keeps a retrying loop from spinning on a refusal that lasts.
+        threading.Event().wait(deadline.remaining() or 0.0)
+        if batch == 1:
+            raise TimeoutError(f"no messages from consumer {self._consumer.name!r} within {wait} s "
+                               f"(the server said: {refused.description})") from refused
+        return []
+
+    def _fetch(self, batch: int, wait: float, deadline: Deadline, heartbeat: float | None) -> list[Msg]:
         cons = self._consumer
         msgs = self._take(cons.fetch_no_wait(batch, timeout=max(deadline.remaining() or 0.0, 1.0)))
         if msgs:
@@ -74,7 +99,11 @@ class PullSubscription:
                 raise error
             raise FetchTimeoutError(f"no messages from consumer {cons.name!r} within {wait} s")
         if batch > 1:
-            first += self._take(cons.fetch_no_wait(batch - 1, timeout=max(deadline.remaining() or 0.0, 1.0)))
+            try:
+                first += self._take(cons.fetch_no_wait(batch - 1, timeout=max(deadline.remaining() or 0.0, 1.0)))
+            except JetStreamError as exc:
+                if exc.code != 409:
+                    raise
         return first
 
     @staticmethod
