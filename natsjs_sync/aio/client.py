@@ -10,6 +10,8 @@ nats-py's names (``jsm()``, ``connected_server_version``, ``client_ip``,
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,10 +22,13 @@ from .._core import spi
 from .._core.connection import Connection
 from .._core.options import ConnectOptions
 from .._core.pool import PoolEntry, ServerAddress
+from .._timeout import TimeoutArg
 from ..client import Client as _NativeClient
-from ..errors import NatsConnectionError, NatsError
+from ..errors import NatsConnectionError, NatsError, NoRespondersError
 from ..msg import Msg
 from ..protocol.connection import ConnState
+from ..protocol.headers import STATUS_NO_RESPONDERS, HeadersInput
+from ..subscription import MsgHandler, Subscription
 from .subscription import DEFAULT_SUB_PENDING_BYTES_LIMIT, DEFAULT_SUB_PENDING_MSGS_LIMIT
 
 if TYPE_CHECKING:
@@ -217,6 +222,32 @@ def _server_chooser(handler: ReconnectToServerHandler) -> Callable[[list[PoolEnt
     return choose
 
 
+def _resolver(future: concurrent.futures.Future[Msg] | asyncio.Future[Msg]) -> Callable[[Msg], None]:
+    """The callback that hands the first message to ``future`` (from a dispatcher thread)."""
+
+    def settle(msg: Msg) -> None:
+        if not future.done():
+            future.set_result(msg)
+
+    if isinstance(future, asyncio.Future):
+        loop = future.get_loop()  # asyncio futures are not thread-safe: settle on their loop
+
+        def resolve(msg: Msg) -> None:
+            try:
+                loop.call_soon_threadsafe(settle, msg)
+            except RuntimeError:
+                pass  # the loop is closed: nobody waits any more
+    else:
+
+        def resolve(msg: Msg) -> None:
+            try:
+                settle(msg)
+            except concurrent.futures.InvalidStateError:
+                pass  # cancelled (or set) meanwhile by another thread
+
+    return resolve
+
+
 class Client(_NativeClient):
     """nats-py's client class: ``nc = Client()`` then ``nc.connect(...)``.
 
@@ -265,6 +296,69 @@ class Client(_NativeClient):
             if self._options.error_cb is not None:
                 self._options.error_cb(exc)
             raise
+
+    # ------------------------------------------------------------------ nats-py's arguments
+
+    def subscribe(  # nats-py's positional order: future and max_msgs follow cb
+        self,
+        subject: str,
+        queue: str | None = None,
+        cb: MsgHandler | None = None,
+        future: concurrent.futures.Future[Msg] | asyncio.Future[Msg] | None = None,
+        max_msgs: int | None = None,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
+    ) -> Subscription:
+        """:meth:`natsjs_sync.Client.subscribe`, with nats-py's ``future=``.
+
+        Args:
+            future: the first message sets its result (a later one, or one after the
+                future was cancelled, is dropped), as nats-py does; ``cb`` is then
+                not called. A :class:`concurrent.futures.Future`, or an
+                :class:`asyncio.Future` (set on its own loop's thread).
+
+        Raises:
+            BadSubjectError, InvalidCallbackTypeError, ConnectionClosedError: as the native ``subscribe``.
+        """
+        if future is not None:
+            cb = _resolver(future)
+        return super().subscribe(subject, queue, cb, max_msgs=max_msgs or None,
+                                 pending_msgs_limit=pending_msgs_limit, pending_bytes_limit=pending_bytes_limit)
+
+    def request(  # type: ignore[override]  # nats-py's positional order: old_style before headers
+        self,
+        subject: str,
+        payload: bytes | bytearray | memoryview = b"",
+        timeout: TimeoutArg = 1.0,
+        old_style: bool | HeadersInput | None = False,
+        headers: HeadersInput | None = None,
+    ) -> Msg:
+        """:meth:`natsjs_sync.Client.request`, with nats-py's ``old_style=``.
+
+        Args:
+            old_style: wait for the reply on a subscription of its own to a fresh
+                inbox (limited to one message) instead of the shared response
+                inbox, as nats-py's ``old_style=True``. A mapping in this place is
+                taken as ``headers`` (the native positional order).
+
+        Raises:
+            NoRespondersError, TimeoutError, ConnectionClosedError: as the native ``request``.
+        """
+        if not isinstance(old_style, bool):  # request(subject, payload, timeout, headers)
+            headers, old_style = old_style, False
+        if not old_style:
+            return super().request(subject, payload, timeout, headers)
+        inbox = self.new_inbox()
+        sub = super().subscribe(inbox, max_msgs=1)
+        try:
+            self.publish(subject, payload, reply=inbox, headers=headers)
+            msg = sub.next_msg(timeout)
+        finally:
+            if sub.is_valid:
+                sub.unsubscribe()
+        if msg.raw_headers is not None and not msg.data and msg.status == STATUS_NO_RESPONDERS:
+            raise NoRespondersError(f"no responders on {subject!r}")
+        return msg
 
     # ------------------------------------------------------------------ nats-py's names
 

@@ -12,13 +12,14 @@ turns off a setting this client does not know.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import enum
 from typing import Any, TypeVar
 
 import msgspec
 
-from ..protocol.headers import Headers
+from ..protocol.headers import Headers, encode_headers
 
 _M = TypeVar("_M", bound="_Model")
 
@@ -379,6 +380,11 @@ class ClusterInfo(_Open, kw_only=True):
     traffic_account: str | None = None
     replicas: list[PeerInfo] | None = None
 
+    @property
+    def traffic_acc(self) -> str | None:
+        """nats-py's name for :attr:`traffic_account`."""
+        return self.traffic_account
+
 
 class StreamSourceInfo(_Open, kw_only=True):
     name: str
@@ -432,6 +438,14 @@ class RawStreamMsg:
     def header(self, key: str) -> str | None:
         """The first value of a header, or ``None``."""
         return self.headers.get(key) if self.headers else None
+
+    @property
+    def hdrs(self) -> str | None:
+        """The headers in their wire form, base64-encoded as the stream API sends them
+        (nats-py's field), or ``None`` when the message has none."""
+        if not self.headers:
+            return None
+        return base64.b64encode(encode_headers(self.headers)).decode()
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RawStreamMsg):

@@ -170,3 +170,35 @@ def test_bad_credentials_with_retry_report_each_try_until_they_are_right() -> No
             assert all(isinstance(e, (nats.AuthorizationError, NoServersError)) for e in errors)
         finally:
             nc.close()
+
+
+def test_subscribe_future_gets_the_first_message(shared_server: NatsServer) -> None:
+    """nats-py's ``subscribe(future=)``: the first message settles the future; under
+    the migration rule the future is a concurrent.futures.Future (an asyncio one is
+    settled on its loop)."""
+    import asyncio
+    import concurrent.futures
+
+    nc = nats.connect(shared_server.url)
+    try:
+        fut: concurrent.futures.Future[nats.Msg] = concurrent.futures.Future()
+        nc.subscribe("fut.one", None, None, fut)
+        nc.publish("fut.one", b"first")
+        nc.publish("fut.one", b"second")
+        assert fut.result(timeout=10).data == b"first"
+
+        cancelled: concurrent.futures.Future[nats.Msg] = concurrent.futures.Future()
+        assert cancelled.cancel()
+        nc.subscribe("fut.cancelled", future=cancelled)
+        nc.publish("fut.cancelled", b"x")
+        nc.flush()
+
+        async def on_a_loop() -> bytes:
+            afut: asyncio.Future[nats.Msg] = asyncio.get_running_loop().create_future()
+            nc.subscribe("fut.aio", future=afut, max_msgs=1)
+            nc.publish("fut.aio", b"aio")
+            return (await asyncio.wait_for(afut, 10)).data
+
+        assert asyncio.run(on_a_loop()) == b"aio"
+    finally:
+        nc.close()
