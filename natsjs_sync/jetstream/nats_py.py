@@ -23,18 +23,27 @@ a StreamInfo.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from .._timeout import Deadline, check_seconds
 from ..client import check_callback
-from ..errors import ConsumerNotFoundError, JetStreamError, NatsError, NoMessagesError, TimeoutError
+from ..errors import (
+    ConsumerNotFoundError,
+    JetStreamError,
+    MsgNotFoundError,
+    NatsError,
+    NoMessagesError,
+    TimeoutError,
+)
 from ..errors import JetStreamTimeoutError as FetchTimeoutError
 from ..msg import Msg
+from ..protocol.nuid import next_nuid
 from ..subscription import MsgHandler
+from ._api import encode_json, from_wire
 from .consumer_config import ConsumerConfig, ConsumerInfo
 from .pull import MessageBatch
 from .push import OrderedSubscription, PushSubscription, subscribe_push
+from .stream import _raw_from_direct
 from .stream_config import RawStreamMsg, StreamConfig, StreamInfo
 
 if TYPE_CHECKING:
@@ -132,6 +141,39 @@ class PullSubscription:
         return f"<PullSubscription {self._consumer.stream}/{self._consumer.name}>"
 
 
+class StreamsListIterator:
+    """One page of ``STREAM.LIST`` (nats-py's ``streams_info_iterator``): iterates the
+    page's StreamInfos. Not thread-safe (an iterator).
+
+    Attributes:
+        offset: where the page starts.
+        total: how many streams there are in all.
+        streams: the page, as the server sent it.
+    """
+
+    def __init__(self, offset: int, total: int, streams: list[dict[str, Any]]):
+        self.offset = offset
+        self.total = total
+        self.streams = streams
+        self._index = 0
+
+    def __iter__(self) -> StreamsListIterator:
+        return self
+
+    def __next__(self) -> StreamInfo:
+        if self._index >= len(self.streams):
+            raise StopIteration
+        item = self.streams[self._index]
+        self._index += 1
+        return from_wire(item, StreamInfo)
+
+
+def _offset(offset: int) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a non-negative int, got {offset!r}")
+    return offset
+
+
 def _js(obj: object) -> JetStream:
     return cast("JetStream", obj)
 
@@ -157,12 +199,23 @@ class NatsPyNames:
         return _js(self)._stream_info(name, timeout)
 
     def streams_info(self, offset: int = 0, timeout: float | None = None) -> list[StreamInfo]:
-        """The info of every stream, from the ``offset``-th on."""
-        return list(_js(self).list_streams(timeout=timeout))[offset:]
+        """One page of stream infos (the server's page: up to 256), from the ``offset``-th
+        stream on, as nats-py gives it. :meth:`list_streams` reads every page.
 
-    def streams_info_iterator(self, offset: int = 0, timeout: float | None = None) -> Iterator[StreamInfo]:
-        """Like :meth:`streams_info`, as an iterator."""
-        return iter(self.streams_info(offset, timeout))
+        Raises:
+            ValueError: a negative ``offset``.
+        """
+        return list(self.streams_info_iterator(offset, timeout))
+
+    def streams_info_iterator(self, offset: int = 0, timeout: float | None = None) -> StreamsListIterator:
+        """Like :meth:`streams_info`, as nats-py's iterator (which also answers ``offset``
+        and ``total``, the number of streams in all).
+
+        Raises:
+            ValueError: a negative ``offset``.
+        """
+        resp = _js(self)._api.request("STREAM.LIST", {"offset": _offset(offset)}, timeout)
+        return StreamsListIterator(resp.get("offset", offset), resp.get("total", 0), resp.get("streams") or [])
 
     def purge_stream(self, name: str, seq: int | None = None, subject: str | None = None,
                      keep: int | None = None, timeout: float | None = None) -> bool:
@@ -179,15 +232,54 @@ class NatsPyNames:
     def get_msg(self, stream_name: str, seq: int | None = None, subject: str | None = None,
                 direct: bool = False, next: bool = False, timeout: float | None = None  # noqa: A002
                 ) -> RawStreamMsg:
-        """A message by sequence, the last on a subject, or (``next=True``) the next on a subject."""
+        """A message by sequence, the last on a subject, or (``next=True``) the next on a subject.
+
+        ``direct=True`` asks the stream's direct-get responders straight away, as
+        nats-py does (no stream lookup first).
+
+        Raises:
+            MsgNotFoundError: no such message.
+            StreamNotFoundError: no such stream (without ``direct``).
+            NoRespondersError: with ``direct``, no such stream or it does not allow direct gets.
+            ValueError: neither ``seq`` nor ``subject``.
+        """
+        if subject is None and seq is None:
+            raise ValueError("get_msg needs seq or subject")
+        if direct:
+            return self._direct_get_msg(stream_name, seq, subject, next, timeout)
         st = _js(self).stream(stream_name, timeout=timeout)
         if subject is not None:
             if next:
                 return st.get_next_msg_for_subject(subject, seq or 1, timeout=timeout)
             return st.get_last_msg_for_subject(subject, timeout=timeout)
-        if seq is None:
-            raise ValueError("get_msg needs seq or subject")
+        assert seq is not None
         return st.get_msg(seq, timeout=timeout)
+
+    def _direct_get_msg(self, stream_name: str, seq: int | None, subject: str | None, next_by_subject: bool,
+                        timeout: float | None) -> RawStreamMsg:
+        from .context import check_name
+
+        check_name(stream_name, "stream")
+        api = _js(self)._api
+        body: dict[str, Any]
+        if subject is not None and next_by_subject:
+            body = {"next_by_subj": subject, "seq": seq or 1}
+        elif subject is not None and seq is None:
+            body = {}  # the last on a subject: the subject rides in the request subject
+        elif subject is not None:
+            body = {"last_by_subj": subject}
+        else:
+            body = {"seq": seq}
+        suffix = f".{subject}" if not body else ""
+        msg = api.core.request(api.subject(f"DIRECT.GET.{stream_name}{suffix}"),
+                               encode_json(body) if body else b"", api.deadline(timeout))
+        status = msg.status
+        if status == 404:
+            raise MsgNotFoundError(f"no message found in stream {stream_name!r} for {body or subject}", code=404)
+        if status is not None and status >= 400:
+            raise JetStreamError(msg.description or f"direct get failed with {status}", code=status,
+                                 stream=stream_name)
+        return _raw_from_direct(msg, stream_name)
 
     def get_last_msg(self, stream_name: str, subject: str, direct: bool = False,
                      timeout: float | None = None) -> RawStreamMsg:
@@ -223,8 +315,19 @@ class NatsPyNames:
 
     def consumers_info(self, stream: str, offset: int | None = None, timeout: float | None = None
                        ) -> list[ConsumerInfo]:
-        """The info of every consumer of ``stream``, from the ``offset``-th on."""
-        return list(_js(self).list_consumers(stream, timeout=timeout))[offset or 0:]
+        """One page of the consumer infos of ``stream`` (up to 256), from the ``offset``-th
+        on, as nats-py gives it. :meth:`list_consumers` reads every page.
+
+        Raises:
+            StreamNotFoundError: no such stream.
+            ValueError: a negative ``offset``.
+        """
+        from .context import check_name
+
+        check_name(stream, "stream")
+        body = None if offset is None else {"offset": _offset(offset)}
+        resp = _js(self)._api.request(f"CONSUMER.LIST.{stream}", body, timeout)
+        return [from_wire(item, ConsumerInfo) for item in resp.get("consumers") or []]
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -268,6 +371,10 @@ class NatsPyNames:
             if headers_only:
                 opts["headers_only"] = True
             return OrderedSubscription(_js(self).ordered_consumer(st, **opts), cb, None, idle_heartbeat)
+        if (config is not None and config.filter_subjects) or config_fields.get("filter_subjects"):
+            # As nats-py: the subject only finds the stream; filter_subjects alone filters.
+            stream = stream or _js(self).stream_name_by_subject(subject)
+            subject = ""
         return subscribe_push(_js(self), subject, queue, cb, durable, stream, config, manual_ack, idle_heartbeat,
                               flow_control, pending_msgs_limit, pending_bytes_limit, deliver_policy,
                               headers_only, inactive_threshold, **config_fields)
@@ -300,6 +407,9 @@ class NatsPyNames:
             fields["filter_subject"] = subject
         if durable:
             fields["durable_name"] = durable
+        elif not (config is not None and config.name) and "name" not in fields:
+            # As nats-py: an ephemeral consumer is named here, so its config carries the name.
+            fields["name"] = next_nuid()
         if config is not None:
             cons = _js(self).create_consumer(st, config.replace(**{k: v for k, v in fields.items()
                                                                if getattr(config, k) is None}))

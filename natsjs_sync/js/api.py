@@ -22,6 +22,7 @@ from ..jetstream.consumer_config import (
 )
 from ..jetstream.context import AccountInfo, AccountLimits, APIStats, Tier
 from ..jetstream.kv import KeyValueConfig
+from ..jetstream.nats_py import StreamsListIterator
 from ..jetstream.object_store import (
     ObjectInfo,
     ObjectLink,
@@ -156,6 +157,7 @@ __all__ = [
     "StreamSource",
     "StreamSourceInfo",
     "StreamState",
+    "StreamsListIterator",
     "SubjectTransform",
     "Tier",
 ]
