@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,8 +27,33 @@ PROGRAMS = Path(__file__).parent / "programs"
 SOURCE_ROOT = str(Path(natsjs_sync.__file__).resolve().parents[1])
 #: Programs that use a feature of a newer server than the oldest the suite runs against.
 NEEDS_SERVER = {"kv_ttl": "2.11", "js_consumer_pause": "2.11"}
-NAMES = [pytest.param(stem, marks=[pytest.mark.server(NEEDS_SERVER[stem])] if stem in NEEDS_SERVER else [], id=stem)
-         for stem in sorted(p.stem for p in PROGRAMS.glob("*.py"))]
+#: Programs showing nats-py behaviour that waits for a change below the nats-py layer
+#: (named in the reason). Strict: the mark has to go once the change lands.
+PENDING = {
+    "errors_callback_type": "_core/options.check_callback raises InvalidCallbackTypeError (a TypeError) "
+                            "instead of a bare TypeError",
+    "errors_draining": "_core/connection.add_subscription raises ConnectionDrainingError (made a subclass of "
+                       "ConnectionClosedError) while draining",
+    "errors_kv_history": "KeyValueConfig.stream_config raises KeyHistoryTooLargeError (a ValueError) for "
+                         "history > 64",
+    "errors_object_deleted": "ObjectStore.get_info raises ObjectDeletedError for a deleted object and "
+                             "ObjectStore.delete of a deleted object raises ObjectNotFoundError",
+    "sub_end": "unsubscribe() of a subscription that ended at its message limit returns; Subscription.drain "
+               "of an ended subscription raises BadSubscriptionError",
+    "kv_object_details": "KeyValue.get sets .entry/.op on KeyDeletedError; ObjectInfo headers keep a single "
+                         "value a str; ObjectStore.get(writeinto=) writes to a text file's buffer",
+    "js_unset_values": "APIStats.level and KeyValueStatus.marker_ttl default to None",
+}
+
+
+def _params(migrated: bool) -> list[Any]:
+    params = []
+    for stem in sorted(p.stem for p in PROGRAMS.glob("*.py")):
+        marks = [pytest.mark.server(NEEDS_SERVER[stem])] if stem in NEEDS_SERVER else []
+        if migrated and stem in PENDING:
+            marks.append(pytest.mark.xfail(strict=True, reason=f"needs: {PENDING[stem]}"))
+        params.append(pytest.param(stem, marks=marks, id=stem))
+    return params
 
 
 def _run(path: Path, url: str, pythonpath: str = "") -> None:
@@ -37,7 +63,7 @@ def _run(path: Path, url: str, pythonpath: str = "") -> None:
     assert proc.returncode == 0, f"{path.name} failed:\n{proc.stdout}\n{proc.stderr}"
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _params(migrated=True))
 def test_migrated_program_runs(name: str, nats_server: NatsServer, tmp_path: Path) -> None:
     source = (PROGRAMS / f"{name}.py").read_text(encoding="utf-8")
     migrated = migrate(source)
@@ -47,7 +73,7 @@ def test_migrated_program_runs(name: str, nats_server: NatsServer, tmp_path: Pat
     _run(target, nats_server.url, SOURCE_ROOT)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _params(migrated=False))
 def test_original_program_runs_under_nats_py(name: str, nats_server: NatsServer) -> None:
     pytest.importorskip("nats", reason="nats-py is not installed")
     _run(PROGRAMS / f"{name}.py", nats_server.url)
