@@ -86,14 +86,17 @@ class PullSubscription:
             if exc.code != 409:
                 raise
             refused = exc
-        # Waiting out the budget keeps a retrying loop from spinning on a refusal that lasts.
-        threading.Event().wait(deadline.remaining() or 0.0)
+        # Waiting out the budget keeps a retrying loop from spinning on a refusal that lasts
+        # (with no budget at all, waiting would never end: say so at once instead).
+        left = deadline.remaining()
+        if left is not None:
+            threading.Event().wait(left)
         if batch == 1:
             raise TimeoutError(f"no messages from consumer {self._consumer.name!r} within {wait} s "
                                f"(the server said: {refused.description})") from refused
         return []
 
-    def _fetch(self, batch: int, wait: float, deadline: Deadline, heartbeat: float | None) -> list[Msg]:
+    def _fetch(self, batch: int, wait: float | None, deadline: Deadline, heartbeat: float | None) -> list[Msg]:
         cons = self._consumer
         msgs = self._take(cons.fetch_no_wait(batch, timeout=max(deadline.remaining() or 0.0, 1.0)))
         if msgs:
