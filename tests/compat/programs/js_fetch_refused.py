@@ -60,6 +60,10 @@ async def main():
     else:
         raise AssertionError("fetch from a deleted consumer returned messages")
     assert time.monotonic() - start >= 1.0
+    for _ in range(500):  # the callback may still be finishing
+        if deleted:
+            break
+        await asyncio.sleep(0.01)
     assert deleted == [True], deleted
 
     await nc.close()
