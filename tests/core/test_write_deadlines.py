@@ -1,0 +1,163 @@
+"""Who waits for a socket write, and for how long, against a peer that stops reading.
+
+A real server behind the fault proxy, which stops reading the client's bytes
+(``stop_reading(close_window=True)``: the kernel buffers on the way fill at
+once and stay full). The server allows 16 MiB messages, so one message is more
+than every buffer on the way holds and its write stalls for good.
+
+Only the flusher and a back-pressured publisher may wait ``write_timeout``
+(30 s here, or 2 s where the stall itself is the subject); a call with a
+deadline of its own keeps to it, the reader and timer threads never wait, and
+a write that fails with one's own bytes is reported to the caller.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync._core.spi import link
+from natsjs_sync.errors import DrainTimeoutError
+from natsjs_sync.testing import FaultProxy, NatsServer
+
+from ..conftest import wait_until
+
+BIG = 12 * 1024 * 1024  # more than the kernel buffers on the way hold
+FAST = {"reconnect_time_wait": 0.05, "reconnect_jitter": 0.0, "ping_interval": 0}
+BOUND = 15.0  # generous: the bug costs the 30 s write timeout
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[NatsServer]:
+    with NatsServer(jetstream=False, max_payload=16 * 1024 * 1024) as s:
+        yield s
+
+
+@pytest.fixture
+def proxy(server: NatsServer) -> Iterator[FaultProxy]:
+    with FaultProxy(server.url) as p:
+        yield p
+
+
+@pytest.fixture
+def witness(server: NatsServer) -> Iterator[nats.Client]:
+    with nats.connect(server.url, name="witness") as nc:
+        yield nc
+
+
+def stalled_client(proxy: FaultProxy, write_timeout: float = 30.0, **options: Any) -> nats.Client:
+    """A client whose bytes the proxy no longer reads (connected and flushed first)."""
+    nc = nats.connect(proxy.url, name="stalled", write_timeout=write_timeout, **FAST, **options)
+    nc.flush(timeout=5)
+    proxy.stop_reading(close_window=True)
+    return nc
+
+
+def close_bounded(nc: nats.Client, *threads: threading.Thread) -> None:
+    """Close (which cuts a stalled write) and see that it and ``threads`` end."""
+    closer = threading.Thread(target=nc.close, name="test-closer", daemon=True)
+    closer.start()
+    closer.join(BOUND)
+    assert not closer.is_alive(), "close() blocked"
+    for t in threads:
+        t.join(BOUND)
+        assert not t.is_alive(), f"{t.name} still blocked after close()"
+
+
+def in_thread(fn: Callable[[], object], name: str) -> threading.Thread:
+    def run() -> None:
+        try:
+            fn()
+        except nats.NatsError:
+            pass  # the stalled write ends with the connection
+
+    t = threading.Thread(target=run, name=name, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_request_whose_own_write_stalls_keeps_to_its_timeout(proxy: FaultProxy) -> None:
+    nc = stalled_client(proxy)
+    try:
+        start = time.monotonic()
+        with pytest.raises(nats.TimeoutError):
+            nc.request("wd.req", b"x" * BIG, timeout=1)  # this thread writes it: nobody else is sending
+        took = time.monotonic() - start
+        assert took < BOUND, f"request(timeout=1) took {took:.1f} s: it waited for the write timeout"
+        # The connection is still up: the flusher goes on with the rest of the message.
+        assert nc.is_connected
+    finally:
+        close_bounded(nc)
+
+
+def test_drain_keeps_to_its_timeout_while_the_write_side_is_stalled(proxy: FaultProxy) -> None:
+    nc = stalled_client(proxy)
+    for i in range(100):
+        nc.subscribe(f"wd.drain.{i}")
+    with pytest.raises(nats.TimeoutError):
+        nc.request("wd.req", b"x" * BIG, timeout=1)  # fills every buffer on the way
+    start = time.monotonic()
+    with pytest.raises(DrainTimeoutError):
+        nc.drain(timeout=1)
+    took = time.monotonic() - start
+    assert took < BOUND, f"drain(timeout=1) took {took:.1f} s"
+    assert nc.is_closed
+
+
+def test_publish_now_whose_bytes_cannot_be_written_raises(proxy: FaultProxy) -> None:
+    lost = threading.Event()
+    nc = stalled_client(proxy, write_timeout=2.0, disconnected_cb=lost.set)
+    try:
+        start = time.monotonic()
+        with pytest.raises(nats.NatsError):
+            nc.publish_now("wd.now", b"x" * BIG)
+        assert time.monotonic() - start < BOUND
+        assert lost.wait(BOUND)  # the stall was declared, and the connection dropped with its bytes
+    finally:
+        close_bounded(nc)
+
+
+@pytest.mark.parametrize("where", ["reader", "timer"])
+def test_the_reader_and_timer_threads_never_wait_for_a_stalled_write(proxy: FaultProxy, witness: nats.Client,
+                                                                       where: str) -> None:
+    """They publish past the back-pressure threshold (as stall replies and ack
+    retries do) while the write side is stalled: the flusher gets their bytes,
+    and they carry on with their next job."""
+    nc = nats.connect(proxy.url, name="stalled", write_timeout=30.0, **FAST)
+    core = link(nc)
+    done: list[bytes] = []
+    both = threading.Event()
+
+    def job(tag: bytes) -> None:
+        nc.publish("wd.out", tag)  # past the threshold: the old code waited here for the socket
+        done.append(tag)
+        if len(done) == 2:
+            both.set()
+
+    handle = core.route_internal("wd.in", lambda msg: job(msg.data))
+    nc.flush(timeout=5)
+    proxy.stop_reading(close_window=True)
+    # One publisher's write stalls (it holds the send lock); a second one's bytes
+    # wait in the buffer behind it, past the threshold.
+    first = in_thread(lambda: nc.publish("wd.big", b"x" * BIG), "test-publisher-1")
+    assert wait_until(lambda: nc.stats.out_bytes >= BIG, timeout=BOUND)
+    second = in_thread(lambda: nc.publish("wd.big", b"y" * (2 * 1024 * 1024)), "test-publisher-2")
+    assert wait_until(lambda: nc.stats.out_bytes >= BIG + 2 * 1024 * 1024, timeout=BOUND)
+    try:
+        if where == "reader":
+            witness.publish("wd.in", b"1")
+            witness.publish("wd.in", b"2")
+            witness.flush(timeout=5)
+        else:
+            core.call_later(0, lambda: job(b"1"))
+            core.call_later(0, lambda: job(b"2"))
+        assert both.wait(BOUND), f"the {where} thread blocked on the stalled write (done: {done})"
+        assert done == [b"1", b"2"]
+    finally:
+        handle.cancel()
+        close_bounded(nc, first, second)
