@@ -140,6 +140,7 @@ def test_the_reader_and_timer_threads_never_wait_for_a_stalled_write(proxy: Faul
             both.set()
 
     handle = core.route_internal("wd.in", lambda msg: job(msg.data))
+    nc.publish("wd.big", b"")  # a known subject: a publish counts its bytes before it waits for the socket
     nc.flush(timeout=5)
     proxy.stop_reading(close_window=True)
     # One publisher's write stalls (it holds the send lock); a second one's bytes
