@@ -519,7 +519,8 @@ class Connection:
                 fails); the own write sends what the socket takes before
                 ``deadline`` and leaves the rest to the flusher. Without one
                 (publish_now) this waits for the send lock and the socket as
-                the flusher would, up to ``write_timeout``.
+                the flusher would, up to ``write_timeout``; on the reader or
+                timer thread, which must not wait, the flusher sends it.
 
         Raises:
             NatsError: ``now`` and the write that carried this message failed
@@ -527,6 +528,8 @@ class Connection:
         """
         machine = self.machine
         writer = self.writer
+        if now and deadline is None and not self.may_wait_for_socket():
+            now = False  # publish_now on the reader or timer thread: the flusher sends it
         if machine.state is _APPEND_FREELY and not now:
             writer.append_connected(frame)
             outlet = writer.outlet  # the publish counters (see Stats)

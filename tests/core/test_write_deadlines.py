@@ -122,19 +122,20 @@ def test_publish_now_whose_bytes_cannot_be_written_raises(proxy: FaultProxy) -> 
         close_bounded(nc)
 
 
+@pytest.mark.parametrize("how", ["publish", "publish_now"])
 @pytest.mark.parametrize("where", ["reader", "timer"])
 def test_the_reader_and_timer_threads_never_wait_for_a_stalled_write(proxy: FaultProxy, witness: nats.Client,
-                                                                       where: str) -> None:
+                                                                       where: str, how: str) -> None:
     """They publish past the back-pressure threshold (as stall replies and ack
-    retries do) while the write side is stalled: the flusher gets their bytes,
-    and they carry on with their next job."""
+    retries do), or publish_now (a reply), while the write side is stalled: the
+    flusher gets their bytes, and they carry on with their next job."""
     nc = nats.connect(proxy.url, name="stalled", write_timeout=30.0, **FAST)
     core = link(nc)
     done: list[bytes] = []
     both = threading.Event()
 
     def job(tag: bytes) -> None:
-        nc.publish("wd.out", tag)  # past the threshold: the old code waited here for the socket
+        getattr(nc, how)("wd.out", tag)  # past the threshold: the old code waited here for the socket
         done.append(tag)
         if len(done) == 2:
             both.set()
