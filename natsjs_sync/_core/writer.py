@@ -25,7 +25,7 @@ rest, in order, and the flusher sends it. The reader and timer threads never
 wait for the socket at all (:meth:`Writer.back_pressure`): a reply they
 publish past the threshold is left to the flusher. A caller whose own bytes
 were in a write that failed hears of it (:meth:`Writer.send_held` raises):
-stream offsets (``taken``, ``sent_to``, ``lost_to``) tell whose bytes went
+stream offsets (``taken``, ``sent_to``, ``lost_from``/``lost_to``) tell whose bytes went
 out, or were lost, in whichever thread's write.
 """
 
@@ -84,10 +84,11 @@ class Writer:
         self.outlet = Outlet(self.buffer, PUB_SUBJECTS, FLUSH_THRESHOLD, self._wake_unlocked, self.back_pressure)
         self._thread: threading.Thread | None = None
         #: Stream offsets (bytes since the start): taken from the buffer (lock
-        #: held), handed to the socket, and lost in a failed write (send lock held).
+        #: held), handed to the socket, and the range lost with the last failed
+        #: write (send lock held): what it carried and what earlier writes left.
         self.taken = 0
         self.sent_to = 0
-        self.lost_to = 0
+        self.lost_from = self.lost_to = 0
         self._lost: NatsError | None = None
         #: The transport that holds bytes a deadline-bounded write left unsent.
         self._behind: Transport | None = None
@@ -233,20 +234,19 @@ class Writer:
                     else:
                         self._behind = transport  # the deadline passed: the loop ends, the flusher goes on
                 except NatsError as exc:
-                    self.lost_to, self._lost = end, exc
+                    self.lost_from, self.lost_to, self._lost = self.sent_to, end, exc
                     self._behind = None
                     conn.connection_lost(exc, transport)
         except BaseException:
             if send_lock.locked():
                 send_lock.release()
             raise
-        if mine <= self.sent_to:
-            return True
         lost = self._lost
-        if mine <= self.lost_to and lost is not None:
+        if self.lost_from < mine <= self.lost_to and lost is not None:
+            # Looked at first: writes after a reconnect move sent_to past these lost bytes.
             # A new exception: the one reported to error_cb may be raised in other threads too.
             raise lost.__class__(f"{lost} (this call's bytes were lost with the connection)") from lost
-        return False
+        return mine <= self.sent_to
 
     def final_flush(self, transport: Transport, timeout: float) -> None:
         """Closing: send what is buffered if the socket takes it within ``timeout`` (best effort)."""
@@ -281,5 +281,5 @@ class Writer:
         self.buffer = self.outlet.buffer = bytearray()
         self.outlet.flush_requested = 0
         self._thread = None
-        self.taken = self.sent_to = self.lost_to = 0
+        self.taken = self.sent_to = self.lost_from = self.lost_to = 0
         self._lost = self._behind = None
