@@ -2,7 +2,7 @@
 
 A real server behind the fault proxy, which stops reading the client's bytes
 (``stop_reading(close_window=True)``: the kernel buffers on the way fill at
-once and stay full). The server allows 16 MiB messages, so one message is more
+once and stay full). The server allows 64 MiB messages, so one message is more
 than every buffer on the way holds and its write stalls for good.
 
 Only the flusher and a back-pressured publisher may wait ``write_timeout``
@@ -13,6 +13,7 @@ a write that fails with one's own bytes is reported to the caller.
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,16 +26,18 @@ from natsjs_sync._core.spi import link
 from natsjs_sync.errors import DrainTimeoutError
 from natsjs_sync.testing import FaultProxy, NatsServer
 
+from ..certs import CertFiles, make_certs
 from ..conftest import wait_until
 
-BIG = 12 * 1024 * 1024  # more than the kernel buffers on the way hold
+BIG = 12 * 1024 * 1024  # more than the kernel buffers on the way hold once the proxy's window is closed
+HUGE = 48 * 1024 * 1024  # more than they hold with the window open
 FAST = {"reconnect_time_wait": 0.05, "reconnect_jitter": 0.0, "ping_interval": 0}
 BOUND = 15.0  # generous: the bug costs the 30 s write timeout
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[NatsServer]:
-    with NatsServer(jetstream=False, max_payload=16 * 1024 * 1024) as s:
+    with NatsServer(jetstream=False, max_payload=64 * 1024 * 1024) as s:
         yield s
 
 
@@ -163,3 +166,53 @@ def test_the_reader_and_timer_threads_never_wait_for_a_stalled_write(proxy: Faul
     finally:
         handle.cancel()
         close_bounded(nc, first, second)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> CertFiles:
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module")
+def tls_server(certs: CertFiles) -> Iterator[NatsServer]:
+    with NatsServer(jetstream=False, max_payload=64 * 1024 * 1024, tls_cert=certs.server_cert,
+                    tls_key=certs.server_key) as s:
+        yield s
+
+
+@pytest.mark.parametrize("secure", [False, True], ids=["tcp", "tls"])
+def test_what_a_timed_out_request_left_unsent_goes_out_whole_and_in_order(
+        request: pytest.FixtureRequest, secure: bool) -> None:
+    """The bytes a deadline left unsent are the flusher's: once the peer reads
+    again the request and what followed arrive intact (no frame cut or lost;
+    with TLS, the record OpenSSL had begun is finished with the same bytes)."""
+    options: dict[str, Any] = {}
+    if secure:
+        certs: CertFiles = request.getfixturevalue("certs")
+        upstream: NatsServer = request.getfixturevalue("tls_server")
+        options["tls"] = ssl.create_default_context(cafile=str(certs.ca))
+    else:
+        upstream = request.getfixturevalue("server")
+    payload = bytes(range(256)) * (HUGE // 256)
+    with FaultProxy(upstream.url) as proxy, nats.connect(upstream.url, name="witness", **options) as witness:
+        requests = witness.subscribe("wd.req", pending_bytes_limit=-1)
+        after = witness.subscribe("wd.after")
+        witness.flush(timeout=5)
+        nc = nats.connect(proxy.url, name="stalled", write_timeout=60.0, **FAST, **options)
+        core = link(nc)
+        try:
+            nc.flush(timeout=5)
+            # Without a closed window the proxy's kernel keeps taking bytes for a while (up
+            # to its 32 MB buffer): the message is bigger, so the request's write is cut short.
+            proxy.stop_reading()
+            with pytest.raises(nats.TimeoutError):
+                nc.request("wd.req", payload, timeout=1)
+            assert core.writer.sent_to < core.writer.taken, "the request's write was not cut short"
+            nc.publish("wd.after", b"next")
+            proxy.heal()
+            nc.flush(timeout=30)
+            assert requests.next_msg(timeout=10).data == payload
+            assert after.next_msg(timeout=10).data == b"next"
+            assert nc.is_connected and nc.stats.reconnects == 0
+        finally:
+            close_bounded(nc)
