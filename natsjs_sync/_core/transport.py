@@ -30,6 +30,8 @@ _RECV_SIZE = 256 * 1024
 #: The shortest socket wait of a deadline-bounded write: a socket timeout of 0
 #: would make the descriptor non-blocking, and the reader's recv would fail.
 _MIN_WAIT = 0.001
+#: A deadline already passed: one short attempt, the rest kept for the next write.
+_AT_ONCE = Deadline(0.0)
 
 
 class Transport(Protocol):
@@ -273,12 +275,16 @@ class WebSocketTransport(TcpTransport):
     """NATS over a WebSocket (``ws://``, ``wss://``): TCP, TLS for ``wss``, the HTTP
     upgrade, then binary frames (see :mod:`natsjs_sync.protocol.websocket`)."""
 
-    __slots__ = ("_early", "_frames", "_upgraded", "_wlock")
+    __slots__ = ("_early", "_frames", "_olock", "_owed", "_upgraded", "_wlock")
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         super().__init__(sock, addr)
         self._frames = ws.FrameReader()
         self._wlock = threading.Lock()  # frames from the writer and PONGs from the reader never interleave
+        #: PONG frames the reader could not send (the write lock was busy): whoever holds it next sends
+        #: them. ``_olock`` guards the list only (never held around I/O).
+        self._owed: list[bytes] = []
+        self._olock = threading.Lock()
         self._early = b""  # frame bytes that came with the upgrade answer
         self._upgraded = False
 
@@ -323,8 +329,11 @@ class WebSocketTransport(TcpTransport):
         out = self._frames.feed(data)
         if self._frames.pongs:
             pongs, self._frames.pongs = self._frames.pongs, []
-            for payload in pongs:
-                self.write_frame(ws.frame(ws.OP_PONG, payload))
+            with self._olock:
+                self._owed += [ws.frame(ws.OP_PONG, payload) for payload in pongs]
+            # The reader never waits for the socket (nor for a writer stalled on it): a
+            # PONG goes now if the write lock is free, else right after the write that holds it.
+            self._pay_owed(_AT_ONCE)
         return out
 
     def read_with_deadline(self, deadline: Deadline, what: str) -> bytes:
@@ -356,9 +365,25 @@ class WebSocketTransport(TcpTransport):
             if out:
                 return out
 
+    def _pay_owed(self, deadline: Deadline | None) -> None:
+        """Send the owed PONGs unless another thread holds the write lock (it does
+        then, after its write). What the socket does not take before ``deadline``
+        stays in the backlog, for the next write."""
+        while self._owed and self._wlock.acquire(blocking=False):
+            try:
+                with self._olock:
+                    owed, self._owed = b"".join(self._owed), []
+                super().write(owed, deadline)
+            finally:
+                self._wlock.release()
+
     def write_frame(self, data: bytes, deadline: Deadline | None = None) -> bool:
         with self._wlock:
-            return super().write(data, deadline)
+            done = super().write(data, deadline)
+        # PONGs the reader owed while this write held the lock (looked at after the
+        # release: a reader that found the lock taken had queued them before).
+        self._pay_owed(deadline)
+        return done
 
     def write(self, data: bytes | bytearray | memoryview, deadline: Deadline | None = None) -> bool:
         # The frame is made whole before the send: what a deadline leaves unsent

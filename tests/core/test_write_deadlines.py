@@ -13,6 +13,7 @@ a write that fails with one's own bytes is reported to the caller.
 
 from __future__ import annotations
 
+import socket
 import ssl
 import threading
 import time
@@ -24,10 +25,12 @@ import pytest
 import natsjs_sync as nats
 from natsjs_sync._core.spi import link
 from natsjs_sync.errors import DrainTimeoutError
+from natsjs_sync.protocol import websocket as ws
 from natsjs_sync.testing import FaultProxy, NatsServer
 
 from ..certs import CertFiles, make_certs
 from ..conftest import wait_until
+from ..fakeserver import INFO, FakeServer, ScriptedConn
 
 BIG = 12 * 1024 * 1024  # more than the kernel buffers on the way hold once the proxy's window is closed
 HUGE = 48 * 1024 * 1024  # more than they hold with the window open
@@ -216,3 +219,59 @@ def test_what_a_timed_out_request_left_unsent_goes_out_whole_and_in_order(
             assert nc.is_connected and nc.stats.reconnects == 0
         finally:
             close_bounded(nc)
+
+
+def _server_frame(opcode: int, payload: bytes) -> bytes:
+    """An unmasked server-to-client WebSocket frame (up to 64 KiB)."""
+    n = len(payload)
+    size = bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big")
+    return bytes([0x80 | opcode]) + size + payload
+
+
+def test_the_reader_answers_a_websocket_ping_without_waiting_for_a_stalled_write() -> None:
+    """A WebSocket PING from the server is answered from the reader thread: it
+    must not wait for the write lock a stalled write holds (what a real
+    nats-server never does, so a scripted one: it stops reading, then pings)."""
+    sid: list[int] = []
+    ready = threading.Event()  # the test: the client's write side is stalled
+    finished = threading.Event()
+
+    def script(conn: ScriptedConn) -> None:
+        while b"\r\n\r\n" not in conn.buf:
+            conn.buf += conn.sock.recv(4096)
+        head, _, conn.buf = conn.buf.partition(b"\r\n\r\n")
+        key = next(line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"sec-websocket-key:"))
+        conn.send(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Accept: " + ws.accept_for(key).encode() + b"\r\n\r\n")
+        info = INFO.replace(b'"max_payload":1048576', b'"max_payload":67108864')
+        conn.send(_server_frame(ws.OP_BINARY, info))
+        conn.sock.recv(65536)  # CONNECT and PING (masked; not decoded)
+        conn.send(_server_frame(ws.OP_BINARY, b"PONG\r\n"))
+        assert ready.wait(BOUND)
+        # From here on nothing the client writes is read.
+        conn.send(_server_frame(ws.OP_PING, b"hi"))
+        conn.send(_server_frame(ws.OP_BINARY, b"MSG wd.in %d 2\r\nok\r\n" % sid[0]))
+        finished.wait(BOUND)
+
+    with FakeServer(script) as fake:
+        # Accepted connections inherit a small receive buffer: the client's writes stall at once.
+        fake.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+        url = f"ws://127.0.0.1:{fake.port}"
+        nc = nats.connect(url, name="ws-stalled", write_timeout=30.0, allow_reconnect=False, ping_interval=0)
+        writer = None
+        try:
+            sub = nc.subscribe("wd.in")
+            sid.append(sub.sid)
+            nc.publish("wd.big", b"")  # a known subject: the big publish is counted before it waits
+            writer = in_thread(lambda: nc.publish("wd.big", b"x" * BIG), "test-publisher")
+            assert wait_until(lambda: nc.stats.out_bytes >= BIG, timeout=BOUND)
+            # Framed (masking 12 MiB takes a moment): the write holds the frame lock, stalled.
+            transport = link(nc).transport
+            assert wait_until(lambda: transport._wlock.locked(), timeout=BOUND)
+            ready.set()
+            assert sub.next_msg(timeout=BOUND).data == b"ok", "the reader blocked on the PONG"
+        finally:
+            finished.set()
+            close_bounded(nc, *([writer] if writer is not None else []))
+    assert not fake.errors
