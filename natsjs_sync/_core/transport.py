@@ -238,10 +238,11 @@ class TcpTransport:
         except OSError as exc:
             raise NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}") from exc
         finally:
-            try:
-                sock.settimeout(self._write_timeout)
-            except OSError:
-                pass  # closed under us: the next call reports it
+            if tried:
+                try:
+                    sock.settimeout(self._write_timeout)
+                except OSError:
+                    pass  # closed under us: the next call reports it
 
     def abort(self) -> None:
         # Shut down only: a blocked recv or sendall returns at once. The
