@@ -210,7 +210,8 @@ class Writer:
                     buffer = self.buffer
                     behind = transport is not None and self._behind is transport
                     if (transport is None or not (buffer or behind) or rounds == _SEND_ROUNDS
-                            or (rounds and deadline is not None and deadline.expired())):
+                            or (rounds and deadline is not None and deadline.expired())
+                            or (not rounds and mine and self._settled(mine))):
                         self.outlet.flush_requested = 0
                         # Looked at again after the flag is down: bytes appended
                         # without the lock before this are seen here, and an
@@ -247,6 +248,11 @@ class Writer:
             # A new exception: the one reported to error_cb may be raised in other threads too.
             raise lost.__class__(f"{lost} (this call's bytes were lost with the connection)") from lost
         return mine <= self.sent_to
+
+    def _settled(self, mine: int) -> bool:
+        """Bytes up to ``mine`` were written, or lost, by an earlier holder of the
+        send lock: a publish_now that waited for it has nothing left to send."""
+        return mine <= self.sent_to or self.lost_from < mine <= self.lost_to
 
     def final_flush(self, transport: Transport, timeout: float) -> None:
         """Closing: send what is buffered if the socket takes it within ``timeout`` (best effort)."""
