@@ -275,3 +275,25 @@ def test_the_reader_answers_a_websocket_ping_without_waiting_for_a_stalled_write
             finished.set()
             close_bounded(nc, *([writer] if writer is not None else []))
     assert not fake.errors
+
+
+def test_publish_now_from_many_threads_leaves_nothing_behind(nc: nats.Client) -> None:
+    """Threads that wait for the send lock, find their bytes written and return
+    at once must not strand what others buffered meanwhile: every message
+    arrives without a flush."""
+    sub = nc.subscribe("wd.many", pending_msgs_limit=-1)
+    nc.flush(timeout=5)
+    threads, each = 8, 500
+
+    def publish(t: int) -> None:
+        for i in range(each):
+            nc.publish_now("wd.many", b"%d.%d" % (t, i))
+
+    workers = [threading.Thread(target=publish, args=(t,), name=f"test-now-{t}") for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(BOUND)
+        assert not w.is_alive()
+    got = [sub.next_msg(timeout=BOUND).data for _ in range(threads * each)]
+    assert sorted(got) == sorted(b"%d.%d" % (t, i) for t in range(threads) for i in range(each))
