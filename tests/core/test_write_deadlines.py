@@ -297,3 +297,24 @@ def test_publish_now_from_many_threads_leaves_nothing_behind(nc: nats.Client) ->
         assert not w.is_alive()
     got = [sub.next_msg(timeout=BOUND).data for _ in range(threads * each)]
     assert sorted(got) == sorted(b"%d.%d" % (t, i) for t in range(threads) for i in range(each))
+
+
+def test_a_stall_is_declared_within_the_write_timeout_while_requests_keep_coming(proxy: FaultProxy) -> None:
+    """Each request writes for its second and leaves the rest: the write timeout
+    still counts from when the bytes first stuck, not from each new attempt."""
+    lost = threading.Event()
+    nc = stalled_client(proxy, write_timeout=3.0, disconnected_cb=lost.set, allow_reconnect=False)
+    try:
+        start = time.monotonic()
+        for _ in range(30):  # 30 s at most
+            try:
+                nc.request("wd.req", b"x" * (BIG // 2), timeout=1)
+            except nats.NatsError:
+                pass
+            if lost.is_set() or not nc.is_connected:
+                break
+        took = time.monotonic() - start
+        assert lost.wait(BOUND)
+        assert took < 12, f"the stall was declared after {took:.1f} s (write_timeout=3)"
+    finally:
+        close_bounded(nc)
