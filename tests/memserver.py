@@ -65,19 +65,26 @@ class MemoryTransport:
     def read(self) -> bytes:
         return self._inbound.get()
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
+    def write(self, data: bytes | bytearray | memoryview, deadline: Deadline | None = None) -> bool:
         if self.closed:
             raise NatsConnectionError("connection lost")
         if self.stalled.is_set():
             # A peer that does not read: the write gives up at the write timeout,
             # or when the connection is cut under it (as shutdown() wakes sendall).
-            if self._aborted.wait(self._write_timeout if self._write_timeout is not None else 60):
+            # A nearer deadline of the caller's ends it first: kept for later (not
+            # kept here: a stalled memory peer never reads it anyway).
+            stall = self._write_timeout if self._write_timeout is not None else 60
+            own = None if deadline is None else deadline.remaining()
+            if self._aborted.wait(stall if own is None else min(own, stall)):
                 raise NatsConnectionError("connection aborted during a write")
+            if own is not None and own < stall:
+                return False
             raise TimeoutError("write stalled")
         with self._lock:
             self.received += bytes(data)
             self._pending += bytes(data)
             self._process()
+        return True
 
     def abort(self) -> None:
         self.closed = True

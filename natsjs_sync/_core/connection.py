@@ -461,6 +461,12 @@ class Connection:
     def on_reader_thread(self) -> bool:
         return threading.current_thread() is self._reader
 
+    def may_wait_for_socket(self) -> bool:
+        """False on the reader threads (the current one and any still ending) and
+        the timer thread: they must never block on a peer that stops reading."""
+        me = threading.current_thread()
+        return me not in self._readers and me is not self.timer.thread
+
     def after_read(self, fn: Callable[[], None]) -> None:
         self.read_end.append(fn)
 
@@ -515,11 +521,26 @@ class Connection:
         return frame, size
 
     def append(self, frame: bytes, size: int, now: bool, deadline: Deadline | None = None) -> None:
-        """Buffer one encoded message; with ``now`` send it from this thread, unless
-        another thread is sending (it takes these bytes along). ``deadline`` is
-        kept for the callers' signature; sending now never waits for a lock."""
+        """Buffer one encoded message; with ``now`` send it from this thread.
+
+        Args:
+            now: send from this thread. With a ``deadline`` (a request) the
+                bytes are left to a thread sending at this moment, which takes
+                them along (the request's reply waiter hears if that write
+                fails); the own write sends what the socket takes before
+                ``deadline`` and leaves the rest to the flusher. Without one
+                (publish_now) this waits for the send lock and the socket as
+                the flusher would, up to ``write_timeout``; on the reader or
+                timer thread, which must not wait, the flusher sends it.
+
+        Raises:
+            NatsError: ``now`` and the write that carried this message failed
+                (its bytes are lost with the connection).
+        """
         machine = self.machine
         writer = self.writer
+        if now and deadline is None and not self.may_wait_for_socket():
+            now = False  # publish_now on the reader or timer thread: the flusher sends it
         if machine.state is _APPEND_FREELY and not now:
             writer.append_connected(frame)
             outlet = writer.outlet  # the publish counters (see Stats)
@@ -536,17 +557,22 @@ class Connection:
             outlet.out_msgs += 1
             outlet.out_bytes += size
             if now:
-                # Another thread is sending: it sends these bytes too before it
-                # lets go of the send lock, so there is nothing to wait for.
-                if not writer.claim_locked():
+                mine = writer.mark_locked()
+                claimed = writer.claim_locked()
+                # A request whose bytes another thread is sending: that thread
+                # sends them before it lets go of the send lock, so there is
+                # nothing to wait for here (a failed write fails the reply waiter).
+                if not claimed and deadline is not None:
                     return
             elif len(writer.buffer) <= FLUSH_THRESHOLD:
                 writer.wake()
                 return
-        if now:
-            writer.send_held()
+        if not now:
+            writer.back_pressure()
+        elif claimed:
+            writer.send_held(deadline, mine)
         else:
-            writer.send_now()  # back-pressure: this publisher waits for the socket
+            writer.send_now(None, mine)  # publish_now: after the sending thread, to hear how it went
 
     def publish(self, subject: str, payload: Any = b"", reply: str | None = None,
                 headers: HeadersInput | None = None) -> None:
@@ -801,7 +827,8 @@ class Connection:
             self.writer.buffer += self.ledger.ping(waiter)
             mine = self.writer.claim_locked()
         if mine:
-            self.writer.send_held()
+            # What the socket takes before the deadline; a failed write fails the PONG waiter.
+            self.writer.send_held(deadline)
         t = deadline.remaining()
         if not waiter.wait(t):
             raise TimeoutError(f"flush: no PONG within {t} s")

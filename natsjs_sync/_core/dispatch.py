@@ -332,6 +332,11 @@ class Timer:
     def call_later(self, delay: float, fn: Callable[[], None]) -> TimerHandle:
         return self.call_at(time.monotonic() + delay, fn)
 
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The thread that runs the callbacks (None before the first)."""
+        return self._thread
+
     def call_every(self, interval: float, fn: Callable[[], None], first: float | None = None) -> TimerHandle:
         """Call ``fn`` every ``interval`` seconds (first after ``first``, default ``interval``)."""
         if interval <= 0:

@@ -4,6 +4,10 @@ A :class:`Transport` moves bytes and nothing else. Reads block until data
 arrives (the reader thread is the only reader); writes have a deadline: a
 peer that stops reading makes :meth:`Transport.write` raise
 :class:`~natsjs_sync.TimeoutError` instead of blocking the writer for ever.
+A write may also carry the deadline of the call that makes it (a request, a
+flush): it then sends what the socket takes before that deadline and keeps the
+rest, in order, for the next write, so no caller waits longer than it asked
+to, and no frame is ever cut on the wire.
 :meth:`Transport.abort` may be called from any thread at any time and wakes a
 blocked read or write at once. Every ``OSError`` and ``ssl.SSLError`` is
 translated here, with ``raise ... from exc``.
@@ -23,6 +27,11 @@ from ..protocol import websocket as ws
 from .pool import ServerAddress
 
 _RECV_SIZE = 256 * 1024
+#: The shortest socket wait of a deadline-bounded write: a socket timeout of 0
+#: would make the descriptor non-blocking, and the reader's recv would fail.
+_MIN_WAIT = 0.001
+#: A deadline already passed: one short attempt, the rest kept for the next write.
+_AT_ONCE = Deadline(0.0)
 
 
 class Transport(Protocol):
@@ -47,11 +56,19 @@ class Transport(Protocol):
             NatsConnectionError: the stream broke.
         """
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Send all of ``data`` within the write timeout.
+    def write(self, data: bytes | bytearray | memoryview, deadline: Deadline | None = None) -> bool:
+        """Send ``data`` after what an earlier write left unsent.
+
+        Without ``deadline``: all of it within the write timeout. With one: what
+        the socket takes before it (one attempt at least); the rest is kept for
+        the next write. The write timeout bounds both.
+
+        Returns:
+            True when everything (what was kept before included) is written;
+            False when bytes were kept because ``deadline`` passed.
 
         Raises:
-            TimeoutError: the peer did not take the bytes in time (a stall).
+            TimeoutError: the peer did not take the bytes within the write timeout (a stall).
             NatsConnectionError: the stream broke.
         """
 
@@ -70,12 +87,15 @@ class Transport(Protocol):
 class TcpTransport:
     """A TCP socket, optionally upgraded to TLS. Thread-safe for one reader and one writer."""
 
-    __slots__ = ("_sock", "addr", "is_tls")
+    __slots__ = ("_backlog", "_sock", "_write_timeout", "addr", "is_tls")
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         self._sock = sock
         self.addr = addr
         self.is_tls = isinstance(sock, ssl.SSLSocket)
+        #: Wire bytes a deadline-bounded write left unsent; the next write sends them first.
+        self._backlog: bytes = b""
+        self._write_timeout: float | None = None
 
     @classmethod
     def open(cls, addr: ServerAddress, deadline: Deadline) -> TcpTransport:
@@ -138,6 +158,7 @@ class TcpTransport:
     def set_write_timeout(self, seconds: float | None) -> None:
         # One timeout serves both directions of a socket; a read that times out
         # is simply retried (see read), so this only bounds writes in effect.
+        self._write_timeout = seconds
         try:
             self._sock.settimeout(seconds)
         except OSError as exc:  # closed under us (the reader closes it when the connection ends)
@@ -155,17 +176,73 @@ class TcpTransport:
             except OSError as exc:
                 raise NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}") from exc
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
+    def write(self, data: bytes | bytearray | memoryview, deadline: Deadline | None = None) -> bool:
+        """See :meth:`Transport.write`. One writer at a time (the connection's send lock)."""
+        if deadline is None and not self._backlog:
+            self._send_all(data)  # the flusher's common case: one C call, bounded by the write timeout
+            return True
+        return self._send_until(data, deadline)
+
+    def _send_all(self, data: bytes | bytearray | memoryview) -> None:
         try:
             self._sock.sendall(data)
         except builtins.TimeoutError as exc:
-            raise TimeoutError(
-                f"write to {self.addr.url} stalled: the server did not take our bytes within the write timeout"
-            ) from exc
+            raise self._stalled() from exc
         except ssl.SSLError as exc:
             raise NatsConnectionError(f"TLS error writing to {self.addr.url}: {exc}") from exc
         except OSError as exc:
             raise NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}") from exc
+
+    def _stalled(self) -> TimeoutError:
+        return TimeoutError(
+            f"write to {self.addr.url} stalled: the server did not take our bytes within the write timeout")
+
+    def _send_until(self, data: bytes | bytearray | memoryview, deadline: Deadline | None) -> bool:
+        """The backlog, then ``data``, in partial sends, each waiting no longer than
+        the nearer of ``deadline`` (the rest is kept) and the write timeout (a stall)."""
+        if self._backlog:
+            data = self._backlog + data
+            self._backlog = b""
+        view = memoryview(data).cast("B")
+        total = len(view)
+        sent = 0
+        stall = Deadline(self._write_timeout)
+        own = deadline if deadline is not None and deadline.at is not None else None
+        sock = self._sock
+        tried = False
+        try:
+            while sent < total:
+                left = stall.remaining()
+                mine = None if own is None else own.remaining()
+                if mine is not None and (left is None or mine < left):
+                    if mine <= 0 and tried:
+                        # Kept as wire bytes: a frame cut here is finished by the next write. A TLS
+                        # record too: OpenSSL is handed the same bytes again (and maybe more after them).
+                        self._backlog = bytes(view[sent:])
+                        return False
+                    left = mine
+                elif left is not None and left <= 0 and tried:
+                    raise self._stalled()
+                # One timeout serves the reader's recv too, which retries when it times out.
+                sock.settimeout(None if left is None else max(left, _MIN_WAIT))
+                tried = True
+                try:
+                    sent += sock.send(view[sent:])
+                except builtins.TimeoutError:
+                    continue  # the loop decides: keep the rest, or a stall
+            return True
+        except TimeoutError:
+            raise
+        except ssl.SSLError as exc:
+            raise NatsConnectionError(f"TLS error writing to {self.addr.url}: {exc}") from exc
+        except OSError as exc:
+            raise NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}") from exc
+        finally:
+            if tried:
+                try:
+                    sock.settimeout(self._write_timeout)
+                except OSError:
+                    pass  # closed under us: the next call reports it
 
     def abort(self) -> None:
         # Shut down only: a blocked recv or sendall returns at once. The
@@ -199,12 +276,16 @@ class WebSocketTransport(TcpTransport):
     """NATS over a WebSocket (``ws://``, ``wss://``): TCP, TLS for ``wss``, the HTTP
     upgrade, then binary frames (see :mod:`natsjs_sync.protocol.websocket`)."""
 
-    __slots__ = ("_early", "_frames", "_upgraded", "_wlock")
+    __slots__ = ("_early", "_frames", "_olock", "_owed", "_upgraded", "_wlock")
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         super().__init__(sock, addr)
         self._frames = ws.FrameReader()
         self._wlock = threading.Lock()  # frames from the writer and PONGs from the reader never interleave
+        #: PONG frames the reader could not send (the write lock was busy): whoever holds it next sends
+        #: them. ``_olock`` guards the list only (never held around I/O).
+        self._owed: list[bytes] = []
+        self._olock = threading.Lock()
         self._early = b""  # frame bytes that came with the upgrade answer
         self._upgraded = False
 
@@ -249,8 +330,11 @@ class WebSocketTransport(TcpTransport):
         out = self._frames.feed(data)
         if self._frames.pongs:
             pongs, self._frames.pongs = self._frames.pongs, []
-            for payload in pongs:
-                self.write_frame(ws.frame(ws.OP_PONG, payload))
+            with self._olock:
+                self._owed += [ws.frame(ws.OP_PONG, payload) for payload in pongs]
+            # The reader never waits for the socket (nor for a writer stalled on it): a
+            # PONG goes now if the write lock is free, else right after the write that holds it.
+            self._pay_owed(_AT_ONCE)
         return out
 
     def read_with_deadline(self, deadline: Deadline, what: str) -> bytes:
@@ -282,9 +366,27 @@ class WebSocketTransport(TcpTransport):
             if out:
                 return out
 
-    def write_frame(self, data: bytes) -> None:
-        with self._wlock:
-            super().write(data)
+    def _pay_owed(self, deadline: Deadline | None) -> None:
+        """Send the owed PONGs unless another thread holds the write lock (it does
+        then, after its write). What the socket does not take before ``deadline``
+        stays in the backlog, for the next write."""
+        while self._owed and self._wlock.acquire(blocking=False):
+            try:
+                with self._olock:
+                    owed, self._owed = b"".join(self._owed), []
+                super().write(owed, deadline)
+            finally:
+                self._wlock.release()
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.write_frame(ws.frame(ws.OP_BINARY, data))
+    def write_frame(self, data: bytes, deadline: Deadline | None = None) -> bool:
+        with self._wlock:
+            done = super().write(data, deadline)
+        # PONGs the reader owed while this write held the lock (looked at after the
+        # release: a reader that found the lock taken had queued them before).
+        self._pay_owed(deadline)
+        return done
+
+    def write(self, data: bytes | bytearray | memoryview, deadline: Deadline | None = None) -> bool:
+        # The frame is made whole before the send: what a deadline leaves unsent
+        # is wire bytes, and the next frame (a PONG too) goes after them.
+        return self.write_frame(ws.frame(ws.OP_BINARY, data), deadline)

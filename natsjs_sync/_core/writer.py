@@ -16,6 +16,17 @@ sending at that moment they leave their bytes to it
 (:meth:`Writer.claim_locked`), so many threads requesting at once share writes. The send lock keeps the wire in buffer
 order; the transport's write deadline means a peer that stops reading costs
 the writer at most ``write_timeout`` before the connection is declared lost.
+
+Who waits how long for the socket: only the flusher (and the reconnect
+thread's first send) and a back-pressured publisher wait up to
+``write_timeout``. A call with a deadline of its own (request, flush, drain)
+writes what the socket takes before that deadline; the transport keeps the
+rest, in order, and the flusher sends it. The reader and timer threads never
+wait for the socket at all (:meth:`Writer.back_pressure`): a reply they
+publish past the threshold is left to the flusher. A caller whose own bytes
+were in a write that failed hears of it (:meth:`Writer.send_held` raises):
+stream offsets (``taken``, ``sent_to``, ``lost_from``/``lost_to``) tell whose bytes went
+out, or were lost, in whichever thread's write.
 """
 
 from __future__ import annotations
@@ -70,8 +81,17 @@ class Writer:
         self.buffer = bytearray()
         #: A plain publish in one call (see :mod:`.outlet`); it also holds the
         #: flush flag and the publish counters.
-        self.outlet = Outlet(self.buffer, PUB_SUBJECTS, FLUSH_THRESHOLD, self._wake_unlocked, self.send_now)
+        self.outlet = Outlet(self.buffer, PUB_SUBJECTS, FLUSH_THRESHOLD, self._wake_unlocked, self.back_pressure)
         self._thread: threading.Thread | None = None
+        #: Stream offsets (bytes since the start): taken from the buffer (lock
+        #: held), handed to the socket, and the range lost with the last failed
+        #: write (send lock held): what it carried and what earlier writes left.
+        self.taken = 0
+        self.sent_to = 0
+        self.lost_from = self.lost_to = 0
+        self._lost: NatsError | None = None
+        #: The transport that holds bytes a deadline-bounded write left unsent.
+        self._behind: Transport | None = None
 
     def start(self) -> None:
         if self._thread is None:
@@ -101,26 +121,51 @@ class Writer:
         buffer = self.buffer
         buffer += frame
         if len(buffer) > FLUSH_THRESHOLD:
-            self.send_now()  # back-pressure: this publisher waits for the socket
+            self.back_pressure()
         elif not self.outlet.flush_requested:
             with self.lock:
                 self.wake()
 
-    def send_now(self, deadline: Deadline | None = None) -> bool:
+    def back_pressure(self) -> None:
+        """More than :data:`FLUSH_THRESHOLD` buffered: this publisher sends the
+        buffer itself, waiting up to ``write_timeout`` for the socket, so a fast
+        publisher cannot grow the buffer without end.
+
+        The reader and timer threads must never wait for the socket (the reader
+        would stop delivering, the timer stop expiring): what they publish past
+        the threshold (stall and flow-control replies, ack retries) is left to
+        the flusher.
+        """
+        if self._conn.may_wait_for_socket():
+            self.send_now()
+        else:
+            self._wake_unlocked()
+
+    def mark_locked(self) -> int:
+        """Lock held, just after buffering: the stream offset past this caller's
+        bytes (for :meth:`send_held`'s ``mine``)."""
+        return self.taken + len(self.buffer)
+
+    def send_now(self, deadline: Deadline | None = None, mine: int = 0) -> bool:
         """Send the whole buffer from this thread (nothing happens without a transport).
 
         With a ``deadline``, a caller that cannot get the send lock in time
         (another thread's write is stalled) leaves its bytes in the buffer for
         that writer and returns: it then waits for its answer within the same
-        deadline instead of waiting behind the stall. Returns False then.
+        deadline instead of waiting behind the stall.
+
+        Returns:
+            See :meth:`send_held`; False too when the send lock was not had in time.
+
+        Raises:
+            NatsError: bytes up to ``mine`` were lost in a failed write (see :meth:`send_held`).
         """
         left = None if deadline is None else deadline.remaining()
         if not self.send_lock.acquire(timeout=-1 if left is None else left):
             with self.lock:
                 self.wake()  # the flusher sends it once the stalled write ends
             return False
-        self.send_held()
-        return True
+        return self.send_held(deadline, mine)
 
     def claim_locked(self) -> bool:
         """Lock held, bytes just buffered: True when this thread is to send them
@@ -133,9 +178,27 @@ class Writer:
         """
         return self.send_lock.acquire(False)
 
-    def send_held(self) -> None:
+    def send_held(self, deadline: Deadline | None = None, mine: int = 0) -> bool:
         """Send lock held (this releases it): send the buffer, then what others
-        added meanwhile, for a few rounds; what is left then is the flusher's."""
+        added meanwhile, for a few rounds; what is left then is the flusher's.
+
+        Args:
+            deadline: the caller's own: each write sends what the socket takes
+                before it and the transport keeps the rest for the flusher.
+                ``None`` waits up to ``write_timeout`` (the flusher, back-pressure).
+            mine: the stream offset past the caller's own bytes
+                (:meth:`mark_locked`); 0 when it has none to account for.
+
+        Returns:
+            True when the bytes up to ``mine`` are written (always, when
+            ``mine`` is 0); False when some are still buffered or kept by the
+            transport (deadline passed, or reconnecting).
+
+        Raises:
+            NatsError: the write that carried bytes up to ``mine`` failed (this
+                or an earlier holder's): they are lost with the connection,
+                which is being replaced.
+        """
         conn = self._conn
         lock = self.lock
         send_lock = self.send_lock
@@ -145,29 +208,51 @@ class Writer:
                 with lock:
                     transport = conn.transport
                     buffer = self.buffer
-                    if transport is None or not buffer or rounds == _SEND_ROUNDS:
+                    behind = transport is not None and self._behind is transport
+                    if (transport is None or not (buffer or behind) or rounds == _SEND_ROUNDS
+                            or (rounds and deadline is not None and deadline.expired())
+                            or (not rounds and mine and self._settled(mine))):
                         self.outlet.flush_requested = 0
                         # Looked at again after the flag is down: bytes appended
                         # without the lock before this are seen here, and an
                         # append after it finds the flag down and wakes the flusher.
-                        if buffer and transport is not None:
+                        if (buffer or behind) and transport is not None:
                             self.wake()
                         # Released under the lock: a thread that buffered bytes
                         # and found the send lock taken is sure we saw them.
                         send_lock.release()
-                        return
+                        break
                     self.outlet.flush_requested = 0
                     data = take(buffer)
+                    self.taken += len(data)
+                    end = self.taken
                     conn.ledger.buffer_sent()
                 rounds += 1
                 try:
-                    transport.write(data)
+                    if transport.write(data, deadline):
+                        self.sent_to = end
+                        self._behind = None
+                    else:
+                        self._behind = transport  # the deadline passed: the loop ends, the flusher goes on
                 except NatsError as exc:
+                    self.lost_from, self.lost_to, self._lost = self.sent_to, end, exc
+                    self._behind = None
                     conn.connection_lost(exc, transport)
         except BaseException:
             if send_lock.locked():
                 send_lock.release()
             raise
+        lost = self._lost
+        if self.lost_from < mine <= self.lost_to and lost is not None:
+            # Looked at first: writes after a reconnect move sent_to past these lost bytes.
+            # A new exception: the one reported to error_cb may be raised in other threads too.
+            raise lost.__class__(f"{lost} (this call's bytes were lost with the connection)") from lost
+        return mine <= self.sent_to
+
+    def _settled(self, mine: int) -> bool:
+        """Bytes up to ``mine`` were written, or lost, by an earlier holder of the
+        send lock: a publish_now that waited for it has nothing left to send."""
+        return mine <= self.sent_to or self.lost_from < mine <= self.lost_to
 
     def final_flush(self, transport: Transport, timeout: float) -> None:
         """Closing: send what is buffered if the socket takes it within ``timeout`` (best effort)."""
@@ -176,9 +261,9 @@ class Writer:
         try:
             with self.lock:
                 data = take(self.buffer)
-            if data:
-                transport.set_write_timeout(timeout)
-                transport.write(data)
+                self.taken += len(data)
+            if data or self._behind is transport:
+                transport.write(data, Deadline(timeout))
         except NatsError:
             pass
         finally:
@@ -202,3 +287,5 @@ class Writer:
         self.buffer = self.outlet.buffer = bytearray()
         self.outlet.flush_requested = 0
         self._thread = None
+        self.taken = self.sent_to = self.lost_from = self.lost_to = 0
+        self._lost = self._behind = None

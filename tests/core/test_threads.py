@@ -87,9 +87,9 @@ class _CountingTransport:
         self._transport = transport
         self.writes = 0
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, deadline: Any = None) -> bool:
         self.writes += 1
-        self._transport.write(data)
+        return bool(self._transport.write(data, deadline))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
