@@ -87,7 +87,9 @@ class Msg:
             raise ValueError("message has no reply subject")
         if self._conn is None:
             raise ValueError("message is not bound to a client")
-        self._conn.publish_now(self.reply, data, headers=headers)
+        # The reply subject is the server's, sent back byte for byte (one that
+        # was not UTF-8 on the wire included); only the headers are checked.
+        self._conn.publish_now(self.reply, data, headers=headers, trusted=True)
 
     # ------------------------------------------------------------ JetStream
 

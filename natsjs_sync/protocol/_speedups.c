@@ -200,7 +200,10 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             subject = last_subject;
             Py_INCREF(subject);
         } else {
-            subject = PyUnicode_DecodeUTF8(tok[0], tlen[0], NULL);
+            /* Bytes that are not UTF-8 become lone surrogates that encode back
+             * to them (the Python twin's rule): the server accepts such
+             * subjects, so they must not stop the connection. */
+            subject = PyUnicode_DecodeUTF8(tok[0], tlen[0], "surrogateescape");
             if (subject == NULL) {
                 PyErr_Clear();
                 break;
@@ -212,7 +215,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         }
         PyObject *reply;
         if (has_reply) {
-            reply = PyUnicode_DecodeUTF8(tok[2], tlen[2], NULL);
+            reply = PyUnicode_DecodeUTF8(tok[2], tlen[2], "surrogateescape");
             if (reply == NULL) {
                 PyErr_Clear();
                 Py_DECREF(subject);
@@ -300,6 +303,8 @@ parse_seq(const char *p, const char *end)
  * reference; this one saves an ordered consumer a split and two int() calls
  * per message.
  */
+static PyObject *ack_tail_of(const char *r, Py_ssize_t rlen, const char *pre, Py_ssize_t plen);
+
 static PyObject *
 ack_tail(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -308,11 +313,32 @@ ack_tail(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t rlen, plen;
+    PyObject *escaped = NULL;
     const char *r = PyUnicode_AsUTF8AndSize(args[0], &rlen);
-    const char *pre = PyUnicode_AsUTF8AndSize(args[1], &plen);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        /* A reply subject that was not UTF-8 on the wire (decoded with
+         * surrogateescape): its bytes, as the Python twin sees its text. */
+        PyErr_Clear();
+        escaped = PyUnicode_AsEncodedString(args[0], "utf-8", "surrogateescape");
+        if (escaped == NULL) {
+            return NULL;
+        }
+        r = PyBytes_AS_STRING(escaped);
+        rlen = PyBytes_GET_SIZE(escaped);
+    }
+    const char *pre = r == NULL ? NULL : PyUnicode_AsUTF8AndSize(args[1], &plen);
     if (r == NULL || pre == NULL) {
+        Py_XDECREF(escaped);
         return NULL;
     }
+    PyObject *result = ack_tail_of(r, rlen, pre, plen);
+    Py_XDECREF(escaped);
+    return result;
+}
+
+static PyObject *
+ack_tail_of(const char *r, Py_ssize_t rlen, const char *pre, Py_ssize_t plen)
+{
     if (rlen <= plen + 1 || r[plen] != '.' || memcmp(r, pre, (size_t)plen) != 0) {
         Py_RETURN_NONE;
     }

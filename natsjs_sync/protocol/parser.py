@@ -271,42 +271,40 @@ class Parser:
 
     @staticmethod
     def _decode(raw: bytes) -> str:
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as exc:
-            raise ProtocolError("subject is not UTF-8") from exc
+        # The server takes any bytes but separators in a subject, so any
+        # publisher can send one that is not UTF-8. Undecodable bytes become
+        # lone surrogates (PEP 383) that encode back to the same bytes, so the
+        # message is delivered and its reply subject can still be answered.
+        return raw.decode("utf-8", "surrogateescape")
 
     def _msg_args(self, line: bytes, with_headers: bool) -> tuple[str, int, str | None, int, int]:
         args = line.split()
         nargs = len(args)
         reply: str | None = None
-        try:
-            if with_headers:
-                if nargs == 5:
-                    reply = args[2].decode()
-                elif nargs != 4:
-                    raise ProtocolError(f"HMSG needs 4 or 5 arguments: {bytes(line)[:80]!r}")
-                hraw, traw = args[-2], args[-1]
-                if not (hraw.isdigit() and traw.isdigit()):
-                    raise ProtocolError(f"HMSG sizes are not numbers: {bytes(line)[:80]!r}")
-                hlen, total = int(hraw), int(traw)
-                if hlen > total or hlen < len(b"NATS/1.0\r\n\r\n") - 2:
-                    raise ProtocolError(f"HMSG header size {hlen} invalid for total {total}")
-            else:
-                if nargs == 4:
-                    reply = args[2].decode()
-                elif nargs != 3:
-                    raise ProtocolError(f"MSG needs 3 or 4 arguments: {bytes(line)[:80]!r}")
-                traw = args[-1]
-                if not traw.isdigit():
-                    raise ProtocolError(f"MSG size is not a number: {bytes(line)[:80]!r}")
-                hlen, total = 0, int(traw)
-            sid_raw = args[1]
-            if not sid_raw.isdigit():
-                raise ProtocolError(f"subscription id is not a number: {bytes(sid_raw)[:32]!r}")
-            subject = args[0].decode()
-        except UnicodeDecodeError as exc:
-            raise ProtocolError("subject is not UTF-8") from exc
+        if with_headers:
+            if nargs == 5:
+                reply = self._decode(args[2])
+            elif nargs != 4:
+                raise ProtocolError(f"HMSG needs 4 or 5 arguments: {bytes(line)[:80]!r}")
+            hraw, traw = args[-2], args[-1]
+            if not (hraw.isdigit() and traw.isdigit()):
+                raise ProtocolError(f"HMSG sizes are not numbers: {bytes(line)[:80]!r}")
+            hlen, total = int(hraw), int(traw)
+            if hlen > total or hlen < len(b"NATS/1.0\r\n\r\n") - 2:
+                raise ProtocolError(f"HMSG header size {hlen} invalid for total {total}")
+        else:
+            if nargs == 4:
+                reply = self._decode(args[2])
+            elif nargs != 3:
+                raise ProtocolError(f"MSG needs 3 or 4 arguments: {bytes(line)[:80]!r}")
+            traw = args[-1]
+            if not traw.isdigit():
+                raise ProtocolError(f"MSG size is not a number: {bytes(line)[:80]!r}")
+            hlen, total = 0, int(traw)
+        sid_raw = args[1]
+        if not sid_raw.isdigit():
+            raise ProtocolError(f"subscription id is not a number: {bytes(sid_raw)[:32]!r}")
+        subject = self._decode(args[0])
         if total > self._max_payload:
             raise ProtocolError(f"payload of {total} bytes exceeds the limit of {self._max_payload}")
         return subject, int(sid_raw), reply, hlen, total

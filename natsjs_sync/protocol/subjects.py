@@ -81,6 +81,18 @@ def publish_subject(subject: str) -> bytes:
     return encoded
 
 
+def trusted_subject(subject: str) -> bytes:
+    """The bytes of a subject the server gave (a received message's reply
+    subject, an ack subject), not validated again.
+
+    The parser decodes bytes that are not UTF-8 to lone surrogates
+    (``surrogateescape``, PEP 383); encoding the same way gives the bytes the
+    server sent, so answering such a message reaches the subject it named.
+    User-given subjects go through :func:`publish_subject`, which refuses them.
+    """
+    return subject.encode("utf-8", "surrogateescape")
+
+
 def _check_length(encoded: bytes, subject: str) -> None:
     if len(encoded) > MAX_SUBJECT_BYTES:
         raise BadSubjectError(

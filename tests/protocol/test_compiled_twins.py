@@ -40,6 +40,10 @@ def _twins() -> list:
     (PREFIX, None),
     ("", None),
     ("_INBOX.abc", None),
+    # A reply that was not UTF-8 on the wire (the parser decodes it with surrogateescape):
+    (f"{PREFIX}.1.42.7.1.\udcff", (42, 7)),
+    (f"{PREFIX}.1.4\udcff.7.1.9", None),
+    ("$JS.ACK.\udcff.oc_1.1.42.7.1.9", None),
 ])
 def test_ack_tail_reads_the_sequences_of_one_consumers_subjects_only(reply: str, expected: object) -> None:
     for ack_tail in _twins():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from natsjs_sync.errors import ProtocolError
+from natsjs_sync.msg import Msg
 from natsjs_sync.protocol.parser import NEED_DATA, OK, PING, PONG, Err, Info, MsgEvent, Parser
 
 FRAMES: list[tuple[bytes, object]] = [
@@ -99,7 +102,6 @@ def test_large_payload_in_many_pieces_is_not_quadratic() -> None:
         b"INFO {not json}\r\n",
         b"INFO [1,2]\r\n",
         b"PING extra\r\n",
-        b"MSG \xff\xfe 1 0\r\n\r\n",
     ],
 )
 def test_malformed_input_raises_protocol_error(bad: bytes) -> None:
@@ -135,7 +137,20 @@ def test_payload_limit() -> None:
     assert Parser(max_payload=1024).feed(b"MSG foo 1 3\r\nabc\r\n")[0].payload == b"abc"
 
 
-def test_non_utf8_reply_subject_is_a_protocol_error() -> None:
-    # Found by hypothesis: the fast MSG path decoded the reply without checking.
-    with pytest.raises(ProtocolError):
-        Parser().feed(b"MSG a 1 \x80\xff 0\r\n\r\n")
+@pytest.mark.parametrize("factory", [MsgEvent, Msg])
+@pytest.mark.parametrize("frame_of", [
+    lambda s, r: b"MSG %b 1 %b 2\r\nhi\r\n" % (s, r),
+    lambda s, r: b"HMSG %b 1 %b 12 14\r\nNATS/1.0\r\n\r\nhi\r\n" % (s, r),
+])
+def test_a_subject_that_is_not_utf8_round_trips_and_costs_no_neighbour(factory: type, frame_of: Any) -> None:
+    """The server accepts any bytes but separators in a subject: one that is not UTF-8
+    is delivered (decoded with surrogateescape, so it encodes back to the same bytes)
+    with the messages around it, read whole or byte by byte, compiled or not."""
+    subject, reply = b"a.\xff\xfe", b"r.\x80caf\xe9"
+    data = b"MSG ok 1 1\r\n1\r\n" + frame_of(subject, reply) + b"MSG ok 1 1\r\n3\r\n"
+    for step in (len(data), 1, 7):
+        p = Parser(msg_factory=factory)
+        events = [e for i in range(0, len(data), step) for e in p.feed(data[i : i + step])]
+        assert [e.subject for e in events] == ["ok", subject.decode("utf-8", "surrogateescape"), "ok"]
+        assert events[1].subject.encode("utf-8", "surrogateescape") == subject
+        assert events[1].reply.encode("utf-8", "surrogateescape") == reply
