@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -154,3 +154,28 @@ def test_a_stored_subject_that_is_not_utf8_is_no_poison_pill(shared_server: Nats
         info = cons.info()
         assert (info.num_ack_pending, info.num_pending) == (0, 0)
         g.check_untouched()
+
+
+# ---------------------------------------------------------------------- a lone surrogate given by the user
+
+LONE = "\ud800"  # no UTF-8 form: the client can only refuse it, before sending anything
+
+SURROGATES: dict[str, tuple[type[Exception], Callable[[nats.Client], object]]] = {
+    "publish subject": (nats.BadSubjectError, lambda nc: nc.publish(f"hb.{LONE}", b"x")),
+    "publish reply": (nats.BadSubjectError, lambda nc: nc.publish("hb.x", b"x", reply=f"r.{LONE}")),
+    "publish_now subject": (nats.BadSubjectError, lambda nc: nc.publish_now(f"hb.{LONE}", b"x")),
+    "subscribe subject": (nats.BadSubjectError, lambda nc: nc.subscribe(f"hb.{LONE}.>")),
+    "subscribe queue": (nats.BadSubjectError, lambda nc: nc.subscribe("hb.x", queue=f"q{LONE}")),
+    "request subject": (nats.BadSubjectError, lambda nc: nc.request(f"hb.{LONE}", b"x", timeout=5)),
+    "header value": (nats.BadHeaderError, lambda nc: nc.publish("hb.x", b"x", headers={"k": f"v{LONE}"})),
+    "header key": (nats.BadHeaderError, lambda nc: nc.publish("hb.x", b"x", headers={f"k{LONE}": "v"})),
+    "request header": (nats.BadHeaderError, lambda nc: nc.request("hb.x", b"x", timeout=5, headers={"k": LONE})),
+}
+
+
+@pytest.mark.parametrize("what", list(SURROGATES))
+def test_a_lone_surrogate_is_refused_with_the_documented_error(guarded: Guarded, what: str) -> None:
+    error, call = SURROGATES[what]
+    with pytest.raises(error):
+        call(guarded.nc)
+    guarded.check_untouched()
