@@ -75,7 +75,11 @@ set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value) /* steals value */
     *(PyObject **)((char *)obj + offset) = value;
 }
 
-/* The next token of [p, end): its start and length; advances *p past it. */
+/* The next token of [p, end): its start and length; advances *p past it.
+ * 1: a token, 0: none left, -1: a bare LF (the Python twin refuses the line).
+ * Separators are spaces and tabs only, as nats-server and nats.go split a
+ * control line: any other byte (a vertical tab, a form feed, a NUL) belongs
+ * to the token, since the server accepts it in a subject. */
 static inline int
 token(const char **p, const char *end, const char **start, Py_ssize_t *len)
 {
@@ -88,6 +92,9 @@ token(const char **p, const char *end, const char **start, Py_ssize_t *len)
     }
     const char *s = q;
     while (q < end && *q != ' ' && *q != '\t') {
+        if (*q == '\n') {
+            return -1;
+        }
         q++;
     }
     *start = s;
@@ -121,7 +128,11 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *buf = args[0];
-    if (!PyBytes_Check(buf) || !PyType_Check(args[2]) || msg_base == NULL) {
+    /* Every slot is written at Msg's offsets: only Msg subclasses without
+     * slots of their own (what accepts() says yes to) have them there. */
+    if (!PyBytes_Check(buf) || !PyType_Check(args[2]) || msg_base == NULL ||
+        !PyType_IsSubtype((PyTypeObject *)args[2], msg_base) ||
+        ((PyTypeObject *)args[2])->tp_basicsize != msg_base->tp_basicsize) {
         PyErr_SetString(PyExc_TypeError, "scan() needs bytes and a Msg class after setup()");
         return NULL;
     }
@@ -134,6 +145,11 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     PyTypeObject *cls = (PyTypeObject *)args[2];
     const char *data = PyBytes_AS_STRING(buf);
     Py_ssize_t n = PyBytes_GET_SIZE(buf);
+    if (pos < 0 || pos > n || max_payload < 0 || max_control < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "scan() needs 0 <= pos <= len(buf) and limits that are not negative");
+        return NULL;
+    }
     PyObject *out = PyList_New(0);
     if (out == NULL) {
         return NULL;
@@ -156,20 +172,25 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         } else {
             break;
         }
-        Py_ssize_t scan_len = left < max_control + 2 ? left : max_control + 2;
-        const char *cr = memchr(data + pos, '\r', scan_len);
+        /* A control line of at most max_control bytes (the twin's limit): its
+         * CR is among the first max_control + 1 bytes. */
+        Py_ssize_t scan_len = max_control < left ? max_control + 1 : left;
+        const char *cr = memchr(data + pos, '\r', (size_t)scan_len);
         if (cr == NULL || cr + 1 >= data + n || cr[1] != '\n') {
             break;
         }
         const char *tok[5];
         Py_ssize_t tlen[5];
-        int ntok = 0;
-        while (ntok < 5 && token(&p, cr, &tok[ntok], &tlen[ntok])) {
+        int ntok = 0, got = 0;
+        while (ntok < 5 && (got = token(&p, cr, &tok[ntok], &tlen[ntok])) > 0) {
             ntok++;
+        }
+        if (ntok < 5 && got < 0) {
+            break; /* a bare LF: Python says what is wrong */
         }
         const char *extra;
         Py_ssize_t extra_len;
-        if (token(&p, cr, &extra, &extra_len)) {
+        if (token(&p, cr, &extra, &extra_len) != 0) {
             break; /* too many arguments: Python says what is wrong */
         }
         Py_ssize_t sid, hlen = 0, total;

@@ -110,6 +110,13 @@ _speedups: ModuleType | None = _compiled.speedups
 # other operations, malformed lines) takes the general path, which validates.
 _MSG_RE = re.compile(rb"MSG[ \t]+([^ \t\r\n]+)[ \t]+(\d+)[ \t]+(?:([^ \t\r\n]+)[ \t]+)?(\d+)\r\n")
 
+# The arguments of a MSG/HMSG line. Spaces and tabs are the only separators, as
+# nats-server and nats.go split a control line; the server accepts every other
+# byte but CR and LF in a subject (a vertical tab, a form feed, a NUL), so
+# those belong to the token. The compiled scanner follows the same rule.
+_ARG = re.compile(rb"[^ \t]+")
+_SEPARATORS = (b" ", b"\t")
+
 
 class Parser:
     """Incremental NATS protocol parser. Not thread-safe: one reader feeds it.
@@ -236,17 +243,19 @@ class Parser:
 
             idx = find(b"\r\n", pos)
             if idx < 0:
-                if n - pos > max_cl:
+                # A line of max_cl bytes may have its CR here and its LF still to come.
+                if n - pos > max_cl + 1:
                     raise ProtocolError(f"control line longer than {max_cl} bytes")
                 return pos
             if idx - pos > max_cl:
                 raise ProtocolError(f"control line longer than {max_cl} bytes")
 
-            if startswith(b"MSG ", pos):
+            # The operation ends at a space or a tab (the separators of every control line).
+            if startswith(b"MSG", pos) and buf[pos + 3 : pos + 4] in _SEPARATORS:
                 self._pending = self._msg_args(buf[pos + 4 : idx], False)
                 pos = idx + 2
                 continue
-            if startswith(b"HMSG ", pos):
+            if startswith(b"HMSG", pos) and buf[pos + 4 : pos + 5] in _SEPARATORS:
                 self._pending = self._msg_args(buf[pos + 5 : idx], True)
             else:
                 out.append(self._control(buf[pos:idx]))
@@ -278,7 +287,10 @@ class Parser:
         return raw.decode("utf-8", "surrogateescape")
 
     def _msg_args(self, line: bytes, with_headers: bool) -> tuple[str, int, str | None, int, int]:
-        args = line.split()
+        if b"\r" in line or b"\n" in line:
+            # The server ends a line at LF and splits on CR: it never sends either in a token.
+            raise ProtocolError(f"bare CR or LF in a message's control line: {bytes(line)[:80]!r}")
+        args = _ARG.findall(line)
         nargs = len(args)
         reply: str | None = None
         if with_headers:

@@ -96,8 +96,10 @@ def test_a_subject_that_is_not_utf8_is_delivered_with_its_neighbours(guarded: Gu
     nc = guarded.nc
     sub = nc.subscribe("hb.>")
     nc.flush(timeout=5)
-    # One write: the three messages reach the client in one read, as a burst would.
-    raw.sock.sendall(b"PUB hb.one 1\r\n1\r\nPUB hb.%b hb.reply.%b 1\r\n2\r\nPUB hb.three 1\r\n3\r\n" % (bad, bad))
+    # One write: the three messages reach the client in one read, as a burst would;
+    # the middle one with headers (an HMSG line, which the pure-Python parser splits itself).
+    raw.sock.sendall(b"PUB hb.one 1\r\n1\r\nHPUB hb.%b hb.reply.%b 12 13\r\nNATS/1.0\r\n\r\n2\r\n"
+                     b"PUB hb.three 1\r\n3\r\n" % (bad, bad))
     raw.sync()
     got = [sub.next_msg(timeout=10) for _ in range(3)]
     assert [m.data for m in got] == [b"1", b"2", b"3"]

@@ -154,3 +154,42 @@ def test_a_subject_that_is_not_utf8_round_trips_and_costs_no_neighbour(factory: 
         assert [e.subject for e in events] == ["ok", subject.decode("utf-8", "surrogateescape"), "ok"]
         assert events[1].subject.encode("utf-8", "surrogateescape") == subject
         assert events[1].reply.encode("utf-8", "surrogateescape") == reply
+
+
+def _events_or_error(data: bytes, cut: int, compiled: bool, max_cl: int) -> object:
+    p = Parser(max_control_line=max_cl, msg_factory=Msg)
+    if not compiled:
+        p._scan = None  # the Python twin
+    try:
+        return [(m.subject, m.reply, m.data) for m in p.feed(data[:cut]) + p.feed(data[cut:])]
+    except ProtocolError:
+        return ProtocolError
+
+
+HMSG_HI = b"NATS/1.0\r\n\r\nhi\r\n"
+
+
+@pytest.mark.parametrize("data, expected", [
+    # Spaces and tabs separate, in any number, after the operation too (nats.go's rule).
+    (b"MSG\ta\t\t1 \t r  2 \r\nhi\r\n", [("a", "r", b"hi")]),
+    (b"HMSG\ta 1 12  14\t\r\n" + HMSG_HI, [("a", "", b"hi")]),
+    # Other whitespace and control bytes are part of a subject: the server accepts them there.
+    (b"MSG a\x0bb 1 2\r\nhi\r\n", [("a\x0bb", "", b"hi")]),
+    (b"HMSG a\x0cb 1 r\x00 12 14\r\n" + HMSG_HI, [("a\x0cb", "r\x00", b"hi")]),
+    (b"HMSG h\x0c 3 12 14\r\n" + HMSG_HI, [("h\x0c", "", b"hi")]),
+    # A bare LF or CR never comes from the server (it ends lines at LF, splits on CR).
+    (b"MSG a\nb 1 2\r\nhi\r\n", ProtocolError),
+    (b"MSG a 1 r\n 2\r\nhi\r\n", ProtocolError),
+    (b"MSG a 1\rr 2\r\nhi\r\n", ProtocolError),
+    (b"HMSG a\nb 1 12 14\r\n" + HMSG_HI, ProtocolError),
+    # The limit (max_control_line=24 here): a line of 24 bytes is fine, 25 is not, split anywhere.
+    (b"MSG abcdefghijklmnop 1 2\r\nhi\r\n", [("abcdefghijklmnop", "", b"hi")]),
+    (b"MSG abcdefghijklmnopq 1 2\r\nhi\r\n", ProtocolError),
+])
+def test_whitespace_in_a_control_line_follows_one_rule_in_both_twins_at_every_split(data: bytes,
+                                                                                     expected: object) -> None:
+    """Found by a differential fuzz: the compiled scanner split on spaces and tabs,
+    the Python twin on every ASCII whitespace, and their line limits differed by one."""
+    for cut in range(len(data) + 1):
+        for compiled in (True, False):
+            assert _events_or_error(data, cut, compiled, 24) == expected, (cut, compiled)
