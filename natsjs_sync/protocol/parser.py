@@ -115,7 +115,8 @@ _MSG_RE = re.compile(rb"MSG[ \t]+([^ \t\r\n]+)[ \t]+(\d+)[ \t]+(?:([^ \t\r\n]+)[
 # byte but CR and LF in a subject (a vertical tab, a form feed, a NUL), so
 # those belong to the token. The compiled scanner follows the same rule.
 _ARG = re.compile(rb"[^ \t]+")
-_SEPARATORS = (b" ", b"\t")
+_MSG_OPS = (b"MSG ", b"MSG\t")
+_HMSG_OPS = (b"HMSG ", b"HMSG\t")
 
 
 class Parser:
@@ -251,11 +252,11 @@ class Parser:
                 raise ProtocolError(f"control line longer than {max_cl} bytes")
 
             # The operation ends at a space or a tab (the separators of every control line).
-            if startswith(b"MSG", pos) and buf[pos + 3 : pos + 4] in _SEPARATORS:
+            if startswith(_MSG_OPS, pos):
                 self._pending = self._msg_args(buf[pos + 4 : idx], False)
                 pos = idx + 2
                 continue
-            if startswith(b"HMSG", pos) and buf[pos + 4 : pos + 5] in _SEPARATORS:
+            if startswith(_HMSG_OPS, pos):
                 self._pending = self._msg_args(buf[pos + 5 : idx], True)
             else:
                 out.append(self._control(buf[pos:idx]))
@@ -287,10 +288,14 @@ class Parser:
         return raw.decode("utf-8", "surrogateescape")
 
     def _msg_args(self, line: bytes, with_headers: bool) -> tuple[str, int, str | None, int, int]:
-        if b"\r" in line or b"\n" in line:
-            # The server ends a line at LF and splits on CR: it never sends either in a token.
-            raise ProtocolError(f"bare CR or LF in a message's control line: {bytes(line)[:80]!r}")
-        args = _ARG.findall(line)
+        args = line.split()
+        if b" ".join(args) != line:
+            # Not the server's own layout (one space between arguments): split()
+            # also cut at other whitespace, so apply the rule itself.
+            if b"\r" in line or b"\n" in line:
+                # The server ends a line at LF and splits on CR: it never sends either in a token.
+                raise ProtocolError(f"bare CR or LF in a message's control line: {bytes(line)[:80]!r}")
+            args = _ARG.findall(line)
         nargs = len(args)
         reply: str | None = None
         if with_headers:
