@@ -48,7 +48,12 @@ class Msg:
 
     @property
     def headers(self) -> Headers | None:
-        """The headers (a :class:`~natsjs_sync.Headers` dict), or ``None``."""
+        """The headers (a :class:`~natsjs_sync.Headers` dict), or ``None``.
+
+        Raises:
+            ProtocolError: the header block is malformed. The server passes on
+                whatever block a publisher sent; the message itself is delivered.
+        """
         if self.raw_headers is None:
             return None
         try:

@@ -204,7 +204,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             has_reply = ntok == 5;
             if (!number(tok[ntok - 2], tlen[ntok - 2], &hlen) || !number(tok[ntok - 1], tlen[ntok - 1], &total) ||
                 hlen > total || hlen < 10) {
-                break;
+                break; /* a header block too short to be one: the Python twin decides */
             }
         } else {
             break;

@@ -307,8 +307,11 @@ class Parser:
             if not (hraw.isdigit() and traw.isdigit()):
                 raise ProtocolError(f"HMSG sizes are not numbers: {bytes(line)[:80]!r}")
             hlen, total = int(hraw), int(traw)
-            if hlen > total or hlen < len(b"NATS/1.0\r\n\r\n") - 2:
+            if hlen > total:
                 raise ProtocolError(f"HMSG header size {hlen} invalid for total {total}")
+            # A header block too short to be one ("HPUB s 2 5" from any publisher: the
+            # server passes it on) still frames the message: it is delivered, and
+            # only reading its headers fails (Msg.headers raises ProtocolError).
         else:
             if nargs == 4:
                 reply = self._decode(args[2])

@@ -121,6 +121,23 @@ def test_respond_to_a_reply_subject_that_is_not_utf8_reaches_those_bytes(guarded
     guarded.check_untouched()
 
 
+def test_a_header_block_too_short_to_be_one_costs_no_neighbour(guarded: Guarded, raw: RawConn) -> None:
+    """The server passes on "HPUB s 2 5" (a 2-byte header block) from any publisher:
+    every subscriber dropped its connection, with the messages read alongside."""
+    nc = guarded.nc
+    sub = nc.subscribe("hb.>")
+    nc.flush(timeout=5)
+    raw.sock.sendall(b"PUB hb.one 1\r\n1\r\nHPUB hb.two 2 5\r\nab123\r\nHPUB hb.three 0 1\r\n3\r\n"
+                     b"PUB hb.four 1\r\n4\r\n")
+    raw.sync()
+    got = [sub.next_msg(timeout=10) for _ in range(4)]
+    assert [(m.subject, m.raw_headers, m.data) for m in got] == [
+        ("hb.one", None, b"1"), ("hb.two", b"ab", b"123"), ("hb.three", None, b"3"), ("hb.four", None, b"4")]
+    with pytest.raises(nats.ProtocolError):
+        got[1].headers  # noqa: B018 - only reading these headers fails
+    guarded.check_untouched()
+
+
 @pytest.fixture
 def stream(shared_server: NatsServer) -> Iterator[Stream]:
     with nats.connect(shared_server.url) as admin:

@@ -193,3 +193,26 @@ def test_whitespace_in_a_control_line_follows_one_rule_in_both_twins_at_every_sp
     for cut in range(len(data) + 1):
         for compiled in (True, False):
             assert _events_or_error(data, cut, compiled, 24) == expected, (cut, compiled)
+
+
+@pytest.mark.parametrize("frame, headers, payload", [
+    (b"HMSG x 1 2 5\r\nab123\r\n", b"ab", b"123"),
+    (b"HMSG x 1 r 0 3\r\n123\r\n", None, b"123"),
+    (b"HMSG x 1 9 9\r\nNATS/1.0\n\r\n", b"NATS/1.0\n", b""),
+])
+def test_a_header_block_too_short_to_be_one_still_frames_its_message(frame: bytes, headers: bytes | None,
+                                                                     payload: bytes) -> None:
+    """Any publisher can send "HPUB x 2 5" and the server passes it on: the sizes still
+    frame the message, so it is delivered with its neighbours (reading its headers
+    fails, not the connection), in both twins, split anywhere."""
+    data = b"MSG a 1 1\r\n1\r\n" + frame + b"MSG a 1 1\r\n3\r\n"
+    for cut in range(len(data) + 1):
+        for compiled in (True, False):
+            p = Parser(msg_factory=Msg)
+            if not compiled:
+                p._scan = None
+            msgs = p.feed(data[:cut]) + p.feed(data[cut:])
+            assert [(m.raw_headers, m.data) for m in msgs] == [(None, b"1"), (headers, payload), (None, b"3")]
+    if headers == b"ab":
+        with pytest.raises(ProtocolError):
+            msgs[1].headers  # noqa: B018 - the property parses
