@@ -129,7 +129,8 @@ class Parser:
             ``(subject, sid, reply, headers, payload)``; :class:`MsgEvent` by default.
     """
 
-    __slots__ = ("_broken", "_buf", "_factory", "_max_cl", "_max_payload", "_pending", "_ready", "_scan")
+    __slots__ = ("_before_error", "_broken", "_buf", "_factory", "_max_cl", "_max_payload", "_pending", "_ready",
+                 "_scan")
 
     def __init__(
         self,
@@ -146,6 +147,7 @@ class Parser:
         self._pending: tuple[str, int, str | None, int, int] | None = None
         self._ready: deque[Event] = deque()
         self._broken: ProtocolError | None = None
+        self._before_error: list[Event] = []
         # The compiled scanner builds natsjs_sync.msg.Msg subclasses (registered by that module).
         self._scan = _speedups.scan if _speedups is not None and _speedups.accepts(self._factory) else None
 
@@ -194,10 +196,18 @@ class Parser:
         except ProtocolError as exc:
             self._broken = exc
             self._pending = None
+            self._before_error = out
             raise
         if pos < len(work):
             buf += work[pos:] if pos else work
         return out
+
+    def parsed_before_error(self) -> list[Event]:
+        """The events the ``feed()`` that raised :class:`ProtocolError` completed
+        before the error (once; empty afterwards): valid messages of the same
+        read, which a reader delivers before it drops the connection."""
+        events, self._before_error = self._before_error, []
+        return events
 
     def _parse(self, buf: bytes, out: list[Event]) -> int:
         n = len(buf)

@@ -11,6 +11,7 @@ bytes the server named.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -21,6 +22,8 @@ from natsjs_sync.jetstream import Stream
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsServer
 
+from ..conftest import wait_until
+from ..fakeserver import FakeServer, ScriptedConn
 from ..recovery import Guarded, guard
 
 #: Subjects a publisher may send that are not UTF-8 (or hold bytes a whitespace split would cut).
@@ -198,3 +201,37 @@ def test_a_lone_surrogate_is_refused_with_the_documented_error(guarded: Guarded,
     with pytest.raises(error):
         call(guarded.nc)
     guarded.check_untouched()
+
+
+# ---------------------------------------------------------------------- bytes no server sends
+
+def test_the_messages_read_before_a_malformed_frame_are_delivered() -> None:
+    """A frame that is not NATS protocol (only a broken server or link sends one) costs
+    the connection, but no longer the valid messages that came in the same read."""
+    done = threading.Event()
+
+    def script(conn: ScriptedConn) -> None:
+        conn.handshake()
+        sid = b""
+        for _ in range(20):
+            line = conn.read_line()
+            if line.startswith(b"SUB "):
+                sid = line.split()[-1]
+            elif line == b"PING":
+                conn.send(b"PONG\r\n")
+                break
+        conn.send(b"MSG a %b 1\r\n1\r\nMSG a %b 1\r\n2\r\nBOGUS\r\n" % (sid, sid))  # one write
+        done.wait(10)
+
+    errors: list[Exception] = []
+    with FakeServer(script) as server:
+        # Reconnecting (to a server that will not answer) keeps the subscription's queue readable.
+        nc = nats.connect(server.url, error_cb=errors.append, reconnect_time_wait=30)
+        try:
+            sub = nc.subscribe("a")
+            nc.flush(timeout=5)
+            assert [sub.next_msg(timeout=10).data for _ in range(2)] == [b"1", b"2"]
+            assert wait_until(lambda: any(isinstance(e, nats.ProtocolError) for e in errors), timeout=10), errors
+        finally:
+            done.set()
+            nc.close()

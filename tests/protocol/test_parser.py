@@ -216,3 +216,15 @@ def test_a_header_block_too_short_to_be_one_still_frames_its_message(frame: byte
     if headers == b"ab":
         with pytest.raises(ProtocolError):
             msgs[1].headers  # noqa: B018 - the property parses
+
+
+def test_the_events_before_a_protocol_error_are_kept_for_the_reader() -> None:
+    for compiled in (True, False):
+        p = Parser(msg_factory=Msg)
+        if not compiled:
+            p._scan = None
+        with pytest.raises(ProtocolError):
+            p.feed(b"PING\r\nMSG a 1 1\r\n1\r\nBOGUS\r\nMSG a 1 1\r\n2\r\n")
+        before = p.parsed_before_error()
+        assert before[0] is PING and [m.data for m in before[1:]] == [b"1"]
+        assert p.parsed_before_error() == []  # handed over once
