@@ -48,7 +48,12 @@ class Msg:
 
     @property
     def headers(self) -> Headers | None:
-        """The headers (a :class:`~natsjs_sync.Headers` dict), or ``None``."""
+        """The headers (a :class:`~natsjs_sync.Headers` dict), or ``None``.
+
+        Raises:
+            ProtocolError: the header block is malformed. The server passes on
+                whatever block a publisher sent; the message itself is delivered.
+        """
         if self.raw_headers is None:
             return None
         try:
@@ -87,7 +92,9 @@ class Msg:
             raise ValueError("message has no reply subject")
         if self._conn is None:
             raise ValueError("message is not bound to a client")
-        self._conn.publish_now(self.reply, data, headers=headers)
+        # The reply subject is the server's, sent back byte for byte (one that
+        # was not UTF-8 on the wire included); only the headers are checked.
+        self._conn.publish_now(self.reply, data, headers=headers, trusted=True)
 
     # ------------------------------------------------------------ JetStream
 

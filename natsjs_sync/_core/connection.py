@@ -54,7 +54,7 @@ from ..protocol import commands
 from ..protocol.connection import UP, ConnState, PingLedger, StateMachine, server_error
 from ..protocol.headers import STATUS_NO_RESPONDERS, HeadersInput, encode_headers
 from ..protocol.nuid import NUID
-from ..protocol.subjects import check_control_line, publish_subject
+from ..protocol.subjects import check_control_line, publish_subject, trusted_subject
 from . import fork
 from .dispatch import Dispatcher, Lane, Timer, TimerHandle, current_lane, on_dispatcher_thread
 from .opener import Opened, TlsPolicy, TransportFactory, open_server, open_transport
@@ -501,13 +501,13 @@ class Connection:
                headers: HeadersInput | None, trusted: bool = False) -> tuple[bytes, int]:
         """A PUB/HPUB frame and the message's size; validates unless ``trusted``."""
         payload, size = as_payload(payload)
-        subj = subject.encode() if trusted else publish_subject(subject)
+        subj = trusted_subject(subject) if trusted else publish_subject(subject)
         if not reply:  # None or "" (a received message's empty reply): no reply subject
             rep = None
         elif isinstance(reply, bytes):
             rep = reply
         else:
-            rep = reply.encode() if trusted else publish_subject(reply)
+            rep = trusted_subject(reply) if trusted else publish_subject(reply)
         if rep is not None and not trusted and len(subj) + len(rep) > _LINE_ROOM:
             check_control_line(subj, rep)
         if headers is None:
@@ -579,8 +579,9 @@ class Connection:
         self.append(*self.encode(subject, payload, reply, headers), now=False)
 
     def publish_now(self, subject: str, payload: Any = b"", reply: str | None = None,
-                    headers: HeadersInput | None = None) -> None:
-        self.append(*self.encode(subject, payload, reply, headers), now=True)
+                    headers: HeadersInput | None = None, trusted: bool = False) -> None:
+        # trusted: a subject the server gave (a message's reply), sent as received.
+        self.append(*self.encode(subject, payload, reply, headers, trusted), now=True)
 
     def publish_with_reply(self, subject: str, payload: Any, reply: bytes, headers: HeadersInput | None) -> None:
         if headers is None and payload.__class__ is bytes:
@@ -602,7 +603,7 @@ class Connection:
             size = len(payload)
             if size > self.max_payload:
                 raise self.too_big(size)
-            self.append(b"PUB %b %d\r\n%b\r\n" % (subject.encode(), size, payload), size,
+            self.append(b"PUB %b %d\r\n%b\r\n" % (trusted_subject(subject), size, payload), size,
                         now=False)
             return
         self.append(*self.encode(subject, payload, reply, headers, trusted=True), now=False)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NatsConnectionError
+from ..errors import NatsConnectionError, ProtocolError
 from ..protocol.parser import OK, PING, PONG, Err, Info, Parser
 from .inlet import route_run
 
@@ -42,6 +42,7 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
     feed = parser.feed
     events: list[Any] = leftover
     pending = conn.read_end  # functions routes asked to run once this read's events are routed
+    failure: ProtocolError | None = None
     try:
         while True:
             i, n = 0, len(events)
@@ -65,10 +66,18 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
                     conn.on_err(ev.text)
             if pending:
                 _run_read_end(pending)
+            if failure is not None:
+                raise failure
             data = read()
             if not data:
                 raise NatsConnectionError(f"the server closed the connection{conn.last_server_error_suffix()}")
-            events = feed(data)
+            try:
+                events = feed(data)
+            except ProtocolError as exc:
+                # The connection is lost, but the messages the read held before the
+                # bad bytes are not: they are routed first, like any other read's.
+                failure = exc
+                events = parser.parsed_before_error()
     except Exception as exc:
         try:
             if pending:  # what was routed before the failure is still settled

@@ -75,7 +75,11 @@ set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value) /* steals value */
     *(PyObject **)((char *)obj + offset) = value;
 }
 
-/* The next token of [p, end): its start and length; advances *p past it. */
+/* The next token of [p, end): its start and length; advances *p past it.
+ * 1: a token, 0: none left, -1: a bare LF (the Python twin refuses the line).
+ * Separators are spaces and tabs only, as nats-server and nats.go split a
+ * control line: any other byte (a vertical tab, a form feed, a NUL) belongs
+ * to the token, since the server accepts it in a subject. */
 static inline int
 token(const char **p, const char *end, const char **start, Py_ssize_t *len)
 {
@@ -88,6 +92,9 @@ token(const char **p, const char *end, const char **start, Py_ssize_t *len)
     }
     const char *s = q;
     while (q < end && *q != ' ' && *q != '\t') {
+        if (*q == '\n') {
+            return -1;
+        }
         q++;
     }
     *start = s;
@@ -121,7 +128,11 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *buf = args[0];
-    if (!PyBytes_Check(buf) || !PyType_Check(args[2]) || msg_base == NULL) {
+    /* Every slot is written at Msg's offsets: only Msg subclasses without
+     * slots of their own (what accepts() says yes to) have them there. */
+    if (!PyBytes_Check(buf) || !PyType_Check(args[2]) || msg_base == NULL ||
+        !PyType_IsSubtype((PyTypeObject *)args[2], msg_base) ||
+        ((PyTypeObject *)args[2])->tp_basicsize != msg_base->tp_basicsize) {
         PyErr_SetString(PyExc_TypeError, "scan() needs bytes and a Msg class after setup()");
         return NULL;
     }
@@ -134,6 +145,11 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     PyTypeObject *cls = (PyTypeObject *)args[2];
     const char *data = PyBytes_AS_STRING(buf);
     Py_ssize_t n = PyBytes_GET_SIZE(buf);
+    if (pos < 0 || pos > n || max_payload < 0 || max_control < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "scan() needs 0 <= pos <= len(buf) and limits that are not negative");
+        return NULL;
+    }
     PyObject *out = PyList_New(0);
     if (out == NULL) {
         return NULL;
@@ -156,20 +172,25 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         } else {
             break;
         }
-        Py_ssize_t scan_len = left < max_control + 2 ? left : max_control + 2;
-        const char *cr = memchr(data + pos, '\r', scan_len);
+        /* A control line of at most max_control bytes (the twin's limit): its
+         * CR is among the first max_control + 1 bytes. */
+        Py_ssize_t scan_len = max_control < left ? max_control + 1 : left;
+        const char *cr = memchr(data + pos, '\r', (size_t)scan_len);
         if (cr == NULL || cr + 1 >= data + n || cr[1] != '\n') {
             break;
         }
         const char *tok[5];
         Py_ssize_t tlen[5];
-        int ntok = 0;
-        while (ntok < 5 && token(&p, cr, &tok[ntok], &tlen[ntok])) {
+        int ntok = 0, got = 0;
+        while (ntok < 5 && (got = token(&p, cr, &tok[ntok], &tlen[ntok])) > 0) {
             ntok++;
+        }
+        if (ntok < 5 && got < 0) {
+            break; /* a bare LF: Python says what is wrong */
         }
         const char *extra;
         Py_ssize_t extra_len;
-        if (token(&p, cr, &extra, &extra_len)) {
+        if (token(&p, cr, &extra, &extra_len) != 0) {
             break; /* too many arguments: Python says what is wrong */
         }
         Py_ssize_t sid, hlen = 0, total;
@@ -183,7 +204,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             has_reply = ntok == 5;
             if (!number(tok[ntok - 2], tlen[ntok - 2], &hlen) || !number(tok[ntok - 1], tlen[ntok - 1], &total) ||
                 hlen > total || hlen < 10) {
-                break;
+                break; /* a header block too short to be one: the Python twin decides */
             }
         } else {
             break;
@@ -200,7 +221,10 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             subject = last_subject;
             Py_INCREF(subject);
         } else {
-            subject = PyUnicode_DecodeUTF8(tok[0], tlen[0], NULL);
+            /* Bytes that are not UTF-8 become lone surrogates that encode back
+             * to them (the Python twin's rule): the server accepts such
+             * subjects, so they must not stop the connection. */
+            subject = PyUnicode_DecodeUTF8(tok[0], tlen[0], "surrogateescape");
             if (subject == NULL) {
                 PyErr_Clear();
                 break;
@@ -212,7 +236,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         }
         PyObject *reply;
         if (has_reply) {
-            reply = PyUnicode_DecodeUTF8(tok[2], tlen[2], NULL);
+            reply = PyUnicode_DecodeUTF8(tok[2], tlen[2], "surrogateescape");
             if (reply == NULL) {
                 PyErr_Clear();
                 Py_DECREF(subject);
@@ -300,6 +324,8 @@ parse_seq(const char *p, const char *end)
  * reference; this one saves an ordered consumer a split and two int() calls
  * per message.
  */
+static PyObject *ack_tail_of(const char *r, Py_ssize_t rlen, const char *pre, Py_ssize_t plen);
+
 static PyObject *
 ack_tail(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -308,11 +334,32 @@ ack_tail(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t rlen, plen;
+    PyObject *escaped = NULL;
     const char *r = PyUnicode_AsUTF8AndSize(args[0], &rlen);
-    const char *pre = PyUnicode_AsUTF8AndSize(args[1], &plen);
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        /* A reply subject that was not UTF-8 on the wire (decoded with
+         * surrogateescape): its bytes, as the Python twin sees its text. */
+        PyErr_Clear();
+        escaped = PyUnicode_AsEncodedString(args[0], "utf-8", "surrogateescape");
+        if (escaped == NULL) {
+            return NULL;
+        }
+        r = PyBytes_AS_STRING(escaped);
+        rlen = PyBytes_GET_SIZE(escaped);
+    }
+    const char *pre = r == NULL ? NULL : PyUnicode_AsUTF8AndSize(args[1], &plen);
     if (r == NULL || pre == NULL) {
+        Py_XDECREF(escaped);
         return NULL;
     }
+    PyObject *result = ack_tail_of(r, rlen, pre, plen);
+    Py_XDECREF(escaped);
+    return result;
+}
+
+static PyObject *
+ack_tail_of(const char *r, Py_ssize_t rlen, const char *pre, Py_ssize_t plen)
+{
     if (rlen <= plen + 1 || r[plen] != '.' || memcmp(r, pre, (size_t)plen) != 0) {
         Py_RETURN_NONE;
     }

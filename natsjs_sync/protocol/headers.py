@@ -107,7 +107,8 @@ def encode_headers(
     """Encode headers (and an optional status line) to the wire format.
 
     Raises:
-        BadHeaderError: a key or value that cannot be sent.
+        BadHeaderError: a key or value that cannot be sent (a control character
+            in a key, CR or LF in a value, a lone surrogate in either).
     """
     parts: list[str] = ["NATS/1.0"]
     if status is not None:
@@ -123,7 +124,21 @@ def encode_headers(
         for key, value in pairs:
             parts.append(f"{_check_key(key)}: {_check_value(key, value)}\r\n")
     parts.append("\r\n")
-    return "".join(parts).encode()
+    try:
+        return "".join(parts).encode()
+    except UnicodeEncodeError:
+        # Checked only when encoding failed: the common case pays nothing.
+        raise BadHeaderError(f"header {_unencodable(parts)!r} is not valid Unicode (a lone surrogate)") from None
+
+
+def _unencodable(parts: list[str]) -> str:
+    """The first header line (or status description) with no UTF-8 form."""
+    for part in parts:
+        try:
+            part.encode()
+        except UnicodeEncodeError:
+            return part.strip()
+    return ""
 
 
 def _flatten(headers: HeadersInput) -> Iterable[tuple[str, object]]:

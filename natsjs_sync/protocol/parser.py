@@ -110,6 +110,14 @@ _speedups: ModuleType | None = _compiled.speedups
 # other operations, malformed lines) takes the general path, which validates.
 _MSG_RE = re.compile(rb"MSG[ \t]+([^ \t\r\n]+)[ \t]+(\d+)[ \t]+(?:([^ \t\r\n]+)[ \t]+)?(\d+)\r\n")
 
+# The arguments of a MSG/HMSG line. Spaces and tabs are the only separators, as
+# nats-server and nats.go split a control line; the server accepts every other
+# byte but CR and LF in a subject (a vertical tab, a form feed, a NUL), so
+# those belong to the token. The compiled scanner follows the same rule.
+_ARG = re.compile(rb"[^ \t]+")
+_MSG_OPS = (b"MSG ", b"MSG\t")
+_HMSG_OPS = (b"HMSG ", b"HMSG\t")
+
 
 class Parser:
     """Incremental NATS protocol parser. Not thread-safe: one reader feeds it.
@@ -121,7 +129,8 @@ class Parser:
             ``(subject, sid, reply, headers, payload)``; :class:`MsgEvent` by default.
     """
 
-    __slots__ = ("_broken", "_buf", "_factory", "_max_cl", "_max_payload", "_pending", "_ready", "_scan")
+    __slots__ = ("_before_error", "_broken", "_buf", "_factory", "_max_cl", "_max_payload", "_pending", "_ready",
+                 "_scan")
 
     def __init__(
         self,
@@ -138,6 +147,7 @@ class Parser:
         self._pending: tuple[str, int, str | None, int, int] | None = None
         self._ready: deque[Event] = deque()
         self._broken: ProtocolError | None = None
+        self._before_error: list[Event] = []
         # The compiled scanner builds natsjs_sync.msg.Msg subclasses (registered by that module).
         self._scan = _speedups.scan if _speedups is not None and _speedups.accepts(self._factory) else None
 
@@ -186,10 +196,18 @@ class Parser:
         except ProtocolError as exc:
             self._broken = exc
             self._pending = None
+            self._before_error = out
             raise
         if pos < len(work):
             buf += work[pos:] if pos else work
         return out
+
+    def parsed_before_error(self) -> list[Event]:
+        """The events the ``feed()`` that raised :class:`ProtocolError` completed
+        before the error (once; empty afterwards): valid messages of the same
+        read, which a reader delivers before it drops the connection."""
+        events, self._before_error = self._before_error, []
+        return events
 
     def _parse(self, buf: bytes, out: list[Event]) -> int:
         n = len(buf)
@@ -236,17 +254,19 @@ class Parser:
 
             idx = find(b"\r\n", pos)
             if idx < 0:
-                if n - pos > max_cl:
+                # A line of max_cl bytes may have its CR here and its LF still to come.
+                if n - pos > max_cl + 1:
                     raise ProtocolError(f"control line longer than {max_cl} bytes")
                 return pos
             if idx - pos > max_cl:
                 raise ProtocolError(f"control line longer than {max_cl} bytes")
 
-            if startswith(b"MSG ", pos):
+            # The operation ends at a space or a tab (the separators of every control line).
+            if startswith(_MSG_OPS, pos):
                 self._pending = self._msg_args(buf[pos + 4 : idx], False)
                 pos = idx + 2
                 continue
-            if startswith(b"HMSG ", pos):
+            if startswith(_HMSG_OPS, pos):
                 self._pending = self._msg_args(buf[pos + 5 : idx], True)
             else:
                 out.append(self._control(buf[pos:idx]))
@@ -271,42 +291,50 @@ class Parser:
 
     @staticmethod
     def _decode(raw: bytes) -> str:
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as exc:
-            raise ProtocolError("subject is not UTF-8") from exc
+        # The server takes any bytes but separators in a subject, so any
+        # publisher can send one that is not UTF-8. Undecodable bytes become
+        # lone surrogates (PEP 383) that encode back to the same bytes, so the
+        # message is delivered and its reply subject can still be answered.
+        return raw.decode("utf-8", "surrogateescape")
 
     def _msg_args(self, line: bytes, with_headers: bool) -> tuple[str, int, str | None, int, int]:
         args = line.split()
+        if b" ".join(args) != line:
+            # Not the server's own layout (one space between arguments): split()
+            # also cut at other whitespace, so apply the rule itself.
+            if b"\r" in line or b"\n" in line:
+                # The server ends a line at LF and splits on CR: it never sends either in a token.
+                raise ProtocolError(f"bare CR or LF in a message's control line: {bytes(line)[:80]!r}")
+            args = _ARG.findall(line)
         nargs = len(args)
         reply: str | None = None
-        try:
-            if with_headers:
-                if nargs == 5:
-                    reply = args[2].decode()
-                elif nargs != 4:
-                    raise ProtocolError(f"HMSG needs 4 or 5 arguments: {bytes(line)[:80]!r}")
-                hraw, traw = args[-2], args[-1]
-                if not (hraw.isdigit() and traw.isdigit()):
-                    raise ProtocolError(f"HMSG sizes are not numbers: {bytes(line)[:80]!r}")
-                hlen, total = int(hraw), int(traw)
-                if hlen > total or hlen < len(b"NATS/1.0\r\n\r\n") - 2:
-                    raise ProtocolError(f"HMSG header size {hlen} invalid for total {total}")
-            else:
-                if nargs == 4:
-                    reply = args[2].decode()
-                elif nargs != 3:
-                    raise ProtocolError(f"MSG needs 3 or 4 arguments: {bytes(line)[:80]!r}")
-                traw = args[-1]
-                if not traw.isdigit():
-                    raise ProtocolError(f"MSG size is not a number: {bytes(line)[:80]!r}")
-                hlen, total = 0, int(traw)
-            sid_raw = args[1]
-            if not sid_raw.isdigit():
-                raise ProtocolError(f"subscription id is not a number: {bytes(sid_raw)[:32]!r}")
-            subject = args[0].decode()
-        except UnicodeDecodeError as exc:
-            raise ProtocolError("subject is not UTF-8") from exc
+        if with_headers:
+            if nargs == 5:
+                reply = self._decode(args[2])
+            elif nargs != 4:
+                raise ProtocolError(f"HMSG needs 4 or 5 arguments: {bytes(line)[:80]!r}")
+            hraw, traw = args[-2], args[-1]
+            if not (hraw.isdigit() and traw.isdigit()):
+                raise ProtocolError(f"HMSG sizes are not numbers: {bytes(line)[:80]!r}")
+            hlen, total = int(hraw), int(traw)
+            if hlen > total:
+                raise ProtocolError(f"HMSG header size {hlen} invalid for total {total}")
+            # A header block too short to be one ("HPUB s 2 5" from any publisher: the
+            # server passes it on) still frames the message: it is delivered, and
+            # only reading its headers fails (Msg.headers raises ProtocolError).
+        else:
+            if nargs == 4:
+                reply = self._decode(args[2])
+            elif nargs != 3:
+                raise ProtocolError(f"MSG needs 3 or 4 arguments: {bytes(line)[:80]!r}")
+            traw = args[-1]
+            if not traw.isdigit():
+                raise ProtocolError(f"MSG size is not a number: {bytes(line)[:80]!r}")
+            hlen, total = 0, int(traw)
+        sid_raw = args[1]
+        if not sid_raw.isdigit():
+            raise ProtocolError(f"subscription id is not a number: {bytes(sid_raw)[:32]!r}")
+        subject = self._decode(args[0])
         if total > self._max_payload:
             raise ProtocolError(f"payload of {total} bytes exceeds the limit of {self._max_payload}")
         return subject, int(sid_raw), reply, hlen, total

@@ -33,6 +33,18 @@ PUB_SUBJECTS: dict[str, bytes] = {}
 _PUB_CACHE_MAX = 4096
 
 
+def _utf8(text: str, what: str) -> bytes:
+    """``text`` as UTF-8: the one place a user-given subject, reply or queue becomes bytes.
+
+    Raises:
+        BadSubjectError: ``text`` holds a lone surrogate (no UTF-8 form); nothing is sent.
+    """
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        raise BadSubjectError(f"{what} {text!r} is not valid Unicode (a lone surrogate at {exc.start})") from None
+
+
 def _check_tokens(subject: str, what: str, wildcards: bool) -> None:
     if not isinstance(subject, str):
         raise BadSubjectError(f"{what} must be a str, not {type(subject).__name__}")
@@ -65,7 +77,7 @@ def publish_subject(subject: str) -> bytes:
     """Validate a subject for publishing and return its bytes.
 
     Raises:
-        BadSubjectError: empty, whitespace, empty token or a wildcard.
+        BadSubjectError: empty, whitespace, empty token, a wildcard or a lone surrogate.
     """
     try:
         return PUB_SUBJECTS[subject]
@@ -73,12 +85,24 @@ def publish_subject(subject: str) -> bytes:
         pass
     if not (isinstance(subject, str) and _PLAIN_SUBJECT.fullmatch(subject)):
         _check_tokens(subject, "subject", wildcards=False)
-    encoded = subject.encode()
+    encoded = _utf8(subject, "subject")
     _check_length(encoded, subject)
     if len(PUB_SUBJECTS) >= _PUB_CACHE_MAX:
         PUB_SUBJECTS.clear()
     PUB_SUBJECTS[subject] = encoded
     return encoded
+
+
+def trusted_subject(subject: str) -> bytes:
+    """The bytes of a subject the server gave (a received message's reply
+    subject, an ack subject), not validated again.
+
+    The parser decodes bytes that are not UTF-8 to lone surrogates
+    (``surrogateescape``, PEP 383); encoding the same way gives the bytes the
+    server sent, so answering such a message reaches the subject it named.
+    User-given subjects go through :func:`publish_subject`, which refuses them.
+    """
+    return subject.encode("utf-8", "surrogateescape")
 
 
 def _check_length(encoded: bytes, subject: str) -> None:
@@ -110,23 +134,36 @@ def validate_subject(subject: str) -> None:
 
 def validate_subscribe_subject(subject: str, queue: str | None = None) -> None:
     """Validate a subscription subject (``*`` and a trailing ``>`` allowed), and its
-    line length together with ``queue``."""
+    line length together with ``queue``.
+
+    Raises:
+        BadSubjectError: an invalid subject or queue (see :func:`validate_queue`), or
+            the two too long together for the server's control line.
+    """
     _check_tokens(subject, "subject", wildcards=True)
-    encoded = subject.encode()
+    encoded = _utf8(subject, "subject")
     _check_length(encoded, subject)
     if queue is not None:
-        validate_queue(queue)
-        check_control_line(encoded, queue.encode())
+        check_control_line(encoded, _queue_bytes(queue))
 
 
 def validate_queue(queue: str) -> None:
-    """Validate a queue group name: non-empty, no whitespace."""
+    """Validate a queue group name: non-empty, no whitespace, valid Unicode.
+
+    Raises:
+        BadSubjectError: the name cannot be sent.
+    """
+    _queue_bytes(queue)
+
+
+def _queue_bytes(queue: str) -> bytes:
     if not isinstance(queue, str):
         raise BadSubjectError(f"queue must be a str, not {type(queue).__name__}")
     if not queue:
         raise BadSubjectError("queue must not be empty")
     if _FORBIDDEN.intersection(queue):
         raise BadSubjectError(f"queue {queue!r} contains whitespace or a control character")
+    return _utf8(queue, "queue")
 
 
 def subject_matches(pattern: str, subject: str) -> bool:

@@ -40,6 +40,10 @@ def _twins() -> list:
     (PREFIX, None),
     ("", None),
     ("_INBOX.abc", None),
+    # A reply that was not UTF-8 on the wire (the parser decodes it with surrogateescape):
+    (f"{PREFIX}.1.42.7.1.\udcff", (42, 7)),
+    (f"{PREFIX}.1.4\udcff.7.1.9", None),
+    ("$JS.ACK.\udcff.oc_1.1.42.7.1.9", None),
 ])
 def test_ack_tail_reads_the_sequences_of_one_consumers_subjects_only(reply: str, expected: object) -> None:
     for ack_tail in _twins():
@@ -352,3 +356,34 @@ def test_take_twins_hand_over_messages_and_leave_every_other_case_to_python() ->
     assert runs[0][1][:2] == [(1.0, False), (0.5, True)]
     for run in runs:
         assert repr(run) == repr(runs[0])  # (nan is not equal to itself)
+
+
+def test_the_compiled_scanner_refuses_arguments_it_cannot_use_safely() -> None:
+    """It writes Msg's slots at fixed offsets and reads from a position: an unrelated
+    class, a subclass with slots of its own, a negative position or limit crashed
+    the process. The parser never passes them; the entry point checks anyway."""
+    from natsjs_sync.msg import Msg
+    from natsjs_sync.protocol import _compiled
+
+    _speedups = _compiled.speedups
+    if _speedups is None:
+        pytest.skip("the compiled extension is not in use (not built, or NATSJS_SYNC_PURE_PYTHON)")
+
+    class Wider(Msg):
+        __slots__ = ("extra",)
+
+    class Unrelated:
+        __slots__ = ("a", "b", "c", "d", "e", "f", "g")
+
+    frame = b"MSG a 1 2\r\nhi\r\n"
+    for cls in (Unrelated, object, int, Wider):
+        assert not _speedups.accepts(cls)
+        with pytest.raises(TypeError):
+            _speedups.scan(frame, 0, cls, 1024, 1024)
+    for pos, max_payload, max_control in [(-1, 1024, 1024), (-(2**40), 1024, 1024), (len(frame) + 1, 1024, 1024),
+                                          (0, -1, 1024), (0, 1024, -1), (0, 1024, -(2**62))]:
+        with pytest.raises(ValueError):
+            _speedups.scan(frame, pos, Msg, max_payload, max_control)
+    msgs, pos = _speedups.scan(frame, 0, Msg, 1024, 2**62)  # a huge limit is no overflow
+    assert (pos, msgs[0].subject, msgs[0].data) == (len(frame), "a", b"hi")
+    assert _speedups.scan(frame, len(frame), Msg, 1024, 1024) == ([], len(frame))

@@ -168,3 +168,45 @@ def test_compiled_parser_fails_like_the_python_one_on_garbage(junk: bytes, cuts:
         except ProtocolError as exc:
             results.append(("error", str(exc)))
     assert results[0] == results[1]
+
+
+# Bytes that probe the control-line rules: separators (space, tab), line ends
+# alone, whitespace that is no separator, and bytes that are not UTF-8.
+_PROBES = [b" ", b"\t", b"  ", b" \t", b"\r", b"\n", b"\r\n", b"\x0b", b"\x0c", b"\x00", b"\xff", b"\xc3", b"0", b"9"]
+
+
+def _outcome(fast: bool, data: bytes, cuts: list[int], max_cl: int) -> tuple[list[tuple[object, ...]], str | None]:
+    """The events fed out before any error, and the error's type (None: no error)."""
+    p = Parser(max_cl, MAX_PAYLOAD, msg_factory=Msg)
+    if not fast:
+        p._scan = None
+    events: list[tuple[object, ...]] = []
+    prev = 0
+    for c in [*sorted(set(cuts)), len(data)]:
+        c = min(c, len(data))
+        try:
+            events += [_as_tuple(e) for e in p.feed(data[prev:c])]
+        except Exception as exc:  # the twins must fail alike, whatever the error
+            return events, type(exc).__name__
+        prev = c
+    return events, None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(frames, min_size=1, max_size=3), st.data())
+def test_twins_agree_on_mutated_frames(chunks: list[bytes], data: st.DataObject) -> None:
+    """A differential fuzz: valid frames with separators, line ends and bad bytes
+    inserted or replaced anywhere, fed split anywhere, under a small control-line
+    limit: the compiled and the Python parser give the same events and fail alike."""
+    stream = bytearray(b"".join(chunks))
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(stream)))
+        probe = data.draw(st.sampled_from(_PROBES))
+        if data.draw(st.booleans()) or i == len(stream):
+            stream[i:i] = probe
+        else:
+            stream[i : i + 1] = probe
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=5))
+    max_cl = data.draw(st.sampled_from([24, 40, MAX_CL]))
+    raw = bytes(stream)
+    assert _outcome(True, raw, cuts, max_cl) == _outcome(False, raw, cuts, max_cl)

@@ -73,7 +73,8 @@ def test_header_values_with_colons_and_spaces() -> None:
 
 @pytest.mark.parametrize(
     "headers",
-    [{"": "v"}, {"a b": "v"}, {"a:b": "v"}, {"k": "v\r\nInjected: 1"}, {"k": 1}, {1: "v"}, ["k", "v"]],
+    [{"": "v"}, {"a b": "v"}, {"a:b": "v"}, {"k": "v\r\nInjected: 1"}, {"k": 1}, {1: "v"}, ["k", "v"],
+     {"k": "v\ud800"}, {"k\udcff": "v"}, {"k": ["ok", "\udfff"]}],
 )
 def test_bad_headers_are_refused(headers: object) -> None:
     with pytest.raises(BadHeaderError):
@@ -92,7 +93,8 @@ def test_good_publish_subjects(good: str) -> None:
     assert publish_subject(good) == good.encode()
 
 
-@pytest.mark.parametrize("bad", ["", "a b", "a..b", ".a", "a.", "a.*", "a.>", ">", "a\tb", "a\r\nb", None, 5, b"a"])
+@pytest.mark.parametrize("bad", ["", "a b", "a..b", ".a", "a.", "a.*", "a.>", ">", "a\tb", "a\r\nb", None, 5, b"a",
+                                 "a.\ud800", "\udcff", "a\udfffb.c"])
 def test_bad_publish_subjects(bad: object) -> None:
     with pytest.raises(BadSubjectError):
         publish_subject(bad)  # type: ignore[arg-type]
@@ -103,16 +105,23 @@ def test_good_subscribe_subjects(good: str) -> None:
     validate_subscribe_subject(good)
 
 
-@pytest.mark.parametrize("bad", ["", "a.>.b", "a..b", "a b", ">.a"])
+@pytest.mark.parametrize("bad", ["", "a.>.b", "a..b", "a b", ">.a", "a.\ud800.>"])
 def test_bad_subscribe_subjects(bad: str) -> None:
     with pytest.raises(BadSubjectError):
         validate_subscribe_subject(bad)
 
 
-@pytest.mark.parametrize("bad", ["", "a b", "q\n"])
+@pytest.mark.parametrize("bad", ["", "a b", "q\n", "q\ud800"])
 def test_bad_queue_names(bad: str) -> None:
     with pytest.raises(BadSubjectError):
         validate_queue(bad)
+    with pytest.raises(BadSubjectError):
+        validate_subscribe_subject("a.b", bad)
+
+
+def test_a_lone_surrogate_in_a_status_description_is_refused() -> None:
+    with pytest.raises(BadHeaderError):
+        encode_headers(None, status=503, description="no \ud800")
 
 
 def test_subject_matching() -> None:

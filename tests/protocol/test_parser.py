@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from natsjs_sync.errors import ProtocolError
+from natsjs_sync.msg import Msg
 from natsjs_sync.protocol.parser import NEED_DATA, OK, PING, PONG, Err, Info, MsgEvent, Parser
 
 FRAMES: list[tuple[bytes, object]] = [
@@ -99,7 +102,6 @@ def test_large_payload_in_many_pieces_is_not_quadratic() -> None:
         b"INFO {not json}\r\n",
         b"INFO [1,2]\r\n",
         b"PING extra\r\n",
-        b"MSG \xff\xfe 1 0\r\n\r\n",
     ],
 )
 def test_malformed_input_raises_protocol_error(bad: bytes) -> None:
@@ -135,7 +137,94 @@ def test_payload_limit() -> None:
     assert Parser(max_payload=1024).feed(b"MSG foo 1 3\r\nabc\r\n")[0].payload == b"abc"
 
 
-def test_non_utf8_reply_subject_is_a_protocol_error() -> None:
-    # Found by hypothesis: the fast MSG path decoded the reply without checking.
-    with pytest.raises(ProtocolError):
-        Parser().feed(b"MSG a 1 \x80\xff 0\r\n\r\n")
+@pytest.mark.parametrize("factory", [MsgEvent, Msg])
+@pytest.mark.parametrize("frame_of", [
+    lambda s, r: b"MSG %b 1 %b 2\r\nhi\r\n" % (s, r),
+    lambda s, r: b"HMSG %b 1 %b 12 14\r\nNATS/1.0\r\n\r\nhi\r\n" % (s, r),
+])
+def test_a_subject_that_is_not_utf8_round_trips_and_costs_no_neighbour(factory: type, frame_of: Any) -> None:
+    """The server accepts any bytes but separators in a subject: one that is not UTF-8
+    is delivered (decoded with surrogateescape, so it encodes back to the same bytes)
+    with the messages around it, read whole or byte by byte, compiled or not."""
+    subject, reply = b"a.\xff\xfe", b"r.\x80caf\xe9"
+    data = b"MSG ok 1 1\r\n1\r\n" + frame_of(subject, reply) + b"MSG ok 1 1\r\n3\r\n"
+    for step in (len(data), 1, 7):
+        p = Parser(msg_factory=factory)
+        events = [e for i in range(0, len(data), step) for e in p.feed(data[i : i + step])]
+        assert [e.subject for e in events] == ["ok", subject.decode("utf-8", "surrogateescape"), "ok"]
+        assert events[1].subject.encode("utf-8", "surrogateescape") == subject
+        assert events[1].reply.encode("utf-8", "surrogateescape") == reply
+
+
+def _events_or_error(data: bytes, cut: int, compiled: bool, max_cl: int) -> object:
+    p = Parser(max_control_line=max_cl, msg_factory=Msg)
+    if not compiled:
+        p._scan = None  # the Python twin
+    try:
+        return [(m.subject, m.reply, m.data) for m in p.feed(data[:cut]) + p.feed(data[cut:])]
+    except ProtocolError:
+        return ProtocolError
+
+
+HMSG_HI = b"NATS/1.0\r\n\r\nhi\r\n"
+
+
+@pytest.mark.parametrize("data, expected", [
+    # Spaces and tabs separate, in any number, after the operation too (nats.go's rule).
+    (b"MSG\ta\t\t1 \t r  2 \r\nhi\r\n", [("a", "r", b"hi")]),
+    (b"HMSG\ta 1 12  14\t\r\n" + HMSG_HI, [("a", "", b"hi")]),
+    # Other whitespace and control bytes are part of a subject: the server accepts them there.
+    (b"MSG a\x0bb 1 2\r\nhi\r\n", [("a\x0bb", "", b"hi")]),
+    (b"HMSG a\x0cb 1 r\x00 12 14\r\n" + HMSG_HI, [("a\x0cb", "r\x00", b"hi")]),
+    (b"HMSG h\x0c 3 12 14\r\n" + HMSG_HI, [("h\x0c", "", b"hi")]),
+    # A bare LF or CR never comes from the server (it ends lines at LF, splits on CR).
+    (b"MSG a\nb 1 2\r\nhi\r\n", ProtocolError),
+    (b"MSG a 1 r\n 2\r\nhi\r\n", ProtocolError),
+    (b"MSG a 1\rr 2\r\nhi\r\n", ProtocolError),
+    (b"HMSG a\nb 1 12 14\r\n" + HMSG_HI, ProtocolError),
+    # The limit (max_control_line=24 here): a line of 24 bytes is fine, 25 is not, split anywhere.
+    (b"MSG abcdefghijklmnop 1 2\r\nhi\r\n", [("abcdefghijklmnop", "", b"hi")]),
+    (b"MSG abcdefghijklmnopq 1 2\r\nhi\r\n", ProtocolError),
+])
+def test_whitespace_in_a_control_line_follows_one_rule_in_both_twins_at_every_split(data: bytes,
+                                                                                     expected: object) -> None:
+    """Found by a differential fuzz: the compiled scanner split on spaces and tabs,
+    the Python twin on every ASCII whitespace, and their line limits differed by one."""
+    for cut in range(len(data) + 1):
+        for compiled in (True, False):
+            assert _events_or_error(data, cut, compiled, 24) == expected, (cut, compiled)
+
+
+@pytest.mark.parametrize("frame, headers, payload", [
+    (b"HMSG x 1 2 5\r\nab123\r\n", b"ab", b"123"),
+    (b"HMSG x 1 r 0 3\r\n123\r\n", None, b"123"),
+    (b"HMSG x 1 9 9\r\nNATS/1.0\n\r\n", b"NATS/1.0\n", b""),
+])
+def test_a_header_block_too_short_to_be_one_still_frames_its_message(frame: bytes, headers: bytes | None,
+                                                                     payload: bytes) -> None:
+    """Any publisher can send "HPUB x 2 5" and the server passes it on: the sizes still
+    frame the message, so it is delivered with its neighbours (reading its headers
+    fails, not the connection), in both twins, split anywhere."""
+    data = b"MSG a 1 1\r\n1\r\n" + frame + b"MSG a 1 1\r\n3\r\n"
+    for cut in range(len(data) + 1):
+        for compiled in (True, False):
+            p = Parser(msg_factory=Msg)
+            if not compiled:
+                p._scan = None
+            msgs = p.feed(data[:cut]) + p.feed(data[cut:])
+            assert [(m.raw_headers, m.data) for m in msgs] == [(None, b"1"), (headers, payload), (None, b"3")]
+    if headers == b"ab":
+        with pytest.raises(ProtocolError):
+            msgs[1].headers  # noqa: B018 - the property parses
+
+
+def test_the_events_before_a_protocol_error_are_kept_for_the_reader() -> None:
+    for compiled in (True, False):
+        p = Parser(msg_factory=Msg)
+        if not compiled:
+            p._scan = None
+        with pytest.raises(ProtocolError):
+            p.feed(b"PING\r\nMSG a 1 1\r\n1\r\nBOGUS\r\nMSG a 1 1\r\n2\r\n")
+        before = p.parsed_before_error()
+        assert before[0] is PING and [m.data for m in before[1:]] == [b"1"]
+        assert p.parsed_before_error() == []  # handed over once
