@@ -259,11 +259,6 @@ class Subscription:
             return msg
         except queue.Empty:  # only from take's own wait, which takes a plain number of seconds
             raise TimeoutError(f"no message on {self.subject!r} within {float(timeout)} s") from None  # type: ignore[arg-type]
-        except OverflowError:
-            # take's own wait refused a finite timeout beyond what waits accept
-            # (its fast path stops at inf, not at WAIT_MAX) before taking
-            # anything: the timeout rule makes it "for ever".
-            return self._take_other(timeout, None)
 
     def _take_other(self, timeout: TimeoutArg, item: object) -> Msg:
         """:meth:`next_msg` beyond the common case (the inlet's ``on_take``): ``item``

@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._timeout import WAIT_MAX
 from ..msg import Msg
 from ..protocol._compiled import twin
 from .options import UNLIMITED
-
-_INF = float("inf")
-
 
 class InletPy:
     """A subscription's reader-side end (Python twin of ``_speedups.Inlet``).
@@ -87,7 +85,7 @@ class InletPy:
         """The next message, for a consumer waiting up to ``timeout`` seconds.
 
         When ``takeable`` and ``timeout`` is ``None`` or a number of seconds in
-        [0, inf), waits on ``get(True, timeout)`` (``queue.Empty`` from it
+        [0, ``WAIT_MAX``) (the longest wait ``threading`` accepts), waits on ``get(True, timeout)`` (``queue.Empty`` from it
         propagates) and returns a message, adding its size to ``bytes_out``.
         Anything else goes to ``on_take(timeout, item)``: ``item`` is what
         ``get`` returned when it was not a message, or ``None`` when nothing
@@ -101,10 +99,10 @@ class InletPy:
         if fast and timeout is not None:
             cls = timeout.__class__
             if cls is float:
-                fast = 0 <= timeout < _INF
+                fast = 0 <= timeout < WAIT_MAX
             elif cls is int:
                 try:
-                    fast = 0 <= float(timeout) < _INF
+                    fast = 0 <= float(timeout) < WAIT_MAX
                 except OverflowError:  # too large: Python's rule words the error
                     fast = False
             else:

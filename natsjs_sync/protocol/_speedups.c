@@ -694,6 +694,9 @@ inlet_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwd
  * message (a control item), or None when nothing was taken (the rule for
  * every other case is Python's).
  */
+/* threading.TIMEOUT_MAX, read once at import (see PyInit__speedups). */
+static double take_wait_max = 0.0;
+
 static PyObject *
 inlet_take(Inlet *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -721,7 +724,7 @@ inlet_take(Inlet *self, PyObject *const *args, Py_ssize_t nargs)
         } else {
             t = -1.0; /* Deadline, USE_DEFAULT, bad values: Python's rule */
         }
-        fast = fast && t >= 0.0 && t < Py_HUGE_VAL;
+        fast = fast && t >= 0.0 && t < take_wait_max;
     }
     Py_INCREF(on_take); /* held while it runs: it may be replaced meanwhile */
     PyObject *item = NULL, *res;
@@ -1008,6 +1011,23 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    /* The longest wait threading accepts: take() waits itself only below it
+     * (the queue's get raises OverflowError at or above it); the timeout rule
+     * in Python treats longer waits as "no limit". */
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (threading == NULL) {
+        return NULL;
+    }
+    PyObject *wait_max = PyObject_GetAttrString(threading, "TIMEOUT_MAX");
+    Py_DECREF(threading);
+    if (wait_max == NULL) {
+        return NULL;
+    }
+    take_wait_max = PyFloat_AsDouble(wait_max);
+    Py_DECREF(wait_max);
+    if (take_wait_max == -1.0 && PyErr_Occurred()) {
+        return NULL;
+    }
     if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0) {
         return NULL;
     }
