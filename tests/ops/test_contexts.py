@@ -7,8 +7,13 @@ Every test points ``XDG_CONFIG_HOME`` and ``HOME`` at its own folder: the real
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import socket
+import subprocess
+import textwrap
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +21,7 @@ import pytest
 import natsjs_sync as nats
 from natsjs_sync import natscontext
 from natsjs_sync.auth import parse_creds
+from natsjs_sync.cli import main
 from natsjs_sync.msg import Msg
 from natsjs_sync.natscontext import ContextError
 from natsjs_sync.nkeys import KeyPair
@@ -266,3 +272,180 @@ def test_a_file_that_is_not_a_json_object() -> None:
         nats.connect(context="junk")
 
 
+# ---------------------------------------------------------------- the command line
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_global_context_and_the_selected_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with NatsServer(jetstream=False, token="cli-tok") as server, \
+            nats.connect(server.url, token="cli-tok") as watcher:
+        sub = watcher.subscribe("cli.ctx")
+        watcher.flush()
+        assert run(capsys, "context", "save", "prod", "--server", server.url, "--token", "cli-tok")[0] == 0
+        code, _, err = run(capsys, "--context", "prod", "pub", "cli.ctx", "one")
+        assert code == 0, err
+        assert sub.next_msg(timeout=5).data == b"one"
+        # Neither --server nor --context: no context selected yet, so no server.
+        with pytest.raises(SystemExit, match="no server given"):
+            main(["pub", "cli.ctx", "two"])
+        assert run(capsys, "context", "select", "prod")[0] == 0
+        code, _, err = run(capsys, "pub", "cli.ctx", "two")
+        assert code == 0, err
+        assert sub.next_msg(timeout=5).data == b"two"
+        code, _, err = run(capsys, "req", "cli.nobody", "x", "--timeout", "1")
+        assert code == 1 and "no responders" in err.lower()
+        code, _, err = run(capsys, "--context", "nope", "pub", "cli.ctx", "three")
+        assert code == 1 and "unknown context 'nope'" in err
+
+
+def test_cli_ls_show_select_save_rm(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "context", "ls")
+    assert code == 0 and "no contexts" in out
+    assert run(capsys, "context", "save", "a", "--server", "nats://127.0.0.1:4222", "--password", "hush",
+               "--user", "u", "--description", "first", "--select")[0] == 0
+    assert run(capsys, "context", "save", "b", "--description", "second")[0] == 0
+    code, out, _ = run(capsys, "context", "ls")
+    assert out.splitlines() == ["a*  first", "b   second"]
+    code, out, _ = run(capsys, "context", "show")
+    assert "NATS context a (selected)" in out and "user: u" in out and "hush" not in out
+    code, out, _ = run(capsys, "context", "show", "a", "--secrets")
+    assert "password: hush" in out
+    code, _, err = run(capsys, "context", "rm", "a")
+    assert code == 1 and "selected" in err
+    assert run(capsys, "context", "select", "b")[0] == 0
+    assert run(capsys, "context", "rm", "a")[0] == 0
+    assert natscontext.known_contexts() == ["b"]
+    assert run(capsys, "context", "rm", "b")[0] == 0
+    assert natscontext.known_contexts() == [] and natscontext.selected_context() is None
+    code, _, err = run(capsys, "context", "select", "gone")
+    assert code == 1 and "unknown context 'gone'" in err
+
+
+# The file as the nats CLI (Go, natscontext's settings struct) writes it: every field, in this order,
+# two-space indents; fields a newer nats CLI knows and we do not, too.
+GO_WRITTEN = """{
+  "description": "written by nats",
+  "url": "%(url)s",
+  "socks_proxy": "",
+  "token": "",
+  "user": "alice",
+  "password": "pw-go",
+  "creds": "",
+  "nkey": "",
+  "cert": "",
+  "key": "",
+  "ca": "",
+  "nsc": "",
+  "jetstream_domain": "",
+  "jetstream_api_prefix": "",
+  "jetstream_event_prefix": "",
+  "inbox_prefix": "_GO",
+  "user_jwt": "",
+  "color_scheme": "",
+  "tls_first": false,
+  "windows_cert_store": "",
+  "windows_cert_match_by": "",
+  "windows_cert_match": "",
+  "windows_ca_certs_match": null,
+  "a_future_field": {"kept": [1, 2]}
+}
+"""
+
+
+def test_cli_save_changes_one_field_and_keeps_the_others(capsys: pytest.CaptureFixture[str]) -> None:
+    context_file("go").parent.mkdir(parents=True)
+    context_file("go").write_text(GO_WRITTEN % {"url": "nats://127.0.0.1:4222"})
+    assert run(capsys, "context", "save", "go", "--description", "changed here")[0] == 0
+    after = json.loads(context_file("go").read_text())
+    before = json.loads(GO_WRITTEN % {"url": "nats://127.0.0.1:4222"})
+    assert after == {**before, "description": "changed here"}
+    assert list(after) == list(before)  # the nats CLI's field order, then the others
+    assert oct(context_file("go").stat().st_mode & 0o777) == "0o600"
+
+
+# ---------------------------------------------------------------- with another client: natsio (Python 3.13)
+
+NATSIO_PYTHONS = (os.environ.get("NATSIO_PYTHON", ""), "/tmp/natsio-venv/bin/python")
+
+
+def natsio_python() -> str:
+    for python in NATSIO_PYTHONS:
+        if python and os.path.exists(python):
+            probe = subprocess.run([python, "-c", "import natsio.natscontext"], capture_output=True, timeout=60)
+            if probe.returncode == 0:
+                return python
+    pytest.skip("needs Python 3.13 with natsio and natsio-natscontext: "
+                "/root/.pyenv/versions/3.13.0/bin/python -m venv /tmp/natsio-venv && "
+                "/tmp/natsio-venv/bin/pip install natsio natsio-natscontext (or set NATSIO_PYTHON)")
+
+
+# natsio loads a context (by name, or the selected one when none is given), connects with it
+# and sends one request; it prints the context's description and the reply.
+NATSIO_REQUEST = textwrap.dedent("""
+    import asyncio, sys
+    import natsio.natscontext as natscontext
+
+    async def main():
+        name = sys.argv[1] or None
+        ctx = natscontext.load(name)
+        nc = await natscontext.connect(name)
+        try:
+            reply = await nc.request("interop.ctx", b"from natsio", timeout=10)
+        finally:
+            await nc.close()
+        print(ctx.name, "|", ctx.description, "|", reply.data.decode())
+
+    asyncio.run(main())
+""")
+
+
+def natsio_request(python: str, name: str, server: NatsServer) -> tuple[str, str]:
+    """Run natsio's request through the context ``name``; returns (its output, the reply inbox seen)."""
+    replies: list[str] = []
+    got = threading.Event()
+
+    def answer(msg: Msg) -> None:
+        replies.append(msg.reply or "")
+        msg.respond(b"answered by natsjs_sync")
+        got.set()
+
+    with nats.connect(server.url, user="alice", password="pw-go") as responder:
+        responder.subscribe("interop.ctx", cb=answer)
+        responder.flush()
+        proc = subprocess.run([python, "-c", NATSIO_REQUEST, name], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert got.is_set()
+    return proc.stdout.strip(), replies[0]
+
+
+def test_a_context_saved_by_our_cli_is_used_by_natsio(capsys: pytest.CaptureFixture[str]) -> None:
+    python = natsio_python()
+    with NatsServer(jetstream=False, user="alice", password="pw-go") as server:
+        assert run(capsys, "context", "save", "ours", "--server", server.url, "--user", "alice",
+                   "--password", "pw-go", "--inbox-prefix", "_OURS", "--description", "saved by natsjs-sync",
+                   "--select")[0] == 0
+        out, inbox = natsio_request(python, "", server)  # natsio finds it through our context.txt
+    assert out == "ours | saved by natsjs-sync | answered by natsjs_sync"
+    assert inbox.startswith("_OURS.")
+
+
+def test_a_nats_cli_file_is_used_by_natsio_and_by_us_and_survives_our_save(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    python = natsio_python()
+    with NatsServer(jetstream=False, user="alice", password="pw-go") as server:
+        context_file("go").parent.mkdir(parents=True)
+        context_file("go").write_text(GO_WRITTEN % {"url": server.url})
+        out, inbox = natsio_request(python, "go", server)
+        assert out == "go | written by nats | answered by natsjs_sync" and inbox.startswith("_GO.")
+        with nats.connect(context="go") as nc, nats.connect(server.url, user="alice", password="pw-go") as other:
+            round_trip(nc)
+            assert inbox_seen(nc, other).startswith("_GO.")
+        assert run(capsys, "context", "save", "go", "--description", "saved again by natsjs-sync")[0] == 0
+        out, inbox = natsio_request(python, "go", server)
+        assert out == "go | saved again by natsjs-sync | answered by natsjs_sync" and inbox.startswith("_GO.")
