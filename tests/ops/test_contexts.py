@@ -193,6 +193,17 @@ def test_empty_name_is_nats_context_else_the_selected_one(shared_server: NatsSer
             assert inbox_seen(nc, responder).startswith("_MINE.")
 
 
+def test_a_context_file_by_its_absolute_path(shared_server: NatsServer, tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "app" / "nats.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"url": shared_server.url, "inbox_prefix": "_FILE"}))
+    with nats.connect(context=str(path)) as nc, nats.connect(shared_server.url) as responder:
+        assert inbox_seen(nc, responder).startswith("_FILE.")
+    assert natscontext.load(str(path)).name == "nats"
+    with pytest.raises(ContextError, match="unknown context 'gone'"):
+        nats.connect(context=str(tmp_path / "gone.json"))
+
+
 def test_explicit_servers_win_over_the_context_url(shared_server: NatsServer,
                                                    listener: tuple[str, socket.socket]) -> None:
     url, sock = listener
