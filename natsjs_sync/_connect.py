@@ -58,6 +58,7 @@ def connect(
     closed_cb: EventCallback | None = None,
     discovered_server_cb: EventCallback | None = None,
     lame_duck_mode_cb: EventCallback | None = None,
+    context: str | None = None,
     **nats_py_options: Any,
 ) -> Client:
     """Connect to a NATS server and return a :class:`Client`.
@@ -128,6 +129,13 @@ def connect(
         closed_cb: called once when the client is closed for good.
         discovered_server_cb: called when the server announces new cluster members.
         lame_duck_mode_cb: called when the server enters lame duck mode.
+        context: the name of a NATS context (the ``nats`` CLI's saved settings,
+            see :doc:`contexts`), an absolute path of a context file, or ``""``
+            for the one ``$NATS_CONTEXT`` names, else the one the nats CLI
+            selected. It gives the servers, credentials, TLS files, TLS first,
+            the inbox prefix and the JetStream domain and API prefix of
+            ``nc.jetstream()``; arguments given here win over it (credentials as
+            a group).
 
     Every callback runs on the client's dispatcher, never on the reader thread;
     connection callbacks run in order. nats-py's other keywords
@@ -140,6 +148,8 @@ def connect(
     Raises:
         NoServersError: no server could be reached (the causes are in the message).
         AuthorizationError: the server refused the credentials.
+        ContextError: the context is unknown, names a missing file or has a
+            setting this client cannot honour (before any connection is tried).
         SecureConnRequiredError: the server requires TLS and ``tls=False``.
         TypeError: an argument of the wrong type (named in the message).
         ValueError: an argument out of range (named in the message).

@@ -300,7 +300,9 @@ class Client:
 
         Args:
             domain: the JetStream domain (changes the API prefix to ``$JS.<domain>.API``).
-            api_prefix: a custom API prefix (for imported JetStream APIs).
+            api_prefix: a custom API prefix (for imported JetStream APIs). When neither
+                is given (``api_prefix`` left at ``$JS.API``), those of the connection's
+                NATS context (``connect(context=)``); ``domain=""`` is the local API.
             timeout: default seconds for every JetStream API call and sync publish.
             publish_async_max_pending: async publishes in flight before
                 ``publish_async`` blocks.
@@ -314,6 +316,9 @@ class Client:
         """
         from .jetstream import JetStream
 
+        if domain is None and api_prefix == "$JS.API":  # neither given: the connection's context decides
+            domain = self._options.jetstream_domain
+            api_prefix = self._options.jetstream_api_prefix or api_prefix
         return JetStream(self, domain=domain, api_prefix=api_prefix, timeout=timeout,
                          publish_async_max_pending=publish_async_max_pending,
                          publish_async_stall_wait=publish_async_stall_wait,

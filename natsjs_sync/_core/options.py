@@ -6,7 +6,7 @@ import inspect
 import os
 import ssl
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from .._timeout import check_seconds
@@ -138,6 +138,9 @@ class ConnectOptions:
     choose_server: ServerChooser | None = None
     #: Extra headers of the WebSocket upgrade request (nats-py's ``ws_connection_headers``).
     ws_headers: dict[str, str] | None = None
+    #: The JetStream domain and API prefix of a NATS context: the defaults of ``nc.jetstream()``.
+    jetstream_domain: str | None = None
+    jetstream_api_prefix: str | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -149,7 +152,12 @@ class ConnectOptions:
 
         Raises:
             TypeError, ValueError: naming the argument.
+            ContextError: the ``context`` argument names a context that cannot be
+                used (naming the context and the field), before anything is opened.
         """
+        context = kwargs.pop("context", None)
+        if context is not None:
+            servers = cls._apply_context(context, servers, kwargs)
         token = kwargs.get("token")
         if callable(token):  # nats-py accepts a callable token
             kwargs["token"] = None
@@ -173,3 +181,29 @@ class ConnectOptions:
             if key in kwargs:
                 kwargs[key] = pending_limit(kwargs[key], default, key)
         return cls(servers=server_list(servers), credentials=credentials, **kwargs)
+
+    @classmethod
+    def _apply_context(cls, name: str, servers: str | Sequence[str] | None, kwargs: dict[str, Any]) -> (
+            str | Sequence[str] | None):
+        """Fill ``kwargs`` from the NATS context ``name``; returns the servers to use.
+
+        Explicit arguments win. An argument still at its default counts as not
+        given (so ``inbox_prefix="_INBOX"`` does not override a context's prefix).
+        Credentials go as a group: one explicit credential argument and none of
+        the context's are used, so a context's token never joins an explicit user.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"context must be a str, not {type(name).__name__}")
+        from ..natscontext import load
+
+        settings = load(name).connect_options()
+        context_servers = settings.pop("servers", None)
+        explicit_credentials = any(kwargs.get(key) is not None for key in _CREDENTIAL_KEYS)
+        defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+        for key, value in settings.items():
+            if key in _CREDENTIAL_KEYS:
+                if not explicit_credentials:
+                    kwargs[key] = value
+            elif kwargs.get(key, defaults.get(key)) == defaults.get(key):
+                kwargs[key] = value
+        return servers if servers is not None else context_servers

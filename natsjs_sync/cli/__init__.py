@@ -105,22 +105,42 @@ class _ReconnectNotices:
 
 
 @contextlib.contextmanager
-def _connect_with_notices(url: str) -> Iterator[Client]:
+def _connect_with_notices(url: str, context: str | None = None) -> Iterator[Client]:
     notices = _ReconnectNotices()
-    with connect(url, name="natsjs-cli", **notices.options()) as nc:
+    with connect(url, name="natsjs-cli", context=context, **notices.options()) as nc:
         notices.client = nc
         yield nc
 
 
+def context_of(args: argparse.Namespace) -> str | None:
+    """The NATS context a command connects with: ``--context`` (default ``$NATS_CONTEXT``);
+    else, when neither ``--server`` nor ``$NATS_URL`` names a server, the one the nats CLI
+    selected (as ``nats`` does); else none."""
+    name = getattr(args, "context", None) or os.environ.get("NATS_CONTEXT")
+    if name:
+        return str(name)
+    if getattr(args, "server", None) or os.environ.get("NATS_URL"):
+        return None
+    from ..natscontext import selected_context
+
+    return selected_context()
+
+
 @contextlib.contextmanager
-def _server_url(url: str | None, embedded_ok: bool) -> Iterator[str]:
-    """Yield ``url``, or ``$NATS_URL``, or the URL of an embedded server we start."""
+def _server_url(url: str | None, embedded_ok: bool, context: str | None = None) -> Iterator[str]:
+    """Yield ``url``, or ``$NATS_URL`` (as in the nats CLI, both win over a context's URL),
+    or the URL of the NATS ``context``, or the URL of an embedded server we start."""
     url = url or os.environ.get("NATS_URL")
+    if not url and context:
+        from .._core.options import DEFAULT_SERVER
+        from ..natscontext import load
+
+        url = load(context).url or DEFAULT_SERVER
     if url:
         yield url
         return
     if not embedded_ok:
-        raise SystemExit("error: no server given: pass --server URL or set NATS_URL")
+        raise SystemExit("error: no server given: pass --server URL or --context NAME, or set NATS_URL")
     from ..testing import NatsServer
 
     try:
@@ -137,8 +157,9 @@ def _server_url(url: str | None, embedded_ok: bool) -> Iterator[str]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    with _server_url(args.server, embedded_ok=True) as url:
-        with connect(url, name="natsjs-demo") as nc:
+    context = context_of(args)
+    with _server_url(args.server, embedded_ok=True, context=context) as url:
+        with connect(url, name="natsjs-demo", context=context) as nc:
             info = nc.server_info
             _print(f"connected to {nc.connected_url} (server {info.get('version')}, max_payload {nc.max_payload})")
 
@@ -219,7 +240,8 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 def cmd_pub(args: argparse.Namespace) -> int:
     headers = parse_headers(args.header)
-    with _server_url(args.server, embedded_ok=False) as url, connect(url, name="natsjs-cli") as nc:
+    context = context_of(args)
+    with _server_url(args.server, False, context) as url, connect(url, name="natsjs-cli", context=context) as nc:
         data = args.data.encode() if args.data is not None else read_stdin("the message")
         for _ in range(args.count):
             nc.publish(args.subject, data, headers=headers)
@@ -243,7 +265,8 @@ def print_msg(msg: Msg, label: str, raw: bool) -> None:
 
 
 def cmd_sub(args: argparse.Namespace) -> int:
-    with _server_url(args.server, embedded_ok=False) as url, _connect_with_notices(url) as nc:
+    context = context_of(args)
+    with _server_url(args.server, False, context) as url, _connect_with_notices(url, context) as nc:
         sub = nc.subscribe(args.subject, queue=args.queue)
         (_note if args.raw else _print)(f"listening on {args.subject}")
         received = 0
@@ -268,12 +291,13 @@ def client_for(args: argparse.Namespace, embedded_ok: bool = False, long_running
     ``long_running`` commands never give up reconnecting and show a lost and a
     regained connection as one line each on stderr.
     """
-    with _server_url(getattr(args, "server", None), embedded_ok) as url:
+    context = context_of(args)
+    with _server_url(getattr(args, "server", None), embedded_ok, context) as url:
         if long_running:
-            with _connect_with_notices(url) as nc:
+            with _connect_with_notices(url, context) as nc:
                 yield nc
         else:
-            with connect(url, name="natsjs-cli") as nc:
+            with connect(url, name="natsjs-cli", context=context) as nc:
                 yield nc
 
 
@@ -302,7 +326,8 @@ def cmd_reply(args: argparse.Namespace) -> int:
 
 def cmd_req(args: argparse.Namespace) -> int:
     headers = parse_headers(args.header)
-    with _server_url(args.server, embedded_ok=False) as url, connect(url, name="natsjs-cli") as nc:
+    context = context_of(args)
+    with _server_url(args.server, False, context) as url, connect(url, name="natsjs-cli", context=context) as nc:
         data = args.data.encode() if args.data is not None else read_stdin("the request")
         reply = nc.request(args.subject, data, timeout=args.timeout, headers=headers)
         if reply.headers or args.raw:
@@ -315,6 +340,9 @@ def cmd_req(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="natsjs-sync", description="Synchronous NATS and JetStream client")
     parser.add_argument("--version", action="version", version=f"natsjs-sync {__version__}")
+    parser.add_argument("--context", metavar="NAME",
+                        help="connect with this NATS context (default: $NATS_CONTEXT, else the selected "
+                             "context when no --server or $NATS_URL is given); see 'context ls'")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("demo", help="publish, subscribe and request (embedded server when no URL)")
@@ -365,12 +393,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_option(p)
     p.set_defaults(func=cmd_reply)
 
-    from . import bench, jetstream, service, stores
+    from . import bench, context, jetstream, service, stores
 
     jetstream.register(sub)
     stores.register(sub)
     bench.register(sub)
     service.register(sub)
+    context.register(sub)
     return parser
 
 

@@ -1,0 +1,462 @@
+"""NATS contexts (ADR-21): ``connect(context=)``, the CLI's ``--context`` and ``context`` commands,
+and the files shared with the nats CLI and natsio's ``natsio.natscontext``.
+
+Every test points ``XDG_CONFIG_HOME`` and ``HOME`` at its own folder: the real
+``~/.config/nats`` is never read or written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import textwrap
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync import natscontext
+from natsjs_sync.auth import parse_creds
+from natsjs_sync.cli import main
+from natsjs_sync.msg import Msg
+from natsjs_sync.natscontext import ContextError
+from natsjs_sync.nkeys import KeyPair
+from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing.jwt import Operator
+from tests.certs import CertFiles, make_certs
+
+
+@pytest.fixture(autouse=True)
+def config_home(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("NATS_CONTEXT", raising=False)
+    monkeypatch.delenv("NATS_URL", raising=False)
+    return home
+
+
+def context_file(name: str) -> pathlib.Path:
+    return natscontext.config_dir() / "context" / f"{name}.json"
+
+
+def round_trip(nc: nats.Client, subject: str = "ctx.check") -> None:
+    sub = nc.subscribe(subject)
+    nc.publish(subject, b"through the context")
+    assert sub.next_msg(timeout=5).data == b"through the context"
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[str, socket.socket]]:
+    """A listening socket that is never answered: its backlog shows whether a client tried it."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.setblocking(False)
+    yield f"nats://127.0.0.1:{sock.getsockname()[1]}", sock
+    sock.close()
+
+
+def assert_never_dialled(sock: socket.socket) -> None:
+    with pytest.raises(BlockingIOError):
+        sock.accept()[0].close()
+
+
+# ---------------------------------------------------------------- each kind of credential
+
+
+def test_user_and_password() -> None:
+    with NatsServer(jetstream=False, user="alice", password="pw-ctx") as server:
+        natscontext.save("userpass", url=server.url, user="alice", password="pw-ctx")
+        with nats.connect(context="userpass") as nc:
+            round_trip(nc)
+        # Explicit credentials win, as a group: the context's password is not used with them.
+        with pytest.raises(nats.AuthorizationError):
+            nats.connect(context="userpass", user="alice", password="wrong", allow_reconnect=False)
+
+
+def test_token() -> None:
+    with NatsServer(jetstream=False, token="tok-ctx") as server:
+        natscontext.save("tok", url=server.url, token="tok-ctx")
+        with nats.connect(context="tok") as nc:
+            round_trip(nc)
+
+
+def test_nkey_seed_file_with_a_home_relative_path(config_home: pathlib.Path) -> None:
+    user = KeyPair.generate()
+    (config_home / "user.nk").write_text(user.seed + "\n")
+    with NatsServer(jetstream=False, nkeys=[user.public_key]) as server:
+        natscontext.save("nk", url=server.url, nkey="~/user.nk")
+        with nats.connect(context="nk") as nc:
+            round_trip(nc)
+
+
+@pytest.fixture(scope="module")
+def operator_server() -> Iterator[tuple[Operator, NatsServer]]:
+    op = Operator()
+    op.add_account("APP")
+    with NatsServer(jetstream=False, config=op.server_config()) as server:
+        yield op, server
+
+
+def test_creds_file_from_an_operator_mode_server(operator_server: tuple[Operator, NatsServer],
+                                                 config_home: pathlib.Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    op, server = operator_server
+    (config_home / "app.creds").write_text(op.user_creds("APP"))
+    monkeypatch.setenv("CREDS_HOME", str(config_home))
+    natscontext.save("creds", url=server.url, creds="$CREDS_HOME/app.creds")  # $VARS expand, as in orbit.go
+    with nats.connect(context="creds") as nc:
+        round_trip(nc)
+
+
+def test_user_jwt_signed_with_the_nkey_seed(operator_server: tuple[Operator, NatsServer],
+                                            config_home: pathlib.Path) -> None:
+    op, server = operator_server
+    jwt, seed = parse_creds(op.user_creds("APP"))
+    (config_home / "user.nk").write_text(seed)
+    natscontext.save("jwt", url=server.url, user_jwt=jwt, nkey=str(config_home / "user.nk"))
+    with nats.connect(context="jwt") as nc:
+        round_trip(nc)
+    natscontext.save("jwt-no-seed", url=server.url, user_jwt=jwt)
+    with pytest.raises(ContextError, match=r"'jwt-no-seed'.*user_jwt.*nkey"):
+        nats.connect(context="jwt-no-seed")
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> CertFiles:
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+def test_tls_with_a_client_certificate(certs: CertFiles) -> None:
+    with NatsServer(jetstream=False, tls_cert=certs.server_cert, tls_key=certs.server_key, tls_ca=certs.ca,
+                    tls_verify=True) as server:
+        natscontext.save("mtls", url=server.url, cert=str(certs.client_cert), key=str(certs.client_key),
+                         ca=str(certs.ca))
+        with nats.connect(context="mtls") as nc:
+            round_trip(nc)
+        # Without the client certificate the same server refuses: the context's cert was what got us in.
+        natscontext.save("ca-only", url=server.url, ca=str(certs.ca))
+        with pytest.raises(nats.NatsError):
+            nats.connect(context="ca-only", allow_reconnect=False, connect_timeout=5)
+
+
+def test_tls_first(certs: CertFiles) -> None:
+    with NatsServer(jetstream=False, tls_cert=certs.server_cert, tls_key=certs.server_key,
+                    tls_handshake_first=True) as server:
+        natscontext.save("first", url=server.url, ca=str(certs.ca), tls_first=True)
+        with nats.connect(context="first") as nc:
+            round_trip(nc)
+
+
+# ---------------------------------------------------------------- what a context gives, and what wins
+
+
+def inbox_seen(nc: nats.Client, responder: nats.Client) -> str:
+    """The reply subject a request of ``nc`` carries, as a responder sees it."""
+    replies: list[str] = []
+
+    def answer(msg: Msg) -> None:
+        replies.append(msg.reply or "")
+        msg.respond(b"ok")
+
+    sub = responder.subscribe("ctx.inbox", cb=answer)
+    responder.flush()
+    try:
+        assert nc.request("ctx.inbox", b"", timeout=5).data == b"ok"
+    finally:
+        sub.unsubscribe()
+    return replies[0]
+
+
+def test_empty_name_is_nats_context_else_the_selected_one(shared_server: NatsServer,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    natscontext.save("picked", url=shared_server.url, inbox_prefix="_PICKED")
+    natscontext.save("env", url=shared_server.url, inbox_prefix="_ENV")
+    with pytest.raises(ContextError, match="no context"):
+        nats.connect(context="")
+    natscontext.select("picked")
+    assert (natscontext.config_dir() / "context.txt").read_text().strip() == "picked"
+    with nats.connect(shared_server.url) as responder:
+        with nats.connect(context="") as nc:
+            assert inbox_seen(nc, responder).startswith("_PICKED.")
+        monkeypatch.setenv("NATS_CONTEXT", "env")
+        with nats.connect(context="") as nc:
+            assert inbox_seen(nc, responder).startswith("_ENV.")
+        # A name given, and explicit arguments, win over both.
+        with nats.connect(context="picked", inbox_prefix="_MINE") as nc:
+            assert inbox_seen(nc, responder).startswith("_MINE.")
+
+
+def test_a_context_file_by_its_absolute_path(shared_server: NatsServer, tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "app" / "nats.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"url": shared_server.url, "inbox_prefix": "_FILE"}))
+    with nats.connect(context=str(path)) as nc, nats.connect(shared_server.url) as responder:
+        assert inbox_seen(nc, responder).startswith("_FILE.")
+    assert natscontext.load(str(path)).name == "nats"
+    with pytest.raises(ContextError, match="unknown context 'gone'"):
+        nats.connect(context=str(tmp_path / "gone.json"))
+
+
+def test_explicit_servers_win_over_the_context_url(shared_server: NatsServer,
+                                                   listener: tuple[str, socket.socket]) -> None:
+    url, sock = listener
+    natscontext.save("elsewhere", url=url)
+    with nats.connect(shared_server.url, context="elsewhere") as nc:
+        round_trip(nc)
+    assert_never_dialled(sock)
+
+
+def test_a_comma_separated_url_list(shared_server: NatsServer, listener: tuple[str, socket.socket]) -> None:
+    url, _ = listener
+    natscontext.save("two", url=f"{url}, {shared_server.url}")
+    with nats.connect(context="two", no_randomize=True, connect_timeout=1) as nc:
+        assert nc.connected_url is not None and str(shared_server.port) in nc.connected_url
+
+
+def test_jetstream_domain_and_api_prefix(shared_server: NatsServer) -> None:
+    # A relay answers requests on $JS.hub.API.> with the server's own answer on $JS.API.>: the
+    # context's JetStream calls succeed only if they went to the domain's subjects.
+    relayed: list[str] = []
+    with nats.connect(shared_server.url) as spy, nats.connect(shared_server.url) as upstream:
+        def relay(msg: Msg) -> None:
+            relayed.append(msg.subject)
+            msg.respond(upstream.request("$JS.API." + msg.subject[len("$JS.hub.API."):], msg.data, timeout=5).data)
+
+        spy.subscribe("$JS.hub.API.>", cb=relay)
+        spy.flush()
+        natscontext.save("hub", url=shared_server.url, jetstream_domain="hub")
+        with nats.connect(context="hub") as nc:
+            nc.jetstream(timeout=10).account_info()
+            assert relayed == ["$JS.hub.API.INFO"]
+            nc.jetstream(domain="").account_info()  # an explicit domain wins ("": none, the local API)
+            with pytest.raises(nats.JetStreamNotEnabledError, match=r"\$JS\.elsewhere\.API"):
+                nc.jetstream(domain="elsewhere").account_info()
+            assert relayed == ["$JS.hub.API.INFO"]
+        natscontext.save("hub-prefix", url=shared_server.url, jetstream_api_prefix="$JS.hub.API")
+        with nats.connect(context="hub-prefix") as nc:
+            nc.jetstream(timeout=10).account_info()
+            assert relayed == ["$JS.hub.API.INFO"] * 2
+
+
+# ---------------------------------------------------------------- clear errors, before any connection
+
+
+def test_unknown_context(listener: tuple[str, socket.socket]) -> None:
+    with pytest.raises(ContextError, match=r"unknown context 'nope'"):
+        nats.connect(context="nope")
+    with pytest.raises(ContextError, match="invalid context name"):
+        nats.connect(context="../escape")
+
+
+@pytest.mark.parametrize(("settings", "field"), [
+    ({"creds": "/nonexistent/app.creds"}, "creds"),
+    ({"nkey": "~/missing.nk"}, "nkey"),
+    ({"ca": "/nonexistent/ca.pem"}, "ca"),
+    ({"cert": "/nonexistent/client.pem"}, "key"),
+    ({"socks_proxy": "127.0.0.1:1080"}, "socks_proxy"),
+    ({"nsc": "nsc://op/acc/user"}, "nsc"),
+    ({"windows_cert_store": "windowscurrentuser"}, "windows_cert_store"),
+    ({"tls_first": "yes"}, "tls_first"),
+    ({"token": 42}, "token"),
+])
+def test_a_setting_that_cannot_be_honoured_is_named(settings: dict[str, object], field: str,
+                                                    listener: tuple[str, socket.socket]) -> None:
+    url, sock = listener
+    natscontext.save("broken", url=url, **settings)
+    with pytest.raises(ContextError) as err:
+        nats.connect(context="broken")
+    assert "'broken'" in str(err.value) and f"{field}:" in str(err.value)
+    assert_never_dialled(sock)
+
+
+def test_a_file_that_is_not_a_json_object() -> None:
+    context_file("junk").parent.mkdir(parents=True)
+    context_file("junk").write_text("[1, 2]")
+    with pytest.raises(ContextError, match=r"'junk'.*JSON object"):
+        nats.connect(context="junk")
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_global_context_and_the_selected_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with NatsServer(jetstream=False, token="cli-tok") as server, \
+            nats.connect(server.url, token="cli-tok") as watcher:
+        sub = watcher.subscribe("cli.ctx")
+        watcher.flush()
+        assert run(capsys, "context", "save", "prod", "--server", server.url, "--token", "cli-tok")[0] == 0
+        code, _, err = run(capsys, "--context", "prod", "pub", "cli.ctx", "one")
+        assert code == 0, err
+        assert sub.next_msg(timeout=5).data == b"one"
+        # Neither --server nor --context: no context selected yet, so no server.
+        with pytest.raises(SystemExit, match="no server given"):
+            main(["pub", "cli.ctx", "two"])
+        assert run(capsys, "context", "select", "prod")[0] == 0
+        code, _, err = run(capsys, "pub", "cli.ctx", "two")
+        assert code == 0, err
+        assert sub.next_msg(timeout=5).data == b"two"
+        code, _, err = run(capsys, "req", "cli.nobody", "x", "--timeout", "1")
+        assert code == 1 and "no responders" in err.lower()
+        code, _, err = run(capsys, "--context", "nope", "pub", "cli.ctx", "three")
+        assert code == 1 and "unknown context 'nope'" in err
+
+
+def test_cli_ls_show_select_save_rm(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "context", "ls")
+    assert code == 0 and "no contexts" in out
+    assert run(capsys, "context", "save", "a", "--server", "nats://127.0.0.1:4222", "--password", "hush",
+               "--user", "u", "--description", "first", "--select")[0] == 0
+    assert run(capsys, "context", "save", "b", "--description", "second")[0] == 0
+    code, out, _ = run(capsys, "context", "ls")
+    assert out.splitlines() == ["a*  first", "b   second"]
+    code, out, _ = run(capsys, "context", "show")
+    assert "NATS context a (selected)" in out and "user: u" in out and "hush" not in out
+    code, out, _ = run(capsys, "context", "show", "a", "--secrets")
+    assert "password: hush" in out
+    code, _, err = run(capsys, "context", "rm", "a")
+    assert code == 1 and "selected" in err
+    assert run(capsys, "context", "select", "b")[0] == 0
+    assert run(capsys, "context", "rm", "a")[0] == 0
+    assert natscontext.known_contexts() == ["b"]
+    assert run(capsys, "context", "rm", "b")[0] == 0
+    assert natscontext.known_contexts() == [] and natscontext.selected_context() is None
+    code, _, err = run(capsys, "context", "select", "gone")
+    assert code == 1 and "unknown context 'gone'" in err
+
+
+# The file as the nats CLI (Go, natscontext's settings struct) writes it: every field, in this order,
+# two-space indents; fields a newer nats CLI knows and we do not, too.
+GO_WRITTEN = """{
+  "description": "written by nats",
+  "url": "%(url)s",
+  "socks_proxy": "",
+  "token": "",
+  "user": "alice",
+  "password": "pw-go",
+  "creds": "",
+  "nkey": "",
+  "cert": "",
+  "key": "",
+  "ca": "",
+  "nsc": "",
+  "jetstream_domain": "",
+  "jetstream_api_prefix": "",
+  "jetstream_event_prefix": "",
+  "inbox_prefix": "_GO",
+  "user_jwt": "",
+  "color_scheme": "",
+  "tls_first": false,
+  "windows_cert_store": "",
+  "windows_cert_match_by": "",
+  "windows_cert_match": "",
+  "windows_ca_certs_match": null,
+  "a_future_field": {"kept": [1, 2]}
+}
+"""
+
+
+def test_cli_save_changes_one_field_and_keeps_the_others(capsys: pytest.CaptureFixture[str]) -> None:
+    context_file("go").parent.mkdir(parents=True)
+    context_file("go").write_text(GO_WRITTEN % {"url": "nats://127.0.0.1:4222"})
+    assert run(capsys, "context", "save", "go", "--description", "changed here")[0] == 0
+    after = json.loads(context_file("go").read_text())
+    before = json.loads(GO_WRITTEN % {"url": "nats://127.0.0.1:4222"})
+    assert after == {**before, "description": "changed here"}
+    assert list(after) == list(before)  # the nats CLI's field order, then the others
+    assert oct(context_file("go").stat().st_mode & 0o777) == "0o600"
+
+
+# ---------------------------------------------------------------- with another client: natsio (Python 3.13)
+
+NATSIO_PYTHONS = (os.environ.get("NATSIO_PYTHON", ""), "/tmp/natsio-venv/bin/python")
+
+
+def natsio_python() -> str:
+    for python in NATSIO_PYTHONS:
+        if python and os.path.exists(python):
+            probe = subprocess.run([python, "-c", "import natsio.natscontext"], capture_output=True, timeout=60)
+            if probe.returncode == 0:
+                return python
+    pytest.skip("needs Python 3.13 with natsio and natsio-natscontext: "
+                "/root/.pyenv/versions/3.13.0/bin/python -m venv /tmp/natsio-venv && "
+                "/tmp/natsio-venv/bin/pip install natsio natsio-natscontext (or set NATSIO_PYTHON)")
+
+
+# natsio loads a context (by name, or the selected one when none is given), connects with it
+# and sends one request; it prints the context's description and the reply.
+NATSIO_REQUEST = textwrap.dedent("""
+    import asyncio, sys
+    import natsio.natscontext as natscontext
+
+    async def main():
+        name = sys.argv[1] or None
+        ctx = natscontext.load(name)
+        nc = await natscontext.connect(name)
+        try:
+            reply = await nc.request("interop.ctx", b"from natsio", timeout=10)
+        finally:
+            await nc.close()
+        print(ctx.name, "|", ctx.description, "|", reply.data.decode())
+
+    asyncio.run(main())
+""")
+
+
+def natsio_request(python: str, name: str, server: NatsServer) -> tuple[str, str]:
+    """Run natsio's request through the context ``name``; returns (its output, the reply inbox seen)."""
+    replies: list[str] = []
+    got = threading.Event()
+
+    def answer(msg: Msg) -> None:
+        replies.append(msg.reply or "")
+        msg.respond(b"answered by natsjs_sync")
+        got.set()
+
+    with nats.connect(server.url, user="alice", password="pw-go") as responder:
+        responder.subscribe("interop.ctx", cb=answer)
+        responder.flush()
+        proc = subprocess.run([python, "-c", NATSIO_REQUEST, name], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert got.is_set()
+    return proc.stdout.strip(), replies[0]
+
+
+def test_a_context_saved_by_our_cli_is_used_by_natsio(capsys: pytest.CaptureFixture[str]) -> None:
+    python = natsio_python()
+    with NatsServer(jetstream=False, user="alice", password="pw-go") as server:
+        assert run(capsys, "context", "save", "ours", "--server", server.url, "--user", "alice",
+                   "--password", "pw-go", "--inbox-prefix", "_OURS", "--description", "saved by natsjs-sync",
+                   "--select")[0] == 0
+        out, inbox = natsio_request(python, "", server)  # natsio finds it through our context.txt
+    assert out == "ours | saved by natsjs-sync | answered by natsjs_sync"
+    assert inbox.startswith("_OURS.")
+
+
+def test_a_nats_cli_file_is_used_by_natsio_and_by_us_and_survives_our_save(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    python = natsio_python()
+    with NatsServer(jetstream=False, user="alice", password="pw-go") as server:
+        context_file("go").parent.mkdir(parents=True)
+        context_file("go").write_text(GO_WRITTEN % {"url": server.url})
+        out, inbox = natsio_request(python, "go", server)
+        assert out == "go | written by nats | answered by natsjs_sync" and inbox.startswith("_GO.")
+        with nats.connect(context="go") as nc, nats.connect(server.url, user="alice", password="pw-go") as other:
+            round_trip(nc)
+            assert inbox_seen(nc, other).startswith("_GO.")
+        assert run(capsys, "context", "save", "go", "--description", "saved again by natsjs-sync")[0] == 0
+        out, inbox = natsio_request(python, "go", server)
+        assert out == "go | saved again by natsjs-sync | answered by natsjs_sync" and inbox.startswith("_GO.")
