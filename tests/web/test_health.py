@@ -105,7 +105,7 @@ def test_a_server_that_stops_answering_fails_within_the_timeout(nats_server: Nat
 
 
 def test_importing_natsjs_sync_or_the_health_check_imports_no_web_framework() -> None:
-    code = ("import sys, natsjs_sync, natsjs_sync.health; "
+    code = ("import sys, natsjs_sync, natsjs_sync.health, natsjs_sync.contrib.process; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('flask', 'django', 'werkzeug')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
