@@ -159,7 +159,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
                     problems.append(f"server {url!r}: the scheme is one of {', '.join(_SCHEMES)}, not {scheme!r}")
             servers = tuple(str(s) for s in items)
 
-    options = raw.get("options") or {}
+    options = {} if raw.get("options") is None else raw["options"]
     if not isinstance(options, Mapping):
         problems.append(f"'options' is a dict of natsjs_sync.connect() keywords, not {options!r}")
         options = {}
@@ -167,7 +167,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
         if key not in _CONNECT_OPTIONS:
             problems.append(f"'options': natsjs_sync.connect() takes no keyword {key!r}")
 
-    health = raw.get("health") or {}
+    health = {} if raw.get("health") is None else raw["health"]
     if not isinstance(health, Mapping):
         problems.append(f"'health' is a dict of check_health() keywords, not {health!r}")
         health = {}
