@@ -130,3 +130,24 @@ def test_nats_worker_without_workers_or_with_a_bad_path_says_so(nats_server: Nat
     bad = subprocess.run([sys.executable, str(EXAMPLES / "django_app.py"), "nats_worker", "nowhere.worker"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "nowhere" in bad.stderr, bad.stderr
+
+
+def test_nats_worker_runs_a_service_and_stops_it_on_sigterm(nats_server: NatsServer, tmp_path: Path) -> None:
+    out = tmp_path / "worker.out"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen([sys.executable, str(EXAMPLES / "django_app.py"), "nats_worker",
+                                 "tests.web.workers.stock_service"],
+                                env=example_env(nats_server.url, tmp_path), stdout=sink, stderr=subprocess.STDOUT)
+    with nats.connect(nats_server.url) as nc:
+        try:
+            def running() -> bool:
+                assert proc.poll() is None, out.read_text()
+                return "running" in out.read_text()
+
+            assert wait_until(running, timeout=60, interval=0.1), out.read_text()
+            assert nc.request("stock.sku-1", b"", timeout=5).data == b"12"
+        finally:
+            assert stop(proc, timeout=60) == 0, out.read_text()
+        assert "drained" in out.read_text()
+        with pytest.raises(nats.NoRespondersError):
+            nc.request("stock.sku-1", b"", timeout=5)
