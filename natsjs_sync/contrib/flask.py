@@ -152,7 +152,8 @@ class NATS:
 
     def _health_view(self) -> ResponseReturnValue:
         health = self.health()
-        return jsonify(health.as_dict()), health.http_status
+        # A probe's answer is about now: no proxy may serve an old one.
+        return jsonify(health.as_dict()), health.http_status, {"Cache-Control": "no-store"}
 
 
 def _answer_error(err: Exception) -> ResponseReturnValue:

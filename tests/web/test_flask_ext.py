@@ -132,6 +132,7 @@ def test_health_endpoint_follows_the_server_away_and_back(nats_server: NatsServe
         try:
             ok = web.get("/healthz/nats")
             assert ok.status_code == 200 and ok.json["status"] == "pass", ok.json  # type: ignore[index]
+            assert ok.headers["Cache-Control"] == "no-store"
             first = ext.holder(app).current
 
             proxy.refuse_new()
