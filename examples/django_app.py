@@ -1,28 +1,33 @@
-"""A one-file Django project sharing one natsjs_sync Client across threads.
+"""A one-file Django project using the ``natsjs_sync.contrib.django`` app.
 
-Django has no app factory, so the client lives in a module-level holder that
-connects on first use (under a lock, so concurrent first requests make one
-connection) and is closed at exit. The holder outlives any outage: its client
-never stops reconnecting (``max_reconnect_attempts=-1``), and a client that
-closed anyway (closed by hand, refused by the server) is replaced by a new one
-on the next request. Meanwhile requests are answered 503/504, not 500. The same holder is what a Celery task or a
-management command would use; in a pre-fork server each worker process gets
-its own connection (a client inherited through ``fork`` reconnects on first use).
+The app holds one client per process (:func:`~natsjs_sync.contrib.django.get_client`):
+made on first use, so each pre-forked gunicorn worker and each Celery pool
+process has its own connection without any hook; reconnecting for ever;
+replaced if it closes anyway; closed at exit. Its middleware answers a NATS
+failure with 503/504 instead of a 500 page, and ``GET /healthz/nats`` serves
+the health check. The server comes from ``NATS_URL``.
+
+The same file declares a worker: ``fulfil_orders`` takes each stored order
+from the ``fulfil`` consumer, records its fulfilment in the FULFILMENTS stream
+and acknowledges it. ``python examples/django_app.py nats_worker`` runs it
+until SIGTERM, then drains (orders received are finished and acknowledged
+before the process exits). ``FULFIL_SECONDS`` simulates slow work.
 
 The routes are those of ``flask_app.py``: ``POST /orders``, ``GET /price/<sku>``,
-``GET /whoami``. Run it with::
+``GET /whoami``, ``GET /healthz/nats``. Run it with::
 
     NATS_URL=nats://127.0.0.1:4222 python examples/django_app.py runserver 127.0.0.1:8000
     NATS_URL=nats://127.0.0.1:4222 gunicorn -w 4 --chdir examples django_app:application
+    NATS_URL=nats://127.0.0.1:4222 python examples/django_app.py nats_worker
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
+import re
 import sys
-import threading
+import time
 
 import django
 from django.conf import settings
@@ -33,69 +38,58 @@ if not settings.configured:
         SECRET_KEY="example-only",
         ROOT_URLCONF=__name__,
         ALLOWED_HOSTS=["127.0.0.1", "localhost", "testserver"],
-        MIDDLEWARE=[],
-        INSTALLED_APPS=[],
+        MIDDLEWARE=["natsjs_sync.contrib.django.middleware.NatsErrorMiddleware"],
+        INSTALLED_APPS=["natsjs_sync.contrib.django"],
         DATABASES={},
+        NATS={
+            # No "servers": NATS_URL from the environment, else nats://127.0.0.1:4222.
+            "options": {"name": "django-app"},
+            "on_connect": [f"{__name__}.declare_streams"],
+            "health": {"streams": ["ORDERS"], "consumers": ["ORDERS/fulfil"], "timeout": 2.0},
+            "workers": [f"{__name__}.fulfil_orders"],
+            "drain_timeout": 30,
+        },
     )
     django.setup()
 
 from django.core.wsgi import get_wsgi_application
 from django.http import HttpRequest, JsonResponse
-from django.urls import path
+from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 import natsjs_sync as nats
-
-_lock = threading.Lock()
-_client: nats.Client | None = None
-
-
-def get_client() -> nats.Client:
-    """The process's shared client: connected on first use, made again if it closed."""
-    global _client
-    with _lock:
-        if _client is None or _client.is_closed:
-            nc = nats.connect(os.environ.get("NATS_URL", "nats://127.0.0.1:4222"), name="django-app",
-                              max_reconnect_attempts=-1)  # never give up on the servers
-            try:
-                nc.jetstream().create_or_update_stream(name="ORDERS", subjects=["orders.>"])
-            except BaseException:
-                nc.close()
-                raise
-            if _client is None:
-                atexit.register(_close_client)
-            _client = nc
-        return _client
+from natsjs_sync.contrib.django import get_client, get_jetstream
+from natsjs_sync.jetstream import ConsumeContext
 
 
-def _close_client() -> None:
-    with _lock:
-        if _client is not None:
-            _client.close()
+def declare_streams(nc: nats.Client) -> None:
+    """Run with each new client, before anything uses it."""
+    js = nc.jetstream()
+    js.create_or_update_stream(name="ORDERS", subjects=["orders.>"])
+    js.create_or_update_stream(name="FULFILMENTS", subjects=["fulfilments.>"])
+    js.create_or_update_consumer("ORDERS", durable_name="fulfil", filter_subject="orders.new",
+                                 ack_policy="explicit", ack_wait=30.0)
 
 
-def _errors(view):  # type: ignore[no-untyped-def]
-    """NATS failures as HTTP answers instead of 500 pages."""
+def fulfil_orders(nc: nats.Client) -> ConsumeContext:
+    """The worker: fulfil each order, then acknowledge it (started by ``manage.py nats_worker``)."""
+    js = nc.jetstream()
+    work = float(os.environ.get("FULFIL_SECONDS", "0"))
 
-    def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
-        try:
-            return view(request, *args, **kwargs)  # type: ignore[no-any-return]
-        except nats.NoRespondersError as err:
-            return JsonResponse({"error": f"service unavailable: {err}"}, status=503)
-        except nats.TimeoutError as err:
-            return JsonResponse({"error": f"timed out: {err}"}, status=504)
-        except nats.JetStreamError as err:
-            return JsonResponse({"error": str(err)}, status=502)
-        except nats.NatsError as err:  # no server reachable, connection lost ...
-            return JsonResponse({"error": f"NATS unavailable: {err}"}, status=503)
+    def fulfil(msg: nats.Msg) -> None:
+        order = json.loads(msg.data)
+        if work:
+            time.sleep(work)  # stands for real work
+        token = re.sub(r"[^A-Za-z0-9_-]", "_", str(order["id"]))
+        js.publish(f"fulfilments.{token}", msg.data)  # waits for the stream's ack
+        msg.ack_sync()  # acknowledged: never delivered again
 
-    return wrapped
+    return js.consumer("ORDERS", "fulfil").consume(fulfil, max_messages=20)
 
 
 @csrf_exempt
 @require_POST
-@_errors
 def place_order(request: HttpRequest) -> JsonResponse:
     try:
         order = json.loads(request.body)
@@ -103,19 +97,17 @@ def place_order(request: HttpRequest) -> JsonResponse:
         order = None
     if not isinstance(order, dict) or "id" not in order:
         return JsonResponse({"error": "an order needs an id"}, status=400)
-    ack = get_client().jetstream().publish("orders.new", request.body, msg_id=f"order-{order['id']}")
+    ack = get_jetstream().publish("orders.new", request.body, msg_id=f"order-{order['id']}")
     return JsonResponse({"stream": ack.stream, "seq": ack.seq, "duplicate": ack.duplicate}, status=201)
 
 
 @require_GET
-@_errors
 def price(request: HttpRequest, sku: str) -> JsonResponse:
     reply = get_client().request(f"pricing.{sku}", b"", timeout=2.0)
     return JsonResponse({"sku": sku, "price": reply.data.decode()})
 
 
 @require_GET
-@_errors
 def whoami(request: HttpRequest) -> JsonResponse:
     nc = get_client()
     nc.flush(timeout=2.0)
@@ -126,6 +118,7 @@ urlpatterns = [
     path("orders", place_order),
     path("price/<str:sku>", price),
     path("whoami", whoami),
+    path("healthz/nats", include("natsjs_sync.contrib.django.urls")),
 ]
 
 application = get_wsgi_application()

@@ -1,0 +1,153 @@
+"""The Django app natsjs_sync.contrib.django: system checks, the health view, and the nats_worker
+command draining on SIGTERM (run on the example project, examples/django_app.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.testing import NatsServer
+
+from ..conftest import wait_until
+from ._kit import EXAMPLES, example_env, load_example, stop
+
+N_ORDERS = 200
+
+
+@pytest.fixture
+def project(nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """The example project, configured (settings, URLs) and pointed at the test's server."""
+    monkeypatch.setenv("NATS_URL", nats_server.url)
+    module = load_example("django_app")
+    from natsjs_sync.contrib.django import close_client
+
+    yield module
+    close_client()
+
+
+def test_system_checks_report_each_bad_setting(project: ModuleType) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+    from django.test import override_settings
+
+    from natsjs_sync.contrib.django.checks import check_settings
+
+    assert check_settings() == []  # the example's settings are right
+    bad = {"servers": ["nats://127.0.0.1:4222", "http://127.0.0.1:8222"], "options": {"nmae": "x"},
+           "workers": ["example_django_app.no_such_worker"], "drain_timeout": 0, "helth": {}}
+    with override_settings(NATS=bad):
+        errors = check_settings()
+        assert [e.id for e in errors] == ["natsjs_sync.E001"] * 5, errors
+        text = "\n".join(e.msg for e in errors)
+        for word in ("'http'", "'nmae'", "no_such_worker", "drain_timeout", "'helth'"):
+            assert word in text
+        with pytest.raises(SystemCheckError, match=r"natsjs_sync\.E001"):
+            call_command("check")
+
+
+def test_health_view_and_get_client_follow_the_settings(project: ModuleType) -> None:
+    from django.test import Client as WebClient
+    from django.test import override_settings
+
+    from natsjs_sync.contrib.django import get_client, get_holder
+
+    web = WebClient()
+    assert get_holder().current is None  # nothing connects before it is asked to
+    answer = web.get("/healthz/nats")
+    assert answer.status_code == 200 and answer.json()["status"] == "pass"
+    assert set(answer.json()["checks"]) == {"connection", "jetstream", "stream:ORDERS", "consumer:ORDERS/fulfil"}
+    nc = get_client()
+    assert get_client() is nc and nc.is_connected
+    nc.close()
+    assert get_client() is not nc  # a closed client is replaced
+
+    with override_settings(NATS={"health": {"streams": ["MISSING"], "jetstream": False}}):
+        answer = web.get("/healthz/nats")
+        assert answer.status_code == 503, answer.json()
+        assert answer.json()["checks"]["stream:MISSING"]["status"] == "fail"
+        assert "Cache-Control" in answer  # never cached by a proxy
+
+
+def _fulfilled(nc: nats.Client) -> dict[str, int]:
+    info = nc.jetstream().stream("FULFILMENTS").info(subjects_filter="fulfilments.>")
+    return dict(info.state.subjects or {})
+
+
+def test_nats_worker_drains_on_sigterm_mid_batch(nats_server: NatsServer, tmp_path: Path) -> None:
+    env = example_env(nats_server.url, tmp_path, FULFIL_SECONDS="0.05")
+    command = [sys.executable, str(EXAMPLES / "django_app.py"), "nats_worker"]
+
+    def start(n: int) -> tuple[subprocess.Popen[bytes], Path]:
+        out = tmp_path / f"worker{n}.out"
+        with open(out, "wb") as sink:
+            proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
+
+        def running() -> bool:
+            assert proc.poll() is None, out.read_text()
+            return "running" in out.read_text()
+
+        assert wait_until(running, timeout=60, interval=0.1), out.read_text()
+        return proc, out
+
+    with nats.connect(nats_server.url) as nc:
+        first, out = start(1)  # it declares the streams and the consumer
+        js = nc.jetstream()
+        seq_of = {js.publish("orders.new", json.dumps({"id": i}).encode(), msg_id=f"order-{i}").seq: i
+                  for i in range(N_ORDERS)}
+
+        assert wait_until(lambda: sum(_fulfilled(nc).values()) >= 20, timeout=60, interval=0.05)
+        assert stop(first, timeout=60) == 0, out.read_text()  # SIGTERM mid-batch: a clean exit
+        assert "drained" in out.read_text()
+        after_first = js.consumer("ORDERS", "fulfil").info()
+        acked = {seq_of[s] for s in seq_of if s <= after_first.ack_floor.stream_seq}
+        assert 20 <= len(acked) < N_ORDERS, after_first
+        assert after_first.num_ack_pending == 0  # what it had received, it finished and acknowledged
+
+        second, out = start(2)
+        try:
+            def all_done() -> bool:
+                info = js.consumer("ORDERS", "fulfil").info()
+                return info.num_pending == 0 and info.num_ack_pending == 0
+            assert wait_until(all_done, timeout=120, interval=0.1)
+        finally:
+            assert stop(second, timeout=60) == 0, out.read_text()
+
+        done = _fulfilled(nc)
+        assert set(done) == {f"fulfilments.{i}" for i in range(N_ORDERS)}  # nothing acknowledged was lost
+        twice = {i for i in acked if done[f"fulfilments.{i}"] != 1}
+        assert not twice, twice  # nothing acknowledged was processed again
+
+
+def test_nats_worker_without_workers_or_with_a_bad_path_says_so(nats_server: NatsServer, tmp_path: Path) -> None:
+    env = example_env(nats_server.url, tmp_path)
+    bad = subprocess.run([sys.executable, str(EXAMPLES / "django_app.py"), "nats_worker", "nowhere.worker"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "nowhere" in bad.stderr, bad.stderr
+
+
+def test_nats_worker_runs_a_service_and_stops_it_on_sigterm(nats_server: NatsServer, tmp_path: Path) -> None:
+    out = tmp_path / "worker.out"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen([sys.executable, str(EXAMPLES / "django_app.py"), "nats_worker",
+                                 "tests.web.workers.stock_service"],
+                                env=example_env(nats_server.url, tmp_path), stdout=sink, stderr=subprocess.STDOUT)
+    with nats.connect(nats_server.url) as nc:
+        try:
+            def running() -> bool:
+                assert proc.poll() is None, out.read_text()
+                return "running" in out.read_text()
+
+            assert wait_until(running, timeout=60, interval=0.1), out.read_text()
+            assert nc.request("stock.sku-1", b"", timeout=5).data == b"12"
+        finally:
+            assert stop(proc, timeout=60) == 0, out.read_text()
+        assert "drained" in out.read_text()
+        with pytest.raises(nats.NoRespondersError):
+            nc.request("stock.sku-1", b"", timeout=5)

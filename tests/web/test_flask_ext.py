@@ -1,0 +1,157 @@
+"""The Flask extension: settings from app.config, one lazily made client per process, health, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask
+
+import natsjs_sync as nats
+from natsjs_sync.contrib.flask import NATS
+from natsjs_sync.contrib.process import ProcessClient, SettingsError
+from natsjs_sync.testing import FaultProxy, NatsServer, free_port
+
+from ..conftest import wait_until
+
+
+def _app(url: str, **config: Any) -> tuple[Flask, NATS]:
+    app = Flask("shop")
+    app.config.update(NATS_SERVERS=url, **config)
+    ext = NATS(app)
+
+    @app.get("/ping")
+    def ping() -> Any:
+        reply = ext.client.request("svc.ping", b"", timeout=2.0)
+        return {"client_id": ext.client.client_id, "reply": reply.data.decode()}
+
+    return app, ext
+
+
+@pytest.fixture
+def responder(nats_server: NatsServer) -> Iterator[None]:
+    nc = nats.connect(nats_server.url)
+    nc.subscribe("svc.ping", cb=lambda msg: msg.respond(b"pong"))
+    nc.flush()
+    yield
+    nc.close()
+
+
+def test_the_client_is_made_by_the_first_request_not_by_init_app(nats_server: NatsServer, responder: None) -> None:
+    app, _ = _app(nats_server.url)
+    holder: ProcessClient = app.extensions["nats"]
+    try:
+        assert holder.current is None  # a pre-fork master makes none
+        web = app.test_client()
+        first = web.get("/ping")
+        assert first.status_code == 200 and first.json is not None and first.json["reply"] == "pong"
+        nc = holder.current
+        assert nc is not None and nc.is_connected
+        assert [web.get("/ping").json["client_id"] for _ in range(3)] == [nc.client_id] * 3  # type: ignore[index]
+
+        nc.close()  # as if it had given up: the next request makes a new one
+        assert web.get("/ping").status_code == 200
+        assert holder.current is not None and holder.current is not nc and holder.current.is_connected
+    finally:
+        holder.close()
+
+
+def test_bad_settings_stop_the_app_at_init_app_naming_each_mistake() -> None:
+    app = Flask("shop")
+    app.config.update(NATS_SERVERS="http://127.0.0.1:4222", NATS_OPTIONS={"max_reconect_attempts": -1},
+                      NATS_HEALTH={"stream": ["ORDERS"]}, NATS_ON_CONNECT=["shop.missing.declare"])
+    with pytest.raises(SettingsError) as info:
+        NATS(app)
+    problems = "\n".join(info.value.problems)
+    assert len(info.value.problems) == 4, problems
+    for word in ("'http'", "max_reconect_attempts", "'stream'", "shop.missing.declare"):
+        assert word in problems
+    app.config.update(NATS_SERVERS=None, NATS_OPTIONS=None, NATS_HEALTH=None, NATS_ON_CONNECT=None,
+                      NATS_HEALTH_URL="healthz")
+    with pytest.raises(SettingsError, match="NATS_HEALTH_URL"):
+        NATS(app)
+
+
+def test_errors_escaping_a_view_are_answered_503_or_504(nats_server: NatsServer) -> None:
+    app, _ = _app(nats_server.url)
+    try:
+        reply = app.test_client().get("/ping")  # nobody serves svc.ping
+        assert reply.status_code == 503 and reply.json == {"error": "service unavailable: no responders on 'svc.ping'"}
+    finally:
+        app.extensions["nats"].close()
+
+    app, _ = _app(nats_server.url, NATS_ERROR_HANDLERS=False)
+    app.testing = False
+    try:
+        assert app.test_client().get("/ping").status_code == 500
+    finally:
+        app.extensions["nats"].close()
+
+
+def test_on_connect_runs_for_each_new_client_and_a_failure_is_an_answer(nats_server: NatsServer) -> None:
+    made: list[nats.Client] = []
+    ext = NATS()
+
+    @ext.on_connect
+    def declare(nc: nats.Client) -> None:
+        made.append(nc)
+        nc.jetstream().create_or_update_stream(name="EVENTS", subjects=["events.>"])
+
+    app = Flask("events")
+    app.config["NATS_SERVERS"] = nats_server.url
+    ext.init_app(app)
+
+    @app.post("/events")
+    def post_event() -> Any:
+        return {"seq": ext.jetstream().publish("events.x", b"1").seq}, 201
+
+    web = app.test_client()
+    try:
+        assert web.post("/events").status_code == 201 and len(made) == 1
+        made[0].close()
+        assert web.post("/events").json == {"seq": 2} and len(made) == 2
+
+        ext.holder(app).close()
+
+        @ext.on_connect
+        def refuse(nc: nats.Client) -> None:
+            raise nats.NoServersError("declaring failed")
+
+        answer = web.post("/events")
+        assert answer.status_code == 503 and "declaring failed" in answer.json["error"]  # type: ignore[index]
+        assert made[-1].is_closed  # the half-set-up client was closed, not handed out
+    finally:
+        ext.holder(app).close()
+
+
+def test_health_endpoint_follows_the_server_away_and_back(nats_server: NatsServer) -> None:
+    with FaultProxy(nats_server.url) as proxy:
+        app, ext = _app(proxy.url, NATS_HEALTH={"timeout": 1.0})
+        web = app.test_client()
+        try:
+            ok = web.get("/healthz/nats")
+            assert ok.status_code == 200 and ok.json["status"] == "pass", ok.json  # type: ignore[index]
+            assert ok.headers["Cache-Control"] == "no-store"
+            first = ext.holder(app).current
+
+            proxy.refuse_new()
+            proxy.cut()
+            down = web.get("/healthz/nats")
+            assert down.status_code == 503 and down.json["status"] == "fail", down.json  # type: ignore[index]
+
+            proxy.heal()
+            assert wait_until(lambda: web.get("/healthz/nats").status_code == 200, timeout=60, interval=0.2)
+            assert ext.holder(app).current is first  # the same client reconnected
+        finally:
+            ext.holder(app).close()
+
+
+def test_no_server_fails_fast_and_is_tried_again_after_retry_wait() -> None:
+    holder = ProcessClient(f"nats://127.0.0.1:{free_port()}", retry_wait=60.0)
+    with pytest.raises(nats.NoServersError):
+        holder()
+    with pytest.raises(nats.NoServersError, match=r"tried .* s ago"):  # no second connect attempt
+        holder()
+    health = holder.health()
+    assert health.status == "fail" and "tried" in health.checks["connection"]["error"]

@@ -1,0 +1,84 @@
+"""ProcessClient: one client per process, kept across a fork by the child as its own connection."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from typing import Any
+
+import pytest
+
+from natsjs_sync.contrib import process
+from natsjs_sync.contrib.process import ProcessClient, SettingsError, import_callable, parse_settings
+from natsjs_sync.testing import NatsServer
+
+
+def test_a_forked_child_uses_its_own_connection_without_any_hook(nats_server: NatsServer) -> None:
+    """The Celery/multiprocessing case: the parent made the client before the pool forked."""
+    holder = ProcessClient(nats_server.url)
+    parent = holder()
+    sub = parent.subscribe("from.child")
+    parent.flush()
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() of a process with threads
+        pid = os.fork()
+    if pid == 0:  # the child: no pytest from here on, only os._exit
+        code = 1
+        try:
+            nc = holder()
+            nc.flush(timeout=10)  # connects: until then client_id is still the parent's
+            nc.publish("from.child", str(nc.client_id).encode())
+            nc.flush(timeout=10)
+            os.write(write, b"ok")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    try:
+        msg = sub.next_msg(timeout=30)
+        child_cid = int(msg.data)
+        assert child_cid != parent.client_id  # the child's own connection, not the parent's
+        assert os.read(read, 2) == b"ok"
+        for _ in range(300):  # bounded: 30 s
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.1)  # another process's exit offers nothing to wait on
+        else:
+            os.kill(pid, 9)
+            pytest.fail("the forked child did not exit")
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert holder() is parent and parent.is_connected  # the parent's connection is untouched
+        parent.flush(timeout=5)
+    finally:
+        os.close(read)
+        holder.close()
+
+
+def test_the_client_is_closed_at_exit_once_registered(nats_server: NatsServer,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    registered: list[Any] = []
+    monkeypatch.setattr(process.atexit, "register", registered.append)
+    holder = ProcessClient(nats_server.url)
+    first = holder()
+    first.close()
+    second = holder()  # replaced, and still one exit hook
+    assert registered == [holder.close]
+    registered[0]()
+    assert second.is_closed and holder.current is None
+
+
+def test_settings_and_dotted_paths() -> None:
+    s = parse_settings({"servers": "nats://a:4222, tls://b:4222", "options": {"name": "x"},
+                        "on_connect": "natsjs_sync.health.check_health"})
+    assert s.servers == ("nats://a:4222", "tls://b:4222") and s.options == {"name": "x"}
+    assert s.on_connect == ("natsjs_sync.health.check_health",)
+    assert parse_settings(None).servers is None
+    assert import_callable("natsjs_sync.health:check_health") is import_callable("natsjs_sync.health.check_health")
+    with pytest.raises(TypeError):
+        import_callable("natsjs_sync.health.DEFAULT_TIMEOUT")
+    with pytest.raises(SettingsError) as info:
+        parse_settings({"servers": [], "workers": [42], "health": []})  # type: ignore[list-item]
+    assert len(info.value.problems) == 3, info.value.problems
