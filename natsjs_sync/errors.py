@@ -43,6 +43,7 @@
         ├── NoMessagesError, NoStreamResponseError
         ├── ConsumerDeletedError, MsgAlreadyAckdError, NotJSMessageError, NoHeartbeatError
         ├── BatchPublishError         an atomic batch was refused or left incomplete
+        │   └── BatchWrongLastSequenceError  also a WrongLastSequenceError
         └── ObjectStoreError: ObjectNotFoundError, ObjectDeletedError, DigestMismatchError, ...
 
 The names nats-py uses are all here (and in :mod:`natsjs_sync.js.errors`), with
@@ -421,6 +422,12 @@ class TooManyStalledMsgsError(JetStreamTimeoutError):
 
 class BatchPublishError(JetStreamError):
     """An atomic batch publish was refused, abandoned or left incomplete: nothing of it was stored."""
+
+
+class BatchWrongLastSequenceError(BatchPublishError, WrongLastSequenceError):
+    """A batch's expectation failed (``expected_last_seq`` ...): the stream abandoned the
+    batch, so it is a :class:`BatchPublishError` as the batch docs promise, and a
+    :class:`WrongLastSequenceError` as the same check of a single publish is."""
 
 
 class ConsumerInvalidResetError(BadRequestError):
