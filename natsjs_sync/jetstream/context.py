@@ -493,6 +493,8 @@ class JetStream(NatsPyNames):
             FeatureNotSupportedError: the server is older than 2.14.
             ConsumerInvalidResetError: ``seq`` does not fit the consumer's deliver policy.
             ConsumerNotFoundError: no such consumer.
+            StreamNotFoundError: no such stream.
+            TimeoutError: no answer within ``timeout`` (one deadline for the lookup and the reset).
         """
         check_name(stream, "stream")
         check_name(name, "consumer")
@@ -500,7 +502,14 @@ class JetStream(NatsPyNames):
             raise ValueError(f"seq must be a stream sequence >= 1, got {seq!r}")
         level = self._require("consumer_reset")
         body = {"seq": seq} if seq is not None else {}
-        return from_wire(self._api.request(f"CONSUMER.RESET.{stream}.{name}", body, timeout, level),
+        deadline = self._api.deadline(timeout)
+        # The server leaves a reset of a consumer (or stream) that does not exist
+        # unanswered: look it up first, so that is ConsumerNotFoundError (or
+        # StreamNotFoundError) at once instead of a TimeoutError after ``timeout``.
+        # One round trip more, within the same deadline; only a consumer deleted
+        # between the two requests still ends in the timeout.
+        self._consumer_info(stream, name, deadline)
+        return from_wire(self._api.request(f"CONSUMER.RESET.{stream}.{name}", body, deadline, level),
                          ConsumerResetResponse)
 
     def ordered_consumer(self, stream: str, **kwargs: Any) -> OrderedConsumer:
