@@ -15,6 +15,7 @@
     │   └── OutboundBufferLimitError  reconnecting, and the reconnect buffer is full
     ├── TimeoutError                  also a builtin (and asyncio's) TimeoutError
     │   ├── FlushTimeoutError, DrainTimeoutError
+    │   ├── PubAckTimeoutError        also concurrent.futures' TimeoutError
     ├── NoRespondersError             a request found nobody subscribed (status 503)
     ├── BadSubjectError               also a ValueError
     ├── BadHeaderError                also a ValueError
@@ -418,6 +419,29 @@ class JetStreamTimeoutError(JetStreamError, TimeoutError):
 
 class TooManyStalledMsgsError(JetStreamTimeoutError):
     """``publish_async`` waited its stall time for room among the pending acks."""
+
+
+if sys.version_info < (3, 11):
+    import concurrent.futures
+
+    class PubAckTimeoutError(TimeoutError, concurrent.futures.TimeoutError):
+        """No PubAck in time: an async publish's ack timeout passed, or a wait on
+        its future (``result(timeout)``, ``exception(timeout)``) ended first.
+
+        Also :class:`concurrent.futures.TimeoutError`, which before Python 3.11
+        is not the builtin one, so an ``except`` written for plain futures still
+        catches it.
+        """
+
+else:
+
+    class PubAckTimeoutError(TimeoutError):
+        """No PubAck in time: an async publish's ack timeout passed, or a wait on
+        its future (``result(timeout)``, ``exception(timeout)``) ended first.
+
+        (:class:`concurrent.futures.TimeoutError` is the builtin one since
+        Python 3.11, so an ``except`` written for plain futures catches it too.)
+        """
 
 
 class BatchPublishError(JetStreamError):
