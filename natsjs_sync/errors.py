@@ -43,6 +43,7 @@
         ├── InvalidResponseError      a reply this client cannot decode
         ├── NoMessagesError, NoStreamResponseError
         ├── ConsumerDeletedError, MsgAlreadyAckdError, NotJSMessageError, NoHeartbeatError
+        ├── JetStreamPublisherClosedError  the context was released before the PubAck came
         ├── BatchPublishError         an atomic batch was refused or left incomplete
         │   └── BatchWrongLastSequenceError  also a WrongLastSequenceError
         └── ObjectStoreError: ObjectNotFoundError, ObjectDeletedError, DigestMismatchError, ...
@@ -442,6 +443,13 @@ else:
         (:class:`concurrent.futures.TimeoutError` is the builtin one since
         Python 3.11, so an ``except`` written for plain futures catches it too.)
         """
+
+
+class JetStreamPublisherClosedError(JetStreamError):
+    """The JetStream context's publishing side was released (``js.cleanup_publisher()``,
+    or leaving ``with nc.jetstream() as js:``) before this async publish got its
+    PubAck (nats.go's ``ErrJetStreamPublisherClosed``). Whether the stream stored
+    the message is unknown."""
 
 
 class BatchPublishError(JetStreamError):

@@ -845,6 +845,32 @@ class JetStream(NatsPyNames):
         if self._window is not None:
             self._window.wait_complete(deadline)
 
+    def cleanup_publisher(self) -> None:
+        """Release this context's async publishing (nats.go's ``CleanupPublisher``).
+
+        Publishes still awaiting their PubAck fail at once with
+        :class:`~natsjs_sync.errors.JetStreamPublisherClosedError` (and reach
+        ``publish_async_error_cb``); a ``publish_async`` stalled for room raises
+        it. The client forgets this context's publishes, and once no context
+        publishes asynchronously any more, it unsubscribes its ack inbox. Call
+        :meth:`publish_async_complete` first to wait for the acks instead.
+
+        The context stays usable: a later ``publish_async`` starts afresh. For
+        a context per unit of work, ``with nc.jetstream() as js:`` calls this
+        when the block ends, so a long-lived process keeps nothing of it.
+        Idempotent; thread-safe.
+        """
+        window, self._window = self._window, None
+        if window is not None:
+            window.mux.release(window)
+
+    def __enter__(self) -> JetStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Release the context's async publishing (:meth:`cleanup_publisher`)."""
+        self.cleanup_publisher()
+
     @property
     def publish_async_pending(self) -> PendingCount:
         """Async publishes of this context not yet settled: an int, also callable

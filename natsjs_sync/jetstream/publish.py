@@ -13,7 +13,9 @@ complete" wakes. Done-callbacks (user code) run on the client's dispatcher;
 ack timeouts are expired by the client's timer at the next deadline. Each
 context has its own :class:`PublishWindow`: at most ``max_pending`` of its
 publishes are in flight, the next one blocks (up to ``stall_wait``) until acks
-free room. A context owns no thread and no subscription, so contexts are cheap.
+free room. A context owns no thread and no subscription, so contexts are cheap;
+releasing one (:meth:`AckMux.release`) fails what it has pending, and the mux
+unsubscribes its inbox once no context is left publishing.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ..errors import (
     ConnectionClosedError,
     InvalidResponseError,
     JetStreamError,
+    JetStreamPublisherClosedError,
     NatsError,
     NoRespondersError,
     NoStreamResponseError,
@@ -596,6 +599,7 @@ class PublishWindow:
         self.room = threading.Condition(mux.lock)
         self.empty = threading.Condition(mux.lock)
         self.stalled = 0
+        self.released = False  #: its context let it go: it takes no more publishes
 
     def publish(self, subject: str, payload: bytes, headers: HeadersInput | None,
                 stall_wait: float | None = None) -> Future[PubAck]:
@@ -642,8 +646,41 @@ class AckMux:
     def window(self, max_pending: int, stall_wait: float, ack_timeout: float, retry_attempts: int = 2,
                retry_wait: float = 0.25) -> PublishWindow:
         w = PublishWindow(self, max_pending, stall_wait, ack_timeout, retry_attempts, retry_wait)
-        self._windows.add(w)
+        with self.lock:  # release() decides under it whether any window is left
+            self._windows.add(w)
         return w
+
+    def release(self, window: PublishWindow) -> None:
+        """Let ``window`` go (its JetStream context released its publisher): its
+        pending futures fail with JetStreamPublisherClosedError, a publish
+        stalled on it raises that, and the mux forgets it. When no window is
+        left, the ack inbox is unsubscribed too (the next publish makes a new one).
+        Idempotent.
+        """
+        closed = JetStreamPublisherClosedError(
+            "the JetStream context's publisher was released before the PubAck arrived")
+        route: Handle | None = None
+        with self.lock:
+            if window.released:
+                return
+            window.released = True
+            for token, fut in window.pending.items():
+                self._owner.pop(token, None)
+                _settle(fut, None, closed)
+            window.pending.clear()
+            window.room.notify_all()  # a stalled publisher raises
+            window.empty.notify_all()  # publish_async_complete() returns
+            self._windows.discard(window)
+            if not self._windows:
+                route, self._route = self._route, None
+            if not self._owner and self._expiry is not None:
+                self._expiry.cancel()
+                self._expiry = None
+        if route is not None:
+            try:
+                route.cancel()
+            except NatsError:
+                pass  # the connection is closed: its subscriptions are gone already
 
     def _start(self) -> None:
         prefix = self._core.new_inbox() + "."
@@ -662,6 +699,8 @@ class AckMux:
         token = str(next(self._tokens))
         fut = self._future(self.futures_cond, subject, self._lane)
         with self.lock:
+            if window.released:
+                raise JetStreamPublisherClosedError("this JetStream context's publisher was released")
             if self._route is None:
                 self._start()
             if len(window.pending) >= window.max_pending:
@@ -693,7 +732,7 @@ class AckMux:
         window.stalled += 1
         try:
             deadline = Deadline(stall_wait)
-            while len(window.pending) > window.low_water and not self._closed:
+            while len(window.pending) > window.low_water and not self._closed and not window.released:
                 remaining = deadline.remaining()
                 if remaining is not None and remaining <= 0:
                     raise TooManyStalledMsgsError(
@@ -703,6 +742,8 @@ class AckMux:
             window.stalled -= 1
         if self._closed:
             raise ConnectionClosedError("the connection is closed")
+        if window.released:
+            raise JetStreamPublisherClosedError("this JetStream context's publisher was released")
 
     def _pop(self, token: str) -> _PubFuture | None:
         """Lock held: take ``token`` out of its window, waking a stalled publisher."""
