@@ -425,13 +425,13 @@ class TooManyStalledMsgsError(JetStreamTimeoutError):
 if sys.version_info < (3, 11):
     import concurrent.futures
 
-    class PubAckTimeoutError(TimeoutError, concurrent.futures.TimeoutError):
+    class PubAckTimeoutError(TimeoutError, concurrent.futures.TimeoutError, builtins.TimeoutError):
         """No PubAck in time: an async publish's ack timeout passed, or a wait on
         its future (``result(timeout)``, ``exception(timeout)``) ended first.
 
-        Also :class:`concurrent.futures.TimeoutError`, which before Python 3.11
-        is not the builtin one, so an ``except`` written for plain futures still
-        catches it.
+        Also :class:`concurrent.futures.TimeoutError` and the builtin
+        :class:`TimeoutError`, which before Python 3.11 are two other classes,
+        so an ``except`` written for plain futures still catches it.
         """
 
 else:
