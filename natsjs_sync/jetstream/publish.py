@@ -471,9 +471,9 @@ _FUTURE_FIELDS = frozenset({"_condition", "_state", "_result", "_exception", "_w
 def _future_states() -> tuple[Any, Any]:
     """The states a new Future starts in and set_result() leaves it in (None, None: not plain fields)."""
     fresh: Future[None] = Future()
-    pending = vars(fresh).get("_state")
+    pending = getattr(fresh, "__dict__", {}).get("_state")  # no __dict__ (slots): not the layout
     fresh.set_result(None)
-    return pending, vars(fresh).get("_state")
+    return pending, getattr(fresh, "__dict__", {}).get("_state")
 
 
 _PENDING, _FINISHED = _future_states()

@@ -145,7 +145,13 @@ def test_a_future_laid_out_otherwise_selects_the_plain_future() -> None:
             super().__init__()
             self._loop_hint = None
 
+    class Slotted:
+        """A Future whose fields are slots: no instance dict at all."""
+
+        __slots__ = ("_condition", "_done_callbacks", "_exception", "_result", "_state", "_waiters")
+
     assert not publish.shared_condition_fits(Changed)
+    assert not publish.shared_condition_fits(Slotted)
     assert publish.shared_condition_fits() == (publish.PUB_FUTURE is publish._SharedConditionFuture
                                               or os.environ.get("NATSJS_SYNC_PUBLIC_FUTURES", "") not in ("", "0"))
 
