@@ -505,7 +505,12 @@ class _SharedConditionFuture(_PubFuture):
         self._exception = None
         self._waiters: list[Any] = []
         self._done_callbacks: list[Any] = []
-        self._init_publish(subject, lane)
+        # _init_publish(), inline: one call frame less per pipelined publish.
+        self._subject = subject
+        self._deadline = 0.0
+        self._lane = lane
+        self._retry = None
+        self._retries = 0
 
     def _wait_done(self, timeout: float | None) -> bool:
         deadline = Deadline(timeout)
