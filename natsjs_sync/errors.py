@@ -63,7 +63,12 @@ import builtins
 import sys
 
 if sys.version_info < (3, 11):  # asyncio's TimeoutError became the builtin one in 3.11
-    from asyncio.exceptions import TimeoutError as _AsyncioTimeoutError
+    from asyncio.exceptions import TimeoutError as _AsyncioOnlyTimeoutError
+
+    class _AsyncioTimeoutError(_AsyncioOnlyTimeoutError, builtins.TimeoutError):
+        """Before 3.11 asyncio's TimeoutError and the builtin one are two classes:
+        natsjs_sync's TimeoutError is both, as it is on later versions."""
+
 else:
     _AsyncioTimeoutError = builtins.TimeoutError
 
