@@ -15,6 +15,7 @@
     │   └── OutboundBufferLimitError  reconnecting, and the reconnect buffer is full
     ├── TimeoutError                  also a builtin (and asyncio's) TimeoutError
     │   ├── FlushTimeoutError, DrainTimeoutError
+    │   ├── PubAckTimeoutError        also concurrent.futures' TimeoutError
     ├── NoRespondersError             a request found nobody subscribed (status 503)
     ├── BadSubjectError               also a ValueError
     ├── BadHeaderError                also a ValueError
@@ -42,7 +43,9 @@
         ├── InvalidResponseError      a reply this client cannot decode
         ├── NoMessagesError, NoStreamResponseError
         ├── ConsumerDeletedError, MsgAlreadyAckdError, NotJSMessageError, NoHeartbeatError
+        ├── JetStreamPublisherClosedError  the context was released before the PubAck came
         ├── BatchPublishError         an atomic batch was refused or left incomplete
+        │   └── BatchWrongLastSequenceError  also a WrongLastSequenceError
         └── ObjectStoreError: ObjectNotFoundError, ObjectDeletedError, DigestMismatchError, ...
 
 The names nats-py uses are all here (and in :mod:`natsjs_sync.js.errors`), with
@@ -60,7 +63,12 @@ import builtins
 import sys
 
 if sys.version_info < (3, 11):  # asyncio's TimeoutError became the builtin one in 3.11
-    from asyncio.exceptions import TimeoutError as _AsyncioTimeoutError
+    from asyncio.exceptions import TimeoutError as _AsyncioOnlyTimeoutError
+
+    class _AsyncioTimeoutError(_AsyncioOnlyTimeoutError, builtins.TimeoutError):
+        """Before 3.11 asyncio's TimeoutError and the builtin one are two classes:
+        natsjs_sync's TimeoutError is both, as it is on later versions."""
+
 else:
     _AsyncioTimeoutError = builtins.TimeoutError
 
@@ -419,8 +427,44 @@ class TooManyStalledMsgsError(JetStreamTimeoutError):
     """``publish_async`` waited its stall time for room among the pending acks."""
 
 
+if sys.version_info < (3, 11):
+    import concurrent.futures
+
+    class PubAckTimeoutError(TimeoutError, concurrent.futures.TimeoutError, builtins.TimeoutError):
+        """No PubAck in time: an async publish's ack timeout passed, or a wait on
+        its future (``result(timeout)``, ``exception(timeout)``) ended first.
+
+        Also :class:`concurrent.futures.TimeoutError` and the builtin
+        :class:`TimeoutError`, which before Python 3.11 are two other classes,
+        so an ``except`` written for plain futures still catches it.
+        """
+
+else:
+
+    class PubAckTimeoutError(TimeoutError):
+        """No PubAck in time: an async publish's ack timeout passed, or a wait on
+        its future (``result(timeout)``, ``exception(timeout)``) ended first.
+
+        (:class:`concurrent.futures.TimeoutError` is the builtin one since
+        Python 3.11, so an ``except`` written for plain futures catches it too.)
+        """
+
+
+class JetStreamPublisherClosedError(JetStreamError):
+    """The JetStream context's publishing side was released (``js.cleanup_publisher()``,
+    or leaving ``with nc.jetstream() as js:``) before this async publish got its
+    PubAck (nats.go's ``ErrJetStreamPublisherClosed``). Whether the stream stored
+    the message is unknown."""
+
+
 class BatchPublishError(JetStreamError):
     """An atomic batch publish was refused, abandoned or left incomplete: nothing of it was stored."""
+
+
+class BatchWrongLastSequenceError(BatchPublishError, WrongLastSequenceError):
+    """A batch's expectation failed (``expected_last_seq`` ...): the stream abandoned the
+    batch, so it is a :class:`BatchPublishError` as the batch docs promise, and a
+    :class:`WrongLastSequenceError` as the same check of a single publish is."""
 
 
 class ConsumerInvalidResetError(BadRequestError):

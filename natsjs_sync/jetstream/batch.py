@@ -18,7 +18,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._timeout import USE_DEFAULT, TimeoutArg
-from ..errors import BatchPublishError, NoRespondersError, NoStreamResponseError
+from ..errors import (
+    BatchPublishError,
+    BatchWrongLastSequenceError,
+    JetStreamError,
+    NoRespondersError,
+    NoStreamResponseError,
+    WrongLastSequenceError,
+)
 from ..protocol.headers import Headers, HeadersInput
 from ..protocol.nuid import next_nuid
 from .publish import PubAck, copy_headers, parse_pub_ack, publish_headers
@@ -47,6 +54,41 @@ def batch_id_or_new(batch_id: str | None, forbidden: str = " \t\r\n") -> str:
         raise ValueError(f"batch_id must be 1 to {_MAX_ID_LENGTH} characters without whitespace"
                          f"{' or ' + shown if shown else ''}, got {batch_id!r}")
     return batch_id
+
+
+def as_batch_error(exc: JetStreamError, prefix: str = "") -> BatchPublishError:
+    """The batch error for a server's refusal of a batch (atomic or fast).
+
+    A failed expectation stays a :class:`~natsjs_sync.errors.WrongLastSequenceError`
+    too (:class:`~natsjs_sync.errors.BatchWrongLastSequenceError`), so a batch
+    fails with the class its docs promise and the one a single publish's check
+    raises; the server's ``code`` and ``err_code`` stay on it.
+
+    Args:
+        exc: the error the server's answer mapped to.
+        prefix: what to put before the server's text (which batch).
+
+    Returns:
+        ``exc`` itself when it is a batch error already, else a new one (raise it ``from exc``).
+    """
+    if isinstance(exc, BatchPublishError):
+        return exc
+    cls = BatchWrongLastSequenceError if isinstance(exc, WrongLastSequenceError) else BatchPublishError
+    return cls(f"{prefix}{exc.description or exc}", code=exc.code, err_code=exc.err_code)
+
+
+def parse_batch_ack(msg: Any, subject: str, batch_id: str) -> PubAck:
+    """:func:`parse_pub_ack` for an answer to a batch message: a failed expectation
+    raises :class:`~natsjs_sync.errors.BatchWrongLastSequenceError`.
+
+    Raises:
+        BatchWrongLastSequenceError: an expectation of the batch failed (nothing stored).
+        JetStreamError: any other refusal, as :func:`parse_pub_ack` maps it.
+    """
+    try:
+        return parse_pub_ack(msg, subject)
+    except WrongLastSequenceError as exc:
+        raise as_batch_error(exc, f"batch {batch_id!r}: ") from exc
 
 
 class BatchPublisher:
@@ -122,7 +164,7 @@ class BatchPublisher:
             if msg.data or msg.status is not None:
                 # Anything but the empty "staged" answer is an error: the batch is over.
                 self._done = True
-                parse_pub_ack(msg, subject)
+                parse_batch_ack(msg, subject, self.batch_id)
                 raise BatchPublishError(f"batch {self.batch_id!r}: unexpected answer {msg.data[:80]!r}")
         else:
             self._js._core.publish(subject, payload, headers=merged)
@@ -142,6 +184,8 @@ class BatchPublisher:
         Raises:
             BatchPublishError: the stream abandoned the batch (a gap, a failed
                 expectation, a timeout) or it is over already: nothing was stored.
+                A failed expectation raises BatchWrongLastSequenceError, also a
+                WrongLastSequenceError.
             FeatureNotSupportedError: a commit without a message on a server older than 2.14.
             TimeoutError: no PubAck within ``timeout``; the batch's fate is unknown.
         """
@@ -165,7 +209,7 @@ class BatchPublisher:
         msg = self._request(target, payload, merged, timeout)
         if not msg.data and msg.status is None:
             raise BatchPublishError(f"batch {self.batch_id!r}: the commit got no PubAck")
-        return parse_pub_ack(msg, target)
+        return parse_batch_ack(msg, target, self.batch_id)
 
     def _request(self, subject: str, payload: bytes, headers: Headers, timeout: TimeoutArg) -> Any:
         api = self._js._api

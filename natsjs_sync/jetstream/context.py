@@ -493,6 +493,8 @@ class JetStream(NatsPyNames):
             FeatureNotSupportedError: the server is older than 2.14.
             ConsumerInvalidResetError: ``seq`` does not fit the consumer's deliver policy.
             ConsumerNotFoundError: no such consumer.
+            StreamNotFoundError: no such stream.
+            TimeoutError: no answer within ``timeout`` (one deadline for the lookup and the reset).
         """
         check_name(stream, "stream")
         check_name(name, "consumer")
@@ -500,7 +502,14 @@ class JetStream(NatsPyNames):
             raise ValueError(f"seq must be a stream sequence >= 1, got {seq!r}")
         level = self._require("consumer_reset")
         body = {"seq": seq} if seq is not None else {}
-        return from_wire(self._api.request(f"CONSUMER.RESET.{stream}.{name}", body, timeout, level),
+        deadline = self._api.deadline(timeout)
+        # The server leaves a reset of a consumer (or stream) that does not exist
+        # unanswered: look it up first, so that is ConsumerNotFoundError (or
+        # StreamNotFoundError) at once instead of a TimeoutError after ``timeout``.
+        # One round trip more, within the same deadline; only a consumer deleted
+        # between the two requests still ends in the timeout.
+        self._consumer_info(stream, name, deadline)
+        return from_wire(self._api.request(f"CONSUMER.RESET.{stream}.{name}", body, deadline, level),
                          ConsumerResetResponse)
 
     def ordered_consumer(self, stream: str, **kwargs: Any) -> OrderedConsumer:
@@ -835,6 +844,32 @@ class JetStream(NatsPyNames):
         self._core.flush(deadline)
         if self._window is not None:
             self._window.wait_complete(deadline)
+
+    def cleanup_publisher(self) -> None:
+        """Release this context's async publishing (nats.go's ``CleanupPublisher``).
+
+        Publishes still awaiting their PubAck fail at once with
+        :class:`~natsjs_sync.errors.JetStreamPublisherClosedError` (and reach
+        ``publish_async_error_cb``); a ``publish_async`` stalled for room raises
+        it. The client forgets this context's publishes, and once no context
+        publishes asynchronously any more, it unsubscribes its ack inbox. Call
+        :meth:`publish_async_complete` first to wait for the acks instead.
+
+        The context stays usable: a later ``publish_async`` starts afresh. For
+        a context per unit of work, ``with nc.jetstream() as js:`` calls this
+        when the block ends, so a long-lived process keeps nothing of it.
+        Idempotent; thread-safe.
+        """
+        window, self._window = self._window, None
+        if window is not None:
+            window.mux.release(window)
+
+    def __enter__(self) -> JetStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Release the context's async publishing (:meth:`cleanup_publisher`)."""
+        self.cleanup_publisher()
 
     @property
     def publish_async_pending(self) -> PendingCount:

@@ -34,7 +34,7 @@ import msgspec
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import BatchPublishError, JetStreamError, TimeoutError, jetstream_error
 from ..protocol.headers import HeadersInput
-from .batch import batch_id_or_new
+from .batch import as_batch_error, batch_id_or_new
 from .publish import PubAck, parse_pub_ack, publish_headers
 
 if TYPE_CHECKING:
@@ -324,9 +324,8 @@ class FastBatchPublisher:
             exc = jetstream_error(err.get("code"), err.get("err_code"), str(err.get("description", "")))
             self.errors.append((flow.seq, exc))
             if self.gap_mode == "fail" and self._failure is None:
-                self._failure = BatchPublishError(
-                    f"fast batch {self.batch_id!r}: message {flow.seq} failed ({exc}); the stream ended the batch",
-                    code=exc.code, err_code=exc.err_code)
+                self._failure = as_batch_error(
+                    exc, f"fast batch {self.batch_id!r}: message {flow.seq} failed; the stream ended the batch: ")
         # Unknown types are newer servers' additions: ignored, as the ADR asks of clients.
 
     def _finish_with(self, msg: Msg) -> None:
@@ -339,8 +338,7 @@ class FastBatchPublisher:
             if self._failure is None:
                 # One class for every way a batch fails, as for atomic batches;
                 # the server's code and err_code stay on it.
-                self._failure = exc if isinstance(exc, BatchPublishError) else BatchPublishError(
-                    f"fast batch {self.batch_id!r}: {exc}", code=exc.code, err_code=exc.err_code)
+                self._failure = as_batch_error(exc, f"fast batch {self.batch_id!r}: ")
             return
         self._result = ack
         self._finish()

@@ -13,7 +13,9 @@ complete" wakes. Done-callbacks (user code) run on the client's dispatcher;
 ack timeouts are expired by the client's timer at the next deadline. Each
 context has its own :class:`PublishWindow`: at most ``max_pending`` of its
 publishes are in flight, the next one blocks (up to ``stall_wait``) until acks
-free room. A context owns no thread and no subscription, so contexts are cheap.
+free room. A context owns no thread and no subscription, so contexts are cheap;
+releasing one (:meth:`AckMux.release`) fails what it has pending, and the mux
+unsubscribes its inbox once no context is left publishing.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ from __future__ import annotations
 import collections
 import datetime
 import itertools
+import os
 import threading
 import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import TimeoutError as FuturesTimeoutError
+from concurrent.futures import wait as futures_wait
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -37,10 +42,12 @@ from ..errors import (
     ConnectionClosedError,
     InvalidResponseError,
     JetStreamError,
+    JetStreamPublisherClosedError,
     NatsError,
     NoRespondersError,
     NoStreamResponseError,
     OutboundBufferLimitError,
+    PubAckTimeoutError,
     TimeoutError,
     TooManyStalledMsgsError,
     jetstream_error,
@@ -353,66 +360,87 @@ def publish_sync(
 
 def _settle(fut: Future[PubAck], ack: PubAck | None, exc: BaseException | None) -> None:
     """Complete a future unless the user cancelled it (it is never set running,
-    which saves a lock round per publish)."""
+    which saves a lock round per publish).
+
+    A cancelled one is told so now, as an executor tells the futures it would
+    have run: :func:`concurrent.futures.wait` and ``as_completed`` count a
+    cancelled future as done only from then on.
+    """
     try:
         if exc is not None:
             fut.set_exception(exc)
         else:
             fut.set_result(ack)  # type: ignore[arg-type]
     except InvalidStateError:
-        pass
-
-
-_PENDING = Future()._state  # the state a new Future starts in
-_done: Future[None] = Future()
-_done.set_result(None)
-_FINISHED = _done._state  # the state set_result() leaves it in
-del _done
+        if fut.cancelled():
+            fut.set_running_or_notify_cancel()
 
 
 class _PubFuture(Future):  # type: ignore[type-arg]
-    """The future of one async publish: a real :class:`concurrent.futures.Future`
-    (``wait``, ``as_completed``, callbacks all work), settled on the reader
-    thread, with its done-callbacks run on the client's dispatcher.
+    """The future of one async publish: a plain :class:`concurrent.futures.Future`
+    (``wait``, ``as_completed``, callbacks, cancellation all work), settled on the
+    reader thread, with its done-callbacks run on the client's dispatcher.
 
-    All futures of a client share the mux's reentrant Condition instead of
-    each making its own: pipelined publishing keeps thousands of futures
-    alive, and a Condition each (lock plus waiter deque) cost more Python work
-    than the publish and fed the garbage collector. A shared condition wakes
-    every waiter when any future settles, so :meth:`result` and
-    :meth:`exception` wait in a loop until their own future is done.
+    This class uses only Future's public methods. It is what every interpreter
+    gets whose Future is not laid out as :class:`_SharedConditionFuture` was
+    written for (see :func:`shared_condition_fits`).
+
+    A wait that runs out raises :class:`~natsjs_sync.errors.PubAckTimeoutError`
+    (a ``natsjs_sync.TimeoutError``), never the message-less one of
+    ``concurrent.futures``.
     """
 
+    #: Whether the mux may settle it by writing its fields (only :class:`_SharedConditionFuture`).
+    shares_condition = False
+
     def __init__(self, cond: threading.Condition, subject: str, lane: Lane[Callable[[], None]]):
-        # What Future.__init__ sets, with the shared condition (see the class docstring).
-        self._condition = cond
-        self._state = _PENDING
-        self._result = None
-        self._exception = None
-        self._waiters: list[Any] = []
-        self._done_callbacks: list[Any] = []
+        """Args:
+            cond: the mux's condition (only the shared-condition future uses it).
+            subject: where it is published, for error messages and :attr:`msg`.
+            lane: the dispatcher lane its done-callbacks run on.
+        """
+        super().__init__()
+        self._init_publish(subject, lane)
+
+    def _init_publish(self, subject: str, lane: Lane[Callable[[], None]]) -> None:
         self._subject = subject  # for the error message when no ack comes
         self._deadline = 0.0  # time.monotonic() after which it fails; set once sent
         self._lane = lane
         self._retry: tuple[bytes, HeadersInput | None, bytes] | None = None  # payload, headers, reply
         self._retries = 0
 
-    def _wait_done(self, timeout: float | None) -> None:
-        deadline = Deadline(timeout)
-        with self._condition:
-            while not self.done():
-                remaining = deadline.remaining()
-                if remaining is not None and remaining <= 0:
-                    return
-                self._condition.wait(remaining)
+    def _wait_timed_out(self, timeout: float | None) -> PubAckTimeoutError:
+        return PubAckTimeoutError(f"no PubAck for {self._subject!r} within the {timeout} s waited for it")
 
     def result(self, timeout: float | None = None) -> PubAck:
-        self._wait_done(timeout)
-        return super().result(timeout=0)  # type: ignore[no-any-return]
+        """The PubAck, waiting at most ``timeout`` seconds (None: until settled).
+
+        Raises:
+            PubAckTimeoutError: not settled within ``timeout`` (it stays pending).
+            JetStreamError, TimeoutError, ConnectionClosedError: the publish failed.
+            concurrent.futures.CancelledError: it was cancelled.
+        """
+        try:
+            return super().result(timeout)  # type: ignore[no-any-return]
+        except FuturesTimeoutError:
+            if not self.done():
+                raise self._wait_timed_out(timeout) from None
+        # Settled as the wait ran out, or failed with a TimeoutError of its own.
+        return super().result(0)  # type: ignore[no-any-return]
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._wait_done(timeout)
-        return super().exception(timeout=0)
+        """The publish's error (None after a PubAck), waiting at most ``timeout`` seconds.
+
+        Raises:
+            PubAckTimeoutError: not settled within ``timeout``.
+            concurrent.futures.CancelledError: it was cancelled.
+        """
+        try:
+            return super().exception(timeout)
+        except FuturesTimeoutError:
+            if not self.done():
+                raise self._wait_timed_out(timeout) from None
+        return super().exception(0)
 
     @property
     def msg(self) -> Msg:
@@ -433,6 +461,124 @@ class _PubFuture(Future):  # type: ignore[type-arg]
             lane.put(lambda: _discard(fn(f)))
 
         super().add_done_callback(dispatch)
+
+
+#: What ``Future.__init__`` sets, in the CPython versions this was written for
+#: (3.10 to 3.13): the fields :class:`_SharedConditionFuture` sets itself.
+_FUTURE_FIELDS = frozenset({"_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks"})
+
+
+def _future_states() -> tuple[Any, Any]:
+    """The states a new Future starts in and set_result() leaves it in (None, None: not plain fields)."""
+    fresh: Future[None] = Future()
+    pending = getattr(fresh, "__dict__", {}).get("_state")  # no __dict__ (slots): not the layout
+    fresh.set_result(None)
+    return pending, getattr(fresh, "__dict__", {}).get("_state")
+
+
+_PENDING, _FINISHED = _future_states()
+
+
+class _SharedConditionFuture(_PubFuture):
+    """The same future, made cheaply: all futures of a client share the mux's
+    reentrant Condition instead of each making its own.
+
+    Pipelined publishing keeps thousands of futures alive, and a Condition each
+    (lock plus waiter deque) cost more Python work than the publish and fed the
+    garbage collector. A shared condition wakes every waiter when any future
+    settles, so :meth:`result` and :meth:`exception` wait in a loop until their
+    own future is done.
+
+    It skips ``Future.__init__`` and sets Future's private fields itself, and the
+    mux settles a future nobody waits on by writing them: that depends on
+    CPython's layout of :class:`concurrent.futures.Future`, so it is used only
+    where :func:`shared_condition_fits` found that layout at import.
+    """
+
+    shares_condition = True
+
+    def __init__(self, cond: threading.Condition, subject: str, lane: Lane[Callable[[], None]]):
+        # What Future.__init__ sets (_FUTURE_FIELDS), with the shared condition.
+        self._condition = cond
+        self._state = _PENDING
+        self._result = None
+        self._exception = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Any] = []
+        # _init_publish(), inline: one call frame less per pipelined publish.
+        self._subject = subject
+        self._deadline = 0.0
+        self._lane = lane
+        self._retry = None
+        self._retries = 0
+
+    def _wait_done(self, timeout: float | None) -> bool:
+        deadline = Deadline(timeout)
+        with self._condition:
+            while not self.done():
+                remaining = deadline.remaining()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._condition.wait(remaining)
+        return True
+
+    def result(self, timeout: float | None = None) -> PubAck:
+        if not self._wait_done(timeout):
+            raise self._wait_timed_out(timeout)
+        return Future.result(self, 0)  # type: ignore[no-any-return]
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if not self._wait_done(timeout):
+            raise self._wait_timed_out(timeout)
+        return Future.exception(self, 0)
+
+
+def shared_condition_fits(future: Callable[[], object] = Future) -> bool:
+    """Whether this interpreter's Future is the one :class:`_SharedConditionFuture`
+    was written for: checked once, at import.
+
+    The fields ``Future.__init__`` sets must be exactly :data:`_FUTURE_FIELDS`,
+    and a future made and settled the shared way must behave as a plain one
+    to Future's own methods and to :func:`concurrent.futures.wait`.
+    Anything else (another interpreter, a CPython that changed Future)
+    selects the plain :class:`_PubFuture`.
+
+    Args:
+        future: makes the fresh future whose fields are compared (a test passes another layout).
+    """
+    try:
+        if set(vars(future())) != _FUTURE_FIELDS or _PENDING is None or _PENDING == _FINISHED:
+            return False
+        cond = threading.Condition(threading.RLock())
+        lane: Any = None  # the probe adds no callbacks
+        ack: Any = object()
+        quiet = _SharedConditionFuture(cond, "probe", lane)
+        with cond:  # as AckMux._settle_acks settles a future nobody waits on
+            quiet._result = ack
+            quiet._state = _FINISHED
+            cond.notify_all()
+        failed = _SharedConditionFuture(cond, "probe", lane)
+        failed.set_exception(ValueError("probe"))
+        cancelled = _SharedConditionFuture(cond, "probe", lane)
+        pending = _SharedConditionFuture(cond, "probe", lane)
+        done, not_done = futures_wait([quiet, failed, pending], timeout=0)
+        return (quiet.done() and quiet.result(0) is ack and quiet.exception(0) is None
+                and isinstance(failed.exception(0), ValueError)
+                and cancelled.cancel() and cancelled.cancelled() and cancelled.done()
+                and not pending.done() and done == {quiet, failed} and not_done == {pending})
+    except Exception:
+        return False
+
+
+def _future_class() -> type[_PubFuture]:
+    """The future class of this interpreter (``NATSJS_SYNC_PUBLIC_FUTURES=1`` forces the plain one)."""
+    if os.environ.get("NATSJS_SYNC_PUBLIC_FUTURES", "") not in ("", "0"):
+        return _PubFuture
+    return _SharedConditionFuture if shared_condition_fits() else _PubFuture
+
+
+#: The class of every async publish's future, chosen once at import.
+PUB_FUTURE: type[_PubFuture] = _future_class()
 
 
 class PublishWindow:
@@ -458,6 +604,7 @@ class PublishWindow:
         self.room = threading.Condition(mux.lock)
         self.empty = threading.Condition(mux.lock)
         self.stalled = 0
+        self.released = False  #: its context let it go: it takes no more publishes
 
     def publish(self, subject: str, payload: bytes, headers: HeadersInput | None,
                 stall_wait: float | None = None) -> Future[PubAck]:
@@ -485,7 +632,8 @@ class AckMux:
     def __init__(self, core: CoreLink):
         self._core = core
         self.lock = threading.Lock()
-        self.futures_cond = threading.Condition(threading.RLock())  # shared by every _PubFuture
+        self.futures_cond = threading.Condition(threading.RLock())  # shared by every _SharedConditionFuture
+        self._future = PUB_FUTURE  # chosen at import; kept per mux so a test can pick the plain one
         self._owner: dict[str, PublishWindow] = {}
         self._windows: weakref.WeakSet[PublishWindow] = weakref.WeakSet()
         self._tokens = itertools.count(1)
@@ -503,8 +651,41 @@ class AckMux:
     def window(self, max_pending: int, stall_wait: float, ack_timeout: float, retry_attempts: int = 2,
                retry_wait: float = 0.25) -> PublishWindow:
         w = PublishWindow(self, max_pending, stall_wait, ack_timeout, retry_attempts, retry_wait)
-        self._windows.add(w)
+        with self.lock:  # release() decides under it whether any window is left
+            self._windows.add(w)
         return w
+
+    def release(self, window: PublishWindow) -> None:
+        """Let ``window`` go (its JetStream context released its publisher): its
+        pending futures fail with JetStreamPublisherClosedError, a publish
+        stalled on it raises that, and the mux forgets it. When no window is
+        left, the ack inbox is unsubscribed too (the next publish makes a new one).
+        Idempotent.
+        """
+        closed = JetStreamPublisherClosedError(
+            "the JetStream context's publisher was released before the PubAck arrived")
+        route: Handle | None = None
+        with self.lock:
+            if window.released:
+                return
+            window.released = True
+            for token, fut in window.pending.items():
+                self._owner.pop(token, None)
+                _settle(fut, None, closed)
+            window.pending.clear()
+            window.room.notify_all()  # a stalled publisher raises
+            window.empty.notify_all()  # publish_async_complete() returns
+            self._windows.discard(window)
+            if not self._windows:
+                route, self._route = self._route, None
+            if not self._owner and self._expiry is not None:
+                self._expiry.cancel()
+                self._expiry = None
+        if route is not None:
+            try:
+                route.cancel()
+            except NatsError:
+                pass  # the connection is closed: its subscriptions are gone already
 
     def _start(self) -> None:
         prefix = self._core.new_inbox() + "."
@@ -521,8 +702,10 @@ class AckMux:
         if self._closed:
             raise ConnectionClosedError("the connection is closed")
         token = str(next(self._tokens))
-        fut = _PubFuture(self.futures_cond, subject, self._lane)
+        fut = self._future(self.futures_cond, subject, self._lane)
         with self.lock:
+            if window.released:
+                raise JetStreamPublisherClosedError("this JetStream context's publisher was released")
             if self._route is None:
                 self._start()
             if len(window.pending) >= window.max_pending:
@@ -554,7 +737,7 @@ class AckMux:
         window.stalled += 1
         try:
             deadline = Deadline(stall_wait)
-            while len(window.pending) > window.low_water and not self._closed:
+            while len(window.pending) > window.low_water and not self._closed and not window.released:
                 remaining = deadline.remaining()
                 if remaining is not None and remaining <= 0:
                     raise TooManyStalledMsgsError(
@@ -564,6 +747,8 @@ class AckMux:
             window.stalled -= 1
         if self._closed:
             raise ConnectionClosedError("the connection is closed")
+        if window.released:
+            raise JetStreamPublisherClosedError("this JetStream context's publisher was released")
 
     def _pop(self, token: str) -> _PubFuture | None:
         """Lock held: take ``token`` out of its window, waking a stalled publisher."""
@@ -619,6 +804,7 @@ class AckMux:
             return
         touched: set[PublishWindow] = set()
         owner = self._owner
+        shared = self._future.shares_condition
         with self.lock, self.futures_cond:  # the order every settling path takes them in
             for token, msg, ack in decoded:
                 window = owner.pop(token, None)
@@ -632,7 +818,8 @@ class AckMux:
                     except Exception as err:
                         exc = err
                 # Settled before the window can look empty: "complete" means settled.
-                if exc is None and fut._state is _PENDING and not fut._waiters and not fut._done_callbacks:
+                if (exc is None and shared and fut._state is _PENDING and not fut._waiters
+                        and not fut._done_callbacks):  # type: ignore[attr-defined]
                     # What set_result() does for a future nobody waits on and no
                     # callback follows (the pipelined case), without its
                     # notify_all per future: one wakes result() callers below.
@@ -694,7 +881,8 @@ class AckMux:
                         nearest = fut._deadline if nearest is None else min(nearest, fut._deadline)
                         break
                     self._pop(token)
-                    _settle(fut, None, TimeoutError(f"no PubAck for {fut._subject!r} within {window.ack_timeout} s"))
+                    _settle(fut, None,
+                            PubAckTimeoutError(f"no PubAck for {fut._subject!r} within {window.ack_timeout} s"))
                 self._settled(window)
             if nearest is not None:
                 self._arm(nearest)
@@ -833,7 +1021,7 @@ class PublishPipeline:
                 self._send(*sent)
                 return
             if isinstance(exc, TimeoutError) and not fut.done():
-                exc = TimeoutError(f"no PubAck within the pipeline's timeout for {fut._subject!r}")  # type: ignore[attr-defined]
+                exc = PubAckTimeoutError(f"no PubAck within the pipeline's timeout for {fut._subject!r}")  # type: ignore[attr-defined]
             if self.error is None:
                 self.error = exc
             return

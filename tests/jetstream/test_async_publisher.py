@@ -5,8 +5,9 @@ a forked child."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from typing import Any
 
 import pytest
 
@@ -155,3 +156,73 @@ def test_acks_and_refusals_of_one_burst_each_settle_their_own_future(js: JetStre
             accepted.append((fut.result(timeout=0).seq, i))
     assert [seq for seq, _ in accepted] == list(range(1, 401))
     assert stream.get_msg(400).data == str(accepted[-1][1]).encode()
+
+
+def test_released_contexts_leave_nothing_behind(shared_server: NatsServer) -> None:
+    """A context per unit of work in a long-lived process: each is released
+    (``with`` or cleanup_publisher), its pending publishes fail at once with a
+    clear error, and the client's subscriptions return to where they were."""
+    from natsjs_sync.errors import JetStreamPublisherClosedError
+
+    with nats.connect(shared_server.url, name="released") as nc:
+        nc.jetstream().create_stream(name="REL", subjects=["rel.>"], storage="memory")
+        try:
+            nc.subscribe("held.x")  # answers nothing: a publish to it stays pending
+            nc.flush(timeout=5)
+            baseline = int(connz(shared_server, nc)["subscriptions"])
+            reported: list[Exception] = []
+            pending: list[Future[PubAck]] = []
+            options: dict[str, Any] = {"publish_async_timeout": 60,
+                                       "publish_async_error_cb": lambda m, e: reported.append(e)}
+            for i in range(200):
+                if i % 2:
+                    with nc.jetstream(**options) as js:
+                        assert js.publish_async("rel.a", b"%d" % i).result(timeout=10).stream == "REL"
+                        pending.append(js.publish_async("held.x", b"%d" % i))
+                else:
+                    js = nc.jetstream(**options)
+                    assert js.publish_async("rel.a", b"%d" % i).result(timeout=10).stream == "REL"
+                    pending.append(js.publish_async("held.x", b"%d" % i))
+                    js.cleanup_publisher()
+                    js.cleanup_publisher()  # idempotent
+                    assert js.publish_async_pending == 0
+                # Settled at once with the reason, not after the 60 s ack timeout.
+                exc = pending[-1].exception(timeout=10)
+                assert isinstance(exc, JetStreamPublisherClosedError) and "released" in str(exc), exc
+            nc.flush(timeout=5)
+            assert int(connz(shared_server, nc)["subscriptions"]) == baseline, "the ack inbox outlived its contexts"
+            assert wait_until(lambda: len(reported) == 200), f"publish_async_error_cb saw {len(reported)} of 200"
+            assert all(isinstance(e, JetStreamPublisherClosedError) for e in reported)
+            # A released context is still usable: it starts afresh.
+            js = nc.jetstream()
+            js.cleanup_publisher()
+            assert js.publish_async("rel.a", b"again").result(timeout=10).seq == 201
+            js.cleanup_publisher()
+        finally:
+            nc.jetstream().delete_stream("REL")
+
+
+def test_release_wakes_a_publish_stalled_for_room(shared_server: NatsServer) -> None:
+    from natsjs_sync.errors import JetStreamPublisherClosedError
+
+    with nats.connect(shared_server.url, name="stalled") as nc:
+        nc.subscribe("held.y")
+        nc.flush(timeout=5)
+        js = nc.jetstream(publish_async_max_pending=2, publish_async_stall_wait=60, publish_async_timeout=60)
+        js.publish_async("held.y", b"1")
+        js.publish_async("held.y", b"2")
+        outcome: list[BaseException] = []
+        stalled = threading.Thread(target=lambda: _catch(lambda: js.publish_async("held.y", b"3"), outcome))
+        stalled.start()
+        assert wait_until(lambda: js._window is not None and js._window.stalled == 1, timeout=10)
+        js.cleanup_publisher()
+        stalled.join(10)
+        assert not stalled.is_alive(), "a publish stalled for room outlived the context's release"
+        assert len(outcome) == 1 and isinstance(outcome[0], JetStreamPublisherClosedError), outcome
+
+
+def _catch(fn: Callable[[], object], into: list[BaseException]) -> None:
+    try:
+        fn()
+    except BaseException as exc:
+        into.append(exc)
