@@ -26,7 +26,6 @@ import msgspec
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
     BadBucketError,
-    BadHeaderError,
     BadSubscriptionError,
     BucketExistsError,
     InvalidKeyError,
@@ -44,6 +43,7 @@ from ..protocol.headers import Headers
 from ..protocol.subjects import subject_matches
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .message import parse_metadata
+from .publish import msg_ttl_value
 from .stream_config import Placement, RePublish, StreamConfig, StreamSource, SubjectTransform, _Model, _none_is_no_limit
 from .watcher import Watcher
 
@@ -301,37 +301,6 @@ def _value(value: bytes | bytearray | memoryview | str) -> bytes | bytearray | m
     return value
 
 
-def _ttl_header(ttl: float | str | None) -> str | None:
-    """The ``Nats-TTL`` value of a KV call's ``ttl``, or ``None`` for no header.
-
-    The one rule of every KV call that takes a ``ttl`` (as nats.go's): ``None``
-    or zero means the value does not expire, so no header is sent (a zero
-    rounded up to the server's 1 s minimum made the key vanish after a second).
-    A positive number of seconds is sent in whole seconds, at least one; a str
-    is a Go duration (``"90s"``, ``"never"``) sent as it is.
-
-    Raises:
-        BadHeaderError: a negative or NaN number, or an empty str: no ``Nats-TTL`` can say
-            it (raised before anything is sent; also a ValueError).
-        TypeError: not a number or a str.
-    """
-    if ttl is None:
-        return None
-    if isinstance(ttl, str):
-        if not ttl:
-            raise BadHeaderError("ttl must not be an empty str")
-        return ttl
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
-        raise TypeError(f"ttl must be seconds (a number) or a Go duration str, got {ttl!r}")
-    if not ttl >= 0:  # negative or NaN
-        raise BadHeaderError(f"ttl must be >= 0 seconds (0: no expiry), got {ttl!r}")
-    if ttl == 0:
-        return None
-    if ttl == float("inf"):
-        return "never"
-    return f"{max(1, round(ttl))}s"
-
-
 class KeyValue:
     """A key-value bucket. Thread-safe; get one from ``js.key_value(bucket)``."""
 
@@ -439,7 +408,7 @@ class KeyValue:
         headers = None
         if ttl is None:
             ttl = msg_ttl
-        ttl_value = _ttl_header(ttl)
+        ttl_value = msg_ttl_value(ttl)
         if ttl_value is not None:
             self._js._require("msg_ttl")
             headers = {"Nats-TTL": ttl_value}
@@ -481,7 +450,7 @@ class KeyValue:
         if ttl is None:
             ttl = msg_ttl
         headers = {KV_OPERATION: "PURGE", "Nats-Rollup": "sub"}
-        ttl_value = _ttl_header(ttl)
+        ttl_value = msg_ttl_value(ttl)
         if ttl_value is not None:
             self._js._require("msg_ttl")
             headers["Nats-TTL"] = ttl_value

@@ -39,6 +39,7 @@ from .._backoff import Backoff
 from .._core.spi import CoreLink, Handle
 from .._timeout import Deadline
 from ..errors import (
+    BadHeaderError,
     ConnectionClosedError,
     InvalidResponseError,
     JetStreamError,
@@ -131,6 +132,38 @@ def _check_subject(value: str, what: str) -> str:
     return value
 
 
+def msg_ttl_value(ttl: float | str | None) -> str | None:
+    """The ``Nats-TTL`` value of a ``ttl`` option, or ``None`` for no header.
+
+    The one rule of every call that takes a message ``ttl`` (JetStream publish,
+    KV create and purge; as nats.go's): ``None``
+    or zero means the value does not expire, so no header is sent (a zero
+    rounded up to the server's 1 s minimum made the key vanish after a second).
+    A positive number of seconds is sent in whole seconds, at least one; a str
+    is a Go duration (``"90s"``, ``"never"``) sent as it is.
+
+    Raises:
+        BadHeaderError: a negative or NaN number, or an empty str: no ``Nats-TTL`` can say
+            it (raised before anything is sent; also a ValueError).
+        TypeError: not a number or a str.
+    """
+    if ttl is None:
+        return None
+    if isinstance(ttl, str):
+        if not ttl:
+            raise BadHeaderError("ttl must not be an empty str")
+        return ttl
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise TypeError(f"ttl must be seconds (a number) or a Go duration str, got {ttl!r}")
+    if not ttl >= 0:  # negative or NaN
+        raise BadHeaderError(f"ttl must be >= 0 seconds (0: no expiry), got {ttl!r}")
+    if ttl == 0:
+        return None
+    if ttl == float("inf"):
+        return "never"
+    return f"{max(1, round(ttl))}s"
+
+
 def publish_headers(
     headers: HeadersInput | None,
     msg_id: str | None = None,
@@ -161,8 +194,9 @@ def publish_headers(
     """
     extra = _expectations(msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
                           expected_last_subject_seq_subject, expected_last_msg_id, features)
-    if ttl is not None:
-        extra[MSG_TTL] = ttl if isinstance(ttl, str) else f"{max(1, round(ttl))}s"
+    ttl_value = msg_ttl_value(ttl)
+    if ttl_value is not None:
+        extra[MSG_TTL] = ttl_value
         if features is not None:
             features.append("msg_ttl")
     if (schedule_rollup or schedule_at is not None or schedule_every is not None or schedule_cron is not None

@@ -490,3 +490,32 @@ def test_api_requests_using_newer_features_carry_the_required_level(nc: nats.Cli
     finally:
         js.delete_stream(name)
         js.delete_stream(name + "P")
+
+
+@pytest.mark.parametrize("ttl", [0, 0.0, None])
+def test_a_publish_with_zero_ttl_sends_no_ttl(js: JetStream, ttl: float | None) -> None:
+    # As nats.go: zero means no TTL (it used to go out as "Nats-TTL: 1s", and the
+    # message vanished after a second). Works on any server: no header, no feature.
+    name = _name()
+    st = js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+    try:
+        js.publish(f"{name}.a", b"x", ttl=ttl)
+        js.publish_async(f"{name}.b", b"y", ttl=ttl).result(10)
+        for subject in (f"{name}.a", f"{name}.b"):
+            assert st.get_last_msg_for_subject(subject).header("Nats-TTL") is None
+    finally:
+        js.delete_stream(name)
+
+
+@pytest.mark.parametrize("ttl", [-1, -0.5, float("nan"), ""])
+def test_a_publish_with_a_ttl_no_header_can_say_is_refused_before_sending(js: JetStream, ttl: float | str) -> None:
+    name = _name()
+    st = js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+    try:
+        with pytest.raises(nats.BadHeaderError):
+            js.publish(f"{name}.a", b"x", ttl=ttl)
+        with pytest.raises(nats.BadHeaderError):
+            js.publish_async(f"{name}.a", b"x", ttl=ttl)
+        assert st.info().state.messages == 0
+    finally:
+        js.delete_stream(name)
