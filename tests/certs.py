@@ -52,6 +52,10 @@ def _issue(
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        # Python 3.13's default verification (VERIFY_X509_STRICT) refuses a leaf
+        # without an Authority Key Identifier.
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
     )
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -74,6 +78,7 @@ def make_certs(folder: pathlib.Path) -> CertFiles:
         .add_extension(
             x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
         )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     files = CertFiles(*(folder / n for n in (
