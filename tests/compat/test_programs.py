@@ -30,8 +30,6 @@ NEEDS_SERVER = {"kv_ttl": "2.11", "js_consumer_pause": "2.11"}
 #: Programs showing nats-py behaviour that waits for a change below the nats-py layer
 #: (named in the reason). Strict: the mark has to go once the change lands.
 PENDING = {
-    "errors_draining": "_core/connection.add_subscription raises ConnectionDrainingError (made a subclass of "
-                       "ConnectionClosedError) while draining",
     "errors_kv_history": "KeyValueConfig.stream_config raises KeyHistoryTooLargeError (a ValueError) for "
                          "history > 64",
     "errors_object_deleted": "ObjectStore.get_info raises ObjectDeletedError for a deleted object and "
