@@ -32,6 +32,7 @@ from ..errors import (
     InvalidKeyError,
     KeyDeletedError,
     KeyHistoryNotFoundError,
+    KeyHistoryTooLargeError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     MsgNotFoundError,
@@ -136,9 +137,17 @@ class KeyValueConfig(_Model, kw_only=True):
         _none_is_no_limit(self, {"max_value_size": -1, "ttl": 0.0, "max_bytes": -1, "limit_marker_ttl": 0.0})
 
     def stream_config(self) -> StreamConfig:
-        """The stream that holds this bucket (what other clients make too)."""
+        """The stream that holds this bucket (what other clients make too).
+
+        Raises:
+            InvalidBucketNameError: the bucket name cannot be a stream's.
+            KeyHistoryTooLargeError: ``history`` over 64 (nats-py's class; also a ValueError).
+            ValueError: ``history`` below 1, a negative ``ttl`` or ``limit_marker_ttl``.
+        """
         validate_bucket(self.bucket)
-        if not 1 <= self.history <= MAX_HISTORY:
+        if self.history > MAX_HISTORY:
+            raise KeyHistoryTooLargeError(f"history must be between 1 and {MAX_HISTORY}")
+        if self.history < 1:
             raise ValueError(f"history must be between 1 and {MAX_HISTORY}")
         if self.ttl < 0 or self.limit_marker_ttl < 0:
             raise ValueError("ttl and limit_marker_ttl must not be negative")
