@@ -33,6 +33,7 @@ from ..errors import (
     MsgNotFoundError,
     NatsConnectionError,
     NatsError,
+    ObjectDeletedError,
     ObjectNotFoundError,
     ObjectStoreError,
     TimeoutError,
@@ -495,12 +496,26 @@ class ObjectStore:
     # ------------------------------------------------------------------ info
 
     def get_info(self, name: str, show_deleted: bool = False, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
-        """The object's info. Raises ObjectNotFoundError (also for deleted ones, unless ``show_deleted``)."""
+        """The object's info.
+
+        Args:
+            name: the object's name.
+            show_deleted: return the info of a deleted object (its deleted marker) too.
+            timeout: seconds for the request.
+
+        Returns:
+            The newest info of the object.
+
+        Raises:
+            ObjectNotFoundError: there is no object of that name.
+            ObjectDeletedError: the object was deleted (and not ``show_deleted``). It is an
+                ObjectNotFoundError too, which is what nats-py and nats.go raise here.
+        """
         info, _ = self._last_meta(_check_name(name), timeout)
         if info is None:
             raise ObjectNotFoundError(f"object {name!r} not found in bucket {self.bucket!r}")
         if info.deleted and not show_deleted:
-            raise ObjectNotFoundError(f"object {name!r} was deleted from bucket {self.bucket!r}")
+            raise ObjectDeletedError(f"object {name!r} was deleted from bucket {self.bucket!r}")
         return info
 
     def _last_meta(self, name: str, timeout: TimeoutArg) -> tuple[ObjectInfo | None, int]:
@@ -745,7 +760,13 @@ class ObjectStore:
     # ------------------------------------------------------------------ change
 
     def update_meta(self, name: str, meta: ObjectMeta, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
-        """Change description, headers, metadata, or the name (a rename)."""
+        """Change description, headers, metadata, or the name (a rename).
+
+        Raises:
+            ObjectNotFoundError: there is no object of that name.
+            ObjectDeletedError: the object was deleted (nats-py's class for this call).
+            ObjectStoreError: another object has the new name.
+        """
         timeout = self._js._api.deadline(timeout)  # one budget for every step
         info = self.get_info(name, timeout=timeout)
         new_name = meta.name or name
@@ -764,9 +785,21 @@ class ObjectStore:
         return updated
 
     def delete(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> None:
-        """Delete the object: a deleted-marker info, and its chunks purged."""
+        """Delete the object: a deleted-marker info, and its chunks purged.
+
+        Raises:
+            ObjectNotFoundError: there is no object of that name.
+            ObjectDeletedError: the object is deleted already (an ObjectNotFoundError, as
+                nats-py raises). Its chunks are purged again first, so repeating a delete
+                that failed between the marker and the purge still frees them.
+        """
         timeout = self._js._api.deadline(timeout)  # one budget for every step
         info = self.get_info(name, show_deleted=True, timeout=timeout)
+        if info.deleted:
+            if info.nuid:
+                self._purge_quietly(f"$O.{self.bucket}.C.{info.nuid}", timeout,
+                                    "the chunks of a deleted object")
+            raise ObjectDeletedError(f"object {name!r} was deleted from bucket {self.bucket!r} already")
         self._publish_meta(info.replace(deleted=True, size=0, chunks=0, digest=None), timeout)
         self._stream.purge(subject=f"$O.{self.bucket}.C.{info.nuid}", timeout=timeout)
 
