@@ -701,10 +701,22 @@ class Connection:
             self.registry.remove(sid)
 
     def unsubscribe(self, sub: Subscription, limit: int | None) -> None:
-        if not sub.is_valid:
-            raise BadSubscriptionError(f"subscription to {sub.subject!r} has already ended")
+        """End ``sub`` now (``limit`` falsy) or after ``limit`` messages in all.
+
+        Raises:
+            BadSubscriptionError: it was unsubscribed, drained or closed already.
+            ConnectionClosedError: the connection is closed.
+        """
         if self.machine.state is ConnState.CLOSED:
             raise ConnectionClosedError("the connection is closed")
+        if not sub.is_valid:
+            if sub.ended_at_limit:
+                # The server dropped it at the limit already: nothing to send. Expected
+                # end, not a mistake (nats-py accepts it); a plain unsubscribe drops the queue.
+                if not limit:
+                    sub.finish_unsubscribed()
+                return
+            raise BadSubscriptionError(f"subscription to {sub.subject!r} has already ended")
         ended = False
         with self.lock:
             if limit:

@@ -80,3 +80,32 @@ def test_deleting_again_frees_the_chunks_a_broken_delete_left(nc: nats.Client, o
         obs.delete("half")
     state = stream.info().state
     assert state.num_subjects == 1, chunks  # only the marker
+
+
+def test_the_end_of_a_subscription_at_its_limit_then_by_the_user(nc: nats.Client) -> None:
+    """At its message limit a subscription has ended but the user may still unsubscribe
+    (dropping what is queued); after that, or after a drain that returned, unsubscribe
+    and drain raise BadSubscriptionError."""
+    sub = nc.subscribe("end.native", max_msgs=2)
+    nc.publish("end.native", b"1")
+    nc.publish("end.native", b"2")
+    nc.flush()
+    assert sub.next_msg(timeout=5).data == b"1"
+    assert not sub.is_valid and sub.pending_msgs == 1
+    sub.unsubscribe(limit=5)  # ended already: accepted, the queue stays
+    assert sub.pending_msgs == 1
+    sub.unsubscribe()
+    with pytest.raises(nats.BadSubscriptionError):
+        sub.next_msg(timeout=5)  # the queued message was dropped
+    for call in (sub.unsubscribe, sub.drain):
+        with pytest.raises(nats.BadSubscriptionError):
+            call()
+
+    sub = nc.subscribe("end.native.drain", max_msgs=1)
+    nc.publish("end.native.drain", b"1")
+    nc.flush()
+    assert sub.next_msg(timeout=5).data == b"1"
+    sub.drain(timeout=5)  # ended at its limit: the drain has nothing to wait for
+    for call in (sub.drain, sub.unsubscribe):
+        with pytest.raises(nats.BadSubscriptionError):
+            call()
