@@ -385,7 +385,9 @@ class KeyValue:
         Raises:
             InvalidKeyError: ``key`` is not a valid key (``validate_keys`` on).
             KeyNotFoundError: no such key (or revision).
-            KeyDeletedError: (a KeyNotFoundError) the key was deleted or purged.
+            KeyDeletedError: (a KeyNotFoundError) the key was deleted or purged; its
+                ``entry`` is the marker's entry and ``op`` its operation, ``"DEL"`` or
+                ``"PURGE"`` (as nats-py's KeyNotFoundError carries them).
         """
         if revision is None:
             entry = self._last_entry(key, timeout, validate_keys)
@@ -399,8 +401,11 @@ class KeyValue:
         if entry is None:
             raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
         if entry.operation is not KeyValueOp.PUT:
-            raise KeyDeletedError(f"key {key!r} was {'purged' if entry.operation is KeyValueOp.PURGE else 'deleted'}"
+            err = KeyDeletedError(f"key {key!r} was {'purged' if entry.operation is KeyValueOp.PURGE else 'deleted'}"
                                   f" (revision {entry.revision})")
+            err.entry = entry
+            err.op = entry.operation.value  # a plain str, as nats-py's: it prints as "DEL", not "KeyValueOp.DEL"
+            raise err
         return entry
 
     # ------------------------------------------------------------------ writing

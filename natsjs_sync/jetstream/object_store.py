@@ -22,7 +22,7 @@ import io
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
-from typing import IO, TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 import msgspec
 
@@ -97,14 +97,15 @@ class ObjectMeta(_Model, frozen=False, kw_only=True):
     Attributes:
         name: the object's name (any string).
         description: free text.
-        headers: headers kept with the object (each a list of values).
+        headers: headers kept with the object: each a list of values, or a single str
+            (as nats-py takes them); they are stored and read back as given.
         metadata: your own key-value strings kept with the object.
         options: the chunk size to write with, or a link.
     """
 
     name: str = ""
     description: str | None = None
-    headers: dict[str, list[str]] | None = None
+    headers: dict[str, str | list[str]] | None = None
     metadata: dict[str, str] | None = None
     options: ObjectMetaOptions | None = None
 
@@ -121,7 +122,9 @@ class ObjectInfo(_Model, frozen=False, kw_only=True):
         bucket: the object store it is in.
         nuid: the unique id its chunks are stored under (new for every version).
         description: free text.
-        headers: headers kept with the object.
+        headers: headers kept with the object, as they were stored: a list of values
+            (what nats.go and nats.js write), or a single str where the writer gave one
+            (nats-py keeps what its user passed).
         metadata: your own key-value strings kept with the object.
         options: the chunk size it was written with, or where a link points.
         size: its size in bytes.
@@ -135,7 +138,7 @@ class ObjectInfo(_Model, frozen=False, kw_only=True):
     bucket: str
     nuid: str = ""
     description: str | None = None
-    headers: dict[str, list[str]] | None = None
+    headers: dict[str, str | list[str]] | None = None
     metadata: dict[str, str] | None = None
     options: ObjectMetaOptions | None = None
     size: int = 0
@@ -278,7 +281,9 @@ def _lenient(raw: dict[str, Any]) -> dict[str, Any]:
             out.pop(key, None)
     headers = out.get("headers")
     if isinstance(headers, dict):
-        out["headers"] = {str(k): (v if isinstance(v, list) else [v]) for k, v in headers.items()}
+        # A single value stays a str: nats-py shows headers as they were put, and
+        # turning "v" into ["v"] made a nats-py program's object read back changed.
+        out["headers"] = {str(k): (v if isinstance(v, (list, str)) else [v]) for k, v in headers.items()}
     elif headers is not None:
         out.pop("headers")
     opts = out.get("options")
@@ -716,11 +721,13 @@ class ObjectStore:
     # ------------------------------------------------------------------ get
 
     def get(self, name: str, show_deleted: bool = False, progress: Progress | None = None,
-            timeout: float = 30.0, writeinto: IO[bytes] | None = None) -> ObjectResult:
+            timeout: float = 30.0, writeinto: IO[bytes] | IO[str] | None = None) -> ObjectResult:
         """A file-like reader of the object (links followed). Use it with ``with``.
 
         With ``writeinto`` (nats-py's argument) the object is streamed into that
-        binary file object before returning, and the returned result is closed.
+        file object before returning, and the returned result is closed. A text
+        file (one with a ``buffer``, as ``open(path, "w")`` gives) gets the bytes
+        through its binary buffer, as nats-py does.
         """
         info = self.get_info(name, show_deleted=show_deleted)
         if info.is_link:
@@ -731,9 +738,16 @@ class ObjectStore:
             return target.get(link.name, progress=progress, timeout=timeout, writeinto=writeinto)
         result = ObjectResult(self, info, progress, timeout)
         if writeinto is not None:
+            # A text file's write() takes str: its bytes go to the binary buffer beneath.
+            # Flushing the text layer first keeps what was written through it in order.
+            buffer = getattr(writeinto, "buffer", None)
+            write: Callable[[bytes], object] = cast("IO[bytes]", writeinto).write
+            if buffer is not None:
+                writeinto.flush()
+                write = buffer.write
             with result:
                 for chunk in result.chunks():
-                    writeinto.write(chunk)
+                    write(chunk)
         return result
 
     def get_bytes(self, name: str, **kwargs: Any) -> bytes:

@@ -30,8 +30,6 @@ NEEDS_SERVER = {"kv_ttl": "2.11", "js_consumer_pause": "2.11"}
 #: Programs showing nats-py behaviour that waits for a change below the nats-py layer
 #: (named in the reason). Strict: the mark has to go once the change lands.
 PENDING = {
-    "kv_object_details": "KeyValue.get sets .entry/.op on KeyDeletedError; ObjectInfo headers keep a single "
-                         "value a str; ObjectStore.get(writeinto=) writes to a text file's buffer",
     "js_unset_values": "APIStats.level and KeyValueStatus.marker_ttl default to None",
 }
 
