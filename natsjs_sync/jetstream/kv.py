@@ -227,9 +227,10 @@ class KeyValueStatus(BucketStatus):
         return self.stream_info.config.subject_delete_marker_ttl
 
     @property
-    def marker_ttl(self) -> float:
-        """nats-py's name for :attr:`limit_marker_ttl`."""
-        return self.stream_info.config.subject_delete_marker_ttl
+    def marker_ttl(self) -> float | None:
+        """nats-py's name for :attr:`limit_marker_ttl`, with nats-py's answer for a bucket
+        that leaves no markers: ``None`` (where :attr:`limit_marker_ttl` says 0)."""
+        return self.stream_info.config.subject_delete_marker_ttl or None
 
     @property
     def config(self) -> KeyValueConfig:

@@ -40,6 +40,7 @@ from ..errors import (
     WrongLastSequenceError,
 )
 from ..protocol.nuid import next_nuid
+from ._api import truncate_time
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .publish import PubAck, PublishPipeline
 from .stream_config import Placement, StreamConfig, _Model, _none_is_no_limit
@@ -270,7 +271,9 @@ def _lenient(raw: dict[str, Any]) -> dict[str, Any]:
         out.pop("mtime", None)  # nats-py writes "" on deletes; the message time is used instead
     else:
         try:
+            mtime = truncate_time(mtime)  # nanoseconds from nats.go: cut, not rounded
             msgspec.convert(mtime, datetime.datetime)
+            out["mtime"] = mtime
         except msgspec.ValidationError:
             out.pop("mtime", None)
     for key in ("nuid", "description", "digest"):

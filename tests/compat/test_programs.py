@@ -29,9 +29,7 @@ SOURCE_ROOT = str(Path(natsjs_sync.__file__).resolve().parents[1])
 NEEDS_SERVER = {"kv_ttl": "2.11", "js_consumer_pause": "2.11"}
 #: Programs showing nats-py behaviour that waits for a change below the nats-py layer
 #: (named in the reason). Strict: the mark has to go once the change lands.
-PENDING = {
-    "js_unset_values": "APIStats.level and KeyValueStatus.marker_ttl default to None",
-}
+PENDING: dict[str, str] = {}
 
 
 def _params(migrated: bool) -> list[Any]:
