@@ -6,12 +6,13 @@
     ├── ProtocolError                 malformed bytes from the peer
     ├── ConnectionError               (alias: NatsConnectionError; also a builtin ConnectionError)
     │   ├── ConnectionClosedError     the client is closed, or closed while you waited
+    │   │   └── ConnectionDrainingError   the client is draining (no new subscriptions)
     │   ├── NoServersError            no server in the pool could be reached
     │   ├── AuthorizationError        the server refused our credentials
     │   ├── SecureConnRequiredError, SecureConnWantedError, SecureConnFailedError
     │   ├── StaleConnectionError      too many PINGs went unanswered
     │   │   └── UnexpectedEOF         the server closed the connection
-    │   ├── ConnectionDrainingError, ConnectionReconnectingError, InvalidUserCredentialsError
+    │   ├── ConnectionReconnectingError, InvalidUserCredentialsError
     │   └── OutboundBufferLimitError  reconnecting, and the reconnect buffer is full
     ├── TimeoutError                  also a builtin (and asyncio's) TimeoutError
     │   ├── FlushTimeoutError, DrainTimeoutError
@@ -129,8 +130,12 @@ class SecureConnFailedError(NatsConnectionError):
     """The TLS handshake failed."""
 
 
-class ConnectionDrainingError(NatsConnectionError):
-    """The client is draining: no new subscriptions or requests."""
+class ConnectionDrainingError(ConnectionClosedError):
+    """The client is draining: no new subscriptions or requests.
+
+    A :class:`ConnectionClosedError` too: a draining client is on its way to closed,
+    and code written before this class was raised catches it there.
+    """
 
 
 class ConnectionReconnectingError(NatsConnectionError):

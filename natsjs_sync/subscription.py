@@ -100,6 +100,9 @@ class Subscription:
         self.route: Callable[[Msg], None] = self._inlet if status_filter is None else self.deliver
         self._forked = False
         self._state = _OPEN
+        # The user ended it: unsubscribe(), or a drain() that returned. From then on
+        # unsubscribe() and drain() refuse it (a drain that raised may be repeated).
+        self._ended_by_user = False
         self._done = threading.Event()
 
     # ---------------------------------------------------------------- reader side
@@ -143,7 +146,10 @@ class Subscription:
     # ---------------------------------------------------------------- ending
 
     def _end(self, state: int) -> None:
-        if self._state in (_DRAINED, _UNSUBSCRIBED, _CLOSED):
+        current = self._state
+        # A drained subscription can still be unsubscribed (one that ended at its
+        # message limit: see ended_at_limit), which drops what is queued.
+        if current in (_UNSUBSCRIBED, _CLOSED) or (current == _DRAINED and state != _UNSUBSCRIBED):
             return
         self._state = state
         inlet = self._inlet
@@ -166,6 +172,7 @@ class Subscription:
 
     def finish_unsubscribed(self) -> None:
         """Ended by unsubscribe(): what is queued is dropped."""
+        self._ended_by_user = True
         self._end(_UNSUBSCRIBED)
 
     def finish_closed(self) -> None:
@@ -222,6 +229,13 @@ class Subscription:
     def is_valid(self) -> bool:
         """False once the subscription is unsubscribed, drained or closed."""
         return self._state in (_OPEN, _DRAINING)
+
+    @property
+    def ended_at_limit(self) -> bool:
+        """True when the subscription ended because its message limit (``max_msgs=``,
+        ``unsubscribe(limit=)``) was reached, and the user has not ended it since."""
+        inlet = self._inlet
+        return self._state == _DRAINED and not self._ended_by_user and 0 <= inlet.max <= inlet.received
 
     @property
     def is_draining(self) -> bool:
@@ -341,7 +355,9 @@ class Subscription:
                 is told, so nothing more is sent), else stop now and discard the queue.
 
         Raises:
-            BadSubscriptionError: it has already ended.
+            BadSubscriptionError: it was unsubscribed or drained already. One that ended
+                because its message limit was reached is accepted (as by nats-py): the
+                end is expected, and the call releases what is still queued.
             ConnectionClosedError: the client is closed.
         """
         self._conn.unsubscribe(self, limit)
@@ -357,13 +373,18 @@ class Subscription:
         callback returns.
 
         Raises:
+            BadSubscriptionError: it was unsubscribed, or drained by an earlier
+                ``drain`` that returned (as nats-py raises).
             TimeoutError: not drained in time. The subscription has ended all
                 the same (as in nats.go): nothing more is taken for it, a
                 reconnect does not restore it, what is queued can still be
                 read; calling ``drain`` again waits again for a callback to
                 handle its queue.
         """
+        if self._ended_by_user:
+            raise BadSubscriptionError(f"subscription to {self.subject!r} has already ended")
         self._conn.drain_subscription(self, Deadline.of(timeout, self._conn.options.drain_timeout))
+        self._ended_by_user = True
 
     def wait_done(self, timeout: float | None) -> bool:
         """Wait up to ``timeout`` seconds (``None``: no limit) for the subscription to end and its

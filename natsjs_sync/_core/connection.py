@@ -37,6 +37,7 @@ from ..errors import (
     AuthorizationError,
     BadSubscriptionError,
     ConnectionClosedError,
+    ConnectionDrainingError,
     DrainTimeoutError,
     MaxPayloadError,
     NatsConnectionError,
@@ -252,8 +253,10 @@ class Connection:
             self._revive_after_fork()
         elif state is ConnState.DRAINING_PUBS and draining_ok:
             return
+        elif state is ConnState.CLOSED:
+            raise ConnectionClosedError("the connection is closed")
         elif state in _CLOSED_OR_DRAINED:
-            raise ConnectionClosedError("the connection is " + ("closed" if state is ConnState.CLOSED else "draining"))
+            raise ConnectionDrainingError("the connection is draining")
 
     def check_writable(self, extra: int) -> None:
         """Lock held, state not CONNECTED: may ``extra`` more bytes be buffered?"""
@@ -650,7 +653,19 @@ class Connection:
                               internal=True)
 
     def add_subscription(self, sub: Subscription, max_msgs: int | None = None, internal: bool = False) -> None:
-        """Register ``sub`` and send its SUB in one step (see :mod:`.reconnect`)."""
+        """Register ``sub`` and send its SUB in one step (see :mod:`.reconnect`).
+
+        Args:
+            sub: the subscription; its sid is already drawn.
+            max_msgs: send an UNSUB with this limit right after the SUB.
+            internal: a subscription of the client itself (a drain's own machinery),
+                allowed while draining.
+
+        Raises:
+            ConnectionClosedError: the connection is closed.
+            ConnectionDrainingError: the connection is draining (nats-py's class; also a
+                ConnectionClosedError).
+        """
         frame = commands.sub(sub.subject.encode(), sub.sid, sub.queue.encode() if sub.queue else None)
         if max_msgs:
             frame += commands.unsub(sub.sid, max_msgs)
@@ -659,7 +674,7 @@ class Connection:
             if state is ConnState.CLOSED:
                 raise ConnectionClosedError("the connection is closed")
             if not internal and state in (ConnState.DRAINING_SUBS, ConnState.DRAINING_PUBS):
-                raise ConnectionClosedError("the connection is draining")
+                raise ConnectionDrainingError("the connection is draining")
             self.registry.add(Entry(sub.sid, sub.subject, sub.queue, sub.route, sub.remaining, sub))
             self.control_locked(frame)
 
@@ -686,10 +701,22 @@ class Connection:
             self.registry.remove(sid)
 
     def unsubscribe(self, sub: Subscription, limit: int | None) -> None:
-        if not sub.is_valid:
-            raise BadSubscriptionError(f"subscription to {sub.subject!r} has already ended")
+        """End ``sub`` now (``limit`` falsy) or after ``limit`` messages in all.
+
+        Raises:
+            BadSubscriptionError: it was unsubscribed, drained or closed already.
+            ConnectionClosedError: the connection is closed.
+        """
         if self.machine.state is ConnState.CLOSED:
             raise ConnectionClosedError("the connection is closed")
+        if not sub.is_valid:
+            if sub.ended_at_limit:
+                # The server dropped it at the limit already: nothing to send. Expected
+                # end, not a mistake (nats-py accepts it); a plain unsubscribe drops the queue.
+                if not limit:
+                    sub.finish_unsubscribed()
+                return
+            raise BadSubscriptionError(f"subscription to {sub.subject!r} has already ended")
         ended = False
         with self.lock:
             if limit:

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._timeout import check_seconds
 from ..auth import Credentials
+from ..errors import InvalidCallbackTypeError
 from .pool import PoolEntry, ServerAddress, parse_server_url
 
 ErrorCallback = Callable[[Exception], None]
@@ -30,16 +31,22 @@ _EVENT_CALLBACKS = ("error_cb", "disconnected_cb", "reconnected_cb", "closed_cb"
 def check_callback(cb: object, what: str = "cb") -> None:
     """Refuse what cannot be a callback, before anything is sent.
 
+    Args:
+        cb: the callback, or ``None`` for none.
+        what: the argument's name, for the message.
+
     Raises:
-        TypeError: not callable, or an ``async def`` function (it would never run).
+        InvalidCallbackTypeError: not callable, or an ``async def`` function (it would never
+            run). nats-py's class for a bad callback; also a :class:`TypeError`, so code
+            catching that still does.
     """
     if cb is None:
         return
     if not callable(cb):
-        raise TypeError(f"{what} must be callable, not {type(cb).__name__}")
+        raise InvalidCallbackTypeError(f"{what} must be callable, not {type(cb).__name__}")
     call = type(cb).__call__ if not inspect.isroutine(cb) else cb  # an object with an async __call__ too
     if inspect.iscoroutinefunction(cb) or inspect.iscoroutinefunction(call):
-        raise TypeError(f"{what} is an async function; natsjs_sync calls callbacks on a thread: "
+        raise InvalidCallbackTypeError(f"{what} is an async function; natsjs_sync calls callbacks on a thread: "
                         "pass a plain function (drop 'async' and the 'await's)")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import re
 from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -108,6 +109,19 @@ def api_objects(suffix: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def truncate_time(text: str) -> str:
+    """An RFC 3339 time from the server with its fraction cut to microseconds.
+
+    The server writes nanoseconds; a datetime holds microseconds. Parsers round
+    the rest (msgspec turns ``...59.9999996Z`` into the next second, even the
+    next year); the time is cut instead, as nats-py does and as nats.go shows it.
+    """
+    return _FRACTION.sub(r"\1", text, count=1)
+
+
 def rfc3339(t: datetime.datetime) -> str:
     """UTC time for the server; a naive datetime is taken as local time (as Python does)."""
     return t.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
@@ -159,9 +173,11 @@ def _capture(obj: Any, t: mi.Type) -> Any:
         return out
     if isinstance(t, mi.UnionType):
         for member in t.types:
-            if isinstance(member, (mi.StructType, mi.ListType, mi.DictType)):
+            if isinstance(member, (mi.StructType, mi.ListType, mi.DictType, mi.DateTimeType)):
                 return _capture(obj, member)
         return obj
+    if isinstance(t, mi.DateTimeType) and isinstance(obj, str):
+        return truncate_time(obj)
     if isinstance(t, mi.ListType) and isinstance(obj, list):
         return [_capture(v, t.item_type) for v in obj]
     if isinstance(t, mi.DictType) and isinstance(obj, dict):

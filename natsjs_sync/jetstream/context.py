@@ -47,16 +47,17 @@ if TYPE_CHECKING:
 
 
 class APIStats(_Open, kw_only=True):
-    """API usage, and the server's JetStream API level (ADR-44; 0 before 2.11).
+    """API usage, and the server's JetStream API level (ADR-44).
 
     Attributes:
-        level: the server's JetStream API level (what features it has).
+        level: the server's JetStream API level (what features it has); ``None``
+            when the server did not say (before 2.11), as in nats-py.
         total: API requests this account made.
         errors: API requests that failed.
         inflight: API requests being handled now (newer servers).
     """
 
-    level: int = 0
+    level: int | None = None
     total: int = 0
     errors: int = 0
     inflight: int | None = None

@@ -31,6 +31,7 @@ from ..errors import (
     InvalidKeyError,
     KeyDeletedError,
     KeyHistoryNotFoundError,
+    KeyHistoryTooLargeError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     MsgNotFoundError,
@@ -136,9 +137,17 @@ class KeyValueConfig(_Model, kw_only=True):
         _none_is_no_limit(self, {"max_value_size": -1, "ttl": 0.0, "max_bytes": -1, "limit_marker_ttl": 0.0})
 
     def stream_config(self) -> StreamConfig:
-        """The stream that holds this bucket (what other clients make too)."""
+        """The stream that holds this bucket (what other clients make too).
+
+        Raises:
+            InvalidBucketNameError: the bucket name cannot be a stream's.
+            KeyHistoryTooLargeError: ``history`` over 64 (nats-py's class; also a ValueError).
+            ValueError: ``history`` below 1, a negative ``ttl`` or ``limit_marker_ttl``.
+        """
         validate_bucket(self.bucket)
-        if not 1 <= self.history <= MAX_HISTORY:
+        if self.history > MAX_HISTORY:
+            raise KeyHistoryTooLargeError(f"history must be between 1 and {MAX_HISTORY}")
+        if self.history < 1:
             raise ValueError(f"history must be between 1 and {MAX_HISTORY}")
         if self.ttl < 0 or self.limit_marker_ttl < 0:
             raise ValueError("ttl and limit_marker_ttl must not be negative")
@@ -218,9 +227,10 @@ class KeyValueStatus(BucketStatus):
         return self.stream_info.config.subject_delete_marker_ttl
 
     @property
-    def marker_ttl(self) -> float:
-        """nats-py's name for :attr:`limit_marker_ttl`."""
-        return self.stream_info.config.subject_delete_marker_ttl
+    def marker_ttl(self) -> float | None:
+        """nats-py's name for :attr:`limit_marker_ttl`, with nats-py's answer for a bucket
+        that leaves no markers: ``None`` (where :attr:`limit_marker_ttl` says 0)."""
+        return self.stream_info.config.subject_delete_marker_ttl or None
 
     @property
     def config(self) -> KeyValueConfig:
@@ -345,7 +355,9 @@ class KeyValue:
         Raises:
             InvalidKeyError: ``key`` is not a valid key (``validate_keys`` on).
             KeyNotFoundError: no such key (or revision).
-            KeyDeletedError: (a KeyNotFoundError) the key was deleted or purged.
+            KeyDeletedError: (a KeyNotFoundError) the key was deleted or purged; its
+                ``entry`` is the marker's entry and ``op`` its operation, ``"DEL"`` or
+                ``"PURGE"`` (as nats-py's KeyNotFoundError carries them).
         """
         if revision is None:
             entry = self._last_entry(key, timeout, validate_keys)
@@ -359,8 +371,11 @@ class KeyValue:
         if entry is None:
             raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
         if entry.operation is not KeyValueOp.PUT:
-            raise KeyDeletedError(f"key {key!r} was {'purged' if entry.operation is KeyValueOp.PURGE else 'deleted'}"
+            err = KeyDeletedError(f"key {key!r} was {'purged' if entry.operation is KeyValueOp.PURGE else 'deleted'}"
                                   f" (revision {entry.revision})")
+            err.entry = entry
+            err.op = entry.operation.value  # a plain str, as nats-py's: it prints as "DEL", not "KeyValueOp.DEL"
+            raise err
         return entry
 
     # ------------------------------------------------------------------ writing

@@ -22,7 +22,7 @@ import io
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
-from typing import IO, TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 import msgspec
 
@@ -33,12 +33,14 @@ from ..errors import (
     MsgNotFoundError,
     NatsConnectionError,
     NatsError,
+    ObjectDeletedError,
     ObjectNotFoundError,
     ObjectStoreError,
     TimeoutError,
     WrongLastSequenceError,
 )
 from ..protocol.nuid import next_nuid
+from ._api import truncate_time
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .publish import PubAck, PublishPipeline
 from .stream_config import Placement, StreamConfig, _Model, _none_is_no_limit
@@ -96,14 +98,15 @@ class ObjectMeta(_Model, frozen=False, kw_only=True):
     Attributes:
         name: the object's name (any string).
         description: free text.
-        headers: headers kept with the object (each a list of values).
+        headers: headers kept with the object: each a list of values, or a single str
+            (as nats-py takes them); they are stored and read back as given.
         metadata: your own key-value strings kept with the object.
         options: the chunk size to write with, or a link.
     """
 
     name: str = ""
     description: str | None = None
-    headers: dict[str, list[str]] | None = None
+    headers: dict[str, str | list[str]] | None = None
     metadata: dict[str, str] | None = None
     options: ObjectMetaOptions | None = None
 
@@ -120,7 +123,9 @@ class ObjectInfo(_Model, frozen=False, kw_only=True):
         bucket: the object store it is in.
         nuid: the unique id its chunks are stored under (new for every version).
         description: free text.
-        headers: headers kept with the object.
+        headers: headers kept with the object, as they were stored: a list of values
+            (what nats.go and nats.js write), or a single str where the writer gave one
+            (nats-py keeps what its user passed).
         metadata: your own key-value strings kept with the object.
         options: the chunk size it was written with, or where a link points.
         size: its size in bytes.
@@ -134,7 +139,7 @@ class ObjectInfo(_Model, frozen=False, kw_only=True):
     bucket: str
     nuid: str = ""
     description: str | None = None
-    headers: dict[str, list[str]] | None = None
+    headers: dict[str, str | list[str]] | None = None
     metadata: dict[str, str] | None = None
     options: ObjectMetaOptions | None = None
     size: int = 0
@@ -266,7 +271,9 @@ def _lenient(raw: dict[str, Any]) -> dict[str, Any]:
         out.pop("mtime", None)  # nats-py writes "" on deletes; the message time is used instead
     else:
         try:
+            mtime = truncate_time(mtime)  # nanoseconds from nats.go: cut, not rounded
             msgspec.convert(mtime, datetime.datetime)
+            out["mtime"] = mtime
         except msgspec.ValidationError:
             out.pop("mtime", None)
     for key in ("nuid", "description", "digest"):
@@ -277,7 +284,9 @@ def _lenient(raw: dict[str, Any]) -> dict[str, Any]:
             out.pop(key, None)
     headers = out.get("headers")
     if isinstance(headers, dict):
-        out["headers"] = {str(k): (v if isinstance(v, list) else [v]) for k, v in headers.items()}
+        # A single value stays a str: nats-py shows headers as they were put, and
+        # turning "v" into ["v"] made a nats-py program's object read back changed.
+        out["headers"] = {str(k): (v if isinstance(v, (list, str)) else [v]) for k, v in headers.items()}
     elif headers is not None:
         out.pop("headers")
     opts = out.get("options")
@@ -495,12 +504,26 @@ class ObjectStore:
     # ------------------------------------------------------------------ info
 
     def get_info(self, name: str, show_deleted: bool = False, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
-        """The object's info. Raises ObjectNotFoundError (also for deleted ones, unless ``show_deleted``)."""
+        """The object's info.
+
+        Args:
+            name: the object's name.
+            show_deleted: return the info of a deleted object (its deleted marker) too.
+            timeout: seconds for the request.
+
+        Returns:
+            The newest info of the object.
+
+        Raises:
+            ObjectNotFoundError: there is no object of that name.
+            ObjectDeletedError: the object was deleted (and not ``show_deleted``). It is an
+                ObjectNotFoundError too, which is what nats-py and nats.go raise here.
+        """
         info, _ = self._last_meta(_check_name(name), timeout)
         if info is None:
             raise ObjectNotFoundError(f"object {name!r} not found in bucket {self.bucket!r}")
         if info.deleted and not show_deleted:
-            raise ObjectNotFoundError(f"object {name!r} was deleted from bucket {self.bucket!r}")
+            raise ObjectDeletedError(f"object {name!r} was deleted from bucket {self.bucket!r}")
         return info
 
     def _last_meta(self, name: str, timeout: TimeoutArg) -> tuple[ObjectInfo | None, int]:
@@ -701,11 +724,13 @@ class ObjectStore:
     # ------------------------------------------------------------------ get
 
     def get(self, name: str, show_deleted: bool = False, progress: Progress | None = None,
-            timeout: float = 30.0, writeinto: IO[bytes] | None = None) -> ObjectResult:
+            timeout: float = 30.0, writeinto: IO[bytes] | IO[str] | None = None) -> ObjectResult:
         """A file-like reader of the object (links followed). Use it with ``with``.
 
         With ``writeinto`` (nats-py's argument) the object is streamed into that
-        binary file object before returning, and the returned result is closed.
+        file object before returning, and the returned result is closed. A text
+        file (one with a ``buffer``, as ``open(path, "w")`` gives) gets the bytes
+        through its binary buffer, as nats-py does.
         """
         info = self.get_info(name, show_deleted=show_deleted)
         if info.is_link:
@@ -716,9 +741,16 @@ class ObjectStore:
             return target.get(link.name, progress=progress, timeout=timeout, writeinto=writeinto)
         result = ObjectResult(self, info, progress, timeout)
         if writeinto is not None:
+            # A text file's write() takes str: its bytes go to the binary buffer beneath.
+            # Flushing the text layer first keeps what was written through it in order.
+            buffer = getattr(writeinto, "buffer", None)
+            write: Callable[[bytes], object] = cast("IO[bytes]", writeinto).write
+            if buffer is not None:
+                writeinto.flush()
+                write = buffer.write
             with result:
                 for chunk in result.chunks():
-                    writeinto.write(chunk)
+                    write(chunk)
         return result
 
     def get_bytes(self, name: str, **kwargs: Any) -> bytes:
@@ -745,7 +777,13 @@ class ObjectStore:
     # ------------------------------------------------------------------ change
 
     def update_meta(self, name: str, meta: ObjectMeta, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
-        """Change description, headers, metadata, or the name (a rename)."""
+        """Change description, headers, metadata, or the name (a rename).
+
+        Raises:
+            ObjectNotFoundError: there is no object of that name.
+            ObjectDeletedError: the object was deleted (nats-py's class for this call).
+            ObjectStoreError: another object has the new name.
+        """
         timeout = self._js._api.deadline(timeout)  # one budget for every step
         info = self.get_info(name, timeout=timeout)
         new_name = meta.name or name
@@ -764,9 +802,21 @@ class ObjectStore:
         return updated
 
     def delete(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> None:
-        """Delete the object: a deleted-marker info, and its chunks purged."""
+        """Delete the object: a deleted-marker info, and its chunks purged.
+
+        Raises:
+            ObjectNotFoundError: there is no object of that name.
+            ObjectDeletedError: the object is deleted already (an ObjectNotFoundError, as
+                nats-py raises). Its chunks are purged again first, so repeating a delete
+                that failed between the marker and the purge still frees them.
+        """
         timeout = self._js._api.deadline(timeout)  # one budget for every step
         info = self.get_info(name, show_deleted=True, timeout=timeout)
+        if info.deleted:
+            if info.nuid:
+                self._purge_quietly(f"$O.{self.bucket}.C.{info.nuid}", timeout,
+                                    "the chunks of a deleted object")
+            raise ObjectDeletedError(f"object {name!r} was deleted from bucket {self.bucket!r} already")
         self._publish_meta(info.replace(deleted=True, size=0, chunks=0, digest=None), timeout)
         self._stream.purge(subject=f"$O.{self.bucket}.C.{info.nuid}", timeout=timeout)
 

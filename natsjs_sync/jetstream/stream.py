@@ -13,6 +13,7 @@ from .._timeout import USE_DEFAULT, TimeoutArg
 from ..errors import InvalidResponseError, JetStreamError, MsgNotFoundError
 from ..msg import Msg
 from ..protocol.headers import Headers, parse_headers
+from ._api import truncate_time
 from .consumer_config import ConsumerConfig, ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
 from .stream_config import RawStreamMsg, StreamConfig, StreamInfo, StreamState
 
@@ -29,10 +30,16 @@ _EOB = 204  # end of a batched direct get
 
 
 def _parse_time(text: str | None) -> datetime.datetime | None:
+    """A stored message's time (API ``time``, direct get ``Nats-Time-Stamp``), cut to
+    microseconds (see :func:`truncate_time`); ``None`` when there is none.
+
+    Raises:
+        InvalidResponseError: the text is not an RFC 3339 time.
+    """
     if not text:
         return None
     try:
-        return msgspec.convert(text, datetime.datetime)
+        return msgspec.convert(truncate_time(text), datetime.datetime)
     except msgspec.ValidationError as exc:
         raise InvalidResponseError(f"invalid message time {text[:40]!r}") from exc
 

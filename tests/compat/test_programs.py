@@ -29,21 +29,7 @@ SOURCE_ROOT = str(Path(natsjs_sync.__file__).resolve().parents[1])
 NEEDS_SERVER = {"kv_ttl": "2.11", "js_consumer_pause": "2.11"}
 #: Programs showing nats-py behaviour that waits for a change below the nats-py layer
 #: (named in the reason). Strict: the mark has to go once the change lands.
-PENDING = {
-    "errors_callback_type": "_core/options.check_callback raises InvalidCallbackTypeError (a TypeError) "
-                            "instead of a bare TypeError",
-    "errors_draining": "_core/connection.add_subscription raises ConnectionDrainingError (made a subclass of "
-                       "ConnectionClosedError) while draining",
-    "errors_kv_history": "KeyValueConfig.stream_config raises KeyHistoryTooLargeError (a ValueError) for "
-                         "history > 64",
-    "errors_object_deleted": "ObjectStore.get_info raises ObjectDeletedError for a deleted object and "
-                             "ObjectStore.delete of a deleted object raises ObjectNotFoundError",
-    "sub_end": "unsubscribe() of a subscription that ended at its message limit returns; Subscription.drain "
-               "of an ended subscription raises BadSubscriptionError",
-    "kv_object_details": "KeyValue.get sets .entry/.op on KeyDeletedError; ObjectInfo headers keep a single "
-                         "value a str; ObjectStore.get(writeinto=) writes to a text file's buffer",
-    "js_unset_values": "APIStats.level and KeyValueStatus.marker_ttl default to None",
-}
+PENDING: dict[str, str] = {}
 
 
 def _params(migrated: bool) -> list[Any]:

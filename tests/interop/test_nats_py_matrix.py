@@ -119,7 +119,7 @@ def test_objects_of_every_size_both_ways(nats_url: str) -> None:
         obs = nc.jetstream().object_store("theirs")
         for name, size in SIZES.items():
             info = obs.get_info(name)
-            assert (info.size, info.description, info.headers) == (size, f"py {name}", {"K": [name]})
+            assert (info.size, info.description, info.headers) == (size, f"py {name}", {"K": name})  # as put
             assert obs.get_bytes(name) == data(size)
         assert obs.get_info("gone", show_deleted=True).deleted  # written with "mtime": ""
         assert sorted(i.name for i in obs.list()) == sorted(SIZES)
