@@ -42,12 +42,12 @@ from ..errors import (
     NatsConnectionError,
     NatsError,
     NoRespondersError,
-    NoServersError,
     OutboundBufferLimitError,
     SecureConnRequiredError,
     ServerError,
     StaleConnectionError,
     TimeoutError,
+    no_servers_error,
 )
 from ..msg import Msg, bound_msg_class
 from ..protocol import commands
@@ -303,8 +303,7 @@ class Connection:
             log.info("connected to %s (server %s, version %s)", entry.addr, opened.info.get("server_name")
                      or opened.info.get("server_id"), opened.info.get("version"))
             return
-        err = NoServersError("could not connect to any server: " + "; ".join(errors))
-        err.__cause__ = last
+        err = no_servers_error("could not connect to any server: " + "; ".join(errors), last)
         if self.options.retry_on_failed_connect and self.options.allow_reconnect:
             with self.lock:
                 self.machine.to(ConnState.RECONNECTING)
