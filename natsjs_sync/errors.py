@@ -150,6 +150,8 @@ class OutboundBufferLimitError(NatsConnectionError):
 class ConnectRefusedError(NatsConnectionError, builtins.ConnectionRefusedError):
     """Nobody listens at a server's address (also a builtin :class:`ConnectionRefusedError`)."""
 
+    __str__ = Exception.__str__  # the message, not OSError's "[Errno ...]" from the copied fields
+
 
 class TlsHandshakeError(SecureConnFailedError, ssl.SSLError):
     """The TLS handshake with a server failed (also an :class:`ssl.SSLError`)."""
@@ -172,6 +174,8 @@ class FlushTimeoutError(TimeoutError):
 
 class NoServersTimeoutError(NoServersError, TimeoutError):
     """No server could be reached, the last one for want of time (also a :class:`TimeoutError`)."""
+
+    __str__ = Exception.__str__  # the message, not OSError's "[Errno ...]" from the copied fields
 
 
 class NoServersRefusedError(NoServersError, ConnectRefusedError):
@@ -624,8 +628,9 @@ def _copy_os_fields(err: BaseException, cause: BaseException) -> None:
     """Give ``err`` the ``errno``/``strerror`` (and TLS ``reason``, ``library``,
     ``verify_code``, ``verify_message``) its builtin half promises."""
     for name in ("errno", "strerror", "reason", "library", "verify_code", "verify_message"):
-        if hasattr(cause, name):
-            setattr(err, name, getattr(cause, name))
+        value = getattr(cause, name, None)
+        if value is not None:
+            setattr(err, name, value)
 
 
 def connect_error(exc: NatsError) -> NatsError:
@@ -662,6 +667,7 @@ def no_servers_error(message: str, last: BaseException | None) -> NoServersError
             break
     err = cls(message)
     if last is not None:
-        _copy_os_fields(err, last)
+        if cls is not NoServersError:
+            _copy_os_fields(err, last)
         err.__cause__ = last
     return err
