@@ -347,6 +347,9 @@ class Connection:
         self.transport = opened.transport
         self.addr = entry.addr
         self.info = opened.info
+        # The handshake's servers join silently before the reader starts: only an INFO
+        # that comes later announces new ones (nats-py, on the first connect and a reconnect).
+        self._add_discovered(opened.info, announce=False)
         self.max_payload = int(opened.info.get("max_payload", self.max_payload))
         self.machine.to(ConnState.CONNECTED)
         self.pool.connected(entry, time.monotonic())
@@ -936,7 +939,9 @@ class Connection:
             if t is not None and t is not me and t.is_alive():
                 t.join(2.0)
         log.info("connection to %s closed", self.addr)
-        if transport is not None:  # a close ends a live connection: disconnected, then closed (nats-py, nats.go)
+        if transport is not None or state is ConnState.RECONNECTING:
+            # A close ends a live connection, or the attempts to get one back:
+            # disconnected, then closed (nats-py calls both in either case).
             self.emit(self.options.disconnected_cb)
         self.emit(self.options.closed_cb)
         self.dispatcher.close(timeout=2.0)
