@@ -134,6 +134,11 @@ class InvalidUserCredentialsError(NatsConnectionError, ValueError):
     """A credentials file that cannot be read."""
 
 
+class InvalidServerUrlError(NatsError, ValueError):
+    """A server URL that is not a NATS URL, or a server list nats-py refuses (also a
+    :class:`ValueError`; nats-py raises ``nats.errors.Error``)."""
+
+
 class ServerNotInPoolError(NatsError):
     """The server to reconnect to is not in the server pool."""
 
