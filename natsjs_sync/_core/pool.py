@@ -177,6 +177,32 @@ class ServerPool:
                     added.append(addr)
         return added
 
+    def replace(self, servers: Iterable[ServerAddress]) -> None:
+        """Make ``servers`` the pool (nats-py's ``set_server_pool``), for the next reconnect.
+
+        A server already in the pool (same host and port) keeps its failed
+        attempts, last attempt and lame duck mark; the connection in use is not
+        touched. The new pool is shuffled unless ``randomize`` was turned off,
+        and servers the cluster announces keep joining it.
+        """
+        with self._lock:
+            old = {(e.addr.host, e.addr.port): e for e in self.entries}
+            if self.current is not None:
+                old.setdefault((self.current.addr.host, self.current.addr.port), self.current)
+            entries = []
+            for addr in servers:
+                prev = old.get((addr.host, addr.port))
+                entry = PoolEntry(addr)
+                if prev is not None:
+                    entry.failed_attempts, entry.last_attempt = prev.failed_attempts, prev.last_attempt
+                    entry.lame_duck = prev.lame_duck
+                    if prev is self.current:
+                        self.current = entry  # moved to the back of the pool when it is lost
+                entries.append(entry)
+            if self._randomize and len(entries) > 1:
+                self._rng.shuffle(entries)
+            self.entries = entries
+
     def connected(self, entry: PoolEntry, now: float) -> None:
         with self._lock:
             entry.failed_attempts = 0

@@ -388,6 +388,11 @@ class Client(_NativeClient):
         return [URL(u) for u in super().servers]
 
     @property
+    def server_pool(self) -> list[Server]:
+        """A copy of the server pool: each server's URL and failed attempts in a row (nats-py)."""
+        return [Server(uri=urlparse(e.addr.url), reconnects=e.failed_attempts) for e in self._conn.pool.candidates()]
+
+    @property
     def discovered_servers(self) -> list[URL]:  # type: ignore[override]
         return [URL(u) for u in super().discovered_servers]
 
