@@ -164,7 +164,9 @@ class Client:
         """Publish a message. Returns once it is in the write buffer.
 
         Small publishes are coalesced: a flusher thread sends the buffer, so a
-        loop of publishes costs a few large writes. Use :meth:`flush` to know the
+        loop of publishes costs a few large writes. A publish that takes the
+        buffer past ``pending_size`` (or 1 MiB, whichever is less) sends it from
+        this thread before returning. Use :meth:`flush` to know the
         server has them. While reconnecting, messages wait in the buffer (up to
         ``pending_size`` bytes) and are sent after the subscriptions are restored.
 

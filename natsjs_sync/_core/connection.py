@@ -65,7 +65,7 @@ from .reconnect import Reconnector
 from .registry import Entry, Registry
 from .requests import ResponseMux, Waiter
 from .spi import Handle, Hooks, Release, Releasing
-from .writer import APPEND_WITHOUT_LOCK, FLUSH_THRESHOLD, Writer
+from .writer import APPEND_WITHOUT_LOCK, Writer
 
 if TYPE_CHECKING:
     from ..subscription import Subscription
@@ -566,7 +566,7 @@ class Connection:
                 # nothing to wait for here (a failed write fails the reply waiter).
                 if not claimed and deadline is not None:
                     return
-            elif len(writer.buffer) <= FLUSH_THRESHOLD:
+            elif len(writer.buffer) <= outlet.threshold:
                 writer.wake()
                 return
         if not now:
