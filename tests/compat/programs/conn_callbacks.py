@@ -7,6 +7,7 @@ import threading
 from urllib.parse import urlparse
 
 import nats
+from nats.errors import UnexpectedEOF
 
 URL = os.environ["NATS_URL"]
 
@@ -74,8 +75,11 @@ async def main():
             events.append(name)
         return cb
 
+    errors = []
+
     async def error_cb(e):
         events.append("error")
+        errors.append(e)
 
     callbacks = dict(disconnected_cb=record("disconnected"), reconnected_cb=record("reconnected"),
                      closed_cb=record("closed"), discovered_server_cb=record("discovered"), error_cb=error_cb)
@@ -100,6 +104,10 @@ async def main():
     assert nc.is_closed
     assert [e for e in events if e != "error"] == ["disconnected", "disconnected", "closed"], events
     assert "reconnected" not in events and "discovered" not in events
+    # The server's end of the stream closed under the client: nats-py's UnexpectedEOF,
+    # then each refused attempt as the ConnectionRefusedError it was.
+    assert isinstance(errors[0], UnexpectedEOF), errors
+    assert all(isinstance(e, ConnectionRefusedError) for e in errors[1:]), errors
 
 
 if __name__ == "__main__":
