@@ -6,9 +6,14 @@
     ├── ProtocolError                 malformed bytes from the peer
     ├── ConnectionError               (alias: NatsConnectionError; also a builtin ConnectionError)
     │   ├── ConnectionClosedError     the client is closed, or closed while you waited
-    │   ├── NoServersError            no server in the pool could be reached
+    │   ├── NoServersError            no server in the pool could be reached; raised as
+    │   │       NoServersTimeoutError (also a TimeoutError), NoServersRefusedError,
+    │   │       NoServersTlsError or NoServersTlsCertificateError after such a last error
+    │   ├── ConnectRefusedError       also a builtin ConnectionRefusedError
     │   ├── AuthorizationError        the server refused our credentials
     │   ├── SecureConnRequiredError, SecureConnWantedError, SecureConnFailedError
+    │   │   └── TlsHandshakeError     also an ssl.SSLError
+    │   │       └── TlsCertificateError  also an ssl.SSLCertVerificationError
     │   ├── StaleConnectionError      too many PINGs went unanswered
     │   │   └── UnexpectedEOF         the server closed the connection
     │   ├── ConnectionDrainingError, ConnectionReconnectingError, InvalidUserCredentialsError
@@ -20,6 +25,7 @@
     ├── BadHeaderError                also a ValueError
     ├── MaxPayloadError               also a ValueError
     ├── BadTimeoutError, InvalidCallbackTypeError, JsonParseError, ServerNotInPoolError
+    ├── InvalidServerUrlError         also a ValueError
     ├── SlowConsumerError             a subscription dropped messages
     ├── BadSubscriptionError          the subscription was unsubscribed or closed
     ├── ServerError                   a -ERR line the server sent
