@@ -104,7 +104,9 @@ def connect(
             within their timeouts), instead of raising NoServersError.
         no_randomize: keep the server order instead of shuffling it.
         pending_size: bytes buffered while reconnecting; more raises
-            OutboundBufferLimitError.
+            OutboundBufferLimitError. While connected, a publish that takes the
+            buffer past it (or past 1 MiB, whichever is less) sends the buffer
+            before it returns, as nats-py's does.
         ping_interval: seconds between keep-alive PINGs (``0`` turns them off).
         max_outstanding_pings: unanswered PINGs after which the connection is stale.
         write_timeout: seconds a write may wait for a server that does not read

@@ -12,7 +12,7 @@ drops everything it inherited and connects afresh on first use.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._core import spi
@@ -21,7 +21,9 @@ from ._core.options import (
     ConnectOptions,
     check_callback,
 )
+from ._core.pool import parse_server_url
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg
+from .errors import ConnectionClosedError
 from .msg import Msg
 from .protocol.connection import ConnState
 from .protocol.headers import HeadersInput
@@ -92,6 +94,30 @@ class Client:
         """The URLs of servers the cluster announced (not given to :func:`connect`)."""
         return [a.url for a in self._conn.pool.addresses if a.discovered]
 
+    def set_server_pool(self, servers: Sequence[str]) -> None:
+        """Replace the server pool; the next reconnect chooses from the new one.
+
+        The connection in use stays (it is not moved to a server of the new
+        pool); a server that was in the old pool keeps its count of failed
+        attempts. The pool is shuffled unless ``no_randomize``, and servers the
+        cluster announces keep joining it. An empty pool closes the client at
+        the next disconnect (no server left to reconnect to).
+
+        Args:
+            servers: server URLs, as :func:`connect` takes them in a list.
+
+        Raises:
+            ConnectionClosedError: the client is closed.
+            InvalidServerUrlError: a URL that is no NATS URL (nothing is changed then).
+            TypeError: ``servers`` is a single ``str`` rather than a list of them.
+        """
+        if isinstance(servers, str):
+            raise TypeError("set_server_pool takes a list of server URLs, not one str")
+        if self.is_closed:
+            raise ConnectionClosedError("the connection is closed")
+        addrs = [parse_server_url(url) for url in servers]  # all checked before anything changes
+        self._conn.pool.replace(addrs)
+
     @property
     def server_info(self) -> dict[str, Any]:
         """The server's INFO, as a dict."""
@@ -138,7 +164,9 @@ class Client:
         """Publish a message. Returns once it is in the write buffer.
 
         Small publishes are coalesced: a flusher thread sends the buffer, so a
-        loop of publishes costs a few large writes. Use :meth:`flush` to know the
+        loop of publishes costs a few large writes. A publish that takes the
+        buffer past ``pending_size`` (or 1 MiB, whichever is less) sends it from
+        this thread before returning. Use :meth:`flush` to know the
         server has them. While reconnecting, messages wait in the buffer (up to
         ``pending_size`` bytes) and are sent after the subscriptions are restored.
 

@@ -7,9 +7,14 @@
     ├── ConnectionError               (alias: NatsConnectionError; also a builtin ConnectionError)
     │   ├── ConnectionClosedError     the client is closed, or closed while you waited
     │   │   └── ConnectionDrainingError   the client is draining (no new subscriptions)
-    │   ├── NoServersError            no server in the pool could be reached
+    │   ├── NoServersError            no server in the pool could be reached; raised as
+    │   │       NoServersTimeoutError (also a TimeoutError), NoServersRefusedError,
+    │   │       NoServersTlsError or NoServersTlsCertificateError after such a last error
+    │   ├── ConnectRefusedError       also a builtin ConnectionRefusedError
     │   ├── AuthorizationError        the server refused our credentials
     │   ├── SecureConnRequiredError, SecureConnWantedError, SecureConnFailedError
+    │   │   └── TlsHandshakeError     also an ssl.SSLError
+    │   │       └── TlsCertificateError  also an ssl.SSLCertVerificationError
     │   ├── StaleConnectionError      too many PINGs went unanswered
     │   │   └── UnexpectedEOF         the server closed the connection
     │   ├── ConnectionReconnectingError, InvalidUserCredentialsError
@@ -22,6 +27,7 @@
     ├── BadHeaderError                also a ValueError
     ├── MaxPayloadError               also a ValueError
     ├── BadTimeoutError, InvalidCallbackTypeError, JsonParseError, ServerNotInPoolError
+    ├── InvalidServerUrlError         also a ValueError
     ├── SlowConsumerError             a subscription dropped messages
     ├── BadSubscriptionError          the subscription was unsubscribed or closed
     ├── ServerError                   a -ERR line the server sent
@@ -61,6 +67,7 @@ JetStream API errors are matched by the server's ``err_code``, never by text
 from __future__ import annotations
 
 import builtins
+import ssl
 import sys
 
 if sys.version_info < (3, 11):  # asyncio's TimeoutError became the builtin one in 3.11
@@ -146,12 +153,38 @@ class InvalidUserCredentialsError(NatsConnectionError, ValueError):
     """A credentials file that cannot be read."""
 
 
+class InvalidServerUrlError(NatsError, ValueError):
+    """A server URL that is not a NATS URL, or a server list nats-py refuses (also a
+    :class:`ValueError`; nats-py raises ``nats.errors.Error``)."""
+
+
 class ServerNotInPoolError(NatsError):
     """The server to reconnect to is not in the server pool."""
 
 
 class OutboundBufferLimitError(NatsConnectionError):
     """Publishing while reconnecting, and ``pending_size`` bytes are already held."""
+
+
+# A failed connect is both ours and the lower-level error nats-py lets through
+# (it raises ssl.SSLError, ConnectionRefusedError or TimeoutError as they come):
+# an ``except`` written for either client catches it.
+
+
+class ConnectRefusedError(NatsConnectionError, builtins.ConnectionRefusedError):
+    """Nobody listens at a server's address (also a builtin :class:`ConnectionRefusedError`)."""
+
+    __str__ = Exception.__str__  # the message, not OSError's "[Errno ...]" from the copied fields
+
+
+class TlsHandshakeError(SecureConnFailedError, ssl.SSLError):
+    """The TLS handshake with a server failed (also an :class:`ssl.SSLError`)."""
+
+    __str__ = Exception.__str__  # ssl.SSLError's would show the args tuple
+
+
+class TlsCertificateError(TlsHandshakeError, ssl.SSLCertVerificationError):
+    """A server's certificate failed verification (also an :class:`ssl.SSLCertVerificationError`)."""
 
 
 class TimeoutError(NatsError, _AsyncioTimeoutError):  # noqa: A001
@@ -161,6 +194,24 @@ class TimeoutError(NatsError, _AsyncioTimeoutError):  # noqa: A001
 
 class FlushTimeoutError(TimeoutError):
     """A flush got no PONG in time."""
+
+
+class NoServersTimeoutError(NoServersError, TimeoutError):
+    """No server could be reached, the last one for want of time (also a :class:`TimeoutError`)."""
+
+    __str__ = Exception.__str__  # the message, not OSError's "[Errno ...]" from the copied fields
+
+
+class NoServersRefusedError(NoServersError, ConnectRefusedError):
+    """No server could be reached, the last one refusing the TCP connection."""
+
+
+class NoServersTlsError(NoServersError, TlsHandshakeError):
+    """No server could be reached, the last one failing the TLS handshake."""
+
+
+class NoServersTlsCertificateError(NoServersError, TlsCertificateError):
+    """No server could be reached, the last one's certificate failing verification."""
 
 
 class DrainTimeoutError(TimeoutError):
@@ -615,3 +666,68 @@ def jetstream_error(code: int | None, err_code: int | None, description: str, st
     (by ``err_code``, else by the status ``code``, as nats-py's classes)."""
     cls = JS_ERR_CODES.get(err_code or 0) or JS_STATUS_CODES.get(code or 0, APIError)
     return cls(description, code=code, err_code=err_code, stream=stream, consumer=consumer)
+
+
+#: A connect failure's lower-level cause -> the class that is both ours and it
+#: (most specific first).
+_CONNECT_FAILURES: tuple[tuple[type[BaseException], type[NatsConnectionError]], ...] = (
+    (ssl.SSLCertVerificationError, TlsCertificateError),
+    (ssl.SSLError, TlsHandshakeError),
+    (builtins.ConnectionRefusedError, ConnectRefusedError),
+)
+#: The connect error of one server -> the NoServersError that also is its class.
+_NO_SERVERS: tuple[tuple[type[BaseException], type[NoServersError]], ...] = (
+    (TlsCertificateError, NoServersTlsCertificateError),
+    (TlsHandshakeError, NoServersTlsError),
+    (ConnectRefusedError, NoServersRefusedError),
+    (builtins.TimeoutError, NoServersTimeoutError),
+)
+
+
+def _copy_os_fields(err: BaseException, cause: BaseException) -> None:
+    """Give ``err`` the ``errno``/``strerror`` (and TLS ``reason``, ``library``,
+    ``verify_code``, ``verify_message``) its builtin half promises."""
+    for name in ("errno", "strerror", "reason", "library", "verify_code", "verify_message"):
+        value = getattr(cause, name, None)
+        if value is not None:
+            setattr(err, name, value)
+
+
+def connect_error(exc: NatsError) -> NatsError:
+    """The error of one connect attempt as the class that is also its lower-level cause.
+
+    A plain :class:`NatsConnectionError` raised ``from`` a refused TCP connect or
+    a failed TLS handshake becomes :class:`ConnectRefusedError`,
+    :class:`TlsHandshakeError` or :class:`TlsCertificateError` (same message, same
+    cause); any other error is returned as it is.
+    """
+    cause = exc.__cause__
+    if type(exc) is not NatsConnectionError or cause is None:
+        return exc
+    for low, cls in _CONNECT_FAILURES:
+        if isinstance(cause, low):
+            err = cls(str(exc))
+            _copy_os_fields(err, cause)
+            err.__cause__ = cause
+            return err
+    return exc
+
+
+def no_servers_error(message: str, last: BaseException | None) -> NoServersError:
+    """The :class:`NoServersError` of a failed first connect, ``from`` the last server's error.
+
+    It is also that error's lower-level class (a :class:`TimeoutError`, a
+    :class:`ConnectionRefusedError`, an :class:`ssl.SSLError` ...), as nats-py
+    lets those through.
+    """
+    cls: type[NoServersError] = NoServersError
+    for low, candidate in _NO_SERVERS:
+        if isinstance(last, low):
+            cls = candidate
+            break
+    err = cls(message)
+    if last is not None:
+        if cls is not NoServersError:
+            _copy_os_fields(err, last)
+        err.__cause__ = last
+    return err

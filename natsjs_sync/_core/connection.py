@@ -43,12 +43,12 @@ from ..errors import (
     NatsConnectionError,
     NatsError,
     NoRespondersError,
-    NoServersError,
     OutboundBufferLimitError,
     SecureConnRequiredError,
     ServerError,
     StaleConnectionError,
     TimeoutError,
+    no_servers_error,
 )
 from ..msg import Msg, bound_msg_class
 from ..protocol import commands
@@ -66,7 +66,7 @@ from .reconnect import Reconnector
 from .registry import Entry, Registry
 from .requests import ResponseMux, Waiter
 from .spi import Handle, Hooks, Release, Releasing
-from .writer import APPEND_WITHOUT_LOCK, FLUSH_THRESHOLD, Writer
+from .writer import APPEND_WITHOUT_LOCK, Writer
 
 if TYPE_CHECKING:
     from ..subscription import Subscription
@@ -306,8 +306,7 @@ class Connection:
             log.info("connected to %s (server %s, version %s)", entry.addr, opened.info.get("server_name")
                      or opened.info.get("server_id"), opened.info.get("version"))
             return
-        err = NoServersError("could not connect to any server: " + "; ".join(errors))
-        err.__cause__ = last
+        err = no_servers_error("could not connect to any server: " + "; ".join(errors), last)
         if self.options.retry_on_failed_connect and self.options.allow_reconnect:
             with self.lock:
                 self.machine.to(ConnState.RECONNECTING)
@@ -351,6 +350,9 @@ class Connection:
         self.transport = opened.transport
         self.addr = entry.addr
         self.info = opened.info
+        # The handshake's servers join silently before the reader starts: only an INFO
+        # that comes later announces new ones (nats-py, on the first connect and a reconnect).
+        self._add_discovered(opened.info, announce=False)
         self.max_payload = int(opened.info.get("max_payload", self.max_payload))
         self.machine.to(ConnState.CONNECTED)
         self.pool.connected(entry, time.monotonic())
@@ -567,7 +569,7 @@ class Connection:
                 # nothing to wait for here (a failed write fails the reply waiter).
                 if not claimed and deadline is not None:
                     return
-            elif len(writer.buffer) <= FLUSH_THRESHOLD:
+            elif len(writer.buffer) <= outlet.threshold:
                 writer.wake()
                 return
         if not now:
@@ -964,7 +966,9 @@ class Connection:
             if t is not None and t is not me and t.is_alive():
                 t.join(2.0)
         log.info("connection to %s closed", self.addr)
-        if transport is not None:  # a close ends a live connection: disconnected, then closed (nats-py, nats.go)
+        if transport is not None or state is ConnState.RECONNECTING:
+            # A close ends a live connection, or the attempts to get one back:
+            # disconnected, then closed (nats-py calls both in either case).
             self.emit(self.options.disconnected_cb)
         self.emit(self.options.closed_cb)
         self.dispatcher.close(timeout=2.0)

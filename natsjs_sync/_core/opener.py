@@ -14,7 +14,7 @@ from typing import Any
 
 from .._timeout import Deadline
 from .._version import __version__
-from ..errors import SecureConnRequiredError
+from ..errors import NatsError, SecureConnRequiredError, connect_error
 from ..protocol.connection import Established, Handshake
 from ..protocol.parser import Parser
 from .options import ConnectOptions
@@ -106,9 +106,25 @@ def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
                 msg_factory: Callable[..., Any], factory: TransportFactory = open_transport) -> Opened:
     """Transport (+ TLS) + INFO -> CONNECT/PING -> PONG, all within ``connect_timeout``.
 
+    Every connect, first or reconnect, goes through here: a refused TCP connect
+    or a failed TLS handshake leaves as the class that is also the builtin/ssl
+    error nats-py lets through (:func:`~natsjs_sync.errors.connect_error`).
+
     Raises:
-        TimeoutError, NatsConnectionError, AuthorizationError, SecureConnRequiredError, ProtocolError.
+        TimeoutError, ConnectRefusedError, TlsHandshakeError, TlsCertificateError,
+        NatsConnectionError, AuthorizationError, SecureConnRequiredError, ProtocolError.
     """
+    try:
+        return _open_server(addr, options, tls, msg_factory, factory)
+    except NatsError as exc:
+        err = connect_error(exc)
+        if err is exc:
+            raise
+        raise err from exc.__cause__
+
+
+def _open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
+                 msg_factory: Callable[..., Any], factory: TransportFactory) -> Opened:
     deadline = Deadline(options.connect_timeout)
     if options.tls_handshake_first:
         first = tls.context(addr, {"tls_required": True})

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from .._backoff import Backoff
+from ..errors import InvalidServerUrlError
 
 DEFAULT_PORT = 4222
 #: URL schemes and whether each means TLS.
@@ -64,26 +65,39 @@ def parse_server_url(url: str, discovered: bool = False) -> ServerAddress:
     ``wss://...`` or ``host:port``.
 
     Raises:
-        ValueError: not a NATS URL.
+        InvalidServerUrlError: not a NATS URL (a ValueError, and nats-py's ``nats.errors.Error``).
     """
     if not isinstance(url, str) or not url.strip():
-        raise ValueError(f"server URL must be a non-empty str, got {url!r}")
+        raise InvalidServerUrlError(f"server URL must be a non-empty str, got {url!r}")
     text = url.strip()
     if "://" not in text:
         text = "nats://" + text
     parts = urlsplit(text)
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
-        raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {redact(url)!r}")
+        raise InvalidServerUrlError(f"unsupported URL scheme {parts.scheme!r} in {redact(url)!r}")
     try:
         port = parts.port or DEFAULT_PORTS[scheme]
     except ValueError as exc:
-        raise ValueError(f"bad port in server URL {redact(url)!r}") from exc
+        raise InvalidServerUrlError(f"bad port in server URL {redact(url)!r}") from exc
     host = parts.hostname or "127.0.0.1"
     user = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password else None
     path = parts.path if parts.path not in ("", "/") else ""
     return ServerAddress(scheme, host, port, user, password, discovered, path)
+
+
+def check_one_transport(addrs: Iterable[ServerAddress]) -> None:
+    """Refuse a pool that mixes WebSocket (``ws://``, ``wss://``) and TCP (``nats://``,
+    ``tls://``) servers, as nats-py's ``connect()`` does. The native :func:`natsjs_sync.connect`
+    accepts the mix (a WebSocket pool may fail over to TCP); nats-py's two-step
+    ``NATS().connect()`` calls this.
+
+    Raises:
+        InvalidServerUrlError: the servers mix the two.
+    """
+    if len({a.websocket for a in addrs}) > 1:
+        raise InvalidServerUrlError("nats: mixing of websocket and non websocket URLs is not allowed")
 
 
 def redact(url: str) -> str:
@@ -162,6 +176,32 @@ class ServerPool:
                         self.entries.append(entry)
                     added.append(addr)
         return added
+
+    def replace(self, servers: Iterable[ServerAddress]) -> None:
+        """Make ``servers`` the pool (nats-py's ``set_server_pool``), for the next reconnect.
+
+        A server already in the pool (same host and port) keeps its failed
+        attempts, last attempt and lame duck mark; the connection in use is not
+        touched. The new pool is shuffled unless ``randomize`` was turned off,
+        and servers the cluster announces keep joining it.
+        """
+        with self._lock:
+            old = {(e.addr.host, e.addr.port): e for e in self.entries}
+            if self.current is not None:
+                old.setdefault((self.current.addr.host, self.current.addr.port), self.current)
+            entries = []
+            for addr in servers:
+                prev = old.get((addr.host, addr.port))
+                entry = PoolEntry(addr)
+                if prev is not None:
+                    entry.failed_attempts, entry.last_attempt = prev.failed_attempts, prev.last_attempt
+                    entry.lame_duck = prev.lame_duck
+                    if prev is self.current:
+                        self.current = entry  # moved to the back of the pool when it is lost
+                entries.append(entry)
+            if self._randomize and len(entries) > 1:
+                self._rng.shuffle(entries)
+            self.entries = entries
 
     def connected(self, entry: PoolEntry, now: float) -> None:
         with self._lock:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NatsConnectionError, ProtocolError
+from ..errors import ProtocolError, UnexpectedEOF
 from ..protocol.parser import OK, PING, PONG, Err, Info, Parser
 from .inlet import route_run
 
@@ -70,7 +70,8 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
                 raise failure
             data = read()
             if not data:
-                raise NatsConnectionError(f"the server closed the connection{conn.last_server_error_suffix()}")
+                # nats-py's class for it, still a NatsConnectionError (via StaleConnectionError)
+                raise UnexpectedEOF(f"the server closed the connection{conn.last_server_error_suffix()}")
             try:
                 events = feed(data)
             except ProtocolError as exc:

@@ -52,6 +52,14 @@ APPEND_WITHOUT_LOCK: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 #: back-pressure that keeps a fast publisher from growing it without end.
 FLUSH_THRESHOLD = 1024 * 1024
 
+
+def flush_threshold(pending_size: int) -> int:
+    """The buffered bytes past which a publisher sends the buffer itself:
+    :data:`FLUSH_THRESHOLD`, or ``pending_size`` when that is smaller (nats-py
+    flushes before a publish returns once ``pending_size`` is passed; ``0``
+    turns that off there, and leaves the default here)."""
+    return min(FLUSH_THRESHOLD, pending_size) if pending_size > 0 else FLUSH_THRESHOLD
+
 #: Writes a sender makes for others' bytes (buffered while it wrote) before it
 #: leaves the rest to the flusher: a lone request is not held up for long.
 _SEND_ROUNDS = 4
@@ -81,7 +89,8 @@ class Writer:
         self.buffer = bytearray()
         #: A plain publish in one call (see :mod:`.outlet`); it also holds the
         #: flush flag and the publish counters.
-        self.outlet = Outlet(self.buffer, PUB_SUBJECTS, FLUSH_THRESHOLD, self._wake_unlocked, self.back_pressure)
+        self.outlet = Outlet(self.buffer, PUB_SUBJECTS, flush_threshold(conn.options.pending_size),
+                             self._wake_unlocked, self.back_pressure)
         self._thread: threading.Thread | None = None
         #: Stream offsets (bytes since the start): taken from the buffer (lock
         #: held), handed to the socket, and the range lost with the last failed
@@ -120,14 +129,14 @@ class Writer:
         """
         buffer = self.buffer
         buffer += frame
-        if len(buffer) > FLUSH_THRESHOLD:
+        if len(buffer) > self.outlet.threshold:
             self.back_pressure()
         elif not self.outlet.flush_requested:
             with self.lock:
                 self.wake()
 
     def back_pressure(self) -> None:
-        """More than :data:`FLUSH_THRESHOLD` buffered: this publisher sends the
+        """More than the threshold (:func:`flush_threshold`) buffered: this publisher sends the
         buffer itself, waiting up to ``write_timeout`` for the socket, so a fast
         publisher cannot grow the buffer without end.
 

@@ -21,7 +21,7 @@ from urllib.parse import ParseResult, urlparse
 from .._core import spi
 from .._core.connection import Connection
 from .._core.options import ConnectOptions
-from .._core.pool import PoolEntry, ServerAddress
+from .._core.pool import PoolEntry, ServerAddress, check_one_transport
 from .._timeout import TimeoutArg
 from ..client import Client as _NativeClient
 from ..errors import NatsConnectionError, NatsError, NoRespondersError
@@ -271,15 +271,19 @@ class Client(_NativeClient):
         """Connect, with nats-py's arguments (``dont_randomize=``, ``flush_timeout=`` ...).
 
         A failed first connect is reported to ``error_cb`` and kept in
-        :attr:`last_error` before it is raised.
+        :attr:`last_error` before it is raised. As in nats-py, the servers may
+        not mix WebSocket and TCP URLs (:func:`natsjs_sync.connect` allows it).
 
         Raises:
             NoServersError, AuthorizationError, SecureConnRequiredError: as :func:`natsjs_sync.connect`.
+            InvalidServerUrlError: a bad server URL, or ``ws://``/``wss://`` mixed with
+                ``nats://``/``tls://`` (a ValueError; nats-py's ``nats.errors.Error``).
             TypeError, ValueError: a bad argument.
         """
         if not self._unstarted:
             raise NatsConnectionError("this client has connected already")
         opts = ConnectOptions.build(servers, **translate_options(options))
+        check_one_transport(opts.servers)
         self._conn = Connection(opts)
         self._options = opts
         self.name = opts.name
@@ -382,6 +386,11 @@ class Client(_NativeClient):
     @property
     def servers(self) -> list[URL]:  # type: ignore[override]
         return [URL(u) for u in super().servers]
+
+    @property
+    def server_pool(self) -> list[Server]:
+        """A copy of the server pool: each server's URL and failed attempts in a row (nats-py)."""
+        return [Server(uri=urlparse(e.addr.url), reconnects=e.failed_attempts) for e in self._conn.pool.candidates()]
 
     @property
     def discovered_servers(self) -> list[URL]:  # type: ignore[override]
