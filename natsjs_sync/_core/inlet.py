@@ -23,6 +23,7 @@ from ..msg import Msg
 from ..protocol._compiled import twin
 from .options import UNLIMITED
 
+
 class InletPy:
     """A subscription's reader-side end (Python twin of ``_speedups.Inlet``).
 
