@@ -87,7 +87,8 @@ class InletPy:
 
         When ``takeable`` and ``timeout`` is ``None`` or a number of seconds in
         [0, ``WAIT_MAX``) (the longest wait ``threading`` accepts), waits on
-        ``get(True, timeout)`` (``queue.Empty`` from it propagates) and returns a message, adding its size to ``bytes_out``.
+        ``get(True, timeout)`` (``queue.Empty`` from it propagates) and returns a
+        message, adding its size to ``bytes_out``.
         Anything else goes to ``on_take(timeout, item)``: ``item`` is what
         ``get`` returned when it was not a message, or ``None`` when nothing
         was taken.
