@@ -1,0 +1,156 @@
+"""The typed client of the servers' monitoring requests, on a 3-node cluster with a system account."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.errors import PermissionsError
+from natsjs_sync.monitor import (
+    KINDS,
+    AccountJetStream,
+    MonitorError,
+    ServerFilter,
+    Statsz,
+    SystemAccountRequiredError,
+    SystemClient,
+    Varz,
+)
+from natsjs_sync.monitor.models import decode_as
+from natsjs_sync.testing import NatsCluster
+
+#: A system account "SYS" and an application account "APP" with JetStream.
+ACCOUNTS: dict[str, Any] = {
+    "accounts": {
+        "SYS": {"users": [{"user": "sys", "password": "sys"}]},
+        "APP": {"jetstream": "enabled", "users": [{"user": "app", "password": "app"}]},
+    },
+    "system_account": "SYS",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[NatsCluster]:
+    with NatsCluster(3, name="mon", config=ACCOUNTS) as c:
+        yield c
+
+
+@pytest.fixture
+def sys_nc(cluster: NatsCluster) -> Iterator[nats.Client]:
+    with nats.connect(cluster.url, user="sys", password="sys", name="monitor") as nc:
+        yield nc
+
+
+def names(cluster: NatsCluster) -> set[str]:
+    return {str(n.server_name) for n in cluster.nodes}
+
+
+def test_every_kind_is_answered_by_every_node(cluster: NatsCluster, sys_nc: nats.Client) -> None:
+    client = SystemClient(sys_nc, timeout=20.0)
+    for kind, model in KINDS.items():
+        replies = getattr(client, kind.lower())(expected=3)
+        assert {r.server.name for r in replies} == names(cluster), kind
+        assert all(isinstance(r.data, model) for r in replies), kind
+        assert all(r.server.id.startswith("N") and r.server.cluster == "mon" for r in replies), kind
+    pings = client.ping(expected=3)
+    assert {r.server.name for r in pings} == names(cluster)
+    assert all(isinstance(r.data, Statsz) and r.data.active_servers == 3 for r in pings)
+    jsz = client.jsz(expected=3)
+    assert {r.data.meta_cluster.leader for r in jsz if r.data.meta_cluster} == {cluster.wait_meta_leader()}
+    routez = client.routez(expected=3)
+    assert all({route.remote_name for route in r.data.routes} == names(cluster) - {r.server.name} for r in routez)
+
+
+def test_one_server_by_id_and_by_filter(cluster: NatsCluster, sys_nc: nats.Client) -> None:
+    client = SystemClient(sys_nc, timeout=20.0)
+    everyone = {r.server.name: r.server.id for r in client.varz(expected=3)}
+    name, server_id = sorted(everyone.items())[1]
+    (one,) = client.varz(server=server_id)
+    assert one.server.name == name and one.data.server_id == server_id and one.data.server_name == name
+    assert isinstance(one.data, Varz) and one.data.port in {n.port for n in cluster.nodes}
+    filtered = client.healthz(servers=ServerFilter(name=name), timeout=20.0)
+    assert [r.server.name for r in filtered] == [name]
+    assert filtered[0].data.ok and filtered[0].data.status_code == 200
+    with pytest.raises(MonitorError) as info:
+        client.varz(server="NOSUCHSERVER")
+    assert info.value.code == 404 and "NOSUCHSERVER" in str(info.value)
+
+
+def test_unknown_fields_are_kept(cluster: NatsCluster, sys_nc: nats.Client) -> None:
+    (reply,) = SystemClient(sys_nc).varz(server=SystemClient(sys_nc).ping(expected=1)[0].server.id)
+    # Fields the model does not name survive, as the server sent them.
+    assert reply.data.unknown_fields and "auth_timeout" in reply.data.unknown_fields
+    doc = {"server_id": "N1", "connections": 2, "future_field": {"a": [1]},
+           "cluster": {"name": "c"}}
+    varz = decode_as(doc, Varz)
+    assert varz.connections == 2 and varz.unknown_fields == {"future_field": {"a": [1]}}
+    nested = decode_as({"connections": [{"cid": 7, "new_thing": True}]}, KINDS["CONNZ"])
+    assert nested.connections[0].cid == 7 and nested.connections[0].unknown_fields == {"new_thing": True}
+
+
+def test_connz_filters_and_paging(cluster: NatsCluster, sys_nc: nats.Client) -> None:
+    node = cluster.nodes[0]
+    apps = [nats.connect(node.url, user="app", password="app", name=f"app-{i}") for i in range(3)]
+    try:
+        apps[0].subscribe("orders.>")
+        apps[0].flush()
+        client = SystemClient(sys_nc, timeout=20.0)
+        server_id = client.varz(servers=ServerFilter(name=node.server_name))[0].server.id
+        (page,) = client.connz(server=server_id, account="APP", auth=True, subscriptions=True, sort="cid")
+        mine = [c for c in page.data.connections if c.name.startswith("app-")]
+        assert sorted(c.name for c in mine) == ["app-0", "app-1", "app-2"]
+        assert all(c.account == "APP" and c.authorized_user == "app" for c in mine)
+        assert [c.subscriptions_list for c in mine if c.name == "app-0"] == [["orders.>"]]
+        (second,) = client.connz(server=server_id, account="APP", sort="cid", offset=1, limit=1)
+        assert second.data.offset == 1 and second.data.limit == 1 and second.data.num_connections == 1
+        assert second.data.total == 3 and second.data.connections[0].cid == mine[1].cid
+        with pytest.raises(ValueError):
+            client.connz(state="sleeping")
+    finally:
+        for nc in apps:
+            nc.close()
+
+
+def test_account_jetstream(cluster: NatsCluster, sys_nc: nats.Client) -> None:
+    with nats.connect(cluster.url, user="app", password="app") as app:
+        js = app.jetstream(timeout=20.0)
+        js.create_stream(name="MONITORED", subjects=["monitored.>"], num_replicas=3, storage="memory")
+        js.publish("monitored.one", b"x")
+        replies = SystemClient(sys_nc, timeout=20.0).account_jetstream("APP", streams=True, expected=3)
+        assert {r.server.name for r in replies} == names(cluster)
+        assert all(isinstance(r.data, AccountJetStream) and r.data.name == "APP" for r in replies)
+        details = [s for r in replies for s in (r.data.stream_detail or [])]
+        assert {s["name"] for s in details} == {"MONITORED"}
+        js.delete_stream("MONITORED")
+
+
+def test_a_user_outside_the_system_account_gets_a_permissions_error(cluster: NatsCluster) -> None:
+    with nats.connect(cluster.url, user="app", password="app") as app:
+        client = SystemClient(app, timeout=5.0)
+        with pytest.raises(SystemAccountRequiredError) as info:
+            client.varz()
+        assert isinstance(info.value, PermissionsError) and "system account" in str(info.value)
+        with pytest.raises(SystemAccountRequiredError):
+            client.statsz(server="NSOMESERVER")
+
+
+def test_a_bad_option_is_the_servers_error(cluster: NatsCluster, sys_nc: nats.Client) -> None:
+    with pytest.raises(MonitorError) as info:
+        SystemClient(sys_nc, timeout=20.0).request("CONNZ", {"sort": 7}, expected=3)
+    assert info.value.code == 400 and info.value.server in names(cluster)
+
+
+def test_a_killed_node_is_missing_from_the_ping_answers() -> None:
+    with NatsCluster(3, name="gone", config=ACCOUNTS) as cluster:
+        with nats.connect(cluster.nodes[0].url, user="sys", password="sys") as nc:
+            client = SystemClient(nc, timeout=20.0)
+            assert {r.server.name for r in client.ping(expected=3)} == names(cluster)
+            cluster.kill_node(2)
+            # Asking for three answers waits the whole timeout for the one that never comes.
+            answered = client.ping(expected=3, timeout=3.0)
+            assert {r.server.name for r in answered} == names(cluster) - {"gone-n3"}
+            # Without ``expected`` the answers end once no other comes within the stall.
+            assert {r.server.name for r in client.varz()} == names(cluster) - {"gone-n3"}
