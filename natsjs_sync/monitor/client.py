@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
-from ..errors import NoRespondersError
+from ..errors import NoRespondersError, PermissionsError
 from ..errors import TimeoutError as NatsTimeoutError
 from .errors import MonitorError, MonitorResponseError, SystemAccountRequiredError
 from .models import (
@@ -147,6 +147,7 @@ class SystemClient:
 
         Raises:
             SystemAccountRequiredError: nobody answers: the user is not in the system account.
+            PermissionsError: the user may not publish the request (or subscribe to its inbox).
             MonitorError: a server answered with an error (bad options, unknown server id).
             MonitorResponseError: an answer this client cannot decode.
             TimeoutError: ``server`` was given and it did not answer within ``timeout``.
@@ -161,12 +162,14 @@ class SystemClient:
         payload = msgspec.json.encode(body) if body else b""
         sent = time.monotonic()
         replies: list[ServerReply[T]] = []
+        earlier_error = self.nc.last_error
         try:
             with self.nc.request_many(
                 subject, payload, timeout=deadline,
                 max_messages=1 if single else expected,
                 stall=None if single or expected else self.stall,
             ) as answers:
+                self._check_permissions(subject, answers.inbox, earlier_error, deadline)
                 for msg in answers:
                     replies.append(self._decode(msg.data, kind, type_, time.monotonic() - sent))
         except NoRespondersError:
@@ -174,6 +177,18 @@ class SystemClient:
         if single and not replies:
             raise NatsTimeoutError(f"server {server} did not answer {subject} within the timeout")
         return replies
+
+    def _check_permissions(self, subject: str, inbox: str, earlier: Exception | None, deadline: Deadline) -> None:
+        """Fail at once when the server refused to let us send the request (or hear the answers).
+
+        A user of the system account may still be denied ``$SYS.REQ.>``: the server then
+        answers the publish with an asynchronous ``-ERR``, and nobody would ever answer.
+        The ``-ERR`` comes before the ``PONG`` of a flush, so one round trip tells.
+        """
+        self.nc.flush(deadline)
+        err = self.nc.last_error
+        if err is not earlier and isinstance(err, PermissionsError) and (subject in str(err) or inbox in str(err)):
+            raise PermissionsError(f"the server refused the monitoring request {subject}: {err}") from err
 
     @staticmethod
     def _decode(data: bytes, kind: str, type_: type[T], elapsed: float) -> ServerReply[T]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +21,7 @@ from natsjs_sync.monitor import (
     Varz,
 )
 from natsjs_sync.monitor.models import decode_as
-from natsjs_sync.testing import NatsCluster
+from natsjs_sync.testing import NatsCluster, NatsServer
 
 #: A system account "SYS" and an application account "APP" with JetStream.
 ACCOUNTS: dict[str, Any] = {
@@ -154,3 +155,21 @@ def test_a_killed_node_is_missing_from_the_ping_answers() -> None:
             assert {r.server.name for r in answered} == names(cluster) - {"gone-n3"}
             # Without ``expected`` the answers end once no other comes within the stall.
             assert {r.server.name for r in client.varz()} == names(cluster) - {"gone-n3"}
+
+
+def test_a_system_user_denied_the_requests_gets_a_permissions_error_at_once() -> None:
+    config = {
+        "accounts": {"SYS": {"users": [{"user": "ro", "password": "ro",
+                                        "permissions": {"publish": {"deny": ["$SYS.REQ.SERVER.>"]}}}]}},
+        "system_account": "SYS",
+    }
+    with NatsServer(jetstream=False, config=config) as server, \
+            nats.connect(server.url, user="ro", password="ro", error_cb=lambda e: None) as nc:
+        client = SystemClient(nc, timeout=30.0)
+        started = time.monotonic()
+        with pytest.raises(PermissionsError) as info:
+            client.varz()
+        # Without the check, the request waits its whole 30 s for answers that never come.
+        assert time.monotonic() - started < 10.0
+        assert "$SYS.REQ.SERVER.PING.VARZ" in str(info.value)
+        assert not isinstance(info.value, SystemAccountRequiredError)
