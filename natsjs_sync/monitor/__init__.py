@@ -6,6 +6,7 @@ Stands above the client in the import graph; nothing in the client imports it.
 
 from __future__ import annotations
 
+from .check import CheckResult, Status, check_connection, check_consumer, check_jetstream, check_stream
 from .client import DEFAULT_STALL, DEFAULT_TIMEOUT, KINDS, ServerFilter, SystemClient
 from .errors import MonitorError, MonitorResponseError, SystemAccountRequiredError
 from .models import (
@@ -34,6 +35,7 @@ __all__ = [
     "KINDS",
     "AccountJetStream",
     "Accountz",
+    "CheckResult",
     "ConnInfo",
     "Connz",
     "Gatewayz",
@@ -50,8 +52,13 @@ __all__ = [
     "ServerIdentity",
     "ServerReply",
     "Statsz",
+    "Status",
     "Subsz",
     "SystemAccountRequiredError",
     "SystemClient",
     "Varz",
+    "check_connection",
+    "check_consumer",
+    "check_jetstream",
+    "check_stream",
 ]

@@ -72,15 +72,19 @@ class CheckResult:
         self.messages.append((status, text))
 
     def ok(self, text: str) -> None:
+        """Record a finding at OK."""
         self.add(Status.OK, text)
 
     def warning(self, text: str) -> None:
+        """Record a finding at WARNING."""
         self.add(Status.WARNING, text)
 
     def critical(self, text: str) -> None:
+        """Record a finding at CRITICAL."""
         self.add(Status.CRITICAL, text)
 
     def unknown(self, text: str) -> None:
+        """Record a finding at UNKNOWN."""
         self.add(Status.UNKNOWN, text)
 
     def perf(self, label: str, value: float, unit: str = "", warn: float | None = None,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -173,3 +176,19 @@ def test_a_system_user_denied_the_requests_gets_a_permissions_error_at_once() ->
         assert time.monotonic() - started < 10.0
         assert "$SYS.REQ.SERVER.PING.VARZ" in str(info.value)
         assert not isinstance(info.value, SystemAccountRequiredError)
+
+
+def test_the_docs_pages_examples_run(cluster: NatsCluster, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "monitoring.rst").read_text()
+    blocks = [textwrap.dedent(b) for b in re.findall(r"^\.\. code-block:: py\n\n((?:(?:    .*)?\n)+)", page, re.M)]
+    assert len(blocks) == 2
+    node = cluster.nodes[0]
+    monkeypatch.setenv("NATS_SYSTEM_URL", f"nats://sys:sys@127.0.0.1:{node.port}")
+    monkeypatch.setenv("NATS_URL", f"nats://app:app@127.0.0.1:{node.port}")
+    for i, code in enumerate(blocks):
+        namespace: dict[str, Any] = {"__name__": f"docs_monitoring_{i}"}
+        exec(compile(code, f"docs/monitoring.rst block {i}", "exec"), namespace)
+    assert namespace["healthy"] is True
+    out = capsys.readouterr().out
+    assert "mon-n1" in out and out.splitlines()[-1].startswith("OK connection ")
