@@ -195,9 +195,9 @@ class SystemClient:
         try:
             doc = msgspec.json.decode(data)
         except msgspec.DecodeError as exc:
-            raise MonitorResponseError(f"invalid {kind} answer: {data[:100]!r}") from exc
+            raise MonitorResponseError(f"invalid {kind or 'PING'} answer: {data[:100]!r}") from exc
         if not isinstance(doc, dict) or not isinstance(doc.get("server"), dict):
-            raise MonitorResponseError(f"invalid {kind} answer: {data[:100]!r}")
+            raise MonitorResponseError(f"invalid {kind or 'PING'} answer: {data[:100]!r}")
         identity = decode_as(doc["server"], ServerIdentity)
         error = doc.get("error")
         if error:
@@ -207,7 +207,7 @@ class SystemClient:
         # STATSZ (and the bare PING) answer under "statsz" instead of "data".
         body = doc.get("data", doc.get("statsz"))
         if body is None:
-            raise MonitorResponseError(f"a {kind} answer without data from {identity.name}: {data[:100]!r}")
+            raise MonitorResponseError(f"a {kind or 'PING'} answer without data from {identity.name}: {data[:100]!r}")
         return ServerReply(server=identity, data=decode_as(body, type_), elapsed=elapsed)
 
     def _nobody_answered(self, subject: str, server: str | None) -> Exception:
@@ -233,7 +233,9 @@ class SystemClient:
 
         Args and Raises: as :meth:`request`.
         """
-        return self.request("", None, Statsz, server=server, servers=servers, expected=expected, timeout=timeout)
+        # One server answers its STATSZ subject; the bare PING subject is the gathered one.
+        return self.request("STATSZ" if server else "", None, Statsz, server=server, servers=servers,
+                            expected=expected, timeout=timeout)
 
     def varz(self, *, server: str | None = None, servers: ServerFilter | None = None,
              expected: int | None = None, timeout: TimeoutArg = USE_DEFAULT) -> list[ServerReply[Varz]]:

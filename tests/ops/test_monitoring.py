@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 import textwrap
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from natsjs_sync.monitor import (
     KINDS,
     AccountJetStream,
     MonitorError,
+    MonitorResponseError,
     ServerFilter,
     Statsz,
     SystemAccountRequiredError,
@@ -48,6 +50,17 @@ def sys_nc(cluster: NatsCluster) -> Iterator[nats.Client]:
         yield nc
 
 
+def eventually(probe: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``probe`` until it holds, at most ``timeout`` seconds (server state with nothing to wait on)."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not probe():
+        if time.monotonic() >= deadline:
+            return False
+        pause.wait(0.1)
+    return True
+
+
 def names(cluster: NatsCluster) -> set[str]:
     return {str(n.server_name) for n in cluster.nodes}
 
@@ -75,6 +88,8 @@ def test_one_server_by_id_and_by_filter(cluster: NatsCluster, sys_nc: nats.Clien
     (one,) = client.varz(server=server_id)
     assert one.server.name == name and one.data.server_id == server_id and one.data.server_name == name
     assert isinstance(one.data, Varz) and one.data.port in {n.port for n in cluster.nodes}
+    (pong,) = client.ping(server=server_id)
+    assert pong.server.id == server_id and isinstance(pong.data, Statsz)
     filtered = client.healthz(servers=ServerFilter(name=name), timeout=20.0)
     assert [r.server.name for r in filtered] == [name]
     assert filtered[0].data.ok and filtered[0].data.status_code == 200
@@ -93,6 +108,9 @@ def test_unknown_fields_are_kept(cluster: NatsCluster, sys_nc: nats.Client) -> N
     assert varz.connections == 2 and varz.unknown_fields == {"future_field": {"a": [1]}}
     nested = decode_as({"connections": [{"cid": 7, "new_thing": True}]}, KINDS["CONNZ"])
     assert nested.connections[0].cid == 7 and nested.connections[0].unknown_fields == {"new_thing": True}
+    # A document that does not fit is our error, never msgspec's.
+    with pytest.raises(MonitorResponseError):
+        decode_as({"connections": "many"}, Varz)
 
 
 def test_connz_filters_and_paging(cluster: NatsCluster, sys_nc: nats.Client) -> None:
@@ -123,11 +141,16 @@ def test_account_jetstream(cluster: NatsCluster, sys_nc: nats.Client) -> None:
         js = app.jetstream(timeout=20.0)
         js.create_stream(name="MONITORED", subjects=["monitored.>"], num_replicas=3, storage="memory")
         js.publish("monitored.one", b"x")
-        replies = SystemClient(sys_nc, timeout=20.0).account_jetstream("APP", streams=True, expected=3)
-        assert {r.server.name for r in replies} == names(cluster)
-        assert all(isinstance(r.data, AccountJetStream) and r.data.name == "APP" for r in replies)
-        details = [s for r in replies for s in (r.data.stream_detail or [])]
-        assert {s["name"] for s in details} == {"MONITORED"}
+        client = SystemClient(sys_nc, timeout=20.0)
+
+        def hosting() -> set[str]:
+            """The servers whose answer lists the stream (each replica's server, once it has it)."""
+            replies = client.account_jetstream("APP", streams=True, expected=3)
+            assert all(isinstance(r.data, AccountJetStream) and r.data.name == "APP" for r in replies)
+            return {r.server.name for r in replies
+                    if [s["name"] for s in r.data.stream_detail or []] == ["MONITORED"]}
+
+        assert eventually(lambda: hosting() == names(cluster), 20.0)
         js.delete_stream("MONITORED")
 
 
@@ -156,8 +179,10 @@ def test_a_killed_node_is_missing_from_the_ping_answers() -> None:
             # Asking for three answers waits the whole timeout for the one that never comes.
             answered = client.ping(expected=3, timeout=3.0)
             assert {r.server.name for r in answered} == names(cluster) - {"gone-n3"}
-            # Without ``expected`` the answers end once no other comes within the stall.
-            assert {r.server.name for r in client.varz()} == names(cluster) - {"gone-n3"}
+            # Without ``expected`` the answers end once no other comes within the stall (5 s
+            # here, for a loaded machine; 0.5 s by default).
+            patient = SystemClient(nc, timeout=20.0, stall=5.0)
+            assert {r.server.name for r in patient.varz()} == names(cluster) - {"gone-n3"}
 
 
 def test_a_system_user_denied_the_requests_gets_a_permissions_error_at_once() -> None:

@@ -81,7 +81,10 @@ def test_ls_outside_the_system_account_is_a_one_line_error(capsys: pytest.Captur
 
 def test_check_connection_ok_warning_critical(capsys: pytest.CaptureFixture[str], cluster: NatsCluster) -> None:
     s = ("--server", cluster.nodes[0].url, *APP)
-    code, out, _ = run(capsys, "server", "check", "connection", *s)
+    # Thresholds a loaded machine stays far below.
+    generous = ("--connect-warn", "10s", "--connect-critical", "20s", "--rtt-warn", "10s", "--rtt-critical", "20s",
+                "--req-warn", "10s", "--req-critical", "20s")
+    code, out, _ = run(capsys, "server", "check", "connection", *s, *generous)
     assert code == 0 and out.startswith("OK connection ") and out.count("\n") == 1
     assert "| connect_time=" in out and " rtt=" in out and " request_time=" in out
     # A round trip always takes at least 0 s: the thresholds decide the level.
@@ -126,6 +129,10 @@ def test_check_stream_and_consumer_thresholds(capsys: pytest.CaptureFixture[str]
             js.publish(f"thresh.{i}", b"x")
         js.create_consumer("THRESH", durable_name="slow", num_replicas=3)
         try:
+            # Replicas of a group just made may take a moment to be current.
+            assert eventually(lambda: run(capsys, "server", "check", "stream", "--stream", "THRESH", *s)[0] == 0, 30)
+            assert eventually(lambda: run(capsys, "server", "check", "consumer", "--stream", "THRESH",
+                                          "--consumer", "slow", *s)[0] == 0, 30)
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "THRESH", "--peer-expect", "3", *s)
             assert code == 0 and out.startswith("OK stream THRESH: 3 messages"), out
             assert "messages=3;" in out
@@ -163,9 +170,10 @@ def test_check_exit_codes_for_healthy_degraded_and_down(capsys: pytest.CaptureFi
             code, out, _ = run(capsys, "server", "check", *argv, *s)
             return code, out
 
-        code, out = status("stream", "--stream", "HDD")
-        assert code == 0 and out.startswith("OK stream HDD: "), out
-        assert status("jetstream")[0] == 0
+        # Healthy (once the new stream's replicas are current).
+        assert eventually(lambda: status("stream", "--stream", "HDD")[0] == 0, 30.0)
+        assert status("stream", "--stream", "HDD")[1].startswith("OK stream HDD: ")
+        assert eventually(lambda: status("jetstream")[0] == 0, 30.0)
 
         # Degraded: one replica down, the stream still has its leader and a quorum.
         cluster.kill_node(victims[0])
