@@ -4,7 +4,7 @@
   nats-server until Ctrl-C (the ``server`` extra);
 - ``server ls`` lists every server of the cluster, ``server info`` shows one
   (both through the system account's monitoring requests);
-- ``server check connection|jetstream|stream|consumer`` prints one line that
+- ``server check connection|jetstream|stream|consumer|server|meta`` prints one line that
   starts with the status word and exits with the Nagios code (0 OK, 1 WARNING,
   2 CRITICAL, 3 UNKNOWN), for cron jobs and Kubernetes probes.
 """
@@ -247,6 +247,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         check_connection,
         check_consumer,
         check_jetstream,
+        check_meta,
+        check_server,
         check_stream,
     )
 
@@ -265,7 +267,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             try:
                 nc = _connect(args)
             except (NatsError, OSError) as exc:
-                result = CheckResult(what, getattr(args, "stream", None))
+                result = CheckResult(what, getattr(args, "stream", None) or getattr(args, "name", None))
                 result.critical(f"cannot connect to {url}: {exc}")
             else:
                 with nc:
@@ -277,6 +279,17 @@ def cmd_check(args: argparse.Namespace) -> int:
                             consumers_warn=args.consumers_warn, consumers_critical=args.consumers_critical,
                             replicas=args.replicas, replica_lag_critical=args.replica_lag_critical,
                             replica_seen_critical=args.replica_seen_critical, timeout=args.timeout)
+                    elif what == "server":
+                        result = check_server(
+                            nc, args.name, cpu_warn=args.cpu_warn, cpu_critical=args.cpu_critical,
+                            connections_warn=args.conn_warn, connections_critical=args.conn_critical,
+                            subscriptions_warn=args.subs_warn, subscriptions_critical=args.subs_critical,
+                            uptime_warn=args.uptime_warn, uptime_critical=args.uptime_critical,
+                            js_required=args.js_required, auth_required=args.auth_required,
+                            tls_required=args.tls_required, timeout=args.timeout)
+                    elif what == "meta":
+                        result = check_meta(nc, expect=args.expect, lag_critical=args.lag_critical,
+                                            seen_critical=args.seen_critical, timeout=args.timeout)
                     elif what == "stream":
                         result = check_stream(
                             nc, args.stream, peer_expect=args.peer_expect, peer_lag_critical=args.peer_lag_critical,
@@ -332,6 +345,28 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
                    help="CRITICAL when a stream replica is this many operations behind")
     p.add_argument("--replica-seen-critical", **optional_secs,
                    help="CRITICAL when a stream replica was not seen for this long")
+    p.set_defaults(func=cmd_check)
+
+    p = kinds.add_parser("server", help="one server by name answers and is healthy (system account)")
+    _add_connection_options(p)
+    p.add_argument("--name", required=True, help="the server's name")
+    for flag, what in (("cpu", "percent of CPU"), ("conn", "client connections"), ("subs", "subscriptions")):
+        kind: dict[str, Any] = dict(type=float) if flag == "cpu" else dict(type=int)
+        p.add_argument(f"--{flag}-warn", **kind, default=None, metavar="N", help=f"WARNING at N {what}")
+        p.add_argument(f"--{flag}-critical", **kind, default=None, metavar="N", help=f"CRITICAL at N {what}")
+    p.add_argument("--uptime-warn", **optional_secs, help="WARNING when up for less than this (it restarted)")
+    p.add_argument("--uptime-critical", **optional_secs, help="CRITICAL when up for less than this")
+    p.add_argument("--js-required", action="store_true", help="CRITICAL without JetStream")
+    p.add_argument("--auth-required", action="store_true", help="CRITICAL when it does not require authentication")
+    p.add_argument("--tls-required", action="store_true", help="CRITICAL when it does not require TLS")
+    p.set_defaults(func=cmd_check)
+
+    p = kinds.add_parser("meta", help="the JetStream meta group: leader, peers, quorum (system account)")
+    _add_connection_options(p)
+    p.add_argument("--expect", **optional_int, metavar="N", help="CRITICAL unless the group has N servers")
+    p.add_argument("--lag-critical", **optional_int, metavar="OPS",
+                   help="CRITICAL when a peer is this many operations behind")
+    p.add_argument("--seen-critical", **optional_secs, help="CRITICAL when a peer was not seen for this long")
     p.set_defaults(func=cmd_check)
 
     p = kinds.add_parser("stream", help="a stream: leader, replicas, messages, mirror and sources")

@@ -6,7 +6,16 @@ Stands above the client in the import graph; nothing in the client imports it.
 
 from __future__ import annotations
 
-from .check import CheckResult, Status, check_connection, check_consumer, check_jetstream, check_stream
+from .check import (
+    CheckResult,
+    Status,
+    check_connection,
+    check_consumer,
+    check_jetstream,
+    check_meta,
+    check_server,
+    check_stream,
+)
 from .client import DEFAULT_STALL, DEFAULT_TIMEOUT, KINDS, ServerFilter, SystemClient
 from .errors import MonitorError, MonitorResponseError, SystemAccountRequiredError
 from .models import (
@@ -60,5 +69,7 @@ __all__ = [
     "check_connection",
     "check_consumer",
     "check_jetstream",
+    "check_meta",
+    "check_server",
     "check_stream",
 ]

@@ -444,6 +444,149 @@ def check_consumer(
     return result
 
 
+# ---------------------------------------------------------------------------------------------- servers
+
+
+def check_server(
+    nc: Client,
+    name: str,
+    *,
+    cpu_warn: float | None = None,
+    cpu_critical: float | None = None,
+    connections_warn: int | None = None,
+    connections_critical: int | None = None,
+    subscriptions_warn: int | None = None,
+    subscriptions_critical: int | None = None,
+    uptime_warn: float | None = None,
+    uptime_critical: float | None = None,
+    js_required: bool = False,
+    auth_required: bool = False,
+    tls_required: bool = False,
+    timeout: float = 5.0,
+) -> CheckResult:
+    """One server of the cluster, by name, through the system account: it answers, and says it is healthy.
+
+    Args:
+        nc: a connected client of a system-account user (any server of the cluster).
+        name: the server's name.
+        cpu_warn, cpu_critical: CPU use in percent.
+        connections_warn, connections_critical: client connections.
+        subscriptions_warn, subscriptions_critical: subscriptions.
+        uptime_warn, uptime_critical: up for less than this many seconds (it restarted).
+        js_required, auth_required, tls_required: CRITICAL unless it has JetStream,
+            requires authentication, requires TLS.
+        timeout: seconds to wait for the server's answers.
+
+    Returns:
+        CRITICAL when the server does not answer or its ``HEALTHZ`` is not ok;
+        UNKNOWN when the user is not in the system account.
+    """
+    from .client import ServerFilter, SystemClient
+    from .errors import SystemAccountRequiredError
+
+    result = CheckResult("server", name)
+    client = SystemClient(nc, timeout=timeout)
+    try:
+        answers = [r for r in client.varz(servers=ServerFilter(name=name), expected=1) if r.server.name == name]
+        if not answers:
+            result.critical(f"server {name} did not answer within {_secs(timeout)}")
+            return result
+        varz = answers[0].data
+        health = client.healthz(server=answers[0].server.id)[0].data
+    except SystemAccountRequiredError as exc:
+        result.unknown(str(exc))
+        return result
+    except (NatsError, OSError) as exc:
+        result.critical(f"no answer from server {name}: {exc}")
+        return result
+    if health.ok:
+        result.ok(f"healthy, version {varz.version}, up {varz.uptime}")
+    else:
+        result.critical(f"unhealthy ({health.status}): {health.error or health.errors or health.status_code}")
+    result.perf("cpu", varz.cpu, "%", cpu_warn, cpu_critical)
+    result.perf("memory", varz.mem, "B")
+    result.perf("connections", varz.connections, "", connections_warn, connections_critical)
+    result.perf("subscriptions", varz.subscriptions, "", subscriptions_warn, subscriptions_critical)
+    _threshold(result, "cpu", varz.cpu, cpu_warn, cpu_critical, lambda v: f"{v:.0f}%")
+    _threshold(result, "connections", varz.connections, connections_warn, connections_critical)
+    _threshold(result, "subscriptions", varz.subscriptions, subscriptions_warn, subscriptions_critical)
+    if varz.start is not None and varz.now is not None:
+        up = (varz.now - varz.start).total_seconds()
+        result.perf("uptime", round(up, 3), "s", uptime_warn, uptime_critical)
+        _threshold(result, "uptime", up, uptime_warn, uptime_critical, _secs, above=False)
+    extra = varz.unknown_fields or {}
+    if js_required and not varz.jetstream:
+        result.critical("JetStream is not enabled")
+    if auth_required and not extra.get("auth_required"):
+        result.critical("authentication is not required")
+    if tls_required and not extra.get("tls_required"):
+        result.critical("TLS is not required")
+    return result
+
+
+def check_meta(
+    nc: Client,
+    *,
+    expect: int | None = None,
+    lag_critical: int | None = None,
+    seen_critical: float | None = None,
+    timeout: float = 5.0,
+) -> CheckResult:
+    """The JetStream meta group, as its leader sees it, through the system account.
+
+    Args:
+        nc: a connected client of a system-account user.
+        expect: the number of servers the meta group should have; another is CRITICAL.
+        lag_critical: a peer this many operations behind is CRITICAL.
+        seen_critical: a peer not heard from for this many seconds is CRITICAL.
+        timeout: seconds to wait for the leader's answer.
+
+    Returns:
+        CRITICAL when no meta leader answers or a quorum of peers is not current;
+        WARNING when a peer is offline or behind while the group has its quorum;
+        UNKNOWN when the user is not in the system account.
+    """
+    from .client import SystemClient
+    from .errors import SystemAccountRequiredError
+
+    result = CheckResult("meta")
+    try:
+        answers = SystemClient(nc, timeout=timeout).jsz(leader_only=True, expected=1)
+    except SystemAccountRequiredError as exc:
+        result.unknown(str(exc))
+        return result
+    except (NatsError, OSError) as exc:
+        result.critical(f"no answer from the meta leader: {exc}")
+        return result
+    meta = answers[0].data.meta_cluster if answers else None
+    if meta is None or not meta.leader:
+        result.critical(f"no meta leader answered within {_secs(timeout)}")
+        return result
+    peers = list(meta.replicas or ())
+    size = meta.cluster_size or 1 + len(peers)
+    current = 1 + sum(1 for p in peers if p.get("current") and not p.get("offline"))
+    result.ok(f"leader {meta.leader}, {current} of {size} peers current")
+    result.perf("peers", size, "", None, expect)
+    result.perf("peers_current", current)
+    if expect is not None and size != expect:
+        result.critical(f"{size} peers, {expect} expected")
+    if current < size // 2 + 1:
+        result.critical(f"the meta group has lost its quorum ({current} of {size} peers current)")
+    for peer in peers:
+        peer_name = peer.get("name", "?")
+        if peer.get("offline"):
+            result.warning(f"peer {peer_name} is offline")
+        elif not peer.get("current"):
+            result.warning(f"peer {peer_name} is not current")
+        lag = int(peer.get("lag") or 0)
+        active = float(peer.get("active") or 0) / 1e9  # nanoseconds on the wire
+        if lag_critical is not None and lag >= lag_critical:
+            result.critical(f"peer {peer_name} is {lag} operations behind")
+        if seen_critical is not None and active >= seen_critical:
+            result.critical(f"peer {peer_name} last seen {_secs(active)} ago")
+    return result
+
+
 def worst(results: Iterable[CheckResult]) -> Status:
     """The worst status of several results (OK for none)."""
     return max((r.status for r in results), default=Status.OK)

@@ -155,6 +155,24 @@ def test_check_stream_and_consumer_thresholds(capsys: pytest.CaptureFixture[str]
             js.delete_stream("THRESH")
 
 
+def test_check_server_and_meta(capsys: pytest.CaptureFixture[str], cluster: NatsCluster) -> None:
+    s = ("--server", cluster.url, *SYS, "--timeout", "20")
+    code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n2", "--js-required", "--auth-required", *s)
+    assert code == 0 and out.startswith("OK server chk-n2: healthy, version "), out
+    code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n2", "--tls-required",
+                       "--uptime-warn", "1h", *s)
+    assert code == 2 and "TLS is not required" in out and "uptime " in out, out
+    code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n9", "--server", cluster.url, *SYS,
+                       "--timeout", "2")
+    assert code == 2 and out.startswith("CRITICAL server chk-n9: server chk-n9 did not answer"), out
+    assert eventually(lambda: run(capsys, "server", "check", "meta", "--expect", "3", *s)[0] == 0, 30.0)
+    code, out, _ = run(capsys, "server", "check", "meta", "--expect", "5", *s)
+    assert code == 2 and "3 peers, 5 expected" in out
+    # Outside the system account these checks cannot run at all: UNKNOWN.
+    code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n1", "--server", cluster.url, *APP)
+    assert code == 3 and out.startswith("UNKNOWN server chk-n1: ") and "system account" in out
+
+
 def test_check_exit_codes_for_healthy_degraded_and_down(capsys: pytest.CaptureFixture[str]) -> None:
     with NatsCluster(3, name="hdd", config=ACCOUNTS) as cluster:
         s = ("--server", cluster.url, *APP, "--timeout", "5")
@@ -170,10 +188,17 @@ def test_check_exit_codes_for_healthy_degraded_and_down(capsys: pytest.CaptureFi
             code, out, _ = run(capsys, "server", "check", *argv, *s)
             return code, out
 
+        def system(*argv: str) -> tuple[int, str]:
+            code, out, _ = run(capsys, "server", "check", *argv, "--server", cluster.url, *SYS, "--timeout", "5")
+            return code, out
+
         # Healthy (once the new stream's replicas are current).
         assert eventually(lambda: status("stream", "--stream", "HDD")[0] == 0, 30.0)
         assert status("stream", "--stream", "HDD")[1].startswith("OK stream HDD: ")
         assert eventually(lambda: status("jetstream")[0] == 0, 30.0)
+        assert eventually(lambda: system("meta", "--expect", "3")[0] == 0, 30.0)
+        gone = str(cluster.nodes[victims[0]].server_name)
+        assert system("server", "--name", gone)[0] == 0
 
         # Degraded: one replica down, the stream still has its leader and a quorum.
         cluster.kill_node(victims[0])
@@ -181,11 +206,15 @@ def test_check_exit_codes_for_healthy_degraded_and_down(capsys: pytest.CaptureFi
         code, out = status("stream", "--stream", "HDD")
         assert out.startswith("WARNING stream HDD: ") and "replica" in out, out
         assert eventually(lambda: status("jetstream")[0] == 1, 30.0)
+        assert eventually(lambda: system("meta", "--expect", "3")[0] == 1, 30.0)
+        assert system("server", "--name", gone) == (2, f"CRITICAL server {gone}: server {gone} did not answer "
+                                                       "within 5.0 s\n")
 
         # Down: quorum lost, then no server at all.
         cluster.kill_node(victims[1])
         assert eventually(lambda: status("stream", "--stream", "HDD")[0] == 2, 60.0)
         assert status("stream", "--stream", "HDD")[1].startswith("CRITICAL stream HDD: ")
+        assert eventually(lambda: system("meta", "--expect", "3")[0] == 2, 60.0)
         cluster.kill_node(next(i for i in range(3) if i not in victims))
         code, out = status("connection")
         assert code == 2 and out.startswith("CRITICAL connection ") and "cannot connect" in out
