@@ -71,6 +71,9 @@ def test_info_shows_one_server_by_name(capsys: pytest.CaptureFixture[str], clust
     assert fields["Name"] == "chk-n2" and fields["Cluster"] == "chk"
     assert fields["Listening"] == f"127.0.0.1:{cluster.nodes[1].port}"
     assert fields["ID"].startswith("N") and fields["JetStream"].startswith("on, meta leader chk-n")
+    # Without a name: the server this connection landed on.
+    code, out, err = run(capsys, "server", "info", "--server", cluster.nodes[2].url, *SYS)
+    assert code == 0 and "Name: chk-n3" in out, err
 
 
 def test_ls_outside_the_system_account_is_a_one_line_error(capsys: pytest.CaptureFixture[str],
@@ -209,6 +212,10 @@ def test_check_exit_codes_for_healthy_degraded_and_down(capsys: pytest.CaptureFi
         assert eventually(lambda: system("meta", "--expect", "3")[0] == 1, 30.0)
         assert system("server", "--name", gone) == (2, f"CRITICAL server {gone}: server {gone} did not answer "
                                                        "within 5.0 s\n")
+        code, out, err = run(capsys, "server", "ls", "--server", cluster.url, *SYS, "--expect", "3", "--timeout", "3")
+        assert code == 1 and "2 of the 3 expected servers answered" in err
+        assert sorted(line.split()[0] for line in out.splitlines()[1:3]) == sorted(
+            str(n.server_name) for i, n in enumerate(cluster.nodes) if i != victims[0])
 
         # Down: quorum lost, then no server at all.
         cluster.kill_node(victims[1])
