@@ -250,6 +250,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         check_meta,
         check_server,
         check_stream,
+        without_credentials,
     )
 
     what = args.check
@@ -268,7 +269,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 nc = _connect(args)
             except (NatsError, OSError) as exc:
                 result = CheckResult(what, getattr(args, "stream", None) or getattr(args, "name", None))
-                result.critical(f"cannot connect to {url}: {exc}")
+                result.critical(f"cannot connect to {without_credentials(url)}: {without_credentials(str(exc))}")
             else:
                 with nc:
                     if what == "jetstream":

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -126,6 +127,14 @@ def _threshold(result: CheckResult, what: str, value: float, warn: float | None,
         result.warning(f"{what} {fmt(value)} {'>=' if above else '<'} {fmt(warn)}")
 
 
+_USERINFO = re.compile(r"//[^/@]*@")
+
+
+def without_credentials(url: str) -> str:
+    """``url`` without its ``user:password@`` (or ``token@``): a check's line ends up in logs and dashboards."""
+    return _USERINFO.sub("//", url)
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
@@ -167,14 +176,14 @@ def check_connection(
     from .._connect import connect
 
     url = servers if isinstance(servers, str) else ",".join(servers)
-    result = CheckResult("connection", url)
+    result = CheckResult("connection", ",".join(without_credentials(u) for u in url.split(",")))
     options: dict[str, Any] = dict(name="natsjs-check", connect_timeout=timeout, allow_reconnect=False)
     options.update(connect_options)
     started = time.perf_counter()
     try:
         nc = connect(servers, **options)
     except (NatsError, OSError) as exc:
-        result.critical(f"cannot connect: {exc}")
+        result.critical(f"cannot connect: {without_credentials(str(exc))}")
         return result
     try:
         took = time.perf_counter() - started

@@ -111,6 +111,19 @@ def test_check_on_a_server_that_does_not_answer_is_critical() -> None:
         assert proc.stdout.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
+def test_check_lines_do_not_show_passwords(capsys: pytest.CaptureFixture[str], cluster: NatsCluster) -> None:
+    node = cluster.nodes[0]
+    code, out, _ = run(capsys, "server", "check", "connection", "--server", f"nats://app:app@127.0.0.1:{node.port}",
+                       "--rtt-warn", "10s", "--req-warn", "10s", "--connect-warn", "10s")
+    assert code == 0 and "app@" not in out and f"nats://127.0.0.1:{node.port}" in out, out
+    refused = f"nats://app:hunter2@127.0.0.1:{node.port}"
+    dead = f"nats://app:hunter2@127.0.0.1:{free_port()}"
+    for url in (refused, dead):
+        for argv in (["connection"], ["stream", "--stream", "S"]):
+            code, out, _ = run(capsys, "server", "check", *argv, "--server", url, "--timeout", "2")
+            assert code == 2 and out.startswith("CRITICAL ") and "hunter2" not in out, out
+
+
 def test_check_arguments_it_cannot_use_are_unknown(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["server", "check", "consumer", "--stream", "S"])  # no --consumer
