@@ -243,7 +243,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Run one check; print its line; return its Nagios status. Never a traceback."""
     from ..monitor.check import (
         CheckResult,
-        Status,
         check_connection,
         check_consumer,
         check_jetstream,
@@ -311,7 +310,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         result = CheckResult(what)
         result.unknown(f"the check itself failed: {type(exc).__name__}: {exc}")
     _print(result.line())
-    return int(result.status if result.status in Status else Status.UNKNOWN)
+    return int(result.status)
 
 
 def _register_checks(check: argparse.ArgumentParser) -> None:
