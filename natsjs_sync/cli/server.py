@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import re
 import signal
 import socket
@@ -87,8 +86,21 @@ def cmd_server(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------- connecting
 
 
-def _url(args: argparse.Namespace) -> str | None:
-    return getattr(args, "server", None) or os.environ.get("NATS_URL")
+def _target(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The URL and the NATS context to connect with, found as every command finds them:
+    ``--server``, ``$NATS_URL``, ``--context`` / ``$NATS_CONTEXT``, the selected context.
+
+    Raises:
+        ContextError: the context named is unknown or unreadable.
+    """
+    from . import _server_url, context_of
+
+    context = context_of(args)
+    try:
+        with _server_url(getattr(args, "server", None), False, context) as url:
+            return url, context
+    except SystemExit:  # no server named anywhere
+        return None, context
 
 
 def _connect_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -102,10 +114,10 @@ def _connect_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _connect(args: argparse.Namespace) -> Client:
-    url = _url(args)
+    url, context = _target(args)
     if not url:
-        raise SystemExit("error: no server given: pass --server URL or set NATS_URL")
-    return connect(url, name="natsjs-cli", connect_timeout=args.timeout, allow_reconnect=False,
+        raise SystemExit("error: no server given: pass --server URL or --context NAME, or set NATS_URL")
+    return connect(url, name="natsjs-cli", context=context, connect_timeout=args.timeout, allow_reconnect=False,
                    **_connect_options(args))
 
 
@@ -132,7 +144,7 @@ def duration(text: str) -> float:
 
 
 def _add_connection_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", "-s", help="server URL (default: $NATS_URL)")
+    p.add_argument("--server", "-s", help="server URL (default: $NATS_URL, else the NATS context's)")
     p.add_argument("--user", help="user name (for the system account's requests: a user of that account)")
     p.add_argument("--password", help="password of --user")
     p.add_argument("--creds", metavar="FILE", help="a credentials file (JWT and seed)")
@@ -254,15 +266,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     what = args.check
     try:
-        url = _url(args)
+        url, context = _target(args)
         if not url:
             result = CheckResult(what)
-            result.unknown("no server given: pass --server URL or set NATS_URL")
+            result.unknown("no server given: pass --server URL or --context NAME, or set NATS_URL")
         elif what == "connection":
             result = check_connection(
                 url, connect_warn=args.connect_warn, connect_critical=args.connect_critical,
                 rtt_warn=args.rtt_warn, rtt_critical=args.rtt_critical, req_warn=args.req_warn,
-                req_critical=args.req_critical, timeout=args.timeout, **_connect_options(args))
+                req_critical=args.req_critical, timeout=args.timeout, context=context, **_connect_options(args))
         else:
             try:
                 nc = _connect(args)

@@ -124,16 +124,39 @@ def test_check_lines_do_not_show_passwords(capsys: pytest.CaptureFixture[str], c
             assert code == 2 and out.startswith("CRITICAL ") and "hunter2" not in out, out
 
 
-def test_check_arguments_it_cannot_use_are_unknown(capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_arguments_it_cannot_use_are_unknown(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as info:
         main(["server", "check", "consumer", "--stream", "S"])  # no --consumer
     out, _ = capsys.readouterr()
     assert info.value.code == 3 and out.startswith("UNKNOWN ")
-    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    # No server named anywhere (no --server, $NATS_URL or NATS context).
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "NATS_CONTEXT")}
+    env.update(PYTHONPATH=str(REPO), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / ".config"))
     proc = subprocess.run([sys.executable, "-m", "natsjs_sync", "server", "check", "jetstream"],
-                          capture_output=True, text=True, timeout=60, env={**env, "PYTHONPATH": str(REPO)},
-                          cwd=REPO)
-    assert proc.returncode == 3 and proc.stdout.startswith("UNKNOWN jetstream: no server given")
+                          capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert proc.returncode == 3 and proc.stdout.startswith("UNKNOWN jetstream: no server given"), proc.stdout
+    code, out, _ = run(capsys, "--context", "nosuchcontext", "server", "check", "jetstream")
+    assert code == 3 and out.startswith("UNKNOWN jetstream: ") and "nosuchcontext" in out
+
+
+def test_ls_and_check_use_the_nats_context(capsys: pytest.CaptureFixture[str], cluster: NatsCluster,
+                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from natsjs_sync import natscontext
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    monkeypatch.delenv("NATS_URL", raising=False)
+    monkeypatch.delenv("NATS_CONTEXT", raising=False)
+    natscontext.save("system", url=cluster.url, user="sys", password="sys")
+    code, out, err = run(capsys, "--context", "system", "server", "ls", "--expect", "3", "--timeout", "20")
+    assert code == 0 and out.splitlines()[-1].startswith("3 server(s)"), err
+    code, out, _ = run(capsys, "--context", "system", "server", "check", "server", "--name", "chk-n1",
+                       "--timeout", "20")
+    assert code == 0 and out.startswith("OK server chk-n1: "), out
+    # The selected context is used when nothing else names a server, as by the nats CLI.
+    natscontext.select("system")
+    code, out, _ = run(capsys, "server", "check", "meta", "--timeout", "20")
+    assert out.startswith(("OK meta: ", "WARNING meta: ")) and code in (0, 1), out
 
 
 def test_check_stream_and_consumer_thresholds(capsys: pytest.CaptureFixture[str], cluster: NatsCluster) -> None:
