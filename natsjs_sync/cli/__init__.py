@@ -13,8 +13,6 @@ import argparse
 import contextlib
 import datetime
 import os
-import signal
-import socket
 import sys
 import threading
 import time
@@ -188,56 +186,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def cmd_server(args: argparse.Namespace) -> int:
-    from ..testing import NatsServer
-
-    if not _port_is_free(args.port):
-        raise SystemExit(f"error: port {args.port} is in use (another nats-server?): choose one with --port")
-    try:
-        server = NatsServer(port=args.port, jetstream=not args.no_jetstream, store_dir=args.store_dir)
-    except FileNotFoundError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    try:
-        server.start()
-    except (RuntimeError, OSError, TimeoutError) as exc:
-        server.close()
-        raise SystemExit(f"error: nats-server did not start: {exc}") from None
-    # Ctrl-C and SIGTERM only note the signal: the loop below sees it within half a second and stops
-    # the server gracefully. A KeyboardInterrupt could land anywhere (even between the start-up lines
-    # and the try below), and setting a threading.Event from a handler can deadlock on its lock.
-    signals: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, _frame: signals.append(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        _print(f"nats-server listening on {server.url} (JetStream {'off' if args.no_jetstream else 'on'}); "
-               "Ctrl-C stops it")
-        if not args.no_jetstream:
-            if args.store_dir:
-                _print(f"JetStream data in {server.store_dir}")
-            else:
-                _print(f"JetStream data in {server.store_dir}: a temporary directory, deleted when the server "
-                       "stops (keep it with --store-dir DIR)")
-        while not signals and server.is_running:
-            time.sleep(0.5)
-    finally:
-        server.stop()  # SIGTERM: the server writes its store out (SIGKILL after 10 s)
-        server.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if signals and signals[0] == signal.SIGINT:
-        return 130
-    return 0
-
-
 def cmd_pub(args: argparse.Namespace) -> int:
     headers = parse_headers(args.header)
     context = context_of(args)
@@ -350,13 +298,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=3, help="messages to publish")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("server", help="run an embedded nats-server until Ctrl-C")
-    p.add_argument("--port", type=int, default=4222)
-    p.add_argument("--no-jetstream", action="store_true")
-    p.add_argument("--store-dir", metavar="DIR",
-                   help="keep JetStream data in DIR (default: a temporary directory, deleted on exit)")
-    p.set_defaults(func=cmd_server)
-
     header_help = "a message header 'Key: value' (repeatable)"
     p = sub.add_parser("pub", help="publish a message (DATA, or stdin when none is given)")
     p.add_argument("subject")
@@ -393,8 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_option(p)
     p.set_defaults(func=cmd_reply)
 
-    from . import bench, context, jetstream, service, stores
+    from . import bench, context, jetstream, server, service, stores
 
+    server.register(sub)
     jetstream.register(sub)
     stores.register(sub)
     bench.register(sub)

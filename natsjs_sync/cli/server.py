@@ -1,0 +1,444 @@
+"""``natsjs-sync server``: run an embedded nats-server, or look at running ones.
+
+- ``server [--port N] [--no-jetstream] [--store-dir DIR]`` runs an embedded
+  nats-server until Ctrl-C (the ``server`` extra);
+- ``server ls`` lists every server of the cluster, ``server info`` shows one
+  (both through the system account's monitoring requests);
+- ``server check connection|jetstream|stream|consumer|server|meta`` prints one line that
+  starts with the status word and exits with the Nagios code (0 OK, 1 WARNING,
+  2 CRITICAL, 3 UNKNOWN), for cron jobs and Kubernetes probes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+import signal
+import socket
+import sys
+import time
+from typing import Any, NoReturn
+
+from .._connect import connect
+from ..client import Client
+from ..errors import NatsError
+
+
+def _print(*args: object) -> None:
+    print(*args, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------- embedded server
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    """Run an embedded nats-server until Ctrl-C or SIGTERM."""
+    from ..testing import NatsServer
+
+    if not _port_is_free(args.port):
+        raise SystemExit(f"error: port {args.port} is in use (another nats-server?): choose one with --port")
+    try:
+        server = NatsServer(port=args.port, jetstream=not args.no_jetstream, store_dir=args.store_dir)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    try:
+        server.start()
+    except (RuntimeError, OSError, TimeoutError) as exc:
+        server.close()
+        raise SystemExit(f"error: nats-server did not start: {exc}") from None
+    # Ctrl-C and SIGTERM only note the signal: the loop below sees it within half a second and stops
+    # the server gracefully. A KeyboardInterrupt could land anywhere (even between the start-up lines
+    # and the try below), and setting a threading.Event from a handler can deadlock on its lock.
+    signals: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: signals.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _print(f"nats-server listening on {server.url} (JetStream {'off' if args.no_jetstream else 'on'}); "
+               "Ctrl-C stops it")
+        if not args.no_jetstream:
+            if args.store_dir:
+                _print(f"JetStream data in {server.store_dir}")
+            else:
+                _print(f"JetStream data in {server.store_dir}: a temporary directory, deleted when the server "
+                       "stops (keep it with --store-dir DIR)")
+        while not signals and server.is_running:
+            time.sleep(0.5)
+    finally:
+        server.stop()  # SIGTERM: the server writes its store out (SIGKILL after 10 s)
+        server.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if signals and signals[0] == signal.SIGINT:
+        return 130
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- connecting
+
+
+def _target(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The URL and the NATS context to connect with, found as every command finds them:
+    ``--server``, ``$NATS_URL``, ``--context`` / ``$NATS_CONTEXT``, the selected context.
+
+    Raises:
+        ContextError: the context named is unknown or unreadable.
+    """
+    from . import _server_url, context_of
+
+    context = context_of(args)
+    try:
+        with _server_url(getattr(args, "server", None), False, context) as url:
+            return url, context
+    except SystemExit:  # no server named anywhere
+        return None, context
+
+
+def _connect_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if args.user is not None:
+        options["user"] = args.user
+        options["password"] = args.password or ""
+    if args.creds:
+        options["user_credentials"] = args.creds
+    return options
+
+
+def _connect(args: argparse.Namespace) -> Client:
+    url, context = _target(args)
+    if not url:
+        raise SystemExit("error: no server given: pass --server URL or --context NAME, or set NATS_URL")
+    return connect(url, name="natsjs-cli", context=context, connect_timeout=args.timeout, allow_reconnect=False,
+                   **_connect_options(args))
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from ``"1.5"``, ``"500ms"``, ``"2s"``, ``"1m30s"`` (Go's duration syntax, as the nats CLI takes)."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(text) or not text:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (give seconds, or e.g. 500ms, 2s, 1m)")
+    return total
+
+
+def _add_connection_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", "-s", help="server URL (default: $NATS_URL, else the NATS context's)")
+    p.add_argument("--user", help="user name (for the system account's requests: a user of that account)")
+    p.add_argument("--password", help="password of --user")
+    p.add_argument("--creds", metavar="FILE", help="a credentials file (JWT and seed)")
+    p.add_argument("--timeout", type=duration, default=5.0, help="seconds to wait for answers (default 5)")
+
+
+# ---------------------------------------------------------------------------------------------- ls, info
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover - the loop always returns
+
+
+def _uptime(start: datetime.datetime | None, now: datetime.datetime | None) -> str:
+    if start is None or now is None:
+        return "-"
+    secs = int((now - start).total_seconds())
+    days, secs = divmod(secs, 86400)
+    hours, secs = divmod(secs, 3600)
+    minutes, secs = divmod(secs, 60)
+    parts = [f"{days}d"] * bool(days) + [f"{hours}h"] * bool(hours) + [f"{minutes}m"] * bool(minutes)
+    return "".join(parts) + f"{secs}s"
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from ..monitor import SystemClient
+
+    with _connect(args) as nc:
+        replies = SystemClient(nc, timeout=args.timeout).ping(expected=args.expect)
+    replies.sort(key=lambda r: (r.server.cluster or "", r.server.name))
+    header = ("NAME", "CLUSTER", "VERSION", "JS", "CONNS", "SUBS", "SLOW", "MEMORY", "CPU", "UPTIME", "RTT")
+    rows = [header]
+    for r in replies:
+        s, d = r.server, r.data
+        rows.append((s.name, s.cluster or "-", s.version, "yes" if s.jetstream else "no", str(d.connections),
+                     str(d.subscriptions), str(d.slow_consumers), _bytes(d.mem), f"{d.cpu:.0f}%",
+                     _uptime(d.start, s.time), f"{r.elapsed * 1000:.1f} ms"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        _print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    clusters = sorted({r.server.cluster or "-" for r in replies})
+    _print(f"{len(replies)} server(s) in {len(clusters)} cluster(s): {', '.join(clusters) or '-'}; "
+           f"{sum(r.data.connections for r in replies)} connection(s)")
+    if args.expect and len(replies) < args.expect:
+        print(f"error: {len(replies)} of the {args.expect} expected servers answered", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def _is_server_id(text: str) -> bool:
+    return len(text) == 56 and text.startswith("N") and text.isalnum() and text.isupper()
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from ..monitor import ServerFilter, SystemClient
+
+    with _connect(args) as nc:
+        client = SystemClient(nc, timeout=args.timeout)
+        target = args.target or str(nc.server_info.get("server_id", ""))
+        if _is_server_id(target):
+            replies = client.varz(server=target)
+        else:
+            replies = client.varz(servers=ServerFilter(name=target))
+            replies = [r for r in replies if r.server.name == target] or replies
+    if not replies:
+        raise SystemExit(f"error: no server named {target!r} answered")
+    for r in replies:
+        s, v = r.server, r.data
+        js = v.jetstream or {}
+        meta = js.get("meta") or {}
+        lines = [
+            ("Name", s.name), ("ID", s.id), ("Version", f"{v.version} (go {v.go}, git {v.git_commit})"),
+            ("Cluster", s.cluster or "-"), ("Domain", s.domain or "-"),
+            ("Listening", f"{v.host}:{v.port}"), ("Started", str(v.start)), ("Uptime", v.uptime),
+            ("Connections", f"{v.connections} now, {v.total_connections} since start"),
+            ("Subscriptions", str(v.subscriptions)), ("Slow consumers", str(v.slow_consumers)),
+            ("Routes", str(v.routes)), ("Leaf nodes", str(v.leafnodes)),
+            ("Messages", f"{v.in_msgs} in, {v.out_msgs} out"),
+            ("Bytes", f"{_bytes(v.in_bytes)} in, {_bytes(v.out_bytes)} out"),
+            ("Memory", _bytes(v.mem)), ("CPU", f"{v.cpu:.0f}% of {v.cores} cores"),
+            ("Max payload", _bytes(v.max_payload)),
+            ("JetStream", "off" if not s.jetstream else f"on, meta leader {meta.get('leader') or '-'}"),
+            ("System account", v.system_account or "-"),
+        ]
+        width = max(len(k) for k, _ in lines)
+        for key, value in lines:
+            _print(f"{key.rjust(width)}: {value}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- check
+
+
+class _CheckParser(argparse.ArgumentParser):
+    """A check's bad arguments end with UNKNOWN (3), not argparse's 2, which reads as CRITICAL."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        _print(f"UNKNOWN {self.prog}: {message}")
+        sys.exit(3)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run one check; print its line; return its Nagios status. Never a traceback."""
+    from ..monitor.check import (
+        CheckResult,
+        check_connection,
+        check_consumer,
+        check_jetstream,
+        check_meta,
+        check_server,
+        check_stream,
+        without_credentials,
+    )
+
+    what = args.check
+    try:
+        url, context = _target(args)
+        if not url:
+            result = CheckResult(what)
+            result.unknown("no server given: pass --server URL or --context NAME, or set NATS_URL")
+        elif what == "connection":
+            result = check_connection(
+                url, connect_warn=args.connect_warn, connect_critical=args.connect_critical,
+                rtt_warn=args.rtt_warn, rtt_critical=args.rtt_critical, req_warn=args.req_warn,
+                req_critical=args.req_critical, timeout=args.timeout, context=context, **_connect_options(args))
+        else:
+            try:
+                nc = _connect(args)
+            except (NatsError, OSError) as exc:
+                result = CheckResult(what, getattr(args, "stream", None) or getattr(args, "name", None))
+                result.critical(f"cannot connect to {without_credentials(url)}: {without_credentials(str(exc))}")
+            else:
+                with nc:
+                    if what == "jetstream":
+                        result = check_jetstream(
+                            nc, mem_warn=args.mem_warn, mem_critical=args.mem_critical,
+                            store_warn=args.store_warn, store_critical=args.store_critical,
+                            streams_warn=args.streams_warn, streams_critical=args.streams_critical,
+                            consumers_warn=args.consumers_warn, consumers_critical=args.consumers_critical,
+                            replicas=args.replicas, replica_lag_critical=args.replica_lag_critical,
+                            replica_seen_critical=args.replica_seen_critical, timeout=args.timeout)
+                    elif what == "server":
+                        result = check_server(
+                            nc, args.name, cpu_warn=args.cpu_warn, cpu_critical=args.cpu_critical,
+                            connections_warn=args.conn_warn, connections_critical=args.conn_critical,
+                            subscriptions_warn=args.subs_warn, subscriptions_critical=args.subs_critical,
+                            uptime_warn=args.uptime_warn, uptime_critical=args.uptime_critical,
+                            js_required=args.js_required, auth_required=args.auth_required,
+                            tls_required=args.tls_required, timeout=args.timeout)
+                    elif what == "meta":
+                        result = check_meta(nc, expect=args.expect, lag_critical=args.lag_critical,
+                                            seen_critical=args.seen_critical, timeout=args.timeout)
+                    elif what == "stream":
+                        result = check_stream(
+                            nc, args.stream, peer_expect=args.peer_expect, peer_lag_critical=args.peer_lag_critical,
+                            peer_seen_critical=args.peer_seen_critical, msgs_warn=args.msgs_warn,
+                            msgs_critical=args.msgs_critical, subjects_warn=args.subjects_warn,
+                            subjects_critical=args.subjects_critical, lag_critical=args.lag_critical,
+                            seen_critical=args.seen_critical, min_sources=args.min_sources,
+                            max_sources=args.max_sources, timeout=args.timeout)
+                    else:
+                        result = check_consumer(
+                            nc, args.stream, args.consumer,
+                            outstanding_ack_critical=args.outstanding_ack_critical,
+                            waiting_critical=args.waiting_critical, unprocessed_critical=args.unprocessed_critical,
+                            redelivery_critical=args.redelivery_critical,
+                            last_delivery_critical=args.last_delivery_critical,
+                            last_ack_critical=args.last_ack_critical, timeout=args.timeout)
+    except Exception as exc:  # a probe must answer with a status line, never a traceback
+        result = CheckResult(what)
+        result.unknown(f"the check itself failed: {type(exc).__name__}: {exc}")
+    _print(result.line())
+    return int(result.status)
+
+
+def _register_checks(check: argparse.ArgumentParser) -> None:
+    kinds = check.add_subparsers(dest="check", required=True, metavar="KIND", parser_class=_CheckParser)
+    optional_int: dict[str, Any] = dict(type=int, default=None)
+    optional_secs: dict[str, Any] = dict(type=duration, default=None, metavar="DURATION")
+
+    p = kinds.add_parser("connection", help="connect, measure the round trip, request through the server")
+    _add_connection_options(p)
+    for name, warn, crit, what in (("connect", 0.5, 1.0, "connecting"), ("rtt", 0.5, 1.0, "the round trip"),
+                                   ("req", 0.5, 1.0, "a request answered through the server")):
+        p.add_argument(f"--{name}-warn", type=duration, default=warn, metavar="DURATION",
+                       help=f"WARNING when {what} takes this long (default {warn * 1000:.0f}ms)")
+        p.add_argument(f"--{name}-critical", type=duration, default=crit, metavar="DURATION",
+                       help=f"CRITICAL when {what} takes this long (default {crit:.0f}s)")
+    p.set_defaults(func=cmd_check)
+
+    p = kinds.add_parser("jetstream", help="the account's JetStream: limits and every stream's replicas")
+    _add_connection_options(p)
+    limits: tuple[tuple[str, float | None, float | None], ...] = (
+        ("mem", 75, 90), ("store", 75, 90), ("streams", None, None), ("consumers", None, None))
+    for name, pct_warn, pct_crit in limits:
+        p.add_argument(f"--{name}-warn", type=float, default=pct_warn, metavar="PERCENT",
+                       help=f"WARNING at this percent of the account's {name} limit"
+                       + (f" (default {pct_warn:.0f})" if pct_warn else ""))
+        p.add_argument(f"--{name}-critical", type=float, default=pct_crit, metavar="PERCENT",
+                       help=f"CRITICAL at this percent of the account's {name} limit"
+                       + (f" (default {pct_crit:.0f})" if pct_crit else ""))
+    p.add_argument("--no-replicas", dest="replicas", action="store_false",
+                   help="do not check the streams' replicas")
+    p.add_argument("--replica-lag-critical", **optional_int, metavar="OPS",
+                   help="CRITICAL when a stream replica is this many operations behind")
+    p.add_argument("--replica-seen-critical", **optional_secs,
+                   help="CRITICAL when a stream replica was not seen for this long")
+    p.set_defaults(func=cmd_check)
+
+    p = kinds.add_parser("server", help="one server by name answers and is healthy (system account)")
+    _add_connection_options(p)
+    p.add_argument("--name", required=True, help="the server's name")
+    for flag, what in (("cpu", "percent of CPU"), ("conn", "client connections"), ("subs", "subscriptions")):
+        kind: dict[str, Any] = dict(type=float) if flag == "cpu" else dict(type=int)
+        p.add_argument(f"--{flag}-warn", **kind, default=None, metavar="N", help=f"WARNING at N {what}")
+        p.add_argument(f"--{flag}-critical", **kind, default=None, metavar="N", help=f"CRITICAL at N {what}")
+    p.add_argument("--uptime-warn", **optional_secs, help="WARNING when up for less than this (it restarted)")
+    p.add_argument("--uptime-critical", **optional_secs, help="CRITICAL when up for less than this")
+    p.add_argument("--js-required", action="store_true", help="CRITICAL without JetStream")
+    p.add_argument("--auth-required", action="store_true", help="CRITICAL when it does not require authentication")
+    p.add_argument("--tls-required", action="store_true", help="CRITICAL when it does not require TLS")
+    p.set_defaults(func=cmd_check)
+
+    p = kinds.add_parser("meta", help="the JetStream meta group: leader, peers, quorum (system account)")
+    _add_connection_options(p)
+    p.add_argument("--expect", **optional_int, metavar="N", help="CRITICAL unless the group has N servers")
+    p.add_argument("--lag-critical", **optional_int, metavar="OPS",
+                   help="CRITICAL when a peer is this many operations behind")
+    p.add_argument("--seen-critical", **optional_secs, help="CRITICAL when a peer was not seen for this long")
+    p.set_defaults(func=cmd_check)
+
+    p = kinds.add_parser("stream", help="a stream: leader, replicas, messages, mirror and sources")
+    _add_connection_options(p)
+    p.add_argument("--stream", required=True, help="the stream to check")
+    p.add_argument("--peer-expect", **optional_int, metavar="N", help="CRITICAL unless it has N replicas")
+    p.add_argument("--peer-lag-critical", **optional_int, metavar="OPS",
+                   help="CRITICAL when a replica is this many operations behind")
+    p.add_argument("--peer-seen-critical", **optional_secs, help="CRITICAL when a replica was not seen for this long")
+    p.add_argument("--msgs-warn", **optional_int, metavar="N", help="WARNING with fewer messages than N")
+    p.add_argument("--msgs-critical", **optional_int, metavar="N", help="CRITICAL with fewer messages than N")
+    p.add_argument("--subjects-warn", **optional_int, metavar="N", help="WARNING with N subjects or more")
+    p.add_argument("--subjects-critical", **optional_int, metavar="N", help="CRITICAL with N subjects or more")
+    p.add_argument("--lag-critical", **optional_int, metavar="MSGS",
+                   help="CRITICAL when a mirror or source is this many messages behind")
+    p.add_argument("--seen-critical", **optional_secs,
+                   help="CRITICAL when a mirror or source was not seen for this long")
+    p.add_argument("--min-sources", **optional_int, metavar="N", help="CRITICAL with fewer sources")
+    p.add_argument("--max-sources", **optional_int, metavar="N", help="CRITICAL with more sources")
+    p.set_defaults(func=cmd_check)
+
+    p = kinds.add_parser("consumer", help="a consumer: leader, replicas, pending, waiting, redelivered")
+    _add_connection_options(p)
+    p.add_argument("--stream", required=True, help="the consumer's stream")
+    p.add_argument("--consumer", required=True, help="the consumer to check")
+    p.add_argument("--outstanding-ack-critical", **optional_int, metavar="N",
+                   help="CRITICAL with N messages awaiting an ack")
+    p.add_argument("--waiting-critical", **optional_int, metavar="N", help="CRITICAL with N pull requests waiting")
+    p.add_argument("--unprocessed-critical", **optional_int, metavar="N",
+                   help="CRITICAL with N messages not yet delivered")
+    p.add_argument("--redelivery-critical", **optional_int, metavar="N",
+                   help="CRITICAL with N redelivered messages awaiting an ack")
+    p.add_argument("--last-delivery-critical", **optional_secs,
+                   help="CRITICAL when nothing was delivered for this long")
+    p.add_argument("--last-ack-critical", **optional_secs, help="CRITICAL when nothing was acked for this long")
+    p.set_defaults(func=cmd_check)
+
+
+def register(sub: Any) -> None:
+    """Add ``server`` (and its ``ls``, ``info``, ``check``) to the command line's subcommands."""
+    p = sub.add_parser("server", help="run an embedded nats-server until Ctrl-C; ls, info, check running ones",
+                       description="Without a subcommand: run an embedded nats-server until Ctrl-C.")
+    p.add_argument("--port", type=int, default=4222)
+    p.add_argument("--no-jetstream", action="store_true")
+    p.add_argument("--store-dir", metavar="DIR",
+                   help="keep JetStream data in DIR (default: a temporary directory, deleted on exit)")
+    p.set_defaults(func=cmd_server)
+    actions = p.add_subparsers(dest="server_action", metavar="{ls,info,check}")
+
+    q = actions.add_parser("ls", help="list every server of the cluster (system account)")
+    _add_connection_options(q)
+    q.add_argument("--expect", type=int, default=None, metavar="N",
+                   help="wait for N servers; exit 1 when fewer answer")
+    q.set_defaults(func=cmd_ls)
+
+    q = actions.add_parser("info", help="one server's state and configuration (system account)")
+    q.add_argument("target", nargs="?", default=None, metavar="SERVER",
+                   help="the server's name or id (default: the one connected to)")
+    _add_connection_options(q)
+    q.set_defaults(func=cmd_info)
+
+    q = actions.add_parser("check", help="a health check: one status line, Nagios exit code (0/1/2/3)")
+    _register_checks(q)
