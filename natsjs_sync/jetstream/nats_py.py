@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, cast
 
+from .._backoff import Backoff
 from .._timeout import Deadline, check_seconds
 from ..client import check_callback
 from ..errors import (
@@ -51,6 +52,17 @@ if TYPE_CHECKING:
     from .context import JetStream
 
 
+#: Pauses between the pulls of a fetch that the server refused because the consumer's
+#: ``max_waiting`` pull requests are all waiting (short: a slot frees as soon as any
+#: other fetch gets its message or ends).
+_MAX_WAITING_BACKOFF = Backoff(0.02, 0.25, factor=2.0, jitter=0.02)
+
+
+def _is_max_waiting(exc: JetStreamError) -> bool:
+    """The 409 that says every pull slot of the consumer is taken (the server's status text)."""
+    return "maxwaiting" in (exc.description or "").replace(" ", "").lower()
+
+
 class PullSubscription:
     """nats-py's pull subscription: :meth:`fetch` returns a list of messages."""
 
@@ -63,9 +75,12 @@ class PullSubscription:
         within ``timeout`` seconds with whatever came with it (as nats-py does: a
         fetch never waits to fill the batch).
 
-        A pull the server refuses with status 409 (``Exceeded MaxWaiting``,
-        ``Exceeded MaxRequestBatch``, ``Consumer Deleted`` ...) counts as "no
-        messages yet", as in nats-py: the fetch waits out ``timeout`` (so a loop of
+        Several threads may fetch at once: a pull refused with ``409 Exceeded
+        MaxWaiting`` (the consumer's ``max_waiting`` pulls are all open) is sent
+        again after a short pause while ``timeout`` lasts. Any other 409
+        (``Exceeded MaxRequestBatch``, ``Consumer Deleted`` ...) and a MaxWaiting
+        refusal that lasts the whole budget count as "no messages yet", as in
+        nats-py: the fetch waits out ``timeout`` (so a loop of
         fetches does not hammer the server) and then raises TimeoutError for a
         batch of one, or returns an empty list for a larger batch.
 
@@ -80,12 +95,26 @@ class PullSubscription:
             raise ValueError(f"batch must be a positive int, got {batch!r}")
         wait = 5.0 if timeout is None else check_seconds(timeout, "timeout")  # None here: inf, or beyond any wait
         deadline = Deadline(wait)
-        try:
-            return self._fetch(batch, wait, deadline, heartbeat)
-        except JetStreamError as exc:
-            if exc.code != 409:
-                raise
-            refused = exc
+        attempt = 0
+        while True:
+            try:
+                return self._fetch(batch, wait, deadline, heartbeat)
+            except JetStreamError as exc:
+                if exc.code != 409:
+                    raise
+                refused = exc
+            # Threads share the consumer's max_waiting pull slots: a fetch that found them
+            # all taken asks again while its budget lasts, so every fetcher is served once
+            # a slot frees (nats-py's tasks share one inbox and one queue, so any of its
+            # fetches takes what another's request brought in).
+            if not _is_max_waiting(refused):
+                break
+            attempt += 1
+            left = deadline.remaining()
+            pause = _MAX_WAITING_BACKOFF.delay(attempt)
+            if left is not None and left <= pause:
+                break
+            threading.Event().wait(pause)
         # Waiting out the budget keeps a retrying loop from spinning on a refusal that lasts
         # (with no budget at all, waiting would never end: say so at once instead).
         left = deadline.remaining()
