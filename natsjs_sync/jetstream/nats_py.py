@@ -29,20 +29,23 @@ from .._backoff import Backoff
 from .._timeout import Deadline, check_seconds
 from ..client import check_callback
 from ..errors import (
+    BadSubjectError,
     ConsumerNotFoundError,
     JetStreamError,
     MsgNotFoundError,
     NatsError,
     NoMessagesError,
     TimeoutError,
+    jetstream_error,
 )
 from ..errors import JetStreamTimeoutError as FetchTimeoutError
 from ..msg import Msg
+from ..protocol.jetstream.status import Kind
 from ..protocol.nuid import next_nuid
 from ..subscription import MsgHandler
 from ._api import encode_json, from_wire
 from .consumer_config import ConsumerConfig, ConsumerInfo
-from .pull import MessageBatch
+from .pull import MessageBatch, pull_request, server_expiry, status_of
 from .push import OrderedSubscription, PushSubscription, subscribe_push
 from .stream import _raw_from_direct
 from .stream_config import RawStreamMsg, StreamConfig, StreamInfo
@@ -95,6 +98,10 @@ class PullSubscription:
             raise ValueError(f"batch must be a positive int, got {batch!r}")
         wait = 5.0 if timeout is None else check_seconds(timeout, "timeout")  # None here: inf, or beyond any wait
         deadline = Deadline(wait)
+        # nats-py's rule, to the nanosecond: expires is the timeout less 100 us, and the
+        # server refuses a heartbeat over half of it (or with no expires at all).
+        if heartbeat is not None and (wait is None or int(heartbeat * 1e9) * 2 > int(wait * 1e9) - 100_000):
+            self._refused_heartbeat(wait, heartbeat)
         attempt = 0
         while True:
             try:
@@ -125,6 +132,23 @@ class PullSubscription:
                                f"(the server said: {refused.description})") from refused
         return []
 
+    def _refused_heartbeat(self, wait: float | None, heartbeat: float) -> None:
+        """A heartbeat over half the wait: the native fetch refuses it before sending; nats-py
+        sends it and the server answers ``400 Bad Request - heartbeat value too large``. Ask
+        the server the same (its rule, over half of ``expires``, refuses the request before
+        anything is delivered) and raise its answer as nats-py does.
+
+        Raises:
+            BadRequestError: the server's 400 (an ``APIError``, as in nats-py).
+        """
+        cons = self._consumer
+        body = pull_request(1, None if wait is None else server_expiry(wait), no_wait=True, heartbeat=heartbeat)
+        reply = cons._core.request(cons.next_subject, body, timeout=cons._js.timeout)
+        st = status_of(reply)
+        if st.kind is Kind.TERMINAL:
+            raise jetstream_error(st.code, None, st.description, cons.stream, cons.name)
+        # Answered otherwise (a server with another rule): the fetch goes on as usual.
+
     def _fetch(self, batch: int, wait: float | None, deadline: Deadline, heartbeat: float | None) -> list[Msg]:
         cons = self._consumer
         msgs = self._take(cons.fetch_no_wait(batch, timeout=max(deadline.remaining() or 0.0, 1.0)))
@@ -132,7 +156,12 @@ class PullSubscription:
             return msgs
         # Nothing pending: wait for the first message, then take what is there with it.
         left = deadline.remaining()
-        with cons.fetch(1, max_wait=None if left is None else max(left, 0.001), heartbeat=heartbeat) as result:
+        max_wait = None if left is None else max(left, 0.001)
+        # What nats-py's rule let through may be a hair over half of what is left of the
+        # budget here: the heartbeat is a liveness signal, so a slightly shorter one serves.
+        if heartbeat is not None:
+            heartbeat = None if max_wait is None else min(heartbeat, server_expiry(max_wait) / 2)
+        with cons.fetch(1, max_wait=max_wait, heartbeat=heartbeat) as result:
             first = list(result)
             error = result.error
         if not first:
@@ -206,6 +235,37 @@ def _offset(offset: int) -> int:
     return offset
 
 
+#: What a stream or consumer name may not hold (nats-py's and nats.go's set: the server
+#: uses names as file names).
+_BAD_NAME_CHARS = frozenset(">*. /\\\t\r\n")
+
+
+def _stream_name(name: object) -> str:
+    """nats-py's stream-name check, with its texts (the native check says more, in other words)."""
+    return _name(name, "stream")
+
+
+def _consumer_name(name: object) -> str:
+    """nats-py's consumer-name check, with its texts."""
+    return _name(name, "consumer")
+
+
+def _name(name: object, what: str) -> str:
+    if not name:
+        raise BadSubjectError(f"nats: {what} name is required")
+    if not isinstance(name, str) or _BAD_NAME_CHARS.intersection(name):
+        raise BadSubjectError(f"nats: invalid {what} name: {name!r}")
+    return name
+
+
+def _check_stream_fields(cfg: StreamConfig) -> None:
+    """What nats-py's ``StreamConfig.as_dict()`` refuses before anything is sent."""
+    if cfg.compression and cfg.compression not in ("none", "s2"):
+        raise ValueError(f"nats: invalid store compression type: {cfg.compression}")
+    if cfg.metadata and not isinstance(cfg.metadata, dict):
+        raise ValueError("nats: invalid metadata format")
+
+
 def _js(obj: object) -> JetStream:
     return cast("JetStream", obj)
 
@@ -217,8 +277,23 @@ class NatsPyNames:
 
     def add_stream(self, config: StreamConfig | None = None, timeout: float | None = None,
                    **params: Any) -> StreamInfo:
-        """Create a stream; returns its StreamInfo."""
-        return _js(self).create_stream(config, timeout=timeout, **params).cached_info
+        """Create a stream; returns its StreamInfo.
+
+        Checked before sending, as nats-py checks them (same exceptions and texts):
+
+        Raises:
+            ValueError: no name (``nats: stream name is required``), a bad one
+                (``nats: invalid stream name: ...``), a ``compression`` other than
+                ``"none"``/``"s2"``, ``metadata`` that is not a dict (both ``ValueError``
+                in nats-py too; the server would answer 400 instead).
+        """
+        name = params["name"] if "name" in params else getattr(config, "name", None)
+        _stream_name(name)
+        if config is not None and not isinstance(config, StreamConfig):
+            raise TypeError(f"expected a StreamConfig, got {type(config).__name__}")
+        cfg = config.replace(**params) if config is not None else StreamConfig(**params)
+        _check_stream_fields(cfg)
+        return _js(self).create_stream(cfg, timeout=timeout).cached_info
 
     def stream_info(self, name: str, subjects_filter: str | None = None,
                     timeout: float | None = None) -> StreamInfo:
