@@ -91,11 +91,15 @@ class PullSubscription:
             The messages, at least one unless a 409 ended a batch of more than one.
 
         Raises:
-            TimeoutError: not even one message arrived (as nats-py does).
-            ValueError: ``batch`` is not a positive int.
+            TimeoutError: not even one message arrived (as nats-py does; text ``nats: timeout``).
+            ValueError: ``batch`` is not a positive int (``nats: invalid batch size``) or
+                ``timeout`` is not positive (``nats: invalid fetch timeout``), as in nats-py.
+            APIError: the server refused the pull (a ``heartbeat`` over half of ``timeout``).
         """
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"batch must be a positive int, got {batch!r}")
+            raise ValueError("nats: invalid batch size")
+        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout <= 0:
+            raise ValueError("nats: invalid fetch timeout")
         wait = 5.0 if timeout is None else check_seconds(timeout, "timeout")  # None here: inf, or beyond any wait
         deadline = Deadline(wait)
         # nats-py's rule, to the nanosecond: expires is the timeout less 100 us, and the
@@ -128,8 +132,8 @@ class PullSubscription:
         if left is not None:
             threading.Event().wait(left)
         if batch == 1:
-            raise TimeoutError(f"no messages from consumer {self._consumer.name!r} within {wait} s "
-                               f"(the server said: {refused.description})") from refused
+            # nats-py's text, which programs match on; the refusal rides along as the cause.
+            raise TimeoutError("nats: timeout") from refused
         return []
 
     def _refused_heartbeat(self, wait: float | None, heartbeat: float) -> None:
@@ -167,7 +171,7 @@ class PullSubscription:
         if not first:
             if error is not None and not isinstance(error, TimeoutError):
                 raise error
-            raise FetchTimeoutError(f"no messages from consumer {cons.name!r} within {wait} s")
+            raise FetchTimeoutError("nats: timeout")  # nats-py's text (its nats.errors.TimeoutError)
         if batch > 1:
             try:
                 first += self._take(cons.fetch_no_wait(batch - 1, timeout=max(deadline.remaining() or 0.0, 1.0)))
@@ -298,9 +302,7 @@ class NatsPyNames:
     def stream_info(self, name: str, subjects_filter: str | None = None,
                     timeout: float | None = None) -> StreamInfo:
         """A stream's info. Raises NotFoundError (StreamNotFoundError); a bad name is refused at once."""
-        from .context import check_name
-
-        check_name(name, "stream")
+        _stream_name(name)
         if subjects_filter:
             return _js(self).stream(name, timeout=timeout).info(subjects_filter=subjects_filter, timeout=timeout)
         return _js(self)._stream_info(name, timeout)
@@ -329,11 +331,13 @@ class NatsPyNames:
         """nats-py's name for :meth:`Stream.purge`: remove messages (all, or by ``subject``, up to
         ``seq``, or all but the newest ``keep``). Returns True.
         """
+        _stream_name(name)
         _js(self).stream(name, timeout=timeout).purge(subject=subject, sequence=seq, keep=keep, timeout=timeout)
         return True
 
     def delete_msg(self, stream_name: str, seq: int, timeout: float | None = None) -> bool:
         """nats-py's name for :meth:`Stream.delete_msg`: delete the message at ``seq``; True when deleted."""
+        _stream_name(stream_name)
         return _js(self).stream(stream_name, timeout=timeout).delete_msg(seq, timeout=timeout)
 
     def get_msg(self, stream_name: str, seq: int | None = None, subject: str | None = None,
@@ -350,6 +354,7 @@ class NatsPyNames:
             NoRespondersError: with ``direct``, no such stream or it does not allow direct gets.
             ValueError: neither ``seq`` nor ``subject``.
         """
+        _stream_name(stream_name)
         if subject is None and seq is None:
             raise ValueError("get_msg needs seq or subject")
         if direct:
@@ -364,9 +369,6 @@ class NatsPyNames:
 
     def _direct_get_msg(self, stream_name: str, seq: int | None, subject: str | None, next_by_subject: bool,
                         timeout: float | None) -> RawStreamMsg:
-        from .context import check_name
-
-        check_name(stream_name, "stream")
         api = _js(self)._api
         body: dict[str, Any]
         if subject is not None and next_by_subject:
@@ -395,6 +397,7 @@ class NatsPyNames:
         Raises:
             MsgNotFoundError: nothing stored on ``subject``.
         """
+        _stream_name(stream_name)
         return _js(self).stream(stream_name, timeout=timeout).get_last_msg_for_subject(subject, timeout=timeout)
 
     def find_stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
@@ -409,7 +412,16 @@ class NatsPyNames:
 
     def add_consumer(self, stream: str, config: ConsumerConfig | None = None,
                      timeout: float | None = None, **params: Any) -> ConsumerInfo:
-        """Create (or update to the same config) a consumer; returns its ConsumerInfo."""
+        """Create (or update to the same config) a consumer; returns its ConsumerInfo.
+
+        Raises:
+            ValueError: a bad stream or consumer name (nats-py's texts), before sending.
+        """
+        _stream_name(stream)
+        cname = params["name"] if "name" in params else getattr(config, "name", None)
+        durable = params["durable_name"] if "durable_name" in params else getattr(config, "durable_name", None)
+        if cname or durable:
+            _consumer_name(cname or durable)
         return _js(self).create_or_update_consumer(stream, config, timeout=timeout, **params).cached_info
 
     def consumer_info(self, stream: str, consumer: str, timeout: float | None = None) -> ConsumerInfo:
@@ -417,7 +429,10 @@ class NatsPyNames:
 
         Raises:
             ConsumerNotFoundError: no such consumer.
+            ValueError: a bad stream or consumer name (nats-py's texts), before sending.
         """
+        _stream_name(stream)
+        _consumer_name(consumer)
         return _js(self)._consumer_info(stream, consumer, timeout)
 
     def consumers_info(self, stream: str, offset: int | None = None, timeout: float | None = None
@@ -429,9 +444,7 @@ class NatsPyNames:
             StreamNotFoundError: no such stream.
             ValueError: a negative ``offset``.
         """
-        from .context import check_name
-
-        check_name(stream, "stream")
+        _stream_name(stream)
         body = None if offset is None else {"offset": _offset(offset)}
         resp = _js(self)._api.request(f"CONSUMER.LIST.{stream}", body, timeout)
         return [from_wire(item, ConsumerInfo) for item in resp.get("consumers") or []]
