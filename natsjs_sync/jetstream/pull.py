@@ -490,6 +490,11 @@ class MessagesContext:
         if self._needs_reset and not self._stopped:
             self._needs_reset = False
             self._reset(Deadline(5.0))
+            if self._stopped:  # stop() came while the consumer was being made: undo what the reset made
+                if self._ordered is not None:
+                    self._ordered.cancel()
+                self._owned.release()
+                return
             self._maybe_pull()
 
     def _enter_read(self) -> None:
@@ -750,7 +755,14 @@ class MessagesContext:
         if self._lane is not None:
             self._lane.put(_Control(self._maybe_pull))
             return
-        self._maybe_pull()
+        if self._idle_lane is not None:
+            self._enter_read()  # no background heal while the first request goes out
+            try:
+                self._maybe_pull()
+            finally:
+                self._leave_read()
+        else:
+            self._maybe_pull()
         if hold_first is not None:
             try:
                 self._held = self.next(timeout=hold_first)
