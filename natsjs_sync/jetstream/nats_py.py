@@ -25,23 +25,27 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, cast
 
+from .._backoff import Backoff
 from .._timeout import Deadline, check_seconds
 from ..client import check_callback
 from ..errors import (
+    BadSubjectError,
     ConsumerNotFoundError,
     JetStreamError,
     MsgNotFoundError,
     NatsError,
     NoMessagesError,
     TimeoutError,
+    jetstream_error,
 )
 from ..errors import JetStreamTimeoutError as FetchTimeoutError
 from ..msg import Msg
+from ..protocol.jetstream.status import Kind
 from ..protocol.nuid import next_nuid
 from ..subscription import MsgHandler
 from ._api import encode_json, from_wire
 from .consumer_config import ConsumerConfig, ConsumerInfo
-from .pull import MessageBatch
+from .pull import MessageBatch, pull_request, server_expiry, status_of
 from .push import OrderedSubscription, PushSubscription, subscribe_push
 from .stream import _raw_from_direct
 from .stream_config import RawStreamMsg, StreamConfig, StreamInfo
@@ -49,6 +53,17 @@ from .stream_config import RawStreamMsg, StreamConfig, StreamInfo
 if TYPE_CHECKING:
     from .consumer import Consumer
     from .context import JetStream
+
+
+#: Pauses between the pulls of a fetch that the server refused because the consumer's
+#: ``max_waiting`` pull requests are all waiting (short: a slot frees as soon as any
+#: other fetch gets its message or ends).
+_MAX_WAITING_BACKOFF = Backoff(0.02, 0.25, factor=2.0, jitter=0.02)
+
+
+def _is_max_waiting(exc: JetStreamError) -> bool:
+    """The 409 that says every pull slot of the consumer is taken (the server's status text)."""
+    return "maxwaiting" in (exc.description or "").replace(" ", "").lower()
 
 
 class PullSubscription:
@@ -63,9 +78,12 @@ class PullSubscription:
         within ``timeout`` seconds with whatever came with it (as nats-py does: a
         fetch never waits to fill the batch).
 
-        A pull the server refuses with status 409 (``Exceeded MaxWaiting``,
-        ``Exceeded MaxRequestBatch``, ``Consumer Deleted`` ...) counts as "no
-        messages yet", as in nats-py: the fetch waits out ``timeout`` (so a loop of
+        Several threads may fetch at once: a pull refused with ``409 Exceeded
+        MaxWaiting`` (the consumer's ``max_waiting`` pulls are all open) is sent
+        again after a short pause while ``timeout`` lasts. Any other 409
+        (``Exceeded MaxRequestBatch``, ``Consumer Deleted`` ...) and a MaxWaiting
+        refusal that lasts the whole budget count as "no messages yet", as in
+        nats-py: the fetch waits out ``timeout`` (so a loop of
         fetches does not hammer the server) and then raises TimeoutError for a
         batch of one, or returns an empty list for a larger batch.
 
@@ -73,28 +91,67 @@ class PullSubscription:
             The messages, at least one unless a 409 ended a batch of more than one.
 
         Raises:
-            TimeoutError: not even one message arrived (as nats-py does).
-            ValueError: ``batch`` is not a positive int.
+            TimeoutError: not even one message arrived (as nats-py does; text ``nats: timeout``).
+            ValueError: ``batch`` is not a positive int (``nats: invalid batch size``) or
+                ``timeout`` is not positive (``nats: invalid fetch timeout``), as in nats-py.
+            APIError: the server refused the pull (a ``heartbeat`` over half of ``timeout``).
         """
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"batch must be a positive int, got {batch!r}")
+            raise ValueError("nats: invalid batch size")
+        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout <= 0:
+            raise ValueError("nats: invalid fetch timeout")
         wait = 5.0 if timeout is None else check_seconds(timeout, "timeout")  # None here: inf, or beyond any wait
         deadline = Deadline(wait)
-        try:
-            return self._fetch(batch, wait, deadline, heartbeat)
-        except JetStreamError as exc:
-            if exc.code != 409:
-                raise
-            refused = exc
+        # nats-py's rule, to the nanosecond: expires is the timeout less 100 us, and the
+        # server refuses a heartbeat over half of it (or with no expires at all).
+        if heartbeat is not None and (wait is None or int(heartbeat * 1e9) * 2 > int(wait * 1e9) - 100_000):
+            self._refused_heartbeat(wait, heartbeat)
+        attempt = 0
+        while True:
+            try:
+                return self._fetch(batch, wait, deadline, heartbeat)
+            except JetStreamError as exc:
+                if exc.code != 409:
+                    raise
+                refused = exc
+            # Threads share the consumer's max_waiting pull slots: a fetch that found them
+            # all taken asks again while its budget lasts, so every fetcher is served once
+            # a slot frees (nats-py's tasks share one inbox and one queue, so any of its
+            # fetches takes what another's request brought in).
+            if not _is_max_waiting(refused):
+                break
+            attempt += 1
+            left = deadline.remaining()
+            pause = _MAX_WAITING_BACKOFF.delay(attempt)
+            if left is not None and left <= pause:
+                break
+            threading.Event().wait(pause)
         # Waiting out the budget keeps a retrying loop from spinning on a refusal that lasts
         # (with no budget at all, waiting would never end: say so at once instead).
         left = deadline.remaining()
         if left is not None:
             threading.Event().wait(left)
         if batch == 1:
-            raise TimeoutError(f"no messages from consumer {self._consumer.name!r} within {wait} s "
-                               f"(the server said: {refused.description})") from refused
+            # nats-py's text, which programs match on; the refusal rides along as the cause.
+            raise TimeoutError("nats: timeout") from refused
         return []
+
+    def _refused_heartbeat(self, wait: float | None, heartbeat: float) -> None:
+        """A heartbeat over half the wait: the native fetch refuses it before sending; nats-py
+        sends it and the server answers ``400 Bad Request - heartbeat value too large``. Ask
+        the server the same (its rule, over half of ``expires``, refuses the request before
+        anything is delivered) and raise its answer as nats-py does.
+
+        Raises:
+            BadRequestError: the server's 400 (an ``APIError``, as in nats-py).
+        """
+        cons = self._consumer
+        body = pull_request(1, None if wait is None else server_expiry(wait), no_wait=True, heartbeat=heartbeat)
+        reply = cons._core.request(cons.next_subject, body, timeout=cons._js.timeout)
+        st = status_of(reply)
+        if st.kind is Kind.TERMINAL:
+            raise jetstream_error(st.code, None, st.description, cons.stream, cons.name)
+        # Answered otherwise (a server with another rule): the fetch goes on as usual.
 
     def _fetch(self, batch: int, wait: float | None, deadline: Deadline, heartbeat: float | None) -> list[Msg]:
         cons = self._consumer
@@ -103,13 +160,18 @@ class PullSubscription:
             return msgs
         # Nothing pending: wait for the first message, then take what is there with it.
         left = deadline.remaining()
-        with cons.fetch(1, max_wait=None if left is None else max(left, 0.001), heartbeat=heartbeat) as result:
+        max_wait = None if left is None else max(left, 0.001)
+        # What nats-py's rule let through may be a hair over half of what is left of the
+        # budget here: the heartbeat is a liveness signal, so a slightly shorter one serves.
+        if heartbeat is not None:
+            heartbeat = None if max_wait is None else min(heartbeat, server_expiry(max_wait) / 2)
+        with cons.fetch(1, max_wait=max_wait, heartbeat=heartbeat) as result:
             first = list(result)
             error = result.error
         if not first:
             if error is not None and not isinstance(error, TimeoutError):
                 raise error
-            raise FetchTimeoutError(f"no messages from consumer {cons.name!r} within {wait} s")
+            raise FetchTimeoutError("nats: timeout")  # nats-py's text (its nats.errors.TimeoutError)
         if batch > 1:
             try:
                 first += self._take(cons.fetch_no_wait(batch - 1, timeout=max(deadline.remaining() or 0.0, 1.0)))
@@ -177,6 +239,37 @@ def _offset(offset: int) -> int:
     return offset
 
 
+#: What a stream or consumer name may not hold (nats-py's and nats.go's set: the server
+#: uses names as file names).
+_BAD_NAME_CHARS = frozenset(">*. /\\\t\r\n")
+
+
+def _stream_name(name: object) -> str:
+    """nats-py's stream-name check, with its texts (the native check says more, in other words)."""
+    return _name(name, "stream")
+
+
+def _consumer_name(name: object) -> str:
+    """nats-py's consumer-name check, with its texts."""
+    return _name(name, "consumer")
+
+
+def _name(name: object, what: str) -> str:
+    if not name:
+        raise BadSubjectError(f"nats: {what} name is required")
+    if not isinstance(name, str) or _BAD_NAME_CHARS.intersection(name):
+        raise BadSubjectError(f"nats: invalid {what} name: {name!r}")
+    return name
+
+
+def _check_stream_fields(cfg: StreamConfig) -> None:
+    """What nats-py's ``StreamConfig.as_dict()`` refuses before anything is sent."""
+    if cfg.compression and cfg.compression not in ("none", "s2"):
+        raise ValueError(f"nats: invalid store compression type: {cfg.compression}")
+    if cfg.metadata and not isinstance(cfg.metadata, dict):
+        raise ValueError("nats: invalid metadata format")
+
+
 def _js(obj: object) -> JetStream:
     return cast("JetStream", obj)
 
@@ -188,15 +281,28 @@ class NatsPyNames:
 
     def add_stream(self, config: StreamConfig | None = None, timeout: float | None = None,
                    **params: Any) -> StreamInfo:
-        """Create a stream; returns its StreamInfo."""
-        return _js(self).create_stream(config, timeout=timeout, **params).cached_info
+        """Create a stream; returns its StreamInfo.
+
+        Checked before sending, as nats-py checks them (same exceptions and texts):
+
+        Raises:
+            ValueError: no name (``nats: stream name is required``), a bad one
+                (``nats: invalid stream name: ...``), a ``compression`` other than
+                ``"none"``/``"s2"``, ``metadata`` that is not a dict (both ``ValueError``
+                in nats-py too; the server would answer 400 instead).
+        """
+        name = params["name"] if "name" in params else getattr(config, "name", None)
+        _stream_name(name)
+        if config is not None and not isinstance(config, StreamConfig):
+            raise TypeError(f"expected a StreamConfig, got {type(config).__name__}")
+        cfg = config.replace(**params) if config is not None else StreamConfig(**params)
+        _check_stream_fields(cfg)
+        return _js(self).create_stream(cfg, timeout=timeout).cached_info
 
     def stream_info(self, name: str, subjects_filter: str | None = None,
                     timeout: float | None = None) -> StreamInfo:
         """A stream's info. Raises NotFoundError (StreamNotFoundError); a bad name is refused at once."""
-        from .context import check_name
-
-        check_name(name, "stream")
+        _stream_name(name)
         if subjects_filter:
             return _js(self).stream(name, timeout=timeout).info(subjects_filter=subjects_filter, timeout=timeout)
         return _js(self)._stream_info(name, timeout)
@@ -225,11 +331,13 @@ class NatsPyNames:
         """nats-py's name for :meth:`Stream.purge`: remove messages (all, or by ``subject``, up to
         ``seq``, or all but the newest ``keep``). Returns True.
         """
+        _stream_name(name)
         _js(self).stream(name, timeout=timeout).purge(subject=subject, sequence=seq, keep=keep, timeout=timeout)
         return True
 
     def delete_msg(self, stream_name: str, seq: int, timeout: float | None = None) -> bool:
         """nats-py's name for :meth:`Stream.delete_msg`: delete the message at ``seq``; True when deleted."""
+        _stream_name(stream_name)
         return _js(self).stream(stream_name, timeout=timeout).delete_msg(seq, timeout=timeout)
 
     def get_msg(self, stream_name: str, seq: int | None = None, subject: str | None = None,
@@ -246,6 +354,7 @@ class NatsPyNames:
             NoRespondersError: with ``direct``, no such stream or it does not allow direct gets.
             ValueError: neither ``seq`` nor ``subject``.
         """
+        _stream_name(stream_name)
         if subject is None and seq is None:
             raise ValueError("get_msg needs seq or subject")
         if direct:
@@ -260,9 +369,6 @@ class NatsPyNames:
 
     def _direct_get_msg(self, stream_name: str, seq: int | None, subject: str | None, next_by_subject: bool,
                         timeout: float | None) -> RawStreamMsg:
-        from .context import check_name
-
-        check_name(stream_name, "stream")
         api = _js(self)._api
         body: dict[str, Any]
         if subject is not None and next_by_subject:
@@ -291,6 +397,7 @@ class NatsPyNames:
         Raises:
             MsgNotFoundError: nothing stored on ``subject``.
         """
+        _stream_name(stream_name)
         return _js(self).stream(stream_name, timeout=timeout).get_last_msg_for_subject(subject, timeout=timeout)
 
     def find_stream_name_by_subject(self, subject: str, timeout: float | None = None) -> str:
@@ -305,7 +412,16 @@ class NatsPyNames:
 
     def add_consumer(self, stream: str, config: ConsumerConfig | None = None,
                      timeout: float | None = None, **params: Any) -> ConsumerInfo:
-        """Create (or update to the same config) a consumer; returns its ConsumerInfo."""
+        """Create (or update to the same config) a consumer; returns its ConsumerInfo.
+
+        Raises:
+            ValueError: a bad stream or consumer name (nats-py's texts), before sending.
+        """
+        _stream_name(stream)
+        cname = params["name"] if "name" in params else getattr(config, "name", None)
+        durable = params["durable_name"] if "durable_name" in params else getattr(config, "durable_name", None)
+        if cname or durable:
+            _consumer_name(cname or durable)
         return _js(self).create_or_update_consumer(stream, config, timeout=timeout, **params).cached_info
 
     def consumer_info(self, stream: str, consumer: str, timeout: float | None = None) -> ConsumerInfo:
@@ -313,7 +429,10 @@ class NatsPyNames:
 
         Raises:
             ConsumerNotFoundError: no such consumer.
+            ValueError: a bad stream or consumer name (nats-py's texts), before sending.
         """
+        _stream_name(stream)
+        _consumer_name(consumer)
         return _js(self)._consumer_info(stream, consumer, timeout)
 
     def consumers_info(self, stream: str, offset: int | None = None, timeout: float | None = None
@@ -325,9 +444,7 @@ class NatsPyNames:
             StreamNotFoundError: no such stream.
             ValueError: a negative ``offset``.
         """
-        from .context import check_name
-
-        check_name(stream, "stream")
+        _stream_name(stream)
         body = None if offset is None else {"offset": _offset(offset)}
         resp = _js(self)._api.request(f"CONSUMER.LIST.{stream}", body, timeout)
         return [from_wire(item, ConsumerInfo) for item in resp.get("consumers") or []]

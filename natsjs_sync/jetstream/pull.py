@@ -306,7 +306,8 @@ class MessagesContext:
     :class:`~natsjs_sync.NoHeartbeatError` from :meth:`next` (a dead server is
     not an idle stream) after the requests were sent again; iterating may go
     on. An ordered consumer's iteration never raises it: it makes a new
-    consumer and goes on (``error_cb`` still hears of it). After a reconnect
+    consumer and goes on (``error_cb`` still hears of it); with heartbeats it
+    does so in the background too while nobody reads. After a reconnect
     the requests are sent again at once. :meth:`stop` ends the iteration;
     :meth:`drain` ends it once the messages already received are read. A
     context dropped without :meth:`stop` releases its inbox when it is
@@ -366,10 +367,24 @@ class MessagesContext:
         self._lane: Lane[object] | None = None
         self._owned = _Owned()
         ref = weakref.ref(self)
+        # Iterator mode of an ordered consumer with heartbeats: a consumer deleted (or
+        # heartbeats stopped) while nobody reads is made anew in the background, so the
+        # consumer exists again before the next read. The work runs on a dispatcher lane
+        # (it makes requests: never on the timer thread) and only while no reader is in
+        # next(), which heals on its own.
+        self._idle_lane: Lane[object] | None = None
+        self._pulled = False  # a pull request was sent (the iteration has begun)
+        self._readers = 0
+        self._idle_busy = False
+        self._idle_error: JetStreamError | None = None
+        self._reading = threading.Condition(threading.Lock())
         if handler is not None:
             self._lane = core.lane(self._on_item, name)
             if heartbeat:
                 self._owned.timer = core.call_every(heartbeat, _weak(ref, "_tick"))
+        elif ordered is not None and heartbeat:
+            self._idle_lane = core.lane(self._on_idle_item, f"{name}-idle")
+            self._owned.timer = core.call_every(heartbeat, _weak(ref, "_tick_idle"))
         self._open_inbox()
         self._owned.reconnect = core.on_reconnect(_weak(ref, "_after_reconnect"))
         self._drain_group = core.attachment(_DrainGroup.KEY, lambda: _DrainGroup(core))
@@ -419,6 +434,79 @@ class MessagesContext:
         if self._lane is not None and not self._stopped:
             self._lane.put(_Control(self._check_heartbeat_cb))
 
+    def _tick_idle(self) -> None:
+        """Timer thread (iterator mode, ordered, with heartbeats): look at the consumer from a lane."""
+        lane = self._idle_lane
+        if lane is not None and not self._stopped and self._readers == 0:
+            lane.put(None)
+
+    def _on_idle_item(self, _item: object) -> None:
+        """Dispatcher lane: heal an ordered consumer while no reader is in :meth:`next`."""
+        with self._reading:
+            if self._readers or self._idle_busy or self._stopped or self._draining:
+                return
+            self._idle_busy = True  # a reader arriving now waits for this to end
+        try:
+            self._heal_idle()
+        except JetStreamError as exc:  # cannot be healed: the next read raises it
+            self._idle_error = exc
+        except NatsError as exc:  # the server is away or slow: the next tick tries again
+            if not self._stopped:
+                self._needs_reset = True
+                self._report(exc)
+        finally:
+            with self._reading:
+                self._idle_busy = False
+                self._reading.notify_all()
+
+    def _heal_idle(self) -> None:
+        """Take the bookkeeping queued ahead of the first message (heartbeats, a
+        ``409 Consumer Deleted``), then re-create the consumer if it is gone or silent."""
+        if self._held is not None or self._idle_error is not None:
+            return  # the reader has something to see first
+        sub = self._owned.sub
+        if sub is None:
+            return
+        for _ in range(10_000):  # bounded: heartbeats keep coming while this runs
+            try:
+                msg = sub.poll()
+            except TimeoutError:  # a wake-up meant for a reader: nothing more queued before it
+                break
+            if msg is None:
+                break
+            out = self._on_msg(msg)
+            if out is not None:
+                self._held = out  # a message for the reader: it is not silent
+                return
+        if not self._needs_reset:
+            if self._acct.pending_msgs <= 0:
+                # The requests expired unanswered: ask again as a reader would (a consumer
+                # gone meanwhile answers "no responders", healed on the next tick); never
+                # before the first read asked.
+                if self._pulled:
+                    self._maybe_pull()
+                return
+            self._check_heartbeat()
+        if self._needs_reset and not self._stopped:
+            self._needs_reset = False
+            self._reset(Deadline(5.0))
+            if self._stopped:  # stop() came while the consumer was being made: undo what the reset made
+                if self._ordered is not None:
+                    self._ordered.cancel()
+                self._owned.release()
+                return
+            self._maybe_pull()
+
+    def _enter_read(self) -> None:
+        with self._reading:
+            # A background heal makes at most a few bounded requests: wait for it.
+            self._reading.wait_for(lambda: not self._idle_busy)
+            self._readers += 1
+
+    def _leave_read(self) -> None:
+        with self._reading:
+            self._readers -= 1
+
     def _reset(self, deadline: Deadline | None = None) -> None:
         self._acct.reset()
         self._retry_at = 0.0
@@ -463,6 +551,7 @@ class MessagesContext:
             self._report(exc)
             return
         self._last_activity = time.monotonic()
+        self._pulled = True
 
     def _backoff(self) -> None:
         """Nobody served the request: ask again only after a back-off."""
@@ -564,6 +653,19 @@ class MessagesContext:
         """
         if self._handler is not None:
             raise BadSubscriptionError("next() cannot be used on a consume() context")
+        if self._idle_lane is None:
+            return self._next(timeout)
+        self._enter_read()
+        try:
+            if self._idle_error is not None:
+                err, self._idle_error = self._idle_error, None
+                self.stop()
+                raise err
+            return self._next(timeout)
+        finally:
+            self._leave_read()
+
+    def _next(self, timeout: float | None) -> Msg:
         if self._held is not None:
             msg, self._held = self._held, None
             return msg
@@ -653,7 +755,14 @@ class MessagesContext:
         if self._lane is not None:
             self._lane.put(_Control(self._maybe_pull))
             return
-        self._maybe_pull()
+        if self._idle_lane is not None:
+            self._enter_read()  # no background heal while the first request goes out
+            try:
+                self._maybe_pull()
+            finally:
+                self._leave_read()
+        else:
+            self._maybe_pull()
         if hold_first is not None:
             try:
                 self._held = self.next(timeout=hold_first)
@@ -692,6 +801,8 @@ class MessagesContext:
         self._release()  # the inbox, the reconnect hook and the timer
         if self._lane is not None:
             self._lane.close()
+        if self._idle_lane is not None:
+            self._idle_lane.close()
         self.stopped_event.set()
 
     @property

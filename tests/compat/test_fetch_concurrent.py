@@ -106,3 +106,55 @@ def test_the_same_property_under_nats_py(nats_server: NatsServer) -> None:
     assert sorted(int(d) for d in counts) == list(range(TOTAL))
     assert max(counts.values()) == 1
     assert pending == 0
+
+
+def test_more_fetching_threads_than_the_consumer_has_pull_slots(nats_server: NatsServer) -> None:
+    """max_waiting=2 and six threads each fetching once: the server refuses four of
+    the pulls (409 Exceeded MaxWaiting) while two wait; each refused fetch asks again
+    within its timeout, so every thread gets a message as they are published."""
+    from natsjs_sync.js.api import ConsumerConfig
+
+    threads_n = 6
+    nc = nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream()
+        js.add_stream(name="SLOTS", subjects=["slots.>"])
+        psub = js.pull_subscribe("slots.>", "few", config=ConsumerConfig(max_waiting=2))
+        got: list[bytes] = []
+        failures: list[BaseException] = []
+        lock = threading.Lock()
+        received = threading.Condition(lock)
+        start = threading.Barrier(threads_n + 1, timeout=30)
+
+        def worker() -> None:
+            try:
+                start.wait()
+                msg = psub.fetch(1, timeout=15)[0]
+                msg.ack()
+                with received:
+                    got.append(msg.data)
+                    received.notify_all()
+            except BaseException as exc:  # reported by the test thread
+                with received:
+                    failures.append(exc)
+                    received.notify_all()
+
+        threads = [threading.Thread(target=worker) for _ in range(threads_n)]
+        for t in threads:
+            t.start()
+        start.wait()
+        deadline = time.monotonic() + 10
+        while psub.consumer_info().num_waiting < 2 and time.monotonic() < deadline:
+            threading.Event().wait(0.02)
+        for i in range(threads_n):
+            js.publish("slots.job", str(i).encode())
+            with received:  # one at a time: a refused fetch has to get a slot to be served
+                assert received.wait_for(lambda n=i: len(got) + len(failures) > n, timeout=10), \
+                    f"message {i} was not fetched within 10 s"
+        for t in threads:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in threads)
+        assert failures == []
+        assert sorted(got) == [str(i).encode() for i in range(threads_n)]
+    finally:
+        nc.close()
