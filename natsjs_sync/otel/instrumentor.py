@@ -44,6 +44,7 @@ import inspect
 import logging
 import threading
 import timeit
+import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,8 @@ class _State:
         # Subscriptions the application made without a callback: only their next_msg
         # gets receive spans (the library's own subscriptions use next_msg too).
         self.user_subs: set[int] = set()
+        # Pull iterators the library made for itself inside a traced KV or object operation.
+        self.internal: set[int] = set()
 
     # -- attributes -------------------------------------------------------------------
 
@@ -419,8 +422,6 @@ def _wrap_subscribe(s: _State) -> Callable[..., Any]:
 
 
 def _forget_on_collect(s: _State, sub: Subscription) -> None:
-    import weakref
-
     weakref.finalize(sub, s.user_subs.discard, id(sub))
 
 
@@ -541,8 +542,8 @@ def _wrap_js_publish_async(s: _State, fn: Callable[..., Any]) -> Callable[..., A
                 ack = f.result(0)
                 span.set_attribute(a.NATS_STREAM, ack.stream)
                 span.set_attribute(a.NATS_STREAM_SEQUENCE, ack.seq)
-            span.end()
             s.record("publish", attrs, started, exc, sent=1)
+            span.end()  # last: whoever sees the span ended also sees it counted
 
         fut.add_done_callback(settled)
         return fut
@@ -596,9 +597,21 @@ def _traced_iter(s: _State, it: Iterator[Msg]) -> Iterator[Msg]:
         yield msg
 
 
+def _wrap_messages_init(s: _State) -> Callable[..., Any]:
+    """Remember the iterators made inside a KV or object operation (under suppression): their
+    messages are that operation's chunks or entries, already covered by its one span."""
+    def wrapper(wrapped: Callable[..., Any], ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        wrapped(*args, **kwargs)
+        if not is_instrumentation_enabled():
+            with s._lock:
+                s.internal.add(id(ctx))
+            weakref.finalize(ctx, s.internal.discard, id(ctx))
+    return wrapper
+
+
 def _wrap_messages_next(s: _State) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
+        if not is_instrumentation_enabled() or id(ctx) in s.internal:
             return wrapped(*args, **kwargs)
         started = _now_ns()
         msg = wrapped(*args, **kwargs)
@@ -772,6 +785,7 @@ def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any,
         ("natsjs_sync.jetstream.context", "JetStream.publish_async",
          _wrap_js_publish_async(s, js.publish_async)),
         ("natsjs_sync.jetstream.pull", "MessageBatch.__iter__", _wrap_batch_iter(s)),
+        ("natsjs_sync.jetstream.pull", "MessagesContext.__init__", _wrap_messages_init(s)),
         ("natsjs_sync.jetstream.pull", "MessagesContext.next", _wrap_messages_next(s)),
         ("natsjs_sync.jetstream.consumer", "Consumer.consume", _wrap_consume(s, consumer.consume)),
         ("natsjs_sync.micro.service", "Service.add_endpoint", _wrap_add_endpoint(s)),
