@@ -60,6 +60,7 @@ from opentelemetry.instrumentation.utils import (
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
 from .._version import __version__
+from ..jetstream.client_trace import ClientTrace, add_client_trace
 from . import attributes as a
 from .metrics import Metrics
 from .propagation import extract, inject
@@ -713,6 +714,21 @@ def _request_msg(request: Any) -> Msg:
     return request.msg  # type: ignore[no-any-return]
 
 
+def _api_request_event(subject: str, payload: bytes) -> None:
+    """JetStream API traffic as events of the span of the operation that made it (the caller's thread)."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event("nats.jetstream.api.request", {"nats.api.subject": subject,
+                                                     a.MESSAGING_MESSAGE_BODY_SIZE: len(payload)})
+
+
+def _api_response_event(subject: str, payload: bytes, headers: Mapping[str, Any] | None) -> None:
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event("nats.jetstream.api.response", {"nats.api.subject": subject,
+                                                      a.MESSAGING_MESSAGE_BODY_SIZE: len(payload)})
+
+
 # ---------------------------------------------------------------------- the instrumentor
 
 
@@ -754,6 +770,8 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for module, name, wrapper in targets:
             wrapt.wrap_function_wrapper(module, name, wrapper)
         self._wrapped = [(module, name) for module, name, _ in targets]
+        self._api_trace = add_client_trace(ClientTrace(request_sent=_api_request_event,
+                                                       response_received=_api_response_event))
         _Live.current = s
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -761,6 +779,9 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         import importlib
 
         _Live.current = None
+        api_trace = getattr(self, "_api_trace", None)
+        if api_trace is not None:
+            api_trace.cancel()
         for module, name in reversed(getattr(self, "_wrapped", [])):
             owner: Any = importlib.import_module(module)
             cls_name, attr = name.rsplit(".", 1)
