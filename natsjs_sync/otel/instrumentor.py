@@ -815,10 +815,12 @@ def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any,
     for kind in ("ack", "nak", "term", "in_progress", "ack_sync"):
         t.append(("natsjs_sync.msg", f"Msg.{kind}", _wrap_settle(s, kind)))
     for op, op_type in (("put", "send"), ("create", "send"), ("update", "send"), ("delete", "send"),
-                        ("get", "receive"), ("watch", "create")):
+                        ("purge", "send"), ("get", "receive"), ("keys", "receive"), ("history", "receive"),
+                        ("watch", "create")):
         t.append(("natsjs_sync.jetstream.kv", f"KeyValue.{op}",
                   _wrap_store(s, op, op_type, a.NATS_KV_BUCKET, a.NATS_KV_KEY, getattr(kv, op), "key")))
-    for op, op_type in (("put", "send"), ("get", "receive")):
+    for op, op_type in (("put", "send"), ("delete", "send"), ("get", "receive"), ("get_info", "receive"),
+                        ("list", "receive")):
         t.append(("natsjs_sync.jetstream.object_store", f"ObjectStore.{op}",
                   _wrap_store(s, op, op_type, a.NATS_OBJECT_BUCKET, a.NATS_OBJECT_NAME, getattr(objects, op),
                               "name")))

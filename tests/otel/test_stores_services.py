@@ -28,6 +28,10 @@ def test_kv_put_get_watch(otel: Telemetry, nc: nats.Client) -> None:
             watcher = kv.watch("user.*")
         assert entry.value == b"blue"
         watcher.stop()
+        assert kv.keys() == ["user.1"] and len(kv.history("user.1")) == 1
+        history = otel.span(f"history {bucket}")
+        assert history.attributes[A.NATS_KV_KEY] == "user.1"
+        assert not [s for s in otel.spans() if s.name.startswith("receive KV_")]  # its entries are the one span
         put, get = otel.span(f"put {bucket}"), otel.span(f"get {bucket}")
         watch = otel.span(f"watch {bucket}")
         for span in (put, get, watch):
