@@ -26,6 +26,8 @@ subscription callback                       CONSUMER    process          process
 ``KeyValue.put`` / ``get`` / ``watch`` ...  CLIENT      send / receive   put ...
 ``ObjectStore.put`` / ``get``               CLIENT      send / receive   put, get
 service endpoint handler                    SERVER      process          process
+Spark reader / writer task attempt          CONSUMER /  receive / send   receive <stream>, publish
+                                            PRODUCER
 ==========================================  ==========  ===============  =========
 
 Trace context goes out in the headers of publishes, requests, replies and
@@ -42,6 +44,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import sys
 import threading
 import timeit
 import weakref
@@ -107,18 +110,27 @@ class _State:
         self.user_subs: set[int] = set()
         # Pull iterators the library made for itself inside a traced KV or object operation.
         self.internal: set[int] = set()
+        self._client_attrs: weakref.WeakKeyDictionary[Client, tuple[str | None, dict[str, Any]]] = (
+            weakref.WeakKeyDictionary())
 
     # -- attributes -------------------------------------------------------------------
 
     def client_attrs(self, client: Client | None) -> dict[str, Any]:
-        attrs: dict[str, Any] = {a.MESSAGING_SYSTEM: a.SYSTEM}
-        if client is not None:
+        """A fresh dict of ``messaging.system`` and the client's server and id (cached per connection)."""
+        if client is None:
+            return {a.MESSAGING_SYSTEM: a.SYSTEM}
+        try:
+            url = client.connected_url
+        except Exception:  # a closed client: no server to name
+            return {a.MESSAGING_SYSTEM: a.SYSTEM}
+        cached = self._client_attrs.get(client)
+        if cached is None or cached[0] != url:
+            # Parsed once per client and server: the URL changes only on a reconnect.
             self.metrics.watch_client(client)
-            try:
-                attrs.update(a.server_attributes(client.connected_url, client.client_id, client.name))
-            except Exception:  # a closed client: no server to name
-                pass
-        return attrs
+            attrs = {a.MESSAGING_SYSTEM: a.SYSTEM, **a.server_attributes(url, client.client_id, client.name)}
+            cached = (url, attrs)
+            self._client_attrs[client] = cached
+        return dict(cached[1])
 
     def run_publish_hook(self, span: Span, subject: str, payload: Any, headers: Any) -> None:
         if self.publish_hook is not None and span.is_recording():
@@ -714,6 +726,27 @@ def _request_msg(request: Any) -> Msg:
     return request.msg  # type: ignore[no-any-return]
 
 
+_SPARK_METHODS = ("reader", "streamReader", "writer", "streamWriter")
+
+
+def _instrument_spark(s: _State, module: Any) -> None:
+    """Once the Spark data source is imported (never imported for this: it loads pyspark), trace its
+    readers and writers: each task attempt on the executors becomes a span (see :mod:`.spark`)."""
+    if _Live.current is not s:
+        return  # an instrumentation that was undone before Spark was imported
+
+    def wrapper(wrapped: Callable[..., Any], source: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        made = wrapped(*args, **kwargs)
+        if _Live.current is not s or not is_instrumentation_enabled():
+            return made
+        from .spark import traced
+
+        return traced(made)
+
+    for method in _SPARK_METHODS:
+        wrapt.wrap_function_wrapper(module, f"JetStreamDataSource.{method}", wrapper)
+
+
 def _api_request_event(subject: str, payload: bytes) -> None:
     """JetStream API traffic as events of the span of the operation that made it (the caller's thread)."""
     span = trace.get_current_span()
@@ -770,6 +803,7 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for module, name, wrapper in targets:
             wrapt.wrap_function_wrapper(module, name, wrapper)
         self._wrapped = [(module, name) for module, name, _ in targets]
+        wrapt.when_imported("natsjs_sync.spark.datasource")(functools.partial(_instrument_spark, s))
         self._api_trace = add_client_trace(ClientTrace(request_sent=_api_request_event,
                                                        response_received=_api_response_event))
         _Live.current = s
@@ -789,6 +823,11 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 owner = getattr(owner, part)
             unwrap(owner, attr)
         self._wrapped = []
+        spark = sys.modules.get("natsjs_sync.spark.datasource")
+        if spark is not None:
+            for method in _SPARK_METHODS:
+                if hasattr(getattr(spark.JetStreamDataSource, method), "__wrapped__"):
+                    unwrap(spark.JetStreamDataSource, method)
 
 
 def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any,
