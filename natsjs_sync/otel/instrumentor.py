@@ -25,9 +25,9 @@ subscription callback                       CONSUMER    process          process
 ``Msg.ack`` / ``nak`` / ``term`` / ...      CLIENT      settle           ack ...
 ``KeyValue.put`` / ``get`` / ``watch`` ...  CLIENT      send / receive   put ...
 ``ObjectStore.put`` / ``get``               CLIENT      send / receive   put, get
-service endpoint handler                    SERVER      process          process
-Spark reader / writer task attempt          CONSUMER /  receive / send   receive <stream>, publish
-                                            PRODUCER
+service endpoint handler                    SERVER      process          (endpoint)
+Spark read task attempt                     CONSUMER    receive          receive
+Spark write task attempt                    PRODUCER    send             publish
 ==========================================  ==========  ===============  =========
 
 Trace context goes out in the headers of publishes, requests, replies and
