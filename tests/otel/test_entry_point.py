@@ -94,3 +94,25 @@ def test_opentelemetry_instrument_picks_the_instrumentor_up(shared_server: NatsS
     assert "publish otel.entry" in names, out.stdout + out.stderr
     span = spans[names.index("publish otel.entry")]
     assert span["attributes"]["messaging.system"] == "nats"
+
+
+def test_installed_but_not_instrumented_runs_the_library_s_own_methods() -> None:
+    """Off costs nothing because off is the library's own code: importing the package wraps nothing."""
+    code = textwrap.dedent("""
+        import types
+        from natsjs_sync.client import Client
+        from natsjs_sync.msg import Msg
+        from natsjs_sync.subscription import Subscription
+        from natsjs_sync.jetstream.context import JetStream
+        from natsjs_sync.jetstream.pull import MessageBatch, MessagesContext
+        before = [Client.publish, Client.request, Client.subscribe, Msg.ack, Msg.respond, Subscription.next_msg,
+                  JetStream.publish, JetStream.publish_async, MessageBatch.__iter__, MessagesContext.next]
+        import natsjs_sync.otel
+        natsjs_sync.otel.NatsjsSyncInstrumentor()  # made, never instrumented
+        after = [Client.publish, Client.request, Client.subscribe, Msg.ack, Msg.respond, Subscription.next_msg,
+                 JetStream.publish, JetStream.publish_async, MessageBatch.__iter__, MessagesContext.next]
+        print(before == after and all(type(f) is types.FunctionType for f in after))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         check=True)
+    assert out.stdout.strip() == "True", out.stdout + out.stderr
