@@ -94,8 +94,9 @@ def main() -> None:
             got: dict[str, list[float]] = {m: [] for m in modes}
             for _ in range(runs):
                 for mode in modes:
-                    out = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), url, kind, str(COUNTS[kind] // divisor),
-                                          str(HERE), mode], capture_output=True, text=True, timeout=600)
+                    count = str(COUNTS[kind] // divisor)
+                    out = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), url, kind, count, str(HERE), mode],
+                                         capture_output=True, text=True, timeout=600)
                     if out.returncode:
                         sys.exit(out.stderr[-2000:])
                     got[mode].append(float(out.stdout.strip().splitlines()[-1]))
