@@ -46,6 +46,7 @@ import inspect
 import logging
 import sys
 import threading
+import time
 import timeit
 import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -460,9 +461,7 @@ def _receive_span(s: _State, msg: Msg, pattern: str | None, queue: str | None, s
 
 
 def _now_ns() -> int:
-    import time
-
-    return time.time_ns()
+    return time.time_ns()  # span start times are wall-clock nanoseconds
 
 
 def _wrap_next_msg(s: _State) -> Callable[..., Any]:
