@@ -195,3 +195,21 @@ def test_hooks_enrich_spans(nc: nats.Client) -> None:
     finally:
         inst.uninstrument()
         tp.shutdown()
+
+
+def test_pending_and_slow_consumer_drops_are_observed(otel: Telemetry, nc: nats.Client) -> None:
+    from tests.conftest import wait_until
+
+    sub = nc.subscribe("slow.x", pending_msgs_limit=2)
+    for _ in range(10):
+        nc.publish("slow.x", b"12345")
+    nc.flush()
+    assert wait_until(lambda: sub.dropped >= 8, 10)
+
+    def observed(name: str) -> object:
+        return next(v for attrs, v in otel.metrics().get(name, [])
+                    if attrs.get(M.MESSAGING_DESTINATION_SUBSCRIPTION_NAME) == "slow.x")
+
+    assert observed("nats.subscription.pending.messages") == 2
+    assert observed("nats.subscription.pending.bytes") == 10
+    assert observed("nats.subscription.dropped.messages") == 8
