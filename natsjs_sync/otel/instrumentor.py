@@ -21,7 +21,8 @@ subscription callback                       CONSUMER    process          process
 ``Subscription.next_msg`` (and iteration)   CONSUMER    receive          receive
 ``JetStream.publish`` / ``publish_async``   PRODUCER    send             publish
 ``MessageBatch`` / ``messages()`` items     CONSUMER    receive          receive
-``consume()`` handler                       CONSUMER    process          process
+``consume()`` handler (pull and push)       CONSUMER    process          process
+``js.subscribe`` callback / ``next_msg``    CONSUMER    process/receive  process, receive
 ``Msg.ack`` / ``nak`` / ``term`` / ...      CLIENT      settle           ack ...
 ``KeyValue.put`` / ``get`` / ``watch`` ...  CLIENT      send / receive   put ...
 ``ObjectStore.put`` / ``get``               CLIENT      send / receive   put, get
@@ -644,6 +645,27 @@ def _wrap_consume(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _wrap_js_subscribe(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """nats-py style ``js.subscribe``/``subscribe_bind``: the callback in process spans, or the
+    returned push subscription's ``next_msg`` in receive spans."""
+    binder = _Args(fn)
+
+    def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        bound = binder.bind(js, args, kwargs)
+        cb = bound.arguments.get("cb")
+        if cb is not None:
+            bound.arguments["cb"] = _traced_handler(s, cb, None, bound.arguments.get("queue"), None)
+        sub = binder.call(wrapped, bound)
+        if cb is None:
+            with s._lock:
+                s.user_subs.add(id(sub))
+            weakref.finalize(sub, s.user_subs.discard, id(sub))
+        return sub
+    return wrapper
+
+
 def _wrap_jetstream(s: _State) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         js = wrapped(*args, **kwargs)
@@ -796,9 +818,11 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         from ..jetstream.consumer import Consumer
         from ..jetstream.context import JetStream
         from ..jetstream.kv import KeyValue
+        from ..jetstream.nats_py import NatsPyNames
         from ..jetstream.object_store import ObjectStore
+        from ..jetstream.push import PushConsumer
 
-        targets = _targets(s, Client, JetStream, Consumer, KeyValue, ObjectStore)
+        targets = _targets(s, Client, JetStream, Consumer, KeyValue, ObjectStore, PushConsumer, NatsPyNames)
         for module, name, wrapper in targets:
             wrapt.wrap_function_wrapper(module, name, wrapper)
         self._wrapped = [(module, name) for module, name, _ in targets]
@@ -829,8 +853,8 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     unwrap(spark.JetStreamDataSource, method)
 
 
-def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any,
-             objects: Any) -> list[tuple[str, str, Callable[..., Any]]]:
+def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any, objects: Any, push: Any,
+             names: Any) -> list[tuple[str, str, Callable[..., Any]]]:
     """(module, "Class.method", wrapper) for every wrapped method."""
     t: list[tuple[str, str, Callable[..., Any]]] = [
         ("natsjs_sync.client", "Client.publish", _wrap_publish(s)),
@@ -847,6 +871,10 @@ def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any,
         ("natsjs_sync.jetstream.pull", "MessagesContext.__init__", _wrap_messages_init(s)),
         ("natsjs_sync.jetstream.pull", "MessagesContext.next", _wrap_messages_next(s)),
         ("natsjs_sync.jetstream.consumer", "Consumer.consume", _wrap_consume(s, consumer.consume)),
+        ("natsjs_sync.jetstream.push", "PushConsumer.consume", _wrap_consume(s, push.consume)),
+        ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe", _wrap_js_subscribe(s, names.subscribe)),
+        ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe_bind",
+         _wrap_js_subscribe(s, names.subscribe_bind)),
         ("natsjs_sync.micro.service", "Service.add_endpoint", _wrap_add_endpoint(s)),
         ("natsjs_sync.micro.service", "Group.add_endpoint", _wrap_add_endpoint(s)),
     ]

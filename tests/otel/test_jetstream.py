@@ -155,3 +155,29 @@ def test_publishes_in_flight_metric(otel: Telemetry, js: JetStream, stream: Stre
     assert "nats.jetstream.publish.pending" in metrics
     sent = metrics["messaging.client.sent.messages"]
     assert any(attrs.get(M.MESSAGING_DESTINATION_NAME) == f"{stream.name}.m" for attrs, _ in sent)
+
+
+def test_push_consumers_and_nats_py_style_subscribe(otel: Telemetry, js: JetStream, stream: Stream) -> None:
+    name = stream.name
+    js.publish(f"{name}.push", b"1")
+    pub = otel.span(f"publish {name}.push")
+    # nats.go style push consumer: the handler runs in a process span, child of the producer
+    done = threading.Event()
+    pc = js.create_push_consumer(name, durable_name="pusher", deliver_subject=js.nc.new_inbox(),
+                                 ack_policy="explicit")
+
+    def handler(msg: nats.Msg) -> None:
+        msg.ack()
+        done.set()
+
+    with pc.consume(handler):
+        assert done.wait(10)
+    proc = otel.span(f"process {name}")
+    assert proc.parent is not None and proc.parent.span_id == pub.context.span_id
+    # nats-py style js.subscribe without a callback: next_msg makes a receive span linked to the producer
+    sub = js.subscribe(f"{name}.push")
+    msg = sub.next_msg(timeout=10)
+    msg.ack()
+    recv = otel.span(f"receive {name}")
+    assert [link.context.span_id for link in recv.links] == [pub.context.span_id]
+    sub.unsubscribe()
