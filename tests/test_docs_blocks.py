@@ -32,6 +32,7 @@ NEEDS_SERVER = {"docs/jetstream.rst": "2.14"}
 ELSEWHERE = {
     "docs/services.rst": "tests/test_docs_services.py runs it with Flask and Django modules",
     "docs/spark.rst": "needs a Spark session (Java): the Spark tests run the pipeline example",
+    "docs/observability.rst": "needs the otel extra: tests/otel/test_docs_example.py runs it and checks its trace",
 }
 #: Files pages open as a user's own files would be.
 FILES = {"report.pdf": b"%PDF-1.4 " + bytes(range(256)) * 1000, "app.yaml": b"replicas: 3\n",

@@ -30,6 +30,7 @@ from ..errors import (
     NoRespondersError,
     jetstream_error,
 )
+from . import client_trace
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -248,12 +249,17 @@ class JetStreamAPI:
         """
         deadline = self.deadline(timeout)
         payload = body if isinstance(body, (bytes, bytearray)) else encode(body)
+        observed = client_trace.traces  # empty unless someone observes (see client_trace.py)
+        if observed:
+            client_trace.request_sent(self.subject(suffix), bytes(payload))
         try:
             msg = self.core.request(self.subject(suffix), payload, deadline, headers)
         except NoRespondersError:
             raise JetStreamNotEnabledError(
                 f"JetStream is not enabled (no responder on {self.subject(suffix)})", code=503
             ) from None
+        if observed:
+            client_trace.response_received(self.subject(suffix), msg.data, msg.headers)
         return self.check(msg.data, suffix)
 
     @staticmethod

@@ -1,0 +1,937 @@
+"""``NatsjsSyncInstrumentor``: spans and metrics on every operation of natsjs_sync.
+
+It wraps public methods of the client's classes (with ``wrapt``, as the
+opentelemetry-python-contrib instrumentations do) when :meth:`instrument` is
+called and restores them on :meth:`uninstrument`: until then the library runs
+exactly its own code, so an application that installs the extra and never
+instruments pays nothing. Callbacks wrapped while instrumented (subscription
+callbacks, ``consume`` handlers, service handlers) check on every call that
+the instrumentation that wrapped them is still the live one, and otherwise
+call straight through.
+
+What each operation records (span name ``<operation> <destination>``):
+
+==========================================  ==========  ===============  =========
+call                                        kind        operation type   name
+==========================================  ==========  ===============  =========
+``Client.publish`` / ``publish_now``        PRODUCER    send             publish
+``Client.request``                          CLIENT      send             request
+``Msg.respond``                             PRODUCER    send             respond
+subscription callback                       CONSUMER    process          process
+``Subscription.next_msg`` (and iteration)   CONSUMER    receive          receive
+``JetStream.publish`` / ``publish_async``   PRODUCER    send             publish
+``MessageBatch`` / ``messages()`` items     CONSUMER    receive          receive
+``consume()`` handler (pull and push)       CONSUMER    process          process
+``js.subscribe`` callback / ``next_msg``    CONSUMER    process/receive  process, receive
+``Msg.ack`` / ``nak`` / ``term`` / ...      CLIENT      settle           ack ...
+``KeyValue.put`` / ``get`` / ``watch`` ...  CLIENT      send / receive   put ...
+``ObjectStore.put`` / ``get``               CLIENT      send / receive   put, get
+service endpoint handler                    SERVER      process          (endpoint)
+Spark read task attempt                     CONSUMER    receive          receive
+Spark write task attempt                    PRODUCER    send             publish
+==========================================  ==========  ===============  =========
+
+Trace context goes out in the headers of publishes, requests, replies and
+JetStream publishes (see :mod:`.propagation`) and is read back on delivery:
+a callback's process span is a child of the producer's span. A message read
+from an iterator gets a receive span linked to its producer;
+:func:`process` runs the application's handling of it as a child of the
+producer's span.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import logging
+import sys
+import threading
+import time
+import timeit
+import weakref
+from collections.abc import Callable, Collection, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import wrapt
+from opentelemetry import metrics as otel_metrics
+from opentelemetry import trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import (
+    is_instrumentation_enabled,
+    suppress_instrumentation,
+    unwrap,
+)
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode
+
+from .._version import __version__
+from ..jetstream.client_trace import ClientTrace, add_client_trace
+from . import attributes as a
+from .metrics import Metrics
+from .propagation import extract, inject
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..msg import Msg
+    from ..subscription import Subscription
+
+__all__ = ["ConsumeHook", "NatsjsSyncInstrumentor", "PublishHook", "process"]
+
+log = logging.getLogger("natsjs_sync.otel")
+
+_SCHEMA_URL = "https://opentelemetry.io/schemas/1.27.0"
+_instruments = ("natsjs-sync >= 0.1",)
+
+#: ``publish_hook(span, subject, payload, headers)``: called on each producer span
+#: before the message is sent (the headers are the caller's, before trace context is added).
+PublishHook = Callable[[Span, str, bytes, "Mapping[str, Any] | None"], None]
+#: ``consume_hook(span, msg)``: called on each receive and process span once the message is known.
+ConsumeHook = Callable[[Span, "Msg"], None]
+
+_ACK_PREFIX = "$JS.ACK."
+
+
+class _Live:
+    """The one live instrumentation (None when uninstrumented); wrapped callbacks compare against it."""
+
+    current: _State | None = None
+
+
+class _State:
+    """What the wrappers of one :meth:`NatsjsSyncInstrumentor.instrument` call share. Thread-safe."""
+
+    def __init__(self, tracer: trace.Tracer, metrics: Metrics, publish_hook: PublishHook | None,
+                 consume_hook: ConsumeHook | None):
+        self.tracer = tracer
+        self.metrics = metrics
+        self.publish_hook = publish_hook
+        self.consume_hook = consume_hook
+        self._lock = threading.Lock()
+        # Subscriptions the application made without a callback: only their next_msg
+        # gets receive spans (the library's own subscriptions use next_msg too).
+        self.user_subs: set[int] = set()
+        # Pull iterators the library made for itself inside a traced KV or object operation.
+        self.internal: set[int] = set()
+        self._client_attrs: weakref.WeakKeyDictionary[Client, tuple[str | None, dict[str, Any]]] = (
+            weakref.WeakKeyDictionary())
+
+    # -- attributes -------------------------------------------------------------------
+
+    def client_attrs(self, client: Client | None) -> dict[str, Any]:
+        """A fresh dict of ``messaging.system`` and the client's server and id (cached per connection)."""
+        if client is None:
+            return {a.MESSAGING_SYSTEM: a.SYSTEM}
+        try:
+            url = client.connected_url
+        except Exception:  # a closed client: no server to name
+            return {a.MESSAGING_SYSTEM: a.SYSTEM}
+        cached = self._client_attrs.get(client)
+        if cached is None or cached[0] != url:
+            # Parsed once per client and server: the URL changes only on a reconnect.
+            self.metrics.watch_client(client)
+            attrs = {a.MESSAGING_SYSTEM: a.SYSTEM, **a.server_attributes(url, client.client_id, client.name)}
+            cached = (url, attrs)
+            self._client_attrs[client] = cached
+        return dict(cached[1])
+
+    def run_publish_hook(self, span: Span, subject: str, payload: Any, headers: Any) -> None:
+        if self.publish_hook is not None and span.is_recording():
+            try:
+                self.publish_hook(span, subject, payload, headers)
+            except Exception:
+                log.exception("publish_hook raised")
+
+    def run_consume_hook(self, span: Span, msg: Msg) -> None:
+        if self.consume_hook is not None and span.is_recording():
+            try:
+                self.consume_hook(span, msg)
+            except Exception:
+                log.exception("consume_hook raised")
+
+    def record(self, op: str, attrs: Mapping[str, Any], started: float, error: BaseException | None,
+               sent: int = 0, consumed: int = 0) -> None:
+        """The metrics of one finished operation."""
+        m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
+        m[a.MESSAGING_OPERATION_NAME] = op
+        if error is not None:
+            m[a.ERROR_TYPE] = _error_type(error)
+        self.metrics.duration.record(timeit.default_timer() - started, m)
+        if sent:
+            self.metrics.sent.add(sent, m)
+        if consumed:
+            self.metrics.consumed.add(consumed, m)
+
+
+# Attributes kept on metrics: low cardinality only (no message ids, sequences or sizes).
+_METRIC_KEYS = frozenset({
+    a.MESSAGING_SYSTEM, a.MESSAGING_DESTINATION_NAME, a.MESSAGING_DESTINATION_TEMPLATE,
+    a.MESSAGING_CONSUMER_GROUP_NAME, a.MESSAGING_DESTINATION_SUBSCRIPTION_NAME, a.SERVER_ADDRESS,
+    a.SERVER_PORT, a.MESSAGING_OPERATION_TYPE, a.NATS_STREAM, a.NATS_CONSUMER,
+})
+
+
+def _error_type(exc: BaseException) -> str:
+    """``error.type``: the exception's qualified class name (low cardinality, as the conventions ask)."""
+    cls = type(exc)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _fail(span: Span, exc: BaseException) -> None:
+    span.set_attribute(a.ERROR_TYPE, _error_type(exc))
+    span.record_exception(exc)
+    span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def _destination(subject: str, op_type: str, op_name: str) -> dict[str, Any]:
+    attrs: dict[str, Any] = {a.MESSAGING_OPERATION_TYPE: op_type, a.MESSAGING_OPERATION_NAME: op_name}
+    if a.is_temporary(subject):
+        attrs[a.MESSAGING_DESTINATION_TEMPORARY] = True
+    else:
+        attrs[a.MESSAGING_DESTINATION_NAME] = subject
+    return attrs
+
+
+def _size(payload: Any) -> int:
+    try:
+        return len(payload)
+    except TypeError:
+        return 0
+
+
+def _headers_of(msg: Msg) -> Mapping[str, Any] | None:
+    """The message's headers, or None when there are none or they are malformed (never raises)."""
+    if msg.raw_headers is None:
+        return None
+    try:
+        return msg.headers
+    except Exception:
+        return None
+
+
+def _js_attrs(msg: Msg) -> dict[str, Any]:
+    """Stream, consumer, sequences and delivery count of a JetStream delivery (none for other messages)."""
+    if not msg.reply.startswith(_ACK_PREFIX):
+        return {}
+    try:
+        md = msg.metadata
+    except Exception:
+        return {}
+    return {a.NATS_STREAM: md.stream, a.NATS_CONSUMER: md.consumer, a.NATS_STREAM_SEQUENCE: md.sequence.stream,
+            a.NATS_CONSUMER_SEQUENCE: md.sequence.consumer, a.NATS_DELIVERY_COUNT: md.num_delivered}
+
+
+def _message_id(headers: Mapping[str, Any] | None) -> str | None:
+    if not headers:
+        return None
+    value = headers.get("Nats-Msg-Id")
+    if value is None or isinstance(value, str):
+        return value
+    return str(value[0]) if value else None
+
+
+class _Args:
+    """Binds a wrapped method's arguments by name (the signature is read once per function)."""
+
+    def __init__(self, fn: Callable[..., Any]):
+        self.sig = inspect.signature(fn)
+
+    def bind(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+        bound = self.sig.bind(instance, *args, **kwargs)
+        return bound
+
+    @staticmethod
+    def call(wrapped: Callable[..., Any], bound: inspect.BoundArguments) -> Any:
+        return wrapped(*bound.args[1:], **bound.kwargs)
+
+
+# ---------------------------------------------------------------------- core publishing
+
+
+def _wrap_publish(s: _State, op_name: str = "publish") -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        subject, payload, reply, headers = _publish_args(*args, **kwargs)
+        attrs = s.client_attrs(client)
+        attrs.update(_destination(subject, "send", op_name))
+        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
+        started = timeit.default_timer()
+        error: BaseException | None = None
+        with s.tracer.start_as_current_span(f"{op_name} {a.destination_label(subject)}", kind=SpanKind.PRODUCER,
+                                            attributes=attrs, record_exception=False,
+                                            set_status_on_exception=False) as span:
+            s.run_publish_hook(span, subject, payload, headers)
+            try:
+                return wrapped(subject, payload, reply, inject(headers))
+            except BaseException as exc:
+                error = exc
+                _fail(span, exc)
+                raise
+            finally:
+                s.record(op_name, attrs, started, error, sent=1)
+    return wrapper
+
+
+def _publish_args(subject: str, payload: Any = b"", reply: str | None = None,
+                  headers: Mapping[str, Any] | None = None) -> tuple[str, Any, str | None, Any]:
+    return subject, payload, reply, headers
+
+
+def _wrap_request(s: _State) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        subject, payload, timeout, headers = _request_args(*args, **kwargs)
+        attrs = s.client_attrs(client)
+        attrs.update(_destination(subject, "send", "request"))
+        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
+        started = timeit.default_timer()
+        error: BaseException | None = None
+        with s.tracer.start_as_current_span(f"request {a.destination_label(subject)}", kind=SpanKind.CLIENT,
+                                            attributes=attrs, record_exception=False,
+                                            set_status_on_exception=False) as span:
+            s.run_publish_hook(span, subject, payload, headers)
+            try:
+                if timeout is _UNSET:
+                    return wrapped(subject, payload, headers=inject(headers))
+                return wrapped(subject, payload, timeout, inject(headers))
+            except BaseException as exc:
+                error = exc
+                _fail(span, exc)
+                raise
+            finally:
+                s.record("request", attrs, started, error, sent=1)
+    return wrapper
+
+
+_UNSET: Any = object()
+
+
+def _request_args(subject: str, payload: Any = b"", timeout: Any = _UNSET,
+                  headers: Mapping[str, Any] | None = None) -> tuple[str, Any, Any, Any]:
+    return subject, payload, timeout, headers
+
+
+def _wrap_respond(s: _State) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], msg: Msg, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled() or not msg.reply:
+            return wrapped(*args, **kwargs)
+        data, headers = _respond_args(*args, **kwargs)
+        attrs = _destination(msg.reply, "send", "respond")
+        attrs[a.MESSAGING_SYSTEM] = a.SYSTEM
+        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(data)
+        started = timeit.default_timer()
+        error: BaseException | None = None
+        with s.tracer.start_as_current_span(f"respond {a.destination_label(msg.reply)}", kind=SpanKind.PRODUCER,
+                                            attributes=attrs, record_exception=False,
+                                            set_status_on_exception=False) as span:
+            s.run_publish_hook(span, msg.reply, data, headers)
+            try:
+                return wrapped(data, headers=inject(headers))
+            except BaseException as exc:
+                error = exc
+                _fail(span, exc)
+                raise
+            finally:
+                s.record("respond", attrs, started, error, sent=1)
+    return wrapper
+
+
+def _respond_args(data: bytes = b"", headers: Mapping[str, Any] | None = None) -> tuple[bytes, Any]:
+    return data, headers
+
+
+# ---------------------------------------------------------------------- core delivery
+
+
+def _consumer_attrs(msg: Msg, pattern: str | None, queue: str | None, op_type: str) -> dict[str, Any]:
+    attrs = _destination(msg.subject, op_type, op_type)
+    attrs[a.MESSAGING_SYSTEM] = a.SYSTEM
+    attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = len(msg.data)
+    if pattern is not None and pattern != msg.subject:
+        attrs[a.MESSAGING_DESTINATION_TEMPLATE] = pattern
+    if pattern is not None:
+        attrs[a.MESSAGING_DESTINATION_SUBSCRIPTION_NAME] = pattern
+    if queue:
+        attrs[a.MESSAGING_CONSUMER_GROUP_NAME] = queue
+    js = _js_attrs(msg)
+    if js:
+        attrs.update(js)
+        attrs[a.MESSAGING_CONSUMER_GROUP_NAME] = js[a.NATS_CONSUMER]
+    msg_id = _message_id(_headers_of(msg))
+    if msg_id is not None:
+        attrs[a.MESSAGING_MESSAGE_ID] = msg_id
+    return attrs
+
+
+def _label(msg: Msg, pattern: str | None) -> str:
+    """A delivery's low-cardinality destination: the stream, else the subscription's pattern."""
+    js = msg.reply.startswith(_ACK_PREFIX) and _js_attrs(msg)
+    if js:
+        return str(js[a.NATS_STREAM])
+    return a.destination_label(pattern if pattern is not None else msg.subject)
+
+
+def _same(msg: Any) -> Msg:
+    return msg  # type: ignore[no-any-return]
+
+
+def _traced_handler(s: _State, handler: Callable[[Any], Any], pattern: str | None, queue: str | None,
+                    client: Client | None, server_kind: str | None = None,
+                    msg_of: Callable[[Any], Msg] = _same) -> Callable[[Any], Any]:
+    """``handler`` run inside a process span whose parent is the producer's context.
+
+    Args:
+        handler: called with what the wrapper is called with.
+        pattern, queue: the subscription's subject and queue group.
+        server_kind: for a service endpoint: the span's name (kind SERVER).
+        msg_of: the message inside what the handler gets (a service request holds one).
+    """
+
+    @functools.wraps(handler)
+    def traced(arg: Any) -> Any:
+        if _Live.current is not s or not is_instrumentation_enabled():
+            return handler(arg)
+        msg = msg_of(arg)
+        attrs = s.client_attrs(client)
+        attrs.update(_consumer_attrs(msg, pattern, queue, "process"))
+        name = f"process {_label(msg, pattern)}" if server_kind is None else server_kind
+        started = timeit.default_timer()
+        error: BaseException | None = None
+        kind = SpanKind.CONSUMER if server_kind is None else SpanKind.SERVER
+        with s.tracer.start_as_current_span(name, context=extract(_headers_of(msg)), kind=kind, attributes=attrs,
+                                            record_exception=False, set_status_on_exception=False) as span:
+            s.run_consume_hook(span, msg)
+            try:
+                return handler(arg)
+            except BaseException as exc:
+                error = exc
+                _fail(span, exc)
+                raise
+            finally:
+                elapsed = timeit.default_timer() - started
+                m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
+                m[a.MESSAGING_OPERATION_NAME] = "process"
+                if error is not None:
+                    m[a.ERROR_TYPE] = _error_type(error)
+                s.metrics.process.record(elapsed, m)
+                s.metrics.consumed.add(1, m)
+
+    return traced
+
+
+def _wrap_subscribe(s: _State) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        subject, queue, cb, rest = _subscribe_args(*args, **kwargs)
+        if cb is not None and is_instrumentation_enabled():
+            cb = _traced_handler(s, cb, subject, queue, client)
+        sub: Subscription = wrapped(subject, queue, cb, **rest)
+        s.metrics.watch_client(client)
+        s.metrics.watch_subscription(sub)
+        if cb is None:
+            with s._lock:
+                s.user_subs.add(id(sub))
+            _forget_on_collect(s, sub)
+        return sub
+    return wrapper
+
+
+def _forget_on_collect(s: _State, sub: Subscription) -> None:
+    weakref.finalize(sub, s.user_subs.discard, id(sub))
+
+
+def _subscribe_args(subject: str, queue: str | None = None, cb: Any = None,
+                    **rest: Any) -> tuple[str, str | None, Any, dict[str, Any]]:
+    return subject, queue, cb, rest
+
+
+def _receive_span(s: _State, msg: Msg, pattern: str | None, queue: str | None, started_ns: int,
+                  client: Client | None = None) -> None:
+    """A finished receive span for a message an iterator handed to the application, linked to its producer."""
+    attrs = s.client_attrs(client)
+    attrs.update(_consumer_attrs(msg, pattern, queue, "receive"))
+    producer = trace.get_current_span(extract(_headers_of(msg))).get_span_context()
+    links = [Link(producer)] if producer.is_valid else None
+    span = s.tracer.start_span(f"receive {_label(msg, pattern)}", kind=SpanKind.CONSUMER, attributes=attrs,
+                               links=links, start_time=started_ns)
+    s.run_consume_hook(span, msg)
+    span.end()
+    m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
+    m[a.MESSAGING_OPERATION_NAME] = "receive"
+    s.metrics.consumed.add(1, m)
+
+
+def _now_ns() -> int:
+    return time.time_ns()  # span start times are wall-clock nanoseconds
+
+
+def _wrap_next_msg(s: _State) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], sub: Subscription, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if id(sub) not in s.user_subs or not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        started = _now_ns()
+        msg = wrapped(*args, **kwargs)
+        _receive_span(s, msg, sub.subject, sub.queue, started)
+        return msg
+    return wrapper
+
+
+# ---------------------------------------------------------------------- JetStream
+
+
+def _wrap_js_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    binder = _Args(fn)
+
+    def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        bound = binder.bind(js, args, kwargs)
+        p = bound.arguments
+        subject, payload, headers = p["subject"], p.get("payload", b""), p.get("headers")
+        attrs = s.client_attrs(js.nc)
+        attrs.update(_destination(subject, "send", "publish"))
+        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
+        msg_id = p.get("msg_id") or _message_id(headers)
+        if msg_id:
+            attrs[a.MESSAGING_MESSAGE_ID] = msg_id
+        started = timeit.default_timer()
+        error: BaseException | None = None
+        with s.tracer.start_as_current_span(f"publish {subject}", kind=SpanKind.PRODUCER, attributes=attrs,
+                                            record_exception=False, set_status_on_exception=False) as span:
+            s.run_publish_hook(span, subject, payload, headers)
+            p["headers"] = inject(headers)
+            try:
+                ack = binder.call(wrapped, bound)
+                span.set_attribute(a.NATS_STREAM, ack.stream)
+                span.set_attribute(a.NATS_STREAM_SEQUENCE, ack.seq)
+                if ack.duplicate:
+                    span.set_attribute("nats.duplicate", True)
+                return ack
+            except BaseException as exc:
+                error = exc
+                _fail(span, exc)
+                raise
+            finally:
+                s.record("publish", attrs, started, error, sent=1)
+    return wrapper
+
+
+def _wrap_js_publish_async(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    binder = _Args(fn)
+
+    def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        bound = binder.bind(js, args, kwargs)
+        p = bound.arguments
+        subject, payload, headers = p["subject"], p.get("payload", b""), p.get("headers")
+        s.metrics.watch_jetstream(js)
+        attrs = s.client_attrs(js.nc)
+        attrs.update(_destination(subject, "send", "publish"))
+        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
+        msg_id = p.get("msg_id") or _message_id(headers)
+        if msg_id:
+            attrs[a.MESSAGING_MESSAGE_ID] = msg_id
+        started = timeit.default_timer()
+        # The span lives until the ack settles, on whichever thread that happens: it is
+        # never made current here, only put in the context the headers carry.
+        span = s.tracer.start_span(f"publish {subject}", kind=SpanKind.PRODUCER, attributes=attrs)
+        s.run_publish_hook(span, subject, payload, headers)
+        p["headers"] = inject(headers, trace.set_span_in_context(span))
+        try:
+            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                fut = binder.call(wrapped, bound)
+        except BaseException as exc:
+            _fail(span, exc)
+            span.end()
+            s.record("publish", attrs, started, exc, sent=1)
+            raise
+
+        def settled(f: Any) -> None:
+            exc = f.exception(0)
+            if exc is not None:
+                _fail(span, exc)
+            else:
+                ack = f.result(0)
+                span.set_attribute(a.NATS_STREAM, ack.stream)
+                span.set_attribute(a.NATS_STREAM_SEQUENCE, ack.seq)
+            s.record("publish", attrs, started, exc, sent=1)
+            span.end()  # last: whoever sees the span ended also sees it counted
+
+        fut.add_done_callback(settled)
+        return fut
+    return wrapper
+
+
+def _wrap_settle(s: _State, kind: str) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], msg: Msg, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled() or not msg.reply.startswith(_ACK_PREFIX):
+            return wrapped(*args, **kwargs)
+        attrs: dict[str, Any] = {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_TYPE: "settle",
+                                 a.MESSAGING_OPERATION_NAME: kind, a.NATS_ACK_KIND: kind}
+        js = _js_attrs(msg)
+        attrs.update(js)
+        if js:
+            attrs[a.MESSAGING_DESTINATION_NAME] = js[a.NATS_STREAM]
+            attrs[a.MESSAGING_CONSUMER_GROUP_NAME] = js[a.NATS_CONSUMER]
+        started = timeit.default_timer()
+        error: BaseException | None = None
+        with s.tracer.start_as_current_span(f"{kind} {js.get(a.NATS_STREAM, 'jetstream')}", kind=SpanKind.CLIENT,
+                                            attributes=attrs, record_exception=False,
+                                            set_status_on_exception=False) as span:
+            try:
+                return wrapped(*args, **kwargs)
+            except BaseException as exc:
+                error = exc
+                _fail(span, exc)
+                raise
+            finally:
+                s.record(kind, attrs, started, error)
+    return wrapper
+
+
+def _wrap_batch_iter(s: _State) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], batch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        return _traced_iter(s, wrapped(*args, **kwargs))
+    return wrapper
+
+
+def _traced_iter(s: _State, it: Iterator[Msg]) -> Iterator[Msg]:
+    while True:
+        started = _now_ns()
+        try:
+            msg = next(it)
+        except StopIteration:
+            return
+        if is_instrumentation_enabled():
+            _receive_span(s, msg, None, None, started)
+        yield msg
+
+
+def _wrap_messages_init(s: _State) -> Callable[..., Any]:
+    """Remember the iterators made inside a KV or object operation (under suppression): their
+    messages are that operation's chunks or entries, already covered by its one span."""
+    def wrapper(wrapped: Callable[..., Any], ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        wrapped(*args, **kwargs)
+        if not is_instrumentation_enabled():
+            with s._lock:
+                s.internal.add(id(ctx))
+            weakref.finalize(ctx, s.internal.discard, id(ctx))
+    return wrapper
+
+
+def _wrap_messages_next(s: _State) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled() or id(ctx) in s.internal:
+            return wrapped(*args, **kwargs)
+        started = _now_ns()
+        msg = wrapped(*args, **kwargs)
+        _receive_span(s, msg, None, None, started)
+        return msg
+    return wrapper
+
+
+def _wrap_consume(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    binder = _Args(fn)
+
+    def wrapper(wrapped: Callable[..., Any], consumer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        bound = binder.bind(consumer, args, kwargs)
+        bound.arguments["handler"] = _traced_handler(s, bound.arguments["handler"], None, None, None)
+        return binder.call(wrapped, bound)
+    return wrapper
+
+
+def _wrap_js_subscribe(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """nats-py style ``js.subscribe``/``subscribe_bind``: the callback in process spans, or the
+    returned push subscription's ``next_msg`` in receive spans."""
+    binder = _Args(fn)
+
+    def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        bound = binder.bind(js, args, kwargs)
+        cb = bound.arguments.get("cb")
+        if cb is not None:
+            bound.arguments["cb"] = _traced_handler(s, cb, None, bound.arguments.get("queue"), None)
+        sub = binder.call(wrapped, bound)
+        if cb is None:
+            with s._lock:
+                s.user_subs.add(id(sub))
+            weakref.finalize(sub, s.user_subs.discard, id(sub))
+        return sub
+    return wrapper
+
+
+def _wrap_jetstream(s: _State) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        js = wrapped(*args, **kwargs)
+        s.metrics.watch_client(client)
+        s.metrics.watch_jetstream(js)
+        return js
+    return wrapper
+
+
+# ---------------------------------------------------------------------- KV, object store, services
+
+
+def _wrap_store(s: _State, op: str, op_type: str, bucket_key: str, name_key: str,
+                fn: Callable[..., Any], name_arg: str) -> Callable[..., Any]:
+    """One CLIENT span per KV or object operation; what it does underneath records nothing of its own."""
+    binder = _Args(fn)
+
+    def wrapper(wrapped: Callable[..., Any], store: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        bound = binder.bind(store, args, kwargs)
+        bucket = str(getattr(store, "bucket", getattr(store, "name", "")))
+        attrs: dict[str, Any] = {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_TYPE: op_type,
+                                 a.MESSAGING_OPERATION_NAME: op, a.MESSAGING_DESTINATION_NAME: bucket,
+                                 bucket_key: bucket}
+        name = bound.arguments.get(name_arg)
+        if isinstance(name, str):
+            attrs[name_key] = name
+        elif name is not None and hasattr(name, "name"):
+            attrs[name_key] = str(name.name)
+        started = timeit.default_timer()
+        error: BaseException | None = None
+        with s.tracer.start_as_current_span(f"{op} {bucket}", kind=SpanKind.CLIENT, attributes=attrs,
+                                            record_exception=False, set_status_on_exception=False) as span:
+            try:
+                with suppress_instrumentation():
+                    result = wrapped(*args, **kwargs)
+                _describe_result(span, result)
+                return result
+            except BaseException as exc:
+                error = exc
+                _fail(span, exc)
+                raise
+            finally:
+                s.record(op, attrs, started, error, sent=1 if op_type == "send" else 0,
+                         consumed=1 if op_type == "receive" and error is None else 0)
+    return wrapper
+
+
+def _describe_result(span: Span, result: Any) -> None:
+    """Revision of a KV write or entry, size of an object (whatever the result says)."""
+    if isinstance(result, int) and not isinstance(result, bool):
+        span.set_attribute(a.NATS_STREAM_SEQUENCE, result)
+        return
+    revision = getattr(result, "revision", None)
+    if isinstance(revision, int):
+        span.set_attribute(a.NATS_STREAM_SEQUENCE, revision)
+    value = getattr(result, "value", None)
+    if isinstance(value, (bytes, bytearray)):
+        span.set_attribute(a.MESSAGING_MESSAGE_BODY_SIZE, len(value))
+    info = getattr(result, "info", result)
+    size = getattr(info, "size", None)
+    if isinstance(size, int):
+        span.set_attribute(a.MESSAGING_MESSAGE_BODY_SIZE, size)
+
+
+def _wrap_add_endpoint(s: _State) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], adder: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        endpoint = wrapped(*args, **kwargs)
+        # Endpoint.handler is public and read for every request: requests that came
+        # before this line (none, unless one raced the SUB) are not traced.
+        endpoint.handler = _traced_handler(s, endpoint.handler, endpoint.subject, endpoint.queue_group or None,
+                                           None, server_kind=endpoint.name, msg_of=_request_msg)
+        return endpoint
+    return wrapper
+
+
+def _request_msg(request: Any) -> Msg:
+    return request.msg  # type: ignore[no-any-return]
+
+
+_SPARK_METHODS = ("reader", "streamReader", "writer", "streamWriter")
+
+
+def _instrument_spark(s: _State, module: Any) -> None:
+    """Once the Spark data source is imported (never imported for this: it loads pyspark), trace its
+    readers and writers: each task attempt on the executors becomes a span (see :mod:`.spark`)."""
+    if _Live.current is not s:
+        return  # an instrumentation that was undone before Spark was imported
+
+    def wrapper(wrapped: Callable[..., Any], source: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        made = wrapped(*args, **kwargs)
+        if _Live.current is not s or not is_instrumentation_enabled():
+            return made
+        from .spark import traced
+
+        return traced(made)
+
+    for method in _SPARK_METHODS:
+        wrapt.wrap_function_wrapper(module, f"JetStreamDataSource.{method}", wrapper)
+
+
+def _api_request_event(subject: str, payload: bytes) -> None:
+    """JetStream API traffic as events of the span of the operation that made it (the caller's thread)."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event("nats.jetstream.api.request", {"nats.api.subject": subject,
+                                                     a.MESSAGING_MESSAGE_BODY_SIZE: len(payload)})
+
+
+def _api_response_event(subject: str, payload: bytes, headers: Mapping[str, Any] | None) -> None:
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event("nats.jetstream.api.response", {"nats.api.subject": subject,
+                                                      a.MESSAGING_MESSAGE_BODY_SIZE: len(payload)})
+
+
+# ---------------------------------------------------------------------- the instrumentor
+
+
+class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """OpenTelemetry instrumentation of natsjs_sync (one per process, as every instrumentor).
+
+    ``NatsjsSyncInstrumentor().instrument(tracer_provider=..., meter_provider=...,
+    publish_hook=..., consume_hook=...)``; ``uninstrument()`` restores the
+    library's own methods. Registered as the ``natsjs_sync`` entry point of
+    ``opentelemetry_instrumentor``: ``opentelemetry-instrument python app.py``
+    instruments an application with no change to its code. Thread-safe.
+    """
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        """The distributions this instruments."""
+        return _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        """Wrap the client's methods.
+
+        Args (keywords):
+            tracer_provider: where spans go (default: the global provider).
+            meter_provider: where metrics go (default: the global provider).
+            publish_hook: :data:`PublishHook`, to enrich producer spans.
+            consume_hook: :data:`ConsumeHook`, to enrich receive and process spans.
+        """
+        tracer = trace.get_tracer(__name__, __version__, tracer_provider=kwargs.get("tracer_provider"),
+                                  schema_url=_SCHEMA_URL)
+        meter = otel_metrics.get_meter(__name__, __version__, meter_provider=kwargs.get("meter_provider"),
+                                       schema_url=_SCHEMA_URL)
+        s = _State(tracer, Metrics(meter), kwargs.get("publish_hook"), kwargs.get("consume_hook"))
+        from ..client import Client
+        from ..jetstream.consumer import Consumer
+        from ..jetstream.context import JetStream
+        from ..jetstream.kv import KeyValue
+        from ..jetstream.nats_py import NatsPyNames
+        from ..jetstream.object_store import ObjectStore
+        from ..jetstream.push import PushConsumer
+
+        targets = _targets(s, Client, JetStream, Consumer, KeyValue, ObjectStore, PushConsumer, NatsPyNames)
+        for module, name, wrapper in targets:
+            wrapt.wrap_function_wrapper(module, name, wrapper)
+        self._wrapped = [(module, name) for module, name, _ in targets]
+        wrapt.when_imported("natsjs_sync.spark.datasource")(functools.partial(_instrument_spark, s))
+        self._api_trace = add_client_trace(ClientTrace(request_sent=_api_request_event,
+                                                       response_received=_api_response_event))
+        _Live.current = s
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        """Restore the library's own methods; callbacks wrapped earlier call straight through from now on."""
+        import importlib
+
+        _Live.current = None
+        api_trace = getattr(self, "_api_trace", None)
+        if api_trace is not None:
+            api_trace.cancel()
+        for module, name in reversed(getattr(self, "_wrapped", [])):
+            owner: Any = importlib.import_module(module)
+            cls_name, attr = name.rsplit(".", 1)
+            for part in cls_name.split("."):
+                owner = getattr(owner, part)
+            unwrap(owner, attr)
+        self._wrapped = []
+        spark = sys.modules.get("natsjs_sync.spark.datasource")
+        if spark is not None:
+            for method in _SPARK_METHODS:
+                if hasattr(getattr(spark.JetStreamDataSource, method), "__wrapped__"):
+                    unwrap(spark.JetStreamDataSource, method)
+
+
+def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any, objects: Any, push: Any,
+             names: Any) -> list[tuple[str, str, Callable[..., Any]]]:
+    """(module, "Class.method", wrapper) for every wrapped method."""
+    t: list[tuple[str, str, Callable[..., Any]]] = [
+        ("natsjs_sync.client", "Client.publish", _wrap_publish(s)),
+        ("natsjs_sync.client", "Client.publish_now", _wrap_publish(s)),
+        ("natsjs_sync.client", "Client.request", _wrap_request(s)),
+        ("natsjs_sync.client", "Client.subscribe", _wrap_subscribe(s)),
+        ("natsjs_sync.client", "Client.jetstream", _wrap_jetstream(s)),
+        ("natsjs_sync.msg", "Msg.respond", _wrap_respond(s)),
+        ("natsjs_sync.subscription", "Subscription.next_msg", _wrap_next_msg(s)),
+        ("natsjs_sync.jetstream.context", "JetStream.publish", _wrap_js_publish(s, js.publish)),
+        ("natsjs_sync.jetstream.context", "JetStream.publish_async",
+         _wrap_js_publish_async(s, js.publish_async)),
+        ("natsjs_sync.jetstream.pull", "MessageBatch.__iter__", _wrap_batch_iter(s)),
+        ("natsjs_sync.jetstream.pull", "MessagesContext.__init__", _wrap_messages_init(s)),
+        ("natsjs_sync.jetstream.pull", "MessagesContext.next", _wrap_messages_next(s)),
+        ("natsjs_sync.jetstream.consumer", "Consumer.consume", _wrap_consume(s, consumer.consume)),
+        ("natsjs_sync.jetstream.push", "PushConsumer.consume", _wrap_consume(s, push.consume)),
+        ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe", _wrap_js_subscribe(s, names.subscribe)),
+        ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe_bind",
+         _wrap_js_subscribe(s, names.subscribe_bind)),
+        ("natsjs_sync.micro.service", "Service.add_endpoint", _wrap_add_endpoint(s)),
+        ("natsjs_sync.micro.service", "Group.add_endpoint", _wrap_add_endpoint(s)),
+    ]
+    for kind in ("ack", "nak", "term", "in_progress", "ack_sync"):
+        t.append(("natsjs_sync.msg", f"Msg.{kind}", _wrap_settle(s, kind)))
+    for op, op_type in (("put", "send"), ("create", "send"), ("update", "send"), ("delete", "send"),
+                        ("purge", "send"), ("get", "receive"), ("keys", "receive"), ("history", "receive"),
+                        ("watch", "create")):
+        t.append(("natsjs_sync.jetstream.kv", f"KeyValue.{op}",
+                  _wrap_store(s, op, op_type, a.NATS_KV_BUCKET, a.NATS_KV_KEY, getattr(kv, op), "key")))
+    for op, op_type in (("put", "send"), ("delete", "send"), ("get", "receive"), ("get_info", "receive"),
+                        ("list", "receive")):
+        t.append(("natsjs_sync.jetstream.object_store", f"ObjectStore.{op}",
+                  _wrap_store(s, op, op_type, a.NATS_OBJECT_BUCKET, a.NATS_OBJECT_NAME, getattr(objects, op),
+                              "name")))
+    return t
+
+
+@contextlib.contextmanager
+def process(msg: Msg, name: str | None = None) -> Iterator[Span]:
+    """Run the application's handling of a message as a child of its producer's span.
+
+    For messages read from an iterator (``next_msg``, ``fetch``,
+    ``messages()``), where the library cannot know where handling ends::
+
+        for msg in sub:
+            with natsjs_sync.otel.process(msg):
+                handle(msg)
+
+    Args:
+        msg: the message being handled.
+        name: the span name (default ``process <destination>``).
+
+    Yields:
+        The process span (a non-recording span when not instrumented).
+    """
+    s = _Live.current
+    if s is None or not is_instrumentation_enabled():
+        yield trace.INVALID_SPAN
+        return
+    attrs = _consumer_attrs(msg, None, None, "process")
+    started = timeit.default_timer()
+    error: BaseException | None = None
+    with s.tracer.start_as_current_span(name or f"process {_label(msg, None)}", context=extract(_headers_of(msg)),
+                                        kind=SpanKind.CONSUMER, attributes=attrs, record_exception=False,
+                                        set_status_on_exception=False) as span:
+        s.run_consume_hook(span, msg)
+        try:
+            yield span
+        except BaseException as exc:
+            error = exc
+            _fail(span, exc)
+            raise
+        finally:
+            m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
+            m[a.MESSAGING_OPERATION_NAME] = "process"
+            if error is not None:
+                m[a.ERROR_TYPE] = _error_type(error)
+            s.metrics.process.record(timeit.default_timer() - started, m)
+

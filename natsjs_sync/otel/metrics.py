@@ -1,0 +1,164 @@
+"""The client's metrics: the messaging conventions' counters and histograms, and its own state.
+
+Counted as the conventions say: ``messaging.client.sent.messages``,
+``messaging.client.consumed.messages``, ``messaging.client.operation.duration``
+and ``messaging.process.duration``. The client's state is read when a metric
+reader collects (observable instruments), so it costs nothing between
+collections: reconnects, connection state, pending messages and bytes per
+subscription, messages dropped by slow-consumer handling, and JetStream
+publishes awaiting their acks. Objects are held weakly: a closed and
+forgotten client stops being reported once collected.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.semconv._incubating.metrics import messaging_metrics as _mm
+
+from .attributes import MESSAGING_CONSUMER_GROUP_NAME, MESSAGING_DESTINATION_SUBSCRIPTION_NAME, MESSAGING_SYSTEM, SYSTEM
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..jetstream import JetStream
+    from ..subscription import Subscription
+
+__all__ = [
+    "CONNECTION_STATE",
+    "JS_PUBLISH_PENDING",
+    "RECONNECTS",
+    "SLOW_CONSUMER_DROPPED",
+    "SUB_PENDING_BYTES",
+    "SUB_PENDING_MESSAGES",
+    "Metrics",
+]
+
+RECONNECTS = "nats.client.reconnects"
+CONNECTION_STATE = "nats.client.connection.state"
+SUB_PENDING_MESSAGES = "nats.subscription.pending.messages"
+SUB_PENDING_BYTES = "nats.subscription.pending.bytes"
+SLOW_CONSUMER_DROPPED = "nats.subscription.dropped.messages"
+JS_PUBLISH_PENDING = "nats.jetstream.publish.pending"
+
+#: Buckets for operation durations, in seconds (the conventions' advice).
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+
+_STATES = ("connected", "reconnecting", "draining", "closed")
+
+
+class Metrics:
+    """The instruments of one instrumentation, and the objects its observers read. Thread-safe."""
+
+    def __init__(self, meter: Meter):
+        self.sent = meter.create_counter(
+            _mm.MESSAGING_CLIENT_SENT_MESSAGES, unit="{message}",
+            description="Messages a producer attempted to send.")
+        self.consumed = meter.create_counter(
+            _mm.MESSAGING_CLIENT_CONSUMED_MESSAGES, unit="{message}",
+            description="Messages delivered to the application.")
+        self.duration = meter.create_histogram(
+            _mm.MESSAGING_CLIENT_OPERATION_DURATION, unit="s",
+            description="Duration of a messaging operation initiated by a producer or consumer client.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+        self.process = meter.create_histogram(
+            _mm.MESSAGING_PROCESS_DURATION, unit="s",
+            description="Duration of processing operation.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+        self._lock = threading.Lock()
+        self._clients: weakref.WeakSet[Client] = weakref.WeakSet()
+        self._subs: weakref.WeakSet[Subscription] = weakref.WeakSet()
+        self._contexts: weakref.WeakSet[JetStream] = weakref.WeakSet()
+        meter.create_observable_counter(RECONNECTS, [self._reconnects], unit="{reconnect}",
+                                        description="Reconnects of the client since it connected.")
+        meter.create_observable_up_down_counter(
+            CONNECTION_STATE, [self._states], unit="{connection}",
+            description="Connections in each state (1 for the client's current state, 0 for the others).")
+        meter.create_observable_up_down_counter(
+            SUB_PENDING_MESSAGES, [self._pending_msgs], unit="{message}",
+            description="Messages received and not yet handed to the application, per subscription.")
+        meter.create_observable_up_down_counter(
+            SUB_PENDING_BYTES, [self._pending_bytes], unit="By",
+            description="Payload bytes received and not yet handed to the application, per subscription.")
+        meter.create_observable_counter(
+            SLOW_CONSUMER_DROPPED, [self._dropped], unit="{message}",
+            description="Messages dropped because a subscription was over its pending limits (slow consumer).")
+        meter.create_observable_up_down_counter(
+            JS_PUBLISH_PENDING, [self._js_pending], unit="{message}",
+            description="JetStream publishes sent and awaiting their acknowledgement.")
+
+    # -- what the observers read ---------------------------------------------------
+
+    def watch_client(self, client: Client) -> None:
+        """Report this client's state from now on (idempotent)."""
+        if client not in self._clients:
+            with self._lock:
+                self._clients.add(client)
+
+    def watch_subscription(self, sub: Subscription) -> None:
+        """Report this subscription's pending counts and drops from now on."""
+        with self._lock:
+            self._subs.add(sub)
+
+    def watch_jetstream(self, js: JetStream) -> None:
+        """Report this context's publishes in flight from now on."""
+        with self._lock:
+            self._contexts.add(js)
+
+    def _snapshot(self, items: Iterable[Any]) -> list[Any]:
+        with self._lock:
+            return list(items)
+
+    # -- observers (run on the reader's collection thread) -------------------------
+
+    @staticmethod
+    def _client_attrs(client: Client) -> Mapping[str, Any]:
+        attrs: dict[str, Any] = {MESSAGING_SYSTEM: SYSTEM}
+        if client.name:
+            attrs["nats.client.name"] = client.name
+        return attrs
+
+    def _reconnects(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(c.stats.reconnects, self._client_attrs(c)) for c in self._snapshot(self._clients)]
+
+    def _states(self, options: CallbackOptions) -> Iterable[Observation]:
+        out = []
+        for c in self._snapshot(self._clients):
+            if c.is_closed:
+                now = "closed"
+            elif c.is_draining:
+                now = "draining"
+            elif c.is_connected:
+                now = "connected"
+            else:
+                now = "reconnecting"
+            for state in _STATES:
+                out.append(Observation(1 if state == now else 0,
+                                       {**self._client_attrs(c), "nats.connection.state": state}))
+        return out
+
+    @staticmethod
+    def _sub_attrs(sub: Subscription) -> Mapping[str, Any]:
+        attrs: dict[str, Any] = {MESSAGING_SYSTEM: SYSTEM, MESSAGING_DESTINATION_SUBSCRIPTION_NAME: sub.subject}
+        if sub.queue:
+            attrs[MESSAGING_CONSUMER_GROUP_NAME] = sub.queue
+        return attrs
+
+    def _live_subs(self) -> list[Subscription]:
+        return [s for s in self._snapshot(self._subs) if s.is_valid]
+
+    def _pending_msgs(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.pending_msgs, self._sub_attrs(s)) for s in self._live_subs()]
+
+    def _pending_bytes(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.pending_bytes, self._sub_attrs(s)) for s in self._live_subs()]
+
+    def _dropped(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.dropped, self._sub_attrs(s)) for s in self._live_subs()]
+
+    def _js_pending(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(int(js.publish_async_pending), {MESSAGING_SYSTEM: SYSTEM})
+                for js in self._snapshot(self._contexts)]

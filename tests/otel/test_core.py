@@ -1,0 +1,215 @@
+"""Core NATS under the instrumentor: publish -> callback, request -> reply, iterators, propagation."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from opentelemetry import baggage, trace
+from opentelemetry import context as otel_context
+from opentelemetry.semconv._incubating.attributes import messaging_attributes as M
+from opentelemetry.semconv.attributes import error_attributes, server_attributes
+from opentelemetry.trace import SpanKind
+
+import natsjs_sync as nats
+import natsjs_sync.otel
+from natsjs_sync.client import Client
+from natsjs_sync.otel import NatsjsSyncInstrumentor
+from natsjs_sync.testing import NatsServer
+
+from .conftest import Telemetry
+
+
+def test_publish_then_callback_is_a_child_of_the_producer(otel: Telemetry, nc: nats.Client) -> None:
+    got: list[nats.Msg] = []
+    done = threading.Event()
+
+    def cb(msg: nats.Msg) -> None:
+        got.append(msg)
+        done.set()
+
+    nc.subscribe("orders.*", queue="workers", cb=cb)
+    nc.flush()
+    nc.publish("orders.new", b"hello")
+    assert done.wait(10)
+    send = otel.span("publish orders.new")
+    proc = otel.span("process orders.*")
+    assert send.kind is SpanKind.PRODUCER and proc.kind is SpanKind.CONSUMER
+    assert proc.parent is not None and proc.parent.span_id == send.context.span_id
+    assert proc.context.trace_id == send.context.trace_id
+    assert send.attributes[M.MESSAGING_SYSTEM] == "nats"
+    assert send.attributes[M.MESSAGING_OPERATION_TYPE] == "send"
+    assert send.attributes[M.MESSAGING_DESTINATION_NAME] == "orders.new"
+    assert send.attributes[M.MESSAGING_MESSAGE_BODY_SIZE] == 5
+    assert send.attributes[server_attributes.SERVER_ADDRESS] == "127.0.0.1"
+    assert isinstance(send.attributes[server_attributes.SERVER_PORT], int)
+    assert M.MESSAGING_CLIENT_ID in send.attributes
+    assert proc.attributes[M.MESSAGING_OPERATION_TYPE] == "process"
+    assert proc.attributes[M.MESSAGING_DESTINATION_NAME] == "orders.new"
+    assert proc.attributes[M.MESSAGING_DESTINATION_TEMPLATE] == "orders.*"
+    assert proc.attributes[M.MESSAGING_CONSUMER_GROUP_NAME] == "workers"
+    # the trace context travelled in the headers, W3C style
+    assert got[0].headers is not None and got[0].headers["traceparent"].startswith("00-")
+
+
+def test_request_reply_chain_and_temporary_names(otel: Telemetry, nc: nats.Client,
+                                                 shared_server: NatsServer) -> None:
+    with nats.connect(shared_server.url, name="responder") as other:
+        other.subscribe("svc.echo", cb=lambda m: m.respond(m.data.upper()))
+        other.flush()
+        assert nc.request("svc.echo", b"hi", timeout=10).data == b"HI"
+    req = otel.span("request svc.echo")
+    proc = otel.span("process svc.echo")
+    resp = otel.span("respond (temporary)")
+    assert req.kind is SpanKind.CLIENT
+    assert proc.parent is not None and proc.parent.span_id == req.context.span_id
+    assert resp.parent is not None and resp.parent.span_id == proc.context.span_id
+    assert resp.attributes[M.MESSAGING_DESTINATION_TEMPORARY] is True
+    assert M.MESSAGING_DESTINATION_NAME not in resp.attributes  # an inbox never names anything
+
+
+def test_no_responders_records_the_error(otel: Telemetry, nc: nats.Client) -> None:
+    with pytest.raises(nats.NoRespondersError):
+        nc.request("nobody.home", b"", timeout=5)
+    span = otel.span("request nobody.home")
+    assert span.attributes[error_attributes.ERROR_TYPE].endswith("NoRespondersError")
+    assert span.status.status_code is trace.StatusCode.ERROR
+
+
+def test_user_headers_win_and_are_not_mutated(otel: Telemetry, nc: nats.Client) -> None:
+    sub = nc.subscribe("hdr")
+    mine = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "X": "1"}
+    tracer = otel.tracer_provider.get_tracer("t")
+    with tracer.start_as_current_span("outer"):
+        nc.publish("hdr", b"", headers=mine)
+    assert mine == {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "X": "1"}
+    got = sub.next_msg(timeout=10)
+    assert got.headers is not None and got.headers["traceparent"] == mine["traceparent"]
+
+
+def test_baggage_travels(otel: Telemetry, nc: nats.Client) -> None:
+    sub = nc.subscribe("bag")
+    token = otel_context.attach(baggage.set_baggage("tenant", "acme"))
+    try:
+        nc.publish("bag", b"x")
+    finally:
+        otel_context.detach(token)
+    msg = sub.next_msg(timeout=10)
+    assert baggage.get_baggage("tenant", natsjs_sync.otel.extract(msg.headers)) == "acme"
+
+
+def test_iterator_receive_span_links_and_process_helper_is_a_child(otel: Telemetry, nc: nats.Client) -> None:
+    sub = nc.subscribe("it.>")
+    nc.publish("it.one", b"1")
+    msg = sub.next_msg(timeout=10)
+    with natsjs_sync.otel.process(msg) as span:
+        assert span.is_recording()
+    send = otel.span("publish it.one")
+    recv = otel.span("receive it.>")
+    proc = otel.span("process it.one")
+    assert recv.attributes[M.MESSAGING_OPERATION_TYPE] == "receive"
+    assert [link.context.span_id for link in recv.links] == [send.context.span_id]
+    assert proc.parent is not None and proc.parent.span_id == send.context.span_id
+
+
+def test_library_subscriptions_make_no_receive_spans(otel: Telemetry, nc: nats.Client) -> None:
+    """Only what the application reads is a receive: internal next_msg calls (requests, JetStream) are not."""
+    nc.request_many  # noqa: B018 - exists
+    nc.subscribe("x", cb=lambda m: None)
+    nc.flush()
+    assert not [s for s in otel.spans() if s.name.startswith("receive")]
+
+
+def test_uninstrument_restores_the_library_methods(nc: nats.Client) -> None:
+    original = Client.publish
+    inst = NatsjsSyncInstrumentor()
+    inst.instrument()
+    assert Client.publish is not original
+    inst.uninstrument()
+    assert Client.publish is original
+    sub = nc.subscribe("plain")
+    nc.publish("plain", b"")
+    assert sub.next_msg(timeout=10).headers is None
+
+
+def test_callbacks_wrapped_before_uninstrument_stop_tracing(otel: Telemetry, nc: nats.Client) -> None:
+    inst = NatsjsSyncInstrumentor()
+    seen = threading.Event()
+    nc.subscribe("late", cb=lambda m: seen.set())
+    nc.flush()
+    inst.uninstrument()  # the fixture's instrumentation (one per process)
+    otel.exporter.clear()
+    nc.publish("late", b"")
+    assert seen.wait(10)
+    nc.flush()
+    assert otel.spans() == []
+    inst.instrument(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+
+
+def test_metrics_count_sent_consumed_and_durations(otel: Telemetry, nc: nats.Client) -> None:
+    done = threading.Event()
+    nc.subscribe("m.x", cb=lambda m: done.set())
+    nc.flush()
+    nc.publish("m.x", b"abc")
+    assert done.wait(10)
+    otel.span("process m.x")
+    metrics = otel.metrics()
+    sent = metrics["messaging.client.sent.messages"]
+    assert any(attrs.get(M.MESSAGING_DESTINATION_NAME) == "m.x" and value == 1 for attrs, value in sent)
+    consumed = metrics["messaging.client.consumed.messages"]
+    assert any(attrs.get(M.MESSAGING_DESTINATION_NAME) == "m.x" for attrs, _ in consumed)
+    assert "messaging.client.operation.duration" in metrics
+    assert "messaging.process.duration" in metrics
+    states = {attrs["nats.connection.state"]: v for attrs, v in metrics["nats.client.connection.state"]
+              if attrs.get("nats.client.name") == "test"}
+    assert states["connected"] == 1 and states["closed"] == 0
+    assert "nats.subscription.pending.messages" in metrics
+    assert "nats.client.reconnects" in metrics
+
+
+def test_hooks_enrich_spans(nc: nats.Client) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    done = threading.Event()
+    inst = NatsjsSyncInstrumentor()
+    inst.instrument(tracer_provider=tp,
+                    publish_hook=lambda span, subject, payload, headers: span.set_attribute("app.len", len(payload)),
+                    consume_hook=lambda span, msg: span.set_attribute("app.first", msg.data[:1].decode()))
+    try:
+        nc.subscribe("hook", cb=lambda m: done.set())
+        nc.flush()
+        nc.publish("hook", b"zz")
+        assert done.wait(10)
+        nc.flush()
+        from tests.conftest import wait_until
+
+        assert wait_until(lambda: len(exporter.get_finished_spans()) >= 2, 10)
+        by_name = {s.name: s for s in exporter.get_finished_spans()}
+        assert by_name["publish hook"].attributes["app.len"] == 2
+        assert by_name["process hook"].attributes["app.first"] == "z"
+    finally:
+        inst.uninstrument()
+        tp.shutdown()
+
+
+def test_pending_and_slow_consumer_drops_are_observed(otel: Telemetry, nc: nats.Client) -> None:
+    from tests.conftest import wait_until
+
+    sub = nc.subscribe("slow.x", pending_msgs_limit=2)
+    for _ in range(10):
+        nc.publish("slow.x", b"12345")
+    nc.flush()
+    assert wait_until(lambda: sub.dropped >= 8, 10)
+
+    def observed(name: str) -> object:
+        return next(v for attrs, v in otel.metrics().get(name, [])
+                    if attrs.get(M.MESSAGING_DESTINATION_SUBSCRIPTION_NAME) == "slow.x")
+
+    assert observed("nats.subscription.pending.messages") == 2
+    assert observed("nats.subscription.pending.bytes") == 10
+    assert observed("nats.subscription.dropped.messages") == 8

@@ -1,0 +1,183 @@
+"""JetStream under the instrumentor: publish (sync and pipelined) -> pull -> process -> ack."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.semconv._incubating.attributes import messaging_attributes as M
+from opentelemetry.semconv.attributes import error_attributes
+from opentelemetry.trace import SpanKind, StatusCode
+
+import natsjs_sync as nats
+import natsjs_sync.otel
+from natsjs_sync.jetstream import JetStream, Stream
+from natsjs_sync.otel import attributes as A
+from natsjs_sync.protocol.nuid import next_nuid
+
+from .conftest import Telemetry
+
+
+@pytest.fixture
+def js(nc: nats.Client) -> JetStream:
+    return nc.jetstream()
+
+
+@pytest.fixture
+def stream(js: JetStream) -> Iterator[Stream]:
+    name = "S" + next_nuid()
+    st = js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+    yield st
+    try:
+        js.delete_stream(name)
+    except nats.NatsError:
+        pass
+
+
+def test_publish_fetch_process_ack_is_one_trace(otel: Telemetry, js: JetStream, stream: Stream) -> None:
+    name = stream.name
+    ack = js.publish(f"{name}.a", b"job", msg_id="m-1")
+    cons = js.create_consumer(name, durable_name="worker", ack_policy="explicit")
+    with cons.fetch(1, max_wait=10) as batch:
+        msgs = list(batch)
+    assert len(msgs) == 1
+    with natsjs_sync.otel.process(msgs[0]):
+        msgs[0].ack()
+    pub = otel.span(f"publish {name}.a")
+    recv = otel.span(f"receive {name}")
+    proc = otel.span(f"process {name}")
+    settle = otel.span(f"ack {name}")
+    assert pub.kind is SpanKind.PRODUCER
+    assert pub.attributes[M.MESSAGING_MESSAGE_ID] == "m-1"
+    assert pub.attributes[A.NATS_STREAM] == name and pub.attributes[A.NATS_STREAM_SEQUENCE] == ack.seq
+    assert [link.context.span_id for link in recv.links] == [pub.context.span_id]
+    for span in (recv, proc):
+        assert span.attributes[M.MESSAGING_CONSUMER_GROUP_NAME] == "worker"
+        assert span.attributes[A.NATS_STREAM_SEQUENCE] == ack.seq
+        assert span.attributes[A.NATS_CONSUMER_SEQUENCE] == 1
+        assert span.attributes[A.NATS_DELIVERY_COUNT] == 1
+        assert span.attributes[M.MESSAGING_MESSAGE_ID] == "m-1"
+    assert proc.parent is not None and proc.parent.span_id == pub.context.span_id
+    assert settle.parent is not None and settle.parent.span_id == proc.context.span_id
+    assert settle.attributes[M.MESSAGING_OPERATION_TYPE] == "settle"
+    assert settle.attributes[A.NATS_ACK_KIND] == "ack"
+
+
+def test_settle_kinds(otel: Telemetry, js: JetStream, stream: Stream) -> None:
+    name = stream.name
+    for i in range(3):
+        js.publish(f"{name}.k", str(i).encode())
+    cons = js.create_consumer(name, durable_name="k", ack_policy="explicit")
+    with cons.fetch(3, max_wait=10) as batch:
+        a, b, c = list(batch)
+    a.in_progress()
+    a.nak()
+    b.term("bad")
+    c.ack_sync(timeout=10)
+    kinds = sorted(s.attributes[A.NATS_ACK_KIND] for s in otel.spans()
+                   if s.attributes and s.attributes.get(M.MESSAGING_OPERATION_TYPE) == "settle")
+    assert kinds == ["ack_sync", "in_progress", "nak", "term"]
+
+
+def test_refused_publish_records_the_error(otel: Telemetry, js: JetStream, stream: Stream) -> None:
+    name = stream.name
+    js.publish(f"{name}.x", b"1")
+    with pytest.raises(nats.WrongLastSequenceError):
+        js.publish(f"{name}.x", b"2", expected_last_seq=99)
+    failed = [s for s in otel.spans() if s.name == f"publish {name}.x" and s.status.status_code is StatusCode.ERROR]
+    assert len(failed) == 1
+    assert failed[0].attributes[error_attributes.ERROR_TYPE].endswith("WrongLastSequenceError")
+
+
+def test_pipelined_publish_span_ends_when_the_ack_settles(otel: Telemetry, js: JetStream, stream: Stream) -> None:
+    name = stream.name
+    good = js.publish_async(f"{name}.p", b"ok")
+    bad = js.publish_async(f"{name}.p", b"no", expected_last_seq=1000)
+    assert good.result(10).seq == 1
+    with pytest.raises(nats.WrongLastSequenceError):
+        bad.result(10)
+    spans = otel.wait_for(lambda ss: sum(s.name == f"publish {name}.p" for s in ss) == 2)
+    pubs = [s for s in spans if s.name == f"publish {name}.p"]
+    ok = [s for s in pubs if s.status.status_code is not StatusCode.ERROR]
+    refused = [s for s in pubs if s.status.status_code is StatusCode.ERROR]
+    assert len(ok) == 1 and ok[0].attributes[A.NATS_STREAM_SEQUENCE] == 1
+    assert len(refused) == 1 and refused[0].attributes[error_attributes.ERROR_TYPE].endswith("WrongLastSequenceError")
+
+
+def test_pipelined_publish_carries_its_own_span_in_the_headers(otel: Telemetry, js: JetStream,
+                                                               stream: Stream) -> None:
+    name = stream.name
+    js.publish_async(f"{name}.h", b"x").result(10)
+    msg = js.get_msg(name, 1) if hasattr(js, "get_msg") else stream.get_msg(1)
+    assert msg.headers is not None and "traceparent" in msg.headers
+    pub = otel.span(f"publish {name}.h")
+    assert msg.headers["traceparent"].split("-")[2] == format(pub.context.span_id, "016x")
+
+
+def test_messages_iterator_and_consume_handler(otel: Telemetry, js: JetStream, stream: Stream) -> None:
+    name = stream.name
+    js.publish(f"{name}.i", b"1")
+    js.publish(f"{name}.i", b"2")
+    cons = js.create_consumer(name, durable_name="iter", ack_policy="explicit")
+    with cons.messages() as it:
+        first = it.next(timeout=10)
+        first.ack()
+    recv = otel.span(f"receive {name}")
+    assert recv.attributes[A.NATS_STREAM_SEQUENCE] == 1
+
+    done = threading.Event()
+    seen: list[int] = []
+
+    def handler(msg: nats.Msg) -> None:
+        seen.append(msg.metadata.sequence.stream)
+        msg.ack()
+        done.set()
+
+    cons2 = js.create_consumer(name, durable_name="handler", ack_policy="explicit")
+    ctx = cons2.consume(handler, stop_after=1)
+    try:
+        assert done.wait(10)
+    finally:
+        ctx.stop()
+    proc = otel.span(f"process {name}")
+    pub_spans = [s for s in otel.spans() if s.name == f"publish {name}.i"]
+    assert proc.parent is not None and proc.parent.span_id in {s.context.span_id for s in pub_spans}
+    acks = otel.wait_for(lambda ss: any(s.name == f"ack {name}" and s.parent is not None
+                                        and s.parent.span_id == proc.context.span_id for s in ss))
+    assert acks
+
+
+def test_publishes_in_flight_metric(otel: Telemetry, js: JetStream, stream: Stream) -> None:
+    js.publish_async(f"{stream.name}.m", b"x").result(10)
+    otel.span(f"publish {stream.name}.m")  # the ack's callback ends the span after counting
+    metrics = otel.metrics()
+    assert "nats.jetstream.publish.pending" in metrics
+    sent = metrics["messaging.client.sent.messages"]
+    assert any(attrs.get(M.MESSAGING_DESTINATION_NAME) == f"{stream.name}.m" for attrs, _ in sent)
+
+
+def test_push_consumers_and_nats_py_style_subscribe(otel: Telemetry, js: JetStream, stream: Stream) -> None:
+    name = stream.name
+    js.publish(f"{name}.push", b"1")
+    pub = otel.span(f"publish {name}.push")
+    # nats.go style push consumer: the handler runs in a process span, child of the producer
+    done = threading.Event()
+    pc = js.create_push_consumer(name, durable_name="pusher", deliver_subject=js.nc.new_inbox(),
+                                 ack_policy="explicit")
+
+    def handler(msg: nats.Msg) -> None:
+        msg.ack()
+        done.set()
+
+    with pc.consume(handler):
+        assert done.wait(10)
+    proc = otel.span(f"process {name}")
+    assert proc.parent is not None and proc.parent.span_id == pub.context.span_id
+    # nats-py style js.subscribe without a callback: next_msg makes a receive span linked to the producer
+    sub = js.subscribe(f"{name}.push")
+    msg = sub.next_msg(timeout=10)
+    msg.ack()
+    recv = otel.span(f"receive {name}")
+    assert [link.context.span_id for link in recv.links] == [pub.context.span_id]
+    sub.unsubscribe()

@@ -1,0 +1,100 @@
+"""KV, object store and services under the instrumentor: one span per operation, in the caller's trace."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.semconv._incubating.attributes import messaging_attributes as M
+from opentelemetry.semconv.attributes import error_attributes
+from opentelemetry.trace import SpanKind, StatusCode
+
+import natsjs_sync as nats
+from natsjs_sync.micro import ServiceError, add_service
+from natsjs_sync.otel import attributes as A
+from natsjs_sync.protocol.nuid import next_nuid
+from natsjs_sync.testing import NatsServer
+
+from .conftest import Telemetry
+
+
+def test_kv_put_get_watch(otel: Telemetry, nc: nats.Client) -> None:
+    js = nc.jetstream()
+    bucket = "B" + next_nuid()
+    kv = js.create_key_value(bucket=bucket)
+    try:
+        tracer = otel.tracer_provider.get_tracer("app")
+        with tracer.start_as_current_span("handler") as root:
+            rev = kv.put("user.1", b"blue")
+            entry = kv.get("user.1")
+            watcher = kv.watch("user.*")
+        assert entry.value == b"blue"
+        watcher.stop()
+        assert kv.keys() == ["user.1"] and len(kv.history("user.1")) == 1
+        history = otel.span(f"history {bucket}")
+        assert history.attributes[A.NATS_KV_KEY] == "user.1"
+        assert not [s for s in otel.spans() if s.name.startswith("receive KV_")]  # its entries are the one span
+        put, get = otel.span(f"put {bucket}"), otel.span(f"get {bucket}")
+        watch = otel.span(f"watch {bucket}")
+        for span in (put, get, watch):
+            assert span.kind is SpanKind.CLIENT
+            assert span.parent is not None and span.parent.span_id == root.get_span_context().span_id
+            assert span.attributes[A.NATS_KV_BUCKET] == bucket
+        assert put.attributes[A.NATS_KV_KEY] == "user.1" and put.attributes[A.NATS_STREAM_SEQUENCE] == rev
+        assert get.attributes[M.MESSAGING_MESSAGE_BODY_SIZE] == 4
+        # one span per operation: what KV does underneath records nothing of its own
+        assert not [s for s in otel.spans() if s.name.startswith("publish $KV.")]
+        with pytest.raises(nats.KeyNotFoundError):
+            kv.get("nobody")
+        missing = [s for s in otel.spans() if s.name == f"get {bucket}" and s.status.status_code is StatusCode.ERROR]
+        assert missing and missing[0].attributes[error_attributes.ERROR_TYPE].endswith("KeyNotFoundError")
+    finally:
+        js.delete_key_value(bucket)
+
+
+def test_object_put_get_one_span_each(otel: Telemetry, nc: nats.Client) -> None:
+    js = nc.jetstream()
+    bucket = "O" + next_nuid()
+    obs = js.create_object_store(bucket)
+    data = bytes(range(256)) * 1000  # several chunks
+    try:
+        obs.put("blob", data, chunk_size=32_000)
+        with obs.get("blob") as result:
+            assert result.read() == data
+        put = otel.span(f"put {bucket}")
+        get = otel.span(f"get {bucket}")
+        assert put.attributes[A.NATS_OBJECT_NAME] == "blob"
+        assert put.attributes[M.MESSAGING_MESSAGE_BODY_SIZE] == len(data)
+        assert get.attributes[A.NATS_OBJECT_NAME] == "blob"
+        assert [s.name for s in otel.spans()].count(f"put {bucket}") == 1
+        assert not [s for s in otel.spans() if s.name.startswith(("publish $O.", "receive OBJ_"))]
+    finally:
+        js.delete_object_store(bucket)
+
+
+def test_service_endpoint_is_a_server_span_child_of_the_request(otel: Telemetry, nc: nats.Client,
+                                                                shared_server: NatsServer) -> None:
+    def echo(req: object) -> None:
+        req.respond(req.data)  # type: ignore[attr-defined]
+
+    def broken(req: object) -> None:
+        raise ServiceError("418", "teapot")
+
+    svc = add_service(nc, name="otelsvc", version="1.0.0")
+    try:
+        svc.add_endpoint("echo", echo, subject="otelsvc.echo")
+        svc.add_endpoint("broken", broken, subject="otelsvc.broken")
+        nc.flush()
+        with nats.connect(shared_server.url, name="caller") as caller:
+            assert caller.request("otelsvc.echo", b"hi", timeout=10).data == b"hi"
+            caller.request("otelsvc.broken", b"", timeout=10)
+        req = otel.span("request otelsvc.echo")
+        server = otel.span("echo")
+        reply = otel.span("respond (temporary)")
+        assert server.kind is SpanKind.SERVER
+        assert server.parent is not None and server.parent.span_id == req.context.span_id
+        assert server.attributes[M.MESSAGING_CONSUMER_GROUP_NAME] == "q"
+        assert reply.parent is not None and reply.parent.span_id == server.context.span_id
+        failed = otel.span("broken")
+        assert failed.status.status_code is StatusCode.ERROR
+        assert failed.attributes[error_attributes.ERROR_TYPE].endswith("ServiceError")
+    finally:
+        svc.stop()
