@@ -98,7 +98,7 @@ def test_go_jetstream_readme(nats_url: str, monkeypatch: pytest.MonkeyPatch) -> 
     assert kv["watched"] == [("sue.color", 4, b"blue"), None, ("sue.age", 5, b"43"), ("sue.color", 6, b"red")]
     assert kv["keys"] == ["bucket", "sue.age", "sue.color"] and kv["bucket"] == "profiles"
     o = r["object_store"]
-    assert o["data"] == b"first config" and o["get_error"] == "ObjectNotFoundError"
+    assert o["data"] == b"first config" and o["get_error"] in ("ObjectNotFoundError", "ObjectDeletedError")
     assert o["updates"][4] is None and o["updates"][5:] == [("config-5", None), ("config-1", "updated config")]
     assert sorted(u[0] for u in o["updates"][:4]) == ["config-1", "config-2", "config-3", "config-4.txt"]
     assert o["names"] == ["config-1", "config-2-renamed", "config-3", "config-4.txt", "config-5"]
