@@ -291,6 +291,12 @@ def _struct_fields(cls: type) -> tuple[tuple[str, str, Any], ...]:
     return tuple(out)
 
 
+@functools.cache
+def _names_by_key(cls: type) -> dict[str, str]:
+    """A struct class's attribute names by JSON key."""
+    return {key: name for name, key, _ in _struct_fields(cls)}
+
+
 def _remember_sent(obj: Any, raw: Any) -> None:
     """Note on every decoded open model which JSON keys the server sent (see :func:`nats_py_dict`)."""
     if isinstance(obj, msgspec.Struct) and isinstance(raw, dict):
@@ -298,9 +304,11 @@ def _remember_sent(obj: Any, raw: Any) -> None:
         if attrs is None:  # not an open model (PubAck ...): nothing to remember, and none below
             return
         attrs[_SENT] = frozenset(raw)
-        for name, key, _ in _struct_fields(type(obj)):
-            if key in raw:
-                _remember_sent(getattr(obj, name), raw[key])
+        names = _names_by_key(type(obj))
+        for key, raw_value in raw.items():
+            # Only a dict or list can hold another model: scalars need no visit.
+            if isinstance(raw_value, (dict, list)) and key in names:
+                _remember_sent(getattr(obj, names[key]), raw_value)
     elif isinstance(obj, list) and isinstance(raw, list):
         for item, raw_item in zip(obj, raw, strict=False):
             _remember_sent(item, raw_item)
