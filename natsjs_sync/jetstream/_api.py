@@ -204,9 +204,173 @@ def from_wire(obj: Any, type_: type[T]) -> T:
         obj = {k: v for k, v in obj.items() if k != "type"}
     try:
         captured = _capture(obj, _type_info(cast(Hashable, type_)))
-        return msgspec.convert(_walk(captured, _ns_to_secs), type_, strict=False)
+        walked = _walk(captured, _ns_to_secs)
+        result = msgspec.convert(walked, type_, strict=False)
     except msgspec.ValidationError as exc:
         raise InvalidResponseError(f"cannot decode a {getattr(type_, '__name__', type_)}: {exc}") from exc
+    _remember_sent(result, walked)
+    return result
+
+
+# --- nats-py's as_dict() ------------------------------------------------------------------
+#
+# nats-py's Base.as_dict() walks its dataclass fields and writes every one that is not None,
+# nested models as dicts. Its fields are None unless the server sent them, so what it writes
+# for an answer is "the keys the server sent, of the fields it models"; for a config built in
+# code it is "the fields set, plus its defaults that are not None". The general rule is
+# derived below from what the answer held; only where nats-py departs from it, class by
+# class, is it written down here (nats/js/api.py, nats-py 2.x).
+
+#: Attribute of a decoded open model holding the JSON keys the server sent.
+_SENT = "_nats_sent_keys"
+
+#: Fields nats-py always writes: its dataclass default is not None, or its as_dict() writes a
+#: duration that is None as 0.
+NATS_PY_ALWAYS: dict[str, frozenset[str]] = {
+    "StreamConfig": frozenset({
+        "discard", "discard_new_per_subject", "max_age", "max_msgs_per_subject", "max_msg_size", "no_ack",
+        "duplicate_window", "sealed", "deny_delete", "deny_purge", "allow_rollup_hdrs",
+    }),
+    "ConsumerConfig": frozenset({
+        "deliver_policy", "ack_policy", "replay_policy", "ack_wait", "idle_heartbeat", "inactive_threshold",
+    }),
+    "KeyValueConfig": frozenset({"history", "replicas", "ttl"}),
+    "ObjectStoreConfig": frozenset({"replicas", "ttl"}),
+    "ObjectInfo": frozenset({"deleted"}),
+}
+
+#: Fields this client models and nats-py does not (so never in nats-py's output).
+NATS_PY_LACKS: dict[str, frozenset[str]] = {
+    "StreamInfo": frozenset({"ts"}),
+    "StreamState": frozenset({"first_ts", "last_ts", "num_subjects"}),
+    "ClusterInfo": frozenset({"system_account", "traffic_account"}),
+    "StreamSourceInfo": frozenset({"external", "filter_subject", "subject_transforms"}),
+    "StreamSource": frozenset({"domain"}),
+    "ConsumerConfig": frozenset({
+        "max_batch", "max_bytes", "max_expires", "priority_groups", "priority_policy", "priority_timeout",
+    }),
+    "ConsumerInfo": frozenset({"priority_groups", "ts"}),
+    "AccountInfo": frozenset({"reserved_memory", "reserved_storage"}),
+    "Tier": frozenset({"reserved_memory", "reserved_storage"}),
+    "APIStats": frozenset({"inflight"}),
+    "KeyValueConfig": frozenset({"compression", "metadata", "mirror", "sources", "limit_marker_ttl"}),
+    "ObjectStoreConfig": frozenset({"compression", "metadata"}),
+    "ObjectInfo": frozenset({"metadata"}),
+    "ObjectMeta": frozenset({"metadata"}),
+}
+
+#: Times nats-py's as_dict() writes as RFC 3339 text; every other time it leaves a datetime.
+NATS_PY_TIME_AS_TEXT: dict[str, frozenset[str]] = {
+    "ConsumerInfo": frozenset({"created"}),
+    "SequenceInfo": frozenset({"last_active"}),
+    "StreamSource": frozenset({"opt_start_time"}),
+    "ConsumerConfig": frozenset({"opt_start_time", "pause_until"}),
+    "ConsumerPauseResponse": frozenset({"pause_until"}),
+    "ObjectInfo": frozenset({"mtime"}),
+}
+
+#: Durations (seconds here, nanoseconds in nats-py's as_dict()) under a key that is not one of
+#: :data:`DURATION_KEYS` (the bucket configs are never sent as they are).
+NATS_PY_DURATIONS: dict[str, frozenset[str]] = {
+    "KeyValueConfig": frozenset({"ttl"}),
+    "ObjectStoreConfig": frozenset({"ttl"}),
+}
+
+_EMPTY: frozenset[str] = frozenset()
+
+
+@functools.cache
+def _struct_fields(cls: type) -> tuple[tuple[str, str, Any], ...]:
+    """(attribute, JSON key, default) of a struct class; the default is ``NODEFAULT`` for a
+    required field."""
+    out = []
+    for f in msgspec.structs.fields(cls):
+        default = f.default
+        if default is msgspec.NODEFAULT and f.default_factory is not msgspec.NODEFAULT:
+            default = f.default_factory()
+        out.append((f.name, f.encode_name, default))
+    return tuple(out)
+
+
+@functools.cache
+def _names_by_key(cls: type) -> dict[str, str]:
+    """A struct class's attribute names by JSON key."""
+    return {key: name for name, key, _ in _struct_fields(cls)}
+
+
+def _remember_sent(obj: Any, raw: Any) -> None:
+    """Note on every decoded open model which JSON keys the server sent (see :func:`nats_py_dict`)."""
+    if isinstance(obj, msgspec.Struct) and isinstance(raw, dict):
+        attrs = getattr(obj, "__dict__", None)
+        if attrs is None:  # not an open model (PubAck ...): nothing to remember, and none below
+            return
+        attrs[_SENT] = frozenset(raw)
+        names = _names_by_key(type(obj))
+        for key, raw_value in raw.items():
+            # Only a dict or list can hold another model: scalars need no visit.
+            if isinstance(raw_value, (dict, list)) and key in names:
+                _remember_sent(getattr(obj, names[key]), raw_value)
+    elif isinstance(obj, list) and isinstance(raw, list):
+        for item, raw_item in zip(obj, raw, strict=False):
+            _remember_sent(item, raw_item)
+    elif isinstance(obj, dict) and isinstance(raw, dict):
+        for k, v in obj.items():
+            if k in raw:
+                _remember_sent(v, raw[k])
+
+
+def keep_sent(old: Any, new: Any) -> None:
+    """Let ``new``, a changed copy of ``old``, remember the keys the server sent for ``old``."""
+    sent = getattr(old, "__dict__", {}).get(_SENT)
+    if sent is not None:
+        new.__dict__[_SENT] = sent
+
+
+def _nats_py_value(value: Any, duration: bool, time_as_text: bool) -> Any:
+    if duration:
+        return _secs_to_ns(value)
+    if isinstance(value, msgspec.Struct):
+        return nats_py_dict(value)
+    if isinstance(value, list):
+        return [_nats_py_value(v, False, time_as_text) for v in value]
+    if isinstance(value, dict):
+        return {k: _nats_py_value(v, False, time_as_text) for k, v in value.items()}
+    if isinstance(value, datetime.datetime):
+        return rfc3339(value) if time_as_text else value
+    return value
+
+
+def nats_py_dict(model: msgspec.Struct) -> dict[str, Any]:
+    """What nats-py's ``as_dict()`` gives for ``model`` (see the rule above).
+
+    A field is written when nats-py models it, its value is not ``None``, and the server
+    sent it (a decoded answer), or it is not at its default (a model built in code), or
+    nats-py always writes it (a duration that is ``None`` is then 0, as nats-py writes).
+
+    Returns:
+        A new dict: nested models as dicts, durations in nanoseconds, times as nats-py
+        leaves them (a ``datetime``, or RFC 3339 text where nats-py writes text).
+    """
+    cls_name = type(model).__name__
+    always = NATS_PY_ALWAYS.get(cls_name, _EMPTY)
+    lacks = NATS_PY_LACKS.get(cls_name, _EMPTY)
+    as_text = NATS_PY_TIME_AS_TEXT.get(cls_name, _EMPTY)
+    durations = NATS_PY_DURATIONS.get(cls_name, _EMPTY)
+    sent = getattr(model, "__dict__", {}).get(_SENT, _EMPTY)
+    out: dict[str, Any] = {}
+    for name, key, default in _struct_fields(type(model)):
+        if name == UNKNOWN or name in lacks:
+            continue
+        value = getattr(model, name)
+        if not (key in sent or name in always or default is msgspec.NODEFAULT or value != default):
+            continue
+        duration = key in DURATION_KEYS or name in durations
+        if value is None:
+            if name in always and duration:
+                out[key] = 0
+            continue
+        out[key] = _nats_py_value(value, duration, name in as_text)
+    return out
 
 
 def encode_json(obj: Any) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+from typing import Any
 
 import msgspec
 
@@ -213,3 +214,13 @@ class ConsumerResetResponse(ConsumerInfo, kw_only=True):
     """
 
     reset_seq: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """nats-py's ``as_dict()`` of its ``ConsumerReset``: the consumer's info under ``info``
+        (as :meth:`ConsumerInfo.as_dict` writes it), beside ``reset_seq``.
+
+        Returns:
+            ``{"info": {...}, "reset_seq": n}``.
+        """
+        info = super().as_dict()
+        return {"info": info, "reset_seq": info.pop("reset_seq", self.reset_seq)}

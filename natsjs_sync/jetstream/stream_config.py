@@ -27,20 +27,35 @@ _M = TypeVar("_M", bound="_Model")
 class _Model(msgspec.Struct, kw_only=True, omit_defaults=True):
     def replace(self: _M, **changes: Any) -> _M:
         """A copy with ``changes`` applied."""
-        return msgspec.structs.replace(self, **changes)
+        from ._api import keep_sent
+
+        new = msgspec.structs.replace(self, **changes)
+        keep_sent(self, new)  # so its as_dict() still shows the zeros the server sent
+        return new
 
     # nats-py's names for the same operations (its api classes are dataclasses).
 
     def evolve(self: _M, **changes: Any) -> _M:
         """A copy with ``changes`` applied (nats-py's name for :meth:`replace`)."""
-        return msgspec.structs.replace(self, **changes)
+        return self.replace(**changes)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON form sent to the server: fields left at their default are left out,
-        durations are nanoseconds (as nats-py's ``as_dict``)."""
-        from ._api import to_wire
+        """nats-py's ``as_dict()``: the fields nats-py models that are not ``None``.
 
-        return dict(to_wire(self))
+        A decoded answer keeps every field the server sent, zeros and ``False``
+        included; a field the server left out, or one a built config leaves at its
+        default, is left out, unless nats-py always writes it (``duplicate_window``,
+        ``max_age``, ``ack_wait`` ...). Fields nats-py does not model (``ts``,
+        ``first_ts``, ``unknown_fields`` ...) are left out. Durations are
+        nanoseconds; times are ``datetime`` objects, or RFC 3339 text where nats-py
+        writes text (``ConsumerInfo.created``, ``SequenceInfo.last_active`` ...).
+
+        Returns:
+            A new dict (nested models are dicts too).
+        """
+        from ._api import nats_py_dict
+
+        return nats_py_dict(self)
 
     @classmethod
     def from_response(cls: type[_M], resp: dict[str, Any]) -> _M:
@@ -61,8 +76,13 @@ def _none_is_no_limit(model: msgspec.Struct, limits: dict[str, Any]) -> None:
             msgspec.structs.force_setattr(model, field, unlimited)
 
 
-class _Open(_Model, kw_only=True):
-    """A model that keeps the JSON fields it does not know (see the module docstring)."""
+class _Open(_Model, kw_only=True, dict=True):
+    """A model that keeps the JSON fields it does not know (see the module docstring).
+
+    ``dict=True`` gives a decoded instance room to remember which keys the server
+    sent (not a field: equality, ``repr`` and encoding ignore it), so that
+    :meth:`as_dict` keeps a zero the server sent and leaves out one it did not.
+    """
 
     #: JSON fields of the server's answer that this client does not model, in
     #: wire form (durations in nanoseconds); sent back as they are.
@@ -446,6 +466,25 @@ class RawStreamMsg:
         if not self.headers:
             return None
         return base64.b64encode(encode_headers(self.headers)).decode()
+
+    def as_dict(self) -> dict[str, Any]:
+        """nats-py's ``as_dict()``: the fields that are not ``None``.
+
+        ``headers`` is a plain dict (first value by key), ``hdrs`` the encoded
+        headers as base64 text and ``time`` a ``datetime``.
+
+        Returns:
+            A new dict with ``subject``, ``seq``, ``data`` and, when known,
+            ``hdrs``, ``headers`` and ``time``.
+        """
+        out: dict[str, Any] = {"subject": self.subject, "seq": self.seq, "data": self.data}
+        if self.headers:
+            out["hdrs"] = self.hdrs
+            out["headers"] = dict(self.headers)
+        # ``stream`` is left out: nats-py's get_msg() never fills it, so its as_dict() has none.
+        if self.time is not None:
+            out["time"] = self.time
+        return out
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RawStreamMsg):
