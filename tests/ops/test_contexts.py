@@ -27,6 +27,7 @@ from natsjs_sync.natscontext import ContextError
 from natsjs_sync.nkeys import KeyPair
 from natsjs_sync.testing import NatsServer
 from natsjs_sync.testing.jwt import Operator
+from tests import natsio_env
 from tests.certs import CertFiles, make_certs
 
 
@@ -381,18 +382,8 @@ def test_cli_save_changes_one_field_and_keeps_the_others(capsys: pytest.CaptureF
 
 # ---------------------------------------------------------------- with another client: natsio (Python 3.13)
 
-NATSIO_PYTHONS = (os.environ.get("NATSIO_PYTHON", ""), "/tmp/natsio-venv/bin/python")
-
-
 def natsio_python() -> str:
-    for python in NATSIO_PYTHONS:
-        if python and os.path.exists(python):
-            probe = subprocess.run([python, "-c", "import natsio.natscontext"], capture_output=True, timeout=60)
-            if probe.returncode == 0:
-                return python
-    pytest.skip("needs Python 3.13 with natsio and natsio-natscontext: "
-                "/root/.pyenv/versions/3.13.0/bin/python -m venv /tmp/natsio-venv && "
-                "/tmp/natsio-venv/bin/pip install natsio natsio-natscontext (or set NATSIO_PYTHON)")
+    return natsio_env.natsio_python("natsio.natscontext")
 
 
 # natsio loads a context (by name, or the selected one when none is given), connects with it

@@ -1,8 +1,9 @@
 """A trace crosses natsio (with natsio-otel) and natsio in both directions.
 
-natsio needs Python 3.13: it runs in its own interpreter, found by the
-``NATSIO_PYTHON`` environment variable (a venv with ``natsio``, ``natsio-otel``
-and ``opentelemetry-sdk``); the test is skipped, saying so, without one. That
+natsio needs Python 3.13: it runs in its own interpreter (see
+``tests/natsio_env.py``: ``NATSIO_PYTHON``, or a virtual environment made
+once from a Python 3.13 on the machine); the test is skipped, saying so,
+only where there is none. That
 process writes its finished spans as JSON lines; the trace ids and parents
 prove the W3C headers were read on both sides.
 """
@@ -10,20 +11,16 @@ prove the W3C headers were read on both sides.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import textwrap
 import threading
 from pathlib import Path
 
-import pytest
-
 import natsjs_sync as nats
 from natsjs_sync.testing import NatsServer
 
+from ..natsio_env import natsio_python
 from .conftest import Telemetry
-
-NATSIO_PYTHON = os.environ.get("NATSIO_PYTHON", "/tmp/natsio-venv/bin/python")
 
 NATSIO_SIDE = textwrap.dedent("""
     import asyncio, json, sys
@@ -64,26 +61,14 @@ NATSIO_SIDE = textwrap.dedent("""
 """)
 
 
-def _natsio_available() -> str | None:
-    if not Path(NATSIO_PYTHON).exists():
-        return f"no Python 3.13 with natsio at {NATSIO_PYTHON} (set NATSIO_PYTHON)"
-    probe = subprocess.run([NATSIO_PYTHON, "-c", "import natsio.otel, opentelemetry.sdk"], capture_output=True,
-                           timeout=60)
-    if probe.returncode:
-        return f"{NATSIO_PYTHON} lacks natsio, natsio-otel or opentelemetry-sdk"
-    return None
-
-
 def test_us_to_natsio_and_back_is_one_trace(otel: Telemetry, nc: nats.Client, shared_server: NatsServer,
                                             tmp_path: Path) -> None:
-    reason = _natsio_available()
-    if reason:
-        pytest.skip(reason)
+    natsio = natsio_python("natsio.otel", "opentelemetry.sdk")
     lines = tmp_path / "natsio-spans.jsonl"
     back = threading.Event()
     nc.subscribe("natsio.out", cb=lambda m: back.set())
     nc.flush()
-    with subprocess.Popen([NATSIO_PYTHON, "-c", NATSIO_SIDE, shared_server.url, str(lines)],
+    with subprocess.Popen([natsio, "-c", NATSIO_SIDE, shared_server.url, str(lines)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
