@@ -198,7 +198,26 @@ class Client:
         """Like :meth:`publish`, but send the buffer from this thread before returning.
 
         For latency-bound single messages (replies, requests): it skips the hop
-        to the flusher thread. In a loop, prefer :meth:`publish`.
+        to the flusher thread. In a loop, prefer :meth:`publish`. It waits for
+        the socket as the flusher would, up to ``write_timeout``; called from a
+        thread that must not wait on the socket (inside the client's own reader
+        or timer), it leaves the sending to the flusher and returns at once.
+        While reconnecting, the message waits in the buffer as with :meth:`publish`.
+
+        Args:
+            subject: where to publish (no wildcards).
+            payload: the data, any bytes-like object.
+            reply: an optional reply subject (``None`` or ``""``: none).
+            headers: an optional mapping of header key to a value or list of values.
+
+        Raises:
+            BadSubjectError, BadHeaderError, MaxPayloadError, TypeError,
+                OutboundBufferLimitError, ConnectionClosedError: as :meth:`publish`.
+            TimeoutError: the server did not take the bytes within
+                ``write_timeout``: the connection is dropped (and reconnected
+                when allowed) and this message is lost with it.
+            NatsConnectionError: the write that carried this message failed:
+                it is lost with the connection, which is being replaced.
         """
         self._conn.publish_now(subject, payload, reply, headers)
 
