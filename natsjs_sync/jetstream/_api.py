@@ -186,6 +186,17 @@ def _capture(obj: Any, t: mi.Type) -> Any:
     return obj
 
 
+def capture_unknown(obj: Any, type_: Any) -> Any:
+    """Decoded JSON made ready for ``msgspec.convert(..., type_)``: the keys an open
+    struct does not model go to its ``unknown_fields`` and times are cut to
+    microseconds (see :func:`truncate_time`), at every level. Durations are left
+    as they are (:func:`from_wire` converts them too).
+
+    The one decoding rule for server documents: the monitoring models use it as well.
+    """
+    return _capture(obj, _type_info(cast(Hashable, type_)))
+
+
 def to_wire(obj: Any) -> Any:
     """Structs and dicts -> JSON-ready builtins with durations in nanoseconds and times in UTC;
     the ``unknown_fields`` of open structs are merged back in."""
@@ -203,8 +214,7 @@ def from_wire(obj: Any, type_: type[T]) -> T:
         # The API response's schema name belongs to the response, not to the struct.
         obj = {k: v for k, v in obj.items() if k != "type"}
     try:
-        captured = _capture(obj, _type_info(cast(Hashable, type_)))
-        walked = _walk(captured, _ns_to_secs)
+        walked = _walk(capture_unknown(obj, type_), _ns_to_secs)
         result = msgspec.convert(walked, type_, strict=False)
     except msgspec.ValidationError as exc:
         raise InvalidResponseError(f"cannot decode a {getattr(type_, '__name__', type_)}: {exc}") from exc

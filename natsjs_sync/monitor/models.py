@@ -14,13 +14,11 @@ endpoints, which the ``$SYS.REQ.SERVER.*`` requests answer with too.
 from __future__ import annotations
 
 import datetime
-import functools
-from collections.abc import Hashable
 from typing import Any, Generic, TypeVar, cast
 
 import msgspec
-import msgspec.inspect as mi
 
+from ..jetstream._api import capture_unknown
 from .errors import MonitorResponseError
 
 T = TypeVar("T")
@@ -449,37 +447,6 @@ class ServerReply(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
     elapsed: float = 0.0
 
 
-@functools.cache
-def _type_info(type_: Any) -> mi.Type:
-    return mi.type_info(type_)
-
-
-@functools.cache
-def _fields(cls: type) -> dict[str, mi.Type]:
-    struct = _type_info(cls)
-    assert isinstance(struct, mi.StructType)
-    return {f.encode_name: f.type for f in struct.fields}
-
-
-def _capture(obj: Any, t: mi.Type) -> Any:
-    """Move the keys a model does not know into its ``unknown_fields``, at every level."""
-    if isinstance(t, mi.StructType) and isinstance(obj, dict):
-        fields = _fields(t.cls)
-        out = {k: _capture(v, fields[k]) for k, v in obj.items() if k in fields}
-        extra = {k: v for k, v in obj.items() if k not in fields}
-        if extra:
-            out[UNKNOWN] = extra
-        return out
-    if isinstance(t, mi.UnionType):
-        for member in t.types:
-            if isinstance(member, (mi.StructType, mi.ListType)):
-                return _capture(obj, member)
-        return obj
-    if isinstance(t, mi.ListType) and isinstance(obj, list):
-        return [_capture(v, t.item_type) for v in obj]
-    return obj
-
-
 def decode_as(obj: Any, type_: type[T]) -> T:
     """Decoded JSON -> ``type_``; every key a model does not know is kept in its ``unknown_fields``.
 
@@ -491,6 +458,6 @@ def decode_as(obj: Any, type_: type[T]) -> T:
             raise MonitorResponseError(f"expected a JSON object, got {type(obj).__name__}")
         return cast(T, obj)
     try:
-        return msgspec.convert(_capture(obj, _type_info(cast(Hashable, type_))), type_, strict=False)
+        return msgspec.convert(capture_unknown(obj, type_), type_, strict=False)
     except msgspec.ValidationError as exc:
         raise MonitorResponseError(f"cannot decode a {getattr(type_, '__name__', type_)}: {exc}") from exc

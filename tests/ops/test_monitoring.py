@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 import textwrap
 import threading
@@ -221,3 +222,14 @@ def test_the_docs_pages_examples_run(cluster: NatsCluster, monkeypatch: pytest.M
     assert isinstance(namespace["healthy"], bool) and namespace["js_result"].status == Status.OK
     out = capsys.readouterr().out
     assert "mon-n" in out and re.match(r"(OK|WARNING|CRITICAL) connection nats://", out.splitlines()[-1])
+
+
+def test_server_times_are_cut_to_microseconds_not_rounded() -> None:
+    # The server writes nanoseconds; rounding 59.9999996 s would move the time to the
+    # next second (here the next year). Monitoring documents decode as JetStream's do.
+    late = "2024-12-31T23:59:59.9999996Z"
+    expected = datetime.datetime(2024, 12, 31, 23, 59, 59, 999999, tzinfo=datetime.timezone.utc)
+    varz = decode_as({"server_id": "N1", "start": late}, Varz)
+    assert varz.start == expected
+    connz = decode_as({"connections": [{"cid": 7, "start": late, "last_activity": late}]}, KINDS["CONNZ"])
+    assert connz.connections[0].start == expected and connz.connections[0].last_activity == expected
