@@ -32,7 +32,6 @@ from ..errors import (
     BadSubjectError,
     ConsumerNotFoundError,
     JetStreamError,
-    MsgNotFoundError,
     NatsError,
     NoMessagesError,
     TimeoutError,
@@ -43,11 +42,11 @@ from ..msg import Msg
 from ..protocol.jetstream.status import Kind
 from ..protocol.nuid import next_nuid
 from ..subscription import MsgHandler
-from ._api import encode_json, from_wire
+from ._api import from_wire
 from .consumer_config import ConsumerConfig, ConsumerInfo
 from .pull import MessageBatch, pull_request, server_expiry, status_of
 from .push import OrderedSubscription, PushSubscription, subscribe_push
-from .stream import _raw_from_direct
+from .stream import direct_get
 from .stream_config import RawStreamMsg, StreamConfig, StreamInfo
 
 if TYPE_CHECKING:
@@ -370,25 +369,13 @@ class NatsPyNames:
     def _direct_get_msg(self, stream_name: str, seq: int | None, subject: str | None, next_by_subject: bool,
                         timeout: float | None) -> RawStreamMsg:
         api = _js(self)._api
-        body: dict[str, Any]
         if subject is not None and next_by_subject:
-            body = {"next_by_subj": subject, "seq": seq or 1}
-        elif subject is not None and seq is None:
-            body = {}  # the last on a subject: the subject rides in the request subject
-        elif subject is not None:
-            body = {"last_by_subj": subject}
-        else:
-            body = {"seq": seq}
-        suffix = f".{subject}" if not body else ""
-        msg = api.core.request(api.subject(f"DIRECT.GET.{stream_name}{suffix}"),
-                               encode_json(body) if body else b"", api.deadline(timeout))
-        status = msg.status
-        if status == 404:
-            raise MsgNotFoundError(f"no message found in stream {stream_name!r} for {body or subject}", code=404)
-        if status is not None and status >= 400:
-            raise JetStreamError(msg.description or f"direct get failed with {status}", code=status,
-                                 stream=stream_name)
-        return _raw_from_direct(msg, stream_name)
+            return direct_get(api, stream_name, {"next_by_subj": subject, "seq": seq or 1}, timeout)
+        if subject is not None and seq is None:  # the last on a subject: it rides in the request subject
+            return direct_get(api, stream_name, {"last_by_subj": subject}, timeout, subject_suffix=f".{subject}")
+        if subject is not None:
+            return direct_get(api, stream_name, {"last_by_subj": subject}, timeout)
+        return direct_get(api, stream_name, {"seq": seq}, timeout)
 
     def get_last_msg(self, stream_name: str, subject: str, direct: bool = False,
                      timeout: float | None = None) -> RawStreamMsg:

@@ -20,6 +20,7 @@ from .stream_config import RawStreamMsg, StreamConfig, StreamInfo, StreamState
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from ._api import JetStreamAPI
     from ._fields import ConsumerConfigFields
     from .consumer import Consumer
     from .context import JetStream
@@ -56,6 +57,33 @@ def _raw_from_api(stream: str, m: dict[str, Any]) -> RawStreamMsg:
         time=_parse_time(m.get("time")),
         stream=stream,
     )
+
+
+def direct_get(api: JetStreamAPI, stream: str, body: dict[str, Any], timeout: TimeoutArg,
+               subject_suffix: str = "") -> RawStreamMsg:
+    """One message from ``stream``'s direct-get responders (no stream lookup first).
+
+    Args:
+        api: the JetStream API of the context asking.
+        stream: the stream's name.
+        body: what to get (``{"seq": 5}``, ``{"next_by_subj": s, "seq": 1}``, ...).
+        timeout: as every JetStream call takes it.
+        subject_suffix: ``".<subject>"`` for the last message on a subject, asked
+            in the request's subject itself (no body is sent then).
+
+    Raises:
+        MsgNotFoundError: no such message.
+        NoRespondersError: no such stream, or it does not allow direct gets.
+        JetStreamError: another error status.
+    """
+    msg = api.core.request(api.subject(f"DIRECT.GET.{stream}{subject_suffix}"),
+                           b"" if subject_suffix else msgspec.json.encode(body), api.deadline(timeout))
+    status = msg.status
+    if status == 404:
+        raise MsgNotFoundError(f"no message found in stream {stream!r} for {body or subject_suffix}", code=404)
+    if status is not None and status >= 400:
+        raise JetStreamError(msg.description or f"direct get failed with {status}", code=status, stream=stream)
+    return _raw_from_direct(msg, stream)
 
 
 def _raw_from_direct(msg: Msg, stream: str) -> RawStreamMsg:
@@ -155,18 +183,7 @@ class Stream:
 
     def _direct_get(self, body: dict[str, Any], timeout: TimeoutArg,
                     subject_suffix: str = "") -> RawStreamMsg:
-        api = self._js._api
-        subject = api.subject(f"DIRECT.GET.{self.name}{subject_suffix}")
-        payload = b"" if subject_suffix else msgspec.json.encode(body)
-        msg = api.core.request(subject, payload, api.deadline(timeout))
-        status = msg.status
-        if status == 404:
-            raise MsgNotFoundError(f"no message found in stream {self.name!r} for {body or subject_suffix}",
-                                   code=404)
-        if status is not None and status >= 400:
-            raise JetStreamError(msg.description or f"direct get failed with {status}", code=status,
-                                 stream=self.name)
-        return _raw_from_direct(msg, self.name)
+        return direct_get(self._js._api, self.name, body, timeout, subject_suffix)
 
     def get_msg(self, seq: int, timeout: TimeoutArg = USE_DEFAULT) -> RawStreamMsg:
         """The message at sequence ``seq``. Raises MsgNotFoundError."""

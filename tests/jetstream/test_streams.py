@@ -104,6 +104,26 @@ def test_direct_get_single(js: JetStream) -> None:
         js.delete_stream(name)
 
 
+def test_nats_py_direct_get_msg_asks_each_way(js: JetStream) -> None:
+    """nats-py's get_msg(direct=True) and the native stream reads go through one direct get."""
+    name = _name()
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=True, storage="memory")
+    try:
+        for i in range(8):
+            js.publish(f"{name}.k{i % 2}", f"v{i}".encode())
+        assert js.get_msg(name, 3, direct=True).data == b"v2"
+        assert js.get_msg(name, subject=f"{name}.k1", direct=True).data == b"v7"
+        assert js.get_msg(name, 4, subject=f"{name}.k1", direct=True, next=True).seq == 4
+        assert js.get_msg(name, subject=f"{name}.k0", direct=True, next=True).seq == 1
+        assert js.get_msg(name, 2, subject=f"{name}.k0", direct=True).seq == 7
+        with pytest.raises(nats.MsgNotFoundError):
+            js.get_msg(name, 99, direct=True)
+        with pytest.raises(nats.MsgNotFoundError):
+            js.get_msg(name, subject=f"{name}.none", direct=True)
+    finally:
+        js.delete_stream(name)
+
+
 @pytest.mark.server("2.11")
 def test_direct_get_batch_and_multi_last(js: JetStream) -> None:
     name = _name()
