@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Health", "HealthStatus", "check_health"]
 
+#: A check's status, as the IETF health check response format names them.
 HealthStatus = Literal["pass", "warn", "fail"]
 
 _RANK: dict[str, int] = {"pass": 0, "warn": 1, "fail": 2}

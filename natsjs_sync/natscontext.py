@@ -194,18 +194,22 @@ class NatsContext:
 
     @property
     def description(self) -> str:
+        """The context's description (``""`` when unset)."""
         return self.get("description")
 
     @property
     def url(self) -> str:
+        """The servers, a comma-separated list of URLs (``""`` when unset)."""
         return self.get("url")
 
     @property
     def jetstream_domain(self) -> str:
+        """The JetStream domain ``nc.jetstream()`` uses (``""``: none)."""
         return self.get("jetstream_domain")
 
     @property
     def jetstream_api_prefix(self) -> str:
+        """The JetStream API prefix ``nc.jetstream()`` uses (``""``: the default)."""
         return self.get("jetstream_api_prefix")
 
     def _error(self, key: str, problem: str) -> ContextError:

@@ -163,6 +163,14 @@ def _answer_error(err: Exception) -> ResponseReturnValue:
 
 
 def get_client(app: Flask | None = None) -> Client:
-    """The client of ``app`` (default: the current app) in this process."""
+    """The client of ``app`` (default: the current app) in this process.
+
+    Args:
+        app: an app set up with :meth:`NATS.init_app`; default: the current app.
+
+    Raises:
+        RuntimeError: no app, or the app was not set up with ``init_app``.
+        NoServersError: no server can be reached now.
+    """
     return NATS(None).holder(app)()
 
