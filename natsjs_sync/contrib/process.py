@@ -25,7 +25,7 @@ import inspect
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,7 +41,7 @@ from ..errors import (
     ServiceUnavailableError,
     TimeoutError,
 )
-from ..health import DEFAULT_TIMEOUT, Health, check_health
+from ..health import Health, check_health
 
 __all__ = ["ProcessClient", "Settings", "SettingsError", "error_status", "import_callable", "parse_settings"]
 
@@ -159,21 +159,8 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
                     problems.append(f"server {url!r}: the scheme is one of {', '.join(_SCHEMES)}, not {scheme!r}")
             servers = tuple(str(s) for s in items)
 
-    options = {} if raw.get("options") is None else raw["options"]
-    if not isinstance(options, Mapping):
-        problems.append(f"'options' is a dict of natsjs_sync.connect() keywords, not {options!r}")
-        options = {}
-    for key in options:
-        if key not in _CONNECT_OPTIONS:
-            problems.append(f"'options': natsjs_sync.connect() takes no keyword {key!r}")
-
-    health = {} if raw.get("health") is None else raw["health"]
-    if not isinstance(health, Mapping):
-        problems.append(f"'health' is a dict of check_health() keywords, not {health!r}")
-        health = {}
-    for key in health:
-        if key not in _HEALTH_OPTIONS:
-            problems.append(f"'health': check_health() takes no keyword {key!r}")
+    options = _keywords(raw, "options", "natsjs_sync.connect()", _CONNECT_OPTIONS, problems)
+    health = _keywords(raw, "health", "check_health()", _HEALTH_OPTIONS, problems)
 
     drain_timeout = raw.get("drain_timeout", 30.0)
     if isinstance(drain_timeout, bool) or not isinstance(drain_timeout, (int, float)) or not drain_timeout > 0:
@@ -197,6 +184,18 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
         raise SettingsError(problems)
     return Settings(servers=servers, options=dict(options), on_connect=on_connect, health=dict(health),
                     workers=workers, drain_timeout=float(drain_timeout))
+
+
+def _keywords(raw: Mapping[str, Any], key: str, function: str, allowed: Collection[str],
+              problems: list[str]) -> Mapping[str, Any]:
+    """The setting ``key``: a dict of keywords of ``function`` (empty when unset or wrong;
+    each problem is added to ``problems``)."""
+    value = {} if raw.get(key) is None else raw[key]
+    if not isinstance(value, Mapping):
+        problems.append(f"{key!r} is a dict of {function} keywords, not {value!r}")
+        return {}
+    problems += [f"{key!r}: {function} takes no keyword {k!r}" for k in value if k not in allowed]
+    return value
 
 
 def error_status(exc: NatsError) -> tuple[int, str]:
@@ -330,7 +329,6 @@ class ProcessClient:
             nc = self()
         except NatsError as exc:
             return Health.failed(exc, time.monotonic() - start)
-        kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
         return check_health(nc, **kwargs)
 
     def close(self) -> None:

@@ -82,3 +82,8 @@ def test_settings_and_dotted_paths() -> None:
     with pytest.raises(SettingsError) as info:
         parse_settings({"servers": [], "workers": [42], "health": []})  # type: ignore[list-item]
     assert len(info.value.problems) == 3, info.value.problems
+    with pytest.raises(SettingsError) as info:
+        parse_settings({"options": "name=x", "health": {"timeout": 1, "stream": ["S"]}})
+    assert info.value.problems == [
+        "'options' is a dict of natsjs_sync.connect() keywords, not 'name=x'",
+        "'health': check_health() takes no keyword 'stream'"]
