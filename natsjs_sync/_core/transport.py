@@ -188,14 +188,18 @@ class TcpTransport:
             self._sock.sendall(data)
         except builtins.TimeoutError as exc:
             raise self._stalled() from exc
-        except ssl.SSLError as exc:
-            raise NatsConnectionError(f"TLS error writing to {self.addr.url}: {exc}") from exc
         except OSError as exc:
-            raise NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}") from exc
+            raise self._write_failed(exc) from exc
 
     def _stalled(self) -> TimeoutError:
         return TimeoutError(
             f"write to {self.addr.url} stalled: the server did not take our bytes within the write timeout")
+
+    def _write_failed(self, exc: OSError) -> NatsConnectionError:
+        """The error of a write the socket refused (TLS named apart), for ``raise ... from exc``."""
+        if isinstance(exc, ssl.SSLError):
+            return NatsConnectionError(f"TLS error writing to {self.addr.url}: {exc}")
+        return NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}")
 
     def _send_until(self, data: bytes | bytearray | memoryview, deadline: Deadline | None) -> bool:
         """The backlog, then ``data``, in partial sends, each waiting no longer than
@@ -232,11 +236,9 @@ class TcpTransport:
                     continue  # the loop decides: keep the rest, or a stall
             return True
         except TimeoutError:
-            raise
-        except ssl.SSLError as exc:
-            raise NatsConnectionError(f"TLS error writing to {self.addr.url}: {exc}") from exc
+            raise  # our stall (also an OSError): not a lost connection
         except OSError as exc:
-            raise NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}") from exc
+            raise self._write_failed(exc) from exc
         finally:
             if tried:
                 try:
