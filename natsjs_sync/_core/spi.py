@@ -73,15 +73,6 @@ class Release:
             _, fn, args = info[2]
             fn(*args)
 
-    def later(self) -> None:
-        """Hand the release to the core's thread (takes no lock: safe in a finalizer)."""
-        self._finalizer()
-
-    @property
-    def pending(self) -> bool:
-        """True until released (or handed over)."""
-        return self._finalizer.alive
-
 
 def _hand_over(hand_off: Callable[[Callable[[], None]], None], fn: Callable[..., None], args: tuple[Any, ...]) -> None:
     # A finalizer: builds the call and queues it, nothing else (no lock is taken).
