@@ -98,12 +98,8 @@ def _usage(used: int, limit: int | None) -> float | None:
     return used / limit
 
 
-def _worst(statuses: Iterable[str]) -> HealthStatus:
-    worst: HealthStatus = "pass"
-    for status in statuses:
-        if _RANK[status] > _RANK[worst]:
-            worst = status  # type: ignore[assignment]
-    return worst
+def _worst(statuses: Iterable[HealthStatus]) -> HealthStatus:
+    return max(statuses, key=_RANK.__getitem__, default="pass")
 
 
 def _run(name: str, checks: dict[str, dict[str, Any]], deadline: Deadline,
