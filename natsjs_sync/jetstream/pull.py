@@ -310,8 +310,9 @@ class MessagesContext:
     does so in the background too while nobody reads. After a reconnect
     the requests are sent again at once. :meth:`stop` ends the iteration;
     :meth:`drain` ends it once the messages already received are read. A
-    context dropped without :meth:`stop` releases its inbox when it is
-    garbage collected.
+    context dropped without :meth:`stop` releases its inbox shortly after it
+    is garbage collected (on the client's timer thread: a finalizer never
+    takes the connection's lock).
     """
 
     def __init__(
