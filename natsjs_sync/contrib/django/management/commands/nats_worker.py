@@ -19,7 +19,7 @@ of time) redelivered to another worker.
 from __future__ import annotations
 
 import signal
-import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -54,10 +54,10 @@ class Command(BaseCommand):
             raise CommandError("no workers: list them in settings.NATS['workers'] or on the command line")
         drain_timeout = options["drain_timeout"] or settings.drain_timeout
 
-        stop = threading.Event()
+        stop = _Signalled()
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            stop.set()
+            stop.flag = True
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
@@ -89,7 +89,7 @@ class Command(BaseCommand):
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
-    def _connect(self, stop: threading.Event) -> Any:
+    def _connect(self, stop: _Signalled) -> Any:
         """The client, waiting for a server while none answers; ``None`` if told to stop first."""
         while True:
             try:
@@ -98,3 +98,25 @@ class Command(BaseCommand):
                 self.stderr.write(f"nats_worker: waiting for NATS: {exc}")
             if stop.wait(_CONNECT_RETRY):
                 return None
+
+
+class _Signalled:
+    """Set by the signal handler: a plain attribute, never a lock.
+
+    A handler runs on the main thread between two bytecodes, possibly while
+    that thread holds the lock a ``threading.Event`` would take to set itself
+    (inside its own ``wait``): setting an Event there can hang the worker.
+    """
+
+    def __init__(self) -> None:
+        self.flag = False
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the flag was set within ``timeout`` seconds (sleeps, which signals interrupt)."""
+        deadline = time.monotonic() + timeout
+        while not self.flag:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, 0.1))
+        return True
