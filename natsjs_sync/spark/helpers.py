@@ -339,6 +339,12 @@ def _read_pulled(cfg: NatsConfig, js: Any, stream: str, start: int, end: int, su
     in order by its consumer sequence (a skip raises :class:`_Gap`, and the
     caller reads again from the first sequence not yet given, as an ordered
     consumer would); the server's statuses are read by the one classifier.
+
+    The consumer is deleted (waiting for the answer) when the range is read or
+    the read fails. A generator closed before its end, by its caller or by the
+    garbage collector on whatever thread it runs, hands the release to the
+    client's timer thread (:meth:`CoreLink.releasing`), which unsubscribes and
+    asks for the delete without waiting.
     """
     core = link(cfg.client())
     inbox = core.new_inbox()
@@ -353,12 +359,41 @@ def _read_pulled(cfg: NatsConfig, js: Any, stream: str, start: int, end: int, su
                 cond.notify()
 
     handle = core.route_internal(inbox, route)
-    consumer: Any = None
+    made: list[str] = []  # the consumer's name, until it is deleted
+
+    def release() -> None:
+        # Waits for nothing: when the generator is closed by the garbage
+        # collector this runs on the client's timer thread (the collecting
+        # thread may hold the connection's lock, which cancel() takes).
+        handle.cancel()
+        if made:  # not deleted yet: ask the server to, without waiting for its answer
+            core.publish(f"{js.api_prefix}.CONSUMER.DELETE.{stream}.{made.pop()}", b"", reply=core.new_inbox())
+
+    with core.releasing(release):
+        yield from _pulled(core, js, stream, start, end, subjects, batch, wait, inbox, cond, box, made)
+        _delete_consumer(js, stream, made, wait)
+
+
+def _delete_consumer(js: Any, stream: str, made: list[str], wait: float) -> None:
+    """Delete the read's consumer and wait for the answer (the task's end must not leave it behind)."""
+    if made:
+        try:
+            js.delete_consumer(stream, made[0], timeout=wait)
+        except NatsError:
+            pass  # the server removes it after inactive_threshold
+        made.clear()
+
+
+def _pulled(core: Any, js: Any, stream: str, start: int, end: int, subjects: list[str], batch: int, wait: float,
+            inbox: str, cond: threading.Condition, box: list[list[Msg]], made: list[str]
+            ) -> Iterator[tuple[str, int, int, bytes | None, bytes]]:
+    """The body of :func:`_read_pulled`: creates the consumer (named in ``made``) and reads it."""
     try:
         consumer = js.create_consumer(
             stream, deliver_policy="by_start_sequence", opt_start_seq=start, ack_policy="none",
             filter_subjects=subjects or None, inactive_threshold=60.0, mem_storage=True, num_replicas=1,
             max_waiting=16)
+        made.append(consumer.name)
         if consumer.cached_info.num_pending == 0:
             return
         body = pull_request(batch, server_expiry(wait), heartbeat=min(5.0, wait / 4))
@@ -392,10 +427,6 @@ def _read_pulled(cfg: NatsConfig, js: Any, stream: str, start: int, end: int, su
                 if served == batch:  # the oldest request is served: keep two outstanding
                     served = 0
                     core.publish(subject, body, reply=inbox)
-    finally:
-        handle.cancel()
-        if consumer is not None:
-            try:
-                js.delete_consumer(stream, consumer.name, timeout=wait)
-            except NatsError:
-                pass  # the server removes it after inactive_threshold
+    except NatsError:
+        _delete_consumer(js, stream, made, wait)  # a failure on this thread: delete it before it is raised
+        raise
