@@ -7,6 +7,7 @@ read's generator closed by the garbage collector never takes the connection's lo
 from __future__ import annotations
 
 import gc
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -14,9 +15,10 @@ from typing import Any
 import pytest
 
 import natsjs_sync as nats
+from natsjs_sync.protocol.headers import parse_headers
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.spark import NatsConfig, config
-from natsjs_sync.spark.helpers import iter_range
+from natsjs_sync.spark.helpers import _read_pulled, iter_range, reads_directly
 from natsjs_sync.testing import NatsServer
 
 from ..conftest import wait_until
@@ -46,6 +48,24 @@ def _stream(nc: nats.Client, prefix: str, n: int, allow_direct: bool, subjects: 
         js.publish_async(f"{name}.{i % subjects}", str(i).encode())
     js.publish_async_complete(timeout=60)
     return name
+
+
+def _created(nc: nats.Client, advisories: Any, stream: str) -> list[str]:
+    """The consumers whose creation ``advisories`` (a subscription to the created advisories) saw so far.
+
+    A consumer created now marks the end: the server sends its advisories in
+    order, so every earlier one has arrived once this one has.
+    """
+    marker = nc.jetstream().create_consumer(stream, ack_policy="none", inactive_threshold=30.0)
+    names = []
+    for _ in range(100_000):
+        msg = advisories.next_msg(timeout=10.0)
+        name = json.loads(msg.data)["consumer"]
+        if name == marker.name:
+            nc.jetstream().delete_consumer(stream, marker.name)
+            return names
+        names.append(name)
+    raise AssertionError("the marker consumer's advisory never came")
 
 
 def _collect_holding_the_lock(client: nats.Client) -> bool:
@@ -84,6 +104,88 @@ def test_a_pulled_read_collected_while_the_lock_is_held_hands_its_release_to_the
         assert wait_until(lambda: nc.jetstream().stream(name).info().state.consumer_count == 0, timeout=10.0), \
             "the collected read's consumer was not deleted"
         assert shared.is_connected
+    finally:
+        if was:
+            gc.enable()
+
+
+def _rows(cfg: NatsConfig, name: str, start: int, end: int, subjects: list[str] | None = None,
+          batch: int = 7) -> list[tuple[str, int, int, Any, bytes]]:
+    out = []
+    for subject, seq, ts_us, hdrs, data in iter_range(cfg, name, start, end, subjects, batch=batch):
+        own = parse_headers(hdrs)[2] if isinstance(hdrs, bytes) else hdrs
+        out.append((subject, seq, ts_us, list(own.items_all()) if own else None, data))
+    return out
+
+
+def _pulled(cfg: NatsConfig, name: str, start: int, end: int, subjects: list[str] | None = None
+            ) -> list[tuple[str, int, int, Any, bytes]]:
+    """The same range through a consumer (what a server before 2.11 reads with)."""
+    out = []
+    for subject, seq, ts_us, hdrs, data in _read_pulled(cfg, cfg.jetstream(), name, start, end, list(subjects or []),
+                                                        5, 10.0):
+        own = parse_headers(hdrs)[2] if hdrs else None
+        out.append((subject, seq, ts_us, list(own.items_all()) if own else None, data))
+    return out
+
+
+@pytest.mark.server("2.11")
+def test_a_range_read_by_direct_get_gives_what_the_consumer_gives_and_creates_none(
+        server: NatsServer, nc: nats.Client) -> None:
+    name = _stream(nc, "DIRECT", 60, allow_direct=True)
+    js = nc.jetstream()
+    js.publish(f"{name}.h", b"with headers", headers={"A": "1", "B": ["2", "3"]}, msg_id="m-61")
+    st = js.stream(name)
+    for seq in (3, 4, 5, 6, 7, 8, 9, 10, 20, 61):  # a batch of 7 from 3 reaches past its window
+        if seq != 61:
+            st.delete_msg(seq)
+    cfg = NatsConfig(servers=server.url, name="direct-read")
+    assert reads_directly(cfg.jetstream(), st.info())
+    consumers = nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.CREATED.>")
+    direct = {
+        "all": _rows(cfg, name, 1, 61),
+        "middle": _rows(cfg, name, 4, 33),
+        "one subject": _rows(cfg, name, 1, 61, [f"{name}.1"]),
+        "overlapping subjects": _rows(cfg, name, 2, 59, [f"{name}.1", f"{name}.>", f"{name}.2"]),
+        "past the end": _rows(cfg, name, 70, 80),
+    }
+    assert _created(nc, consumers, name) == [], "a read by direct get created a consumer"
+    assert direct["all"] == _pulled(cfg, name, 1, 61)
+    assert [r[1] for r in direct["all"]] == [1, 2, *range(11, 20), *range(21, 62)]
+    assert direct["all"][-1][3] == [("A", "1"), ("B", "2"), ("B", "3"), ("Nats-Msg-Id", "m-61")]
+    assert direct["middle"] == _pulled(cfg, name, 4, 33)
+    assert direct["one subject"] == _pulled(cfg, name, 1, 61, [f"{name}.1"])
+    assert direct["overlapping subjects"] == _pulled(cfg, name, 2, 59, [f"{name}.>"])
+    assert direct["past the end"] == []
+
+
+@pytest.mark.server("2.11")
+def test_a_direct_read_collected_while_the_lock_is_held_hands_its_unsubscribe_to_the_timer_thread(
+        server: NatsServer, nc: nats.Client) -> None:
+    name = _stream(nc, "GCDIRECT", 20, allow_direct=True)
+    cfg = NatsConfig(servers=server.url, name="gc-direct")
+    shared = cfg.client()
+
+    def routed() -> list[str]:
+        return [e.subject for e in list(shared._conn.registry.entries.values())]
+
+    cfg.jetstream().stream(name).info()  # the client's request inbox is subscribed now, not during the read
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        before = set(routed())
+        rows = iter_range(cfg, name, 1, 20, batch=5)
+        assert next(rows)[1] == 1
+        (inbox,) = set(routed()) - before
+        box: list[Any] = [rows]
+        box.append(box)
+        del rows, box
+        ok = _collect_holding_the_lock(shared)
+        if not ok:
+            with config._lock:
+                config._clients.clear()
+        assert ok, "the read's generator took the connection's lock when collected: deadlocked"
+        assert wait_until(lambda: inbox not in routed(), timeout=10.0), "the collected read's inbox is still routed"
     finally:
         if was:
             gc.enable()
