@@ -24,12 +24,9 @@ from natsjs_sync.testing import NatsServer
 from ..conftest import wait_until
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[NatsServer]:
-    s = NatsServer()
-    s.start()
-    yield s
-    s.close()
+@pytest.fixture
+def server(spark_server: NatsServer) -> NatsServer:
+    return spark_server
 
 
 @pytest.fixture
@@ -189,3 +186,50 @@ def test_a_direct_read_collected_while_the_lock_is_held_hands_its_unsubscribe_to
     finally:
         if was:
             gc.enable()
+
+
+def _read(spark: Any, server: NatsServer, stream: str, **opts: Any) -> Any:
+    from natsjs_sync.spark.datasource import JetStreamDataSource
+
+    spark.dataSource.register(JetStreamDataSource)
+    r = spark.read.format("jetstream").option("servers", server.url)
+    for k, v in opts.items():
+        r = r.option(k, v)
+    return r.load(stream)
+
+
+@pytest.mark.slow
+@pytest.mark.server("2.11")
+def test_a_batch_read_of_16_partitions_creates_no_consumer(spark: Any, server: NatsServer, nc: nats.Client) -> None:
+    name = _stream(nc, "SCALE", 20_000, allow_direct=True)  # 1,250 a partition: long ranges too
+    advisories = nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.CREATED.{name}.>")
+    df = _read(spark, server, name, minPartitions=16)
+    assert df.rdd.getNumPartitions() == 16
+    assert df.count() == 20_000
+    assert df.select("seq").distinct().count() == 20_000
+    assert _read(spark, server, name, minPartitions=16, subjects=f"{name}.1,{name}.2").count() == 13_333
+    assert _created(nc, advisories, name) == [], "a batch read created consumers"
+
+
+@pytest.mark.slow
+def test_reads_through_consumers_hold_at_most_max_consumers(spark: Any, server: NatsServer,
+                                                            nc: nats.Client) -> None:
+    name = _stream(nc, "CAPPED", 1600, allow_direct=False)  # no direct get: every partition has a consumer
+    advisories = nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.CREATED.{name}.>")
+    assert _read(spark, server, name, minPartitions=16).rdd.getNumPartitions() == 16  # under the default cap
+    df = _read(spark, server, name, minPartitions=16, maxConsumers=3)
+    assert df.rdd.getNumPartitions() == 3
+    assert df.select("seq").distinct().count() == 1600
+    created = _created(nc, advisories, name)
+    assert 1 <= len(created) <= 3, f"{len(created)} consumers for a read capped at 3"
+    assert nc.jetstream().stream(name).info().state.consumer_count == 0
+
+
+def test_max_consumers_is_checked_on_the_driver() -> None:
+    from natsjs_sync.spark.options import read_options
+
+    base = {"servers": "nats://127.0.0.1:4222", "stream": "S"}
+    assert read_options(base, streaming=False).max_consumers == 64
+    assert read_options({**base, "maxConsumers": "5"}, streaming=True).max_consumers == 5
+    with pytest.raises(ValueError, match="maxConsumers"):
+        read_options({**base, "maxConsumers": "0"}, streaming=False)
