@@ -214,30 +214,34 @@ class SequenceRange(InputPartition):
     start: int
     end: int
     subjects: tuple[str, ...] = ()
+    #: Read by direct get (True) or through a consumer (False), as planned; None: the task asks.
+    direct: bool | None = None
 
 
 def _plan(ro: ReadOptions, ranges: dict[str, tuple[int, int]], subjects: tuple[str, ...],
-          direct: frozenset[str] = frozenset()) -> list[SequenceRange]:
+          direct: frozenset[str] | None = None) -> list[SequenceRange]:
     """Each stream's range cut into partitions; ``minPartitions`` shared in proportion to size.
 
     A partition of a stream not in ``direct`` is read through a consumer of its
     own: those partitions are at most ``maxConsumers`` together (one each for
     more streams than that), so one read of a query holds no more consumers at
     once, whatever ``minPartitions`` and ``maxMessagesPerPartition`` ask for.
-    A stream in ``direct`` is read by direct get and has no such limit.
+    A stream in ``direct`` is read by direct get and has no such limit. Each
+    partition says which way it is read; with ``direct`` None (not known) every
+    stream is capped and each task asks the stream's leader.
     """
     sizes = {stream: e - s + 1 for stream, (s, e) in ranges.items() if e - s + 1 > 0}
     total = sum(sizes.values())
     counts = {stream: len(_split(*ranges[stream], max(1, math.ceil(ro.min_partitions * n / total)),
                                  ro.per_partition)) for stream, n in sizes.items()}
-    pulled = [stream for stream in sizes if stream not in direct]
+    pulled = [stream for stream in sizes if direct is None or stream not in direct]
     if sum(counts[stream] for stream in pulled) > ro.max_consumers:
         counts.update(_cap(ro.max_consumers, {stream: sizes[stream] for stream in pulled}))
     parts: list[SequenceRange] = []
     for stream, n in counts.items():
         s, e = ranges[stream]
-        parts.extend(SequenceRange(stream, a, b, subjects) for a, b in _split(s, e, n, max(1, math.ceil(
-            sizes[stream] / n))))
+        parts.extend(SequenceRange(stream, a, b, subjects, None if direct is None else stream in direct)
+                     for a, b in _split(s, e, n, max(1, math.ceil(sizes[stream] / n))))
     return parts
 
 
@@ -332,9 +336,18 @@ def _header_column(cells: Sequence[Any], kafka: bool, header_type: Any) -> Any:
                                    type=header_type, mask=mask)
 
 
-def _batches(ro: ReadOptions, part: SequenceRange) -> Iterator[Any]:
-    """The partition's messages as Arrow record batches: columns built in bulk
-    from blocks of rows, no Python object per cell on the way into Spark."""
+_RowTuple = tuple[str, int, int, Any, bytes]  # subject, seq, time in µs, headers, data (iter_range's rows)
+
+
+def _rows(ro: ReadOptions, part: SequenceRange) -> Iterator[_RowTuple]:
+    """The partition's messages as :func:`iter_range` gives them."""
+    return iter_range(ro.cfg, part.stream, part.start, part.end, part.subjects or None, batch=_PULL,
+                      direct=part.direct)
+
+
+def _batches(ro: ReadOptions, part: SequenceRange, rows_in: Iterator[_RowTuple] | None = None) -> Iterator[Any]:
+    """The partition's messages (``rows_in``, else :func:`_rows`) as Arrow record batches:
+    columns built in bulk from blocks of rows, no Python object per cell on the way into Spark."""
     import pyarrow as pa
 
     schema = _arrow_schema(ro)
@@ -358,7 +371,7 @@ def _batches(ro: ReadOptions, part: SequenceRange) -> Iterator[Any]:
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     rows: list[tuple[str, int, int, Any, bytes]] = []
-    for row in iter_range(ro.cfg, part.stream, part.start, part.end, part.subjects or None, batch=_PULL):
+    for row in _rows(ro, part) if rows_in is None else rows_in:
         rows.append(row)
         if len(rows) >= _BLOCK:
             yield block(rows)
@@ -732,18 +745,38 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SequenceRange):
             return
+        rows = _rows(self.ro, partition)
         if self.ro.fail_on_data_loss:
-            first = _info(self.ro.cfg, partition.stream).state.first_seq
-            if partition.start < first:
-                raise DataLossError(f"stream {partition.stream!r}: messages from {partition.start} were removed "
-                                    "before they were read")
-        yield from _batches(self.ro, partition)
+            rows = _no_loss_at_start(self.ro, partition, rows)
+        yield from _batches(self.ro, partition, rows)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # nothing is held on the server: offsets live in Spark's checkpoint
 
     def stop(self) -> None:
         pass
+
+
+def _no_loss_at_start(ro: ReadOptions, part: SequenceRange, rows: Iterator[_RowTuple]) -> Iterator[_RowTuple]:
+    """``rows``, once the first shows that the messages from ``part.start`` are still there.
+
+    Only when the first row read is not ``part.start`` (or there is none) is
+    the stream's leader asked for its first sequence: one request in that
+    case, none per task otherwise (a thousand tasks asking at once would queue
+    on the leader's JetStream API as consumer creations did).
+
+    Raises:
+        DataLossError: the stream's first sequence is now past ``part.start``
+            (messages purged or expired before they were read).
+    """
+    first = next(rows, None)
+    if first is None or first[1] > part.start:
+        if part.start < _info(ro.cfg, part.stream).state.first_seq:
+            raise DataLossError(f"stream {part.stream!r}: messages from {part.start} were removed "
+                                "before they were read")
+    if first is not None:
+        yield first
+        yield from rows
 
 
 # ---------------------------------------------------------------------- write

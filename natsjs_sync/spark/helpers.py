@@ -242,23 +242,35 @@ def iter_range(
     subjects: Sequence[str] | None = None,
     batch: int = 500,
     timeout: float | None = None,
+    direct: bool | None = None,
 ) -> Iterator[tuple[str, int, int, Headers | bytes | None, bytes]]:
     """:func:`read_range` as plain tuples ``(subject, seq, time in µs since the
     epoch, headers, data)``: what the data source turns into columns. The
     headers are None, a :class:`Headers`, or the header block as received
-    (``bytes``, not parsed: the caller parses what it needs)."""
+    (``bytes``, not parsed: the caller parses what it needs).
+
+    Args:
+        direct: read by batched direct get (True) or through a consumer
+            (False), as the caller already knows from the stream's info
+            (:func:`reads_directly`); None asks the stream's leader. With it
+            and ``end_seq``, a read makes no request to the leader at all
+            (a thousand tasks asking at once queue on its JetStream API).
+            After a failure the next attempt asks the leader again.
+    """
     js = cfg.jetstream()
-    st = ride_out(cfg, lambda: js.stream(stream))
     wait = cfg.timeout if timeout is None else timeout
-    if end_seq is None:
-        end_seq = ride_out(cfg, st.info).state.last_seq
+    if end_seq is None or direct is None:
+        info = ride_out(cfg, lambda: js.stream(stream)).cached_info
+        direct = reads_directly(js, info)
+        end_seq = info.state.last_seq if end_seq is None else end_seq
     subjects = list(subjects or [])
-    direct = reads_directly(js, st.cached_info)
     nxt = start_seq
     until: float | None = None  # the end of the ride-out budget, while the server is away
     attempt = 0
     while nxt <= end_seq:
         try:
+            if direct is None:  # after a failure: the stream may have changed (allow_direct turned off)
+                direct = ride_out(cfg, lambda: reads_directly(js, js.stream(stream).cached_info))
             if direct:
                 rows = _read_direct_subjects(cfg, js, stream, nxt, end_seq, subjects, batch, wait)
             else:
@@ -276,6 +288,7 @@ def iter_range(
             delay = _RIDE_OUT.delay(attempt)
             if not transient(exc) or now + delay > until:
                 raise
+            direct = None
             time.sleep(delay)
 
 

@@ -38,7 +38,7 @@ def nc(server: NatsServer) -> Iterator[nats.Client]:
 
 def _stream(nc: nats.Client, prefix: str, n: int, allow_direct: bool, subjects: int = 3) -> str:
     """A fresh stream of ``n`` messages ``str(i)`` on ``<name>.<i % subjects>``."""
-    name = prefix + next_nuid()[:8]
+    name = prefix + next_nuid()[-10:]
     js = nc.jetstream()
     js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=allow_direct, storage="memory")
     for i in range(n):
@@ -233,3 +233,49 @@ def test_max_consumers_is_checked_on_the_driver() -> None:
     assert read_options({**base, "maxConsumers": "5"}, streaming=True).max_consumers == 5
     with pytest.raises(ValueError, match="maxConsumers"):
         read_options({**base, "maxConsumers": "0"}, streaming=False)
+
+
+def _info_requests(nc: nats.Client, name: str, run: Any) -> int:
+    """STREAM.INFO requests for ``name`` (all of them go to its leader) while ``run()`` runs."""
+    seen = nc.subscribe(f"$JS.API.STREAM.INFO.{name}")
+    nc.flush()
+    run()
+    nc.flush()  # every request made before has been delivered to ``seen`` by now
+    count = seen.pending_msgs
+    seen.unsubscribe()
+    return count
+
+
+def _micro_batch(spark: Any, server: NatsServer, name: str, parts: int, tmp_path: Any) -> None:
+    """A streaming query that reads ``name`` (1,000 rows) in one micro-batch of ``parts`` tasks."""
+    from natsjs_sync.spark.datasource import JetStreamDataSource
+
+    spark.dataSource.register(JetStreamDataSource)
+    q = (spark.readStream.format("jetstream").option("servers", server.url).option("minPartitions", parts)
+         .load(name).writeStream.format("noop").trigger(availableNow=True)
+         .option("checkpointLocation", str(tmp_path / f"chk{parts}")).start())
+    q.awaitTermination(120)
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 1000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allow_direct", [True, False])
+def test_a_batch_read_task_asks_the_stream_leader_for_nothing_before_it_reads(
+        spark: Any, server: NatsServer, nc: nats.Client, allow_direct: bool) -> None:
+    """The driver tells each task how its range is read (direct get or a consumer): no STREAM.INFO per task."""
+    name = _stream(nc, "ASKS", 1000, allow_direct=allow_direct)
+    one, sixteen = (_info_requests(nc, name, lambda n=n: _read(spark, server, name, minPartitions=n).count())
+                    for n in (1, 16))
+    # Before, each task asked for the stream's info: 15 more with 16 tasks than with 1.
+    assert sixteen - one < 8, f"{one} stream info requests with 1 task, {sixteen} with 16"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_micro_batch_task_asks_the_stream_leader_for_nothing_when_its_range_is_there(
+        spark: Any, server: NatsServer, nc: nats.Client, tmp_path: Any) -> None:
+    """Nor does a micro-batch's task for its data-loss check, unless the first message read is not the first asked."""
+    name = _stream(nc, "MICRO", 1000, allow_direct=True)
+    one, sixteen = (_info_requests(nc, name, lambda n=n: _micro_batch(spark, server, name, n, tmp_path))
+                    for n in (1, 16))
+    assert sixteen - one < 8, f"{one} stream info requests with 1 task, {sixteen} with 16"
