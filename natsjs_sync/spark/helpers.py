@@ -218,11 +218,12 @@ def read_range(
     """The stream's messages with ``start_seq <= seq <= end_seq`` (to the current
     end when ``end_seq`` is None), optionally only on ``subjects``, in order.
 
-    Short ranges are read by batched direct get when the stream allows it,
-    longer ones with an ephemeral consumer whose messages are taken in bulk and
-    checked in order (faster per message). Either
-    way nothing is left behind on the server and a repeat gives the same rows,
-    which Spark's retries and speculative tasks need.
+    The range is read by batched direct get when the server (2.11 and newer)
+    and the stream (``allow_direct``) allow it: no consumer, and any replica
+    answers. Otherwise it is read with an ephemeral consumer whose messages are
+    taken in bulk and checked in order. Either way nothing is left behind on
+    the server and a repeat gives the same rows, which Spark's retries and
+    speculative tasks need.
     """
     for subject, seq, ts_us, headers, data in iter_range(cfg, stream, start_seq, end_seq, subjects, batch, timeout):
         if isinstance(headers, bytes):
