@@ -36,11 +36,12 @@ def nc(server: NatsServer) -> Iterator[nats.Client]:
     client.close()
 
 
-def _stream(nc: nats.Client, prefix: str, n: int, allow_direct: bool, subjects: int = 3) -> str:
+def _stream(nc: nats.Client, prefix: str, n: int, allow_direct: bool, subjects: int = 3,
+            storage: str = "memory") -> str:
     """A fresh stream of ``n`` messages ``str(i)`` on ``<name>.<i % subjects>``."""
     name = prefix + next_nuid()[-10:]
     js = nc.jetstream()
-    js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=allow_direct, storage="memory")
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=allow_direct, storage=storage)
     for i in range(n):
         js.publish_async(f"{name}.{i % subjects}", str(i).encode())
     js.publish_async_complete(timeout=60)
@@ -279,3 +280,29 @@ def test_a_micro_batch_task_asks_the_stream_leader_for_nothing_when_its_range_is
     one, sixteen = (_info_requests(nc, name, lambda n=n: _micro_batch(spark, server, name, n, tmp_path))
                     for n in (1, 16))
     assert sixteen - one < 8, f"{one} stream info requests with 1 task, {sixteen} with 16"
+
+
+@pytest.mark.slow
+@pytest.mark.server("2.11")
+def test_a_batch_read_by_direct_get_rides_out_a_server_restart(spark: Any, tmp_path: Any) -> None:
+    from .test_rideout import _pause_once, _restarter
+
+    own = NatsServer()  # restarted by the test: not the session's server
+    own.start()
+    try:
+        with nats.connect(own.url) as client:
+            name = _stream(client, "RIDEDIRECT", 40_000, allow_direct=True, subjects=1, storage="file")
+        paused, resumed = tmp_path / "paused", tmp_path / "resumed"
+        df = _read(spark, own, name, minPartitions=2, retryTimeout=90).select("seq", "data")
+        rows = spark.createDataFrame(df.rdd.mapPartitions(_pause_once(paused, resumed, 500)), df.schema)
+        t, errors = _restarter(own, paused, resumed)
+        try:
+            got = rows.selectExpr("count(*) as n", "count(distinct seq) as seqs", "count(distinct data) as datas"
+                                  ).first()
+        finally:
+            resumed.write_text("go on")
+            t.join(120)
+        assert paused.exists() and not errors
+        assert (got.n, got.seqs, got.datas) == (40_000, 40_000, 40_000)
+    finally:
+        own.close()
