@@ -396,11 +396,8 @@ def _read_direct(cfg: NatsConfig, js: Any, stream: str, start: int, end: int, su
     cond, box, route = _collector()
     handle = core.route_internal(prefix + ".*", route)
     with core.releasing(handle.cancel):
-        last = start - 1
-        for item in _direct(core, js, stream, start, end, subject, batch, wait, prefix, cond, box):
-            last = item[1]
-            yield item
-        if last < end:
+        last = yield from _direct(core, js, stream, start, end, subject, batch, wait, prefix, cond, box)
+        if last < end:  # the replica ran out first (a message past ``end`` would have shown it had all)
             after = _next_stored(cfg, js, stream, last + 1, subject)
             if after is not None and after <= end:
                 raise _Gap(f"reading {stream!r}: the replica that answered ended at {last}, the leader "
@@ -409,8 +406,14 @@ def _read_direct(cfg: NatsConfig, js: Any, stream: str, start: int, end: int, su
 
 def _direct(core: Any, js: Any, stream: str, start: int, end: int, subject: str | None, batch: int, wait: float,
             prefix: str, cond: threading.Condition, box: list[list[Msg]]
-            ) -> Iterator[tuple[str, int, int, bytes | None, bytes]]:
-    """The requests and answers of :func:`_read_direct`; ends where the replica has nothing more."""
+            ) -> Generator[tuple[str, int, int, bytes | None, bytes], None, int]:
+    """The requests and answers of :func:`_read_direct`.
+
+    Returns:
+        ``end`` when the range is read to its end (its last sequence given, or
+        a message past it answered); else the last sequence given, where the
+        replica that answered had nothing more.
+    """
     api = f"{js.api_prefix}.DIRECT.GET.{stream}"
     ahead = 2 if subject is None else 1  # requests in flight
     asks: collections.deque[_Ask] = collections.deque()  # oldest first
@@ -438,7 +441,7 @@ def _direct(core: Any, js: Any, stream: str, start: int, end: int, subject: str 
             ask(nxt, count)
             nxt += count
         if not asks:
-            return
+            return last
         front = asks[0]
         got = answers[front.reply]
         while not got:
@@ -454,14 +457,14 @@ def _direct(core: Any, js: Any, stream: str, start: int, end: int, subject: str 
             if hdr[8:9] == b" ":  # a status line: the request ended
                 code = int(hdr[9:12])
                 if code == 404:
-                    return  # nothing stored from its first sequence on
+                    return last  # nothing stored from its first sequence on
                 if code != 204:
                     status = hdr[9:hdr.find(b"\r")].decode("utf-8", "replace")
                     raise JetStreamError(f"reading {stream!r}: {status}", code=code, stream=stream)
                 asks.popleft()
                 del answers[front.reply]
                 if _header_int(hdr, b"Nats-Num-Pending") == 0:
-                    return  # nothing stored after this batch
+                    return last  # nothing stored after this batch
                 if ahead > 1 and front.got < front.count and last + 1 < front.first + front.count:
                     # Cut short (a size limit): ask for the rest of its window before the next one.
                     ask(last + 1, front.first + front.count - last - 1, front=True)
@@ -473,11 +476,13 @@ def _direct(core: Any, js: Any, stream: str, start: int, end: int, subject: str 
             if seq <= last:
                 continue  # also in the window before (deleted messages made that batch reach into this one)
             if seq > end:
-                return
+                return end
             yield subj, seq, ts_us, own, msg.data
             last = seq
-            if seq >= end or pending == 0:
-                return
+            if seq >= end:
+                return end
+            if pending == 0:
+                return last
 
 
 _META = b"\r\nNats-Stream:"

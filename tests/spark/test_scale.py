@@ -306,3 +306,27 @@ def test_a_batch_read_by_direct_get_rides_out_a_server_restart(spark: Any, tmp_p
         assert (got.n, got.seqs, got.datas) == (40_000, 40_000, 40_000)
     finally:
         own.close()
+
+
+@pytest.mark.server("2.11")
+def test_a_direct_read_asks_the_leader_only_when_the_replica_ran_out_before_the_end(
+        server: NatsServer, nc: nats.Client) -> None:
+    name = _stream(nc, "TAIL", 60, allow_direct=True)  # seqs 1..60 on <name>.<(seq - 1) % 3>
+    cfg = NatsConfig(servers=server.url, name="tail-read")
+    asked = nc.subscribe(f"$JS.API.STREAM.MSG.GET.{name}")
+    nc.flush()
+
+    def leader_asked(start: int, end: int, subjects: list[str] | None) -> int:
+        rows = _rows(cfg, name, start, end, subjects)
+        assert rows == _pulled(cfg, name, start, end, subjects)
+        nc.flush()
+        n = asked.pending_msgs
+        for _ in range(n):
+            asked.next_msg(timeout=1.0)
+        return n
+
+    assert leader_asked(1, 60, None) == 0  # read to its last sequence
+    assert leader_asked(1, 50, [f"{name}.1"]) == 0  # seq 50 is on .1; then 51.. answered past the end
+    assert leader_asked(1, 52, [f"{name}.1"]) == 0  # 53, the next on .1, showed the replica had all
+    assert leader_asked(1, 80, [f"{name}.1"]) == 1  # the replica ran out at 59: is anything stored past it?
+    assert leader_asked(70, 80, None) == 1
