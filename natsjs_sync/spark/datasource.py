@@ -65,7 +65,7 @@ from ..jetstream.publish import publish_headers
 from ..protocol.headers import encode_headers
 from ..protocol.subjects import publish_subject
 from .config import NatsConfig
-from .helpers import iter_range, ride_out
+from .helpers import iter_range, reads_directly, ride_out
 from .options import (
     _EARLIEST,
     _LATEST,
@@ -214,19 +214,48 @@ class SequenceRange(InputPartition):
     start: int
     end: int
     subjects: tuple[str, ...] = ()
+    #: Read by direct get (True) or through a consumer (False), as planned; None: the task asks.
+    direct: bool | None = None
 
 
-def _plan(ro: ReadOptions, ranges: dict[str, tuple[int, int]], subjects: tuple[str, ...]) -> list[SequenceRange]:
-    """Each stream's range cut into partitions; ``minPartitions`` shared in proportion to size."""
-    total = sum(max(0, e - s + 1) for s, e in ranges.values())
+def _plan(ro: ReadOptions, ranges: dict[str, tuple[int, int]], subjects: tuple[str, ...],
+          direct: frozenset[str] | None = None) -> list[SequenceRange]:
+    """Each stream's range cut into partitions; ``minPartitions`` shared in proportion to size.
+
+    A partition of a stream not in ``direct`` is read through a consumer of its
+    own: those partitions are at most ``maxConsumers`` together (one each for
+    more streams than that), so one read of a query holds no more consumers at
+    once, whatever ``minPartitions`` and ``maxMessagesPerPartition`` ask for.
+    A stream in ``direct`` is read by direct get and has no such limit. Each
+    partition says which way it is read; with ``direct`` None (not known) every
+    stream is capped and each task asks the stream's leader.
+    """
+    sizes = {stream: e - s + 1 for stream, (s, e) in ranges.items() if e - s + 1 > 0}
+    total = sum(sizes.values())
+    counts = {stream: len(_split(*ranges[stream], max(1, math.ceil(ro.min_partitions * n / total)),
+                                 ro.per_partition)) for stream, n in sizes.items()}
+    pulled = [stream for stream in sizes if direct is None or stream not in direct]
+    if sum(counts[stream] for stream in pulled) > ro.max_consumers:
+        counts.update(_cap(ro.max_consumers, {stream: sizes[stream] for stream in pulled}))
     parts: list[SequenceRange] = []
-    for stream, (s, e) in ranges.items():
-        count = e - s + 1
-        if count <= 0:
-            continue
-        share = max(1, math.ceil(ro.min_partitions * count / total))
-        parts.extend(SequenceRange(stream, a, b, subjects) for a, b in _split(s, e, share, ro.per_partition))
+    for stream, n in counts.items():
+        s, e = ranges[stream]
+        parts.extend(SequenceRange(stream, a, b, subjects, None if direct is None else stream in direct)
+                     for a, b in _split(s, e, n, max(1, math.ceil(sizes[stream] / n))))
     return parts
+
+
+def _cap(limit: int, sizes: dict[str, int]) -> dict[str, int]:
+    """``limit`` partitions shared among streams in proportion to their sizes, at least one each."""
+    total = sum(sizes.values())
+    counts = {stream: max(1, limit * n // total) for stream, n in sizes.items()}
+    left = limit - sum(counts.values())
+    for stream in sorted(sizes, key=lambda st: -sizes[st]):  # the rest to the largest
+        if left <= 0:
+            break
+        counts[stream] += 1
+        left -= 1
+    return counts
 
 
 _BLOCK = 8192  # rows per Arrow record batch
@@ -307,9 +336,18 @@ def _header_column(cells: Sequence[Any], kafka: bool, header_type: Any) -> Any:
                                    type=header_type, mask=mask)
 
 
-def _batches(ro: ReadOptions, part: SequenceRange) -> Iterator[Any]:
-    """The partition's messages as Arrow record batches: columns built in bulk
-    from blocks of rows, no Python object per cell on the way into Spark."""
+_RowTuple = tuple[str, int, int, Any, bytes]  # subject, seq, time in µs, headers, data (iter_range's rows)
+
+
+def _rows(ro: ReadOptions, part: SequenceRange) -> Iterator[_RowTuple]:
+    """The partition's messages as :func:`iter_range` gives them."""
+    return iter_range(ro.cfg, part.stream, part.start, part.end, part.subjects or None, batch=_PULL,
+                      direct=part.direct)
+
+
+def _batches(ro: ReadOptions, part: SequenceRange, rows_in: Iterator[_RowTuple] | None = None) -> Iterator[Any]:
+    """The partition's messages (``rows_in``, else :func:`_rows`) as Arrow record batches:
+    columns built in bulk from blocks of rows, no Python object per cell on the way into Spark."""
     import pyarrow as pa
 
     schema = _arrow_schema(ro)
@@ -333,7 +371,7 @@ def _batches(ro: ReadOptions, part: SequenceRange) -> Iterator[Any]:
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     rows: list[tuple[str, int, int, Any, bytes]] = []
-    for row in iter_range(ro.cfg, part.stream, part.start, part.end, part.subjects or None, batch=_PULL):
+    for row in _rows(ro, part) if rows_in is None else rows_in:
         rows.append(row)
         if len(rows) >= _BLOCK:
             yield block(rows)
@@ -477,6 +515,7 @@ class JetStreamBatchReader(DataSourceReader):
     def __init__(self, ro: ReadOptions):
         self.ro = ro
         self.narrowing = Narrowing()
+        self._direct: set[str] = set()  # the streams planned to be read by direct get
 
     def _ranges(self) -> dict[str, tuple[int, int]]:
         ro, nw = self.ro, self.narrowing
@@ -487,6 +526,8 @@ class JetStreamBatchReader(DataSourceReader):
             if nw.streams is not None and stream not in nw.streams:
                 continue
             info = _info(ro.cfg, stream)
+            if reads_directly(ro.cfg.jetstream(), info):
+                self._direct.add(stream)
             first, last = max(info.state.first_seq, 1), info.state.last_seq
             start = _resolve(ro.cfg, stream, ro.start[stream], info)
             end_pos = ro.end[stream]
@@ -514,7 +555,8 @@ class JetStreamBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         subjects = self.ro.subjects or (self.narrowing.subjects or ())
-        return _plan(self.ro, self._ranges(), subjects)
+        ranges = self._ranges()
+        return _plan(self.ro, ranges, subjects, frozenset(self._direct))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         # No partitions (an empty range) makes PySpark read one InputPartition(None): no rows.
@@ -572,6 +614,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.ro = ro
         self._target: dict[str, int] | None = None
         self._last_trigger = time.monotonic()
+        self._direct: dict[str, bool] = {}  # stream -> read by direct get, as of its last info
 
     @staticmethod
     def _created(info: StreamInfo) -> str:
@@ -637,8 +680,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         nexts: dict[str, int] = {}
         ends: dict[str, int] = {}
         created: dict[str, str] = {}
+        js = self.ro.cfg.jetstream()
         for stream in self.ro.streams:
             info = self._maybe_info(stream)
+            if info is not None:
+                self._direct[stream] = reads_directly(js, info)
             nxt = self._continue_from(stream, known.get(stream), info)
             if nxt is None or info is None:
                 if stream in known:
@@ -681,23 +727,56 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     continue
                 first = nxt
             ranges[stream] = (first, int(pos["next"]) - 1)
-        return _plan(self.ro, ranges, self.ro.subjects)
+        return _plan(self.ro, ranges, self.ro.subjects, self._reads_directly(ranges))
+
+    def _reads_directly(self, ranges: dict[str, tuple[int, int]]) -> frozenset[str]:
+        """The streams of ``ranges`` a micro-batch reads by direct get (the rest through consumers)."""
+        js = self.ro.cfg.jetstream()
+        direct = set()
+        for stream, (first, last) in ranges.items():
+            known = self._direct.get(stream)
+            if known is None and first <= last:
+                info = self._maybe_info(stream)
+                known = info is not None and reads_directly(js, info)
+            if known:
+                direct.add(stream)
+        return frozenset(direct)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SequenceRange):
             return
+        rows = _rows(self.ro, partition)
         if self.ro.fail_on_data_loss:
-            first = _info(self.ro.cfg, partition.stream).state.first_seq
-            if partition.start < first:
-                raise DataLossError(f"stream {partition.stream!r}: messages from {partition.start} were removed "
-                                    "before they were read")
-        yield from _batches(self.ro, partition)
+            rows = _no_loss_at_start(self.ro, partition, rows)
+        yield from _batches(self.ro, partition, rows)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # nothing is held on the server: offsets live in Spark's checkpoint
 
     def stop(self) -> None:
         pass
+
+
+def _no_loss_at_start(ro: ReadOptions, part: SequenceRange, rows: Iterator[_RowTuple]) -> Iterator[_RowTuple]:
+    """``rows``, once the first shows that the messages from ``part.start`` are still there.
+
+    Only when the first row read is not ``part.start`` (or there is none) is
+    the stream's leader asked for its first sequence: one request in that
+    case, none per task otherwise (a thousand tasks asking at once would queue
+    on the leader's JetStream API as consumer creations did).
+
+    Raises:
+        DataLossError: the stream's first sequence is now past ``part.start``
+            (messages purged or expired before they were read).
+    """
+    first = next(rows, None)
+    if first is None or first[1] > part.start:
+        if part.start < _info(ro.cfg, part.stream).state.first_seq:
+            raise DataLossError(f"stream {part.stream!r}: messages from {part.start} were removed "
+                                "before they were read")
+    if first is not None:
+        yield first
+        yield from rows
 
 
 # ---------------------------------------------------------------------- write

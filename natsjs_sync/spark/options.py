@@ -56,6 +56,7 @@ _READ: dict[str, tuple[str, ...]] = {
     "startingOffsetsByTimestamp": (),
     "minPartitions": (),
     "maxMessagesPerPartition": ("maxRecordsPerPartition",),
+    "maxConsumers": (),
     "includeHeaders": (),
     "headersFormat": (),
 }
@@ -399,6 +400,9 @@ def connection(opts: dict[str, str]) -> NatsConfig:
 
 
 _DEFAULT_PARTITION_SIZE = 100_000
+#: Consumers one read of a query may hold at once where it cannot read by direct get (a server
+#: before 2.11, a stream without allow_direct): each is a request to the stream's leader.
+_DEFAULT_MAX_CONSUMERS = 64
 
 
 @dataclass(frozen=True)
@@ -412,6 +416,8 @@ class ReadOptions:
     end: dict[str, Position] = field(default_factory=dict)
     min_partitions: int = 1
     per_partition: int = _DEFAULT_PARTITION_SIZE
+    #: At most this many partitions (so consumers at once) per read of streams read through consumers.
+    max_consumers: int = _DEFAULT_MAX_CONSUMERS
     include_headers: bool = True
     headers_format: Literal["map", "kafka"] = "map"
     fail_on_data_loss: bool = True
@@ -445,6 +451,7 @@ def read_options(options: Mapping[str, Any], streaming: bool) -> ReadOptions:
         end={} if streaming else _positions(opts, streams, "ending"),
         min_partitions=_int(opts, "minPartitions", 1) or 1,
         per_partition=_int(opts, "maxMessagesPerPartition", 1) or _DEFAULT_PARTITION_SIZE,
+        max_consumers=_int(opts, "maxConsumers", 1) or _DEFAULT_MAX_CONSUMERS,
         include_headers=_bool(opts, "includeHeaders", True),
         headers_format=fmt,  # type: ignore[arg-type]
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
