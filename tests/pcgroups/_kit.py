@@ -1,0 +1,118 @@
+"""Shared pieces of the consumer group tests: member processes and what they report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import natsjs_sync as nats
+from natsjs_sync.jetstream import JetStream
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMBER = Path(__file__).with_name("member.py")
+
+
+class Records:
+    """Everything the member processes of one group reported, as it arrives (thread-safe)."""
+
+    def __init__(self, nc: nats.Client, group: str):
+        self._cond = threading.Condition()
+        self.items: list[dict[str, Any]] = []
+        self._sub = nc.subscribe(f"rec.{group}", cb=self._on)
+        nc.flush()
+
+    def _on(self, msg: nats.Msg) -> None:
+        with self._cond:
+            self.items.append(json.loads(msg.data))
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float) -> bool:
+        """Wait (bounded) until ``predicate(records)`` holds."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate(self.items):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._cond:
+            return list(self.items)
+
+    def got_seqs(self) -> set[int]:
+        return {r["seq"] for r in self.snapshot() if r["ev"] == "got"}
+
+
+@contextmanager
+def members(url: str, kind: str, stream: str, group: str, names: Sequence[str], ack_wait: float,
+            tmp: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Start one process per name in ``names`` (a name may repeat: instances of one member)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i, name in enumerate(names):
+            err = open(tmp / f"member-{name}-{i}.log", "wb")
+            procs.append(subprocess.Popen([sys.executable, str(MEMBER), url, kind, stream, group, name, str(ack_wait)],
+                                          stdout=subprocess.PIPE, stderr=err, env=env))
+            err.close()
+        for p in procs:
+            assert p.stdout is not None
+            line = p.stdout.readline()  # bounded: the process exits (EOF) if it cannot join
+            assert line.strip() == b"READY", f"member did not start: {line!r}"
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+            if p.stdout is not None:
+                p.stdout.close()
+
+
+def partition_of(js: JetStream, stream: str, seqs: Sequence[int]) -> dict[int, int]:
+    """The partition of each stored message, read from its subject's first token."""
+    st = js.stream(stream)
+    return {s: int(st.get_msg(s).subject.split(".", 1)[0]) for s in seqs}
+
+
+def check_delivery(records: list[dict[str, Any]], partitions: dict[int, int]) -> None:
+    """Per partition in order; nothing acknowledged delivered again to another process.
+
+    Order: first deliveries of each partition come in stream order (a
+    message seen again after a fail-over is a redelivery, not a reordering).
+    """
+    seen: set[int] = set()
+    last: dict[int, int] = defaultdict(int)
+    acked_at: dict[int, tuple[int, int]] = {}
+    for r in records:
+        if r["ev"] == "acked":
+            acked_at.setdefault(r["seq"], (r["pid"], r["n"]))
+    for r in records:
+        if r["ev"] != "got":
+            continue
+        seq = r["seq"]
+        if seq in acked_at:
+            pid, n = acked_at[seq]
+            assert not (r["pid"] != pid and r["n"] > n), f"acknowledged {seq} delivered again: {r}"
+        if seq in seen:
+            continue
+        seen.add(seq)
+        p = partitions[seq]
+        assert seq > last[p], f"partition {p}: {seq} after {last[p]}"
+        last[p] = seq
