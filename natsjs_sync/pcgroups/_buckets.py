@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..errors import BucketExistsError, BucketNotFoundError, KeyNotFoundError
+from ..errors import BucketExistsError, BucketNotFoundError, KeyNotFoundError, NoKeysError
 from ..jetstream import Entry, JetStream, KeyValue
 from .errors import ConsumerGroupError, ConsumerGroupNotFoundError
 from .partitions import compose_key
@@ -60,3 +60,12 @@ def read_entry(kv: KeyValue, stream: str, group: str, kind: str) -> Entry:
 def encode(obj: object) -> bytes:
     """Compact JSON, as Go's encoder writes it."""
     return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def group_names(kv: KeyValue, stream: str) -> list[str]:
+    """The groups of ``stream`` found in a bucket (keys ``"<stream>.<group>"``)."""
+    try:
+        keys = kv.keys(f"{stream}.*")
+    except NoKeysError:
+        return []
+    return [key.partition(".")[2] for key in keys]

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..errors import ConsumerNotFoundError, KeyExistsError, KeyNotFoundError, NatsError
-from ..jetstream import ConsumerConfig, JetStream, KeyValue
-from ._buckets import encode, open_bucket, open_or_create_bucket, read_entry, require_names
+from ..jetstream import ConsumerConfig, JetStream
+from ._buckets import encode, group_names, open_bucket, open_or_create_bucket, read_entry, require_names
 from .config import PRIORITY_GROUP, STATIC_BUCKET, MemberMapping, StaticConsumerGroupConfig, validate_static_config
 from .errors import (
     ConsumerGroupError,
@@ -124,16 +124,7 @@ def list_static_groups(js: JetStream, stream: str) -> list[str]:
         ConsumerGroupNotFoundError: no static group was ever made.
     """
     kv = open_bucket(js, STATIC_BUCKET)
-    return _groups_of(kv, stream)
-
-
-def _groups_of(kv: KeyValue, stream: str) -> list[str]:
-    out = []
-    for key in kv.keys():
-        head, dot, rest = key.partition(".")
-        if dot and head == stream and rest:
-            out.append(rest)
-    return out
+    return group_names(kv, stream)
 
 
 def list_static_active_members(js: JetStream, stream: str, group: str) -> list[str]:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import natsjs_sync as nats
-from natsjs_sync.jetstream import JetStream
+from natsjs_sync.jetstream import JetStream, SubjectTransform
+from natsjs_sync.protocol.nuid import next_nuid
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMBER = Path(__file__).with_name("member.py")
@@ -91,22 +92,36 @@ def partition_of(js: JetStream, stream: str, seqs: Sequence[int]) -> dict[int, i
     return {s: int(st.get_msg(s).subject.split(".", 1)[0]) for s in seqs}
 
 
-def check_delivery(records: list[dict[str, Any]], partitions: dict[int, int]) -> None:
+def key_partitions(js: JetStream, keys: Sequence[str], partitions: int) -> dict[str, int]:
+    """The partition the server's ``Partition`` transform gives each key (one message each in a scratch stream)."""
+    name = "KP" + next_nuid()
+    js.create_stream(name=name, subjects=[f"{name}.*"], storage="memory", subject_transform=SubjectTransform(
+        src=f"{name}.*", dest=f"{{{{Partition({partitions},1)}}}}.{name}.{{{{Wildcard(1)}}}}"))
+    try:
+        for k in keys:
+            js.publish(f"{name}.{k}", b"")
+        st = js.stream(name)
+        return {k: int(st.get_msg(i + 1).subject.split(".", 1)[0]) for i, k in enumerate(keys)}
+    finally:
+        js.delete_stream(name)
+
+
+def check_delivery(records: list[dict[str, Any]], partitions: dict[int, int], key: str = "seq") -> None:
     """Per partition in order; nothing acknowledged delivered again to another process.
 
     Order: first deliveries of each partition come in stream order (a
     message seen again after a fail-over is a redelivery, not a reordering).
     """
     seen: set[int] = set()
-    last: dict[int, int] = defaultdict(int)
+    last: dict[int, int] = defaultdict(lambda: -1)
     acked_at: dict[int, tuple[int, int]] = {}
     for r in records:
         if r["ev"] == "acked":
-            acked_at.setdefault(r["seq"], (r["pid"], r["n"]))
+            acked_at.setdefault(r[key], (r["pid"], r["n"]))
     for r in records:
         if r["ev"] != "got":
             continue
-        seq = r["seq"]
+        seq = r[key]
         if seq in acked_at:
             pid, n = acked_at[seq]
             assert not (r["pid"] != pid and r["n"] > n), f"acknowledged {seq} delivered again: {r}"

@@ -31,3 +31,17 @@ def pstream(js: JetStream) -> Iterator[str]:
             js.delete_stream(n)
         except nats.NatsError:
             pass
+
+
+@pytest.fixture
+def estream(js: JetStream) -> Iterator[str]:
+    """A plain stream on ``<name>.*`` (an elastic group adds the partitions); its groups' streams go with it."""
+    name = "E" + next_nuid()
+    js.create_stream(name=name, subjects=[f"{name}.*"], storage="memory")
+    yield name
+    for n in list(js.stream_names()):
+        if n == name or n.startswith(f"{name}-"):
+            try:
+                js.delete_stream(n)
+            except nats.NatsError:
+                pass

@@ -35,7 +35,7 @@ def main() -> int:
     def handle(msg: nats.Msg) -> None:
         md = msg.metadata
         rec = {"pid": pid, "member": member, "seq": md.sequence.stream, "n": md.num_delivered,
-               "subject": msg.subject}
+               "subject": msg.subject, "id": int(msg.data)}
         nc.publish(subject, json.dumps({"ev": "got", **rec}).encode())
         try:
             msg.ack_sync(timeout=5.0)
@@ -45,7 +45,7 @@ def main() -> int:
 
     # Strict order across a fail-over: one unacknowledged message at a time.
     template = ConsumerConfig(ack_wait=float(ack_wait), max_ack_pending=1)
-    consume = pcgroups.static_consume if kind == "static" else pcgroups.elastic_consume  # type: ignore[attr-defined]
+    consume = pcgroups.static_consume if kind == "static" else pcgroups.elastic_consume
     ctx = consume(js, stream, group, member, handle, template)
     print("READY", flush=True)
     while not done.wait(0.5) and not ctx.done.is_set():
