@@ -20,6 +20,31 @@ from natsjs_sync.protocol.nuid import next_nuid
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMBER = Path(__file__).with_name("member.py")
+NATSIO_MEMBER = Path(__file__).with_name("natsio_member.py")
+#: The Python 3.13 interpreter with natsio and natsio-pcgroups (NATSIO_PYTHON overrides).
+NATSIO_PYTHON = os.environ.get("NATSIO_PYTHON", "/tmp/natsio313/bin/python")
+
+
+def natsio_skip_reason() -> str | None:
+    """Why the natsio interop tests cannot run here, or ``None`` when they can."""
+    if not os.path.exists(NATSIO_PYTHON):
+        return (f"no Python with natsio-pcgroups at {NATSIO_PYTHON} (set NATSIO_PYTHON; it needs Python 3.13: "
+                "python3.13 -m venv V && V/bin/pip install natsio natsio-pcgroups)")
+    probe = subprocess.run([NATSIO_PYTHON, "-c", "import natsio.pcgroups"], capture_output=True, timeout=60)
+    if probe.returncode:
+        return f"{NATSIO_PYTHON} cannot import natsio.pcgroups: {probe.stderr.decode(errors='replace')[-200:]}"
+    return None
+
+
+def run_natsio(url: str, code: str, timeout: float = 60) -> str:
+    """Run an asyncio snippet with natsio (``nc``, ``js`` and ``pcgroups`` bound); its stdout."""
+    prog = ("import asyncio, json, natsio\nfrom natsio import pcgroups\n"
+            "async def main(url):\n    nc = await natsio.connect(url)\n    js = nc.jetstream()\n"
+            + "".join(f"    {line}\n" for line in code.strip().splitlines())
+            + "    await nc.close()\nimport sys\nasyncio.run(main(sys.argv[1]))\n")
+    done = subprocess.run([NATSIO_PYTHON, "-c", prog, url], capture_output=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    return done.stdout.decode()
 
 
 class Records:
@@ -58,13 +83,19 @@ class Records:
 @contextmanager
 def members(url: str, kind: str, stream: str, group: str, names: Sequence[str], ack_wait: float,
             tmp: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Start one process per name in ``names`` (a name may repeat: instances of one member)."""
+    """Start one process per name in ``names`` (a name may repeat: instances of one member).
+
+    A name written ``"natsio:NAME"`` runs member NAME with natsio-pcgroups instead.
+    """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for i, name in enumerate(names):
             err = open(tmp / f"member-{name}-{i}.log", "wb")
-            procs.append(subprocess.Popen([sys.executable, str(MEMBER), url, kind, stream, group, name, str(ack_wait)],
+            python, script = sys.executable, MEMBER
+            if name.startswith("natsio:"):
+                python, script, name = NATSIO_PYTHON, NATSIO_MEMBER, name[len("natsio:"):]
+            procs.append(subprocess.Popen([python, str(script), url, kind, stream, group, name, str(ack_wait)],
                                           stdout=subprocess.PIPE, stderr=err, env=env))
             err.close()
         for p in procs:
