@@ -13,9 +13,9 @@ from datetime import timedelta
 
 
 async def main() -> int:
-    import natsio
+    import natsio  # type: ignore[import-not-found]
     from natsio import pcgroups
-    from natsio.jetstream import ConsumerConfig
+    from natsio.jetstream import ConsumerConfig  # type: ignore[import-not-found]
 
     url, kind, stream, group, member, ack_wait = sys.argv[1:7]
     nc = await natsio.connect(*url.split(","))
