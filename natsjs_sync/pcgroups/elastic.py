@@ -30,7 +30,7 @@ from .config import (
     PartitioningFilter,
     validate_elastic_config,
 )
-from .errors import ConsumerGroupError, ConsumerGroupExistsError, GroupConfigChangedError
+from .errors import ConsumerGroupConfigError, ConsumerGroupError, ConsumerGroupExistsError, GroupConfigChangedError
 from .partitions import (
     compose_group_stream_name,
     compose_key,
@@ -373,14 +373,15 @@ def elastic_consume(js: JetStream, stream: str, group: str, member: str, handler
 
     Raises:
         ConsumerGroupNotFoundError: no such group.
-        ValueError: the template's ack policy is not explicit.
+        ConsumerGroupConfigError: the template's ack policy is not explicit.
         FeatureNotSupportedError: the server is older than 2.11 (no pinned clients).
     """
     if not callable(handler):
         raise TypeError("a message handler must be given")
     template = config or ConsumerConfig()
     if getattr(template.ack_policy, "value", template.ack_policy) != "explicit":
-        raise ValueError("the ack policy when consuming from elastic consumer groups must be explicit")
+        raise ConsumerGroupConfigError("the ack policy when consuming from elastic consumer groups must be explicit "
+                                       "(its stream is a work queue)")
     cg_stream = compose_group_stream_name(stream, group)
     js.stream(cg_stream)  # StreamNotFoundError before anything else
     kv = open_bucket(js, ELASTIC_BUCKET)
