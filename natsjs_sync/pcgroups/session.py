@@ -238,7 +238,7 @@ class ConsumerGroupConsumeContext:
     def _report(self, exc: Exception) -> None:
         cb = self._error_cb
         if cb is None:
-            log.warning("consumer group %s member %s: %s", self.group, self.member, exc)
+            log.warning("consumer group %s member %s: %r", self.group, self.member, exc)
             return
         try:
             cb(exc)
