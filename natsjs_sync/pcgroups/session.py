@@ -125,11 +125,12 @@ class ConsumerGroupConsumeContext:
         w = self._watcher
         if w is not None:
             w.stop()
+        # Stopped here rather than by the thread: the consume context knows not
+        # to wait for the handler when the handler itself is the caller.
+        self._stop_consuming(timeout)
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout)
-        else:
-            self._stop_consuming(timeout=None if t is threading.current_thread() else timeout)
 
     def __enter__(self) -> ConsumerGroupConsumeContext:
         return self

@@ -139,3 +139,20 @@ def test_sigkilled_member_is_taken_over_nothing_lost_nothing_acked_redelivered(
         assert wait_until(settled, 20)
     records = recs.snapshot()
     check_delivery(records, partition_of(js, pstream, range(1, n + 1)))
+
+
+def test_a_handler_may_stop_its_own_member(js: JetStream, pstream: str) -> None:
+    pcgroups.create_static(js, pstream, "g", 2, members=["a"])
+    box: list[pcgroups.StaticConsumeContext] = []
+    handled = threading.Event()
+
+    def handle(msg: nats.Msg) -> None:
+        msg.ack()
+        box[0].stop()
+        handled.set()
+
+    box.append(pcgroups.static_consume(js, pstream, "g", "a", handle, ConsumerConfig(ack_wait=2.0)))
+    js.publish(f"{pstream}.k1", b"x")
+    assert handled.wait(10)
+    assert box[0].wait(10) and box[0].error is None
+    assert not box[0].consuming
