@@ -1,0 +1,392 @@
+"""Elastic consumer groups: membership in a KV bucket, changed while members run.
+
+Creating the group writes its config under ``"<stream>.<group>"`` in the
+``elastic-consumer-groups`` KV bucket and makes a work-queue stream
+``"<stream>-<group>"`` sourcing the stream, whose subject transforms put the
+partition number in front of every subject. Each member's consumer on it is
+named after the member, has the filters of the member's partitions and is
+removed by the server once idle. When the membership changes every running
+member computes its new partitions from the config; the pinned instance of
+each member deletes and re-creates its consumer. The work queue refuses
+overlapping filters, so two members never hold one partition at once.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from ..errors import APIError, ConsumerNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError, NatsError
+from ..jetstream import ConsumerConfig, JetStream, StreamSource, SubjectTransform
+from ._buckets import encode, group_names, open_bucket, open_or_create_bucket, read_entry, require_names
+from .config import (
+    CONSUMER_IDLE_TIMEOUT_FACTOR,
+    ELASTIC_BUCKET,
+    PRIORITY_GROUP,
+    ElasticConsumerGroupConfig,
+    MemberMapping,
+    PartitioningFilter,
+    validate_elastic_config,
+)
+from .errors import ConsumerGroupConfigError, ConsumerGroupError, ConsumerGroupExistsError, GroupConfigChangedError
+from .partitions import (
+    compose_group_stream_name,
+    compose_key,
+    elastic_get_partition_filters,
+    partitioning_transform_destination,
+)
+from .session import ConsumerGroupConsumeContext, MessageHandler
+
+__all__ = [
+    "ElasticConsumeContext",
+    "add_members",
+    "create_elastic",
+    "delete_elastic",
+    "delete_member_mappings",
+    "delete_members",
+    "elastic_consume",
+    "elastic_is_in_membership_and_active",
+    "elastic_member_step_down",
+    "get_elastic_config",
+    "list_elastic_active_members",
+    "list_elastic_groups",
+    "set_member_mappings",
+]
+
+# JSConsumerWQConsumerNotUniqueErr: another member still holds a partition
+# that moves to us; expected while members converge, retried when idle.
+_WQ_CONSUMER_NOT_UNIQUE = 10100
+# Concurrent membership writers (every process of a pre-forked pool adding
+# itself at start) lose a compare-and-set now and then: read and try again.
+_UPDATE_ATTEMPTS = 20
+
+
+def create_elastic(js: JetStream, stream: str, group: str, max_members: int,
+                   partitioning_filters: Sequence[PartitioningFilter] = (), max_buffered_msgs: int = 0,
+                   max_buffered_bytes: int = 0) -> ElasticConsumerGroupConfig:
+    """Create an elastic group and its work-queue stream (again: nothing happens when the same).
+
+    Args:
+        js: the JetStream context.
+        stream: the stream whose messages the group shares out.
+        group: the group's name (no dots).
+        max_members: the number of partitions.
+        partitioning_filters: the subjects copied and what keys their partitions
+            (none: every subject, keyed by the whole subject).
+        max_buffered_msgs: the most messages waiting in the group's stream (0: no limit).
+        max_buffered_bytes: the most bytes waiting there (0: no limit).
+
+    Returns:
+        The stored config.
+
+    Raises:
+        ConsumerGroupConfigError: the config breaks the rules.
+        ConsumerGroupExistsError: the group exists with other fixed settings.
+        StreamNotFoundError: no such stream.
+    """
+    require_names(stream, group)
+    cfg = ElasticConsumerGroupConfig(max_members=max_members, partitioning_filters=tuple(partitioning_filters),
+                                     max_buffered_msgs=max_buffered_msgs, max_buffered_bytes=max_buffered_bytes)
+    validate_elastic_config(cfg)
+    info = js.stream(stream).cached_info
+    kv = open_or_create_bucket(js, ELASTIC_BUCKET, info.config.num_replicas)
+    key = compose_key(stream, group)
+    try:
+        entry = kv.get(key)
+    except KeyNotFoundError:
+        kv.put(key, encode(cfg.to_json()))
+        stored = cfg
+    else:
+        stored = ElasticConsumerGroupConfig.from_json(entry.value, entry.revision)
+        if stored.fixed_part() != cfg.fixed_part():
+            raise ConsumerGroupExistsError(
+                f"elastic consumer group {group!r} on stream {stream!r} exists with other settings; "
+                "delete it and create it again to change them")
+    transforms = [SubjectTransform(src=f.filter, dest=partitioning_transform_destination(
+        f.filter, f.partitioning_wildcards, max_members)) for f in stored.partitioning_filters] or [
+        SubjectTransform(src=">", dest=partitioning_transform_destination(">", (), max_members))]
+    js.create_or_update_stream(
+        name=compose_group_stream_name(stream, group), retention="workqueue",
+        num_replicas=info.config.num_replicas, storage=info.config.storage,
+        max_msgs=max_buffered_msgs or -1, max_bytes=max_buffered_bytes or -1, discard="new",
+        sources=[StreamSource(name=stream, subject_transforms=transforms)], allow_direct=True)
+    return stored
+
+
+def get_elastic_config(js: JetStream, stream: str, group: str) -> ElasticConsumerGroupConfig:
+    """The stored config of an elastic group (with the revision it was read at).
+
+    Raises:
+        ConsumerGroupNotFoundError: no such group.
+    """
+    kv = open_bucket(js, ELASTIC_BUCKET)
+    entry = read_entry(kv, stream, group, "elastic")
+    return ElasticConsumerGroupConfig.from_json(entry.value, entry.revision)
+
+
+def delete_elastic(js: JetStream, stream: str, group: str) -> None:
+    """Delete an elastic group: its config (running members stop), then its stream.
+
+    Raises:
+        ConsumerGroupNotFoundError: no elastic group was ever made.
+        StreamNotFoundError: the group's stream is already gone.
+    """
+    require_names(stream, group)
+    kv = open_bucket(js, ELASTIC_BUCKET)
+    try:
+        kv.delete(compose_key(stream, group))
+    except KeyNotFoundError:
+        pass
+    js.delete_stream(compose_group_stream_name(stream, group))
+
+
+def list_elastic_groups(js: JetStream, stream: str) -> list[str]:
+    """The names of the elastic groups on ``stream``."""
+    return group_names(open_bucket(js, ELASTIC_BUCKET), stream)
+
+
+def _modify(js: JetStream, stream: str, group: str,
+            change: Callable[[ElasticConsumerGroupConfig], ElasticConsumerGroupConfig]
+            ) -> ElasticConsumerGroupConfig:
+    """Read, change and write back the config, compare-and-set, again on a lost race."""
+    require_names(stream, group)
+    kv = open_bucket(js, ELASTIC_BUCKET)
+    key = compose_key(stream, group)
+    for _ in range(_UPDATE_ATTEMPTS):
+        entry = read_entry(kv, stream, group, "elastic")
+        new = change(ElasticConsumerGroupConfig.from_json(entry.value, entry.revision))
+        validate_elastic_config(new)
+        try:
+            rev = kv.update(key, encode(new.to_json()), last=entry.revision)
+        except KeyWrongLastSequenceError:
+            continue
+        return msgspec.structs.replace(new, revision=rev)
+    raise ConsumerGroupError(f"the config of elastic group {group!r} kept changing under {_UPDATE_ATTEMPTS} writes")
+
+
+def add_members(js: JetStream, stream: str, group: str, members: Sequence[str]) -> list[str]:
+    """Add members to an elastic group; running members rebalance.
+
+    Returns:
+        The membership after the change.
+
+    Raises:
+        ConsumerGroupError: no names given, or the group uses member mappings.
+        ConsumerGroupNotFoundError: no such group.
+    """
+    if not members:
+        raise ConsumerGroupError("no member names given")
+
+    def change(cfg: ElasticConsumerGroupConfig) -> ElasticConsumerGroupConfig:
+        if cfg.member_mappings:
+            raise ConsumerGroupError("can't add members to an elastic consumer group that uses member mappings")
+        new = tuple(dict.fromkeys([*cfg.members, *(m for m in members if m)]))
+        return msgspec.structs.replace(cfg, members=new)
+
+    return list(_modify(js, stream, group, change).members)
+
+
+def delete_members(js: JetStream, stream: str, group: str, members: Sequence[str]) -> list[str]:
+    """Remove members from an elastic group; the others take over their partitions.
+
+    Returns:
+        The membership after the change.
+
+    Raises:
+        ConsumerGroupError: no names given, or the group uses member mappings.
+        ConsumerGroupNotFoundError: no such group.
+    """
+    if not members:
+        raise ConsumerGroupError("no member names given")
+    drop = set(members)
+
+    def change(cfg: ElasticConsumerGroupConfig) -> ElasticConsumerGroupConfig:
+        if cfg.member_mappings:
+            raise ConsumerGroupError("can't drop members from an elastic consumer group that uses member mappings")
+        return msgspec.structs.replace(cfg, members=tuple(m for m in cfg.members if m not in drop))
+
+    return list(_modify(js, stream, group, change).members)
+
+
+def set_member_mappings(js: JetStream, stream: str, group: str, member_mappings: Sequence[MemberMapping]) -> None:
+    """Assign partitions explicitly (the members list is cleared).
+
+    Raises:
+        ConsumerGroupConfigError: the mappings do not assign every partition once.
+        ConsumerGroupNotFoundError: no such group.
+    """
+    if not member_mappings:
+        raise ConsumerGroupError("no member mappings given")
+    _modify(js, stream, group,
+            lambda cfg: msgspec.structs.replace(cfg, members=(), member_mappings=tuple(member_mappings)))
+
+
+def delete_member_mappings(js: JetStream, stream: str, group: str) -> None:
+    """Drop the explicit assignment (no member has partitions until members are added).
+
+    Raises:
+        ConsumerGroupNotFoundError: no such group.
+    """
+    _modify(js, stream, group, lambda cfg: msgspec.structs.replace(cfg, member_mappings=()))
+
+
+def list_elastic_active_members(js: JetStream, stream: str, group: str) -> list[str]:
+    """Members of the group that have a consumer on the group's stream now.
+
+    Raises:
+        ConsumerGroupNotFoundError: no such group.
+    """
+    cfg = get_elastic_config(js, stream, group)
+    names = set(cfg.members) | {m.member for m in cfg.member_mappings}
+    if not names:
+        return []
+    return [n for n in js.consumer_names(compose_group_stream_name(stream, group)) if n in names]
+
+
+def elastic_is_in_membership_and_active(js: JetStream, stream: str, group: str, member: str) -> tuple[bool, bool]:
+    """Whether ``member`` is in the membership, and whether it has a consumer now.
+
+    Raises:
+        ConsumerGroupNotFoundError: no such group.
+    """
+    cfg = get_elastic_config(js, stream, group)
+    return cfg.is_in_membership(member), member in list_elastic_active_members(js, stream, group)
+
+
+def elastic_member_step_down(js: JetStream, stream: str, group: str, member: str) -> None:
+    """Make the pinned instance of ``member`` give up the pin; the next to pull gets it.
+
+    Raises:
+        ConsumerNotFoundError: the member has no consumer now.
+    """
+    js.unpin_consumer(compose_group_stream_name(stream, group), member, PRIORITY_GROUP)
+
+
+class ElasticConsumeContext(ConsumerGroupConsumeContext):
+    """An elastic member instance at work (see :class:`ConsumerGroupConsumeContext`).
+
+    It follows membership changes: partitions come and go, the consumer is
+    made again with the new filters. It may start before the member is added
+    (it waits). It stops with :attr:`error` a :class:`GroupConfigChangedError`
+    when the group's fixed settings change, without error when the group is
+    deleted. Thread-safe.
+    """
+
+    def __init__(self, *args: object, config: ElasticConsumerGroupConfig, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.config = config
+        # Retry a join a little after the consumer's inactive threshold, by
+        # when a consumer nobody pulls from any more has been removed.
+        self._idle_period = self.ack_wait * CONSUMER_IDLE_TIMEOUT_FACTOR + 0.5
+
+    def _initial_join(self) -> None:
+        if self.config.is_in_membership(self.member):
+            self._join()
+
+    def _on_config(self, value: bytes, revision: int) -> None:
+        try:
+            cfg = ElasticConsumerGroupConfig.from_json(value, revision)
+        except ConsumerGroupError as exc:
+            self._stop_consuming()
+            self._finish(exc)
+            return
+        if cfg.fixed_part() != self.config.fixed_part():
+            self._stop_consuming()
+            self._finish(GroupConfigChangedError(
+                f"the fixed settings of elastic consumer group {self.group!r} changed (partitions, filters or "
+                "buffer limits); this member stopped"))
+            return
+        same = (cfg.members, cfg.member_mappings) == (self.config.members, self.config.member_mappings)
+        self.config = cfg
+        if same and self.consuming:
+            return
+        self._membership_changed()
+
+    def _on_idle(self) -> None:
+        if self._consuming is not None and not self.consuming:
+            self._stop_consuming()  # its consumer went away (made again by another instance)
+        if self._consuming is None and self.config.is_in_membership(self.member):
+            self._join()
+
+    def _on_group_deleted(self) -> None:
+        self._stop_consuming()
+        self._finish(None)
+
+    def _membership_changed(self) -> None:
+        # New partitions may need an earlier position than the consumer has:
+        # the consumer is made anew. Only the pinned instance deletes it; the
+        # others let it go first, so members do not fight over the name.
+        pinned = self._is_pinned()
+        self._stop_consuming()
+        if pinned:
+            try:
+                self._js.delete_consumer(self.stream, self.member)
+            except ConsumerNotFoundError:
+                pass
+        elif self._stopping.wait(random.uniform(0.4, 0.5)):
+            return
+        self._join()
+
+    def _join(self) -> None:
+        filters = elastic_get_partition_filters(self.config, self.member)
+        if not filters or self._stopping.is_set():
+            return
+        cfg = msgspec.structs.replace(self._member_config(self.member, filters, durable=False),
+                                      inactive_threshold=self.ack_wait * CONSUMER_IDLE_TIMEOUT_FACTOR)
+        try:
+            consumer = self._create_consumer(self.stream, cfg)
+        except APIError as exc:
+            if exc.err_code != _WQ_CONSUMER_NOT_UNIQUE:
+                self._report(exc)
+            return  # tried again when idle
+        except NatsError as exc:
+            self._report(exc)
+            return
+        self._start_consuming(consumer)
+
+
+def elastic_consume(js: JetStream, stream: str, group: str, member: str, handler: MessageHandler,
+                    config: ConsumerConfig | None = None, *,
+                    error_cb: Callable[[Exception], None] | None = None) -> ElasticConsumeContext:
+    """Run as ``member`` of an elastic group (consuming once and while it is in the membership).
+
+    ``handler(msg)`` runs for each message of the member's partitions, one at
+    a time and in order, on the client's dispatcher; ``msg.subject`` has the
+    partition token stripped. It must acknowledge each message.
+
+    Args:
+        js: the JetStream context.
+        stream: the stream the group was made on.
+        group: the group.
+        member: this instance's member name (several instances may share one).
+        handler: called with each message.
+        config: a template for the member's consumer (explicit acks): the group
+            sets its name, filters, priority group and inactive threshold;
+            ``ack_wait`` (default 5 s) also sets the pinned TTL, the pull expiry
+            and how soon a stale consumer is gone.
+        error_cb: hears of problems while it runs (default: logged).
+
+    Returns:
+        The running instance; :meth:`~ElasticConsumeContext.stop` ends it.
+
+    Raises:
+        ConsumerGroupNotFoundError: no such group.
+        ConsumerGroupConfigError: the template's ack policy is not explicit.
+        FeatureNotSupportedError: the server is older than 2.11 (no pinned clients).
+    """
+    if not callable(handler):
+        raise TypeError("a message handler must be given")
+    template = config or ConsumerConfig()
+    if getattr(template.ack_policy, "value", template.ack_policy) != "explicit":
+        raise ConsumerGroupConfigError("the ack policy when consuming from elastic consumer groups must be explicit "
+                                       "(its stream is a work queue)")
+    cg_stream = compose_group_stream_name(stream, group)
+    js.stream(cg_stream)  # StreamNotFoundError before anything else
+    kv = open_bucket(js, ELASTIC_BUCKET)
+    entry = read_entry(kv, stream, group, "elastic")
+    cfg = ElasticConsumerGroupConfig.from_json(entry.value, entry.revision)
+    ctx = ElasticConsumeContext(js, kv, cg_stream, stream, group, member, handler, template, error_cb, config=cfg)
+    ctx._start(entry.revision)
+    return ctx

@@ -1,0 +1,122 @@
+"""Which partitions a member owns, and the names and subjects groups use.
+
+No I/O: every member computes the same assignment from the same config, so
+members agree without talking to each other. The rules are orbit.go's, so a
+Go or natsio member of the same group computes the same answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .config import ElasticConsumerGroupConfig, MemberMapping, StaticConsumerGroupConfig
+
+__all__ = [
+    "compose_group_stream_name",
+    "compose_key",
+    "compose_static_consumer_name",
+    "elastic_get_partition_filters",
+    "generate_partition_filters",
+    "partitioning_transform_destination",
+    "static_get_partition_filters",
+    "strip_partition",
+]
+
+
+def compose_key(stream: str, group: str) -> str:
+    """The group's key in its KV bucket: ``"<stream>.<group>"``."""
+    return f"{stream}.{group}"
+
+
+def compose_static_consumer_name(group: str, member: str) -> str:
+    """A static member's durable consumer on the stream: ``"<group>-<member>"``."""
+    return f"{group}-{member}"
+
+
+def compose_group_stream_name(stream: str, group: str) -> str:
+    """An elastic group's work-queue stream: ``"<stream>-<group>"``."""
+    return f"{stream}-{group}"
+
+
+def strip_partition(subject: str) -> str:
+    """The subject without its first token (the partition number); unchanged without a dot."""
+    _, dot, rest = subject.partition(".")
+    return rest if dot else subject
+
+
+def generate_partition_filters(members: Sequence[str], max_members: int, member_mappings: Sequence[MemberMapping],
+                               member: str, subject_filter: str = ">") -> list[str]:
+    """The consumer filters of ``member``: ``"<partition>.<subject_filter>"`` for each partition it owns.
+
+    With ``members``, they are deduplicated, sorted and capped to
+    ``max_members``; each gets a contiguous run of ``max_members // n``
+    partitions and the rest are dealt one each from the front, so a member
+    joining or leaving moves few partitions. With ``member_mappings`` the
+    filters are ``"<partition>.>"`` whatever ``subject_filter`` is (orbit.go's
+    rule, kept for agreement with its members).
+
+    Args:
+        members: the membership list (wins when both are given).
+        max_members: the number of partitions.
+        member_mappings: an explicit assignment.
+        member: whose filters.
+        subject_filter: the filter that follows the partition token.
+
+    Returns:
+        The filters, in partition order; empty when it owns none.
+    """
+    if members:
+        chosen = sorted(dict.fromkeys(members))[:max_members]
+        count = len(chosen)
+        per = max_members // count
+        even = count * per
+        out = []
+        for p in range(max_members):
+            owner = chosen[(p // per) % count] if p < even else chosen[(p - even) % count]
+            if owner == member:
+                out.append(f"{p}.{subject_filter}")
+        return out
+    return [f"{p}.>" for m in member_mappings if m.member == member for p in m.partitions]
+
+
+def _combined(per_filter: list[list[str]]) -> list[str]:
+    # Mappings give "<p>.>" for every filter; the server refuses overlapping
+    # filters, so the same filter is asked for once.
+    return list(dict.fromkeys(f for group in per_filter for f in group))
+
+
+def static_get_partition_filters(config: StaticConsumerGroupConfig, member: str) -> list[str]:
+    """The consumer filters of ``member`` in a static group (one per partition and filter)."""
+    if not config.filters:
+        return generate_partition_filters(config.members, config.max_members, config.member_mappings, member)
+    return _combined([generate_partition_filters(config.members, config.max_members, config.member_mappings,
+                                                 member, f) for f in config.filters])
+
+
+def elastic_get_partition_filters(config: ElasticConsumerGroupConfig, member: str) -> list[str]:
+    """The consumer filters of ``member`` on an elastic group's work-queue stream."""
+    if not config.partitioning_filters:
+        return generate_partition_filters(config.members, config.max_members, config.member_mappings, member)
+    return _combined([generate_partition_filters(config.members, config.max_members, config.member_mappings,
+                                                 member, pf.filter) for pf in config.partitioning_filters])
+
+
+def partitioning_transform_destination(subject_filter: str, partitioning_wildcards: Sequence[int],
+                                       max_members: int) -> str:
+    """The subject transform destination that puts the partition number in front.
+
+    ``"foo.*.*"`` with wildcards ``[1]`` over 4 partitions gives
+    ``"{{Partition(4,1)}}.foo.{{Wildcard(1)}}.{{Wildcard(2)}}"``; without
+    partitioning wildcards the whole subject picks the partition.
+    """
+    tokens = subject_filter.split(".")
+    n = 0
+    for i, tok in enumerate(tokens):
+        if tok == "*":
+            n += 1
+            tokens[i] = f"{{{{Wildcard({n})}}}}"
+    rest = ".".join(tokens)
+    if not partitioning_wildcards:
+        return f"{{{{Partition({max_members})}}}}.{rest}"
+    keys = ",".join(str(w) for w in partitioning_wildcards)
+    return f"{{{{Partition({max_members},{keys})}}}}.{rest}"

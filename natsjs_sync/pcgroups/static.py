@@ -1,0 +1,250 @@
+"""Static consumer groups: members and partition count fixed when the group is made.
+
+The stream itself carries the partition number as the first token of every
+subject (a subject transform on the stream puts it there, e.g.
+``orders.*`` -> ``{{Partition(4,1)}}.orders.{{Wildcard(1)}}``). Creating the
+group writes its config under ``"<stream>.<group>"`` in the
+``static-consumer-groups`` KV bucket; each member instance makes the member's
+durable consumer ``"<group>-<member>"`` with the filters of its partitions.
+Run several instances of one member for fail-over: one is pinned and
+receives, the others take over when it stops pulling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..errors import ConsumerNotFoundError, KeyExistsError, KeyNotFoundError, NatsError
+from ..jetstream import ConsumerConfig, JetStream
+from ._buckets import encode, group_names, open_bucket, open_or_create_bucket, read_entry, require_names
+from .config import PRIORITY_GROUP, STATIC_BUCKET, MemberMapping, StaticConsumerGroupConfig, validate_static_config
+from .errors import (
+    ConsumerGroupError,
+    ConsumerGroupExistsError,
+    GroupConfigChangedError,
+    MemberNotInGroupError,
+)
+from .partitions import compose_key, compose_static_consumer_name, static_get_partition_filters
+from .session import ConsumerGroupConsumeContext, MessageHandler
+
+__all__ = [
+    "StaticConsumeContext",
+    "create_static",
+    "delete_static",
+    "get_static_config",
+    "list_static_active_members",
+    "list_static_groups",
+    "static_consume",
+    "static_member_step_down",
+]
+
+
+def create_static(js: JetStream, stream: str, group: str, max_members: int, filters: Sequence[str] = (),
+                  members: Sequence[str] = (), member_mappings: Sequence[MemberMapping] = ()
+                  ) -> StaticConsumerGroupConfig:
+    """Create a static group (again: nothing happens when the config is the same).
+
+    Args:
+        js: the JetStream context.
+        stream: the stream, whose subjects start with the partition number.
+        group: the group's name (no dots).
+        max_members: the number of partitions.
+        filters: the subject filters covered, without the partition token (none: all).
+        members: members sharing the partitions evenly; or
+        member_mappings: the partitions of each member (never both).
+
+    Returns:
+        The stored config.
+
+    Raises:
+        ConsumerGroupConfigError: the config breaks the rules.
+        ConsumerGroupExistsError: the group exists with another config.
+        StreamNotFoundError: no such stream.
+    """
+    require_names(stream, group)
+    cfg = StaticConsumerGroupConfig(max_members=max_members, filters=tuple(filters), members=tuple(members),
+                                    member_mappings=tuple(member_mappings))
+    validate_static_config(cfg)
+    info = js.stream(stream).cached_info
+    kv = open_or_create_bucket(js, STATIC_BUCKET, info.config.num_replicas)
+    try:
+        # create, not put: a creator with another config must fail, not overwrite.
+        kv.create(compose_key(stream, group), encode(cfg.to_json()))
+        return cfg
+    except KeyExistsError:
+        existing = StaticConsumerGroupConfig.from_json(kv.get(compose_key(stream, group)).value)
+    if not existing.same_group(cfg):
+        raise ConsumerGroupExistsError(f"static consumer group {group!r} on stream {stream!r} exists "
+                                       "with another config")
+    return existing
+
+
+def get_static_config(js: JetStream, stream: str, group: str) -> StaticConsumerGroupConfig:
+    """The stored config of a static group.
+
+    Raises:
+        ConsumerGroupNotFoundError: no such group.
+    """
+    kv = open_bucket(js, STATIC_BUCKET)
+    return StaticConsumerGroupConfig.from_json(read_entry(kv, stream, group, "static").value)
+
+
+def delete_static(js: JetStream, stream: str, group: str) -> None:
+    """Delete a static group: its config (running members stop), then its members' consumers.
+
+    Raises:
+        ConsumerGroupNotFoundError: no static group was ever made here.
+        ConsumerGroupError: some consumers could not be deleted (the others were).
+    """
+    require_names(stream, group)
+    kv = open_bucket(js, STATIC_BUCKET)
+    try:
+        kv.delete(compose_key(stream, group))
+    except KeyNotFoundError:
+        pass
+    prefix = f"{group}-"
+    failed = []
+    for name in list(js.consumer_names(stream)):
+        if not name.startswith(prefix):
+            continue
+        try:
+            js.delete_consumer(stream, name)
+        except ConsumerNotFoundError:
+            continue
+        except NatsError as exc:
+            failed.append(f"{name}: {exc}")
+    if failed:
+        raise ConsumerGroupError(f"could not delete consumers of static group {group!r}: {'; '.join(failed)}")
+
+
+def list_static_groups(js: JetStream, stream: str) -> list[str]:
+    """The names of the static groups on ``stream``.
+
+    Raises:
+        ConsumerGroupNotFoundError: no static group was ever made.
+    """
+    kv = open_bucket(js, STATIC_BUCKET)
+    return group_names(kv, stream)
+
+
+def list_static_active_members(js: JetStream, stream: str, group: str) -> list[str]:
+    """Members with an instance pulling now (their consumer has waiting pull requests).
+
+    Raises:
+        ConsumerGroupNotFoundError: no such group.
+    """
+    cfg = get_static_config(js, stream, group)
+    names = list(cfg.members) or [m.member for m in cfg.member_mappings]
+    active = []
+    for member in names:
+        try:
+            info = js.consumer(stream, compose_static_consumer_name(group, member)).cached_info
+        except ConsumerNotFoundError:
+            continue
+        if info.num_waiting:
+            active.append(member)
+    return active
+
+
+def static_member_step_down(js: JetStream, stream: str, group: str, member: str) -> None:
+    """Make the pinned instance of ``member`` give up the pin; the next to pull gets it.
+
+    Raises:
+        ConsumerNotFoundError: the member has no consumer.
+    """
+    js.unpin_consumer(stream, compose_static_consumer_name(group, member), PRIORITY_GROUP)
+
+
+class StaticConsumeContext(ConsumerGroupConsumeContext):
+    """A static member instance at work (see :class:`ConsumerGroupConsumeContext`).
+
+    It stops with :attr:`error` a :class:`GroupConfigChangedError` when the
+    group's config changes (a static group cannot change while it runs), and
+    without error when the group is deleted. Thread-safe.
+    """
+
+    _idle_period = 30.0  # nothing to correct: only the watch matters
+
+    def __init__(self, *args: object, config: StaticConsumerGroupConfig, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.config = config
+
+    @property
+    def consumer_name(self) -> str:
+        """The member's durable consumer: ``"<group>-<member>"``."""
+        return compose_static_consumer_name(self.group, self.member)
+
+    def _initial_join(self) -> None:
+        filters = static_get_partition_filters(self.config, self.member)
+        if not filters:
+            return  # named, but with no partition (more members than partitions)
+        consumer = self._create_consumer(self.stream, self._member_config(self.consumer_name, filters, durable=True))
+        self._start_consuming(consumer)
+
+    def _on_config(self, value: bytes, revision: int) -> None:
+        try:
+            cfg = StaticConsumerGroupConfig.from_json(value)
+        except ConsumerGroupError as exc:
+            self._stop_and_delete()
+            self._finish(exc)
+            return
+        if cfg.same_group(self.config):
+            return
+        self._stop_and_delete()
+        self._finish(GroupConfigChangedError(
+            f"the config of static consumer group {self.group!r} on stream {self.stream!r} changed; "
+            "a static group cannot change while it runs: this member stopped"))
+
+    def _on_group_deleted(self) -> None:
+        self._stop_and_delete()
+        self._finish(None)
+
+    def _stop_and_delete(self) -> None:
+        self._stop_consuming()
+        try:
+            self._js.delete_consumer(self.stream, self.consumer_name)
+        except NatsError:
+            pass  # already gone, or delete_static sweeps it
+
+
+def static_consume(js: JetStream, stream: str, group: str, member: str, handler: MessageHandler,
+                   config: ConsumerConfig | None = None, *,
+                   error_cb: Callable[[Exception], None] | None = None) -> StaticConsumeContext:
+    """Join a static group as ``member`` and start consuming.
+
+    ``handler(msg)`` runs for each message of the member's partitions, one at
+    a time and in order, on the client's dispatcher; ``msg.subject`` has the
+    partition token stripped. It acknowledges as ``config.ack_policy`` says
+    (explicit by default).
+
+    Args:
+        js: the JetStream context.
+        stream: the stream.
+        group: the group.
+        member: this instance's member name (several instances may share one).
+        handler: called with each message.
+        config: a template for the member's consumer: the group sets its name,
+            filters and priority group; ``ack_wait`` (default 5 s) also sets the
+            pinned TTL (at least 1 s) and the pull expiry (half of it).
+        error_cb: hears of problems while it runs (default: logged).
+
+    Returns:
+        The running instance; :meth:`~StaticConsumeContext.stop` ends it.
+
+    Raises:
+        ConsumerGroupNotFoundError: no such group.
+        MemberNotInGroupError: ``member`` is not named by the group.
+        FeatureNotSupportedError: the server is older than 2.11 (no pinned clients).
+    """
+    if not callable(handler):
+        raise TypeError("a message handler must be given")
+    js.stream(stream)  # StreamNotFoundError before anything else
+    kv = open_bucket(js, STATIC_BUCKET)
+    entry = read_entry(kv, stream, group, "static")
+    cfg = StaticConsumerGroupConfig.from_json(entry.value)
+    if not cfg.is_in_membership(member):
+        raise MemberNotInGroupError(f"{member!r} is not a member of static consumer group {group!r}")
+    ctx = StaticConsumeContext(js, kv, stream, stream, group, member, handler, config or ConsumerConfig(),
+                               error_cb, config=cfg)
+    ctx._start(entry.revision)
+    return ctx

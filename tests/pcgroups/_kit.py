@@ -1,0 +1,164 @@
+"""Shared pieces of the consumer group tests: member processes and what they report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import natsjs_sync as nats
+from natsjs_sync.jetstream import JetStream, SubjectTransform
+from natsjs_sync.protocol.nuid import next_nuid
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMBER = Path(__file__).with_name("member.py")
+NATSIO_MEMBER = Path(__file__).with_name("natsio_member.py")
+#: The Python 3.13 interpreter with natsio and natsio-pcgroups (NATSIO_PYTHON overrides).
+NATSIO_PYTHON = os.environ.get("NATSIO_PYTHON", "/tmp/natsio313/bin/python")
+
+
+def natsio_skip_reason() -> str | None:
+    """Why the natsio interop tests cannot run here, or ``None`` when they can."""
+    if not os.path.exists(NATSIO_PYTHON):
+        return (f"no Python with natsio-pcgroups at {NATSIO_PYTHON} (set NATSIO_PYTHON; it needs Python 3.13: "
+                "python3.13 -m venv V && V/bin/pip install natsio natsio-pcgroups)")
+    probe = subprocess.run([NATSIO_PYTHON, "-c", "import natsio.pcgroups"], capture_output=True, timeout=60)
+    if probe.returncode:
+        return f"{NATSIO_PYTHON} cannot import natsio.pcgroups: {probe.stderr.decode(errors='replace')[-200:]}"
+    return None
+
+
+def run_natsio(url: str, code: str, timeout: float = 60) -> str:
+    """Run an asyncio snippet with natsio (``nc``, ``js`` and ``pcgroups`` bound); its stdout."""
+    prog = ("import asyncio, json, natsio\nfrom natsio import pcgroups\n"
+            "async def main(url):\n    nc = await natsio.connect(url)\n    js = nc.jetstream()\n"
+            + "".join(f"    {line}\n" for line in code.strip().splitlines())
+            + "    await nc.close()\nimport sys\nasyncio.run(main(sys.argv[1]))\n")
+    done = subprocess.run([NATSIO_PYTHON, "-c", prog, url], capture_output=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    return done.stdout.decode()
+
+
+class Records:
+    """Everything the member processes of one group reported, as it arrives (thread-safe)."""
+
+    def __init__(self, nc: nats.Client, group: str):
+        self._cond = threading.Condition()
+        self.items: list[dict[str, Any]] = []
+        self._sub = nc.subscribe(f"rec.{group}", cb=self._on)
+        nc.flush()
+
+    def _on(self, msg: nats.Msg) -> None:
+        with self._cond:
+            self.items.append(json.loads(msg.data))
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float) -> bool:
+        """Wait (bounded) until ``predicate(records)`` holds."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate(self.items):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._cond:
+            return list(self.items)
+
+    def got_seqs(self) -> set[int]:
+        return {r["seq"] for r in self.snapshot() if r["ev"] == "got"}
+
+
+@contextmanager
+def members(url: str, kind: str, stream: str, group: str, names: Sequence[str], ack_wait: float,
+            tmp: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Start one process per name in ``names`` (a name may repeat: instances of one member).
+
+    A name written ``"natsio:NAME"`` runs member NAME with natsio-pcgroups instead.
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i, name in enumerate(names):
+            err = open(tmp / f"member-{name}-{i}.log", "wb")
+            python, script = sys.executable, MEMBER
+            if name.startswith("natsio:"):
+                python, script, name = NATSIO_PYTHON, NATSIO_MEMBER, name[len("natsio:"):]
+            procs.append(subprocess.Popen([python, str(script), url, kind, stream, group, name, str(ack_wait)],
+                                          stdout=subprocess.PIPE, stderr=err, env=env))
+            err.close()
+        for p in procs:
+            assert p.stdout is not None
+            line = p.stdout.readline()  # bounded: the process exits (EOF) if it cannot join
+            assert line.strip() == b"READY", f"member did not start: {line!r}"
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+            if p.stdout is not None:
+                p.stdout.close()
+
+
+def partition_of(js: JetStream, stream: str, seqs: Sequence[int]) -> dict[int, int]:
+    """The partition of each stored message, read from its subject's first token."""
+    st = js.stream(stream)
+    return {s: int(st.get_msg(s).subject.split(".", 1)[0]) for s in seqs}
+
+
+def key_partitions(js: JetStream, keys: Sequence[str], partitions: int) -> dict[str, int]:
+    """The partition the server's ``Partition`` transform gives each key (one message each in a scratch stream)."""
+    name = "KP" + next_nuid()
+    js.create_stream(name=name, subjects=[f"{name}.*"], storage="memory", subject_transform=SubjectTransform(
+        src=f"{name}.*", dest=f"{{{{Partition({partitions},1)}}}}.{name}.{{{{Wildcard(1)}}}}"))
+    try:
+        for k in keys:
+            js.publish(f"{name}.{k}", b"")
+        st = js.stream(name)
+        return {k: int(st.get_msg(i + 1).subject.split(".", 1)[0]) for i, k in enumerate(keys)}
+    finally:
+        js.delete_stream(name)
+
+
+def check_delivery(records: list[dict[str, Any]], partitions: dict[int, int], key: str = "seq") -> None:
+    """Per partition in order; nothing acknowledged delivered again to another process.
+
+    Order: first deliveries of each partition come in stream order (a
+    message seen again after a fail-over is a redelivery, not a reordering).
+    """
+    seen: set[int] = set()
+    last: dict[int, int] = defaultdict(lambda: -1)
+    acked_at: dict[int, tuple[int, int]] = {}
+    for r in records:
+        if r["ev"] == "acked":
+            acked_at.setdefault(r[key], (r["pid"], r["n"]))
+    for r in records:
+        if r["ev"] != "got":
+            continue
+        seq = r[key]
+        if seq in acked_at:
+            pid, n = acked_at[seq]
+            assert not (r["pid"] != pid and r["n"] > n), f"acknowledged {seq} delivered again: {r}"
+        if seq in seen:
+            continue
+        seen.add(seq)
+        p = partitions[seq]
+        assert seq > last[p], f"partition {p}: {seq} after {last[p]}"
+        last[p] = seq

@@ -1,0 +1,89 @@
+"""Partition assignment, names and config JSON, with no server: what every member must agree on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from natsjs_sync import pcgroups
+from natsjs_sync.pcgroups import MemberMapping, PartitioningFilter
+
+
+def _owned(members: list[str], n: int) -> dict[str, list[int]]:
+    return {m: [int(f.split(".")[0]) for f in pcgroups.generate_partition_filters(members, n, [], m)]
+            for m in members}
+
+
+def test_balanced_assignment_runs_then_remainder_from_the_front() -> None:
+    # sorted and deduplicated: c, a, b, a -> a, b, c; runs of 10 // 3 = 3, partition 9 to a.
+    assert _owned(["c", "a", "b", "a"], 10) == {"a": [0, 1, 2, 9], "b": [3, 4, 5], "c": [6, 7, 8], }
+    assert _owned(["a", "b"], 4) == {"a": [0, 1], "b": [2, 3]}
+    # More members than partitions: the first max_members (sorted) get one each.
+    assert _owned(["d", "c", "b", "a"], 2) == {"a": [0], "b": [1], "c": [], "d": []}
+    assert pcgroups.generate_partition_filters(["a"], 2, [], "a", "orders.*") == ["0.orders.*", "1.orders.*"]
+
+
+def test_every_partition_has_exactly_one_owner_whatever_the_membership() -> None:
+    for n in (1, 2, 3, 7, 16):
+        for k in range(1, 20):
+            names = [f"m{i}" for i in range(k)]
+            owned = _owned(names, n)
+            flat = sorted(p for ps in owned.values() for p in ps)
+            assert flat == list(range(n)), (n, k)
+
+
+def test_mappings_give_whole_partitions_once_per_member() -> None:
+    mappings = [MemberMapping(member="x", partitions=(0, 2)), MemberMapping(member="y", partitions=(1,))]
+    assert pcgroups.generate_partition_filters([], 3, mappings, "x", "a.*") == ["0.>", "2.>"]
+    cfg = pcgroups.StaticConsumerGroupConfig(max_members=3, filters=("a.*", "b.*"), member_mappings=tuple(mappings))
+    # The same "<p>.>" for both filters is asked for once (the server refuses overlapping filters).
+    assert pcgroups.static_get_partition_filters(cfg, "x") == ["0.>", "2.>"]
+
+
+def test_transform_destination_and_names() -> None:
+    assert pcgroups.partitioning_transform_destination("foo.*.*", [1], 4) == \
+        "{{Partition(4,1)}}.foo.{{Wildcard(1)}}.{{Wildcard(2)}}"
+    assert pcgroups.partitioning_transform_destination("foo.*.>", [], 3) == "{{Partition(3)}}.foo.{{Wildcard(1)}}.>"
+    assert pcgroups.partitioning_transform_destination(">", [], 2) == "{{Partition(2)}}.>"
+    assert pcgroups.compose_key("S", "g") == "S.g"
+    assert pcgroups.compose_static_consumer_name("g", "m") == "g-m"
+    assert pcgroups.compose_group_stream_name("S", "g") == "S-g"
+    assert pcgroups.strip_partition("3.orders.k1") == "orders.k1"
+    assert pcgroups.strip_partition("nodot") == "nodot"
+
+
+def test_config_json_is_orbits_and_keeps_unknown_fields() -> None:
+    raw = {"max_members": 4, "partitioning_filters": [{"filter": "o.*", "partitioning_wildcards": [1]}],
+           "max_buffered_msg": 10, "members": ["a"], "later": True}
+    cfg = pcgroups.ElasticConsumerGroupConfig.from_json(json.dumps(raw).encode(), 7)
+    assert cfg.partitioning_filters == (PartitioningFilter(filter="o.*", partitioning_wildcards=(1,)),)
+    assert cfg.max_buffered_msgs == 10 and cfg.revision == 7
+    assert cfg.to_json() == raw
+    bare = pcgroups.ElasticConsumerGroupConfig(max_members=2)
+    assert bare.to_json() == {"max_members": 2, "partitioning_filters": []}
+    st = pcgroups.StaticConsumerGroupConfig(max_members=2, members=("a",))
+    assert st.to_json() == {"max_members": 2, "members": ["a"]}
+
+
+@pytest.mark.parametrize(("raw", "match"), [
+    ({"max_members": 0}, ">= 1"),
+    ({"max_members": 2, "members": ["a"], "member_mappings": [{"member": "a", "partitions": [0, 1]}]}, "not both"),
+    ({"max_members": 2, "member_mappings": [{"member": "a", "partitions": [0]}]}, "exactly once"),
+    ({"max_members": 2, "member_mappings": [{"member": "a", "partitions": [0, 0]}]}, "only once"),
+    ({"max_members": 2, "member_mappings": [{"member": "a", "partitions": [0, 5]}]}, "between 0"),
+    ({"max_members": 2, "member_mappings": [{"member": "a", "partitions": [0]},
+                                            {"member": "a", "partitions": [1]}]}, "unique"),
+    ({"max_members": 2, "partitioning_filters": [{"filter": "a.b"}]}, "wildcard"),
+    ({"max_members": 2, "partitioning_filters": [{"filter": "a.*", "partitioning_wildcards": [2]}]}, "between 1"),
+    ({"max_members": 2, "partitioning_filters": [{"filter": "a.*", "partitioning_wildcards": [1, 1]}]}, "larger"),
+])
+def test_configs_breaking_the_rules_are_refused(raw: dict[str, object], match: str) -> None:
+    with pytest.raises(pcgroups.ConsumerGroupConfigError, match=match):
+        pcgroups.ElasticConsumerGroupConfig.from_json(raw)
+
+
+def test_not_a_config_is_a_group_error_not_a_decoding_error() -> None:
+    for bad in (b"{", b"[1]", b'{"max_members": "x"}', b'{"max_members": 1, "member_mappings": [{}]}'):
+        with pytest.raises(pcgroups.ConsumerGroupError):
+            pcgroups.StaticConsumerGroupConfig.from_json(bad)

@@ -1,0 +1,158 @@
+"""Static consumer groups against a real server: create, consume, fail-over of a killed member."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync import pcgroups
+from natsjs_sync.jetstream import ConsumerConfig, JetStream
+
+from ..conftest import wait_until
+from ._kit import Records, check_delivery, members, partition_of
+from .conftest import PARTITIONS
+
+pytestmark = pytest.mark.server("2.11")
+
+
+def test_create_static_writes_orbit_layout_and_is_idempotent(js: JetStream, pstream: str) -> None:
+    cfg = pcgroups.create_static(js, pstream, "g", PARTITIONS, filters=[f"{pstream}.*"], members=["a", "b"])
+    raw = json.loads(js.key_value("static-consumer-groups").get(f"{pstream}.g").value)
+    assert raw == {"max_members": 4, "filters": [f"{pstream}.*"], "members": ["a", "b"]}
+    assert pcgroups.create_static(js, pstream, "g", PARTITIONS, filters=[f"{pstream}.*"], members=["a", "b"]) == cfg
+    with pytest.raises(pcgroups.ConsumerGroupExistsError):
+        pcgroups.create_static(js, pstream, "g", PARTITIONS, members=["a"])
+    with pytest.raises(pcgroups.ConsumerGroupConfigError):
+        pcgroups.create_static(js, pstream, "bad", 2, member_mappings=[pcgroups.MemberMapping(member="a",
+                                                                                             partitions=(0,))])
+    assert pcgroups.list_static_groups(js, pstream) == ["g"]
+    assert pcgroups.get_static_config(js, pstream, "g") == cfg
+
+
+def test_two_members_split_partitions_in_order_with_subjects_stripped(nc: nats.Client, js: JetStream,
+                                                                       pstream: str) -> None:
+    pcgroups.create_static(js, pstream, "g", PARTITIONS, members=["a", "b"])
+    got: dict[str, list[nats.Msg]] = {"a": [], "b": []}
+    total = threading.Semaphore(0)
+
+    def handler(member: str) -> Callable[[nats.Msg], None]:
+        def handle(msg: nats.Msg) -> None:
+            got[member].append(msg)
+            msg.ack()
+            total.release()
+        return handle
+
+    with pytest.raises(pcgroups.MemberNotInGroupError):
+        pcgroups.static_consume(js, pstream, "g", "c", handler("a"))
+    tmpl = ConsumerConfig(ack_wait=2.0)
+    ctxs = [pcgroups.static_consume(js, pstream, "g", m, handler(m), tmpl) for m in ("a", "b")]
+    try:
+        for i in range(80):
+            js.publish(f"{pstream}.k{i % 16}", str(i).encode())
+        for _ in range(80):
+            assert total.acquire(timeout=10)
+        assert wait_until(lambda: set(pcgroups.list_static_active_members(js, pstream, "g")) == {"a", "b"}, 10)
+    finally:
+        for c in ctxs:
+            c.stop()
+    assert got["a"] and got["b"]
+    seqs = [m.metadata.sequence.stream for ms in got.values() for m in ms]
+    assert sorted(seqs) == list(range(1, 81))
+    parts = partition_of(js, pstream, seqs)
+    # a owns partitions 0 and 1, b 2 and 3; each in stream order; subjects without the partition.
+    for member, owned in (("a", {0, 1}), ("b", {2, 3})):
+        mine = [m.metadata.sequence.stream for m in got[member]]
+        assert {parts[s] for s in mine} <= owned
+        assert mine == sorted(mine)
+        assert all(m.subject.startswith(f"{pstream}.k") for m in got[member])
+    info = js.consumer(pstream, "g-a").cached_info
+    assert info.config.priority_groups == ["PCG"] and info.config.filter_subjects == ["0.>", "1.>"]
+
+
+def test_deleting_the_group_stops_its_members(js: JetStream, pstream: str) -> None:
+    pcgroups.create_static(js, pstream, "g", 2, members=["a"])
+    ctx = pcgroups.static_consume(js, pstream, "g", "a", lambda m: m.ack(), ConsumerConfig(ack_wait=2.0))
+    try:
+        pcgroups.delete_static(js, pstream, "g")
+        assert ctx.wait(10)
+        assert ctx.error is None
+        assert "g-a" not in list(js.consumer_names(pstream))
+    finally:
+        ctx.stop()
+
+
+def test_changing_a_static_config_stops_the_member_with_an_error(js: JetStream, pstream: str) -> None:
+    pcgroups.create_static(js, pstream, "g", 2, members=["a"])
+    errors: list[Exception] = []
+    ctx = pcgroups.static_consume(js, pstream, "g", "a", lambda m: m.ack(), ConsumerConfig(ack_wait=2.0),
+                                  error_cb=errors.append)
+    try:
+        js.key_value("static-consumer-groups").put(f"{pstream}.g", b'{"max_members":2,"members":["a","b"]}')
+        assert ctx.wait(10)
+        assert isinstance(ctx.error, pcgroups.GroupConfigChangedError)
+    finally:
+        ctx.stop()
+
+
+def test_sigkilled_member_is_taken_over_nothing_lost_nothing_acked_redelivered(
+        nc: nats.Client, js: JetStream, pstream: str, shared_server: object, tmp_path: Path) -> None:
+    url = shared_server.url  # type: ignore[attr-defined]
+    pcgroups.create_static(js, pstream, "g", PARTITIONS, members=["m1", "m2"])
+    recs = Records(nc, "g")
+    n = 200
+    # m1 runs twice (one pinned, one standing by), m2 once.
+    with members(url, "static", pstream, "g", ["m1", "m1", "m2"], 2.0, tmp_path) as procs:
+        stop = threading.Event()
+
+        def publish() -> None:
+            for i in range(n):
+                js.publish(f"{pstream}.k{i % 16}", str(i).encode())
+                if i == 60:
+                    stop.wait(1.0)  # let the kill land mid-stream
+
+        pub = threading.Thread(target=publish)
+        pub.start()
+        pids = {p.pid: p for p in procs[:2]}
+        assert recs.wait_for(lambda rs: any(r["pid"] in pids for r in rs), 20)
+        victim = next(r["pid"] for r in recs.snapshot() if r["pid"] in pids)
+        pids[victim].send_signal(signal.SIGKILL)
+        pids[victim].wait(10)
+        pub.join(60)
+        assert not pub.is_alive()
+        # Every message handled, the standby took over m1's partitions.
+        assert recs.wait_for(lambda rs: len({r["seq"] for r in rs if r["ev"] == "got"}) == n, 45), \
+            sorted(set(range(1, n + 1)) - recs.got_seqs())[:20]
+        survivor = next(pid for pid in pids if pid != victim)
+        assert any(r["pid"] == survivor for r in recs.snapshot())
+
+        # The server's own view: everything acknowledged, nothing pending.
+        def settled() -> bool:
+            infos = [js.consumer(pstream, f"g-{m}").cached_info for m in ("m1", "m2")]
+            return all(i.num_ack_pending == 0 and i.num_pending == 0 for i in infos)
+
+        assert wait_until(settled, 20)
+    records = recs.snapshot()
+    check_delivery(records, partition_of(js, pstream, range(1, n + 1)))
+
+
+def test_a_handler_may_stop_its_own_member(js: JetStream, pstream: str) -> None:
+    pcgroups.create_static(js, pstream, "g", 2, members=["a"])
+    box: list[pcgroups.StaticConsumeContext] = []
+    handled = threading.Event()
+
+    def handle(msg: nats.Msg) -> None:
+        msg.ack()
+        box[0].stop()
+        handled.set()
+
+    box.append(pcgroups.static_consume(js, pstream, "g", "a", handle, ConsumerConfig(ack_wait=2.0)))
+    js.publish(f"{pstream}.k1", b"x")
+    assert handled.wait(10)
+    assert box[0].wait(10) and box[0].error is None
+    assert not box[0].consuming
