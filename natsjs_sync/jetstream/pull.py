@@ -372,13 +372,13 @@ class MessagesContext:
         # heartbeats stopped) while nobody reads is made anew in the background, so the
         # consumer exists again before the next read. The work runs on a dispatcher lane
         # (it makes requests: never on the timer thread) and only while no reader is in
-        # next(), which heals on its own.
+        # next(), which heals on its own. One plain lock keeps the two apart: a reader
+        # holds it through next() (one C-level acquire per message), the heal only
+        # tries it and skips the tick when a reader has it.
         self._idle_lane: Lane[object] | None = None
         self._pulled = False  # a pull request was sent (the iteration has begun)
-        self._readers = 0
-        self._idle_busy = False
         self._idle_error: JetStreamError | None = None
-        self._reading = threading.Condition(threading.Lock())
+        self._reading = threading.Lock()
         if handler is not None:
             self._lane = core.lane(self._on_item, name)
             if heartbeat:
@@ -438,16 +438,16 @@ class MessagesContext:
     def _tick_idle(self) -> None:
         """Timer thread (iterator mode, ordered, with heartbeats): look at the consumer from a lane."""
         lane = self._idle_lane
-        if lane is not None and not self._stopped and self._readers == 0:
+        if lane is not None and not self._stopped and not self._reading.locked():
             lane.put(None)
 
     def _on_idle_item(self, _item: object) -> None:
         """Dispatcher lane: heal an ordered consumer while no reader is in :meth:`next`."""
-        with self._reading:
-            if self._readers or self._idle_busy or self._stopped or self._draining:
-                return
-            self._idle_busy = True  # a reader arriving now waits for this to end
+        if not self._reading.acquire(blocking=False):
+            return  # a reader is in next(): it heals on its own
         try:
+            if self._stopped or self._draining:
+                return
             self._heal_idle()
         except JetStreamError as exc:  # cannot be healed: the next read raises it
             self._idle_error = exc
@@ -456,9 +456,7 @@ class MessagesContext:
                 self._needs_reset = True
                 self._report(exc)
         finally:
-            with self._reading:
-                self._idle_busy = False
-                self._reading.notify_all()
+            self._reading.release()  # a reader that arrived meanwhile goes on
 
     def _heal_idle(self) -> None:
         """Take the bookkeeping queued ahead of the first message (heartbeats, a
@@ -497,16 +495,6 @@ class MessagesContext:
                 self._owned.release()
                 return
             self._maybe_pull()
-
-    def _enter_read(self) -> None:
-        with self._reading:
-            # A background heal makes at most a few bounded requests: wait for it.
-            self._reading.wait_for(lambda: not self._idle_busy)
-            self._readers += 1
-
-    def _leave_read(self) -> None:
-        with self._reading:
-            self._readers -= 1
 
     def _reset(self, deadline: Deadline | None = None) -> None:
         self._acct.reset()
@@ -656,15 +644,12 @@ class MessagesContext:
             raise BadSubscriptionError("next() cannot be used on a consume() context")
         if self._idle_lane is None:
             return self._next(timeout)
-        self._enter_read()
-        try:
+        with self._reading:  # a background heal makes at most a few bounded requests: wait for it
             if self._idle_error is not None:
                 err, self._idle_error = self._idle_error, None
                 self.stop()
                 raise err
             return self._next(timeout)
-        finally:
-            self._leave_read()
 
     def _next(self, timeout: float | None) -> Msg:
         if self._held is not None:
@@ -757,11 +742,8 @@ class MessagesContext:
             self._lane.put(_Control(self._maybe_pull))
             return
         if self._idle_lane is not None:
-            self._enter_read()  # no background heal while the first request goes out
-            try:
+            with self._reading:  # no background heal while the first request goes out
                 self._maybe_pull()
-            finally:
-                self._leave_read()
         else:
             self._maybe_pull()
         if hold_first is not None:

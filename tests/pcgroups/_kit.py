@@ -18,22 +18,14 @@ import natsjs_sync as nats
 from natsjs_sync.jetstream import JetStream, SubjectTransform
 from natsjs_sync.protocol.nuid import next_nuid
 
+from ..natsio_env import natsio_python
+
 ROOT = Path(__file__).resolve().parents[2]
 MEMBER = Path(__file__).with_name("member.py")
 NATSIO_MEMBER = Path(__file__).with_name("natsio_member.py")
-#: The Python 3.13 interpreter with natsio and natsio-pcgroups (NATSIO_PYTHON overrides).
-NATSIO_PYTHON = os.environ.get("NATSIO_PYTHON", "/tmp/natsio313/bin/python")
-
-
-def natsio_skip_reason() -> str | None:
-    """Why the natsio interop tests cannot run here, or ``None`` when they can."""
-    if not os.path.exists(NATSIO_PYTHON):
-        return (f"no Python with natsio-pcgroups at {NATSIO_PYTHON} (set NATSIO_PYTHON; it needs Python 3.13: "
-                "python3.13 -m venv V && V/bin/pip install natsio natsio-pcgroups)")
-    probe = subprocess.run([NATSIO_PYTHON, "-c", "import natsio.pcgroups"], capture_output=True, timeout=60)
-    if probe.returncode:
-        return f"{NATSIO_PYTHON} cannot import natsio.pcgroups: {probe.stderr.decode(errors='replace')[-200:]}"
-    return None
+def natsio() -> str:
+    """The Python 3.13+ interpreter with natsio and natsio-pcgroups, or skip the test saying why."""
+    return natsio_python("natsio.pcgroups")
 
 
 def run_natsio(url: str, code: str, timeout: float = 60) -> str:
@@ -42,7 +34,7 @@ def run_natsio(url: str, code: str, timeout: float = 60) -> str:
             "async def main(url):\n    nc = await natsio.connect(url)\n    js = nc.jetstream()\n"
             + "".join(f"    {line}\n" for line in code.strip().splitlines())
             + "    await nc.close()\nimport sys\nasyncio.run(main(sys.argv[1]))\n")
-    done = subprocess.run([NATSIO_PYTHON, "-c", prog, url], capture_output=True, timeout=timeout)
+    done = subprocess.run([natsio(), "-c", prog, url], capture_output=True, timeout=timeout)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
     return done.stdout.decode()
 
@@ -94,7 +86,7 @@ def members(url: str, kind: str, stream: str, group: str, names: Sequence[str], 
             err = open(tmp / f"member-{name}-{i}.log", "wb")
             python, script = sys.executable, MEMBER
             if name.startswith("natsio:"):
-                python, script, name = NATSIO_PYTHON, NATSIO_MEMBER, name[len("natsio:"):]
+                python, script, name = natsio(), NATSIO_MEMBER, name[len("natsio:"):]
             procs.append(subprocess.Popen([python, str(script), url, kind, stream, group, name, str(ack_wait)],
                                           stdout=subprocess.PIPE, stderr=err, env=env))
             err.close()
