@@ -19,7 +19,7 @@ import os
 import signal
 import socket
 import sys
-import threading
+import time
 import traceback
 
 import natsjs_sync as nats
@@ -38,22 +38,32 @@ def setup(url: str) -> None:
                                 [pcgroups.PartitioningFilter(filter="orders.*", partitioning_wildcards=(1,))])
 
 
+def say(*words: object) -> None:
+    """One line on stdout in one write: the pool's processes (and each one's
+    consumer thread and main thread) share the pipe, and a print() of several
+    pieces can be split by another writer's line."""
+    os.write(1, (" ".join(str(w) for w in words) + "\n").encode())
+
+
 def member(url: str, slot: int) -> None:
     """One pool process: join as ``<host>-<slot>``, consume until SIGTERM, then leave."""
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # The handler only sets a flag: a signal lands on the main thread between any two
+    # bytecodes, possibly while it holds the lock a threading.Event would take.
+    stopped = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stopped.__setitem__(0, True))
     name = f"{socket.gethostname()}-{slot}"
     nc = nats.connect(url, name=name, max_reconnect_attempts=-1)
     js = nc.jetstream()
 
     def handle(msg: nats.Msg) -> None:
-        print(name, msg.subject, msg.data.decode(), flush=True)
+        say(name, msg.subject, msg.data.decode())
         msg.ack_sync()  # acknowledged before the next one of its partitions comes
 
     ctx = pcgroups.elastic_consume(js, STREAM, GROUP, name, handle, ConsumerConfig(ack_wait=5.0))
     pcgroups.add_members(js, STREAM, GROUP, [name])
-    print("JOINED", name, os.getpid(), flush=True)
-    stop.wait()
+    say("JOINED", name, os.getpid())
+    while not stopped[0]:
+        time.sleep(0.1)
     pcgroups.delete_members(js, STREAM, GROUP, [name])  # the others take its partitions now
     ctx.stop()
     nc.close()

@@ -826,10 +826,12 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for module, name, wrapper in targets:
             wrapt.wrap_function_wrapper(module, name, wrapper)
         self._wrapped = [(module, name) for module, name, _ in targets]
+        # Live before the import hook is registered: with the data source already imported,
+        # the hook runs at once, and it wraps only for the live instrumentation.
+        _Live.current = s
         wrapt.when_imported("natsjs_sync.spark.datasource")(functools.partial(_instrument_spark, s))
         self._api_trace = add_client_trace(ClientTrace(request_sent=_api_request_event,
                                                        response_received=_api_response_event))
-        _Live.current = s
 
     def _uninstrument(self, **kwargs: Any) -> None:
         """Restore the library's own methods; callbacks wrapped earlier call straight through from now on."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
+import logging
 import math
 import sys
 import time
@@ -58,7 +59,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
 from .._core.spi import link
-from ..errors import JetStreamError, MsgNotFoundError, NatsError, StreamNotFoundError, jetstream_error
+from ..errors import JetStreamError, MsgNotFoundError, NatsError, NoServersError, StreamNotFoundError, jetstream_error
 from ..jetstream import StreamInfo
 from ..jetstream.bulk import FramePublisher, msg_id_headers
 from ..jetstream.publish import publish_headers
@@ -1055,16 +1056,24 @@ class JetStreamDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """The streaming writer: each micro-batch published, deduplicated across retries.
 
+        Unlike the other three, it does not try the server first: Spark makes
+        the streaming writer anew, in a new Python worker, for every
+        micro-batch's commit, so a server restarting at that moment would fail
+        the query instead of being ridden out within ``retryTimeout``. The
+        query's reader (or its first micro-batch's tasks) reports an address
+        where no server answers.
+
         Raises:
             ValueError: a column that cannot be written.
-            NoServersError: no server answers at the address (:func:`_reach`).
         """
         wo = write_options(self.options, streaming=True)
         check_write_schema(schema, wo)
-        return JetStreamStreamWriter(_reach(wo))
+        return JetStreamStreamWriter(wo)
 
 
 Opts = TypeVar("Opts", ReadOptions, WriteOptions)
+
+log = logging.getLogger("natsjs_sync.spark")
 
 
 def _reach(opts: Opts) -> Opts:
@@ -1075,8 +1084,17 @@ def _reach(opts: Opts) -> Opts:
     and naming the address, rather than in every task attempt after
     ``retryTimeout`` (Spark's four attempts of a write took four minutes to
     report a typo). A server that goes away later is ridden out as before.
+
+    Only "no server at all" fails here: a setting the driver cannot use itself
+    (credentials or certificates shipped to the executors only) leaves the
+    check to the tasks, which report it as before.
     """
-    opts.cfg.reach()
+    try:
+        opts.cfg.reach()
+    except NoServersError:
+        raise
+    except (NatsError, OSError, ValueError) as exc:
+        log.debug("driver-side server check skipped (%r): the tasks connect with their own files", exc)
     return opts
 
 

@@ -19,6 +19,12 @@ from natsjs_sync.testing import NatsServer
 from .conftest import Telemetry
 
 pytest.importorskip("pyspark", reason="pyspark is in the test extra")
+
+# Imported before the otel fixture instruments, as in an application that imports its Spark code
+# first: the instrumentor must wrap a data source that is already loaded (it wrapped only one
+# imported after instrument(), so this test passed or failed with the order of the test files).
+import natsjs_sync.spark.datasource
+
 pa = pytest.importorskip("pyarrow", reason="pyarrow is in the test extra")
 
 
