@@ -26,7 +26,7 @@ PROGRAMS = Path(__file__).parent / "programs"
 #: copy (a worktree, a checkout), not whichever one is installed in the environment.
 SOURCE_ROOT = str(Path(natsjs_sync.__file__).resolve().parents[1])
 #: Programs that use a feature of a newer server than the oldest the suite runs against.
-NEEDS_SERVER = {"kv_ttl": "2.11", "js_consumer_pause": "2.11", "js_as_dict": "2.11"}
+NEEDS_SERVER = {"kv_ttl": "2.11", "js_consumer_pause": "2.11", "js_as_dict": "2.11", "js_unset_values": "2.11"}
 #: Programs showing nats-py behaviour that waits for a change below the nats-py layer
 #: (named in the reason). Strict: the mark has to go once the change lands.
 PENDING: dict[str, str] = {}

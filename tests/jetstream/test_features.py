@@ -147,8 +147,9 @@ def _gated(js: JetStream, feature: str, call: Callable[[], Any]) -> Any:
 def test_account_info_reports_the_api_level(js: JetStream) -> None:
     info = js.account_info()
     assert info.reserved_memory >= 0 and info.reserved_storage >= 0
-    assert (info.api.level >= 1) == js.supports("msg_ttl")  # level 0 means before 2.11
-    assert (info.api.level >= 3) == js.supports("counters")
+    level = info.api.level or 0  # None: a server before 2.11, which sends no level
+    assert (level >= 1) == js.supports("msg_ttl")
+    assert (level >= 3) == js.supports("counters")
     assert js.server_version == js.nc.server_info["version"]
     with pytest.raises(KeyError):
         js.supports("no-such-feature")
