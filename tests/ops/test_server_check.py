@@ -140,6 +140,29 @@ def test_check_arguments_it_cannot_use_are_unknown(capsys: pytest.CaptureFixture
     assert code == 3 and out.startswith("UNKNOWN jetstream: ") and "nosuchcontext" in out
 
 
+@pytest.mark.parametrize(("kind", "needed"), [
+    ("connection", ()), ("jetstream", ()), ("server", ("--name", "n")), ("meta", ()),
+    ("stream", ("--stream", "S")), ("consumer", ("--stream", "S", "--consumer", "C")),
+])
+def test_every_check_parameter_has_an_option(kind: str, needed: tuple[str, ...]) -> None:
+    # The dispatch hands each check its keyword-only parameters by name from the parsed
+    # arguments: an option missing (or named otherwise) would make the check UNKNOWN.
+    import inspect
+
+    from natsjs_sync.cli import build_parser
+    from natsjs_sync.cli.server import _thresholds
+    from natsjs_sync.monitor import check as checks
+
+    args = build_parser().parse_args(["server", "check", kind, *needed, "--conn-warn", "7"]
+                                     if kind == "server" else ["server", "check", kind, *needed])
+    check = getattr(checks, f"check_{kind}")
+    given = _thresholds(check, args)
+    wanted = [p.name for p in inspect.signature(check).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert sorted(given) == sorted(wanted) and "timeout" in given
+    if kind == "server":
+        assert given["connections_warn"] == 7
+
+
 def test_ls_and_check_use_the_nats_context(capsys: pytest.CaptureFixture[str], cluster: NatsCluster,
                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from natsjs_sync import natscontext
