@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 import textwrap
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ from natsjs_sync.monitor import (
 )
 from natsjs_sync.monitor.models import decode_as
 from natsjs_sync.testing import NatsCluster, NatsServer
+
+from ..conftest import wait_until
 
 #: A system account "SYS" and an application account "APP" with JetStream.
 ACCOUNTS: dict[str, Any] = {
@@ -52,15 +54,8 @@ def sys_nc(cluster: NatsCluster) -> Iterator[nats.Client]:
         yield nc
 
 
-def eventually(probe: Callable[[], bool], timeout: float) -> bool:
-    """Poll ``probe`` until it holds, at most ``timeout`` seconds (server state with nothing to wait on)."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not probe():
-        if time.monotonic() >= deadline:
-            return False
-        pause.wait(0.1)
-    return True
+#: Polls server state that offers nothing to wait on; each probe is a whole request, so not too often.
+eventually = functools.partial(wait_until, interval=0.1)
 
 
 def names(cluster: NatsCluster) -> set[str]:

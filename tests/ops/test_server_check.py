@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,8 @@ import pytest
 import natsjs_sync as nats
 from natsjs_sync.cli import main
 from natsjs_sync.testing import NatsCluster, free_port
+
+from ..conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,15 +41,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def eventually(probe: Callable[[], bool], timeout: float) -> bool:
-    """Poll ``probe`` until it holds, at most ``timeout`` seconds (server state with nothing to wait on)."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not probe():
-        if time.monotonic() >= deadline:
-            return False
-        pause.wait(0.25)
-    return True
+#: Polls server state that offers nothing to wait on; each probe is a whole request, so not too often.
+eventually = functools.partial(wait_until, interval=0.25)
 
 
 @pytest.fixture(scope="module")
