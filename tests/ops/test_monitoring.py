@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import functools
 import re
 import textwrap
 import time
@@ -30,16 +29,7 @@ from natsjs_sync.monitor import (
 from natsjs_sync.monitor.models import decode_as
 from natsjs_sync.testing import NatsCluster, NatsServer
 
-from ..conftest import wait_until
-
-#: A system account "SYS" and an application account "APP" with JetStream.
-ACCOUNTS: dict[str, Any] = {
-    "accounts": {
-        "SYS": {"users": [{"user": "sys", "password": "sys"}]},
-        "APP": {"jetstream": "enabled", "users": [{"user": "app", "password": "app"}]},
-    },
-    "system_account": "SYS",
-}
+from ._kit import ACCOUNTS, eventually
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +44,6 @@ def sys_nc(cluster: NatsCluster) -> Iterator[nats.Client]:
         yield nc
 
 
-#: Polls server state that offers nothing to wait on; each probe is a whole request, so not too often.
-eventually = functools.partial(wait_until, interval=0.1)
 
 
 def names(cluster: NatsCluster) -> set[str]:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,18 +14,10 @@ import natsjs_sync as nats
 from natsjs_sync.cli import main
 from natsjs_sync.testing import NatsCluster, free_port
 
-from ..conftest import wait_until
+from ._kit import ACCOUNTS, eventually
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: A system account "SYS" and an application account "APP" with JetStream.
-ACCOUNTS: dict[str, Any] = {
-    "accounts": {
-        "SYS": {"users": [{"user": "sys", "password": "sys"}]},
-        "APP": {"jetstream": "enabled", "users": [{"user": "app", "password": "app"}]},
-    },
-    "system_account": "SYS",
-}
 #: Connection-check thresholds a loaded machine stays far below.
 GENEROUS = ("--connect-warn", "10s", "--connect-critical", "20s", "--rtt-warn", "10s", "--rtt-critical", "20s",
             "--req-warn", "10s", "--req-critical", "20s")
@@ -41,8 +31,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-#: Polls server state that offers nothing to wait on; each probe is a whole request, so not too often.
-eventually = functools.partial(wait_until, interval=0.25)
 
 
 @pytest.fixture(scope="module")
