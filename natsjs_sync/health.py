@@ -98,6 +98,11 @@ def _usage(used: int, limit: int | None) -> float | None:
     return used / limit
 
 
+def _highest_usage(*used_and_limits: tuple[int, int | None]) -> float | None:
+    """The largest ``used / limit`` share among the pairs with a limit set, or ``None`` when none has one."""
+    return max((u for u in (_usage(used, limit) for used, limit in used_and_limits) if u is not None), default=None)
+
+
 def _worst(statuses: Iterable[HealthStatus]) -> HealthStatus:
     return max(statuses, key=_RANK.__getitem__, default="pass")
 
@@ -221,9 +226,8 @@ def check_health(
         def account(left: float | None) -> dict[str, Any]:
             info = js.account_info(timeout=left)
             limits = info.limits
-            shares = [u for u in (_usage(info.memory, limits.max_memory), _usage(info.storage, limits.max_storage))
-                      if u is not None]
-            return {"status": "warn" if shares and max(shares) >= max_usage else "pass",
+            share = _highest_usage((info.memory, limits.max_memory), (info.storage, limits.max_storage))
+            return {"status": "warn" if share is not None and share >= max_usage else "pass",
                     "streams": info.streams, "consumers": info.consumers,
                     "memory": info.memory, "storage": info.storage, "domain": info.domain}
 
@@ -233,12 +237,11 @@ def check_health(
         def stream(left: float | None, name: str = name) -> dict[str, Any]:
             info = js.stream(name, timeout=left).cached_info
             cfg, state = info.config, info.state
-            shares = [u for u in (_usage(state.messages, cfg.max_msgs), _usage(state.bytes, cfg.max_bytes))
-                      if u is not None]
-            return {"status": "warn" if shares and max(shares) >= max_usage else "pass",
+            share = _highest_usage((state.messages, cfg.max_msgs), (state.bytes, cfg.max_bytes))
+            return {"status": "warn" if share is not None and share >= max_usage else "pass",
                     "messages": state.messages, "bytes": state.bytes,
                     "max_msgs": cfg.max_msgs, "max_bytes": cfg.max_bytes,
-                    "usage": round(max(shares), 4) if shares else None}
+                    "usage": round(share, 4) if share is not None else None}
 
         _run(f"stream:{name}", checks, deadline, stream)
 

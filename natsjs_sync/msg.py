@@ -10,7 +10,7 @@ from .protocol.headers import Headers, HeadersInput, parse_headers, status_of
 from .protocol.jetstream.ackreply import ACK, ACK_PREFIX, NAK, TERM, WPI, MsgMetadata, parse_metadata
 
 if TYPE_CHECKING:
-    from ._core.connection import Connection
+    from ._core.spi import CoreLink
 
 
 class Msg:
@@ -30,7 +30,7 @@ class Msg:
     # message on the reader thread sets five slots and nothing more.
     __slots__ = ("_ackd", "_headers", "data", "raw_headers", "reply", "sid", "subject")
 
-    _conn: Connection | None = None
+    _conn: CoreLink | None = None  # only what the declared interface offers
 
     def __init__(
         self,
@@ -191,6 +191,6 @@ if _compiled.speedups is not None:  # the compiled parser fills Msg's slots itse
     _compiled.speedups.setup(Msg)
 
 
-def bound_msg_class(conn: Connection) -> type[Msg]:
+def bound_msg_class(conn: CoreLink) -> type[Msg]:
     """A subclass of :class:`Msg` whose instances belong to ``conn`` (for ``respond`` and acks)."""
     return type("Msg", (Msg,), {"__slots__": (), "_conn": conn, "__module__": Msg.__module__})

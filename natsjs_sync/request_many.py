@@ -34,7 +34,8 @@ from .errors import (
     TimeoutError,
 )
 from .msg import Msg
-from .protocol.headers import STATUS_NO_RESPONDERS, HeadersInput, encode_headers
+from .protocol.headers import HeadersInput, encode_headers
+from .protocol.jetstream.status import is_no_responders
 from .protocol.subjects import publish_subject
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ class ReplyIterator(Iterator[Msg]):
         except ConnectionClosedError:
             self.close()
             raise
-        if msg.status == STATUS_NO_RESPONDERS and not msg.data:
+        if is_no_responders(msg.raw_headers, msg.data):
             self.close()
             raise NoRespondersError(f"no responders on the request that replies to {self._sub.subject!r}")
         if self._sentinel is not None and self._sentinel(msg):

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.testing import NatsServer
+from natsjs_sync.jetstream import JetStream
+from natsjs_sync.testing import FaultProxy, NatsServer
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +28,26 @@ def nc(shared_server: NatsServer) -> Iterator[nats.Client]:
     client = nats.connect(shared_server.url, name="test")
     yield client
     client.close()
+
+
+@pytest.fixture
+def js(nc: nats.Client) -> JetStream:
+    """A JetStream context of :func:`nc` (the shared server's client)."""
+    return nc.jetstream()
+
+
+@pytest.fixture
+def proxy(server: NatsServer) -> Iterator[FaultProxy]:
+    """A fault proxy in front of the module's own ``server`` fixture (fault tests define one)."""
+    with FaultProxy(server.url) as p:
+        yield p
+
+
+@pytest.fixture
+def witness(server: NatsServer) -> Iterator[nats.Client]:
+    """A client straight to the module's ``server``, past the proxy: sees what the server does."""
+    with nats.connect(server.url, name="witness") as nc:
+        yield nc
 
 
 @pytest.fixture(autouse=True)

@@ -45,18 +45,6 @@ def server() -> Iterator[NatsServer]:
         yield s
 
 
-@pytest.fixture
-def proxy(server: NatsServer) -> Iterator[FaultProxy]:
-    with FaultProxy(server.url) as p:
-        yield p
-
-
-@pytest.fixture
-def witness(server: NatsServer) -> Iterator[nats.Client]:
-    with nats.connect(server.url, name="witness") as nc:
-        yield nc
-
-
 def proxied(proxy: FaultProxy, ev: Events | None = None, **options: Any) -> nats.Client:
     return nats.connect(proxy.url, name="proxied", **FAST, **(ev.kwargs() if ev else {}), **options)
 

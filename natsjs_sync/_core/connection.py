@@ -53,7 +53,8 @@ from ..errors import (
 from ..msg import Msg, bound_msg_class
 from ..protocol import commands
 from ..protocol.connection import UP, ConnState, PingLedger, StateMachine, server_error
-from ..protocol.headers import STATUS_NO_RESPONDERS, HeadersInput, encode_headers
+from ..protocol.headers import HeadersInput, encode_headers
+from ..protocol.jetstream.status import is_no_responders
 from ..protocol.nuid import NUID
 from ..protocol.subjects import check_control_line, publish_subject, trusted_subject
 from . import fork
@@ -840,7 +841,7 @@ class Connection:
         msg = waiter.value
         if isinstance(msg, Exception):
             raise msg
-        if msg.raw_headers is not None and not msg.data and msg.status == STATUS_NO_RESPONDERS:
+        if is_no_responders(msg.raw_headers, msg.data):
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg  # type: ignore[no-any-return]
 

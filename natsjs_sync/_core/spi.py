@@ -175,7 +175,26 @@ class CoreLink(Protocol):
                 headers: HeadersInput | None = None) -> None: ...
 
     def publish_now(self, subject: str, payload: bytes | bytearray | memoryview = b"", reply: str | None = None,
-                    headers: HeadersInput | None = None) -> None: ...
+                    headers: HeadersInput | None = None, trusted: bool = False) -> None:
+        """Publish and send the buffer from this thread (replies, requests: somebody waits).
+
+        Args:
+            subject: where to publish.
+            payload: the data, any bytes-like object.
+            reply: an optional reply subject (``None`` or ``""``: none).
+            headers: optional headers; validated and encoded here.
+            trusted: ``subject`` and ``reply`` came from the server (a received
+                message's reply subject) and are sent back byte for byte, not
+                validated again: a subject the server delivered may hold bytes
+                the publish-side check refuses (not UTF-8), and the answer must
+                still reach it.
+
+        Raises:
+            BadSubjectError: ``subject`` or ``reply`` is not valid (unless ``trusted``).
+            BadHeaderError, MaxPayloadError, OutboundBufferLimitError,
+                ConnectionClosedError, TimeoutError, NatsConnectionError:
+                as :meth:`natsjs_sync.Client.publish_now`.
+        """
 
     def publish_with_reply(self, subject: str, payload: bytes | bytearray | memoryview, reply: bytes,
                            headers: HeadersInput | None) -> None:

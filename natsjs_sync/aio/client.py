@@ -27,7 +27,8 @@ from ..client import Client as _NativeClient
 from ..errors import NatsConnectionError, NatsError, NoRespondersError
 from ..msg import Msg
 from ..protocol.connection import ConnState
-from ..protocol.headers import STATUS_NO_RESPONDERS, HeadersInput
+from ..protocol.headers import HeadersInput
+from ..protocol.jetstream.status import is_no_responders
 from ..subscription import MsgHandler, Subscription
 from .subscription import DEFAULT_SUB_PENDING_BYTES_LIMIT, DEFAULT_SUB_PENDING_MSGS_LIMIT
 
@@ -360,7 +361,7 @@ class Client(_NativeClient):
         finally:
             if sub.is_valid:
                 sub.unsubscribe()
-        if msg.raw_headers is not None and not msg.data and msg.status == STATUS_NO_RESPONDERS:
+        if is_no_responders(msg.raw_headers, msg.data):
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import re
 import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from .._connect import connect
@@ -251,18 +253,32 @@ class _CheckParser(argparse.ArgumentParser):
         sys.exit(3)
 
 
+#: The checks of a connected client by kind: the function's name in ``monitor.check`` and the
+#: parsed arguments it takes by position. Every keyword-only parameter of a check is read from the
+#: parsed argument of the same name (see :func:`_thresholds`), so a new option needs no dispatch code.
+_CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "jetstream": ("check_jetstream", ()),
+    "server": ("check_server", ("name",)),
+    "meta": ("check_meta", ()),
+    "stream": ("check_stream", ("stream",)),
+    "consumer": ("check_consumer", ("stream", "consumer")),
+}
+
+
+def _thresholds(check: Callable[..., Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword-only arguments of ``check`` (thresholds, ``timeout``), taken from ``args`` by name.
+
+    Raises:
+        AttributeError: the kind's parser has no option for one of them (a bug: the check answers UNKNOWN).
+    """
+    params = inspect.signature(check).parameters.values()
+    return {p.name: getattr(args, p.name) for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Run one check; print its line; return its Nagios status. Never a traceback."""
-    from ..monitor.check import (
-        CheckResult,
-        check_connection,
-        check_consumer,
-        check_jetstream,
-        check_meta,
-        check_server,
-        check_stream,
-        without_credentials,
-    )
+    from ..monitor import check as checks
+    from ..monitor.check import CheckResult, without_credentials
 
     what = args.check
     try:
@@ -271,10 +287,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             result = CheckResult(what)
             result.unknown("no server given: pass --server URL or --context NAME, or set NATS_URL")
         elif what == "connection":
-            result = check_connection(
-                url, connect_warn=args.connect_warn, connect_critical=args.connect_critical,
-                rtt_warn=args.rtt_warn, rtt_critical=args.rtt_critical, req_warn=args.req_warn,
-                req_critical=args.req_critical, timeout=args.timeout, context=context, **_connect_options(args))
+            result = checks.check_connection(url, **_thresholds(checks.check_connection, args), context=context,
+                                             **_connect_options(args))
         else:
             try:
                 nc = _connect(args)
@@ -282,42 +296,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                 result = CheckResult(what, getattr(args, "stream", None) or getattr(args, "name", None))
                 result.critical(f"cannot connect to {without_credentials(url)}: {without_credentials(str(exc))}")
             else:
+                name, positional = _CHECKS[what]
+                check = getattr(checks, name)
                 with nc:
-                    if what == "jetstream":
-                        result = check_jetstream(
-                            nc, mem_warn=args.mem_warn, mem_critical=args.mem_critical,
-                            store_warn=args.store_warn, store_critical=args.store_critical,
-                            streams_warn=args.streams_warn, streams_critical=args.streams_critical,
-                            consumers_warn=args.consumers_warn, consumers_critical=args.consumers_critical,
-                            replicas=args.replicas, replica_lag_critical=args.replica_lag_critical,
-                            replica_seen_critical=args.replica_seen_critical, timeout=args.timeout)
-                    elif what == "server":
-                        result = check_server(
-                            nc, args.name, cpu_warn=args.cpu_warn, cpu_critical=args.cpu_critical,
-                            connections_warn=args.conn_warn, connections_critical=args.conn_critical,
-                            subscriptions_warn=args.subs_warn, subscriptions_critical=args.subs_critical,
-                            uptime_warn=args.uptime_warn, uptime_critical=args.uptime_critical,
-                            js_required=args.js_required, auth_required=args.auth_required,
-                            tls_required=args.tls_required, timeout=args.timeout)
-                    elif what == "meta":
-                        result = check_meta(nc, expect=args.expect, lag_critical=args.lag_critical,
-                                            seen_critical=args.seen_critical, timeout=args.timeout)
-                    elif what == "stream":
-                        result = check_stream(
-                            nc, args.stream, peer_expect=args.peer_expect, peer_lag_critical=args.peer_lag_critical,
-                            peer_seen_critical=args.peer_seen_critical, msgs_warn=args.msgs_warn,
-                            msgs_critical=args.msgs_critical, subjects_warn=args.subjects_warn,
-                            subjects_critical=args.subjects_critical, lag_critical=args.lag_critical,
-                            seen_critical=args.seen_critical, min_sources=args.min_sources,
-                            max_sources=args.max_sources, timeout=args.timeout)
-                    else:
-                        result = check_consumer(
-                            nc, args.stream, args.consumer,
-                            outstanding_ack_critical=args.outstanding_ack_critical,
-                            waiting_critical=args.waiting_critical, unprocessed_critical=args.unprocessed_critical,
-                            redelivery_critical=args.redelivery_critical,
-                            last_delivery_critical=args.last_delivery_critical,
-                            last_ack_critical=args.last_ack_critical, timeout=args.timeout)
+                    result = check(nc, *(getattr(args, a) for a in positional), **_thresholds(check, args))
     except Exception as exc:  # a probe must answer with a status line, never a traceback
         result = CheckResult(what)
         result.unknown(f"the check itself failed: {type(exc).__name__}: {exc}")
@@ -362,10 +344,13 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     p = kinds.add_parser("server", help="one server by name answers and is healthy (system account)")
     _add_connection_options(p)
     p.add_argument("--name", required=True, help="the server's name")
-    for flag, what in (("cpu", "percent of CPU"), ("conn", "client connections"), ("subs", "subscriptions")):
+    for flag, param, what in (("cpu", "cpu", "percent of CPU"), ("conn", "connections", "client connections"),
+                              ("subs", "subscriptions", "subscriptions")):
         kind: dict[str, Any] = dict(type=float) if flag == "cpu" else dict(type=int)
-        p.add_argument(f"--{flag}-warn", **kind, default=None, metavar="N", help=f"WARNING at N {what}")
-        p.add_argument(f"--{flag}-critical", **kind, default=None, metavar="N", help=f"CRITICAL at N {what}")
+        p.add_argument(f"--{flag}-warn", **kind, dest=f"{param}_warn", default=None, metavar="N",
+                       help=f"WARNING at N {what}")
+        p.add_argument(f"--{flag}-critical", **kind, dest=f"{param}_critical", default=None, metavar="N",
+                       help=f"CRITICAL at N {what}")
     p.add_argument("--uptime-warn", **optional_secs, help="WARNING when up for less than this (it restarted)")
     p.add_argument("--uptime-critical", **optional_secs, help="CRITICAL when up for less than this")
     p.add_argument("--js-required", action="store_true", help="CRITICAL without JetStream")

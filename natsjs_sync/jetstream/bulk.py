@@ -27,7 +27,7 @@ from ..errors import (
     OutboundBufferLimitError,
     TimeoutError,
 )
-from ..protocol.headers import STATUS_NO_RESPONDERS
+from ..protocol.jetstream.status import is_no_responders
 from .publish import _fast_pub_ack, parse_pub_ack
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ class FramePublisher:
                         self.published += 1
                     self._progress()
                 return
-        if not data and msg.status == STATUS_NO_RESPONDERS:
+        if is_no_responders(msg.raw_headers, data):
             self._no_stream = True
             return  # no stream answered (yet: a leader election); sent again after the ack timeout
         try:

@@ -54,7 +54,8 @@ from ..errors import (
     jetstream_error,
 )
 from ..msg import Msg
-from ..protocol.headers import STATUS_NO_RESPONDERS, Headers, HeadersInput, encode_headers
+from ..protocol.headers import Headers, HeadersInput, encode_headers
+from ..protocol.jetstream.status import is_no_responders
 from .stream_config import _Model
 
 if TYPE_CHECKING:
@@ -338,7 +339,7 @@ def parse_pub_ack(msg: Msg, subject: str) -> PubAck:
         ack = _fast_pub_ack(msg.data)
         if ack is not None:
             return ack
-    if not msg.data and msg.status == STATUS_NO_RESPONDERS:
+    if is_no_responders(msg.raw_headers, msg.data):
         raise NoStreamResponseError(f"no stream answered a publish to {subject!r}", code=503)
     try:
         resp = _decode(msg.data)
@@ -830,7 +831,7 @@ class AckMux:
             token = msg.subject[prefix_len:]
             if msg.raw_headers is None:
                 decoded.append((token, msg, _fast_pub_ack(msg.data)))
-            elif not msg.data and msg.status == STATUS_NO_RESPONDERS and self._retry_later(token):
+            elif is_no_responders(msg.raw_headers, msg.data) and self._retry_later(token):
                 continue
             else:
                 decoded.append((token, msg, None))

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NatsError, NotFoundError
+from ..jetstream.stream_config import PeerInfo
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -219,6 +220,41 @@ def _percent(used: int, limit: int) -> float | None:
     return None if limit is None or limit <= 0 else 100.0 * used / limit
 
 
+def _current_peers(peers: Sequence[PeerInfo]) -> int:
+    """The peers of a Raft group that are current, the leader (not in ``peers``) included."""
+    return 1 + sum(1 for p in peers if p.current and not p.offline)
+
+
+def _check_peers(result: CheckResult, group: str, label: str, peers: Sequence[PeerInfo], size: int,
+                 lag_critical: int | None, seen_critical: float | None) -> None:
+    """The followers of a led Raft group (a stream's, a consumer's, the meta group): fewer current
+    peers than a quorum is CRITICAL, a peer offline or not current WARNING, one past a threshold CRITICAL.
+
+    Args:
+        result: where the findings go.
+        group: the group as the quorum finding names it (``"stream"``, ``"the meta group"``).
+        label: what precedes a peer's name in its findings (``"stream replica"``, ``"peer"``).
+        peers: the followers, the leader not among them.
+        size: the group's size, leader included.
+        lag_critical, seen_critical: operations behind, and seconds since last heard from,
+            that make a peer CRITICAL (``None``: not checked).
+    """
+    # A leader cut off from its followers keeps calling itself leader for a while; without a
+    # quorum of current peers (the leader is one) nothing can be written: that is down, not degraded.
+    current = _current_peers(peers)
+    if current < size // 2 + 1:
+        result.critical(f"{group} has lost its quorum ({current} of {size} peers current)")
+    for peer in peers:
+        if peer.offline:
+            result.warning(f"{label} {peer.name} is offline")
+        elif not peer.current:
+            result.warning(f"{label} {peer.name} is not current")
+        if lag_critical is not None and peer.lag >= lag_critical:
+            result.critical(f"{label} {peer.name} is {peer.lag} operations behind")
+        if seen_critical is not None and peer.active >= seen_critical:
+            result.critical(f"{label} {peer.name} last seen {_secs(peer.active)} ago")
+
+
 def _check_group(result: CheckResult, what: str, cluster: ClusterInfo | None, lag_critical: int | None,
                  seen_critical: float | None) -> None:
     """A Raft group (a stream's or a consumer's): no leader or no quorum is CRITICAL, a replica
@@ -229,21 +265,7 @@ def _check_group(result: CheckResult, what: str, cluster: ClusterInfo | None, la
         result.critical(f"{what} has no leader")
         return
     peers = list(cluster.replicas or ())
-    # A leader cut off from its followers keeps calling itself leader for a while; without a
-    # quorum of current peers (the leader is one) nothing can be written: that is down, not degraded.
-    current = 1 + sum(1 for p in peers if p.current and not p.offline)
-    size = 1 + len(peers)
-    if current < size // 2 + 1:
-        result.critical(f"{what} has lost its quorum ({current} of {size} peers current)")
-    for peer in peers:
-        if peer.offline:
-            result.warning(f"{what} replica {peer.name} is offline")
-        elif not peer.current:
-            result.warning(f"{what} replica {peer.name} is not current")
-        if lag_critical is not None and peer.lag >= lag_critical:
-            result.critical(f"{what} replica {peer.name} is {peer.lag} operations behind")
-        if seen_critical is not None and peer.active >= seen_critical:
-            result.critical(f"{what} replica {peer.name} last seen {_secs(peer.active)} ago")
+    _check_peers(result, what, f"{what} replica", peers, 1 + len(peers), lag_critical, seen_critical)
 
 
 def check_jetstream(
@@ -571,28 +593,19 @@ def check_meta(
     if meta is None or not meta.leader:
         result.critical(f"no meta leader answered within {_secs(timeout)}")
         return result
-    peers = list(meta.replicas or ())
+    # The meta group's peers come as the server sent them (``active`` in nanoseconds):
+    # read as a stream's replicas are, so one set of rules judges both.
+    peers = [PeerInfo(name=p.get("name", "?"), current=bool(p.get("current")), offline=bool(p.get("offline")),
+                      lag=int(p.get("lag") or 0), active=float(p.get("active") or 0) / 1e9)
+             for p in meta.replicas or ()]
     size = meta.cluster_size or 1 + len(peers)
-    current = 1 + sum(1 for p in peers if p.get("current") and not p.get("offline"))
+    current = _current_peers(peers)
     result.ok(f"leader {meta.leader}, {current} of {size} peers current")
     result.perf("peers", size, "", None, expect)
     result.perf("peers_current", current)
     if expect is not None and size != expect:
         result.critical(f"{size} peers, {expect} expected")
-    if current < size // 2 + 1:
-        result.critical(f"the meta group has lost its quorum ({current} of {size} peers current)")
-    for peer in peers:
-        peer_name = peer.get("name", "?")
-        if peer.get("offline"):
-            result.warning(f"peer {peer_name} is offline")
-        elif not peer.get("current"):
-            result.warning(f"peer {peer_name} is not current")
-        lag = int(peer.get("lag") or 0)
-        active = float(peer.get("active") or 0) / 1e9  # nanoseconds on the wire
-        if lag_critical is not None and lag >= lag_critical:
-            result.critical(f"peer {peer_name} is {lag} operations behind")
-        if seen_critical is not None and active >= seen_critical:
-            result.critical(f"peer {peer_name} last seen {_secs(active)} ago")
+    _check_peers(result, "the meta group", "peer", peers, size, lag_critical, seen_critical)
     return result
 
 

@@ -57,6 +57,24 @@ def read_entry(kv: KeyValue, stream: str, group: str, kind: str) -> Entry:
         raise ConsumerGroupNotFoundError(f"no {kind} consumer group {group!r} on stream {stream!r}") from exc
 
 
+def delete_config(js: JetStream, bucket: str, stream: str, group: str) -> None:
+    """Delete a group's config entry: its running members see it go and stop.
+
+    An entry already deleted is fine: deleting a group finishes its other
+    parts (stream, consumers) even when an earlier attempt got this far.
+
+    Raises:
+        ConsumerGroupError: ``stream`` or ``group`` is not a valid name.
+        ConsumerGroupNotFoundError: no group of that kind was ever made (no bucket).
+    """
+    require_names(stream, group)
+    kv = open_bucket(js, bucket)
+    try:
+        kv.delete(compose_key(stream, group))
+    except KeyNotFoundError:
+        pass
+
+
 def encode(obj: object) -> bytes:
     """Compact JSON, as Go's encoder writes it."""
     return json.dumps(obj, separators=(",", ":")).encode()

@@ -20,7 +20,7 @@ import msgspec
 
 from ..errors import APIError, ConsumerNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError, NatsError
 from ..jetstream import ConsumerConfig, JetStream, StreamSource, SubjectTransform
-from ._buckets import encode, group_names, open_bucket, open_or_create_bucket, read_entry, require_names
+from ._buckets import delete_config, encode, group_names, open_bucket, open_or_create_bucket, read_entry, require_names
 from .config import (
     CONSUMER_IDLE_TIMEOUT_FACTOR,
     ELASTIC_BUCKET,
@@ -133,12 +133,7 @@ def delete_elastic(js: JetStream, stream: str, group: str) -> None:
         ConsumerGroupNotFoundError: no elastic group was ever made.
         StreamNotFoundError: the group's stream is already gone.
     """
-    require_names(stream, group)
-    kv = open_bucket(js, ELASTIC_BUCKET)
-    try:
-        kv.delete(compose_key(stream, group))
-    except KeyNotFoundError:
-        pass
+    delete_config(js, ELASTIC_BUCKET, stream, group)
     js.delete_stream(compose_group_stream_name(stream, group))
 
 

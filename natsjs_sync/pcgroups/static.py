@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..errors import ConsumerNotFoundError, KeyExistsError, KeyNotFoundError, NatsError
+from ..errors import ConsumerNotFoundError, KeyExistsError, NatsError
 from ..jetstream import ConsumerConfig, JetStream
-from ._buckets import encode, group_names, open_bucket, open_or_create_bucket, read_entry, require_names
+from ._buckets import delete_config, encode, group_names, open_bucket, open_or_create_bucket, read_entry, require_names
 from .config import PRIORITY_GROUP, STATIC_BUCKET, MemberMapping, StaticConsumerGroupConfig, validate_static_config
 from .errors import (
     ConsumerGroupError,
@@ -96,12 +96,7 @@ def delete_static(js: JetStream, stream: str, group: str) -> None:
         ConsumerGroupNotFoundError: no static group was ever made here.
         ConsumerGroupError: some consumers could not be deleted (the others were).
     """
-    require_names(stream, group)
-    kv = open_bucket(js, STATIC_BUCKET)
-    try:
-        kv.delete(compose_key(stream, group))
-    except KeyNotFoundError:
-        pass
+    delete_config(js, STATIC_BUCKET, stream, group)
     prefix = f"{group}-"
     failed = []
     for name in list(js.consumer_names(stream)):

@@ -17,6 +17,8 @@ import natsjs_sync as nats
 from natsjs_sync.errors import TimeoutError
 from natsjs_sync.testing import NatsServer
 
+from ..conftest import wait_until
+
 TOTAL = 300
 WORKERS = 4
 
@@ -143,9 +145,8 @@ def test_more_fetching_threads_than_the_consumer_has_pull_slots(nats_server: Nat
         for t in threads:
             t.start()
         start.wait()
-        deadline = time.monotonic() + 10
-        while psub.consumer_info().num_waiting < 2 and time.monotonic() < deadline:
-            threading.Event().wait(0.02)
+        # Two pulls waiting before the first publish (if not in 10 s, the publishes go on anyway).
+        wait_until(lambda: psub.consumer_info().num_waiting >= 2, timeout=10)
         for i in range(threads_n):
             js.publish("slots.job", str(i).encode())
             with received:  # one at a time: a refused fetch has to get a slot to be served

@@ -21,11 +21,6 @@ COUNT = 20
 
 
 @pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
 def streams(js: JetStream) -> Iterator[list[str]]:
     """Names of the streams a test makes; all are deleted afterwards."""
     made: list[str] = []

@@ -13,6 +13,8 @@ from natsjs_sync._backoff import Backoff
 from natsjs_sync._core.dispatch import Dispatcher, Timer, current_lane, on_dispatcher_thread
 from natsjs_sync._timeout import USE_DEFAULT, WAIT_MAX, Deadline, check_seconds, resolve
 
+from ..conftest import wait_until
+
 
 @pytest.fixture
 def dispatcher() -> object:
@@ -128,13 +130,8 @@ def test_lanes_queued_while_every_worker_is_busy_run_and_leave_no_phantom_idle_w
             assert ran.acquire(timeout=10)
         # Every worker goes back to idle, and is counted once: a count above the
         # workers there are would promise lanes to workers that never come.
-        settled = threading.Event()
-        for _ in range(500):
-            if len(d._idle) == d.threads == 2:
-                settled.set()
-                break
-            settled.wait(0.02)
-        assert len(d._idle) == d.threads == 2 and d._unclaimed == 0
+        assert wait_until(lambda: len(d._idle) == d.threads == 2, timeout=10), (len(d._idle), d.threads)
+        assert d._unclaimed == 0
         _lanes_run_while_one_blocks(d, 1)
     finally:
         d.close()

@@ -26,18 +26,6 @@ def server() -> Iterator[NatsServer]:
         yield s
 
 
-@pytest.fixture
-def proxy(server: NatsServer) -> Iterator[FaultProxy]:
-    with FaultProxy(server.url) as p:
-        yield p
-
-
-@pytest.fixture
-def witness(server: NatsServer) -> Iterator[nats.Client]:
-    with nats.connect(server.url, name="witness") as nc:
-        yield nc
-
-
 def _close_within(nc: nats.Client, seconds: float) -> bool:
     closer = threading.Thread(target=nc.close, name="test-closer", daemon=True)
     closer.start()

@@ -44,18 +44,6 @@ def server() -> Iterator[NatsServer]:
         yield s
 
 
-@pytest.fixture
-def proxy(server: NatsServer) -> Iterator[FaultProxy]:
-    with FaultProxy(server.url) as p:
-        yield p
-
-
-@pytest.fixture
-def witness(server: NatsServer) -> Iterator[nats.Client]:
-    with nats.connect(server.url, name="witness") as nc:
-        yield nc
-
-
 def stalled_client(proxy: FaultProxy, write_timeout: float = 30.0, **options: Any) -> nats.Client:
     """A client whose bytes the proxy no longer reads (connected and flushed first)."""
     nc = nats.connect(proxy.url, name="stalled", write_timeout=write_timeout, **FAST, **options)

@@ -12,11 +12,6 @@ from natsjs_sync.protocol.nuid import next_nuid
 
 
 @pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
 def stream(js: JetStream) -> Iterator[Stream]:
     """A stream ``S<nuid>`` on subjects ``<name>.>``, deleted afterwards."""
     name = "S" + next_nuid()

@@ -9,10 +9,12 @@ sees every message once, in order, with no exception.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import pytest
 
@@ -104,52 +106,59 @@ def _ordered(js: JetStream, stream: str, error_cb: object,
     return oc, oc.messages(max_messages=max_messages, expires=EXPIRES, heartbeat=HB, error_cb=error_cb)  # type: ignore[arg-type]
 
 
-def test_server_stall(nats_server: NatsServer, clients: tuple[nats.Client, nats.Client]) -> None:
+class Scene(NamedTuple):
+    """What a heal test works with once the reader has its first ten messages."""
+
+    js: JetStream  #: the admin client's JetStream (the reader's client is left alone)
+    stream: str
+    consumer: OrderedConsumer
+    missed: threading.Event  #: set when the reader reports missed heartbeats (the heal begins)
+
+
+@contextlib.contextmanager
+def _reading_twenty(clients: tuple[nats.Client, nats.Client], storage: str = "memory") -> Iterator[Scene]:
+    """An ordered iterator read on a thread until 20 messages: the block runs once the
+    first 10 are read, makes its fault and publishes the other 10. Then the reader
+    must have all 20, in order, with no exception."""
     reader_nc, admin = clients
     ajs = admin.jetstream()
-    name = _stream(ajs)
+    name = _stream(ajs, storage)
     _publish(ajs, f"{name}.a", 0, 10)
     missed = threading.Event()
-    _, it = _ordered(reader_nc.jetstream(), name, _missed_cb(missed))
+    oc, it = _ordered(reader_nc.jetstream(), name, _missed_cb(missed))
     with it:
         r = Reader(it, 20).start()
         try:
             assert wait_until(lambda: len(r.got) == 10, timeout=BOUND)
-            pid = nats_server.pid
-            assert pid is not None
-            os.kill(pid, signal.SIGSTOP)
-            try:
-                assert missed.wait(BOUND)
-            finally:
-                os.kill(pid, signal.SIGCONT)
-            _publish(ajs, f"{name}.a", 10, 10)
+            yield Scene(ajs, name, oc, missed)
         finally:
             r.finish()
     assert r.errors == []
     assert r.got == list(range(20))
+
+
+def test_server_stall(nats_server: NatsServer, clients: tuple[nats.Client, nats.Client]) -> None:
+    with _reading_twenty(clients) as scene:
+        pid = nats_server.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            assert scene.missed.wait(BOUND)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        _publish(scene.js, f"{scene.stream}.a", 10, 10)
 
 
 def test_node_restart(nats_server: NatsServer, clients: tuple[nats.Client, nats.Client]) -> None:
     reader_nc, admin = clients
-    ajs = admin.jetstream()
-    name = _stream(ajs, storage="file")  # the stream survives the restart, the memory consumer does not
-    _publish(ajs, f"{name}.a", 0, 10)
-    missed = threading.Event()
-    _, it = _ordered(reader_nc.jetstream(), name, _missed_cb(missed))
-    with it:
-        r = Reader(it, 20).start()
-        try:
-            assert wait_until(lambda: len(r.got) == 10, timeout=BOUND)
-            nats_server.stop()
-            assert missed.wait(BOUND)  # the reader noticed while the server was away
-            nats_server.start()
-            assert wait_until(lambda: admin.is_connected and reader_nc.is_connected, timeout=BOUND)
-            assert wait_until(lambda: _try_publish(ajs, f"{name}.a", 10), timeout=BOUND)
-            _publish(ajs, f"{name}.a", 11, 9)
-        finally:
-            r.finish()
-    assert r.errors == []
-    assert r.got == list(range(20))
+    # The stream survives the restart, the memory consumer does not.
+    with _reading_twenty(clients, storage="file") as scene:
+        nats_server.stop()
+        assert scene.missed.wait(BOUND)  # the reader noticed while the server was away
+        nats_server.start()
+        assert wait_until(lambda: admin.is_connected and reader_nc.is_connected, timeout=BOUND)
+        assert wait_until(lambda: _try_publish(scene.js, f"{scene.stream}.a", 10), timeout=BOUND)
+        _publish(scene.js, f"{scene.stream}.a", 11, 9)
 
 
 def _try_publish(js: JetStream, subject: str, i: int) -> bool:
@@ -162,24 +171,11 @@ def _try_publish(js: JetStream, subject: str, i: int) -> bool:
 
 
 def test_consumer_deleted_mid_pull(clients: tuple[nats.Client, nats.Client]) -> None:
-    reader_nc, admin = clients
-    ajs = admin.jetstream()
-    name = _stream(ajs)
-    _publish(ajs, f"{name}.a", 0, 10)
-    missed = threading.Event()
-    oc, it = _ordered(reader_nc.jetstream(), name, _missed_cb(missed))
-    with it:
-        r = Reader(it, 20).start()
-        try:
-            assert wait_until(lambda: len(r.got) == 10, timeout=BOUND)
-            consumer = oc.name  # the pull for more is waiting on it now
-            assert consumer is not None
-            ajs.delete_consumer(name, consumer)
-            _publish(ajs, f"{name}.a", 10, 10)
-        finally:
-            r.finish()
-    assert r.errors == []
-    assert r.got == list(range(20))
+    with _reading_twenty(clients) as scene:
+        consumer = scene.consumer.name  # the pull for more is waiting on it now
+        assert consumer is not None
+        scene.js.delete_consumer(scene.stream, consumer)
+        _publish(scene.js, f"{scene.stream}.a", 10, 10)
 
 
 def test_foreign_subscriber_on_pull_subjects(clients: tuple[nats.Client, nats.Client]) -> None:

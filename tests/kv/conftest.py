@@ -10,11 +10,6 @@ from natsjs_sync.protocol.nuid import next_nuid
 
 
 @pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
 def kv(js: JetStream) -> Iterator[KeyValue]:
     bucket = "b" + next_nuid()
     store = js.create_key_value(bucket=bucket, history=5, storage="memory")

@@ -14,11 +14,6 @@ from natsjs_sync.jetstream.object_store import encode_name
 from natsjs_sync.protocol.nuid import next_nuid
 
 
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
 def test_infos_always_carry_size_chunks_and_mtime(js: JetStream) -> None:
     bucket = "o" + next_nuid()
     obs = js.create_object_store(bucket=bucket, storage="memory")

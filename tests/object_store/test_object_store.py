@@ -18,11 +18,6 @@ from natsjs_sync.protocol.nuid import next_nuid
 
 
 @pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
 def obs(js: JetStream) -> Iterator[ObjectStore]:
     bucket = "o" + next_nuid()
     store = js.create_object_store(bucket=bucket, storage="memory")

@@ -17,11 +17,6 @@ from ..conftest import wait_until
 
 
 @pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
 def buckets(js: JetStream) -> Iterator[list[str]]:
     """Names of object stores a test makes; all are deleted afterwards."""
     made: list[str] = []

@@ -5,9 +5,8 @@ from __future__ import annotations
 import datetime
 import re
 import textwrap
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,7 @@ from natsjs_sync.monitor import (
 from natsjs_sync.monitor.models import decode_as
 from natsjs_sync.testing import NatsCluster, NatsServer
 
-#: A system account "SYS" and an application account "APP" with JetStream.
-ACCOUNTS: dict[str, Any] = {
-    "accounts": {
-        "SYS": {"users": [{"user": "sys", "password": "sys"}]},
-        "APP": {"jetstream": "enabled", "users": [{"user": "app", "password": "app"}]},
-    },
-    "system_account": "SYS",
-}
+from ._kit import ACCOUNTS, eventually
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +44,6 @@ def sys_nc(cluster: NatsCluster) -> Iterator[nats.Client]:
         yield nc
 
 
-def eventually(probe: Callable[[], bool], timeout: float) -> bool:
-    """Poll ``probe`` until it holds, at most ``timeout`` seconds (server state with nothing to wait on)."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not probe():
-        if time.monotonic() >= deadline:
-            return False
-        pause.wait(0.1)
-    return True
 
 
 def names(cluster: NatsCluster) -> set[str]:
@@ -233,3 +216,25 @@ def test_server_times_are_cut_to_microseconds_not_rounded() -> None:
     assert varz.start == expected
     connz = decode_as({"connections": [{"cid": 7, "start": late, "last_activity": late}]}, KINDS["CONNZ"])
     assert connz.connections[0].start == expected and connz.connections[0].last_activity == expected
+
+
+def test_stream_replicas_and_meta_peers_are_judged_by_the_same_rules() -> None:
+    # No server: a Raft group's followers as a stream's info lists them. The meta check
+    # reads its peers into the same shape and hands them to the same rules.
+    from natsjs_sync.jetstream.stream_config import ClusterInfo, PeerInfo
+    from natsjs_sync.monitor.check import CheckResult, _check_group, _check_peers
+
+    peers = [PeerInfo(name="n2", current=False, offline=True), PeerInfo(name="n3", current=True, lag=50, active=9.0)]
+    stream = CheckResult("stream", "S")
+    _check_group(stream, "stream", ClusterInfo(leader="n1", replicas=peers), 10, 5.0)
+    assert stream.status is Status.CRITICAL
+    assert [t for _, t in stream.messages] == [
+        "stream replica n2 is offline", "stream replica n3 is 50 operations behind",
+        "stream replica n3 last seen 9.0 s ago"]
+    meta = CheckResult("meta")
+    _check_peers(meta, "the meta group", "peer", [peers[0], PeerInfo(name="n3", offline=True)], 3, None, None)
+    assert [t for _, t in meta.messages] == [
+        "the meta group has lost its quorum (1 of 3 peers current)", "peer n2 is offline", "peer n3 is offline"]
+    leaderless = CheckResult("stream", "S")
+    _check_group(leaderless, "stream", ClusterInfo(leader=None, replicas=peers), None, None)
+    assert [t for _, t in leaderless.messages] == ["stream has no leader"]

@@ -5,11 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,16 +14,10 @@ import natsjs_sync as nats
 from natsjs_sync.cli import main
 from natsjs_sync.testing import NatsCluster, free_port
 
+from ._kit import ACCOUNTS, eventually
+
 REPO = Path(__file__).resolve().parents[2]
 
-#: A system account "SYS" and an application account "APP" with JetStream.
-ACCOUNTS: dict[str, Any] = {
-    "accounts": {
-        "SYS": {"users": [{"user": "sys", "password": "sys"}]},
-        "APP": {"jetstream": "enabled", "users": [{"user": "app", "password": "app"}]},
-    },
-    "system_account": "SYS",
-}
 #: Connection-check thresholds a loaded machine stays far below.
 GENEROUS = ("--connect-warn", "10s", "--connect-critical", "20s", "--rtt-warn", "10s", "--rtt-critical", "20s",
             "--req-warn", "10s", "--req-critical", "20s")
@@ -40,15 +31,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def eventually(probe: Callable[[], bool], timeout: float) -> bool:
-    """Poll ``probe`` until it holds, at most ``timeout`` seconds (server state with nothing to wait on)."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not probe():
-        if time.monotonic() >= deadline:
-            return False
-        pause.wait(0.25)
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +120,29 @@ def test_check_arguments_it_cannot_use_are_unknown(capsys: pytest.CaptureFixture
     assert proc.returncode == 3 and proc.stdout.startswith("UNKNOWN jetstream: no server given"), proc.stdout
     code, out, _ = run(capsys, "--context", "nosuchcontext", "server", "check", "jetstream")
     assert code == 3 and out.startswith("UNKNOWN jetstream: ") and "nosuchcontext" in out
+
+
+@pytest.mark.parametrize(("kind", "needed"), [
+    ("connection", ()), ("jetstream", ()), ("server", ("--name", "n")), ("meta", ()),
+    ("stream", ("--stream", "S")), ("consumer", ("--stream", "S", "--consumer", "C")),
+])
+def test_every_check_parameter_has_an_option(kind: str, needed: tuple[str, ...]) -> None:
+    # The dispatch hands each check its keyword-only parameters by name from the parsed
+    # arguments: an option missing (or named otherwise) would make the check UNKNOWN.
+    import inspect
+
+    from natsjs_sync.cli import build_parser
+    from natsjs_sync.cli.server import _thresholds
+    from natsjs_sync.monitor import check as checks
+
+    args = build_parser().parse_args(["server", "check", kind, *needed, "--conn-warn", "7"]
+                                     if kind == "server" else ["server", "check", kind, *needed])
+    check = getattr(checks, f"check_{kind}")
+    given = _thresholds(check, args)
+    wanted = [p.name for p in inspect.signature(check).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert sorted(given) == sorted(wanted) and "timeout" in given
+    if kind == "server":
+        assert given["connections_warn"] == 7
 
 
 def test_ls_and_check_use_the_nats_context(capsys: pytest.CaptureFixture[str], cluster: NatsCluster,

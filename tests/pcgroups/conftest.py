@@ -14,11 +14,6 @@ PARTITIONS = 4
 
 
 @pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
 def pstream(js: JetStream) -> Iterator[str]:
     """A stream on ``<name>.*`` storing ``<partition>.<name>.<key>`` (4 partitions by key)."""
     name = "P" + next_nuid()

@@ -48,6 +48,18 @@ def test_create_elastic_writes_orbit_layout_and_its_work_queue_stream(js: JetStr
     assert pcgroups.list_elastic_groups(js, estream) == ["g"]
 
 
+def test_delete_elastic_removes_its_config_and_its_stream(js: JetStream, estream: str) -> None:
+    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    pcgroups.delete_elastic(js, estream, "g")
+    assert pcgroups.list_elastic_groups(js, estream) == []
+    assert f"{estream}-g" not in list(js.stream_names())
+    with pytest.raises(pcgroups.ConsumerGroupNotFoundError):
+        pcgroups.get_elastic_config(js, estream, "g")
+    # Again: the config is gone already (fine), the stream too (that is reported).
+    with pytest.raises(nats.StreamNotFoundError):
+        pcgroups.delete_elastic(js, estream, "g")
+
+
 def test_membership_edits_keep_fields_this_client_does_not_know(js: JetStream, estream: str) -> None:
     pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
     kv = js.key_value("elastic-consumer-groups")

@@ -11,7 +11,7 @@ from natsjs_sync.errors import ConsumerDeletedError, JetStreamError, NotJSMessag
 from natsjs_sync.protocol.headers import encode_headers
 from natsjs_sync.protocol.jetstream.ackreply import parse_metadata, sequences
 from natsjs_sync.protocol.jetstream.pullstate import PullAccounting, PullAsk
-from natsjs_sync.protocol.jetstream.status import MESSAGE, Kind, classify
+from natsjs_sync.protocol.jetstream.status import MESSAGE, Kind, classify, is_no_responders
 
 
 def status(code: int, desc: str = "", reply: str | None = None, **headers: str) -> object:
@@ -55,6 +55,15 @@ def test_errors_of_terminal_statuses() -> None:
     err = status(400, "Bad Request - Priority Group missing").error()  # type: ignore[attr-defined]
     assert isinstance(err, JetStreamError) and "Priority Group" in str(err)
     assert status(408, "Request Timeout").error() is None  # type: ignore[attr-defined]
+
+
+def test_no_responders_is_a_503_without_payload_only() -> None:
+    assert is_no_responders(b"NATS/1.0 503\r\n\r\n", b"")
+    assert is_no_responders(encode_headers(None, status=503, description="No Responders"), b"")
+    assert not is_no_responders(b"NATS/1.0 503\r\n\r\n", b"an answer")  # somebody's reply, not the server's
+    assert not is_no_responders(None, b"")
+    assert not is_no_responders(b"NATS/1.0 408 Request Timeout\r\n\r\n", b"")
+    assert not is_no_responders(encode_headers({"X-Code": "503"}), b"")  # no status line at all
 
 
 @given(st.binary(max_size=80))

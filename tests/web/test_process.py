@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 import warnings
 from typing import Any
 
@@ -12,6 +11,8 @@ import pytest
 from natsjs_sync.contrib import process
 from natsjs_sync.contrib.process import ProcessClient, SettingsError, import_callable, parse_settings
 from natsjs_sync.testing import NatsServer
+
+from ..conftest import wait_until
 
 
 def test_a_forked_child_uses_its_own_connection_without_any_hook(nats_server: NatsServer) -> None:
@@ -41,15 +42,19 @@ def test_a_forked_child_uses_its_own_connection_without_any_hook(nats_server: Na
         child_cid = int(msg.data)
         assert child_cid != parent.client_id  # the child's own connection, not the parent's
         assert os.read(read, 2) == b"ok"
-        for _ in range(300):  # bounded: 30 s
+        statuses: list[int] = []
+
+        def reaped() -> bool:  # another process's exit offers nothing to wait on: polled
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
-                break
-            time.sleep(0.1)  # another process's exit offers nothing to wait on
-        else:
+                statuses.append(status)
+            return bool(done)
+
+        if not wait_until(reaped, timeout=30, interval=0.1):
             os.kill(pid, 9)
-            pytest.fail("the forked child did not exit")
-        assert os.waitstatus_to_exitcode(status) == 0
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child did not exit within 30 s")
+        assert os.waitstatus_to_exitcode(statuses[0]) == 0
         assert holder() is parent and parent.is_connected  # the parent's connection is untouched
         parent.flush(timeout=5)
     finally:

@@ -8,6 +8,11 @@ says what to do; each consumer applies its own policy to that kind (a fetch
 ends, ``messages()`` asks again, an ordered consumer re-creates itself), but
 none of them reads status codes or descriptions itself.
 
+Outside a consumer, one status matters to every request: the server's "no
+responders" answer (503 with no payload), sent when nobody is subscribed to a
+request's subject. :func:`is_no_responders` is its one test, used by the core
+request, ``request_many``, the asyncio facade and the JetStream publishers.
+
 The kinds follow the server and nats.go's ``checkMsg``:
 
 ====================  =========================================================
@@ -33,7 +38,7 @@ import enum
 from dataclasses import dataclass
 
 from ...errors import ConsumerDeletedError, JetStreamError
-from ..headers import parse_headers
+from ..headers import STATUS_NO_RESPONDERS, parse_headers, status_of
 
 
 class Kind(enum.Enum):
@@ -85,6 +90,25 @@ def _pending(value: str | None) -> int:
         return 0
 
 
+def is_no_responders(raw_headers: bytes | None, data: bytes) -> bool:
+    """Whether a reply is the server's "no responders" answer to a request.
+
+    The server sends it (when the client's CONNECT asked for it, as ours
+    does) instead of letting a request to a subject nobody serves run into
+    its timeout: a header block with status 503 and no payload. A 503 that
+    carries a payload is somebody's answer, not the server's.
+
+    Args:
+        raw_headers: the reply's header block as received, or ``None``.
+        data: the reply's payload.
+
+    Returns:
+        True for the no-responders status, False for anything else.
+    """
+    # raw_headers first: the common reply has no headers, and this is on every request's path.
+    return raw_headers is not None and not data and status_of(raw_headers) == STATUS_NO_RESPONDERS
+
+
 def classify(raw_headers: bytes | None, reply: str | None = None) -> Status:
     """Classify a message by its raw header block (and reply subject, for flow control).
 
@@ -118,6 +142,6 @@ def classify(raw_headers: bytes | None, reply: str | None = None) -> Status:
         return Status(Kind.LIMIT, code, description, pend_m, pend_b)
     if code == 423:
         return Status(Kind.RESET, code, description, pend_m, pend_b, pin_id_reset=True)
-    if code == 503:
+    if code == STATUS_NO_RESPONDERS:
         return Status(Kind.NO_RESPONDERS, code, description)
     return Status(Kind.TERMINAL, code, description, pend_m, pend_b)
