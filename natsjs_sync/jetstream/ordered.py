@@ -244,7 +244,7 @@ class OrderedConsumer:
             self._consumer_seq = 0
             if old is not None:
                 self.resets += 1
-                log.info("ordered consumer on %s made anew from stream sequence %d (reset %d)",
+                self._core.logs.to(log).info("ordered consumer on %s made anew from stream sequence %d (reset %d)",
                          self.stream, self._stream_seq + 1, self.resets)
             return
 

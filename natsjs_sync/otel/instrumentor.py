@@ -64,6 +64,7 @@ from opentelemetry.instrumentation.utils import (
 )
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
+from .._core.logs import mark_raised_in
 from .._version import __version__
 from ..jetstream.client_trace import ClientTrace, add_client_trace
 from . import attributes as a
@@ -180,6 +181,13 @@ def _fail(span: Span, exc: BaseException) -> None:
     span.set_attribute(a.ERROR_TYPE, _error_type(exc))
     span.record_exception(exc)
     span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def _log_inside(span: Span, exc: BaseException) -> None:
+    """Whoever logs ``exc`` once it left ``span`` (the dispatcher, after the callback returned)
+    logs it inside ``span``: the record gets the span's trace id on the thread that ran it."""
+    mark_raised_in(exc, functools.partial(trace.use_span, span, end_on_exit=False, record_exception=False,
+                                          set_status_on_exception=False))
 
 
 def _destination(subject: str, op_type: str, op_name: str) -> dict[str, Any]:
@@ -407,6 +415,7 @@ def _traced_handler(s: _State, handler: Callable[[Any], Any], pattern: str | Non
             except BaseException as exc:
                 error = exc
                 _fail(span, exc)
+                _log_inside(span, exc)
                 raise
             finally:
                 elapsed = timeit.default_timer() - started
