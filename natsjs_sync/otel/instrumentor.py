@@ -20,11 +20,13 @@ call                                        kind        operation type   name
 subscription callback                       CONSUMER    process          process
 ``Subscription.next_msg`` (and iteration)   CONSUMER    receive          receive
 ``JetStream.publish`` / ``publish_async``   PRODUCER    send             publish
+atomic and fast batch (one per batch)       PRODUCER    send             publish
 ``MessageBatch`` / ``messages()`` items     CONSUMER    receive          receive
 ``consume()`` handler (pull and push)       CONSUMER    process          process
 ``js.subscribe`` callback / ``next_msg``    CONSUMER    process/receive  process, receive
 ``Msg.ack`` / ``nak`` / ``term`` / ...      CLIENT      settle           ack ...
 ``KeyValue.put`` / ``get`` / ``watch`` ...  CLIENT      send / receive   put ...
+KV watcher update                           CONSUMER    receive          receive
 ``ObjectStore.put`` / ``get``               CLIENT      send / receive   put, get
 service endpoint handler                    SERVER      process          (endpoint)
 Spark read task attempt                     CONSUMER    receive          receive
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 import logging
 import sys
@@ -113,6 +116,8 @@ class _State:
         self.user_subs: set[int] = set()
         # Pull iterators the library made for itself inside a traced KV or object operation.
         self.internal: set[int] = set()
+        # The span of each batch publish under way (atomic and fast batches).
+        self.batches: weakref.WeakKeyDictionary[Any, _BatchSpan] = weakref.WeakKeyDictionary()
         self._client_attrs: weakref.WeakKeyDictionary[Client, tuple[str | None, dict[str, Any]]] = (
             weakref.WeakKeyDictionary())
 
@@ -572,6 +577,151 @@ def _wrap_js_publish_async(s: _State, fn: Callable[..., Any]) -> Callable[..., A
     return wrapper
 
 
+class _BatchSpan:
+    """The one span of a batch publish: from its first message until its ack settles, it is
+    refused, or the batch is given up. Lives across the calls of one thread (a publisher is
+    not thread-safe); :meth:`end` is idempotent (a finalizer may race a last call)."""
+
+    __slots__ = ("attrs", "context", "ended", "s", "span", "started")
+
+    def __init__(self, s: _State, publisher: Any, kind: str, subject: str):
+        self.s = s
+        js = getattr(publisher, "_js", None)
+        self.attrs = attrs = s.client_attrs(getattr(js, "nc", None))
+        attrs.update(_destination(subject, "send", "publish"))
+        attrs[a.NATS_BATCH_ID] = publisher.batch_id
+        attrs[a.NATS_BATCH_KIND] = kind
+        self.started = timeit.default_timer()
+        # Never current between calls: only in the context each message's headers carry.
+        self.span = s.tracer.start_span(f"publish {a.destination_label(subject)}", kind=SpanKind.PRODUCER,
+                                        attributes=attrs)
+        self.context = trace.set_span_in_context(self.span)
+        self.ended = False
+
+    def end(self, count: int | None, ack: Any, error: BaseException | None) -> None:
+        """Finish the span: ``count`` messages (None: unknown), the batch's PubAck if any, the error if any."""
+        if self.ended:
+            return
+        self.ended = True
+        span = self.span
+        if ack is not None:
+            span.set_attribute(a.NATS_STREAM, ack.stream)
+            span.set_attribute(a.NATS_STREAM_SEQUENCE, ack.seq)
+            if ack.batch_size is not None:
+                count = ack.batch_size
+        if count is not None:
+            span.set_attribute(a.MESSAGING_BATCH_MESSAGE_COUNT, count)
+        if error is not None:
+            _fail(span, error)
+        self.s.record("publish", self.attrs, self.started, error, sent=count or 0)
+        span.end()
+
+
+def _batch_span(s: _State, publisher: Any, kind: str, subject: str | None) -> _BatchSpan | None:
+    """The span of ``publisher``, started by its first message (None before one, or once it is over)."""
+    b: _BatchSpan | None = s.batches.get(publisher)
+    if b is None and subject is not None and not publisher.done:
+        b = _BatchSpan(s, publisher, kind, subject)
+        with s._lock:
+            s.batches[publisher] = b
+        # A batch dropped without commit, discard or its block's end: the span ends with it.
+        weakref.finalize(publisher, b.end, None, None, None)
+    return b
+
+
+def _wrap_batch_send(s: _State, kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``add``/``commit`` of an atomic or fast batch: each message carries the batch span's context;
+    the span ends when the batch is over (committed and acknowledged, or refused)."""
+    binder = _Args(fn)
+
+    def wrapper(wrapped: Callable[..., Any], publisher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        bound = binder.bind(publisher, args, kwargs)
+        subject = bound.arguments.get("subject")
+        b = _batch_span(s, publisher, kind, subject)
+        if b is None or b.ended:
+            return wrapped(*args, **kwargs)
+        if subject is not None:  # a commit without a subject carries no message, and no headers
+            bound.arguments["headers"] = inject(bound.arguments.get("headers"), b.context)
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            with trace.use_span(b.span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                result = binder.call(wrapped, bound)
+            return result
+        except BaseException as exc:
+            error = exc
+            if not publisher.done:  # the batch goes on (a wait that timed out, a full batch)
+                b.span.record_exception(exc)
+            raise
+        finally:
+            if publisher.done:
+                ack = getattr(publisher, "result", None) or (result if hasattr(result, "batch_size") else None)
+                b.end(publisher.size, ack, error)
+    return wrapper
+
+
+def _wrap_batch_end(s: _State) -> Callable[..., Any]:
+    """``discard``/``__exit__`` of a batch: a batch given up ends its span (with the block's
+    exception, or the error of a block left without commit)."""
+    def wrapper(wrapped: Callable[..., Any], publisher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        b: _BatchSpan | None = s.batches.get(publisher)
+        if b is None or b.ended:
+            return wrapped(*args, **kwargs)
+        error: BaseException | None = args[1] if len(args) > 1 and isinstance(args[1], BaseException) else None
+        try:
+            return wrapped(*args, **kwargs)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if publisher.done:
+                b.end(publisher.size, getattr(publisher, "result", None), error)
+    return wrapper
+
+
+def _wrap_kv_publish(s: _State) -> Callable[..., Any]:
+    """A KV write carries the trace context of its span (the KV operation's, current here):
+    a watcher's receive span of the update is its child."""
+    def wrapper(wrapped: Callable[..., Any], kv: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if _Live.current is not s:
+            return wrapped(*args, **kwargs)
+        key, value, headers, *rest = args
+        return wrapped(key, value, inject(headers), *rest, **kwargs)
+    return wrapper
+
+
+def _wrap_kv_decode(s: _State) -> Callable[..., Any]:
+    """A receive span per update a KV watcher hands to the application, the child of the writer's
+    context when the update carries one."""
+    def wrapper(wrapped: Callable[..., Any], watcher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        started = _now_ns()
+        decoded = wrapped(*args, **kwargs)
+        if not is_instrumentation_enabled():
+            return decoded
+        entry, _, deleted = decoded
+        if deleted and getattr(watcher, "_ignore_deletes", False):
+            return decoded  # skipped by the watcher: the application never sees it
+        msg: Msg = args[0] if args else kwargs["msg"]
+        writer = extract(_headers_of(msg))
+        parent = writer if trace.get_current_span(writer).get_span_context().is_valid else None
+        attrs = s.client_attrs(None)
+        attrs.update({a.MESSAGING_OPERATION_TYPE: "receive", a.MESSAGING_OPERATION_NAME: "receive",
+                      a.MESSAGING_DESTINATION_NAME: entry.bucket, a.NATS_KV_BUCKET: entry.bucket,
+                      a.NATS_KV_KEY: entry.key, a.NATS_STREAM_SEQUENCE: entry.revision,
+                      a.MESSAGING_MESSAGE_BODY_SIZE: len(msg.data)})
+        span = s.tracer.start_span(f"receive {entry.bucket}", context=parent, kind=SpanKind.CONSUMER,
+                                   attributes=attrs, start_time=started)
+        s.run_consume_hook(span, msg)
+        span.end()
+        m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
+        m[a.MESSAGING_OPERATION_NAME] = "receive"
+        s.metrics.consumed.add(1, m)
+        return decoded
+    return wrapper
+
+
 def _wrap_settle(s: _State, kind: str) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], msg: Msg, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not is_instrumentation_enabled() or not msg.reply.startswith(_ACK_PREFIX):
@@ -889,6 +1039,15 @@ def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any, objects: A
         ("natsjs_sync.micro.service", "Service.add_endpoint", _wrap_add_endpoint(s)),
         ("natsjs_sync.micro.service", "Group.add_endpoint", _wrap_add_endpoint(s)),
     ]
+    for module, cls, kind in (("natsjs_sync.jetstream.batch", "BatchPublisher", "atomic"),
+                              ("natsjs_sync.jetstream.fastbatch", "FastBatchPublisher", "fast")):
+        owner = getattr(importlib.import_module(module), cls)
+        for method in ("add", "commit"):
+            t.append((module, f"{cls}.{method}", _wrap_batch_send(s, kind, getattr(owner, method))))
+        for method in ("discard", "__exit__"):
+            t.append((module, f"{cls}.{method}", _wrap_batch_end(s)))
+    t.append(("natsjs_sync.jetstream.kv", "KeyValue._publish", _wrap_kv_publish(s)))
+    t.append(("natsjs_sync.jetstream.kv", "KeyWatcher._decode", _wrap_kv_decode(s)))
     for kind in ("ack", "nak", "term", "in_progress", "ack_sync"):
         t.append(("natsjs_sync.msg", f"Msg.{kind}", _wrap_settle(s, kind)))
     for op, op_type in (("put", "send"), ("create", "send"), ("update", "send"), ("delete", "send"),
