@@ -681,14 +681,18 @@ def _wrap_batch_end(s: _State) -> Callable[..., Any]:
     return wrapper
 
 
-def _wrap_kv_publish(s: _State) -> Callable[..., Any]:
-    """A KV write carries the trace context of its span (the KV operation's, current here):
-    a watcher's receive span of the update is its child."""
+def _wrap_kv_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A KV write carries the trace context of its span (the KV operation's, current here, where
+    instrumentation is suppressed for what the operation does underneath): a watcher's receive
+    span of the update is its child."""
+    binder = _Args(fn)
+
     def wrapper(wrapped: Callable[..., Any], kv: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _Live.current is not s:
             return wrapped(*args, **kwargs)
-        key, value, headers, *rest = args
-        return wrapped(key, value, inject(headers), *rest, **kwargs)
+        bound = binder.bind(kv, args, kwargs)
+        bound.arguments["headers"] = inject(bound.arguments.get("headers"))
+        return binder.call(wrapped, bound)
     return wrapper
 
 
@@ -1046,7 +1050,7 @@ def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any, objects: A
             t.append((module, f"{cls}.{method}", _wrap_batch_send(s, kind, getattr(owner, method))))
         for method in ("discard", "__exit__"):
             t.append((module, f"{cls}.{method}", _wrap_batch_end(s)))
-    t.append(("natsjs_sync.jetstream.kv", "KeyValue._publish", _wrap_kv_publish(s)))
+    t.append(("natsjs_sync.jetstream.kv", "KeyValue._publish", _wrap_kv_publish(s, kv._publish)))
     t.append(("natsjs_sync.jetstream.kv", "KeyWatcher._decode", _wrap_kv_decode(s)))
     for kind in ("ack", "nak", "term", "in_progress", "ack_sync"):
         t.append(("natsjs_sync.msg", f"Msg.{kind}", _wrap_settle(s, kind)))
