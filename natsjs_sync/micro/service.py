@@ -519,7 +519,8 @@ class Service(_EndpointAdder):
         self._stopped = threading.Event()
         self._pid = os.getpid()
         tag = client.name or "client"
-        self._pool = (WorkerPool(config.max_concurrency, f"natsjs-svc-{config.name}-{tag}")
+        self._pool = (WorkerPool(config.max_concurrency, f"natsjs-svc-{config.name}-{tag}",
+                                 logger=self._core.logs.to(log))
                       if config.max_concurrency else None)
         self._ping = _json.encode(self.ping().to_dict())
         self._close_hook: spi.Handle | None = None
