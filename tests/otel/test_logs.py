@@ -160,3 +160,30 @@ def test_the_sdks_logging_handler_gets_the_trace_and_the_attributes(otel: Teleme
     assert record.attributes is not None
     assert record.attributes["server.address"] == "127.0.0.1"
     assert record.attributes["nats.connection.name"] == "logs-sdk"
+
+
+def test_a_consume_handlers_exception_is_logged_inside_its_process_span(otel: Telemetry, capture: Capture,
+                                                                        nc: nats.Client) -> None:
+    from natsjs_sync.protocol.nuid import next_nuid
+
+    js = nc.jetstream()
+    name = "L" + next_nuid()
+    js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+    try:
+        js.publish(f"{name}.a", b"job")
+        cons = js.create_consumer(name, durable_name="worker", ack_policy="explicit")
+
+        def handler(msg: nats.Msg) -> None:
+            raise ValueError("bad job")
+
+        ctx = cons.consume(handler)
+        try:
+            record, trace_id = capture.wait_for(lambda r: r.exc_info is not None
+                                                and isinstance(r.exc_info[1], ValueError))
+        finally:
+            ctx.stop()
+        proc = otel.span(f"process {name}")
+        assert trace_id == proc.context.trace_id != 0
+        assert record.__dict__["nats.connection.name"] == "test"
+    finally:
+        js.delete_stream(name)
