@@ -312,7 +312,7 @@ class Connection:
             self.writer.start()
             self.after_attach(opened.info, initial=True)
             self.log.info("connected to %s (server %s, version %s)", entry.addr, opened.info.get("server_name")
-                     or opened.info.get("server_id"), opened.info.get("version"))
+                          or opened.info.get("server_id"), opened.info.get("version"))
             return
         err = no_servers_error("could not connect to any server: " + "; ".join(errors), last)
         if self.options.retry_on_failed_connect and self.options.allow_reconnect:

@@ -245,7 +245,7 @@ class OrderedConsumer:
             if old is not None:
                 self.resets += 1
                 self._core.logs.to(log).info("ordered consumer on %s made anew from stream sequence %d (reset %d)",
-                         self.stream, self._stream_seq + 1, self.resets)
+                                             self.stream, self._stream_seq + 1, self.resets)
             return
 
     def _ensure(self, deadline: Deadline | None = None) -> None:
