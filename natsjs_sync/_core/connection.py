@@ -59,6 +59,8 @@ from ..protocol.nuid import NUID
 from ..protocol.subjects import check_control_line, publish_subject, trusted_subject
 from . import fork
 from .dispatch import Dispatcher, Lane, Timer, TimerHandle, current_lane, on_dispatcher_thread
+from .dispatch import log as dispatch_log
+from .logs import ConnectionLog, ConnectionLogs
 from .opener import Opened, TlsPolicy, TransportFactory, open_server, open_transport
 from .options import UNLIMITED, ConnectOptions, pending_limit
 from .pool import PoolEntry, ServerPool
@@ -67,6 +69,7 @@ from .reconnect import Reconnector
 from .registry import Entry, Registry
 from .requests import ResponseMux, Waiter
 from .spi import Handle, Hooks, Release, Releasing
+from .spi import log as spi_log
 from .writer import APPEND_WITHOUT_LOCK, Writer
 
 if TYPE_CHECKING:
@@ -176,6 +179,9 @@ class Connection:
         self.options = options
         self.name = options.name
         self.tag = options.name or "client"
+        #: The records of this connection carry its name and server (see :mod:`.logs`).
+        self.logs = ConnectionLogs(self)
+        self.log: ConnectionLog = self.logs.to(log)
         self.lock = threading.Lock()
         self.machine = StateMachine(ConnState.CONNECTING)
         self.registry = Registry()
@@ -186,8 +192,10 @@ class Connection:
         self.machine.on_change = self._state_changed
         self.reconnector = Reconnector(self)
         self.dispatcher = Dispatcher(self.tag, options.max_callback_threads)
+        self.dispatcher.log = self.logs.to(dispatch_log)
         self.events: Lane[Callable[[], None]] = self.dispatcher.lane(_call, f"events-{self.tag}")
         self.timer = Timer(self.tag)
+        self.timer.log = self.logs.to(dispatch_log)
         self.tls = TlsPolicy(options)
         self.pool = self._new_pool()
         self.transport: Transport | None = None
@@ -199,10 +207,10 @@ class Connection:
         self.nuid = NUID()
         self.last_error: Exception | None = None
         self.connected_event = threading.Event()
-        self.close_hooks = Hooks("close")
-        self.reconnect_hooks = Hooks("reconnect")
-        self.drain_hooks = Hooks("drain")
-        self.drain_start_hooks = Hooks("drain start")
+        self.close_hooks = Hooks("close", self.logs.to(spi_log))
+        self.reconnect_hooks = Hooks("reconnect", self.logs.to(spi_log))
+        self.drain_hooks = Hooks("drain", self.logs.to(spi_log))
+        self.drain_start_hooks = Hooks("drain start", self.logs.to(spi_log))
         self.pid = os.getpid()
         self._reader: threading.Thread | None = None
         self._readers: set[threading.Thread] = set()  # the current one and any still ending
@@ -304,8 +312,8 @@ class Connection:
             self.start_reader(opened)
             self.writer.start()
             self.after_attach(opened.info, initial=True)
-            log.info("connected to %s (server %s, version %s)", entry.addr, opened.info.get("server_name")
-                     or opened.info.get("server_id"), opened.info.get("version"))
+            self.log.info("connected to %s (server %s, version %s)", entry.addr, opened.info.get("server_name")
+                          or opened.info.get("server_id"), opened.info.get("version"))
             return
         err = no_servers_error("could not connect to any server: " + "; ".join(errors), last)
         if self.options.retry_on_failed_connect and self.options.allow_reconnect:
@@ -376,7 +384,7 @@ class Connection:
         scheme = self.addr.scheme if self.addr is not None else "nats"
         added = self.pool.add_discovered(urls, scheme)
         if added:
-            log.info("discovered servers: %s", ", ".join(a.url for a in added))
+            self.log.info("discovered servers: %s", ", ".join(a.url for a in added))
             if announce:
                 self.emit(self.options.discovered_server_cb)
 
@@ -399,20 +407,20 @@ class Connection:
 
     def on_info(self, options: dict[str, Any], transport: Transport) -> None:
         """An INFO after the handshake: cluster changes, lame duck mode."""
-        log.debug("INFO from %s: %s", self.addr, sorted(options))
+        self.log.debug("INFO from %s: %s", self.addr, sorted(options))
         self.info = {**self.info, **options}
         if "max_payload" in options:
             self.max_payload = int(options["max_payload"])
         self._add_discovered(options)
         if options.get("ldm"):
-            log.warning("server %s entered lame duck mode", self.addr)
+            self.log.warning("server %s entered lame duck mode", self.addr)
             self.emit(self.options.lame_duck_mode_cb)
             if self.pool.mark_lame_duck() and self.options.allow_reconnect:
                 # Move to another server now rather than wait to be cut off.
                 self.connection_lost(NatsConnectionError("the server entered lame duck mode"), transport)
 
     def on_err(self, text: str) -> None:
-        log.debug("-ERR from %s: %s", self.addr, text)
+        self.log.debug("-ERR from %s: %s", self.addr, text)
         self.stats.errors_received += 1
         self.report_error(server_error(text))
 
@@ -431,7 +439,7 @@ class Connection:
                 self.writer.buffer += ping
                 self.writer.wake()
                 return
-        log.warning("connection to %s is stale: the server stopped answering PINGs", self.addr)
+        self.log.warning("connection to %s is stale: the server stopped answering PINGs", self.addr)
         self.connection_lost(StaleConnectionError("the server stopped answering PINGs"), transport)
 
     # ------------------------------------------------------------------ user code and errors
@@ -448,9 +456,9 @@ class Connection:
         if cb is not None:
             self.emit(cb, exc)
         elif not isinstance(exc, NatsError):
-            log.error("unhandled exception in a callback", exc_info=exc)
+            self.log.error("unhandled exception in a callback", exc_info=exc)
         else:
-            log.warning("%s", exc)
+            self.log.warning("%s", exc)
 
     def lane(self, handler: Callable[[T], None], name: str) -> Lane[T]:
         return self.dispatcher.lane(handler, name, on_error=self._lane_error)
@@ -797,7 +805,7 @@ class Connection:
             except NatsError:
                 pass  # already ended, or the client closed: its owner is gone, nobody to tell
             except Exception:
-                log.exception("releasing a collected owner's subscription failed")
+                self.log.exception("releasing a collected owner's subscription failed")
 
     def release_on_collect(self, owner: object, fn: Callable[..., None], *args: Any) -> Release:
         self._start_releasing()
@@ -966,7 +974,7 @@ class Connection:
         for t in (*self._readers, self.writer.thread, self.reconnector.thread):
             if t is not None and t is not me and t.is_alive():
                 t.join(2.0)
-        log.info("connection to %s closed", self.addr)
+        self.log.info("connection to %s closed", self.addr)
         if transport is not None or state is ConnState.RECONNECTING:
             # A close ends a live connection, or the attempts to get one back:
             # disconnected, then closed (nats-py calls both in either case).

@@ -123,12 +123,12 @@ class Lane(Generic[T]):
 
     def _report(self, exc: BaseException) -> None:
         if self._on_error is None:
-            log.error("exception in %s", self.name, exc_info=exc)
+            self._dispatcher.log.error("exception in %s", self.name, exc_info=exc)
             return
         try:
             self._on_error(exc)
         except Exception:
-            log.exception("exception in the error handler of %s", self.name)
+            self._dispatcher.log.exception("exception in the error handler of %s", self.name)
 
     def __repr__(self) -> str:
         return f"<Lane {self.name} queued={len(self._items)}>"
@@ -148,6 +148,8 @@ class Dispatcher:
             raise ValueError("max_workers must be >= 1")
         self.name = name
         self.max_workers = max_workers
+        #: Where exceptions are logged (the connection's adapter, see :mod:`.logs`).
+        self.log: logging.Logger | logging.LoggerAdapter[logging.Logger] = log
         self._idle_timeout = idle_timeout
         self._runq: queue.SimpleQueue[Lane[Any] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -310,6 +312,8 @@ class Timer:
 
     def __init__(self, name: str):
         self.name = name
+        #: Where a failed callback is logged (the connection's adapter, see :mod:`.logs`).
+        self.log: logging.Logger | logging.LoggerAdapter[logging.Logger] = log
         self._cond = threading.Condition(threading.Lock())
         self._heap: list[TimerHandle] = []
         self._thread: threading.Thread | None = None
@@ -368,7 +372,7 @@ class Timer:
             try:
                 handle.fn()
             except Exception:
-                log.exception("internal timer callback failed")
+                self.log.exception("internal timer callback failed")
 
     def close(self) -> None:
         with self._cond:

@@ -17,6 +17,7 @@ from .._version import __version__
 from ..errors import NatsError, SecureConnRequiredError, connect_error
 from ..protocol.connection import Established, Handshake
 from ..protocol.parser import Parser
+from .logs import handshake_fields
 from .options import ConnectOptions
 from .pool import ServerAddress
 from .transport import TcpTransport, Transport, WebSocketTransport
@@ -147,7 +148,9 @@ def _open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
         if ctx is not None and not transport.is_tls:
             transport.upgrade_tls(ctx, options.tls_hostname, deadline)
         fields = connect_fields(options, info, addr, ctx is not None)
-        log.debug("CONNECT to %s with %s", addr, sorted(k for k in fields if k not in _SECRET_FIELDS))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("CONNECT to %s with %s", addr, sorted(k for k in fields if k not in _SECRET_FIELDS),
+                      extra=handshake_fields(options.name, addr, info))
         transport.write_with_deadline(hs.connect(fields), deadline)
         done = hs.resume()
         while not isinstance(done, Established):

@@ -70,7 +70,7 @@ class Reconnector:
         transport.abort()
         if not getattr(exc, "forced", False):  # a reconnect the user asked for is no error (nats-py)
             conn.report_error(err)
-        log.info("disconnected from %s: %s", conn.addr, err)
+        conn.logs.to(log).info("disconnected from %s: %s", conn.addr, err)
         conn.emit(conn.options.disconnected_cb)
         if not reconnect:
             conn.close(flush=False)
@@ -107,7 +107,7 @@ class Reconnector:
             if conn.machine.state is not ConnState.RECONNECTING:
                 return
             attempt += 1
-            log.info("reconnecting to %s (attempt %d)", entry.addr, attempt)
+            conn.logs.to(log).info("reconnecting to %s (attempt %d)", entry.addr, attempt)
             try:
                 opened = conn.open(entry)
             except NatsError as exc:
@@ -162,7 +162,7 @@ class Reconnector:
         if not conn.is_connected:
             return False
         conn.stats.reconnects += 1
-        log.info("reconnected to %s", entry.addr)
+        conn.logs.to(log).info("reconnected to %s", entry.addr)
         conn.after_attach(opened.info)
         conn.reconnect_hooks.run()
         conn.emit(conn.options.reconnected_cb)

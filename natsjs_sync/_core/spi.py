@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..protocol.headers import HeadersInput
     from ..subscription import Subscription
     from .dispatch import Lane, TimerHandle
+    from .logs import ConnectionLogs
 
 log = logging.getLogger("natsjs_sync.core")
 
@@ -106,8 +107,13 @@ class Releasing:
 class Hooks:
     """Internal listeners, run in registration order; each must be quick and never block."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None):
+        """Args:
+            what: names the hooks in the log.
+            logger: where a failing hook is logged (the connection's adapter; default: this module's).
+        """
         self._what = what
+        self._log = log if logger is None else logger
         self._lock = threading.Lock()
         self._fns: dict[int, Callable[..., None]] = {}
         self._ids = itertools.count()
@@ -133,7 +139,7 @@ class Hooks:
             try:
                 fn(*args)
             except Exception:
-                log.exception("internal %s hook failed", self._what)
+                self._log.exception("internal %s hook failed", self._what)
 
     def reset(self) -> None:
         self._lock = threading.Lock()
@@ -144,6 +150,9 @@ class CoreLink(Protocol):
 
     name: str | None
     tag: str
+    #: The connection's loggers: ``core.logs.to(logger)`` is ``logger`` with the
+    #: connection's name and server on every record (see :mod:`.logs`).
+    logs: ConnectionLogs
 
     @property
     def is_connected(self) -> bool: ...

@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 import msgspec
 
+from .._core.logs import of_msg
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
     DigestMismatchError,
@@ -553,7 +554,8 @@ class ObjectStore:
         try:
             self._stream.purge(subject=subject, timeout=deadline)
         except NatsError as exc:
-            _log.warning("object store %s: %s (%s) may be left behind: %s", self.bucket, subject, why, exc)
+            self._js._core.logs.to(_log).warning("object store %s: %s (%s) may be left behind: %s", self.bucket,
+                                                 subject, why, exc)
 
     # ------------------------------------------------------------------ put
 
@@ -658,8 +660,9 @@ class ObjectStore:
                 if ack.duplicate and unconfirmed_seq != existing_seq:
                     # Stored by an attempt made before another writer's info was read:
                     # what it replaced is not known, so no chunks are purged.
-                    _log.warning("object store %s: a put of %r was stored before another writer's; the"
-                                 " chunks it replaced may be left behind", self.bucket, name)
+                    self._js._core.logs.to(_log).warning(
+                        "object store %s: a put of %r was stored before another writer's; the"
+                        " chunks it replaced may be left behind", self.bucket, name)
                     return None
                 return existing
             except WrongLastSequenceError:
@@ -886,7 +889,7 @@ class ObjectStore:
                         mtime=md.timestamp)
                 except ObjectStoreError as exc:
                     # One unreadable info (another tool's, a damaged one) must not hide the rest.
-                    _log.warning("skipping an object info: %s", exc)
+                    self._js._core.logs.to(_log).warning("skipping an object info: %s", exc)
                     info = None
                 if info is not None and (show_deleted or not info.deleted):
                     out.append(info)
@@ -947,7 +950,7 @@ class ObjectWatcher(Watcher[ObjectInfo]):
         except ObjectStoreError as exc:
             # Skipped like a delete (the watcher passes over those when told to), never raised
             # out of the watch: one bad entry must not end it.
-            _log.warning("skipping an object info: %s", exc)
+            of_msg(msg, _log).warning("skipping an object info: %s", exc)
             return _UNREADABLE, md.num_pending, True
         return info, md.num_pending, info.deleted
 

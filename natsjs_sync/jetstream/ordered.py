@@ -244,8 +244,8 @@ class OrderedConsumer:
             self._consumer_seq = 0
             if old is not None:
                 self.resets += 1
-                log.info("ordered consumer on %s made anew from stream sequence %d (reset %d)",
-                         self.stream, self._stream_seq + 1, self.resets)
+                self._core.logs.to(log).info("ordered consumer on %s made anew from stream sequence %d (reset %d)",
+                                             self.stream, self._stream_seq + 1, self.resets)
             return
 
     def _ensure(self, deadline: Deadline | None = None) -> None:

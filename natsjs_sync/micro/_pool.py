@@ -26,8 +26,13 @@ Task = Callable[[], None]
 class WorkerPool:
     """Runs submitted callables on up to ``size`` daemon threads. Thread-safe."""
 
-    def __init__(self, size: int, thread_name: str, idle_timeout: float = 2.0):
+    def __init__(self, size: int, thread_name: str, idle_timeout: float = 2.0,
+                 logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None):
+        """Args:
+            logger: where a task's escaped exception is logged (the client's adapter; default: this module's).
+        """
         self._size = size
+        self._log = log if logger is None else logger
         self._thread_name = thread_name
         self._idle_timeout = idle_timeout
         self._tasks: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
@@ -92,7 +97,7 @@ class WorkerPool:
             try:
                 task()
             except Exception:  # tasks handle their own errors; this is a last resort
-                log.exception("exception in a service worker task")
+                self._log.exception("exception in a service worker task")
             with self._lock:
                 self._in_flight -= 1
                 self._idle += 1

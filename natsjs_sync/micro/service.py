@@ -34,6 +34,7 @@ from typing import Any, Protocol, TypeVar, overload
 import msgspec
 
 from .._core import spi
+from .._core.logs import of_msg
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..client import Client
 from ..errors import BadSubjectError, BadSubscriptionError, ConnectionClosedError, NatsError, ServiceError, TimeoutError
@@ -518,7 +519,8 @@ class Service(_EndpointAdder):
         self._stopped = threading.Event()
         self._pid = os.getpid()
         tag = client.name or "client"
-        self._pool = (WorkerPool(config.max_concurrency, f"natsjs-svc-{config.name}-{tag}")
+        self._pool = (WorkerPool(config.max_concurrency, f"natsjs-svc-{config.name}-{tag}",
+                                 logger=self._core.logs.to(log))
                       if config.max_concurrency else None)
         self._ping = _json.encode(self.ping().to_dict())
         self._close_hook: spi.Handle | None = None
@@ -649,7 +651,7 @@ class Service(_EndpointAdder):
         try:
             self._stop(deadline)
         except NatsError as exc:
-            log.warning("stopping service %s: %s", self.name, exc)
+            self._core.logs.to(log).warning("stopping service %s: %s", self.name, exc)
 
     def _stop(self, deadline: Deadline) -> None:
         with self._lock:
@@ -746,7 +748,8 @@ class Service(_EndpointAdder):
             _json.encode(data)  # fail here, not while encoding the whole reply
             return data
         except Exception:
-            log.exception("stats handler of service %s failed for endpoint %s", self.name, stats.name)
+            self._core.logs.to(log).exception("stats handler of service %s failed for endpoint %s", self.name,
+                                              stats.name)
             return None
 
     # ------------------------------------------------------------------ endpoints
@@ -816,8 +819,8 @@ class Service(_EndpointAdder):
                 _send_error(request, raised.code, raised.description, raised.data)
         elif raised is not None:
             tally.finish(repr(raised))
-            log.error("handler of endpoint %s (%s) raised", endpoint.name, endpoint.subject,
-                      exc_info=raised)
+            self._core.logs.to(log).error("handler of endpoint %s (%s) raised", endpoint.name, endpoint.subject,
+                                          exc_info=raised)
             if not request._responded:
                 # The caller learns only the exception's type: its text may hold anything
                 # (the request's payload, internals) and be of any size, and an error
@@ -846,7 +849,7 @@ class Service(_EndpointAdder):
         try:
             msg.respond(body())
         except Exception as exc:
-            log.warning("service %s could not answer %s: %r", self.name, msg.subject, exc)
+            self._core.logs.to(log).warning("service %s could not answer %s: %r", self.name, msg.subject, exc)
         finally:
             _current.service = previous
 
@@ -915,7 +918,7 @@ def _send_error(request: Request, code: str, description: str, data: bytes = b""
     try:
         request.msg.respond(data, headers={ERROR_HEADER: text, ERROR_CODE_HEADER: str(code)})
     except Exception as exc:
-        log.warning("could not send the error reply to %s: %r", request.subject, exc)
+        of_msg(request.msg, log).warning("could not send the error reply to %s: %r", request.subject, exc)
 
 
 def _unsubscribe_quietly(sub: Subscription) -> None:

@@ -32,6 +32,8 @@ __all__ = [
     "MESSAGING_OPERATION_TYPE",
     "MESSAGING_SYSTEM",
     "NATS_ACK_KIND",
+    "NATS_BATCH_ID",
+    "NATS_BATCH_KIND",
     "NATS_CONSUMER",
     "NATS_CONSUMER_SEQUENCE",
     "NATS_DELIVERY_COUNT",
@@ -80,6 +82,8 @@ NATS_KV_BUCKET = "nats.kv.bucket"
 NATS_KV_KEY = "nats.kv.key"
 NATS_OBJECT_BUCKET = "nats.object_store.bucket"
 NATS_OBJECT_NAME = "nats.object_store.name"
+NATS_BATCH_ID = "nats.batch.id"
+NATS_BATCH_KIND = "nats.batch.kind"
 
 #: The span-name label of a destination that exists for one exchange (a reply inbox).
 TEMPORARY = "(temporary)"

@@ -20,11 +20,13 @@ call                                        kind        operation type   name
 subscription callback                       CONSUMER    process          process
 ``Subscription.next_msg`` (and iteration)   CONSUMER    receive          receive
 ``JetStream.publish`` / ``publish_async``   PRODUCER    send             publish
+atomic and fast batch (one per batch)       PRODUCER    send             publish
 ``MessageBatch`` / ``messages()`` items     CONSUMER    receive          receive
 ``consume()`` handler (pull and push)       CONSUMER    process          process
 ``js.subscribe`` callback / ``next_msg``    CONSUMER    process/receive  process, receive
 ``Msg.ack`` / ``nak`` / ``term`` / ...      CLIENT      settle           ack ...
 ``KeyValue.put`` / ``get`` / ``watch`` ...  CLIENT      send / receive   put ...
+KV watcher update                           CONSUMER    receive          receive
 ``ObjectStore.put`` / ``get``               CLIENT      send / receive   put, get
 service endpoint handler                    SERVER      process          (endpoint)
 Spark read task attempt                     CONSUMER    receive          receive
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 import logging
 import sys
@@ -64,6 +67,7 @@ from opentelemetry.instrumentation.utils import (
 )
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
+from .._core.logs import mark_raised_in
 from .._version import __version__
 from ..jetstream.client_trace import ClientTrace, add_client_trace
 from . import attributes as a
@@ -112,6 +116,8 @@ class _State:
         self.user_subs: set[int] = set()
         # Pull iterators the library made for itself inside a traced KV or object operation.
         self.internal: set[int] = set()
+        # The span of each batch publish under way (atomic and fast batches).
+        self.batches: weakref.WeakKeyDictionary[Any, _BatchSpan] = weakref.WeakKeyDictionary()
         self._client_attrs: weakref.WeakKeyDictionary[Client, tuple[str | None, dict[str, Any]]] = (
             weakref.WeakKeyDictionary())
 
@@ -148,13 +154,16 @@ class _State:
             except Exception:
                 log.exception("consume_hook raised")
 
+    def track_user_sub(self, sub: Subscription) -> None:
+        """``sub`` was made by the application without a callback: its ``next_msg`` records receive spans."""
+        with self._lock:
+            self.user_subs.add(id(sub))
+        weakref.finalize(sub, self.user_subs.discard, id(sub))
+
     def record(self, op: str, attrs: Mapping[str, Any], started: float, error: BaseException | None,
                sent: int = 0, consumed: int = 0) -> None:
         """The metrics of one finished operation."""
-        m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
-        m[a.MESSAGING_OPERATION_NAME] = op
-        if error is not None:
-            m[a.ERROR_TYPE] = _error_type(error)
+        m = _metric_attrs(attrs, op, error)
         self.metrics.duration.record(timeit.default_timer() - started, m)
         if sent:
             self.metrics.sent.add(sent, m)
@@ -180,6 +189,78 @@ def _fail(span: Span, exc: BaseException) -> None:
     span.set_attribute(a.ERROR_TYPE, _error_type(exc))
     span.record_exception(exc)
     span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def _log_inside(span: Span, exc: BaseException) -> None:
+    """Whoever logs ``exc`` once it left ``span`` (the dispatcher, after the callback returned)
+    logs it inside ``span``: the record gets the span's trace id on the thread that ran it."""
+    mark_raised_in(exc, functools.partial(trace.use_span, span, end_on_exit=False, record_exception=False,
+                                          set_status_on_exception=False))
+
+
+def _metric_attrs(attrs: Mapping[str, Any], op: str, error: BaseException | None = None) -> dict[str, Any]:
+    """The low-cardinality part of a span's attributes, with the operation and the error: a metric's."""
+    m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
+    m[a.MESSAGING_OPERATION_NAME] = op
+    if error is not None:
+        m[a.ERROR_TYPE] = _error_type(error)
+    return m
+
+
+@contextlib.contextmanager
+def _operation(s: _State, name: str, kind: SpanKind, attrs: dict[str, Any], op: str, *, sent: int = 0,
+               consumed: int = 0) -> Iterator[Span]:
+    """The current span of one operation of the caller's (publish, request, settle, a KV or object call).
+
+    A failure marks the span (``error.type``, status) and goes on; the operation's
+    metrics are recorded when it ends, ``sent`` always, ``consumed`` only on success.
+    """
+    started = timeit.default_timer()
+    error: BaseException | None = None
+    with s.tracer.start_as_current_span(name, kind=kind, attributes=attrs, record_exception=False,
+                                        set_status_on_exception=False) as span:
+        try:
+            yield span
+        except BaseException as exc:
+            error = exc
+            _fail(span, exc)
+            raise
+        finally:
+            s.record(op, attrs, started, error, sent=sent, consumed=0 if error is not None else consumed)
+
+
+@contextlib.contextmanager
+def _processing(s: _State, msg: Msg, name: str, kind: SpanKind, attrs: dict[str, Any],
+                count: bool) -> Iterator[Span]:
+    """The current span of the application's handling of ``msg``, child of its producer's context.
+
+    A failure marks the span, and a record that logs the exception later on this
+    thread is emitted inside the span (see :func:`_log_inside`). ``count``: the
+    delivery counts as consumed here (a callback; an iterator counted it already).
+    """
+    started = timeit.default_timer()
+    error: BaseException | None = None
+    with s.tracer.start_as_current_span(name, context=extract(_headers_of(msg)), kind=kind, attributes=attrs,
+                                        record_exception=False, set_status_on_exception=False) as span:
+        s.run_consume_hook(span, msg)
+        try:
+            yield span
+        except BaseException as exc:
+            error = exc
+            _fail(span, exc)
+            _log_inside(span, exc)
+            raise
+        finally:
+            m = _metric_attrs(attrs, "process", error)
+            s.metrics.process.record(timeit.default_timer() - started, m)
+            if count:
+                s.metrics.consumed.add(1, m)
+
+
+def _describe_ack(span: Span, ack: Any) -> None:
+    """The stream and sequence a JetStream publish was stored at."""
+    span.set_attribute(a.NATS_STREAM, ack.stream)
+    span.set_attribute(a.NATS_STREAM_SEQUENCE, ack.seq)
 
 
 def _destination(subject: str, op_type: str, op_name: str) -> dict[str, Any]:
@@ -229,6 +310,20 @@ def _message_id(headers: Mapping[str, Any] | None) -> str | None:
     return str(value[0]) if value else None
 
 
+_Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def _unless_suppressed(wrapper: _Wrapper) -> _Wrapper:
+    """A wrapt wrapper that calls straight through while instrumentation is suppressed
+    (inside a KV or object operation, or by the application)."""
+    @functools.wraps(wrapper)
+    def guarded(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        return wrapper(wrapped, instance, args, kwargs)
+    return guarded
+
+
 class _Args:
     """Binds a wrapped method's arguments by name (the signature is read once per function)."""
 
@@ -248,27 +343,16 @@ class _Args:
 
 
 def _wrap_publish(s: _State, op_name: str = "publish") -> Callable[..., Any]:
+    @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
         subject, payload, reply, headers = _publish_args(*args, **kwargs)
         attrs = s.client_attrs(client)
         attrs.update(_destination(subject, "send", op_name))
         attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
-        started = timeit.default_timer()
-        error: BaseException | None = None
-        with s.tracer.start_as_current_span(f"{op_name} {a.destination_label(subject)}", kind=SpanKind.PRODUCER,
-                                            attributes=attrs, record_exception=False,
-                                            set_status_on_exception=False) as span:
+        with _operation(s, f"{op_name} {a.destination_label(subject)}", SpanKind.PRODUCER, attrs, op_name,
+                        sent=1) as span:
             s.run_publish_hook(span, subject, payload, headers)
-            try:
-                return wrapped(subject, payload, reply, inject(headers))
-            except BaseException as exc:
-                error = exc
-                _fail(span, exc)
-                raise
-            finally:
-                s.record(op_name, attrs, started, error, sent=1)
+            return wrapped(subject, payload, reply, inject(headers))
     return wrapper
 
 
@@ -278,29 +362,18 @@ def _publish_args(subject: str, payload: Any = b"", reply: str | None = None,
 
 
 def _wrap_request(s: _State) -> Callable[..., Any]:
+    @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
         subject, payload, timeout, headers = _request_args(*args, **kwargs)
         attrs = s.client_attrs(client)
         attrs.update(_destination(subject, "send", "request"))
         attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
-        started = timeit.default_timer()
-        error: BaseException | None = None
-        with s.tracer.start_as_current_span(f"request {a.destination_label(subject)}", kind=SpanKind.CLIENT,
-                                            attributes=attrs, record_exception=False,
-                                            set_status_on_exception=False) as span:
+        with _operation(s, f"request {a.destination_label(subject)}", SpanKind.CLIENT, attrs, "request",
+                        sent=1) as span:
             s.run_publish_hook(span, subject, payload, headers)
-            try:
-                if timeout is _UNSET:
-                    return wrapped(subject, payload, headers=inject(headers))
-                return wrapped(subject, payload, timeout, inject(headers))
-            except BaseException as exc:
-                error = exc
-                _fail(span, exc)
-                raise
-            finally:
-                s.record("request", attrs, started, error, sent=1)
+            if timeout is _UNSET:
+                return wrapped(subject, payload, headers=inject(headers))
+            return wrapped(subject, payload, timeout, inject(headers))
     return wrapper
 
 
@@ -320,20 +393,10 @@ def _wrap_respond(s: _State) -> Callable[..., Any]:
         attrs = _destination(msg.reply, "send", "respond")
         attrs[a.MESSAGING_SYSTEM] = a.SYSTEM
         attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(data)
-        started = timeit.default_timer()
-        error: BaseException | None = None
-        with s.tracer.start_as_current_span(f"respond {a.destination_label(msg.reply)}", kind=SpanKind.PRODUCER,
-                                            attributes=attrs, record_exception=False,
-                                            set_status_on_exception=False) as span:
+        with _operation(s, f"respond {a.destination_label(msg.reply)}", SpanKind.PRODUCER, attrs, "respond",
+                        sent=1) as span:
             s.run_publish_hook(span, msg.reply, data, headers)
-            try:
-                return wrapped(data, headers=inject(headers))
-            except BaseException as exc:
-                error = exc
-                _fail(span, exc)
-                raise
-            finally:
-                s.record("respond", attrs, started, error, sent=1)
+            return wrapped(data, headers=inject(headers))
     return wrapper
 
 
@@ -396,26 +459,9 @@ def _traced_handler(s: _State, handler: Callable[[Any], Any], pattern: str | Non
         attrs = s.client_attrs(client)
         attrs.update(_consumer_attrs(msg, pattern, queue, "process"))
         name = f"process {_label(msg, pattern)}" if server_kind is None else server_kind
-        started = timeit.default_timer()
-        error: BaseException | None = None
         kind = SpanKind.CONSUMER if server_kind is None else SpanKind.SERVER
-        with s.tracer.start_as_current_span(name, context=extract(_headers_of(msg)), kind=kind, attributes=attrs,
-                                            record_exception=False, set_status_on_exception=False) as span:
-            s.run_consume_hook(span, msg)
-            try:
-                return handler(arg)
-            except BaseException as exc:
-                error = exc
-                _fail(span, exc)
-                raise
-            finally:
-                elapsed = timeit.default_timer() - started
-                m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
-                m[a.MESSAGING_OPERATION_NAME] = "process"
-                if error is not None:
-                    m[a.ERROR_TYPE] = _error_type(error)
-                s.metrics.process.record(elapsed, m)
-                s.metrics.consumed.add(1, m)
+        with _processing(s, msg, name, kind, attrs, count=True):
+            return handler(arg)
 
     return traced
 
@@ -429,15 +475,9 @@ def _wrap_subscribe(s: _State) -> Callable[..., Any]:
         s.metrics.watch_client(client)
         s.metrics.watch_subscription(sub)
         if cb is None:
-            with s._lock:
-                s.user_subs.add(id(sub))
-            _forget_on_collect(s, sub)
+            s.track_user_sub(sub)
         return sub
     return wrapper
-
-
-def _forget_on_collect(s: _State, sub: Subscription) -> None:
-    weakref.finalize(sub, s.user_subs.discard, id(sub))
 
 
 def _subscribe_args(subject: str, queue: str | None = None, cb: Any = None,
@@ -456,9 +496,16 @@ def _receive_span(s: _State, msg: Msg, pattern: str | None, queue: str | None, s
                                links=links, start_time=started_ns)
     s.run_consume_hook(span, msg)
     span.end()
-    m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
-    m[a.MESSAGING_OPERATION_NAME] = "receive"
-    s.metrics.consumed.add(1, m)
+    s.metrics.consumed.add(1, _metric_attrs(attrs, "receive"))
+
+
+def _receive(s: _State, wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+             pattern: str | None = None, queue: str | None = None) -> Msg:
+    """An iterator's next message, recorded as a receive span from the moment it was asked for."""
+    started = _now_ns()
+    msg: Msg = wrapped(*args, **kwargs)
+    _receive_span(s, msg, pattern, queue, started)
+    return msg
 
 
 def _now_ns() -> int:
@@ -469,69 +516,52 @@ def _wrap_next_msg(s: _State) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], sub: Subscription, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if id(sub) not in s.user_subs or not is_instrumentation_enabled():
             return wrapped(*args, **kwargs)
-        started = _now_ns()
-        msg = wrapped(*args, **kwargs)
-        _receive_span(s, msg, sub.subject, sub.queue, started)
-        return msg
+        return _receive(s, wrapped, args, kwargs, sub.subject, sub.queue)
     return wrapper
 
 
 # ---------------------------------------------------------------------- JetStream
 
 
+def _js_publish_attrs(s: _State, js: Any, p: Mapping[str, Any]) -> tuple[str, Any, Any, dict[str, Any]]:
+    """Subject, payload, headers and span attributes of a JetStream publish's bound arguments."""
+    subject, payload, headers = p["subject"], p.get("payload", b""), p.get("headers")
+    attrs = s.client_attrs(js.nc)
+    attrs.update(_destination(subject, "send", "publish"))
+    attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
+    msg_id = p.get("msg_id") or _message_id(headers)
+    if msg_id:
+        attrs[a.MESSAGING_MESSAGE_ID] = msg_id
+    return subject, payload, headers, attrs
+
+
 def _wrap_js_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
     binder = _Args(fn)
 
+    @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
         bound = binder.bind(js, args, kwargs)
-        p = bound.arguments
-        subject, payload, headers = p["subject"], p.get("payload", b""), p.get("headers")
-        attrs = s.client_attrs(js.nc)
-        attrs.update(_destination(subject, "send", "publish"))
-        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
-        msg_id = p.get("msg_id") or _message_id(headers)
-        if msg_id:
-            attrs[a.MESSAGING_MESSAGE_ID] = msg_id
-        started = timeit.default_timer()
-        error: BaseException | None = None
-        with s.tracer.start_as_current_span(f"publish {subject}", kind=SpanKind.PRODUCER, attributes=attrs,
-                                            record_exception=False, set_status_on_exception=False) as span:
+        subject, payload, headers, attrs = _js_publish_attrs(s, js, bound.arguments)
+        with _operation(s, f"publish {subject}", SpanKind.PRODUCER, attrs, "publish", sent=1) as span:
             s.run_publish_hook(span, subject, payload, headers)
-            p["headers"] = inject(headers)
-            try:
-                ack = binder.call(wrapped, bound)
-                span.set_attribute(a.NATS_STREAM, ack.stream)
-                span.set_attribute(a.NATS_STREAM_SEQUENCE, ack.seq)
-                if ack.duplicate:
-                    span.set_attribute("nats.duplicate", True)
-                return ack
-            except BaseException as exc:
-                error = exc
-                _fail(span, exc)
-                raise
-            finally:
-                s.record("publish", attrs, started, error, sent=1)
+            bound.arguments["headers"] = inject(headers)
+            ack = binder.call(wrapped, bound)
+            _describe_ack(span, ack)
+            if ack.duplicate:
+                span.set_attribute("nats.duplicate", True)
+            return ack
     return wrapper
 
 
 def _wrap_js_publish_async(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
     binder = _Args(fn)
 
+    @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
         bound = binder.bind(js, args, kwargs)
         p = bound.arguments
-        subject, payload, headers = p["subject"], p.get("payload", b""), p.get("headers")
         s.metrics.watch_jetstream(js)
-        attrs = s.client_attrs(js.nc)
-        attrs.update(_destination(subject, "send", "publish"))
-        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
-        msg_id = p.get("msg_id") or _message_id(headers)
-        if msg_id:
-            attrs[a.MESSAGING_MESSAGE_ID] = msg_id
+        subject, payload, headers, attrs = _js_publish_attrs(s, js, p)
         started = timeit.default_timer()
         # The span lives until the ack settles, on whichever thread that happens: it is
         # never made current here, only put in the context the headers carry.
@@ -552,14 +582,157 @@ def _wrap_js_publish_async(s: _State, fn: Callable[..., Any]) -> Callable[..., A
             if exc is not None:
                 _fail(span, exc)
             else:
-                ack = f.result(0)
-                span.set_attribute(a.NATS_STREAM, ack.stream)
-                span.set_attribute(a.NATS_STREAM_SEQUENCE, ack.seq)
+                _describe_ack(span, f.result(0))
             s.record("publish", attrs, started, exc, sent=1)
             span.end()  # last: whoever sees the span ended also sees it counted
 
         fut.add_done_callback(settled)
         return fut
+    return wrapper
+
+
+class _BatchSpan:
+    """The one span of a batch publish: from its first message until its ack settles, it is
+    refused, or the batch is given up. Lives across the calls of one thread (a publisher is
+    not thread-safe); :meth:`end` is idempotent (a finalizer may race a last call)."""
+
+    __slots__ = ("attrs", "context", "ended", "s", "span", "started")
+
+    def __init__(self, s: _State, publisher: Any, kind: str, subject: str):
+        self.s = s
+        js = getattr(publisher, "_js", None)
+        self.attrs = attrs = s.client_attrs(getattr(js, "nc", None))
+        attrs.update(_destination(subject, "send", "publish"))
+        attrs[a.NATS_BATCH_ID] = publisher.batch_id
+        attrs[a.NATS_BATCH_KIND] = kind
+        self.started = timeit.default_timer()
+        # Never current between calls: only in the context each message's headers carry.
+        self.span = s.tracer.start_span(f"publish {a.destination_label(subject)}", kind=SpanKind.PRODUCER,
+                                        attributes=attrs)
+        self.context = trace.set_span_in_context(self.span)
+        self.ended = False
+
+    def end(self, count: int | None, ack: Any, error: BaseException | None) -> None:
+        """Finish the span: ``count`` messages (None: unknown), the batch's PubAck if any, the error if any."""
+        if self.ended:
+            return
+        self.ended = True
+        span = self.span
+        if ack is not None:
+            _describe_ack(span, ack)
+            if ack.batch_size is not None:
+                count = ack.batch_size
+        if count is not None:
+            span.set_attribute(a.MESSAGING_BATCH_MESSAGE_COUNT, count)
+        if error is not None:
+            _fail(span, error)
+        self.s.record("publish", self.attrs, self.started, error, sent=count or 0)
+        span.end()
+
+
+def _batch_span(s: _State, publisher: Any, kind: str, subject: str | None) -> _BatchSpan | None:
+    """The span of ``publisher``, started by its first message (None before one, or once it is over)."""
+    b: _BatchSpan | None = s.batches.get(publisher)
+    if b is None and subject is not None and not publisher.done:
+        b = _BatchSpan(s, publisher, kind, subject)
+        with s._lock:
+            s.batches[publisher] = b
+        # A batch dropped without commit, discard or its block's end: the span ends with it.
+        weakref.finalize(publisher, b.end, None, None, None)
+    return b
+
+
+def _wrap_batch_send(s: _State, kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``add``/``commit`` of an atomic or fast batch: each message carries the batch span's context;
+    the span ends when the batch is over (committed and acknowledged, or refused)."""
+    binder = _Args(fn)
+
+    @_unless_suppressed
+    def wrapper(wrapped: Callable[..., Any], publisher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        bound = binder.bind(publisher, args, kwargs)
+        subject = bound.arguments.get("subject")
+        b = _batch_span(s, publisher, kind, subject)
+        if b is None or b.ended:
+            return wrapped(*args, **kwargs)
+        if subject is not None:  # a commit without a subject carries no message, and no headers
+            bound.arguments["headers"] = inject(bound.arguments.get("headers"), b.context)
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            with trace.use_span(b.span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                result = binder.call(wrapped, bound)
+            return result
+        except BaseException as exc:
+            error = exc
+            if not publisher.done:  # the batch goes on (a wait that timed out, a full batch)
+                b.span.record_exception(exc)
+            raise
+        finally:
+            if publisher.done:
+                ack = getattr(publisher, "result", None) or (result if hasattr(result, "batch_size") else None)
+                b.end(publisher.size, ack, error)
+    return wrapper
+
+
+def _wrap_batch_end(s: _State) -> Callable[..., Any]:
+    """``discard``/``__exit__`` of a batch: a batch given up ends its span (with the block's
+    exception, or the error of a block left without commit)."""
+    def wrapper(wrapped: Callable[..., Any], publisher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        b: _BatchSpan | None = s.batches.get(publisher)
+        if b is None or b.ended:
+            return wrapped(*args, **kwargs)
+        error: BaseException | None = args[1] if len(args) > 1 and isinstance(args[1], BaseException) else None
+        try:
+            return wrapped(*args, **kwargs)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if publisher.done:
+                b.end(publisher.size, getattr(publisher, "result", None), error)
+    return wrapper
+
+
+def _wrap_kv_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A KV write carries the trace context of its span (the KV operation's, current here, where
+    instrumentation is suppressed for what the operation does underneath): a watcher's receive
+    span of the update is its child."""
+    binder = _Args(fn)
+
+    def wrapper(wrapped: Callable[..., Any], kv: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if _Live.current is not s:
+            return wrapped(*args, **kwargs)
+        bound = binder.bind(kv, args, kwargs)
+        bound.arguments["headers"] = inject(bound.arguments.get("headers"))
+        return binder.call(wrapped, bound)
+    return wrapper
+
+
+def _wrap_kv_decode(s: _State) -> Callable[..., Any]:
+    """A receive span per update a KV watcher hands to the application, the child of the writer's
+    context when the update carries one."""
+    def wrapper(wrapped: Callable[..., Any], watcher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        started = _now_ns()
+        decoded = wrapped(*args, **kwargs)
+        if not is_instrumentation_enabled():
+            return decoded
+        entry, _, deleted = decoded
+        if deleted and getattr(watcher, "_ignore_deletes", False):
+            return decoded  # skipped by the watcher: the application never sees it
+        msg: Msg = args[0] if args else kwargs["msg"]
+        writer = extract(_headers_of(msg))
+        parent = writer if trace.get_current_span(writer).get_span_context().is_valid else None
+        attrs = s.client_attrs(None)
+        attrs.update({a.MESSAGING_OPERATION_TYPE: "receive", a.MESSAGING_OPERATION_NAME: "receive",
+                      a.MESSAGING_DESTINATION_NAME: entry.bucket, a.NATS_KV_BUCKET: entry.bucket,
+                      a.NATS_KV_KEY: entry.key, a.NATS_STREAM_SEQUENCE: entry.revision,
+                      a.MESSAGING_MESSAGE_BODY_SIZE: len(msg.data)})
+        span = s.tracer.start_span(f"receive {entry.bucket}", context=parent, kind=SpanKind.CONSUMER,
+                                   attributes=attrs, start_time=started)
+        s.run_consume_hook(span, msg)
+        span.end()
+        s.metrics.consumed.add(1, _metric_attrs(attrs, "receive"))
+        return decoded
     return wrapper
 
 
@@ -574,26 +747,14 @@ def _wrap_settle(s: _State, kind: str) -> Callable[..., Any]:
         if js:
             attrs[a.MESSAGING_DESTINATION_NAME] = js[a.NATS_STREAM]
             attrs[a.MESSAGING_CONSUMER_GROUP_NAME] = js[a.NATS_CONSUMER]
-        started = timeit.default_timer()
-        error: BaseException | None = None
-        with s.tracer.start_as_current_span(f"{kind} {js.get(a.NATS_STREAM, 'jetstream')}", kind=SpanKind.CLIENT,
-                                            attributes=attrs, record_exception=False,
-                                            set_status_on_exception=False) as span:
-            try:
-                return wrapped(*args, **kwargs)
-            except BaseException as exc:
-                error = exc
-                _fail(span, exc)
-                raise
-            finally:
-                s.record(kind, attrs, started, error)
+        with _operation(s, f"{kind} {js.get(a.NATS_STREAM, 'jetstream')}", SpanKind.CLIENT, attrs, kind):
+            return wrapped(*args, **kwargs)
     return wrapper
 
 
 def _wrap_batch_iter(s: _State) -> Callable[..., Any]:
+    @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], batch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
         return _traced_iter(s, wrapped(*args, **kwargs))
     return wrapper
 
@@ -626,19 +787,15 @@ def _wrap_messages_next(s: _State) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not is_instrumentation_enabled() or id(ctx) in s.internal:
             return wrapped(*args, **kwargs)
-        started = _now_ns()
-        msg = wrapped(*args, **kwargs)
-        _receive_span(s, msg, None, None, started)
-        return msg
+        return _receive(s, wrapped, args, kwargs)
     return wrapper
 
 
 def _wrap_consume(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
     binder = _Args(fn)
 
+    @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], consumer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
         bound = binder.bind(consumer, args, kwargs)
         bound.arguments["handler"] = _traced_handler(s, bound.arguments["handler"], None, None, None)
         return binder.call(wrapped, bound)
@@ -650,18 +807,15 @@ def _wrap_js_subscribe(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
     returned push subscription's ``next_msg`` in receive spans."""
     binder = _Args(fn)
 
+    @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
         bound = binder.bind(js, args, kwargs)
         cb = bound.arguments.get("cb")
         if cb is not None:
             bound.arguments["cb"] = _traced_handler(s, cb, None, bound.arguments.get("queue"), None)
         sub = binder.call(wrapped, bound)
         if cb is None:
-            with s._lock:
-                s.user_subs.add(id(sub))
-            weakref.finalize(sub, s.user_subs.discard, id(sub))
+            s.track_user_sub(sub)
         return sub
     return wrapper
 
@@ -683,9 +837,8 @@ def _wrap_store(s: _State, op: str, op_type: str, bucket_key: str, name_key: str
     """One CLIENT span per KV or object operation; what it does underneath records nothing of its own."""
     binder = _Args(fn)
 
+    @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], store: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
         bound = binder.bind(store, args, kwargs)
         bucket = str(getattr(store, "bucket", getattr(store, "name", "")))
         attrs: dict[str, Any] = {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_TYPE: op_type,
@@ -696,22 +849,12 @@ def _wrap_store(s: _State, op: str, op_type: str, bucket_key: str, name_key: str
             attrs[name_key] = name
         elif name is not None and hasattr(name, "name"):
             attrs[name_key] = str(name.name)
-        started = timeit.default_timer()
-        error: BaseException | None = None
-        with s.tracer.start_as_current_span(f"{op} {bucket}", kind=SpanKind.CLIENT, attributes=attrs,
-                                            record_exception=False, set_status_on_exception=False) as span:
-            try:
-                with suppress_instrumentation():
-                    result = wrapped(*args, **kwargs)
-                _describe_result(span, result)
-                return result
-            except BaseException as exc:
-                error = exc
-                _fail(span, exc)
-                raise
-            finally:
-                s.record(op, attrs, started, error, sent=1 if op_type == "send" else 0,
-                         consumed=1 if op_type == "receive" and error is None else 0)
+        with _operation(s, f"{op} {bucket}", SpanKind.CLIENT, attrs, op, sent=int(op_type == "send"),
+                        consumed=int(op_type == "receive")) as span:
+            with suppress_instrumentation():
+                result = wrapped(*args, **kwargs)
+            _describe_result(span, result)
+            return result
     return wrapper
 
 
@@ -835,8 +978,6 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _uninstrument(self, **kwargs: Any) -> None:
         """Restore the library's own methods; callbacks wrapped earlier call straight through from now on."""
-        import importlib
-
         _Live.current = None
         api_trace = getattr(self, "_api_trace", None)
         if api_trace is not None:
@@ -880,6 +1021,15 @@ def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any, objects: A
         ("natsjs_sync.micro.service", "Service.add_endpoint", _wrap_add_endpoint(s)),
         ("natsjs_sync.micro.service", "Group.add_endpoint", _wrap_add_endpoint(s)),
     ]
+    for module, cls, kind in (("natsjs_sync.jetstream.batch", "BatchPublisher", "atomic"),
+                              ("natsjs_sync.jetstream.fastbatch", "FastBatchPublisher", "fast")):
+        owner = getattr(importlib.import_module(module), cls)
+        for method in ("add", "commit"):
+            t.append((module, f"{cls}.{method}", _wrap_batch_send(s, kind, getattr(owner, method))))
+        for method in ("discard", "__exit__"):
+            t.append((module, f"{cls}.{method}", _wrap_batch_end(s)))
+    t.append(("natsjs_sync.jetstream.kv", "KeyValue._publish", _wrap_kv_publish(s, kv._publish)))
+    t.append(("natsjs_sync.jetstream.kv", "KeyWatcher._decode", _wrap_kv_decode(s)))
     for kind in ("ack", "nak", "term", "in_progress", "ack_sync"):
         t.append(("natsjs_sync.msg", f"Msg.{kind}", _wrap_settle(s, kind)))
     for op, op_type in (("put", "send"), ("create", "send"), ("update", "send"), ("delete", "send"),
@@ -917,23 +1067,7 @@ def process(msg: Msg, name: str | None = None) -> Iterator[Span]:
     if s is None or not is_instrumentation_enabled():
         yield trace.INVALID_SPAN
         return
-    attrs = _consumer_attrs(msg, None, None, "process")
-    started = timeit.default_timer()
-    error: BaseException | None = None
-    with s.tracer.start_as_current_span(name or f"process {_label(msg, None)}", context=extract(_headers_of(msg)),
-                                        kind=SpanKind.CONSUMER, attributes=attrs, record_exception=False,
-                                        set_status_on_exception=False) as span:
-        s.run_consume_hook(span, msg)
-        try:
-            yield span
-        except BaseException as exc:
-            error = exc
-            _fail(span, exc)
-            raise
-        finally:
-            m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
-            m[a.MESSAGING_OPERATION_NAME] = "process"
-            if error is not None:
-                m[a.ERROR_TYPE] = _error_type(error)
-            s.metrics.process.record(timeit.default_timer() - started, m)
+    with _processing(s, msg, name or f"process {_label(msg, None)}", SpanKind.CONSUMER,
+                     _consumer_attrs(msg, None, None, "process"), count=False) as span:
+        yield span
 

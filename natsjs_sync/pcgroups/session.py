@@ -239,12 +239,13 @@ class ConsumerGroupConsumeContext:
     def _report(self, exc: Exception) -> None:
         cb = self._error_cb
         if cb is None:
-            log.warning("consumer group %s member %s: %r", self.group, self.member, exc)
+            self._js._core.logs.to(log).warning("consumer group %s member %s: %r", self.group, self.member, exc)
             return
         try:
             cb(exc)
         except Exception:  # a callback's own bug must not end the member
-            log.exception("error_cb of consumer group %s member %s failed", self.group, self.member)
+            self._js._core.logs.to(log).exception("error_cb of consumer group %s member %s failed", self.group,
+                                                  self.member)
 
     # ------------------------------------------------------------------ internals
 

@@ -12,6 +12,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import natsjs_sync as nats
 import natsjs_sync.otel
+from natsjs_sync.errors import BatchPublishError
 from natsjs_sync.jetstream import JetStream, Stream
 from natsjs_sync.otel import attributes as A
 from natsjs_sync.protocol.nuid import next_nuid
@@ -181,3 +182,72 @@ def test_push_consumers_and_nats_py_style_subscribe(otel: Telemetry, js: JetStre
     recv = otel.span(f"receive {name}")
     assert [link.context.span_id for link in recv.links] == [pub.context.span_id]
     sub.unsubscribe()
+
+
+def _batched_stream(js: JetStream, feature: str, **config: object) -> Stream:
+    if not js.supports(feature):
+        pytest.skip(f"{feature} needs a newer nats-server than {js.server_version}")
+    name = "B" + next_nuid()
+    return js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory", **config)  # type: ignore[arg-type]
+
+
+def test_an_atomic_batch_is_one_span_until_its_commit_is_acknowledged(otel: Telemetry, js: JetStream) -> None:
+    st = _batched_stream(js, "atomic_batch", allow_atomic=True)
+    try:
+        with js.atomic_batch() as batch:
+            for i in range(3):
+                batch.add(f"{st.name}.a", b"%d" % i)
+            assert not [s for s in otel.spans() if s.name == f"publish {st.name}.a"]  # open until the ack
+            ack = batch.commit(f"{st.name}.a", b"last")
+        span = otel.span(f"publish {st.name}.a")
+        assert span.kind is SpanKind.PRODUCER and span.status.status_code is not StatusCode.ERROR
+        assert span.attributes[M.MESSAGING_BATCH_MESSAGE_COUNT] == 4 == ack.batch_size
+        assert span.attributes[A.NATS_BATCH_KIND] == "atomic" and span.attributes[A.NATS_BATCH_ID] == batch.batch_id
+        assert span.attributes[A.NATS_STREAM] == st.name and span.attributes[A.NATS_STREAM_SEQUENCE] == ack.seq
+        assert len([s for s in otel.spans() if s.name == f"publish {st.name}.a"]) == 1
+        # every message carries the batch span's context
+        stored = st.get_msg(1)
+        assert stored.header("traceparent") is not None
+        assert stored.header("traceparent").split("-")[2] == format(span.context.span_id, "016x")
+        # a refused batch records the error
+        js.publish(f"{st.name}.b", b"first")
+        refused = js.atomic_batch()
+        with pytest.raises(BatchPublishError):  # at the first message or at the commit, by server version
+            refused.add(f"{st.name}.b", b"1", expected_last_seq=999)
+            refused.add(f"{st.name}.b", b"2")
+            refused.commit(f"{st.name}.b", b"3")
+        # the single publish before it is "publish" too: pick the batch's
+        failed = next(s for s in otel.spans() if s.name == f"publish {st.name}.b"
+                      and s.attributes.get(A.NATS_BATCH_KIND) == "atomic")
+        assert failed.status.status_code is StatusCode.ERROR
+        assert failed.attributes[error_attributes.ERROR_TYPE].endswith("WrongLastSequenceError")
+    finally:
+        js.delete_stream(st.name)
+
+
+def test_a_fast_batch_is_one_span_until_its_commit_is_acknowledged(otel: Telemetry, js: JetStream) -> None:
+    st = _batched_stream(js, "fast_batch", allow_batched=True)
+    try:
+        with js.fast_batch(flow=10, timeout=10) as batch:
+            for i in range(25):
+                batch.add(f"{st.name}.x", b"%d" % i)
+        span = otel.span(f"publish {st.name}.x")
+        assert batch.result is not None and batch.result.batch_size == 25
+        assert span.attributes[M.MESSAGING_BATCH_MESSAGE_COUNT] == 25
+        assert span.attributes[A.NATS_BATCH_KIND] == "fast"
+        assert span.status.status_code is not StatusCode.ERROR
+        # refused at a failed check: the span ends with the error and what was stored
+        failing = js.fast_batch(flow=100, timeout=10)
+        for i in range(3):
+            failing.add(f"{st.name}.y", b"%d" % i)
+        failing.add(f"{st.name}.y", b"wrong", expected_last_seq=1)
+        with pytest.raises(BatchPublishError):
+            for _ in range(5):
+                failing.add(f"{st.name}.y", b"after")
+            failing.commit(f"{st.name}.y", b"end")
+        failed = otel.span(f"publish {st.name}.y")
+        assert failed.status.status_code is StatusCode.ERROR
+        assert failed.attributes[error_attributes.ERROR_TYPE].endswith("WrongLastSequenceError")
+        assert failed.attributes[M.MESSAGING_BATCH_MESSAGE_COUNT] == 3
+    finally:
+        js.delete_stream(st.name)

@@ -98,3 +98,32 @@ def test_service_endpoint_is_a_server_span_child_of_the_request(otel: Telemetry,
         assert failed.attributes[error_attributes.ERROR_TYPE].endswith("ServiceError")
     finally:
         svc.stop()
+
+
+def test_each_kv_watch_update_is_a_receive_span_child_of_its_writer(otel: Telemetry, nc: nats.Client) -> None:
+    js = nc.jetstream()
+    bucket = "B" + next_nuid()
+    kv = js.create_key_value(bucket=bucket)
+    try:
+        watcher = kv.watch("user.*", ignore_deletes=True)
+        assert watcher.next(timeout=10) is None  # nothing there yet
+        tracer = otel.tracer_provider.get_tracer("app")
+        with tracer.start_as_current_span("writer"):
+            kv.put("user.1", b"blue")
+            kv.delete("user.1")  # skipped by this watcher: no span
+            rev = kv.put("user.2", b"green")
+        entries = [watcher.next(timeout=10), watcher.next(timeout=10)]
+        watcher.stop()
+        assert [e.key for e in entries if e is not None] == ["user.1", "user.2"]
+        puts = [s for s in otel.spans() if s.name == f"put {bucket}"]
+        updates = [s for s in otel.spans() if s.name == f"receive {bucket}"]
+        assert len(puts) == 2 and len(updates) == 2
+        for put, update in zip(puts, updates, strict=True):
+            assert update.kind is SpanKind.CONSUMER
+            assert update.parent is not None and update.parent.span_id == put.context.span_id
+            assert update.attributes[M.MESSAGING_OPERATION_TYPE] == "receive"
+            assert update.attributes[A.NATS_KV_BUCKET] == bucket
+            assert update.attributes[A.NATS_KV_KEY] == put.attributes[A.NATS_KV_KEY]
+        assert updates[1].attributes[A.NATS_STREAM_SEQUENCE] == rev
+    finally:
+        js.delete_key_value(bucket)
