@@ -1,0 +1,212 @@
+"""A Spark streaming query as a member of a partitioned consumer group (option ``consumerGroup``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync import pcgroups
+from natsjs_sync.jetstream import ConsumerConfig, JetStream, SubjectTransform
+from natsjs_sync.protocol.nuid import next_nuid
+from natsjs_sync.testing import NatsServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.server("2.11")]
+
+KEYS = [f"k{i}" for i in range(12)]
+
+
+@pytest.fixture
+def server(spark_server: NatsServer) -> NatsServer:
+    return spark_server
+
+
+@pytest.fixture
+def js(server: NatsServer) -> Iterator[JetStream]:
+    nc = nats.connect(server.url)
+    yield nc.jetstream()
+    nc.close()
+
+
+def _source(spark: Any, server: NatsServer, stream: str, **options: Any) -> Any:
+    from natsjs_sync.spark.datasource import JetStreamDataSource
+
+    spark.dataSource.register(JetStreamDataSource)
+    reader = spark.readStream.format("jetstream").option("servers", server.url).option("stream", stream)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+class Batches:
+    """What foreachBatch saw: rows by batch id (a replayed batch replaces its rows, as an idempotent sink does)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.by_batch: dict[int, list[tuple[str, int, str]]] = {}
+        self.fail_batch: int | None = None
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        rows = [(r.subject, r.seq, r.value) for r in df.selectExpr("subject", "seq", "cast(data as string) as value")
+                .collect()]
+        if batch_id == self.fail_batch and rows:
+            self.fail_batch = None
+            raise RuntimeError("the sink fails this batch once")
+        with self.cond:
+            self.by_batch[batch_id] = rows
+            self.cond.notify_all()
+
+    def values(self) -> list[str]:
+        with self.cond:
+            return [v for rows in self.by_batch.values() for _, _, v in rows]
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 1.0))
+            return True
+
+
+def _wait(predicate: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        pause.wait(0.2)
+    return True
+
+
+def _publish(js: JetStream, stream: str, start: int, count: int) -> list[str]:
+    sent = []
+    for i in range(start, start + count):
+        key = KEYS[i % len(KEYS)]
+        js.publish_async(f"{stream}.{key}", f"{key}:{i}".encode())
+        sent.append(f"{key}:{i}")
+    js.publish_async_complete()
+    return sent
+
+
+def test_query_and_another_member_share_an_elastic_group(spark: Any, server: NatsServer, js: JetStream,
+                                                        tmp_path: Any) -> None:
+    stream = "GE" + next_nuid()[:8]
+    js.create_stream(name=stream, subjects=[f"{stream}.*"], storage="memory")
+    pcgroups.create_elastic(js, stream, "g", 4, [pcgroups.PartitioningFilter(filter=f"{stream}.*",
+                                                                          partitioning_wildcards=(1,))])
+    pcgroups.add_members(js, stream, "g", ["spark", "py"])
+    other: list[str] = []
+    lock = threading.Lock()
+
+    def handle(msg: nats.Msg) -> None:
+        with lock:
+            other.append(msg.data.decode())
+        msg.ack()
+
+    py = pcgroups.elastic_consume(js, stream, "g", "py", handle, ConsumerConfig(ack_policy="explicit", ack_wait=2.0))
+    seen = Batches()
+    q = (_source(spark, server, stream, consumerGroup="g", groupMember="spark", groupAckWait="2",
+                 maxMessagesPerTrigger=50)
+         .writeStream.foreachBatch(seen).option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(processingTime="500 milliseconds").start())
+    try:
+        sent = _publish(js, stream, 0, 300)
+        assert seen.wait_for(lambda: len(seen.values()) + len(other) >= len(sent), 90), \
+            (len(seen.values()), len(other), q.exception())
+        mine = seen.values()
+        assert mine and other, "both members got partitions"
+        assert sorted(mine + other) == sorted(sent)  # every message once: union all, no overlap
+        assert not set(mine) & set(other)
+        # In order per key (so per partition) across the query's batches, in the order Spark wrote them.
+        last: dict[str, int] = {}
+        with seen.cond:
+            for b in sorted(seen.by_batch):
+                for subject, _, value in seen.by_batch[b]:
+                    key, i = value.split(":")
+                    assert subject == f"{stream}.{key}"  # the partition token stripped
+                    assert int(i) > last.get(key, -1)
+                    last[key] = int(i)
+        # Acked once Spark is done: nothing left pending on the query's consumer, nothing left in the work queue.
+        consumer = js.consumer(f"{stream}-g", "spark")
+        assert _wait(lambda: consumer.info().num_ack_pending == 0, 30), consumer.info()
+        assert _wait(lambda: js.stream(f"{stream}-g").info().state.messages == 0, 30)
+    finally:
+        q.stop()
+        py.stop()
+
+
+def test_restart_from_checkpoint_replays_the_failed_batch_without_loss_or_duplicates(
+        spark: Any, server: NatsServer, js: JetStream, tmp_path: Any) -> None:
+    stream = "GS" + next_nuid()[:8]
+    # A static group on a stream without direct access: the tasks read by STREAM.MSG.GET.
+    js.create_stream(name=stream, subjects=[f"{stream}.*"], storage="memory", allow_direct=False,
+                     subject_transform=SubjectTransform(
+                         src=f"{stream}.*", dest=f"{{{{Partition(3,1)}}}}.{stream}.{{{{Wildcard(1)}}}}"))
+    pcgroups.create_static(js, stream, "g", 3, members=["spark"])
+    seen = Batches()
+    seen.fail_batch = 1
+    checkpoint = str(tmp_path / "ck")
+
+    def start() -> Any:
+        return (_source(spark, server, stream, consumerGroup="g", groupMember="spark", groupKind="static",
+                        groupAckWait="2", maxMessagesPerTrigger=40)
+                .writeStream.foreachBatch(seen).option("checkpointLocation", checkpoint)
+                .trigger(processingTime="500 milliseconds").start())
+
+    sent = _publish(js, stream, 0, 120)
+    q = start()
+    try:
+        with pytest.raises(Exception, match="fails this batch once"):
+            q.awaitTermination(90)  # batch 1 fails in the sink: the query stops with it planned, not done
+        assert seen.fail_batch is None
+    finally:
+        q.stop()
+    sent += _publish(js, stream, 120, 60)
+    q = start()  # replays batch 1 from the offset log; its messages come back from the consumer
+    try:
+        assert seen.wait_for(lambda: len(seen.values()) >= len(sent), 90), (len(seen.values()), q.exception())
+        values = seen.values()
+        assert sorted(values) == sorted(sent)  # nothing lost, nothing written twice
+        consumer = js.consumer(stream, pcgroups.compose_static_consumer_name("g", "spark"))
+        assert _wait(lambda: consumer.info().num_ack_pending == 0, 30), consumer.info()
+        assert seen.wait_for(lambda: len(seen.values()) == len(sent), 5)  # still none twice
+    finally:
+        q.stop()
+
+
+def test_group_options_are_refused_before_anything_is_made(spark: Any, server: NatsServer, js: JetStream) -> None:
+    stream = "GO" + next_nuid()[:8]
+    js.create_stream(name=stream, subjects=[f"{stream}.*"], storage="memory",
+                     subject_transform=SubjectTransform(
+                         src=f"{stream}.*", dest=f"{{{{Partition(2,1)}}}}.{stream}.{{{{Wildcard(1)}}}}"))
+    pcgroups.create_static(js, stream, "g", 2, members=["a", "b"])
+    pcgroups.create_elastic(js, stream, "e", 2)
+    bad = [
+        ({"consumerGroup": "g"}, "groupMember"),
+        ({"groupMember": "a"}, "consumerGroup"),
+        ({"consumerGroup": "g", "groupMember": "a", "startingOffsets": "earliest"}, "startingOffsets"),
+        ({"consumerGroup": "g", "groupMember": "a", "groupKind": "round"}, "groupKind"),
+        ({"consumerGroup": "g", "groupMember": "a", "groupAckWait": "-1"}, "groupAckWait"),
+        ({"consumerGroup": "g", "groupMember": "zed", "groupKind": "static"}, "groupMember"),
+        ({"consumerGroup": "nope", "groupMember": "a"}, "consumerGroup"),
+    ]
+    for options, named in bad:
+        with pytest.raises(Exception, match=named):
+            _source(spark, server, stream, **options)
+    from natsjs_sync.spark.datasource import JetStreamDataSource
+
+    spark.dataSource.register(JetStreamDataSource)
+    with pytest.raises(Exception, match="consumerGroup"):
+        (spark.read.format("jetstream").option("servers", server.url).option("stream", stream)
+         .option("consumerGroup", "e").option("groupMember", "a").load().count())
+    assert list(js.consumer_names(stream)) == []
+    assert list(js.consumer_names(f"{stream}-e")) == []
+    for n in (f"{stream}-e", stream):
+        js.delete_stream(n)
