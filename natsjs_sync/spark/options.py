@@ -87,14 +87,16 @@ _WRITE: dict[str, tuple[str, ...]] = {
 #: Set by Spark itself, not by the user: accepted and not used.
 _SPARK_OWN = ("checkpointLocation", "queryName", "path")
 
+_NO_GROUP_ID = ("there is no consumer group id: positions live in Spark's checkpoint; to share a stream with "
+                "other processes, read a NATS partitioned consumer group ('consumerGroup' and 'groupMember')")
 #: Kafka (or Spark-Kafka) names that have no JetStream meaning: the name to use instead.
 _KAFKA_REFUSED = {
     "kafka.bootstrap.servers": "use 'servers' (nats://host:4222,...)",
     "subscribe": "use 'stream' (comma-separated for several) and 'subjects' to filter",
     "assign": "use 'stream' and 'startingOffsets' as JSON {\"STREAM\": sequence}",
     "subscribePattern": "use 'stream' and 'subjects' with NATS wildcards (orders.*, orders.>)",
-    "groupIdPrefix": "reads use no consumer group: positions live in Spark's checkpoint",
-    "kafka.group.id": "reads use no consumer group: positions live in Spark's checkpoint",
+    "groupIdPrefix": _NO_GROUP_ID,
+    "kafka.group.id": _NO_GROUP_ID,
     "kafkaConsumer.pollTimeoutMs": "use 'timeout' (seconds)",
     "fetchOffset.numRetries": "use 'retryTimeout' (seconds)",
     "fetchOffset.retryIntervalMs": "use 'retryTimeout' (seconds)",
