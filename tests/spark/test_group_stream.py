@@ -181,6 +181,33 @@ def test_restart_from_checkpoint_replays_the_failed_batch_without_loss_or_duplic
         q.stop()
 
 
+def test_available_now_reads_what_the_group_has_and_acks_it(spark: Any, server: NatsServer, js: JetStream,
+                                                          tmp_path: Any) -> None:
+    stream = "GA" + next_nuid()[:8]
+    js.create_stream(name=stream, subjects=[f"{stream}.*"], storage="memory")
+    pcgroups.create_elastic(js, stream, "g", 3, [pcgroups.PartitioningFilter(filter=f"{stream}.*",
+                                                                          partitioning_wildcards=(1,))])
+    pcgroups.add_members(js, stream, "g", ["spark"])
+    seen = Batches()
+
+    def run() -> None:
+        q = (_source(spark, server, stream, consumerGroup="g", groupMember="spark", groupAckWait="2",
+                     maxMessagesPerTrigger=30)
+             .writeStream.foreachBatch(seen).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(120)
+        assert q.exception() is None
+
+    sent = _publish(js, stream, 0, 70)
+    run()
+    assert sorted(seen.values()) == sorted(sent)
+    # The last batch is acked too: Spark's last question (anything after it?) says it is done.
+    assert js.consumer(f"{stream}-g", "spark").info().num_ack_pending == 0
+    sent += _publish(js, stream, 70, 25)
+    run()  # from the checkpoint: only the new messages
+    assert sorted(seen.values()) == sorted(sent)
+
+
 def test_group_options_are_refused_before_anything_is_made(spark: Any, server: NatsServer, js: JetStream) -> None:
     stream = "GO" + next_nuid()[:8]
     js.create_stream(name=stream, subjects=[f"{stream}.*"], storage="memory",
