@@ -237,3 +237,32 @@ def test_group_options_are_refused_before_anything_is_made(spark: Any, server: N
     assert list(js.consumer_names(f"{stream}-e")) == []
     for n in (f"{stream}-e", stream):
         js.delete_stream(n)
+
+
+def test_a_server_before_2_11_is_refused_before_any_request() -> None:
+    """No real server older than 2.11 is installed: a scripted one announces 2.10 (and records what it is sent)."""
+    from natsjs_sync.spark.group_source import check_group
+    from natsjs_sync.spark.options import read_options
+
+    from ..fakeserver import FakeServer, ScriptedConn
+
+    received: list[bytes] = []
+
+    def script(conn: ScriptedConn) -> None:
+        conn.send(b'INFO {"server_id":"OLD","version":"2.10.26","max_payload":1048576,"headers":true,'
+                  b'"proto":1,"jetstream":true}\r\n')
+        conn.read_line()  # CONNECT
+        assert conn.read_line() == b"PING"
+        conn.send(b"PONG\r\n")
+        while True:
+            line = conn.read_line()
+            received.append(line)
+            if line == b"PING":
+                conn.send(b"PONG\r\n")
+
+    with FakeServer(script) as fake:
+        ro = read_options({"servers": fake.url, "stream": "ORDERS", "consumerGroup": "g", "groupMember": "m",
+                           "retryTimeout": "0"}, streaming=True)
+        with pytest.raises(ValueError, match=r"'consumerGroup' needs nats-server 2\.11 .*2\.10\.26"):
+            check_group(ro)
+    assert not [line for line in received if b"$JS." in line or b"$KV." in line]
