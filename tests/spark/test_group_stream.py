@@ -27,8 +27,16 @@ def server(spark_server: NatsServer) -> NatsServer:
 
 @pytest.fixture
 def js(server: NatsServer) -> Iterator[JetStream]:
+    """A JetStream context; the streams a test made (groups' work-queue streams too) are deleted after it."""
     nc = nats.connect(server.url)
-    yield nc.jetstream()
+    js = nc.jetstream()
+    before = set(js.stream_names())
+    yield js
+    for name in set(js.stream_names()) - before:
+        try:
+            js.delete_stream(name)
+        except nats.NatsError:
+            pass
     nc.close()
 
 
@@ -95,6 +103,7 @@ def _publish(js: JetStream, stream: str, start: int, count: int) -> list[str]:
     return sent
 
 
+@pytest.mark.timeout(300)
 def test_query_and_another_member_share_an_elastic_group(spark: Any, server: NatsServer, js: JetStream,
                                                         tmp_path: Any) -> None:
     stream = "GE" + next_nuid()[:8]
@@ -142,6 +151,7 @@ def test_query_and_another_member_share_an_elastic_group(spark: Any, server: Nat
         py.stop()
 
 
+@pytest.mark.timeout(300)
 def test_restart_from_checkpoint_replays_the_failed_batch_without_loss_or_duplicates(
         spark: Any, server: NatsServer, js: JetStream, tmp_path: Any) -> None:
     stream = "GS" + next_nuid()[:8]
@@ -181,6 +191,7 @@ def test_restart_from_checkpoint_replays_the_failed_batch_without_loss_or_duplic
         q.stop()
 
 
+@pytest.mark.timeout(300)
 def test_available_now_reads_what_the_group_has_and_acks_it(spark: Any, server: NatsServer, js: JetStream,
                                                           tmp_path: Any) -> None:
     stream = "GA" + next_nuid()[:8]
@@ -235,8 +246,6 @@ def test_group_options_are_refused_before_anything_is_made(spark: Any, server: N
          .option("consumerGroup", "e").option("groupMember", "a").load().count())
     assert list(js.consumer_names(stream)) == []
     assert list(js.consumer_names(f"{stream}-e")) == []
-    for n in (f"{stream}-e", stream):
-        js.delete_stream(n)
 
 
 def test_a_server_before_2_11_is_refused_before_any_request() -> None:
