@@ -91,7 +91,10 @@ def check_group(ro: ReadOptions) -> None:
                 raise ValueError(f"option 'groupMember': {g.member!r} is not a member of static consumer group "
                                  f"{g.group!r} on stream {stream!r}")
         else:
-            ride_out(cfg, lambda: pcgroups.get_elastic_config(js, stream, g.group))
+            elastic = ride_out(cfg, lambda: pcgroups.get_elastic_config(js, stream, g.group))
+            if not elastic.is_in_membership(g.member):  # allowed: it joins when added
+                log.warning("member %r is not (yet) in elastic consumer group %r on stream %r: the query reads "
+                            "nothing until it is added", g.member, g.group, stream)
     except pcgroups.ConsumerGroupNotFoundError as exc:
         raise pcgroups.ConsumerGroupNotFoundError(
             f"option 'consumerGroup': no {g.kind} consumer group {g.group!r} on stream {stream!r} "
@@ -423,15 +426,24 @@ class GroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return m
 
     def initialOffset(self) -> dict[str, Any]:
+        """Batch 0, empty: where the member starts is the group's business (what it has not acked)."""
         return {"batch": 0, "partitions": {}}
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxMessagesPerTrigger`` per micro-batch, else everything delivered."""
         return ReadMaxRows(self.ro.max_per_trigger) if self.ro.max_per_trigger else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        """Start the member and wait (at most ``timeout``) for what its consumer has pending:
+        the query then reads what was delivered by then."""
         self._running().cut_off(self.ro.cfg.timeout)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """The next batch: what the member was delivered and is in no batch (``start`` when nothing).
+
+        Raises:
+            ConsumerGroupError: the member stopped on its own (the group's config changed).
+        """
         m = self._m()
         # Spark plans a batch only once the one before (``start``) is done, and
         # commits a source only when it plans the next one: the batch ``start``
@@ -442,6 +454,7 @@ class GroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return start if taken is None else taken
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        """One task per group partition of the batch ``end`` (a batch replayed after a restart too)."""
         m = self._m()
         m.planned(end)  # first, so that a replayed batch's messages are not taken again
         self._running()
@@ -453,6 +466,11 @@ class GroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for p, runs in sorted((end.get("partitions") or {}).items(), key=lambda kv: int(kv[0]))]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        """A task's rows (on an executor): Arrow record batches of the partition's messages.
+
+        Raises:
+            DataLossError: a message of a static group's batch is gone (with ``failOnDataLoss``).
+        """
         if not isinstance(partition, GroupPartition):
             return
         from .datasource import _batches
@@ -460,9 +478,11 @@ class GroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from _batches(self.ro, partition, _group_rows(self.ro, partition))  # type: ignore[arg-type]
 
     def commit(self, end: dict[str, Any]) -> None:
+        """Spark is done with the batches up to ``end``: their messages are acked."""
         self._m().done(end)
 
     def stop(self) -> None:
+        """Stop the member; what it holds unacked is delivered again after the ack wait."""
         m = self._member
         if m is not None:
             m.stop()
