@@ -275,3 +275,66 @@ def test_a_server_before_2_11_is_refused_before_any_request() -> None:
         with pytest.raises(ValueError, match=r"'consumerGroup' needs nats-server 2\.11 .*2\.10\.26"):
             check_group(ro)
     assert not [line for line in received if b"$JS." in line or b"$KV." in line]
+
+
+def test_a_batch_spark_finished_before_a_restart_is_acked_not_read_again(server: NatsServer, js: JetStream) -> None:
+    """Spark recorded batch N as done, then the query stopped before planning N+1 (so before the source was
+    told): the next run learns it from the start offset and acks N's messages when the group gives them again."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from natsjs_sync.spark.group_source import GroupStreamReader
+    from natsjs_sync.spark.options import read_options
+
+    stream = "GR" + next_nuid()[:8]
+    js.create_stream(name=stream, subjects=[f"{stream}.*"], storage="memory",
+                     subject_transform=SubjectTransform(
+                         src=f"{stream}.*", dest=f"{{{{Partition(2,1)}}}}.{stream}.{{{{Wildcard(1)}}}}"))
+    pcgroups.create_static(js, stream, "g", 2, members=["spark"])
+    ro = read_options({"servers": server.url, "stream": stream, "consumerGroup": "g", "groupMember": "spark",
+                       "groupKind": "static", "groupAckWait": "1"}, streaming=True)
+    sent = _publish(js, stream, 0, 30)
+
+    def rows(reader: GroupStreamReader, start: dict[str, Any], end: dict[str, Any]) -> list[str]:
+        out = []
+        for part in reader.partitions(start, end):
+            for batch in reader.read(part):
+                out += [f"{s}|{d.decode()}" for s, d in zip(batch.column("subject").to_pylist(),
+                                                           batch.column("data").to_pylist(), strict=True)]
+        return out
+
+    first = GroupStreamReader(ro)
+    try:
+        start = first.initialOffset()
+        end = start
+        deadline = time.monotonic() + 30
+        while end == start and time.monotonic() < deadline:
+            end = first.latestOffset(start, ReadAllAvailable())
+            threading.Event().wait(0.2)
+        got = rows(first, start, end)
+        assert got and all(r.split("|")[0] == f"{stream}.{r.split('|')[1].split(':')[0]}" for r in got)
+    finally:
+        first.stop()  # Spark wrote batch 1 as done, and stopped before telling the source
+    sent += _publish(js, stream, 30, 20)
+
+    second = GroupStreamReader(ro)
+    try:
+        seen = [r.split("|")[1] for r in got]
+        offset = end
+        deadline = time.monotonic() + 60
+        while len(seen) < len(sent) and time.monotonic() < deadline:
+            nxt = second.latestOffset(offset, ReadAllAvailable())  # also: batch `offset` is done
+            if nxt != offset:
+                seen += [r.split("|")[1] for r in rows(second, offset, nxt)]
+                offset = nxt
+            else:
+                threading.Event().wait(0.2)
+        consumer = js.consumer(stream, pcgroups.compose_static_consumer_name("g", "spark"))
+        assert sorted(seen) == sorted(sent)  # none of batch 1 read again, nothing lost
+        second.latestOffset(offset, ReadAllAvailable())  # the last batch is done
+        assert _wait(lambda: consumer.info().num_ack_pending == 0, 30)
+    finally:
+        second.stop()
+
+
+def _count(offset: dict[str, Any]) -> int:
+    return sum(hi - lo + 1 for runs in (offset.get("partitions") or {}).values() for lo, hi in runs)
