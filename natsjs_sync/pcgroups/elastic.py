@@ -344,7 +344,8 @@ class ElasticConsumeContext(ConsumerGroupConsumeContext):
 
 def elastic_consume(js: JetStream, stream: str, group: str, member: str, handler: MessageHandler,
                     config: ConsumerConfig | None = None, *,
-                    error_cb: Callable[[Exception], None] | None = None) -> ElasticConsumeContext:
+                    error_cb: Callable[[Exception], None] | None = None,
+                    keep_partition: bool = False) -> ElasticConsumeContext:
     """Run as ``member`` of an elastic group (consuming once and while it is in the membership).
 
     ``handler(msg)`` runs for each message of the member's partitions, one at
@@ -362,6 +363,8 @@ def elastic_consume(js: JetStream, stream: str, group: str, member: str, handler
             ``ack_wait`` (default 5 s) also sets the pinned TTL, the pull expiry
             and how soon a stale consumer is gone.
         error_cb: hears of problems while it runs (default: logged).
+        keep_partition: give the handler the subject as stored, partition
+            token first (for a caller that tracks partitions itself).
 
     Returns:
         The running instance; :meth:`~ElasticConsumeContext.stop` ends it.
@@ -382,6 +385,7 @@ def elastic_consume(js: JetStream, stream: str, group: str, member: str, handler
     kv = open_bucket(js, ELASTIC_BUCKET)
     entry = read_entry(kv, stream, group, "elastic")
     cfg = ElasticConsumerGroupConfig.from_json(entry.value, entry.revision)
-    ctx = ElasticConsumeContext(js, kv, cg_stream, stream, group, member, handler, template, error_cb, config=cfg)
+    ctx = ElasticConsumeContext(js, kv, cg_stream, stream, group, member, handler, template, error_cb,
+                                keep_partition, config=cfg)
     ctx._start(entry.revision)
     return ctx

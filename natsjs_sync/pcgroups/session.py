@@ -51,7 +51,7 @@ class ConsumerGroupConsumeContext:
 
     def __init__(self, js: JetStream, kv: KeyValue, stream: str, key_stream: str, group: str, member: str,
                  handler: MessageHandler, template: ConsumerConfig,
-                 error_cb: Callable[[Exception], None] | None) -> None:
+                 error_cb: Callable[[Exception], None] | None, keep_partition: bool = False) -> None:
         self._js = js
         self._kv = kv
         self.stream = stream
@@ -60,6 +60,7 @@ class ConsumerGroupConsumeContext:
         self._key = compose_key(key_stream, group)
         self._handler = handler
         self._error_cb = error_cb
+        self._keep_partition = keep_partition
         self.ack_wait = template.ack_wait or DEFAULT_ACK_WAIT
         self._template = template
         self._lock = threading.Lock()
@@ -255,6 +256,9 @@ class ConsumerGroupConsumeContext:
             pin = hdrs.get("Nats-Pin-Id") if hdrs else None
             if pin:
                 self._pin_id = pin
+        if self._keep_partition:
+            self._handler(msg)
+            return
         # The same message class (so ack/nak/metadata work on the same reply),
         # with the partition token gone from the subject.
         stripped = type(msg)(strip_partition(msg.subject), msg.sid, msg.reply, msg.raw_headers, msg.data)

@@ -204,7 +204,8 @@ class StaticConsumeContext(ConsumerGroupConsumeContext):
 
 def static_consume(js: JetStream, stream: str, group: str, member: str, handler: MessageHandler,
                    config: ConsumerConfig | None = None, *,
-                   error_cb: Callable[[Exception], None] | None = None) -> StaticConsumeContext:
+                   error_cb: Callable[[Exception], None] | None = None,
+                   keep_partition: bool = False) -> StaticConsumeContext:
     """Join a static group as ``member`` and start consuming.
 
     ``handler(msg)`` runs for each message of the member's partitions, one at
@@ -222,6 +223,8 @@ def static_consume(js: JetStream, stream: str, group: str, member: str, handler:
             filters and priority group; ``ack_wait`` (default 5 s) also sets the
             pinned TTL (at least 1 s) and the pull expiry (half of it).
         error_cb: hears of problems while it runs (default: logged).
+        keep_partition: give the handler the subject as stored, partition
+            token first (for a caller that tracks partitions itself).
 
     Returns:
         The running instance; :meth:`~StaticConsumeContext.stop` ends it.
@@ -240,6 +243,6 @@ def static_consume(js: JetStream, stream: str, group: str, member: str, handler:
     if not cfg.is_in_membership(member):
         raise MemberNotInGroupError(f"{member!r} is not a member of static consumer group {group!r}")
     ctx = StaticConsumeContext(js, kv, stream, stream, group, member, handler, config or ConsumerConfig(),
-                               error_cb, config=cfg)
+                               error_cb, keep_partition, config=cfg)
     ctx._start(entry.revision)
     return ctx

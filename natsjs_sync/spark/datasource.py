@@ -1017,7 +1017,12 @@ class JetStreamDataSource(DataSource):
         normalise(self.options, "any_read")
         ro = read_options({k: v for k, v in self.options.items() if k.lower() not in _STREAM_ONLY},
                           streaming=False)
-        read_options({k: v for k, v in self.options.items() if k.lower() not in _BATCH_ONLY}, streaming=True)
+        streaming = read_options({k: v for k, v in self.options.items() if k.lower() not in _BATCH_ONLY},
+                                 streaming=True)
+        if streaming.group is not None:  # refused at load(), before the query makes anything
+            from .group_source import check_group
+
+            check_group(streaming)
         return schema_for(ro)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -1032,12 +1037,18 @@ class JetStreamDataSource(DataSource):
         return JetStreamBatchReader(ro)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """The streaming reader: new messages in micro-batches, offsets by sequence.
+        """The streaming reader: new messages in micro-batches, offsets by sequence;
+        with ``consumerGroup``, a member of that group (:mod:`.group_source`).
 
         Raises:
             NoServersError: no server answers at the address (:func:`_reach`).
         """
-        return JetStreamStreamReader(_reach(read_options(self.options, streaming=True)))
+        ro = _reach(read_options(self.options, streaming=True))
+        if ro.group is not None:
+            from .group_source import GroupStreamReader
+
+            return GroupStreamReader(ro)
+        return JetStreamStreamReader(ro)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """The batch writer (append only; each row published with its dedup id).
@@ -1100,6 +1111,7 @@ def _reach(opts: Opts) -> Opts:
 
 _BATCH_ONLY = {"endingoffsets", "endingsequence", "endingtimestamp", "endingoffsetsbytimestamp"}
 _STREAM_ONLY = {"failondataloss", "maxmessagespertrigger", "maxoffsetspertrigger", "minmessagespertrigger",
-                "minoffsetspertrigger", "maxtriggerdelay"}
+                "minoffsetspertrigger", "maxtriggerdelay", "consumergroup", "groupmember", "groupkind",
+                "groupackwait"}
 
 __all__ = ["SCHEMA", "DataLossError", "JetStreamDataSource", "SequenceRange", "schema_for"]

@@ -71,7 +71,15 @@ _STREAM_READ: dict[str, tuple[str, ...]] = {
     "maxMessagesPerTrigger": ("maxOffsetsPerTrigger",),
     "minMessagesPerTrigger": ("minOffsetsPerTrigger",),
     "maxTriggerDelay": (),
+    "consumerGroup": (),
+    "groupMember": (),
+    "groupKind": (),
+    "groupAckWait": (),
 }
+#: Read options a group read refuses: the group decides what is read and how it is split.
+_NOT_WITH_GROUP = ("startingOffsets", "startingSequence", "startingTimestamp", "startingOffsetsByTimestamp",
+                   "subjects", "minPartitions", "maxMessagesPerPartition", "maxConsumers",
+                   "minMessagesPerTrigger", "maxTriggerDelay")
 _WRITE: dict[str, tuple[str, ...]] = {
     "subject": ("topic",),
     "writeId": (),
@@ -79,14 +87,16 @@ _WRITE: dict[str, tuple[str, ...]] = {
 #: Set by Spark itself, not by the user: accepted and not used.
 _SPARK_OWN = ("checkpointLocation", "queryName", "path")
 
+_NO_GROUP_ID = ("there is no consumer group id: positions live in Spark's checkpoint; to share a stream with "
+                "other processes, read a NATS partitioned consumer group ('consumerGroup' and 'groupMember')")
 #: Kafka (or Spark-Kafka) names that have no JetStream meaning: the name to use instead.
 _KAFKA_REFUSED = {
     "kafka.bootstrap.servers": "use 'servers' (nats://host:4222,...)",
     "subscribe": "use 'stream' (comma-separated for several) and 'subjects' to filter",
     "assign": "use 'stream' and 'startingOffsets' as JSON {\"STREAM\": sequence}",
     "subscribePattern": "use 'stream' and 'subjects' with NATS wildcards (orders.*, orders.>)",
-    "groupIdPrefix": "reads use no consumer group: positions live in Spark's checkpoint",
-    "kafka.group.id": "reads use no consumer group: positions live in Spark's checkpoint",
+    "groupIdPrefix": _NO_GROUP_ID,
+    "kafka.group.id": _NO_GROUP_ID,
     "kafkaConsumer.pollTimeoutMs": "use 'timeout' (seconds)",
     "fetchOffset.numRetries": "use 'retryTimeout' (seconds)",
     "fetchOffset.retryIntervalMs": "use 'retryTimeout' (seconds)",
@@ -406,6 +416,54 @@ _DEFAULT_MAX_CONSUMERS = 64
 
 
 @dataclass(frozen=True)
+class GroupOptions:
+    """A streaming read of a partitioned consumer group (:mod:`natsjs_sync.pcgroups`)."""
+
+    group: str
+    member: str
+    kind: Literal["elastic", "static"] = "elastic"
+    #: Seconds; None: the groups' default (``pcgroups.config.DEFAULT_ACK_WAIT``).
+    ack_wait: float | None = None
+
+
+def _group(opts: dict[str, str], streams: tuple[str, ...]) -> GroupOptions | None:
+    """``consumerGroup`` and its companions, checked; None without ``consumerGroup``.
+
+    Raises:
+        ValueError: a companion without ``consumerGroup``, no ``groupMember``,
+            a bad value, or an option that makes no sense with a group.
+    """
+    group = opts.get("consumerGroup")
+    if group is None:
+        given = [n for n in ("groupMember", "groupKind", "groupAckWait") if n in opts]
+        if given:
+            raise ValueError(f"option {given[0]!r} needs 'consumerGroup' (the group to read)")
+        return None
+    group = group.strip()
+    if not group or not _STREAM_NAME.match(group):
+        raise ValueError(f"option 'consumerGroup' must be a group name (no dots, spaces or wildcards), "
+                         f"got {opts['consumerGroup']!r}")
+    member = (opts.get("groupMember") or "").strip()
+    if not member:
+        raise ValueError("option 'consumerGroup' needs 'groupMember': the member name this query reads as")
+    if not _STREAM_NAME.match(member):
+        raise ValueError(f"option 'groupMember' must be a member name (no dots, spaces or wildcards), "
+                         f"got {opts['groupMember']!r}")
+    kind = (opts.get("groupKind") or "elastic").strip().lower()
+    if kind not in ("elastic", "static"):
+        raise ValueError(f"option 'groupKind' must be 'elastic' or 'static', got {opts['groupKind']!r}")
+    refused = [n for n in _NOT_WITH_GROUP if n in opts]
+    if refused:
+        raise ValueError(f"option {refused[0]!r} does not apply to a read of consumer group {group!r}: "
+                         "the group decides what this member reads (from where it left off) and how it is split")
+    if len(streams) != 1:
+        raise ValueError(f"option 'consumerGroup' reads one stream, but 'stream' names {len(streams)}: "
+                         f"{', '.join(streams)}")
+    ack_wait = _seconds(opts, "groupAckWait", 0.0) or None
+    return GroupOptions(group=group, member=member, kind=kind, ack_wait=ack_wait)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class ReadOptions:
     """A read's options, checked (picklable: it travels to the tasks)."""
 
@@ -424,6 +482,8 @@ class ReadOptions:
     max_per_trigger: int | None = None
     min_per_trigger: int | None = None
     max_trigger_delay: float = 900.0
+    #: A read of a consumer group (streaming only), or None.
+    group: GroupOptions | None = None
 
 
 def read_options(options: Mapping[str, Any], streaming: bool) -> ReadOptions:
@@ -458,6 +518,7 @@ def read_options(options: Mapping[str, Any], streaming: bool) -> ReadOptions:
         max_per_trigger=max_per,
         min_per_trigger=min_per,
         max_trigger_delay=_duration(opts, "maxTriggerDelay", 900.0),
+        group=_group(opts, streams) if streaming else None,
     )
     return ro
 
