@@ -18,7 +18,7 @@ import pytest
 
 import natsjs_sync as nats
 from natsjs_sync.errors import PubAckTimeoutError
-from natsjs_sync.jetstream import JetStream, PubAck, pub_futures, publish
+from natsjs_sync.jetstream import JetStream, PubAck, pub_futures, publish_async
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsServer
 
@@ -27,11 +27,11 @@ from natsjs_sync.testing import NatsServer
 def future_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each test runs with both future classes (a client's mux takes the class when made)."""
     if request.param == "public":
-        monkeypatch.setattr(publish, "PUB_FUTURE", pub_futures._PubFuture)
+        monkeypatch.setattr(publish_async, "PUB_FUTURE", pub_futures._PubFuture)
     else:
         if not pub_futures.shared_condition_fits():
             pytest.skip("this interpreter's Future is not the layout the shared-condition future was written for")
-        monkeypatch.setattr(publish, "PUB_FUTURE", pub_futures._SharedConditionFuture)
+        monkeypatch.setattr(publish_async, "PUB_FUTURE", pub_futures._SharedConditionFuture)
     return str(request.param)
 
 
