@@ -28,7 +28,8 @@ from ..errors import (
 )
 from ..protocol.headers import Headers, HeadersInput
 from ..protocol.nuid import next_nuid
-from .publish import PubAck, copy_headers, parse_pub_ack, publish_headers
+from .publish import PubAck, parse_pub_ack
+from .publish_options import copy_headers, publish_headers
 
 if TYPE_CHECKING:
     from types import TracebackType

@@ -32,7 +32,9 @@ from .object_store import (
     obj_config,
     open_object_store,
 )
-from .publish import RETRY_BACKOFF, PubAck, PublishWindow, ack_mux, publish_headers, publish_sync
+from .publish import RETRY_BACKOFF, PubAck, publish_sync
+from .publish_async import PublishWindow, ack_mux
+from .publish_options import publish_headers
 from .push import PushConsumer
 from .stream import Stream
 from .stream_config import StreamConfig, StreamInfo, _Open, sources_on_the_wire

@@ -35,7 +35,8 @@ from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import BatchPublishError, JetStreamError, TimeoutError, jetstream_error
 from ..protocol.headers import HeadersInput
 from .batch import as_batch_error, batch_id_or_new
-from .publish import PubAck, parse_pub_ack, publish_headers
+from .publish import PubAck, parse_pub_ack
+from .publish_options import publish_headers
 
 if TYPE_CHECKING:
     from types import TracebackType

@@ -44,7 +44,7 @@ from ..protocol.headers import Headers
 from ..protocol.subjects import subject_matches
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
 from .message import parse_metadata
-from .publish import msg_ttl_value
+from .publish_options import msg_ttl_value
 from .stream_config import Placement, RePublish, StreamConfig, StreamSource, SubjectTransform, _Model, _none_is_no_limit
 from .watcher import Watcher
 

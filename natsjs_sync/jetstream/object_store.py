@@ -43,7 +43,8 @@ from ..errors import (
 from ..protocol.nuid import next_nuid
 from ._api import truncate_time
 from ._bucket import BucketStatus, bucket_stream, open_bucket_stream, validate_bucket
-from .publish import PubAck, PublishPipeline
+from .publish import PubAck
+from .publish_async import PublishPipeline
 from .stream_config import Placement, StreamConfig, _Model, _none_is_no_limit
 from .watcher import Watcher
 

@@ -62,7 +62,7 @@ from .._core.spi import link
 from ..errors import JetStreamError, MsgNotFoundError, NatsError, NoServersError, StreamNotFoundError, jetstream_error
 from ..jetstream import StreamInfo
 from ..jetstream.bulk import FramePublisher, msg_id_headers
-from ..jetstream.publish import publish_headers
+from ..jetstream.publish_options import publish_headers
 from ..protocol.headers import encode_headers
 from ..protocol.subjects import publish_subject
 from .config import NatsConfig

@@ -92,7 +92,7 @@ def test_unknown_fields_survive_decode_and_encode() -> None:
 
 
 def test_schedule_headers_as_the_adr_spells_them() -> None:
-    from natsjs_sync.jetstream.publish import publish_headers
+    from natsjs_sync.jetstream.publish_options import publish_headers
 
     features: list[str] = []
     at = datetime.datetime(2030, 1, 2, 3, 4, 5, 678, tzinfo=datetime.timezone.utc)

@@ -18,7 +18,7 @@ import pytest
 
 import natsjs_sync as nats
 from natsjs_sync.errors import PubAckTimeoutError
-from natsjs_sync.jetstream import JetStream, PubAck, publish
+from natsjs_sync.jetstream import JetStream, PubAck, pub_futures, publish_async
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsServer
 
@@ -27,11 +27,11 @@ from natsjs_sync.testing import NatsServer
 def future_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each test runs with both future classes (a client's mux takes the class when made)."""
     if request.param == "public":
-        monkeypatch.setattr(publish, "PUB_FUTURE", publish._PubFuture)
+        monkeypatch.setattr(publish_async, "PUB_FUTURE", pub_futures._PubFuture)
     else:
-        if not publish.shared_condition_fits():
+        if not pub_futures.shared_condition_fits():
             pytest.skip("this interpreter's Future is not the layout the shared-condition future was written for")
-        monkeypatch.setattr(publish, "PUB_FUTURE", publish._SharedConditionFuture)
+        monkeypatch.setattr(publish_async, "PUB_FUTURE", pub_futures._SharedConditionFuture)
     return str(request.param)
 
 
@@ -61,7 +61,7 @@ def _held(js: JetStream) -> str:
 
 def test_the_chosen_class_is_the_one_used(future_kind: str, kind_js: JetStream, subjects: str) -> None:
     fut = kind_js.publish_async(f"{subjects}.a", b"x")
-    expected = publish._SharedConditionFuture if future_kind == "shared" else publish._PubFuture
+    expected = pub_futures._SharedConditionFuture if future_kind == "shared" else pub_futures._PubFuture
     assert type(fut) is expected and isinstance(fut, Future)
     assert fut.result(timeout=10).seq == 1
 
@@ -150,14 +150,14 @@ def test_a_future_laid_out_otherwise_selects_the_plain_future() -> None:
 
         __slots__ = ("_condition", "_done_callbacks", "_exception", "_result", "_state", "_waiters")
 
-    assert not publish.shared_condition_fits(Changed)
-    assert not publish.shared_condition_fits(Slotted)
-    assert publish.shared_condition_fits() == (publish.PUB_FUTURE is publish._SharedConditionFuture
-                                              or os.environ.get("NATSJS_SYNC_PUBLIC_FUTURES", "") not in ("", "0"))
+    assert not pub_futures.shared_condition_fits(Changed)
+    assert not pub_futures.shared_condition_fits(Slotted)
+    assert pub_futures.shared_condition_fits() == (pub_futures.PUB_FUTURE is pub_futures._SharedConditionFuture
+                                                  or os.environ.get("NATSJS_SYNC_PUBLIC_FUTURES", "") not in ("", "0"))
 
 
 def test_the_environment_can_force_the_plain_future() -> None:
-    code = "from natsjs_sync.jetstream import publish; print(publish.PUB_FUTURE.__name__)"
+    code = "from natsjs_sync.jetstream import pub_futures; print(pub_futures.PUB_FUTURE.__name__)"
     env = {**os.environ, "NATSJS_SYNC_PUBLIC_FUTURES": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "_PubFuture"
