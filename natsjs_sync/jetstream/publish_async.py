@@ -410,10 +410,10 @@ def ack_mux(core: CoreLink) -> AckMux:
 class PublishPipeline:
     """Many async publishes with a bounded number in flight, all settled at the end.
 
-    The one owner of "publish_async in a window, wait for the oldest, settle
-    the rest" (object-store chunks, Spark partitions)::
+    "publish_async in a window, wait for the oldest, settle the rest", as the
+    object store writes an object's chunks::
 
-        with js.publish_pipeline(window=256, timeout=60) as pipe:
+        with PublishPipeline(js.publish_async, 256, Deadline(60)) as pipe:
             for chunk in chunks:
                 pipe.publish(subject, chunk)
         pipe.acks  # every PubAck, in order
