@@ -71,8 +71,12 @@ def test_membership_edits_keep_fields_this_client_does_not_know(js: JetStream, e
     stored = json.loads(kv.get(f"{estream}.g").value)
     assert stored["future_field"] == {"x": 1}
     assert "members" not in stored and stored["member_mappings"] == [{"member": "c", "partitions": [0, 1, 2, 3]}]
-    with pytest.raises(pcgroups.ConsumerGroupError, match="mappings"):
+    with pytest.raises(pcgroups.ConsumerGroupError, match=r"can't add members to .* member mappings"):
         pcgroups.add_members(js, estream, "g", ["d"])
+    with pytest.raises(pcgroups.ConsumerGroupError, match=r"can't drop members from .* member mappings"):
+        pcgroups.delete_members(js, estream, "g", ["c"])
+    with pytest.raises(pcgroups.ConsumerGroupError, match="no member names"):
+        pcgroups.delete_members(js, estream, "g", [])
     with pytest.raises(pcgroups.ConsumerGroupConfigError):
         pcgroups.set_member_mappings(js, estream, "g", [pcgroups.MemberMapping(member="c", partitions=(0,))])
 
