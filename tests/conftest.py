@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.jetstream import JetStream
+from natsjs_sync.jetstream import JetStream, Stream
+from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import FaultProxy, NatsServer
 
 
@@ -34,6 +35,18 @@ def nc(shared_server: NatsServer) -> Iterator[nats.Client]:
 def js(nc: nats.Client) -> JetStream:
     """A JetStream context of :func:`nc` (the shared server's client)."""
     return nc.jetstream()
+
+
+@pytest.fixture
+def stream(js: JetStream) -> Iterator[Stream]:
+    """A stream ``S<nuid>`` on subjects ``<name>.>`` in memory, deleted afterwards."""
+    name = "S" + next_nuid()
+    st = js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+    yield st
+    try:
+        js.delete_stream(name)
+    except nats.NatsError:
+        pass  # the test deleted it already
 
 
 @pytest.fixture

@@ -67,9 +67,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _select(name: str) -> None:
+    """Select ``name`` and say so: ``context select`` and ``context save --select``."""
+    natscontext.select(name)
+    _print(f"selected context {name}")
+
+
 def cmd_select(args: argparse.Namespace) -> int:
-    natscontext.select(args.name)
-    _print(f"selected context {args.name}")
+    _select(args.name)
     return 0
 
 
@@ -84,8 +89,7 @@ def cmd_save(args: argparse.Namespace) -> int:
     ctx = natscontext.save(args.name, **changes)
     _print(f"saved context {ctx.name} in {ctx.path}")
     if args.select:
-        natscontext.select(ctx.name)
-        _print(f"selected context {ctx.name}")
+        _select(ctx.name)
     return 0
 
 

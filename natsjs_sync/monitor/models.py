@@ -157,7 +157,20 @@ class ConnInfo(_Model, frozen=True, kw_only=True):
     reason: str = ""
 
 
-class Connz(_Model, frozen=True, kw_only=True):
+class _Page(_Model, frozen=True, kw_only=True):
+    """The head every server-wide monitoring page starts with (nats-server writes
+    ``server_id`` and ``now`` first in ``CONNZ``, ``SUBSZ``, ``GATEWAYZ``, ...).
+
+    Attributes:
+        server_id: the id of the server that answered.
+        now: that server's clock when it answered.
+    """
+
+    server_id: str = ""
+    now: datetime.datetime | None = None
+
+
+class Connz(_Page, frozen=True, kw_only=True):
     """A page of a server's connections (``CONNZ``, as ``/connz``).
 
     Attributes:
@@ -168,8 +181,6 @@ class Connz(_Model, frozen=True, kw_only=True):
         connections: the page.
     """
 
-    server_id: str = ""
-    now: datetime.datetime | None = None
     num_connections: int = 0
     total: int = 0
     offset: int = 0
@@ -177,7 +188,7 @@ class Connz(_Model, frozen=True, kw_only=True):
     connections: list[ConnInfo] = msgspec.field(default_factory=list)
 
 
-class Subsz(_Model, frozen=True, kw_only=True):
+class Subsz(_Page, frozen=True, kw_only=True):
     """A server's subscription routing state (``SUBSZ``, as ``/subsz``).
 
     Attributes:
@@ -188,8 +199,6 @@ class Subsz(_Model, frozen=True, kw_only=True):
         subscriptions_list: the subscriptions (``subscriptions=True``), as the server sent them.
     """
 
-    server_id: str = ""
-    now: datetime.datetime | None = None
     num_subscriptions: int = 0
     num_cache: int = 0
     num_inserts: int = 0
@@ -246,7 +255,7 @@ class Routez(_Model, frozen=True, kw_only=True):
     routes: list[RouteInfo] = msgspec.field(default_factory=list)
 
 
-class Gatewayz(_Model, frozen=True, kw_only=True):
+class Gatewayz(_Page, frozen=True, kw_only=True):
     """A server's gateways to other clusters (``GATEWAYZ``, as ``/gatewayz``).
 
     Attributes:
@@ -254,8 +263,6 @@ class Gatewayz(_Model, frozen=True, kw_only=True):
         outbound_gateways, inbound_gateways: per remote cluster, as the server sent them.
     """
 
-    server_id: str = ""
-    now: datetime.datetime | None = None
     name: str = ""
     host: str = ""
     port: int = 0
@@ -280,16 +287,14 @@ class LeafInfo(_Model, frozen=True, kw_only=True):
     subscriptions_list: list[str] | None = None
 
 
-class Leafz(_Model, frozen=True, kw_only=True):
+class Leafz(_Page, frozen=True, kw_only=True):
     """A server's leaf node connections (``LEAFZ``, as ``/leafz``)."""
 
-    server_id: str = ""
-    now: datetime.datetime | None = None
     leafnodes: int = 0
     leafs: list[LeafInfo] = msgspec.field(default_factory=list)
 
 
-class Accountz(_Model, frozen=True, kw_only=True):
+class Accountz(_Page, frozen=True, kw_only=True):
     """A server's accounts (``ACCOUNTZ``, as ``/accountz``).
 
     Attributes:
@@ -298,8 +303,6 @@ class Accountz(_Model, frozen=True, kw_only=True):
         account_detail: one account's details (``account=...``), as the server sent them.
     """
 
-    server_id: str = ""
-    now: datetime.datetime | None = None
     system_account: str = ""
     accounts: list[str] | None = None
     account_detail: dict[str, Any] | None = None
@@ -325,7 +328,7 @@ class MetaClusterInfo(_Model, frozen=True, kw_only=True):
     replicas: list[dict[str, Any]] | None = None
 
 
-class Jsz(_Model, frozen=True, kw_only=True):
+class Jsz(_Page, frozen=True, kw_only=True):
     """A server's JetStream state (``JSZ``, as ``/jsz``).
 
     Attributes:
@@ -338,8 +341,6 @@ class Jsz(_Model, frozen=True, kw_only=True):
         account_details: per account (``accounts=True`` or ``account=...``), as sent.
     """
 
-    server_id: str = ""
-    now: datetime.datetime | None = None
     disabled: bool = False
     config: dict[str, Any] | None = None
     memory: int = 0

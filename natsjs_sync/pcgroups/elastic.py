@@ -161,8 +161,13 @@ def _modify(js: JetStream, stream: str, group: str,
     raise ConsumerGroupError(f"the config of elastic group {group!r} kept changing under {_UPDATE_ATTEMPTS} writes")
 
 
-def add_members(js: JetStream, stream: str, group: str, members: Sequence[str]) -> list[str]:
-    """Add members to an elastic group; running members rebalance.
+def _change_members(js: JetStream, stream: str, group: str, members: Sequence[str], action: str,
+                    edit: Callable[[tuple[str, ...]], tuple[str, ...]]) -> list[str]:
+    """Apply ``edit`` to the members list of a group that has no member mappings.
+
+    Args:
+        action: what the change does, for the error message (``"add members to"``).
+        edit: the current members -> the new members.
 
     Returns:
         The membership after the change.
@@ -175,12 +180,27 @@ def add_members(js: JetStream, stream: str, group: str, members: Sequence[str]) 
         raise ConsumerGroupError("no member names given")
 
     def change(cfg: ElasticConsumerGroupConfig) -> ElasticConsumerGroupConfig:
+        # Mappings pin partitions to names: editing the list would silently do nothing.
         if cfg.member_mappings:
-            raise ConsumerGroupError("can't add members to an elastic consumer group that uses member mappings")
-        new = tuple(dict.fromkeys([*cfg.members, *(m for m in members if m)]))
-        return msgspec.structs.replace(cfg, members=new)
+            raise ConsumerGroupError(f"can't {action} an elastic consumer group that uses member mappings")
+        return msgspec.structs.replace(cfg, members=edit(cfg.members))
 
     return list(_modify(js, stream, group, change).members)
+
+
+def add_members(js: JetStream, stream: str, group: str, members: Sequence[str]) -> list[str]:
+    """Add members to an elastic group; running members rebalance.
+
+    Returns:
+        The membership after the change.
+
+    Raises:
+        ConsumerGroupError: no names given, or the group uses member mappings.
+        ConsumerGroupNotFoundError: no such group.
+    """
+    # dict.fromkeys: one entry a name, the first-come order kept.
+    return _change_members(js, stream, group, members, "add members to",
+                           lambda current: tuple(dict.fromkeys([*current, *(m for m in members if m)])))
 
 
 def delete_members(js: JetStream, stream: str, group: str, members: Sequence[str]) -> list[str]:
@@ -193,16 +213,9 @@ def delete_members(js: JetStream, stream: str, group: str, members: Sequence[str
         ConsumerGroupError: no names given, or the group uses member mappings.
         ConsumerGroupNotFoundError: no such group.
     """
-    if not members:
-        raise ConsumerGroupError("no member names given")
     drop = set(members)
-
-    def change(cfg: ElasticConsumerGroupConfig) -> ElasticConsumerGroupConfig:
-        if cfg.member_mappings:
-            raise ConsumerGroupError("can't drop members from an elastic consumer group that uses member mappings")
-        return msgspec.structs.replace(cfg, members=tuple(m for m in cfg.members if m not in drop))
-
-    return list(_modify(js, stream, group, change).members)
+    return _change_members(js, stream, group, members, "drop members from",
+                           lambda current: tuple(m for m in current if m not in drop))
 
 
 def set_member_mappings(js: JetStream, stream: str, group: str, member_mappings: Sequence[MemberMapping]) -> None:

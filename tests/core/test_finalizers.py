@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gc
 import json
-import threading
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -25,32 +24,14 @@ from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsServer
 
 from ..conftest import wait_until
+from ..gc_kit import automatic_gc_off, collect_holding_the_lock
 
 
 @pytest.fixture
 def gc_off() -> Iterator[None]:
     """No automatic collection while a test builds its garbage: only the test's own collect runs."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with automatic_gc_off():
         yield
-    finally:
-        if was:
-            gc.enable()
-
-
-def collect_holding_the_lock(nc: nats.Client) -> bool:
-    """``gc.collect()`` on a thread that holds the connection's lock; False when it never returned."""
-    lock = nc._conn.lock
-    done = threading.Event()
-
-    def run() -> None:
-        with lock:
-            gc.collect()
-        done.set()
-
-    threading.Thread(target=run, name="collect-under-lock", daemon=True).start()
-    return done.wait(10.0)
 
 
 def cycle(obj: Any) -> None:

@@ -8,6 +8,7 @@ and only then drains the rest of the client.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import natsjs_sync as nats
 from natsjs_sync import Msg
@@ -25,19 +26,30 @@ def _fill(js: JetStream, subject: str, n: int) -> None:
     js.publish_async_complete(timeout=10)
 
 
-def _slow_acking_handler(handled: list[int], started: threading.Event, errors: list[Exception],
-                         pace: threading.Event) -> object:
+def _slow_handler(handled: list[int], started: threading.Event, errors: list[Exception],
+                  ack: bool = True) -> Callable[[Msg], None]:
+    """A handler that takes a while per message (acking it unless ``ack`` is False), so a
+    drain starts while a batch is still queued; ack failures go to ``errors``."""
+    pace = threading.Event()  # never set: only paces the handler
+
     def handler(msg: Msg) -> None:
         started.set()
-        pace.wait(0.05)  # a slow-ish handler: the drain starts while a batch is still queued
-        try:
-            msg.ack()
-        except nats.NatsError as exc:
-            errors.append(exc)
-            return
+        pace.wait(0.05)
+        if ack:
+            try:
+                msg.ack()
+            except nats.NatsError as exc:
+                errors.append(exc)
+                return
         handled.append(int(msg.data))
 
     return handler
+
+
+def _drain_once_started(worker: nats.Client, *started: threading.Event) -> None:
+    """Drain ``worker`` once every reader has begun on its messages (each within 10 s)."""
+    assert all(s.wait(10) for s in started)
+    worker.drain(timeout=20)
 
 
 def test_drain_lets_consume_ack_what_it_was_given(shared_server: NatsServer, js: JetStream, stream: Stream) -> None:
@@ -46,16 +58,10 @@ def test_drain_lets_consume_ack_what_it_was_given(shared_server: NatsServer, js:
     handled: list[int] = []
     errors: list[Exception] = []
     started = threading.Event()
-    pace = threading.Event()  # never set: only paces the handler
-    worker = nats.connect(shared_server.url, name="worker")
-    try:
+    with nats.connect(shared_server.url, name="worker") as worker:
         cons = worker.jetstream().consumer(stream.name, "D")
-        ctx = cons.consume(_slow_acking_handler(handled, started, errors, pace),  # type: ignore[arg-type]
-                           max_messages=TOTAL)
-        assert started.wait(10)
-        worker.drain(timeout=20)
-    finally:
-        worker.close()
+        ctx = cons.consume(_slow_handler(handled, started, errors), max_messages=TOTAL)
+        _drain_once_started(worker, started)
     assert ctx.closed.is_set()
     assert errors == []
     # Acks are processed by the server asynchronously.
@@ -72,21 +78,11 @@ def test_drain_lets_ordered_consume_finish(shared_server: NatsServer, js: JetStr
     handled: list[int] = []
     errors: list[Exception] = []
     started = threading.Event()
-    pace = threading.Event()
-    worker = nats.connect(shared_server.url, name="worker")
-    try:
+    with nats.connect(shared_server.url, name="worker") as worker:
         oc = worker.jetstream().ordered_consumer(stream.name)
-
-        def handler(msg: Msg) -> None:
-            started.set()
-            pace.wait(0.05)
-            handled.append(int(msg.data))
-
-        ctx = oc.consume(handler, max_messages=TOTAL, error_cb=errors.append)
-        assert started.wait(10)
-        worker.drain(timeout=20)
-    finally:
-        worker.close()
+        ctx = oc.consume(_slow_handler(handled, started, errors, ack=False), max_messages=TOTAL,
+                         error_cb=errors.append)
+        _drain_once_started(worker, started)
     assert ctx.closed.is_set()
     assert errors == []
     # Every message delivered to the client was handled, in order, before the close.
@@ -100,8 +96,7 @@ def test_drain_ends_a_messages_iteration(shared_server: NatsServer, js: JetStrea
     first = threading.Event()
     ended = threading.Event()
     got: list[int] = []
-    worker = nats.connect(shared_server.url, name="worker")
-    try:
+    with nats.connect(shared_server.url, name="worker") as worker:
         it = worker.jetstream().consumer(stream.name, "I").messages(max_messages=5)
 
         def read() -> None:
@@ -114,12 +109,9 @@ def test_drain_ends_a_messages_iteration(shared_server: NatsServer, js: JetStrea
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        assert first.wait(10)
-        worker.drain(timeout=20)
+        _drain_once_started(worker, first)
         assert ended.wait(10)
         reader.join(5)
-    finally:
-        worker.close()
     assert it.is_stopped
     assert got == list(range(len(got)))
 
@@ -130,9 +122,7 @@ def test_drain_lets_every_consume_of_the_client_ack(shared_server: NatsServer, j
     _fill(js, f"{stream.name}.a", TOTAL)
     names = [f"M{i}" for i in range(3)]
     errors: list[Exception] = []
-    pace = threading.Event()
-    worker = nats.connect(shared_server.url, name="worker")
-    try:
+    with nats.connect(shared_server.url, name="worker") as worker:
         wjs = worker.jetstream()
         ctxs = []
         starts = []
@@ -140,12 +130,9 @@ def test_drain_lets_every_consume_of_the_client_ack(shared_server: NatsServer, j
             stream.create_consumer(durable_name=name, ack_policy="explicit", ack_wait=30.0)
             started = threading.Event()
             starts.append(started)
-            handler = _slow_acking_handler([], started, errors, pace)
-            ctxs.append(wjs.consumer(stream.name, name).consume(handler, max_messages=TOTAL))  # type: ignore[arg-type]
-        assert all(s.wait(10) for s in starts)
-        worker.drain(timeout=20)
-    finally:
-        worker.close()
+            handler = _slow_handler([], started, errors)
+            ctxs.append(wjs.consumer(stream.name, name).consume(handler, max_messages=TOTAL))
+        _drain_once_started(worker, *starts)
     assert all(c.closed.is_set() for c in ctxs)
     assert errors == []
     for name in names:

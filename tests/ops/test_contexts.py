@@ -320,8 +320,9 @@ def test_cli_global_context_and_the_selected_one(capsys: pytest.CaptureFixture[s
 def test_cli_ls_show_select_save_rm(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "context", "ls")
     assert code == 0 and "no contexts" in out
-    assert run(capsys, "context", "save", "a", "--server", "nats://127.0.0.1:4222", "--password", "hush",
-               "--user", "u", "--description", "first", "--select")[0] == 0
+    code, out, _ = run(capsys, "context", "save", "a", "--server", "nats://127.0.0.1:4222", "--password", "hush",
+                       "--user", "u", "--description", "first", "--select")
+    assert code == 0 and out.splitlines()[-1] == "selected context a"
     assert run(capsys, "context", "save", "b", "--description", "second")[0] == 0
     code, out, _ = run(capsys, "context", "ls")
     assert out.splitlines() == ["a*  first", "b   second"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 from opentelemetry.semconv._incubating.attributes import messaging_attributes as M
@@ -18,22 +17,6 @@ from natsjs_sync.otel import attributes as A
 from natsjs_sync.protocol.nuid import next_nuid
 
 from .conftest import Telemetry
-
-
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
-def stream(js: JetStream) -> Iterator[Stream]:
-    name = "S" + next_nuid()
-    st = js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
-    yield st
-    try:
-        js.delete_stream(name)
-    except nats.NatsError:
-        pass
 
 
 def test_publish_fetch_process_ack_is_one_trace(otel: Telemetry, js: JetStream, stream: Stream) -> None:

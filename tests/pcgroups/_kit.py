@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -107,6 +108,38 @@ def members(url: str, kind: str, stream: str, group: str, names: Sequence[str], 
                 p.wait(5)
             if p.stdout is not None:
                 p.stdout.close()
+
+
+def start_publisher(js: JetStream, subject_of: Callable[[int], str], n: int,
+                    pause_after: Sequence[int] = ()) -> threading.Thread:
+    """Publish messages ``0..n-1`` (message ``i`` on ``subject_of(i)``, its number as the data)
+    on a new thread, pausing 1 s after each index in ``pause_after`` so that what a test does
+    meanwhile (a kill, a membership change) lands mid-stream. The thread is started; join it."""
+    pause = threading.Event()  # never set: only paces the publisher
+
+    def publish() -> None:
+        for i in range(n):
+            js.publish(subject_of(i), str(i).encode())
+            if i in pause_after:
+                pause.wait(1.0)
+
+    pub = threading.Thread(target=publish, name="publisher")
+    pub.start()
+    return pub
+
+
+def kill_the_active_instance(recs: Records, instances: Sequence[subprocess.Popen[bytes]]) -> int:
+    """SIGKILL whichever of ``instances`` (processes of one member name) reported first.
+
+    Returns:
+        The pid of another instance: the standby expected to take over.
+    """
+    by_pid = {p.pid: p for p in instances}
+    assert recs.wait_for(lambda rs: any(r["pid"] in by_pid for r in rs), 20)
+    victim = next(r["pid"] for r in recs.snapshot() if r["pid"] in by_pid)
+    by_pid[victim].send_signal(signal.SIGKILL)
+    by_pid[victim].wait(10)
+    return next(pid for pid in by_pid if pid != victim)
 
 
 def partition_of(js: JetStream, stream: str, seqs: Sequence[int]) -> dict[int, int]:

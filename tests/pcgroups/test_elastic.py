@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from natsjs_sync import pcgroups
 from natsjs_sync.jetstream import ConsumerConfig, JetStream
 
 from ..conftest import wait_until
-from ._kit import Records, check_delivery, key_partitions, members
+from ._kit import Records, check_delivery, key_partitions, kill_the_active_instance, members, start_publisher
 
 pytestmark = pytest.mark.server("2.11")
 
@@ -71,8 +70,12 @@ def test_membership_edits_keep_fields_this_client_does_not_know(js: JetStream, e
     stored = json.loads(kv.get(f"{estream}.g").value)
     assert stored["future_field"] == {"x": 1}
     assert "members" not in stored and stored["member_mappings"] == [{"member": "c", "partitions": [0, 1, 2, 3]}]
-    with pytest.raises(pcgroups.ConsumerGroupError, match="mappings"):
+    with pytest.raises(pcgroups.ConsumerGroupError, match=r"can't add members to .* member mappings"):
         pcgroups.add_members(js, estream, "g", ["d"])
+    with pytest.raises(pcgroups.ConsumerGroupError, match=r"can't drop members from .* member mappings"):
+        pcgroups.delete_members(js, estream, "g", ["c"])
+    with pytest.raises(pcgroups.ConsumerGroupError, match="no member names"):
+        pcgroups.delete_members(js, estream, "g", [])
     with pytest.raises(pcgroups.ConsumerGroupConfigError):
         pcgroups.set_member_mappings(js, estream, "g", [pcgroups.MemberMapping(member="c", partitions=(0,))])
 
@@ -152,27 +155,13 @@ def test_sigkilled_elastic_member_taken_over_and_removed_member_rebalanced(
     recs = Records(nc, "g")
     n = 200
     with members(shared_server.url, "elastic", estream, "g", ["m1", "m1", "m2"], 2.0, tmp_path) as procs:
-        pub_done = threading.Event()
-
-        def publish() -> None:
-            for i in range(n):
-                js.publish(f"{estream}.{KEYS[i % 16]}", str(i).encode())
-                if i in (60, 130):
-                    pub_done.wait(1.0)  # let the kill, then the removal, land mid-stream
-            pub_done.set()
-
-        pub = threading.Thread(target=publish)
-        pub.start()
-        m1 = {p.pid: p for p in procs[:2]}
-        assert recs.wait_for(lambda rs: any(r["pid"] in m1 for r in rs), 20)
-        victim = next(r["pid"] for r in recs.snapshot() if r["pid"] in m1)
-        m1[victim].send_signal(signal.SIGKILL)
-        m1[victim].wait(10)
-        survivor = next(pid for pid in m1 if pid != victim)
+        # Pauses: the kill, then the removal, land mid-stream.
+        pub = start_publisher(js, lambda i: f"{estream}.{KEYS[i % 16]}", n, pause_after=(60, 130))
+        survivor = kill_the_active_instance(recs, procs[:2])  # one of m1's two
         assert recs.wait_for(lambda rs: any(r["pid"] == survivor for r in rs), 30)
         pcgroups.delete_members(js, estream, "g", ["m2"])  # m1's survivor takes every partition
         pub.join(60)
-        assert pub_done.is_set()
+        assert not pub.is_alive()
         assert recs.wait_for(lambda rs: len({r["id"] for r in rs if r["ev"] == "got"}) == n, 45), \
             sorted(set(range(n)) - {r["id"] for r in recs.snapshot()})[:20]
         assert wait_until(lambda: js.stream(f"{estream}-g").cached_info.state.messages == 0, 20)

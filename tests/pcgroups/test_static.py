@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,7 @@ from natsjs_sync import pcgroups
 from natsjs_sync.jetstream import ConsumerConfig, JetStream
 
 from ..conftest import wait_until
-from ._kit import Records, check_delivery, members, partition_of
+from ._kit import Records, check_delivery, kill_the_active_instance, members, partition_of, start_publisher
 from .conftest import PARTITIONS
 
 pytestmark = pytest.mark.server("2.11")
@@ -108,27 +107,14 @@ def test_sigkilled_member_is_taken_over_nothing_lost_nothing_acked_redelivered(
     n = 200
     # m1 runs twice (one pinned, one standing by), m2 once.
     with members(url, "static", pstream, "g", ["m1", "m1", "m2"], 2.0, tmp_path) as procs:
-        stop = threading.Event()
-
-        def publish() -> None:
-            for i in range(n):
-                js.publish(f"{pstream}.k{i % 16}", str(i).encode())
-                if i == 60:
-                    stop.wait(1.0)  # let the kill land mid-stream
-
-        pub = threading.Thread(target=publish)
-        pub.start()
-        pids = {p.pid: p for p in procs[:2]}
-        assert recs.wait_for(lambda rs: any(r["pid"] in pids for r in rs), 20)
-        victim = next(r["pid"] for r in recs.snapshot() if r["pid"] in pids)
-        pids[victim].send_signal(signal.SIGKILL)
-        pids[victim].wait(10)
+        # The pause lets the kill land mid-stream.
+        pub = start_publisher(js, lambda i: f"{pstream}.k{i % 16}", n, pause_after=(60,))
+        survivor = kill_the_active_instance(recs, procs[:2])  # one of m1's two
         pub.join(60)
         assert not pub.is_alive()
         # Every message handled, the standby took over m1's partitions.
         assert recs.wait_for(lambda rs: len({r["seq"] for r in rs if r["ev"] == "got"}) == n, 45), \
             sorted(set(range(1, n + 1)) - recs.got_seqs())[:20]
-        survivor = next(pid for pid in pids if pid != victim)
         assert any(r["pid"] == survivor for r in recs.snapshot())
 
         # The server's own view: everything acknowledged, nothing pending.
