@@ -6,9 +6,7 @@ read's generator closed by the garbage collector never takes the connection's lo
 
 from __future__ import annotations
 
-import gc
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +20,7 @@ from natsjs_sync.spark.helpers import _read_pulled, iter_range, reads_directly
 from natsjs_sync.testing import NatsServer
 
 from ..conftest import wait_until
+from ..gc_kit import automatic_gc_off, collect_holding_the_lock
 
 
 @pytest.fixture
@@ -66,35 +65,19 @@ def _created(nc: nats.Client, advisories: Any, stream: str) -> list[str]:
     raise AssertionError("the marker consumer's advisory never came")
 
 
-def _collect_holding_the_lock(client: nats.Client) -> bool:
-    """``gc.collect()`` on a thread that holds the connection's lock; False when it never returned."""
-    lock = client._conn.lock
-    done = threading.Event()
-
-    def run() -> None:
-        with lock:
-            gc.collect()
-        done.set()
-
-    threading.Thread(target=run, name="collect-under-lock", daemon=True).start()
-    return done.wait(10.0)
-
-
 def test_a_pulled_read_collected_while_the_lock_is_held_hands_its_release_to_the_timer_thread(
         server: NatsServer, nc: nats.Client) -> None:
     name = _stream(nc, "GCREAD", 20, allow_direct=False)  # no direct get: the consumer path
     cfg = NatsConfig(servers=server.url, name="gc-read")
     shared = cfg.client()
-    was = gc.isenabled()
-    gc.disable()  # only the collect below closes the generator
-    try:
+    with automatic_gc_off():  # only the collect below closes the generator
         rows = iter_range(cfg, name, 1, 20, batch=5)
         assert next(rows)[1] == 1  # the read now holds its consumer and its inbox
         assert nc.jetstream().stream(name).info().state.consumer_count == 1
         box: list[Any] = [rows]
         box.append(box)  # a cycle: only the cyclic collector closes it
         del rows, box
-        ok = _collect_holding_the_lock(shared)
+        ok = collect_holding_the_lock(shared)
         if not ok:  # wedged for good: keep the teardown from closing it (that would hang too)
             with config._lock:
                 config._clients.clear()
@@ -102,9 +85,6 @@ def test_a_pulled_read_collected_while_the_lock_is_held_hands_its_release_to_the
         assert wait_until(lambda: nc.jetstream().stream(name).info().state.consumer_count == 0, timeout=10.0), \
             "the collected read's consumer was not deleted"
         assert shared.is_connected
-    finally:
-        if was:
-            gc.enable()
 
 
 def _rows(cfg: NatsConfig, name: str, start: int, end: int, subjects: list[str] | None = None,
@@ -168,9 +148,7 @@ def test_a_direct_read_collected_while_the_lock_is_held_hands_its_unsubscribe_to
         return [e.subject for e in list(shared._conn.registry.entries.values())]
 
     cfg.jetstream().stream(name).info()  # the client's request inbox is subscribed now, not during the read
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with automatic_gc_off():
         before = set(routed())
         rows = iter_range(cfg, name, 1, 20, batch=5)
         assert next(rows)[1] == 1
@@ -178,15 +156,12 @@ def test_a_direct_read_collected_while_the_lock_is_held_hands_its_unsubscribe_to
         box: list[Any] = [rows]
         box.append(box)
         del rows, box
-        ok = _collect_holding_the_lock(shared)
+        ok = collect_holding_the_lock(shared)
         if not ok:
             with config._lock:
                 config._clients.clear()
         assert ok, "the read's generator took the connection's lock when collected: deadlocked"
         assert wait_until(lambda: inbox not in routed(), timeout=10.0), "the collected read's inbox is still routed"
-    finally:
-        if was:
-            gc.enable()
 
 
 def _read(spark: Any, server: NatsServer, stream: str, **opts: Any) -> Any:
