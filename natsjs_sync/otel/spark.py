@@ -34,8 +34,8 @@ from ..spark.datasource import (
     SequenceRange,
 )
 from . import attributes as a
-from .instrumentor import _Live
 from .propagation import extract
+from .spans import _Live
 
 __all__ = ["TracedBatchReader", "TracedBatchWriter", "TracedPushdownReader", "TracedStreamReader",
            "TracedStreamWriter", "traced"]
