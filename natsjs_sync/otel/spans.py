@@ -10,7 +10,9 @@ caller's (:func:`_operation`) and of the application's handling of a message
 iterator hands out (:func:`_receive`), and the plumbing of a wrapt wrapper
 (:func:`_unless_suppressed`, :class:`_Args`).
 
-The wrappers themselves, and what puts them in place, are in :mod:`.instrumentor`.
+The wrappers themselves are in :mod:`.core` (core NATS), :mod:`.jetstream` and
+:mod:`.stores_services` (KV, object store, services); :mod:`.instrumentor` puts
+them in place.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ if TYPE_CHECKING:
     from ..client import Client
     from ..msg import Msg
     from ..subscription import Subscription
-    from .instrumentor import ConsumeHook, PublishHook, _BatchSpan
+    from .instrumentor import ConsumeHook, PublishHook
+    from .jetstream import _BatchSpan
 
 log = logging.getLogger("natsjs_sync.otel")
 

@@ -1,0 +1,341 @@
+"""JetStream under the instrumentation: publishes, batches, pull iterators, consume, acks.
+
+Producer spans for ``JetStream.publish`` (ended with the PubAck's stream and
+sequence) and ``publish_async`` (ended when its future settles, on whichever
+thread); one span per atomic or fast batch, from its first message until its
+ack or its end; receive spans for what ``MessageBatch`` and ``messages()`` hand
+out; process spans around ``consume()`` handlers and nats-py style
+``js.subscribe`` callbacks; a CLIENT span per ack, nak, term or in-progress;
+JetStream API requests and responses as events of the current span.
+"""
+
+from __future__ import annotations
+
+import timeit
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.trace import Span, SpanKind
+
+from . import attributes as a
+from .propagation import inject
+from .spans import (
+    _ACK_PREFIX,
+    _Args,
+    _destination,
+    _fail,
+    _js_attrs,
+    _message_id,
+    _now_ns,
+    _operation,
+    _receive,
+    _receive_span,
+    _size,
+    _State,
+    _traced_handler,
+    _unless_suppressed,
+)
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..msg import Msg
+
+
+# ---------------------------------------------------------------------- publishing
+
+
+def _describe_ack(span: Span, ack: Any) -> None:
+    """The stream and sequence a JetStream publish was stored at."""
+    span.set_attribute(a.NATS_STREAM, ack.stream)
+    span.set_attribute(a.NATS_STREAM_SEQUENCE, ack.seq)
+
+
+def _js_publish_attrs(s: _State, js: Any, p: Mapping[str, Any]) -> tuple[str, Any, Any, dict[str, Any]]:
+    """Subject, payload, headers and span attributes of a JetStream publish's bound arguments."""
+    subject, payload, headers = p["subject"], p.get("payload", b""), p.get("headers")
+    attrs = s.client_attrs(js.nc)
+    attrs.update(_destination(subject, "send", "publish"))
+    attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
+    msg_id = p.get("msg_id") or _message_id(headers)
+    if msg_id:
+        attrs[a.MESSAGING_MESSAGE_ID] = msg_id
+    return subject, payload, headers, attrs
+
+
+def _wrap_js_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    binder = _Args(fn)
+
+    @_unless_suppressed
+    def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        bound = binder.bind(js, args, kwargs)
+        subject, payload, headers, attrs = _js_publish_attrs(s, js, bound.arguments)
+        with _operation(s, f"publish {subject}", SpanKind.PRODUCER, attrs, "publish", sent=1) as span:
+            s.run_publish_hook(span, subject, payload, headers)
+            bound.arguments["headers"] = inject(headers)
+            ack = binder.call(wrapped, bound)
+            _describe_ack(span, ack)
+            if ack.duplicate:
+                span.set_attribute("nats.duplicate", True)
+            return ack
+    return wrapper
+
+
+def _wrap_js_publish_async(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    binder = _Args(fn)
+
+    @_unless_suppressed
+    def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        bound = binder.bind(js, args, kwargs)
+        p = bound.arguments
+        s.metrics.watch_jetstream(js)
+        subject, payload, headers, attrs = _js_publish_attrs(s, js, p)
+        started = timeit.default_timer()
+        # The span lives until the ack settles, on whichever thread that happens: it is
+        # never made current here, only put in the context the headers carry.
+        span = s.tracer.start_span(f"publish {subject}", kind=SpanKind.PRODUCER, attributes=attrs)
+        s.run_publish_hook(span, subject, payload, headers)
+        p["headers"] = inject(headers, trace.set_span_in_context(span))
+        try:
+            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                fut = binder.call(wrapped, bound)
+        except BaseException as exc:
+            _fail(span, exc)
+            span.end()
+            s.record("publish", attrs, started, exc, sent=1)
+            raise
+
+        def settled(f: Any) -> None:
+            exc = f.exception(0)
+            if exc is not None:
+                _fail(span, exc)
+            else:
+                _describe_ack(span, f.result(0))
+            s.record("publish", attrs, started, exc, sent=1)
+            span.end()  # last: whoever sees the span ended also sees it counted
+
+        fut.add_done_callback(settled)
+        return fut
+    return wrapper
+
+
+# ---------------------------------------------------------------------- atomic and fast batches
+
+
+class _BatchSpan:
+    """The one span of a batch publish: from its first message until its ack settles, it is
+    refused, or the batch is given up. Lives across the calls of one thread (a publisher is
+    not thread-safe); :meth:`end` is idempotent (a finalizer may race a last call)."""
+
+    __slots__ = ("attrs", "context", "ended", "s", "span", "started")
+
+    def __init__(self, s: _State, publisher: Any, kind: str, subject: str):
+        self.s = s
+        js = getattr(publisher, "_js", None)
+        self.attrs = attrs = s.client_attrs(getattr(js, "nc", None))
+        attrs.update(_destination(subject, "send", "publish"))
+        attrs[a.NATS_BATCH_ID] = publisher.batch_id
+        attrs[a.NATS_BATCH_KIND] = kind
+        self.started = timeit.default_timer()
+        # Never current between calls: only in the context each message's headers carry.
+        self.span = s.tracer.start_span(f"publish {a.destination_label(subject)}", kind=SpanKind.PRODUCER,
+                                        attributes=attrs)
+        self.context = trace.set_span_in_context(self.span)
+        self.ended = False
+
+    def end(self, count: int | None, ack: Any, error: BaseException | None) -> None:
+        """Finish the span: ``count`` messages (None: unknown), the batch's PubAck if any, the error if any."""
+        if self.ended:
+            return
+        self.ended = True
+        span = self.span
+        if ack is not None:
+            _describe_ack(span, ack)
+            if ack.batch_size is not None:
+                count = ack.batch_size
+        if count is not None:
+            span.set_attribute(a.MESSAGING_BATCH_MESSAGE_COUNT, count)
+        if error is not None:
+            _fail(span, error)
+        self.s.record("publish", self.attrs, self.started, error, sent=count or 0)
+        span.end()
+
+
+def _batch_span(s: _State, publisher: Any, kind: str, subject: str | None) -> _BatchSpan | None:
+    """The span of ``publisher``, started by its first message (None before one, or once it is over)."""
+    b: _BatchSpan | None = s.batches.get(publisher)
+    if b is None and subject is not None and not publisher.done:
+        b = _BatchSpan(s, publisher, kind, subject)
+        with s._lock:
+            s.batches[publisher] = b
+        # A batch dropped without commit, discard or its block's end: the span ends with it.
+        weakref.finalize(publisher, b.end, None, None, None)
+    return b
+
+
+def _wrap_batch_send(s: _State, kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``add``/``commit`` of an atomic or fast batch: each message carries the batch span's context;
+    the span ends when the batch is over (committed and acknowledged, or refused)."""
+    binder = _Args(fn)
+
+    @_unless_suppressed
+    def wrapper(wrapped: Callable[..., Any], publisher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        bound = binder.bind(publisher, args, kwargs)
+        subject = bound.arguments.get("subject")
+        b = _batch_span(s, publisher, kind, subject)
+        if b is None or b.ended:
+            return wrapped(*args, **kwargs)
+        if subject is not None:  # a commit without a subject carries no message, and no headers
+            bound.arguments["headers"] = inject(bound.arguments.get("headers"), b.context)
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            with trace.use_span(b.span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                result = binder.call(wrapped, bound)
+            return result
+        except BaseException as exc:
+            error = exc
+            if not publisher.done:  # the batch goes on (a wait that timed out, a full batch)
+                b.span.record_exception(exc)
+            raise
+        finally:
+            if publisher.done:
+                ack = getattr(publisher, "result", None) or (result if hasattr(result, "batch_size") else None)
+                b.end(publisher.size, ack, error)
+    return wrapper
+
+
+def _wrap_batch_end(s: _State) -> Callable[..., Any]:
+    """``discard``/``__exit__`` of a batch: a batch given up ends its span (with the block's
+    exception, or the error of a block left without commit)."""
+    def wrapper(wrapped: Callable[..., Any], publisher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        b: _BatchSpan | None = s.batches.get(publisher)
+        if b is None or b.ended:
+            return wrapped(*args, **kwargs)
+        error: BaseException | None = args[1] if len(args) > 1 and isinstance(args[1], BaseException) else None
+        try:
+            return wrapped(*args, **kwargs)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if publisher.done:
+                b.end(publisher.size, getattr(publisher, "result", None), error)
+    return wrapper
+
+
+# ---------------------------------------------------------------------- deliveries and acks
+
+
+def _wrap_settle(s: _State, kind: str) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], msg: Msg, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled() or not msg.reply.startswith(_ACK_PREFIX):
+            return wrapped(*args, **kwargs)
+        attrs: dict[str, Any] = {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_TYPE: "settle",
+                                 a.MESSAGING_OPERATION_NAME: kind, a.NATS_ACK_KIND: kind}
+        js = _js_attrs(msg)
+        attrs.update(js)
+        if js:
+            attrs[a.MESSAGING_DESTINATION_NAME] = js[a.NATS_STREAM]
+            attrs[a.MESSAGING_CONSUMER_GROUP_NAME] = js[a.NATS_CONSUMER]
+        with _operation(s, f"{kind} {js.get(a.NATS_STREAM, 'jetstream')}", SpanKind.CLIENT, attrs, kind):
+            return wrapped(*args, **kwargs)
+    return wrapper
+
+
+def _wrap_batch_iter(s: _State) -> Callable[..., Any]:
+    @_unless_suppressed
+    def wrapper(wrapped: Callable[..., Any], batch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return _traced_iter(s, wrapped(*args, **kwargs))
+    return wrapper
+
+
+def _traced_iter(s: _State, it: Iterator[Msg]) -> Iterator[Msg]:
+    while True:
+        started = _now_ns()
+        try:
+            msg = next(it)
+        except StopIteration:
+            return
+        if is_instrumentation_enabled():
+            _receive_span(s, msg, None, None, started)
+        yield msg
+
+
+def _wrap_messages_init(s: _State) -> Callable[..., Any]:
+    """Remember the iterators made inside a KV or object operation (under suppression): their
+    messages are that operation's chunks or entries, already covered by its one span."""
+    def wrapper(wrapped: Callable[..., Any], ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        wrapped(*args, **kwargs)
+        if not is_instrumentation_enabled():
+            with s._lock:
+                s.internal.add(id(ctx))
+            weakref.finalize(ctx, s.internal.discard, id(ctx))
+    return wrapper
+
+
+def _wrap_messages_next(s: _State) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled() or id(ctx) in s.internal:
+            return wrapped(*args, **kwargs)
+        return _receive(s, wrapped, args, kwargs)
+    return wrapper
+
+
+def _wrap_consume(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    binder = _Args(fn)
+
+    @_unless_suppressed
+    def wrapper(wrapped: Callable[..., Any], consumer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        bound = binder.bind(consumer, args, kwargs)
+        bound.arguments["handler"] = _traced_handler(s, bound.arguments["handler"], None, None, None)
+        return binder.call(wrapped, bound)
+    return wrapper
+
+
+def _wrap_js_subscribe(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """nats-py style ``js.subscribe``/``subscribe_bind``: the callback in process spans, or the
+    returned push subscription's ``next_msg`` in receive spans."""
+    binder = _Args(fn)
+
+    @_unless_suppressed
+    def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        bound = binder.bind(js, args, kwargs)
+        cb = bound.arguments.get("cb")
+        if cb is not None:
+            bound.arguments["cb"] = _traced_handler(s, cb, None, bound.arguments.get("queue"), None)
+        sub = binder.call(wrapped, bound)
+        if cb is None:
+            s.track_user_sub(sub)
+        return sub
+    return wrapper
+
+
+# ---------------------------------------------------------------------- the JetStream context and its API traffic
+
+
+def _wrap_jetstream(s: _State) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        js = wrapped(*args, **kwargs)
+        s.metrics.watch_client(client)
+        s.metrics.watch_jetstream(js)
+        return js
+    return wrapper
+
+
+def _api_request_event(subject: str, payload: bytes) -> None:
+    """JetStream API traffic as events of the span of the operation that made it (the caller's thread)."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event("nats.jetstream.api.request", {"nats.api.subject": subject,
+                                                     a.MESSAGING_MESSAGE_BODY_SIZE: len(payload)})
+
+
+def _api_response_event(subject: str, payload: bytes, headers: Mapping[str, Any] | None) -> None:
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event("nats.jetstream.api.response", {"nats.api.subject": subject,
+                                                      a.MESSAGING_MESSAGE_BODY_SIZE: len(payload)})
+
