@@ -27,12 +27,11 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from ..spark.datasource import (
     JetStreamBatchReader,
-    JetStreamBatchWriter,
     JetStreamPushdownReader,
     JetStreamStreamReader,
-    JetStreamStreamWriter,
     SequenceRange,
 )
+from ..spark.writer import JetStreamBatchWriter, JetStreamStreamWriter
 from . import attributes as a
 from .instrumentor import _Live
 from .propagation import extract
