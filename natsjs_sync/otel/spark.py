@@ -25,8 +25,8 @@ from typing import Any
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
-from ..spark.datasource import JetStreamStreamReader
 from ..spark.reader import JetStreamBatchReader, JetStreamPushdownReader, SequenceRange
+from ..spark.stream_reader import JetStreamStreamReader
 from ..spark.writer import JetStreamBatchWriter, JetStreamStreamWriter
 from . import attributes as a
 from .instrumentor import _Live

@@ -37,8 +37,9 @@ def test_time_bounds_on_a_slow_server_are_exact_never_empty(nats_server: NatsSer
                                                             nats_fault_proxy: FaultProxy) -> None:
     from pyspark.sql.datasource import GreaterThanOrEqual, LessThanOrEqual
 
-    from natsjs_sync.spark.datasource import JetStreamBatchReader, JetStreamPushdownReader, JetStreamStreamReader
     from natsjs_sync.spark.options import read_options
+    from natsjs_sync.spark.reader import JetStreamBatchReader, JetStreamPushdownReader
+    from natsjs_sync.spark.stream_reader import JetStreamStreamReader
 
     with nats.connect(nats_server.url) as nc:
         js = nc.jetstream()
