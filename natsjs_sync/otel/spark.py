@@ -25,14 +25,9 @@ from typing import Any
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
-from ..spark.datasource import (
-    JetStreamBatchReader,
-    JetStreamBatchWriter,
-    JetStreamPushdownReader,
-    JetStreamStreamReader,
-    JetStreamStreamWriter,
-    SequenceRange,
-)
+from ..spark.reader import JetStreamBatchReader, JetStreamPushdownReader, SequenceRange
+from ..spark.stream_reader import JetStreamStreamReader
+from ..spark.writer import JetStreamBatchWriter, JetStreamStreamWriter
 from . import attributes as a
 from .propagation import extract
 from .spans import _Live

@@ -473,7 +473,7 @@ class GroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """
         if not isinstance(partition, GroupPartition):
             return
-        from .datasource import _batches
+        from .reader import _batches
 
         yield from _batches(self.ro, partition, _group_rows(self.ro, partition))  # type: ignore[arg-type]
 

@@ -218,8 +218,8 @@ def test_where_on_seq_subject_stream_and_time_reads_only_what_it_needs(spark: An
 def test_stream_reader_waits_for_min_rows_until_max_trigger_delay(server: NatsServer, js: Any) -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from natsjs_sync.spark.datasource import JetStreamStreamReader
     from natsjs_sync.spark.options import read_options
+    from natsjs_sync.spark.stream_reader import JetStreamStreamReader
 
     _stream(js, "MINR")
     _fill(js, "MINR", 50)

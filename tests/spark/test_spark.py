@@ -63,8 +63,8 @@ def test_writer_publishes_arrow_batches_in_bulk_on_the_driver(server: NatsServer
 
     import pyarrow as pa
 
-    from natsjs_sync.spark.datasource import _write_batches
     from natsjs_sync.spark.options import write_options
+    from natsjs_sync.spark.writer import _write_batches
 
     nc = _stream(server, "BULK")
     wo = write_options({"servers": server.url, "subject": "bulk.default"}, streaming=False)

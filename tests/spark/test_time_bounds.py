@@ -37,8 +37,9 @@ def test_time_bounds_on_a_slow_server_are_exact_never_empty(nats_server: NatsSer
                                                             nats_fault_proxy: FaultProxy) -> None:
     from pyspark.sql.datasource import GreaterThanOrEqual, LessThanOrEqual
 
-    from natsjs_sync.spark.datasource import JetStreamBatchReader, JetStreamPushdownReader, JetStreamStreamReader
     from natsjs_sync.spark.options import read_options
+    from natsjs_sync.spark.reader import JetStreamBatchReader, JetStreamPushdownReader
+    from natsjs_sync.spark.stream_reader import JetStreamStreamReader
 
     with nats.connect(nats_server.url) as nc:
         js = nc.jetstream()
@@ -76,8 +77,8 @@ def test_time_bounds_on_a_slow_server_are_exact_never_empty(nats_server: NatsSer
 def test_both_lookups_of_a_time_agree_whatever_the_server_version(nats_server: NatsServer) -> None:
     """The message get by time (2.11+) and the consumer placed at a time (older
     servers) give the same first sequence, across deleted messages and past the end."""
-    from natsjs_sync.spark.datasource import _consumer_seq_at_time, _get_seq_at_time
     from natsjs_sync.spark.options import connection
+    from natsjs_sync.spark.reader import _consumer_seq_at_time, _get_seq_at_time
 
     cfg = connection({"servers": nats_server.url})
     js = cfg.jetstream()
