@@ -189,14 +189,24 @@ class _Member:
         self._send_acks()
 
     def check(self) -> None:
-        """Raise why the member stopped on its own (the group's config changed, ...).
+        """Raise why the member stopped on its own (the group's config changed, the group was deleted).
+
+        A member that ended without an error (the group's deletion) would
+        otherwise leave the query planning empty batches for ever.
 
         Raises:
-            ConsumerGroupError: the reason.
+            ConsumerGroupNotFoundError: the group was deleted.
+            ConsumerGroupError: the member stopped for another reason (that error).
         """
         ctx = self._ctx
-        if ctx is not None and ctx.done.is_set() and ctx.error is not None:
+        if ctx is None or not ctx.done.is_set() or self._stop.is_set():
+            return
+        if ctx.error is not None:
             raise ctx.error
+        g = self.group
+        raise pcgroups.ConsumerGroupNotFoundError(
+            f"{g.kind} consumer group {g.group!r} on stream {self.ro.streams[0]!r} was deleted: member "
+            f"{g.member!r} (this query) has stopped")
 
     def _on_error(self, exc: Exception) -> None:
         log.warning("consumer group %s member %s: %r", self.group.group, self.group.member, exc)

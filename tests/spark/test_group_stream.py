@@ -338,3 +338,76 @@ def test_a_batch_spark_finished_before_a_restart_is_acked_not_read_again(server:
 
 def _count(offset: dict[str, Any]) -> int:
     return sum(hi - lo + 1 for runs in (offset.get("partitions") or {}).values() for lo, hi in runs)
+
+
+def _static_group(js: JetStream, prefix: str, partitions: int = 2) -> str:
+    stream = prefix + next_nuid()[:8]
+    js.create_stream(name=stream, subjects=[f"{stream}.*"], storage="memory",
+                     subject_transform=SubjectTransform(
+                         src=f"{stream}.*", dest=f"{{{{Partition({partitions},1)}}}}.{stream}.{{{{Wildcard(1)}}}}"))
+    pcgroups.create_static(js, stream, "g", partitions, members=["spark"])
+    return stream
+
+
+def _group_reader(server: NatsServer, stream: str, **extra: str) -> Any:
+    from natsjs_sync.spark.group_source import GroupStreamReader
+    from natsjs_sync.spark.options import read_options
+
+    return GroupStreamReader(read_options({"servers": server.url, "stream": stream, "consumerGroup": "g",
+                                           "groupMember": "spark", "groupKind": "static", "groupAckWait": "1",
+                                           **extra}, streaming=True))
+
+
+def _next_batch(reader: Any, start: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """The next offset the reader gives after ``start`` (polled, bounded); ``start`` when none came in time."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    deadline = time.monotonic() + timeout
+    end = reader.latestOffset(start, ReadAllAvailable())
+    while end == start and time.monotonic() < deadline:
+        threading.Event().wait(0.2)
+        end = reader.latestOffset(start, ReadAllAvailable())
+    return end
+
+
+def test_a_deleted_group_fails_the_query_instead_of_it_reading_nothing(server: NatsServer, js: JetStream) -> None:
+    """The group's deletion ends the member with no error: the reader says so rather than planning empty
+    batches for ever."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    stream = _static_group(js, "GD")
+    _publish(js, stream, 0, 10)
+    reader = _group_reader(server, stream)
+    try:
+        start = reader.initialOffset()
+        end = _next_batch(reader, start, 30)
+        assert _count(end) >= 1
+        pcgroups.delete_static(js, stream, "g")
+        deadline = time.monotonic() + 20
+        with pytest.raises(pcgroups.ConsumerGroupNotFoundError, match=r"'g'.*deleted"):
+            while time.monotonic() < deadline:
+                reader.latestOffset(end, ReadAllAvailable())
+                threading.Event().wait(0.2)
+    finally:
+        reader.stop()
+
+
+def test_a_stopped_reader_leaves_no_thread_behind(server: NatsServer, js: JetStream) -> None:
+    """The member's follow thread, its consume and the in-progress timer end with ``stop``; the process's
+    shared connection (``natsjs-spark-source``, closed by ``close_clients``) stays for the next query."""
+    stream = _static_group(js, "GT")
+    _publish(js, stream, 0, 5)
+    reader = _group_reader(server, stream)
+    before = {t.ident for t in threading.enumerate()}
+    start = reader.initialOffset()
+    _next_batch(reader, start, 30)
+    reader.stop()
+    left: list[str] = []
+
+    def none_left() -> bool:
+        left[:] = [t.name for t in threading.enumerate()
+                   if t.ident not in before and t.is_alive() and not t.name.endswith("natsjs-spark-source")
+                   and "natsjs-spark-source-" not in t.name]
+        return not left
+
+    assert _wait(none_left, 15), left
