@@ -230,10 +230,16 @@ class _Member:
 
     # -------------------------------------------------------------- the timer
 
+    def _consumer_name(self) -> str:
+        g = self.group
+        return g.member if g.kind == "elastic" else pcgroups.compose_static_consumer_name(g.group, g.member)
+
     def _keep_alive(self) -> None:
-        """Every ``ack_wait / 2``: ``in_progress`` for every held message, and the acks due."""
+        """Every ``ack_wait / 2``: ``in_progress`` for every held message, the acks due, and the
+        sequences waited for that the consumer's ack floor has passed forgotten."""
         while not self._stop.wait(max(self.ack_wait / 2, 0.2)):
             self._send_acks()
+            self._forget_acked()
             with self._lock:
                 held = [m for _, m in self._buffer.values()]
                 held += [m for b in self._batches.values() for _, m in b.values() if m is not None]
@@ -245,6 +251,28 @@ class _Member:
                 except NatsError as exc:  # a reconnect: the next round tries again
                     log.debug("in_progress failed: %r", exc)
                     break
+
+    def _forget_acked(self) -> None:
+        """Drop the sequences of done batches, waited for to ack them, that the consumer will not deliver.
+
+        A done batch's message not delivered here yet is waited for (to be
+        acked on arrival); one acked already (by the query's run before this
+        one) or taken by another member never comes. Everything up to the
+        consumer's ack floor is acked, so those are forgotten: the set does
+        not grow with every restart and every partition moved away.
+        """
+        with self._lock:
+            if not self._done_waiting:
+                return
+        try:
+            info = self.ro.cfg.jetstream().consumer(self.stream, self._consumer_name(),
+                                                    timeout=min(2.0, self.ro.cfg.timeout)).cached_info
+        except NatsError as exc:  # not made yet, or a reconnect: the next round asks again
+            log.debug("consumer info for the acked floor failed: %r", exc)
+            return
+        floor = info.ack_floor.stream_seq
+        with self._lock:
+            self._done_waiting = {s for s in self._done_waiting if s > floor}
 
     def _send_acks(self) -> None:
         with self._lock:
@@ -322,8 +350,7 @@ class _Member:
         """Trigger.AvailableNow: wait (at most ``timeout``) until what the consumer had pending has been
         delivered here, then take nothing delivered after that."""
         deadline = time.monotonic() + timeout
-        g, js = self.group, self.ro.cfg.jetstream()
-        name = g.member if g.kind == "elastic" else pcgroups.compose_static_consumer_name(g.group, g.member)
+        js, name = self.ro.cfg.jetstream(), self._consumer_name()
         while time.monotonic() < deadline and not self._stop.is_set():
             try:
                 info = js.consumer(self.stream, name).info(timeout=min(2.0, self.ro.cfg.timeout))

@@ -411,3 +411,36 @@ def test_a_stopped_reader_leaves_no_thread_behind(server: NatsServer, js: JetStr
         return not left
 
     assert _wait(none_left, 15), left
+
+
+def test_sequences_of_a_batch_acked_by_an_earlier_run_are_not_held_for_ever(server: NatsServer,
+                                                                             js: JetStream) -> None:
+    """The first batch a run is told is done may have been acked by the run before (its messages never come
+    again): the member forgets those sequences once the consumer's ack floor has passed them."""
+    stream = _static_group(js, "GW")
+    _publish(js, stream, 0, 20)
+    first = _group_reader(server, stream)
+    try:
+        end = _next_batch(first, first.initialOffset(), 30)
+        assert _count(end) >= 1
+        first.commit(end)  # Spark is done with it: acked
+    finally:
+        first.stop()
+    consumer = js.consumer(stream, pcgroups.compose_static_consumer_name("g", "spark"))
+    assert _wait(lambda: consumer.info().ack_floor.stream_seq >= max(
+        hi for runs in end["partitions"].values() for _, hi in runs), 30)
+    second = _group_reader(server, stream)
+    try:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+        second.latestOffset(end, ReadAllAvailable())  # batch `end` is done: its messages will never come here
+        member = second._member
+        assert member is not None
+
+        def forgotten() -> bool:
+            with member._lock:
+                return not member._done_waiting
+
+        assert _wait(forgotten, 15), sorted(member._done_waiting)
+    finally:
+        second.stop()
