@@ -43,8 +43,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from .. import pcgroups
-from ..errors import MsgAlreadyAckdError, MsgNotFoundError, NatsError
-from ..jetstream import ConsumerConfig
+from ..errors import ConnectionClosedError, MsgAlreadyAckdError, MsgNotFoundError, NatsError
+from ..jetstream import ConsumerConfig, JetStream
 from ..msg import Msg
 from ..pcgroups.config import DEFAULT_ACK_WAIT
 from .helpers import iter_range, reads_directly, ride_out
@@ -156,6 +156,7 @@ class _Member:
         self._stop = threading.Event()
         self._ctx: pcgroups.ConsumerGroupConsumeContext | None = None
         self._timer: threading.Thread | None = None
+        self._js: JetStream | None = None  # the member's, from start(): its connection's end ends the member
         ack_wait = g.ack_wait or DEFAULT_ACK_WAIT
         self.ack_wait = ack_wait
         self.max_held = max(_HELD, 2 * (ro.max_per_trigger or 0))
@@ -170,6 +171,7 @@ class _Member:
             MemberNotInGroupError: (static) the member is no longer named by the group.
         """
         g, js = self.group, self.ro.cfg.jetstream()
+        self._js = js
         template = ConsumerConfig(ack_policy="explicit", ack_wait=self.ack_wait, max_ack_pending=self.max_held)
         consume = pcgroups.elastic_consume if g.kind == "elastic" else pcgroups.static_consume
         self._ctx = consume(js, self.ro.streams[0], g.group, g.member, self._on_msg, template,
@@ -196,6 +198,8 @@ class _Member:
 
         Raises:
             ConsumerGroupNotFoundError: the group was deleted.
+            ConnectionClosedError: the member's connection was closed (``close_clients``, or its
+                reconnect attempts ran out).
             ConsumerGroupError: the member stopped for another reason (that error).
         """
         ctx = self._ctx
@@ -204,6 +208,11 @@ class _Member:
         if ctx.error is not None:
             raise ctx.error
         g = self.group
+        nc = self._js.nc if self._js is not None else None
+        if nc is not None and nc.is_closed:  # the member's watch ended with its connection, not the group
+            raise ConnectionClosedError(
+                f"the connection of consumer group {g.group!r} member {g.member!r} (this query) was closed "
+                f"({nc.last_error!r}): the member has stopped")
         raise pcgroups.ConsumerGroupNotFoundError(
             f"{g.kind} consumer group {g.group!r} on stream {self.ro.streams[0]!r} was deleted: member "
             f"{g.member!r} (this query) has stopped")
@@ -275,17 +284,28 @@ class _Member:
             self._done_waiting = {s for s in self._done_waiting if s > floor}
 
     def _send_acks(self) -> None:
+        """Send the acks due, on the member's connection (the one the messages came in on), and flush it.
+
+        Never raises: an ack that cannot be sent (the connection closed) leaves
+        its message to be redelivered after the ack wait; :meth:`check` then
+        says why the member stopped.
+        """
         with self._lock:
             msgs, self._to_ack = self._to_ack, []
         if not msgs:
             return
-        for m in msgs:
+        for i, m in enumerate(msgs):
             try:
                 m.ack()
             except MsgAlreadyAckdError:
                 pass
+            except NatsError as exc:
+                log.warning("%d ack(s) of consumer group %s not sent (redelivered after the ack wait): %r",
+                            len(msgs) - i, self.group.group, exc)
+                return
+        js = self._js
         try:
-            self.ro.cfg.client().flush(self.ro.cfg.timeout)
+            (js.nc if js is not None else self.ro.cfg.client()).flush(self.ro.cfg.timeout)
         except NatsError as exc:  # not confirmed: the server redelivers, and the message is acked then
             log.warning("acks of consumer group %s not confirmed: %r", self.group.group, exc)
 

@@ -444,3 +444,26 @@ def test_sequences_of_a_batch_acked_by_an_earlier_run_are_not_held_for_ever(serv
         assert _wait(forgotten, 15), sorted(member._done_waiting)
     finally:
         second.stop()
+
+
+def test_a_closed_connection_fails_the_query_naming_it(server: NatsServer, js: JetStream) -> None:
+    """The member's connection closed under it (``close_clients``; reconnects run out): the query fails
+    saying so, not that the group was deleted, nor by reading nothing for ever."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from natsjs_sync.spark import close_clients
+
+    stream = _static_group(js, "GC")
+    _publish(js, stream, 0, 10)
+    reader = _group_reader(server, stream)
+    try:
+        end = _next_batch(reader, reader.initialOffset(), 30)
+        assert _count(end) >= 1
+        close_clients()
+        deadline = time.monotonic() + 20
+        with pytest.raises(nats.ConnectionClosedError, match=r"connection of consumer group 'g'.*closed"):
+            while time.monotonic() < deadline:
+                reader.latestOffset(end, ReadAllAvailable())
+                threading.Event().wait(0.2)
+    finally:
+        reader.stop()
