@@ -39,6 +39,7 @@ import contextlib
 import logging
 import sys
 import threading
+import traceback
 import weakref
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -204,20 +205,48 @@ class ConnectionLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 
     def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
         """Emit on this thread; a record about an exception marked by :func:`mark_raised_in`
-        is emitted inside the context the exception was raised in."""
+        is emitted inside the context the exception was raised in.
+
+        Never raises: the client logs from its reader, dispatcher and timer
+        threads, often while handling another error, and logging's own failure
+        (a handler or filter raising, the marked context failing to enter, a
+        record emitted during interpreter shutdown) must lose that record only,
+        not kill the thread (a dead dispatcher worker stalls its subscription
+        for good). ``logging.raiseExceptions`` (the default) prints the failure
+        to stderr, as logging's handlers do.
+        """
         if not self.isEnabledFor(level):
             return
-        msg, options = self.process(msg, kwargs)
-        # This frame is not logging's own: skip it, so the record names the real caller.
-        options["stacklevel"] = options.get("stacklevel", 1) + 1
-        enter = _raised_in(options.get("exc_info"))
-        if enter is None:
-            self.logger.log(level, msg, *args, **options)
-            return
         try:
-            context = enter()
-        except Exception:  # a broken marker must not lose the record
+            self._emit(level, msg, args, kwargs)
+        except Exception:
+            _lost(msg)
+
+    def _emit(self, level: int, msg: Any, args: tuple[Any, ...], kwargs: MutableMapping[str, Any]) -> None:
+        msg, options = self.process(msg, kwargs)
+        # These two frames are not logging's own: skip them, so the record names the real caller.
+        options["stacklevel"] = options.get("stacklevel", 1) + 2
+        enter = _raised_in(options.get("exc_info"))
+        context: contextlib.AbstractContextManager[Any] | None = None
+        if enter is not None:
+            try:
+                context = enter()
+                context.__enter__()
+            except Exception:  # a broken marker must not lose the record
+                context = None
+        try:
             self.logger.log(level, msg, *args, **options)
-            return
-        with context:
-            self.logger.log(level, msg, *args, **options)
+        finally:
+            if context is not None:
+                context.__exit__(None, None, None)
+
+
+def _lost(msg: Any) -> None:
+    """Say on stderr that a record could not be logged (when logging would say so), without raising."""
+    if not logging.raiseExceptions:
+        return
+    try:
+        sys.stderr.write(f"--- natsjs_sync: a log record could not be emitted ({msg!r}) ---\n")
+        traceback.print_exc(file=sys.stderr)
+    except Exception:  # stderr gone (interpreter shutdown, a closed pipe): nothing left to tell
+        pass

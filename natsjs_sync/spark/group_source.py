@@ -43,8 +43,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from .. import pcgroups
-from ..errors import MsgAlreadyAckdError, MsgNotFoundError, NatsError
-from ..jetstream import ConsumerConfig
+from ..errors import ConnectionClosedError, MsgAlreadyAckdError, MsgNotFoundError, NatsError
+from ..jetstream import ConsumerConfig, JetStream
 from ..msg import Msg
 from ..pcgroups.config import DEFAULT_ACK_WAIT
 from .helpers import iter_range, reads_directly, ride_out
@@ -156,6 +156,7 @@ class _Member:
         self._stop = threading.Event()
         self._ctx: pcgroups.ConsumerGroupConsumeContext | None = None
         self._timer: threading.Thread | None = None
+        self._js: JetStream | None = None  # the member's, from start(): its connection's end ends the member
         ack_wait = g.ack_wait or DEFAULT_ACK_WAIT
         self.ack_wait = ack_wait
         self.max_held = max(_HELD, 2 * (ro.max_per_trigger or 0))
@@ -170,6 +171,7 @@ class _Member:
             MemberNotInGroupError: (static) the member is no longer named by the group.
         """
         g, js = self.group, self.ro.cfg.jetstream()
+        self._js = js
         template = ConsumerConfig(ack_policy="explicit", ack_wait=self.ack_wait, max_ack_pending=self.max_held)
         consume = pcgroups.elastic_consume if g.kind == "elastic" else pcgroups.static_consume
         self._ctx = consume(js, self.ro.streams[0], g.group, g.member, self._on_msg, template,
@@ -189,14 +191,31 @@ class _Member:
         self._send_acks()
 
     def check(self) -> None:
-        """Raise why the member stopped on its own (the group's config changed, ...).
+        """Raise why the member stopped on its own (the group's config changed, the group was deleted).
+
+        A member that ended without an error (the group's deletion) would
+        otherwise leave the query planning empty batches for ever.
 
         Raises:
-            ConsumerGroupError: the reason.
+            ConsumerGroupNotFoundError: the group was deleted.
+            ConnectionClosedError: the member's connection was closed (``close_clients``, or its
+                reconnect attempts ran out).
+            ConsumerGroupError: the member stopped for another reason (that error).
         """
         ctx = self._ctx
-        if ctx is not None and ctx.done.is_set() and ctx.error is not None:
+        if ctx is None or not ctx.done.is_set() or self._stop.is_set():
+            return
+        if ctx.error is not None:
             raise ctx.error
+        g = self.group
+        nc = self._js.nc if self._js is not None else None
+        if nc is not None and nc.is_closed:  # the member's watch ended with its connection, not the group
+            raise ConnectionClosedError(
+                f"the connection of consumer group {g.group!r} member {g.member!r} (this query) was closed "
+                f"({nc.last_error!r}): the member has stopped")
+        raise pcgroups.ConsumerGroupNotFoundError(
+            f"{g.kind} consumer group {g.group!r} on stream {self.ro.streams[0]!r} was deleted: member "
+            f"{g.member!r} (this query) has stopped")
 
     def _on_error(self, exc: Exception) -> None:
         log.warning("consumer group %s member %s: %r", self.group.group, self.group.member, exc)
@@ -220,10 +239,16 @@ class _Member:
 
     # -------------------------------------------------------------- the timer
 
+    def _consumer_name(self) -> str:
+        g = self.group
+        return g.member if g.kind == "elastic" else pcgroups.compose_static_consumer_name(g.group, g.member)
+
     def _keep_alive(self) -> None:
-        """Every ``ack_wait / 2``: ``in_progress`` for every held message, and the acks due."""
+        """Every ``ack_wait / 2``: ``in_progress`` for every held message, the acks due, and the
+        sequences waited for that the consumer's ack floor has passed forgotten."""
         while not self._stop.wait(max(self.ack_wait / 2, 0.2)):
             self._send_acks()
+            self._forget_acked()
             with self._lock:
                 held = [m for _, m in self._buffer.values()]
                 held += [m for b in self._batches.values() for _, m in b.values() if m is not None]
@@ -236,18 +261,51 @@ class _Member:
                     log.debug("in_progress failed: %r", exc)
                     break
 
+    def _forget_acked(self) -> None:
+        """Drop the sequences of done batches, waited for to ack them, that the consumer will not deliver.
+
+        A done batch's message not delivered here yet is waited for (to be
+        acked on arrival); one acked already (by the query's run before this
+        one) or taken by another member never comes. Everything up to the
+        consumer's ack floor is acked, so those are forgotten: the set does
+        not grow with every restart and every partition moved away.
+        """
+        with self._lock:
+            if not self._done_waiting:
+                return
+        try:
+            info = self.ro.cfg.jetstream().consumer(self.stream, self._consumer_name(),
+                                                    timeout=min(2.0, self.ro.cfg.timeout)).cached_info
+        except NatsError as exc:  # not made yet, or a reconnect: the next round asks again
+            log.debug("consumer info for the acked floor failed: %r", exc)
+            return
+        floor = info.ack_floor.stream_seq
+        with self._lock:
+            self._done_waiting = {s for s in self._done_waiting if s > floor}
+
     def _send_acks(self) -> None:
+        """Send the acks due, on the member's connection (the one the messages came in on), and flush it.
+
+        Never raises: an ack that cannot be sent (the connection closed) leaves
+        its message to be redelivered after the ack wait; :meth:`check` then
+        says why the member stopped.
+        """
         with self._lock:
             msgs, self._to_ack = self._to_ack, []
         if not msgs:
             return
-        for m in msgs:
+        for i, m in enumerate(msgs):
             try:
                 m.ack()
             except MsgAlreadyAckdError:
                 pass
+            except NatsError as exc:
+                log.warning("%d ack(s) of consumer group %s not sent (redelivered after the ack wait): %r",
+                            len(msgs) - i, self.group.group, exc)
+                return
+        js = self._js
         try:
-            self.ro.cfg.client().flush(self.ro.cfg.timeout)
+            (js.nc if js is not None else self.ro.cfg.client()).flush(self.ro.cfg.timeout)
         except NatsError as exc:  # not confirmed: the server redelivers, and the message is acked then
             log.warning("acks of consumer group %s not confirmed: %r", self.group.group, exc)
 
@@ -312,8 +370,7 @@ class _Member:
         """Trigger.AvailableNow: wait (at most ``timeout``) until what the consumer had pending has been
         delivered here, then take nothing delivered after that."""
         deadline = time.monotonic() + timeout
-        g, js = self.group, self.ro.cfg.jetstream()
-        name = g.member if g.kind == "elastic" else pcgroups.compose_static_consumer_name(g.group, g.member)
+        js, name = self.ro.cfg.jetstream(), self._consumer_name()
         while time.monotonic() < deadline and not self._stop.is_set():
             try:
                 info = js.consumer(self.stream, name).info(timeout=min(2.0, self.ro.cfg.timeout))

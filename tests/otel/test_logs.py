@@ -187,3 +187,50 @@ def test_a_consume_handlers_exception_is_logged_inside_its_process_span(otel: Te
         assert record.__dict__["nats.connection.name"] == "test"
     finally:
         js.delete_stream(name)
+
+
+def test_a_logging_handler_that_raises_does_not_stop_a_subscriptions_callbacks(shared_server: NatsServer) -> None:
+    """Logging's own failure (a handler's filter raising; entering the span a callback's exception was
+    raised in failing) loses that record, never the thread that logs it: the subscription goes on."""
+    from natsjs_sync._core.logs import mark_raised_in
+
+    class Refusing(logging.Handler):
+        def filter(self, record: logging.LogRecord) -> bool:
+            raise RuntimeError("this handler's filter is broken")
+
+        def emit(self, record: logging.LogRecord) -> None:
+            pass
+
+    class BrokenContext:
+        def __enter__(self) -> None:
+            raise RuntimeError("cannot enter")
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    handler = Refusing()
+    logger = logging.getLogger("natsjs_sync")
+    logger.addHandler(handler)
+    got: list[bytes] = []
+    second = threading.Event()
+
+    def cb(msg: nats.Msg) -> None:
+        got.append(msg.data)
+        if msg.data == b"first":
+            exc = ValueError("bad order")
+            mark_raised_in(exc, BrokenContext)
+            raise exc
+        if msg.data == b"second":
+            raise ValueError("bad order, unmarked")
+        second.set()
+
+    try:
+        with nats.connect(shared_server.url, name="logs-raise") as nc:  # no error_cb: the errors are logged
+            nc.subscribe("logs.raise", cb=cb)
+            nc.flush()
+            for data in (b"first", b"second", b"third"):
+                nc.publish("logs.raise", data)
+            assert second.wait(10), got
+    finally:
+        logger.removeHandler(handler)
+    assert got == [b"first", b"second", b"third"]

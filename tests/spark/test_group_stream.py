@@ -338,3 +338,132 @@ def test_a_batch_spark_finished_before_a_restart_is_acked_not_read_again(server:
 
 def _count(offset: dict[str, Any]) -> int:
     return sum(hi - lo + 1 for runs in (offset.get("partitions") or {}).values() for lo, hi in runs)
+
+
+def _static_group(js: JetStream, prefix: str, partitions: int = 2) -> str:
+    stream = prefix + next_nuid()[:8]
+    js.create_stream(name=stream, subjects=[f"{stream}.*"], storage="memory",
+                     subject_transform=SubjectTransform(
+                         src=f"{stream}.*", dest=f"{{{{Partition({partitions},1)}}}}.{stream}.{{{{Wildcard(1)}}}}"))
+    pcgroups.create_static(js, stream, "g", partitions, members=["spark"])
+    return stream
+
+
+def _group_reader(server: NatsServer, stream: str, **extra: str) -> Any:
+    from natsjs_sync.spark.group_source import GroupStreamReader
+    from natsjs_sync.spark.options import read_options
+
+    return GroupStreamReader(read_options({"servers": server.url, "stream": stream, "consumerGroup": "g",
+                                           "groupMember": "spark", "groupKind": "static", "groupAckWait": "1",
+                                           **extra}, streaming=True))
+
+
+def _next_batch(reader: Any, start: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """The next offset the reader gives after ``start`` (polled, bounded); ``start`` when none came in time."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    deadline = time.monotonic() + timeout
+    end = reader.latestOffset(start, ReadAllAvailable())
+    while end == start and time.monotonic() < deadline:
+        threading.Event().wait(0.2)
+        end = reader.latestOffset(start, ReadAllAvailable())
+    return end
+
+
+def test_a_deleted_group_fails_the_query_instead_of_it_reading_nothing(server: NatsServer, js: JetStream) -> None:
+    """The group's deletion ends the member with no error: the reader says so rather than planning empty
+    batches for ever."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    stream = _static_group(js, "GD")
+    _publish(js, stream, 0, 10)
+    reader = _group_reader(server, stream)
+    try:
+        start = reader.initialOffset()
+        end = _next_batch(reader, start, 30)
+        assert _count(end) >= 1
+        pcgroups.delete_static(js, stream, "g")
+        deadline = time.monotonic() + 20
+        with pytest.raises(pcgroups.ConsumerGroupNotFoundError, match=r"'g'.*deleted"):
+            while time.monotonic() < deadline:
+                reader.latestOffset(end, ReadAllAvailable())
+                threading.Event().wait(0.2)
+    finally:
+        reader.stop()
+
+
+def test_a_stopped_reader_leaves_no_thread_behind(server: NatsServer, js: JetStream) -> None:
+    """The member's follow thread, its consume and the in-progress timer end with ``stop``; the process's
+    shared connection (``natsjs-spark-source``, closed by ``close_clients``) stays for the next query."""
+    stream = _static_group(js, "GT")
+    _publish(js, stream, 0, 5)
+    reader = _group_reader(server, stream)
+    before = {t.ident for t in threading.enumerate()}
+    start = reader.initialOffset()
+    _next_batch(reader, start, 30)
+    reader.stop()
+    left: list[str] = []
+
+    def none_left() -> bool:
+        left[:] = [t.name for t in threading.enumerate()
+                   if t.ident not in before and t.is_alive() and not t.name.endswith("natsjs-spark-source")
+                   and "natsjs-spark-source-" not in t.name]
+        return not left
+
+    assert _wait(none_left, 15), left
+
+
+def test_sequences_of_a_batch_acked_by_an_earlier_run_are_not_held_for_ever(server: NatsServer,
+                                                                             js: JetStream) -> None:
+    """The first batch a run is told is done may have been acked by the run before (its messages never come
+    again): the member forgets those sequences once the consumer's ack floor has passed them."""
+    stream = _static_group(js, "GW")
+    _publish(js, stream, 0, 20)
+    first = _group_reader(server, stream)
+    try:
+        end = _next_batch(first, first.initialOffset(), 30)
+        assert _count(end) >= 1
+        first.commit(end)  # Spark is done with it: acked
+    finally:
+        first.stop()
+    consumer = js.consumer(stream, pcgroups.compose_static_consumer_name("g", "spark"))
+    assert _wait(lambda: consumer.info().ack_floor.stream_seq >= max(
+        hi for runs in end["partitions"].values() for _, hi in runs), 30)
+    second = _group_reader(server, stream)
+    try:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+        second.latestOffset(end, ReadAllAvailable())  # batch `end` is done: its messages will never come here
+        member = second._member
+        assert member is not None
+
+        def forgotten() -> bool:
+            with member._lock:
+                return not member._done_waiting
+
+        assert _wait(forgotten, 15), sorted(member._done_waiting)
+    finally:
+        second.stop()
+
+
+def test_a_closed_connection_fails_the_query_naming_it(server: NatsServer, js: JetStream) -> None:
+    """The member's connection closed under it (``close_clients``; reconnects run out): the query fails
+    saying so, not that the group was deleted, nor by reading nothing for ever."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from natsjs_sync.spark import close_clients
+
+    stream = _static_group(js, "GC")
+    _publish(js, stream, 0, 10)
+    reader = _group_reader(server, stream)
+    try:
+        end = _next_batch(reader, reader.initialOffset(), 30)
+        assert _count(end) >= 1
+        close_clients()
+        deadline = time.monotonic() + 20
+        with pytest.raises(nats.ConnectionClosedError, match=r"connection of consumer group 'g'.*closed"):
+            while time.monotonic() < deadline:
+                reader.latestOffset(end, ReadAllAvailable())
+                threading.Event().wait(0.2)
+    finally:
+        reader.stop()
