@@ -987,6 +987,7 @@ class Connection:
     def after_fork_in_child(self) -> None:
         """In a forked child: forget the parent's socket, threads and waiters (see :mod:`.fork`)."""
         self.lock = threading.Lock()
+        self.logs.reset_after_fork()
         self.writer.reset_after_fork(self.lock)
         self._revive_lock = threading.Lock()
         self.connected_event = threading.Event()

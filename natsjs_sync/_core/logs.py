@@ -183,6 +183,10 @@ class ConnectionLogs:
                     adapter = self._adapters[name] = ConnectionLog(target, self)
         return adapter
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: a new lock (another thread of the parent may have held this one)."""
+        self._lock = threading.Lock()
+
 
 class ConnectionLog(logging.LoggerAdapter):  # type: ignore[type-arg]
     """A logger whose records carry a connection's fields (see the module docstring). Thread-safe.

@@ -117,3 +117,30 @@ def test_closed_client_stays_closed_in_the_child(shared_server: NatsServer, clos
     result = run_in_child(child)
     assert result == {"published": not closed_first}
     nc.close()
+
+
+def test_a_fork_while_another_thread_makes_a_log_adapter_leaves_the_child_able_to_log(
+        shared_server: NatsServer) -> None:
+    # The per-connection log adapters are made under a lock; a fork while another
+    # thread of the parent holds it must not leave the child's copy locked for good.
+    nc = nats.connect(shared_server.url, name="fork-logs")
+    logs = nc._conn.logs
+    try:
+        with logs._lock:  # as another thread making an adapter at the moment of the fork
+
+            def child() -> dict[str, object]:
+                import threading
+
+                done = threading.Event()
+
+                def make() -> None:
+                    logs.to("natsjs_sync.tests.fork")
+                    done.set()
+
+                threading.Thread(target=make, daemon=True).start()
+                return {"made": done.wait(10.0)}
+
+            result = run_in_child(child)
+        assert result == {"made": True}
+    finally:
+        nc.close()
