@@ -373,16 +373,17 @@ class _Member:
         js, name = self.ro.cfg.jetstream(), self._consumer_name()
         while time.monotonic() < deadline and not self._stop.is_set():
             try:
-                info = js.consumer(self.stream, name).info(timeout=min(2.0, self.ro.cfg.timeout))
+                # One request per round, bounded by what is left of the wait.
+                left = max(0.05, min(2.0, self.ro.cfg.timeout, deadline - time.monotonic()))
+                info = js.consumer(self.stream, name, timeout=left).cached_info
             except NatsError:  # not made yet (the member is joining)
                 info = None
-            if info is not None:
-                if info is not None and info.num_pending == 0:
-                    with self._lock:
-                        held = len(self._buffer) + sum(
-                            1 for b in self._batches.values() for _, m in b.values() if m is not None)
-                    if held >= info.num_ack_pending:
-                        break
+            if info is not None and info.num_pending == 0:
+                with self._lock:
+                    held = len(self._buffer) + sum(
+                        1 for b in self._batches.values() for _, m in b.values() if m is not None)
+                if held >= info.num_ack_pending:
+                    break
             with self._lock:
                 self._lock.wait(0.2)
         with self._lock:
