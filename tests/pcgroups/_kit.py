@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import natsjs_sync as nats
 from natsjs_sync.jetstream import JetStream, SubjectTransform
 from natsjs_sync.protocol.nuid import next_nuid
 
+from ..conftest import wait_until
 from ..natsio_env import natsio_python
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,22 +111,39 @@ def members(url: str, kind: str, stream: str, group: str, names: Sequence[str], 
                 p.stdout.close()
 
 
-def start_publisher(js: JetStream, subject_of: Callable[[int], str], n: int,
-                    pause_after: Sequence[int] = ()) -> threading.Thread:
+def start_publisher(js: JetStream, subject_of: Callable[[int], str], n: int, pause_after: Sequence[int] = (),
+                    gates: Mapping[int, threading.Event] | None = None) -> threading.Thread:
     """Publish messages ``0..n-1`` (message ``i`` on ``subject_of(i)``, its number as the data)
     on a new thread, pausing 1 s after each index in ``pause_after`` so that what a test does
-    meanwhile (a kill, a membership change) lands mid-stream. The thread is started; join it."""
+    meanwhile (a kill) lands mid-stream, and after each index in ``gates`` until the test sets
+    that event (at most 60 s), so that what follows comes only after what the test awaited.
+    The thread is started; join it."""
     pause = threading.Event()  # never set: only paces the publisher
+    gates = gates or {}
 
     def publish() -> None:
         for i in range(n):
             js.publish(subject_of(i), str(i).encode())
             if i in pause_after:
                 pause.wait(1.0)
+            if i in gates:
+                gates[i].wait(60.0)
 
     pub = threading.Thread(target=publish, name="publisher")
     pub.start()
     return pub
+
+
+def wait_until_left(js: JetStream, stream: str, group: str, member: str, timeout: float = 90.0) -> bool:
+    """Wait until an elastic ``member`` removed from the group has no consumer left: from then on
+    no message can reach it, however late it saw the change (it deletes its consumer then, or the
+    server does once it is idle). Whether that happened within ``timeout`` seconds."""
+    def gone() -> bool:
+        try:
+            return member not in js.consumer_names(f"{stream}-{group}")
+        except nats.NatsError:  # a cluster electing after a kill
+            return False
+    return wait_until(gone, timeout, 0.2)
 
 
 def kill_the_active_instance(recs: Records, instances: Sequence[subprocess.Popen[bytes]]) -> int:

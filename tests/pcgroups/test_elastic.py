@@ -16,7 +16,15 @@ from natsjs_sync import pcgroups
 from natsjs_sync.jetstream import ConsumerConfig, JetStream
 
 from ..conftest import wait_until
-from ._kit import Records, check_delivery, key_partitions, kill_the_active_instance, members, start_publisher
+from ._kit import (
+    Records,
+    check_delivery,
+    key_partitions,
+    kill_the_active_instance,
+    members,
+    start_publisher,
+    wait_until_left,
+)
 
 pytestmark = pytest.mark.server("2.11")
 
@@ -154,18 +162,25 @@ def test_sigkilled_elastic_member_taken_over_and_removed_member_rebalanced(
     pcgroups.add_members(js, estream, "g", ["m1", "m2"])
     recs = Records(nc, "g")
     n = 200
+    leave = 130  # the message after which m2 leaves
     with members(shared_server.url, "elastic", estream, "g", ["m1", "m1", "m2"], 2.0, tmp_path) as procs:
         # Pauses: the kill, then the removal, land mid-stream.
-        pub = start_publisher(js, lambda i: f"{estream}.{KEYS[i % 16]}", n, pause_after=(60, 130))
-        survivor = kill_the_active_instance(recs, procs[:2])  # one of m1's two
-        assert recs.wait_for(lambda rs: any(r["pid"] == survivor for r in rs), 30)
-        pcgroups.delete_members(js, estream, "g", ["m2"])  # m1's survivor takes every partition
+        # The kill lands mid-stream; the rest waits at message `leave` until m2 has left.
+        left = threading.Event()
+        pub = start_publisher(js, lambda i: f"{estream}.{KEYS[i % 16]}", n, pause_after=(60,), gates={leave: left})
+        try:
+            survivor = kill_the_active_instance(recs, procs[:2])  # one of m1's two
+            assert recs.wait_for(lambda rs: any(r["pid"] == survivor for r in rs), 30)
+            pcgroups.delete_members(js, estream, "g", ["m2"])  # m1's survivor takes every partition
+            assert wait_until_left(js, estream, "g", "m2")
+        finally:
+            left.set()
         pub.join(60)
         assert not pub.is_alive()
         assert recs.wait_for(lambda rs: len({r["id"] for r in rs if r["ev"] == "got"}) == n, 45), \
             sorted(set(range(n)) - {r["id"] for r in recs.snapshot()})[:20]
         assert wait_until(lambda: js.stream(f"{estream}-g").cached_info.state.messages == 0, 20)
-        late = [r for r in recs.snapshot() if r["id"] >= 190]
+        late = [r for r in recs.snapshot() if r["id"] > leave]
         assert late and {r["member"] for r in late} == {"m1"}
     parts = key_partitions(js, KEYS, 4)
     check_delivery(recs.snapshot(), {i: parts[KEYS[i % 16]] for i in range(n)}, key="id")
