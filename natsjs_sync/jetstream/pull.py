@@ -372,13 +372,17 @@ class MessagesContext:
         # heartbeats stopped) while nobody reads is made anew in the background, so the
         # consumer exists again before the next read. The work runs on a dispatcher lane
         # (it makes requests: never on the timer thread) and only while no reader is in
-        # next(), which heals on its own. One plain lock keeps the two apart: a reader
-        # holds it through next() (one C-level acquire per message), the heal only
-        # tries it and skips the tick when a reader has it.
+        # next(), which heals on its own. Two flags keep the two apart at the cost of two
+        # attribute writes per message: each side raises its own, then looks at the
+        # other's (the interpreter orders these accesses), so they never both go on. The
+        # heal holds ``_healing_lock`` throughout; a reader that finds a heal under way
+        # waits on it, and a heal that finds a reader backs off (the reader heals itself).
         self._idle_lane: Lane[object] | None = None
         self._pulled = False  # a pull request was sent (the iteration has begun)
         self._idle_error: JetStreamError | None = None
-        self._reading = threading.Lock()
+        self._in_next = False
+        self._healing = False
+        self._healing_lock = threading.Lock()
         if handler is not None:
             self._lane = core.lane(self._on_item, name)
             if heartbeat:
@@ -438,16 +442,17 @@ class MessagesContext:
     def _tick_idle(self) -> None:
         """Timer thread (iterator mode, ordered, with heartbeats): look at the consumer from a lane."""
         lane = self._idle_lane
-        if lane is not None and not self._stopped and not self._reading.locked():
+        if lane is not None and not self._stopped and not self._in_next:
             lane.put(None)
 
     def _on_idle_item(self, _item: object) -> None:
         """Dispatcher lane: heal an ordered consumer while no reader is in :meth:`next`."""
-        if not self._reading.acquire(blocking=False):
-            return  # a reader is in next(): it heals on its own
+        if not self._healing_lock.acquire(blocking=False):
+            return  # start() is sending the first request
         try:
-            if self._stopped or self._draining:
-                return
+            self._healing = True
+            if self._in_next or self._stopped or self._draining:
+                return  # a reader in next() heals on its own
             self._heal_idle()
         except JetStreamError as exc:  # cannot be healed: the next read raises it
             self._idle_error = exc
@@ -456,7 +461,8 @@ class MessagesContext:
                 self._needs_reset = True
                 self._report(exc)
         finally:
-            self._reading.release()  # a reader that arrived meanwhile goes on
+            self._healing = False
+            self._healing_lock.release()  # a reader that arrived meanwhile goes on
 
     def _heal_idle(self) -> None:
         """Take the bookkeeping queued ahead of the first message (heartbeats, a
@@ -644,12 +650,18 @@ class MessagesContext:
             raise BadSubscriptionError("next() cannot be used on a consume() context")
         if self._idle_lane is None:
             return self._next(timeout)
-        with self._reading:  # a background heal makes at most a few bounded requests: wait for it
+        self._in_next = True  # one reader at a time, as with every iterator of this class
+        try:
+            if self._healing:
+                with self._healing_lock:  # a heal makes at most a few bounded requests: wait for it
+                    pass
             if self._idle_error is not None:
                 err, self._idle_error = self._idle_error, None
                 self.stop()
                 raise err
             return self._next(timeout)
+        finally:
+            self._in_next = False
 
     def _next(self, timeout: float | None) -> Msg:
         if self._held is not None:
@@ -742,7 +754,7 @@ class MessagesContext:
             self._lane.put(_Control(self._maybe_pull))
             return
         if self._idle_lane is not None:
-            with self._reading:  # no background heal while the first request goes out
+            with self._healing_lock:  # no background heal while the first request goes out
                 self._maybe_pull()
         else:
             self._maybe_pull()

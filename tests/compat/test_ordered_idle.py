@@ -67,3 +67,38 @@ def test_an_idle_ordered_subscription_keeps_its_consumer(nats_server: NatsServer
             sub.unsubscribe()
     finally:
         nc.close()
+
+
+def test_reads_and_background_heals_take_turns(nats_server: NatsServer) -> None:
+    """A reader that waits in next() for messages that trickle in, with short pauses
+    between bursts as a consumer loop has, while the background check runs on every
+    short heartbeat interval: the check never takes a message from under a reader
+    (nor the reader from under the check), so every message comes once and in order."""
+    nc = nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream()
+        js.add_stream(name="TURNS", subjects=["turns.>"])
+        n = 1000
+        sub = js.subscribe("turns.>", ordered_consumer=True, idle_heartbeat=0.05)
+        pace = threading.Event()  # never set: the pauses are the scenario
+
+        def trickle() -> None:
+            for i in range(n):
+                js.publish("turns.a", str(i).encode())
+                if i % 20 == 19:
+                    pace.wait(0.005)
+
+        publisher = threading.Thread(target=trickle)
+        publisher.start()
+        try:
+            got = []
+            for i in range(n):
+                got.append(int(sub.next_msg(timeout=10).data))
+                if i % 100 == 99:
+                    pace.wait(0.12)  # a few heartbeat intervals with nobody reading
+            assert got == list(range(n))
+        finally:
+            publisher.join(30)
+            sub.unsubscribe()
+    finally:
+        nc.close()
