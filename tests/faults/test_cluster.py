@@ -35,6 +35,10 @@ PULL_EXPIRES = 10.0
 RESUME_BOUND = 2 * (PULL_EXPIRES / 2) + 10.0
 OUTAGE = 3.0  # how long two nodes stay down
 
+# Each test's own bounded waits (node restarts of up to 90 s each, 60 s for
+# progress, 30 s for a leader) add up far beyond the suite's 120 s per test.
+BATTERY_TIMEOUT = 600
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[NatsCluster]:
@@ -79,6 +83,25 @@ def _leader(js: JetStream, stream: str) -> str | None:
     return info.cluster.leader if info.cluster is not None else None
 
 
+def _current_leader(js: JetStream, stream: str, timeout: float = 30.0) -> str:
+    """The stream leader's server name, read until one answer names it.
+
+    One read can fail on a loaded machine (a 2 s info call timing out, a leader
+    election under way); every decision about which node to kill is taken from
+    the one name returned here, never from several reads that may disagree.
+    """
+    found: list[str] = []
+
+    def named() -> bool:
+        leader = _leader(js, stream)
+        if leader is not None:
+            found.append(leader)
+        return leader is not None
+
+    assert wait_until(named, timeout=timeout), f"no leader named for stream {stream} within {timeout} s"
+    return found[-1]
+
+
 def _report(work: Workload, back: float, label: str) -> None:
     times = work.resume_times(back, RESUME_BOUND, label)
     print(f"{label}: consumption resumed after (s) " +
@@ -87,12 +110,13 @@ def _report(work: Workload, back: float, label: str) -> None:
     assert not late, f"{label}: not resumed {RESUME_BOUND} s after the cluster was back: {late}"
 
 
+@pytest.mark.timeout(BATTERY_TIMEOUT)
 def test_the_stream_leader_is_killed(cluster: NatsCluster, r3: tuple[nats.Client, JetStream, str]) -> None:
     _, js, name = r3
     work = Workload(js, name, f"{name}.x", publishers=2, pull_expires=PULL_EXPIRES)
     try:
         assert work.wait_acked(200, timeout=60)
-        leader = _leader(js, name)
+        leader = _current_leader(js, name)
         idx = _node_of(cluster, leader)
         cluster.kill_node(idx)
         assert wait_until(lambda: _leader(js, name) not in (None, leader), timeout=30), "no new stream leader"
@@ -105,13 +129,15 @@ def test_the_stream_leader_is_killed(cluster: NatsCluster, r3: tuple[nats.Client
         work.stop()
 
 
+@pytest.mark.timeout(BATTERY_TIMEOUT)
 def test_two_of_three_nodes_down_for_a_while(cluster: NatsCluster, r3: tuple[nats.Client, JetStream, str]) -> None:
     _, js, name = r3
     work = Workload(js, name, f"{name}.x", publishers=2, pull_expires=PULL_EXPIRES)
     try:
         assert work.wait_acked(200, timeout=60)
-        down = [i for i, n in enumerate(cluster.nodes) if n.server_name != _leader(js, name)][:1]
-        down.append(_node_of(cluster, _leader(js, name)))  # the leader and one more: no quorum
+        leader = _current_leader(js, name)
+        down = [i for i, n in enumerate(cluster.nodes) if n.server_name != leader][:1]
+        down.append(_node_of(cluster, leader))  # the leader and one more: no quorum
         for i in down:
             cluster.kill_node(i)
         threading.Event().wait(OUTAGE)  # the outage lasts this long (a fault's duration, not a wait for an event)
@@ -132,6 +158,7 @@ def test_two_of_three_nodes_down_for_a_while(cluster: NatsCluster, r3: tuple[nat
         work.stop()
 
 
+@pytest.mark.timeout(BATTERY_TIMEOUT)
 def test_a_rolling_restart(cluster: NatsCluster, r3: tuple[nats.Client, JetStream, str]) -> None:
     _, js, name = r3
     work = Workload(js, name, f"{name}.x", publishers=2, pull_expires=PULL_EXPIRES)

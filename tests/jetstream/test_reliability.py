@@ -96,6 +96,7 @@ def _check(pub: Publisher, proc: Processor) -> None:
           f"processed {len(proc.seen)} (+{redelivered} redeliveries)")
 
 
+@pytest.mark.timeout(600)
 def test_20k_publishes_and_consume_across_server_crash(tmp_path: object) -> None:
     server = NatsServer()
     server.start()
@@ -121,6 +122,7 @@ def test_20k_publishes_and_consume_across_server_crash(tmp_path: object) -> None
 
 
 @pytest.mark.cluster
+@pytest.mark.timeout(600)
 def test_r3_stream_survives_leader_loss(nats_cluster: NatsCluster) -> None:
     nc = nats.connect(nats_cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1, name="r3")
     try:

@@ -83,6 +83,7 @@ def _kill_a_node(nats_cluster: NatsCluster, js: JetStream, stream: str, spare: i
     nats_cluster.kill_node(idx if idx != spare else (spare + 1) % 3)
 
 
+@pytest.mark.timeout(600)
 def test_elastic_group_on_three_nodes_join_leave_kill_member_and_server(
         nats_cluster: NatsCluster, cluster_js: tuple[nats.Client, JetStream], tmp_path: Path) -> None:
     _, js = cluster_js
@@ -130,6 +131,7 @@ def test_elastic_group_on_three_nodes_join_leave_kill_member_and_server(
     check_delivery(records, {i: parts[KEYS[i % 16]] for i in range(N)}, key="id")
 
 
+@pytest.mark.timeout(600)
 def test_static_group_on_three_nodes_kill_member_and_server(
         nats_cluster: NatsCluster, cluster_js: tuple[nats.Client, JetStream], tmp_path: Path) -> None:
     _, js = cluster_js

@@ -89,6 +89,7 @@ def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[BaseExcept
     return t, errors
 
 
+@pytest.mark.timeout(400)
 def test_batch_write_rides_out_a_server_restart(spark: Any, server: NatsServer, tmp_path: Path) -> None:
     with nats.connect(server.url) as nc:
         nc.jetstream().create_stream(name="RIDEW", subjects=["ridew.>"], duplicate_window=600.0)
@@ -109,6 +110,7 @@ def test_batch_write_rides_out_a_server_restart(spark: Any, server: NatsServer, 
     assert datas == list(range(30_000))
 
 
+@pytest.mark.timeout(400)
 def test_batch_read_rides_out_a_server_restart(spark: Any, server: NatsServer, tmp_path: Path) -> None:
     with nats.connect(server.url) as nc:
         js = nc.jetstream()
@@ -130,6 +132,7 @@ def test_batch_read_rides_out_a_server_restart(spark: Any, server: NatsServer, t
     assert (got.n, got.seqs, got.datas) == (40_000, 40_000, 40_000)
 
 
+@pytest.mark.timeout(400)
 def test_streaming_query_rides_out_a_server_restart(spark: Any, server: NatsServer, tmp_path: Path) -> None:
     nc = nats.connect(server.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
     js = nc.jetstream()

@@ -176,6 +176,7 @@ def _read(spark: Any, server: NatsServer, stream: str, **opts: Any) -> Any:
 
 @pytest.mark.slow
 @pytest.mark.server("2.11")
+@pytest.mark.timeout(300)
 def test_a_batch_read_of_16_partitions_creates_no_consumer(spark: Any, server: NatsServer, nc: nats.Client) -> None:
     name = _stream(nc, "SCALE", 20_000, allow_direct=True)  # 1,250 a partition: long ranges too
     advisories = nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.CREATED.{name}.>")
@@ -259,6 +260,7 @@ def test_a_micro_batch_task_asks_the_stream_leader_for_nothing_when_its_range_is
 
 @pytest.mark.slow
 @pytest.mark.server("2.11")
+@pytest.mark.timeout(400)
 def test_a_batch_read_by_direct_get_rides_out_a_server_restart(spark: Any, tmp_path: Any) -> None:
     from .test_rideout import _pause_once, _restarter
 

@@ -119,6 +119,7 @@ def test_read_range_through_a_consumer_skips_deleted_and_filtered_and_leaves_not
     nc.close()
 
 
+@pytest.mark.timeout(300)
 def test_dataframe_write_then_batch_read_100k(spark: Any, server: NatsServer) -> None:
     from natsjs_sync.spark.datasource import JetStreamDataSource
 
@@ -183,6 +184,7 @@ def test_write_task_failing_half_way_is_retried_without_duplicates(spark: Any, s
     nc.close()
 
 
+@pytest.mark.timeout(300)
 def test_streaming_read_restarts_from_checkpoint_exactly_once(spark: Any, server: NatsServer, tmp_path: Any) -> None:
     from natsjs_sync.spark.datasource import JetStreamDataSource
 
@@ -216,6 +218,7 @@ def test_streaming_read_restarts_from_checkpoint_exactly_once(spark: Any, server
     nc.close()
 
 
+@pytest.mark.timeout(300)
 def test_streaming_write_and_data_loss_detection(spark: Any, server: NatsServer, tmp_path: Any) -> None:
     from natsjs_sync.spark.datasource import JetStreamDataSource
 
