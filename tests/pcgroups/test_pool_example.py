@@ -16,7 +16,7 @@ import natsjs_sync as nats
 from natsjs_sync.testing import NatsServer
 
 from ..conftest import wait_until
-from ._kit import ROOT
+from ._kit import ROOT, wait_until_left
 
 pytestmark = pytest.mark.server("2.11")
 
@@ -68,6 +68,9 @@ def test_pool_members_join_share_keys_in_order_and_a_leaving_one_hands_over(nats
         os.kill(joined[leaving], signal.SIGTERM)
         assert wait_until(lambda: leaving not in js.key_value("elastic-consumer-groups").get("ORDERS.billing")
                           .value.decode(), 20)
+        # The membership changes before the leaving process stops its consumer:
+        # wait until its consumer is gone, after which no message can reach it.
+        assert wait_until_left(js, "ORDERS", "billing", leaving, 30), f"{leaving} still has a consumer"
         mark = len(out.items)
         for i in range(90, 180):
             js.publish(f"orders.k{i % 9}", str(i).encode())
