@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 import threading
+import time
 
 import pytest
 
@@ -205,10 +206,19 @@ def test_timer_runs_calls_in_time_order_and_cancelled_ones_never() -> None:
     try:
         seen: list[str] = []
         done = threading.Event()
-        timer.call_later(0.06, lambda: (seen.append("late"), done.set()))
-        h = timer.call_later(0.02, lambda: seen.append("cancelled"))
-        timer.call_later(0.01, lambda: seen.append("early"))
+        # The timer's thread is held in a first call while the others are
+        # scheduled and one cancelled: by the time it is let go all three are
+        # due, so only their times (not how fast this thread scheduled them)
+        # decide the order, and the cancelled one is due before the last.
+        holding, release = threading.Event(), threading.Event()
+        timer.call_later(0, lambda: (holding.set(), release.wait(10)))
+        assert holding.wait(5)
+        base = time.monotonic()
+        timer.call_at(base + 0.06, lambda: (seen.append("late"), done.set()))
+        h = timer.call_at(base + 0.02, lambda: seen.append("cancelled"))
+        timer.call_at(base + 0.01, lambda: seen.append("early"))
         h.cancel()
+        release.set()
         assert done.wait(5)
         assert seen == ["early", "late"]
         ticks = threading.Semaphore(0)
