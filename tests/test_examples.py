@@ -39,7 +39,10 @@ def test_order_processing(nats_url: str, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_ack_nak_term_in_progress(nats_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    r = _load("ack_handling", monkeypatch).main(nats_url, n_orders=21, ack_wait=0.5)
+    # The slow orders call in_progress every ack_wait / 2: at 0.5 s a 0.25 s
+    # stall of the loaded machine let the deadline pass and the server
+    # redeliver; 2 s leaves a second of slack and still takes 1.5 x ack_wait.
+    r = _load("ack_handling", monkeypatch).main(nats_url, n_orders=21, ack_wait=2.0)
     # Orders 0, 5, 10, 15, 20 fail once and are redelivered after the nak; the
     # poison message is terminated; slow orders (0, 7, 14) take longer than
     # ack_wait but in_progress keeps them from being redelivered.
