@@ -77,27 +77,35 @@ def test_nak_redelivers_and_nak_delay_waits(js: JetStream, stream: Stream) -> No
     assert cons.info().num_ack_pending == 0
 
 
-def test_term_stops_redelivery(js: JetStream, stream: Stream) -> None:
+def test_term_stops_redelivery(nc: nats.Client, js: JetStream, stream: Stream) -> None:
     js.publish(f"{stream.name}.a", b"poison")
-    cons = stream.create_consumer(durable_name="TM", ack_wait=0.5)
-    cons.next(timeout=2).term(reason="cannot parse")
+    # term() is fire-and-forget: the ack wait must outlast its way to the server
+    # on a loaded machine (at 0.5 s a stall redelivered before the term landed).
+    ack_wait = 2.0
+    cons = stream.create_consumer(durable_name="TM", ack_wait=ack_wait)
+    cons.next(timeout=5).term(reason="cannot parse")
+    nc.flush(timeout=5)  # the term is at the server
     with pytest.raises(nats.TimeoutError):
-        cons.next(timeout=1.0)  # twice the ack wait: no redelivery
+        cons.next(timeout=2 * ack_wait)  # twice the ack wait: no redelivery
     assert cons.info().ack_floor.stream_seq == 1
 
 
 def test_in_progress_extends_ack_wait(js: JetStream, stream: Stream) -> None:
     js.publish(f"{stream.name}.a", b"slow")
-    cons = stream.create_consumer(durable_name="WP", ack_wait=0.6)
-    msg = cons.next(timeout=2)
-    # Keep telling the server we work for twice the ack wait: it never redelivers.
-    for _ in range(6):
+    # Each in_progress comes a quarter of the ack wait after the last, leaving
+    # 1.5 s for a loaded machine's stalls (at 0.6 s, with 0.2 s steps, a 0.4 s
+    # stall was a redelivery).
+    ack_wait, step = 2.0, 0.5
+    cons = stream.create_consumer(durable_name="WP", ack_wait=ack_wait)
+    msg = cons.next(timeout=5)
+    # Keep telling the server we work for more than twice the ack wait: it never redelivers.
+    for _ in range(9):
         msg.in_progress()
         with pytest.raises(nats.TimeoutError):
-            cons.next(timeout=0.2)
+            cons.next(timeout=step)
     msg.ack_sync()
     with pytest.raises(nats.TimeoutError):
-        cons.next(timeout=0.8)
+        cons.next(timeout=ack_wait + 0.5)
 
 
 def test_unacked_messages_are_redelivered(js: JetStream, stream: Stream) -> None:
