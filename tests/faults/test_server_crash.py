@@ -1,9 +1,10 @@
 """The fault battery, one server: SIGKILL and restart (same port, same store)
 while every kind of publisher and consumer is at work.
 
-Consumption must resume well before one heartbeat interval (15 s with the
-default 30 s expires) after the server is back: the bound is half of it. The
-bug this guards against gave 24-30 s; a fixed client needs well under a second.
+Consumption must resume within one heartbeat interval (15 s with the default
+30 s expires) after the server is back. The bug this guards against gave
+24-30 s; a fixed client needs well under a second, and the bound leaves a
+loaded machine room (half an interval was too tight there).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..recovery import FAST, CallTimer, Reader, restart
 from .workload import CALL_MARGIN, Workload
 
 HEARTBEAT = 15.0
-RESUME_BOUND = HEARTBEAT / 2
+RESUME_BOUND = HEARTBEAT
 
 
 def test_kill_and_restart_while_publishing_and_consuming() -> None:

@@ -27,7 +27,7 @@ from natsjs_sync.jetstream import JetStream, PubAck
 
 from ..recovery import CallTimer
 
-CALL_MARGIN = 3.0  # seconds a call may outlive its timeout (a loaded machine), never the bug's 30
+CALL_MARGIN = 6.0  # seconds a call may outlive its timeout (a loaded machine), never the bug's 30
 
 
 class _Thread(threading.Thread):

@@ -5,7 +5,8 @@ what a dropped iterator held.
 Resumption is timed from the moment the restarted server is healthy. The bug
 keeps a consumer silent until two heartbeat intervals after its last activity
 (24-30 s with the default 30 s ``expires``); a fixed client resumes within
-about a second. The bound, 5 s, fails the bug and leaves a loaded machine room.
+about a second. The bound, 12 s, fails the bug and leaves a loaded machine room
+(5 s was once exceeded by a fixed client on a loaded 2-core machine).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from natsjs_sync.testing import FaultProxy, NatsServer
 from ..conftest import wait_until
 from ..recovery import FAST, Events, Reader, connz, publish_until_stored, restart
 
-RESUME_BOUND = 5.0
+RESUME_BOUND = 12.0
 
 
 @dataclass
@@ -217,12 +218,14 @@ def test_ordered_reads_raise_stream_not_found_when_the_stream_is_deleted(js: Jet
     js.delete_stream(name)
     before = _in_msgs(shared_server, js.nc)
     start = time.monotonic()
+    # The read's own timeout is far beyond the bound, so a loaded machine's slow
+    # answer still counts as noticed while a read that only timed out does not.
     with pytest.raises(nats.StreamNotFoundError):
         if call == "next":
-            oc.next(timeout=5)
+            oc.next(timeout=20)
         else:
-            oc.fetch(1, max_wait=5)
-    assert time.monotonic() - start < 4, "the deleted stream was not noticed before the read timed out"
+            oc.fetch(1, max_wait=20)
+    assert time.monotonic() - start < 15, "the deleted stream was not noticed before the read timed out"
     sent = _in_msgs(shared_server, js.nc) - before
     assert sent < 100, f"{sent} messages sent to the server before giving up"
 

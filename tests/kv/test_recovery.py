@@ -14,7 +14,7 @@ from natsjs_sync.testing import NatsServer
 
 from ..recovery import FAST, Events, Reader, restart
 
-RESUME_BOUND = 5.0
+RESUME_BOUND = 12.0  # fails the bug (24-30 s), leaves a loaded machine room
 
 
 @pytest.fixture
