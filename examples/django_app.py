@@ -5,7 +5,8 @@ made on first use, so each pre-forked gunicorn worker and each Celery pool
 process has its own connection without any hook; reconnecting for ever;
 replaced if it closes anyway; closed at exit. Its middleware answers a NATS
 failure with 503/504 instead of a 500 page, and ``GET /healthz/nats`` serves
-the health check. The server comes from ``NATS_URL``.
+the health check. The server comes from ``NATS_URL``; ``NATS_CALL_TIMEOUT``
+(seconds, default 2) bounds each NATS call of a request and the health check.
 
 The same file declares a worker: ``fulfil_orders`` takes each stored order
 from the ``fulfil`` consumer, records its fulfilment in the FULFILMENTS stream
@@ -45,7 +46,8 @@ if not settings.configured:
             # No "servers": NATS_URL from the environment, else nats://127.0.0.1:4222.
             "options": {"name": "django-app"},
             "on_connect": [f"{__name__}.declare_streams"],
-            "health": {"streams": ["ORDERS"], "consumers": ["ORDERS/fulfil"], "timeout": 2.0},
+            "health": {"streams": ["ORDERS"], "consumers": ["ORDERS/fulfil"],
+                       "timeout": float(os.environ.get("NATS_CALL_TIMEOUT", "2.0"))},
             "workers": [f"{__name__}.fulfil_orders"],
             "drain_timeout": 30,
         },
@@ -61,6 +63,9 @@ from django.views.decorators.http import require_GET, require_POST
 import natsjs_sync as nats
 from natsjs_sync.contrib.django import get_client, get_jetstream
 from natsjs_sync.jetstream import ConsumeContext
+
+# Seconds each NATS call of a request may take (the health check's is set above).
+CALL_TIMEOUT = float(os.environ.get("NATS_CALL_TIMEOUT", "2.0"))
 
 
 def declare_streams(nc: nats.Client) -> None:
@@ -103,14 +108,14 @@ def place_order(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 def price(request: HttpRequest, sku: str) -> JsonResponse:
-    reply = get_client().request(f"pricing.{sku}", b"", timeout=2.0)
+    reply = get_client().request(f"pricing.{sku}", b"", timeout=CALL_TIMEOUT)
     return JsonResponse({"sku": sku, "price": reply.data.decode()})
 
 
 @require_GET
 def whoami(request: HttpRequest) -> JsonResponse:
     nc = get_client()
-    nc.flush(timeout=2.0)
+    nc.flush(timeout=CALL_TIMEOUT)
     return JsonResponse({"pid": os.getpid(), "client_id": nc.client_id})
 
 

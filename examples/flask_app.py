@@ -18,6 +18,9 @@ Routes:
 * ``GET /whoami``: this process's pid and its connection's server-side id;
 * ``GET /healthz/nats``: the health check (connection, round trip, JetStream, the ORDERS stream).
 
+``NATS_CALL_TIMEOUT`` (seconds, default 2) bounds each NATS call of a request
+and the health check.
+
 Run it with Flask's threaded development server, or under gunicorn::
 
     NATS_URL=nats://127.0.0.1:4222 flask --app examples/flask_app.py run --with-threads
@@ -48,7 +51,9 @@ def create_app(nats_url: str | None = None) -> Flask:
     app = Flask(__name__)
     app.config["NATS_SERVERS"] = nats_url or os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
     app.config["NATS_OPTIONS"] = {"name": "flask-app"}
-    app.config["NATS_HEALTH"] = {"streams": ["ORDERS"], "timeout": 2.0}
+    # Seconds each NATS call of a request (and the health check) may take.
+    call_timeout = float(os.environ.get("NATS_CALL_TIMEOUT", "2.0"))
+    app.config["NATS_HEALTH"] = {"streams": ["ORDERS"], "timeout": call_timeout}
     nats_ext.init_app(app)  # checks the settings; connects on first use, in each process
 
     @app.post("/orders")
@@ -63,13 +68,13 @@ def create_app(nats_url: str | None = None) -> Flask:
     @app.get("/price/<sku>")
     def price(sku: str) -> Any:
         # A NatsError escaping a view is answered by the extension: 503, or 504 for a timeout.
-        reply = nats_ext.client.request(f"pricing.{sku}", b"", timeout=2.0)
+        reply = nats_ext.client.request(f"pricing.{sku}", b"", timeout=call_timeout)
         return jsonify(sku=sku, price=reply.data.decode())
 
     @app.get("/whoami")
     def whoami() -> Any:
         nc = nats_ext.client
-        nc.flush(timeout=2.0)
+        nc.flush(timeout=call_timeout)
         return jsonify(pid=os.getpid(), client_id=nc.client_id)
 
     return app

@@ -22,6 +22,9 @@ from ._kit import call, example_env, gunicorn, load_example, serve
 N_ORDERS = 100
 N_PRICES = 100
 WORKERS = 3
+# 200 requests at once on a loaded 2-core machine: the examples' 2 s per NATS
+# call (and for the health check) was once not enough for the last of them.
+BURST_CALL_TIMEOUT = 10.0
 APPS = {"flask": "flask_app:create_app()", "django": "django_app:application"}
 
 
@@ -77,7 +80,9 @@ def _exercise(base: str, nats_server: NatsServer, served: Counter[str]) -> None:
     assert status == 200 and body["status"] == "pass" and body["checks"]["stream:ORDERS"]["messages"] == N_ORDERS
 
 
-def test_flask_app_shares_one_client(nats_server: NatsServer, pricing: Counter[str]) -> None:
+def test_flask_app_shares_one_client(nats_server: NatsServer, pricing: Counter[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NATS_CALL_TIMEOUT", str(BURST_CALL_TIMEOUT))
     app = load_example("flask_app").create_app(nats_server.url)
     holder = app.extensions["nats"]
     try:
@@ -92,8 +97,15 @@ def test_flask_app_shares_one_client(nats_server: NatsServer, pricing: Counter[s
 def test_django_app_shares_one_client(nats_server: NatsServer, pricing: Counter[str],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NATS_URL", nats_server.url)
+    monkeypatch.setenv("NATS_CALL_TIMEOUT", str(BURST_CALL_TIMEOUT))
     module = load_example("django_app")
+    from django.conf import settings
+
     from natsjs_sync.contrib.django import close_client, get_holder
+
+    # Django is configured once a process: an earlier load may have set the health budget.
+    monkeypatch.setitem(settings.NATS["health"], "timeout", BURST_CALL_TIMEOUT)
+    close_client()  # the next client is made from the settings of now
 
     try:
         for base in serve(module.application):
@@ -191,6 +203,8 @@ def test_gunicorn_workers_answer_every_request_while_the_server_is_away(
         kind: str, nats_server: NatsServer, pricing: Counter[str], tmp_path: Path) -> None:
     with FaultProxy(nats_server.url) as proxy, \
             gunicorn(APPS[kind], example_env(proxy.url, tmp_path), tmp_path / "gunicorn.log") as base:
+        # The examples' default 2 s per call stays: while the server is away each
+        # request waits it out, and three sync workers take 30 requests.
         _whoami_until_every_worker_answered(base)  # every worker has its client
 
         def burst(n: int = 30) -> list[tuple[int, Any]]:
