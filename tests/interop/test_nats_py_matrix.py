@@ -68,7 +68,7 @@ def test_per_key_ttl_on_a_default_bucket(nats_url: str) -> None:
                 kv.create("short", b"x", ttl=1)
             return
         assert kv.status().stream_info.config.allow_msg_ttl  # as nats-py makes buckets
-        kv.create("short", b"x", ttl=1)
+        kv.create("short", b"x", ttl=3)  # long enough to be read back on a loaded machine before it goes
         kv.put("stays", b"y")
         assert kv.get("short").value == b"x"
 
@@ -80,7 +80,7 @@ def test_per_key_ttl_on_a_default_bucket(nats_url: str) -> None:
             return False
 
         # Without limit markers the server removes it silently: nothing to wait on but the key.
-        assert wait_until(expired, timeout=10)
+        assert wait_until(expired, timeout=15)
         assert kv.get("stays").value == b"y"
 
 
