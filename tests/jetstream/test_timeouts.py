@@ -205,12 +205,17 @@ def test_none_waits_for_ever_in_fetch_and_next(env: Env, short_fetch_default: fl
 # ---------------------------------------------------------------------- one deadline per call
 
 
+# How far past its budget a call may return on a loaded machine. Where the bug
+# is a second budget spent after the first, that budget is made larger than this.
+OVERRUN = 3.0
+
+
 def _raises_timeout_within(fn: Callable[[], object], budget: float) -> float:
     start = time.monotonic()
     with pytest.raises(nats.TimeoutError):
         fn()
     elapsed = time.monotonic() - start
-    assert elapsed < budget + 1.5, f"a {budget} s budget took {elapsed:.1f} s"
+    assert elapsed < budget + OVERRUN, f"a {budget} s budget took {elapsed:.1f} s"
     return elapsed
 
 
@@ -220,9 +225,10 @@ def test_publish_async_complete_spends_one_deadline(nats_fault_proxy: FaultProxy
         silent.flush()
         js = nc.jetstream(timeout=60.0)  # the acks of async publishes may wait as long
         js.publish_async("nobody.acks", b"x")
-        # The flush's PONG alone takes 2.7 s: a second 3 s budget for the acks is the bug.
-        nats_fault_proxy.latency(2.7, "to_client")
-        _raises_timeout_within(lambda: js.publish_async_complete(timeout=3.0), 3.0)
+        # The flush's PONG alone takes 5.5 s: a second 6 s budget for the acks is
+        # the bug (11.5 s in all, past the 9 s bound).
+        nats_fault_proxy.latency(5.5, "to_client")
+        _raises_timeout_within(lambda: js.publish_async_complete(timeout=6.0), 6.0)
 
 
 def test_kv_create_over_a_deleted_key_spends_one_deadline(slow: Slow) -> None:
@@ -249,7 +255,7 @@ def test_a_paged_listing_spends_one_deadline(slow: Slow) -> None:
     for i in range(260):  # two pages of consumer infos (256 a page)
         js.create_consumer("SLOW", durable_name=f"c{i}")
     slow.proxy.latency(DELAY, "to_client")
-    assert len(list(js.list_consumers("SLOW", timeout=2.0))) == 260  # two pages fit in 2 s
+    assert len(list(js.list_consumers("SLOW", timeout=4.0))) == 260  # two pages fit in 4 s
     _raises_timeout_within(lambda: list(js.list_consumers("SLOW", timeout=1.0)), 1.0)
 
 
