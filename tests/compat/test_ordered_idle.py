@@ -50,7 +50,9 @@ def test_an_idle_ordered_subscription_keeps_its_consumer(nats_server: NatsServer
     try:
         js = nc.jetstream()
         js.add_stream(name="QUIET", subjects=["quiet.>"])
-        sub = js.subscribe("quiet.>", ordered_consumer=True, idle_heartbeat=0.2)
+        # A 1 s interval: at 0.2 s the reader thread taking one heartbeat 0.4 s
+        # late on a loaded machine was real silence and the consumer re-created.
+        sub = js.subscribe("quiet.>", ordered_consumer=True, idle_heartbeat=1.0)
         try:
             js.publish("quiet.a", b"0")
             assert sub.next_msg(timeout=5).data == b"0"
@@ -60,7 +62,7 @@ def test_an_idle_ordered_subscription_keeps_its_consumer(nats_server: NatsServer
             # Several heartbeat intervals pass with nobody reading (heartbeats and three
             # messages queue up); the check runs on every interval meanwhile. Idle time is
             # the scenario itself, not a wait for something: a slower machine idles longer.
-            threading.Event().wait(1.5)
+            threading.Event().wait(4.0)
             assert [sub.next_msg(timeout=5).data for _ in range(3)] == [b"1", b"2", b"3"]
             assert sub.consumer_info().name == first
         finally:
