@@ -1,7 +1,10 @@
 """nats-py example code with the ``await``\\ s deleted (and ``async def`` made ``def``).
 
 The examples are from the nats-py README and the nats-py JetStream workshop
-slides (../shared/reference); only the import line and the server URL differ.
+slides (../shared/reference); only the import line and the server URL differ,
+and reads of push subscriptions wait up to 5 s, not nats-py's default 1 s (a
+loaded machine can take longer to deliver), the ordered read taking exactly the
+messages the stream holds and then checking there is no more.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def test_readme_jetstream_example(url: str) -> None:
 
     # Create single push based subscriber that is durable across restarts.
     sub = js.subscribe("foo", durable="myapp")
-    msg = sub.next_msg()
+    msg = sub.next_msg(timeout=5)
     msg.ack()
     assert msg.data == b"hello world: 0"
 
@@ -69,12 +72,11 @@ def test_readme_jetstream_example(url: str) -> None:
     osub = js.subscribe("foo", ordered_consumer=True)
     data = bytearray()
 
-    while True:
-        try:
-            msg = osub.next_msg()
-            data.extend(msg.data)
-        except TimeoutError:
-            break
+    for _ in range(20):  # the stream holds 20 messages
+        msg = osub.next_msg(timeout=5)
+        data.extend(msg.data)
+    with pytest.raises(TimeoutError):
+        osub.next_msg(timeout=0.5)  # and no more
     print("All data in stream:", len(data))
     assert len(data) == 2 * sum(len(f"hello world: {i}") for i in range(10))
 
@@ -96,7 +98,7 @@ def test_workshop_full_example(url: str) -> None:
         js.publish("orders.new", b'{"id": 1}')
 
         # Consume
-        msg = sub.next_msg()
+        msg = sub.next_msg(timeout=5)
         print(f"Got: {msg.data}")
         msg.ack()
 
@@ -187,18 +189,18 @@ def test_workshop_consumers_push_pull_acks(url: str) -> None:
 
     # Replay everything from the beginning
     replay = js.subscribe("orders.>", durable="replay-all", deliver_policy=DeliverPolicy.ALL)
-    assert replay.next_msg().data == b'{"id": 0}'
+    assert replay.next_msg(timeout=5).data == b'{"id": 0}'
 
     # Start from sequence number / timestamp
     by_seq = js.subscribe("orders.>", deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=4)
-    assert by_seq.next_msg().data == b'{"id": 3}'
+    assert by_seq.next_msg(timeout=5).data == b'{"id": 3}'
     by_time = js.subscribe("orders.>", deliver_policy=DeliverPolicy.BY_START_TIME,
                            opt_start_time=datetime.now() - timedelta(hours=1))
-    assert by_time.next_msg().data == b'{"id": 0}'
+    assert by_time.next_msg(timeout=5).data == b'{"id": 0}'
 
     # Consumer: use double-ack
     dbl = js.subscribe("orders.>", ack_policy=AckPolicy.ALL)
-    dbl.next_msg().ack_sync()
+    dbl.next_msg(timeout=5).ack_sync()
 
     info = js.consumer_info("ORDERS", "processor")
     assert info.num_ack_pending == 0 and info.delivered.stream_seq == 5
