@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import sys
+import threading
+import time
 
 from pyspark import SparkFiles
 from pyspark.sql import SparkSession
@@ -17,7 +19,19 @@ from natsjs_sync.spark import NatsConfig, publish_partition, read_range
 url, rows, creds = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 spark = SparkSession.builder.appName("natsjs-cluster-batch").getOrCreate()
 sc = spark.sparkContext
-out = {"executors": sc._jsc.sc().getExecutorIds().size(), "driver": [os.getcwd(), os.path.exists(creds)]}
+
+
+def executors() -> int:
+    return sc._jsc.sc().getExecutorIds().size()
+
+
+# The session waits for every executor only up to spark.scheduler.maxRegisteredResourcesWaitingTime
+# (60 s), which a loaded machine can pass; the job waits (bounded) for the cluster's two itself, so the
+# tasks below run on both.
+deadline, pause = time.monotonic() + 180, threading.Event()
+while executors() < 2 and time.monotonic() < deadline:
+    pause.wait(0.5)
+out = {"executors": executors(), "driver": [os.getcwd(), os.path.exists(creds)]}
 
 
 def origin(_):
