@@ -22,7 +22,9 @@ def _fill(js: JetStream, subject: str, n: int, size: int = 0) -> None:
 
 def test_ephemeral_push_iterate_and_unsubscribe_deletes_consumer(js: JetStream, stream: Stream) -> None:
     _fill(js, f"{stream.name}.a", 20)
-    sub = js.subscribe(f"{stream.name}.>")
+    # The server would remove the consumer on its own only after 60 s idle: what
+    # removes it within the wait below is the unsubscribe's delete.
+    sub = js.subscribe(f"{stream.name}.>", inactive_threshold=60.0)
     assert isinstance(sub, PushSubscription)
     got = []
     for msg in sub.messages:
@@ -34,7 +36,10 @@ def test_ephemeral_push_iterate_and_unsubscribe_deletes_consumer(js: JetStream, 
     consumer = sub.consumer
     assert consumer in list(stream.consumer_names())
     sub.unsubscribe()
-    assert consumer not in list(stream.consumer_names())
+    # The delete can still be under way on a loaded machine (its reply later than
+    # the client waits for it): wait for the server's view.
+    assert wait_until(lambda: consumer not in list(stream.consumer_names()), timeout=10), \
+        "the unsubscribed ephemeral consumer was not deleted"
 
 
 def test_durable_survives_and_rebinds(js: JetStream, stream: Stream) -> None:
