@@ -211,10 +211,19 @@ def test_timer_runs_calls_in_time_order_and_cancelled_ones_never() -> None:
         # due, so only their times (not how fast this thread scheduled them)
         # decide the order, and the cancelled one is due before the last.
         holding, release = threading.Event(), threading.Event()
-        timer.call_later(0, lambda: (holding.set(), release.wait(10)))
+
+        def hold() -> None:
+            holding.set()
+            release.wait(10)
+
+        def late() -> None:
+            seen.append("late")
+            done.set()
+
+        timer.call_later(0, hold)
         assert holding.wait(5)
         base = time.monotonic()
-        timer.call_at(base + 0.06, lambda: (seen.append("late"), done.set()))
+        timer.call_at(base + 0.06, late)
         h = timer.call_at(base + 0.02, lambda: seen.append("cancelled"))
         timer.call_at(base + 0.01, lambda: seen.append("early"))
         h.cancel()

@@ -22,7 +22,7 @@ sc = spark.sparkContext
 
 
 def executors() -> int:
-    return sc._jsc.sc().getExecutorIds().size()
+    return int(sc._jsc.sc().getExecutorIds().size())
 
 
 # The session waits for every executor only up to spark.scheduler.maxRegisteredResourcesWaitingTime
