@@ -18,6 +18,7 @@ from .counter import Counter, CounterEntry
 from .fastbatch import BatchGap, FastBatchPublisher, FastPubAck
 from .kv import Entry, KeyLister, KeyValue, KeyValueConfig, KeyValueOp, KeyValueStatus, KeyWatcher
 from .message import MsgMetadata, SequencePair
+from .messages import ConsumeContext, MessagesContext
 from .nats_py import PullSubscription
 from .object_models import (
     ObjectInfo,
@@ -30,7 +31,7 @@ from .object_models import (
 from .object_store import ObjectResult, ObjectStore, ObjectWatcher
 from .ordered import OrderedConsumer, OrderedMessages
 from .publish import PubAck
-from .pull import ConsumeContext, MessageBatch, MessagesContext
+from .pull import MessageBatch
 from .push import OrderedSubscription, PushConsumeContext, PushConsumer, PushSubscription
 from .stream import Stream
 from .stream_config import (

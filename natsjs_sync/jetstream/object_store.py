@@ -65,7 +65,7 @@ from .watcher import Watcher
 if TYPE_CHECKING:
     from ..msg import Msg
     from .context import JetStream
-    from .pull import MessagesContext
+    from .messages import MessagesContext
     from .stream import Stream
 
 _log = logging.getLogger(__name__)
