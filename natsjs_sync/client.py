@@ -16,12 +16,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._core import spi
-from ._core.connection import Connection, Stats
+from ._core.connection import Connection
 from ._core.options import (
     ConnectOptions,
     check_callback,
 )
 from ._core.pool import parse_server_url
+from ._core.stats import Stats
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from .errors import ConnectionClosedError
 from .msg import Msg

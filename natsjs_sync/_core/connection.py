@@ -4,8 +4,9 @@ Parts, one job each: :mod:`.transport` (bytes), :mod:`.opener` (handshake),
 :mod:`.writer` (buffer and flusher), :mod:`.reader` (parser and routes),
 :mod:`.reconnect` (loss and restore), :mod:`.registry` (subscriptions),
 :mod:`.requests` (reply inbox), :mod:`.dispatch` (user code and timers),
-:mod:`.fork` (children). The protocol state (:class:`ConnState`, the PING
-ledger) comes from the sans-IO :mod:`natsjs_sync.protocol.connection`.
+:mod:`.fork` (children), :mod:`.stats` (counters). The protocol state
+(:class:`ConnState`, the PING ledger) comes from the sans-IO
+:mod:`natsjs_sync.protocol.connection`.
 
 Threads of a connected client, all daemons named ``natsjs-<role>-<name>``:
 ``reader`` (one per connection), ``flusher``, ``timer`` (keep-alives, ack
@@ -28,8 +29,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._timeout import Deadline, TimeoutArg
@@ -70,6 +70,7 @@ from .registry import Entry, Registry
 from .requests import ResponseMux, Waiter
 from .spi import Handle, Hooks, Release, Releasing
 from .spi import log as spi_log
+from .stats import Stats
 from .writer import APPEND_WITHOUT_LOCK, Writer
 
 if TYPE_CHECKING:
@@ -89,68 +90,6 @@ _APPEND_FREELY = _CONNECTED if APPEND_WITHOUT_LOCK else None
 #: Seconds between the timer thread's runs of the releases finalizers handed over
 #: (see :meth:`Connection.release_later`); started by the first owner that may need it.
 RELEASE_INTERVAL = 0.2
-
-
-@dataclass
-class Stats:
-    """Counters of one client (read them as ``client.stats``); also a read-only mapping
-    (``stats["in_msgs"]``), as nats-py's stats dict."""
-
-    in_msgs: int = 0
-    in_bytes: int = 0
-    reconnects: int = 0
-    errors_received: int = 0
-
-    def __init__(self, outlet: Any = None):
-        """``outlet``: the connection's publishing end, which keeps the publish
-        counters (it counts a plain publish in the call that buffers it)."""
-        self._outlet = outlet
-
-    @property
-    def out_msgs(self) -> int:
-        """Messages published (buffered for sending) by this client."""
-        return 0 if self._outlet is None else int(self._outlet.out_msgs)
-
-    @out_msgs.setter
-    def out_msgs(self, value: int) -> None:
-        self._outlet.out_msgs = value
-
-    @property
-    def out_bytes(self) -> int:
-        """Payload bytes published (buffered for sending) by this client."""
-        return 0 if self._outlet is None else int(self._outlet.out_bytes)
-
-    @out_bytes.setter
-    def out_bytes(self, value: int) -> None:
-        self._outlet.out_bytes = value
-
-    _KEYS = ("in_msgs", "out_msgs", "in_bytes", "out_bytes", "reconnects", "errors_received")
-
-    def __getitem__(self, key: str) -> int:
-        if key not in self._KEYS:
-            raise KeyError(key)
-        return int(getattr(self, key))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._KEYS)
-
-    def __len__(self) -> int:
-        return len(self._KEYS)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._KEYS
-
-    def keys(self) -> tuple[str, ...]:
-        """The counter names (nats-py's ``stats`` keys)."""
-        return self._KEYS
-
-    def items(self) -> list[tuple[str, int]]:
-        """``(name, value)`` of every counter, as nats-py's ``stats`` dict gives them."""
-        return [(k, self[k]) for k in self._KEYS]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """The counter ``key``, or ``default`` when there is none of that name."""
-        return self[key] if key in self._KEYS else default
 
 
 def as_payload(payload: Any) -> tuple[bytes | bytearray | memoryview, int]:
@@ -1041,4 +980,4 @@ def _call(fn: Callable[[], None]) -> None:
     fn()
 
 
-__all__ = ["UNLIMITED", "Connection", "Stats"]
+__all__ = ["UNLIMITED", "Connection"]

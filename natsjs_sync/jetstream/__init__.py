@@ -18,21 +18,20 @@ from .counter import Counter, CounterEntry
 from .fastbatch import BatchGap, FastBatchPublisher, FastPubAck
 from .kv import Entry, KeyLister, KeyValue, KeyValueConfig, KeyValueOp, KeyValueStatus, KeyWatcher
 from .message import MsgMetadata, SequencePair
+from .messages import ConsumeContext, MessagesContext
 from .nats_py import PullSubscription
-from .object_store import (
+from .object_models import (
     ObjectInfo,
     ObjectLink,
     ObjectMeta,
     ObjectMetaOptions,
-    ObjectResult,
-    ObjectStore,
     ObjectStoreConfig,
     ObjectStoreStatus,
-    ObjectWatcher,
 )
+from .object_store import ObjectResult, ObjectStore, ObjectWatcher
 from .ordered import OrderedConsumer, OrderedMessages
 from .publish import PubAck
-from .pull import ConsumeContext, MessageBatch, MessagesContext
+from .pull import MessageBatch
 from .push import OrderedSubscription, PushConsumeContext, PushConsumer, PushSubscription
 from .stream import Stream
 from .stream_config import (

@@ -11,7 +11,8 @@ from .._timeout import USE_DEFAULT, TimeoutArg, resolve
 from ..errors import TimeoutError
 from ..msg import Msg
 from .consumer_config import ConsumerInfo
-from .pull import ConsumeContext, ErrorHandler, MessageBatch, MessagesContext, Priority, pull_request, server_expiry
+from .messages import ConsumeContext, ErrorHandler, MessagesContext
+from .pull import MessageBatch, Priority, pull_request, server_expiry
 
 if TYPE_CHECKING:
     from .context import JetStream

@@ -24,14 +24,8 @@ from .counter import Counter
 from .fastbatch import FastBatchPublisher
 from .kv import KeyValue, KeyValueConfig, KeyValueStatus, create_key_value, kv_config, open_key_value
 from .nats_py import NatsPyNames
-from .object_store import (
-    ObjectStore,
-    ObjectStoreConfig,
-    ObjectStoreStatus,
-    create_object_store,
-    obj_config,
-    open_object_store,
-)
+from .object_models import ObjectStoreConfig, ObjectStoreStatus
+from .object_store import ObjectStore, create_object_store, obj_config, open_object_store
 from .publish import RETRY_BACKOFF, PubAck, publish_sync
 from .publish_async import PublishWindow, ack_mux
 from .publish_options import publish_headers

@@ -43,7 +43,8 @@ from ..protocol.jetstream.status import Kind
 from ..protocol.nuid import next_nuid
 from .consumer import DEFAULT_FETCH_WAIT, Consumer
 from .consumer_config import ConsumerConfig, ConsumerInfo
-from .pull import ConsumeContext, ErrorHandler, MessageBatch, MessagesContext
+from .messages import ConsumeContext, ErrorHandler, MessagesContext
+from .pull import MessageBatch
 
 if TYPE_CHECKING:
     from .context import JetStream

@@ -33,8 +33,8 @@ from .consumer_config import ConsumerConfig, ConsumerInfo
 
 if TYPE_CHECKING:
     from .context import JetStream
+    from .messages import ConsumeContext, MessagesContext
     from .ordered import OrderedConsumer
-    from .pull import ConsumeContext, MessagesContext
 
 _CONFIG_FIELDS = frozenset(ConsumerConfig.__struct_fields__)
 

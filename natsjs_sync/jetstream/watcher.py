@@ -13,8 +13,8 @@ from ..msg import Msg
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from .messages import MessagesContext
     from .ordered import OrderedConsumer
-    from .pull import MessagesContext
 
 T = TypeVar("T")
 

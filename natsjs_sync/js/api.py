@@ -23,7 +23,7 @@ from ..jetstream.consumer_config import (
 from ..jetstream.context import AccountInfo, AccountLimits, APIStats, Tier
 from ..jetstream.kv import KeyValueConfig
 from ..jetstream.nats_py import StreamsListIterator
-from ..jetstream.object_store import (
+from ..jetstream.object_models import (
     ObjectInfo,
     ObjectLink,
     ObjectMeta,

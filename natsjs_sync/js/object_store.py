@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from ..jetstream.object_store import ObjectResult, ObjectStore, ObjectStoreStatus, ObjectWatcher
+from ..jetstream.object_models import ObjectStoreStatus
+from ..jetstream.object_store import ObjectResult, ObjectStore, ObjectWatcher
 
 VALID_BUCKET_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 VALID_KEY_RE = re.compile(r"^[-/_=\.a-zA-Z0-9]+$")

@@ -12,7 +12,7 @@ from natsjs_sync._core.spi import link
 from natsjs_sync._timeout import Deadline
 from natsjs_sync.errors import ConnectionClosedError, ConnectionDrainingError, ObjectDeletedError, ObjectNotFoundError
 from natsjs_sync.jetstream import ObjectStore
-from natsjs_sync.jetstream.object_store import encode_info, encode_name
+from natsjs_sync.jetstream.object_models import encode_info, encode_name
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsServer
 

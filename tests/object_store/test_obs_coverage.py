@@ -10,7 +10,7 @@ import pytest
 
 import natsjs_sync as nats
 from natsjs_sync.jetstream import JetStream, ObjectInfo, ObjectStore
-from natsjs_sync.jetstream.object_store import encode_name
+from natsjs_sync.jetstream.object_models import encode_name
 from natsjs_sync.protocol.nuid import next_nuid
 
 from ..conftest import wait_until

@@ -104,7 +104,8 @@ def test_installed_but_not_instrumented_runs_the_library_s_own_methods() -> None
         from natsjs_sync.msg import Msg
         from natsjs_sync.subscription import Subscription
         from natsjs_sync.jetstream.context import JetStream
-        from natsjs_sync.jetstream.pull import MessageBatch, MessagesContext
+        from natsjs_sync.jetstream.messages import MessagesContext
+        from natsjs_sync.jetstream.pull import MessageBatch
         before = [Client.publish, Client.request, Client.subscribe, Msg.ack, Msg.respond, Subscription.next_msg,
                   JetStream.publish, JetStream.publish_async, MessageBatch.__iter__, MessagesContext.next]
         import natsjs_sync.otel

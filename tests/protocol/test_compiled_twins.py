@@ -238,7 +238,7 @@ def test_a_compiled_inlet_in_a_reference_cycle_is_collected() -> None:
 
 
 def test_route_run_twins_count_a_run_then_route_it_up_to_the_first_other_event() -> None:
-    from natsjs_sync._core.connection import Stats
+    from natsjs_sync._core.stats import Stats
     from natsjs_sync.msg import Msg
 
     for route_run in _route_runs():

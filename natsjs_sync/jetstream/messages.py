@@ -1,0 +1,807 @@
+"""Continuous pulling: :class:`MessagesContext` (``consumer.messages()``) and
+:class:`ConsumeContext` (``consumer.consume(handler)``).
+
+They keep pull requests (built by :mod:`.pull`) outstanding and heal
+themselves: after a reconnect every waiter is woken and the requests are sent
+again at once (they died with the old connection); missed idle heartbeats are
+reported and the requests sent again; a consumer that has gone is reported
+(:class:`~natsjs_sync.ConsumerDeletedError`), or, for an ordered consumer,
+made anew. When the client drains, every live one of its continuous pulls
+stops asking first and hands out what it was sent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from .._backoff import Backoff
+from .._core.dispatch import current_lane
+from .._core.spi import CoreLink, Handle
+from .._timeout import WAIT_MAX, Deadline, check_seconds, resolve
+from ..errors import (
+    BadSubscriptionError,
+    ConnectionClosedError,
+    ConsumerDeletedError,
+    ConsumerNotFoundError,
+    JetStreamError,
+    NatsError,
+    NoHeartbeatError,
+    TimeoutError,
+)
+from ..msg import Msg
+from ..protocol.jetstream.pullstate import PullAccounting
+from ..protocol.jetstream.status import MESSAGE, Kind, Status, classify
+from .pull import OrderedHooks, Priority, PullTarget, _release, counted_size, pull_request
+
+if TYPE_CHECKING:
+    from .._core.dispatch import Lane, TimerHandle
+    from ..subscription import Subscription
+
+ErrorHandler = Callable[[Exception], None]
+
+#: Waits before asking again when nobody serves the consumer (503), so a gone
+#: consumer or a server in a leader election is never hammered.
+NO_RESPONDERS_BACKOFF = Backoff(0.05, 2.0, factor=2.0, jitter=0.05)
+#: Seconds without a message after which a drain ends (the server sends what
+#: outstanding requests owe within moments of the flush).
+_DRAIN_QUIET = 0.05
+
+
+class _Owned:
+    """What a :class:`MessagesContext` holds on the client, released together (also by a finalizer)."""
+
+    __slots__ = ("inbox", "reconnect", "route", "sub", "timer")
+
+    def __init__(self) -> None:
+        self.sub: Subscription | None = None
+        self.route: Handle | None = None
+        self.reconnect: Handle | None = None
+        self.timer: TimerHandle | None = None
+        self.inbox = ""
+
+    def release(self) -> None:
+        route, self.route = self.route, None
+        _release(self.sub, route, self.reconnect, self.timer)
+        self.reconnect = self.timer = None
+
+
+def _release_owned(owned: _Owned) -> None:
+    owned.release()
+
+
+class MessagesContext:
+    """Continuous pulling: iterate messages as they come. Thread-safe to stop.
+
+    Keeps up to ``max_messages`` (or ``max_bytes``) requested; when what is
+    owed falls to the threshold it asks for more. With idle heartbeats (on by
+    default when ``expires`` is at least 2 s), two missed heartbeats raise
+    :class:`~natsjs_sync.NoHeartbeatError` from :meth:`next` (a dead server is
+    not an idle stream) after the requests were sent again; iterating may go
+    on. An ordered consumer's iteration never raises it: it makes a new
+    consumer and goes on (``error_cb`` still hears of it); with heartbeats it
+    does so in the background too while nobody reads. After a reconnect
+    the requests are sent again at once. :meth:`stop` ends the iteration;
+    :meth:`drain` ends it once the messages already received are read. A
+    context dropped without :meth:`stop` releases its inbox shortly after it
+    is garbage collected (on the client's timer thread: a finalizer never
+    takes the connection's lock).
+    """
+
+    def __init__(
+        self,
+        consumer: PullTarget,
+        core: CoreLink,
+        max_messages: int | None = None,
+        max_bytes: int | None = None,
+        expires: float = 30.0,
+        heartbeat: float | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        error_cb: ErrorHandler | None = None,
+        ordered: OrderedHooks | None = None,
+        handler: Callable[[Msg], None] | None = None,
+        name: str = "messages",
+        priority: Priority | None = None,
+        stop_after: int | None = None,
+        err_on_missing_heartbeat: bool = True,
+    ):
+        exp = check_seconds(expires, "expires")
+        if exp is None or exp < 0.001:  # None: inf, or too long for any wait (the timeout rule)
+            raise ValueError(f"expires must be at least 1 ms and finite (below {WAIT_MAX:.0f} s), got {expires!r}")
+        if heartbeat is None:
+            heartbeat = min(30.0, exp / 2) if exp >= 2 else None
+        elif check_seconds(heartbeat, "heartbeat") is None or heartbeat >= exp:
+            raise ValueError("heartbeat must be shorter than expires")
+        self._acct = PullAccounting(max_messages, max_bytes, threshold_messages, threshold_bytes, stop_after)
+        # An ordered consumer heals itself: missed heartbeats make a new
+        # consumer from the next stream sequence and nothing is lost, so the
+        # reader never hears of them (as nats.go's ordered Next()); only what
+        # cannot be healed ends its iteration.
+        self._raise_missed = bool(err_on_missing_heartbeat) and ordered is None
+        self._priority = priority
+        self._pin_id: str | None = None  # a pinned client's id, sent back with every pull request
+        self._consumer = consumer
+        self._core = core
+        self._expires = exp
+        self._heartbeat = heartbeat
+        self._error_cb = error_cb
+        self._ordered = ordered
+        self._handler = handler
+        self._stopped = False
+        self.stopped_event = threading.Event()  #: set once stopped (by the user, or a terminal error)
+        self._draining = False
+        self._needs_reset = False
+        self._retry_at = 0.0
+        self._failures = 0
+        self._last_activity = time.monotonic()
+        self._held: Msg | None = None
+        self._lock = threading.Lock()
+        self._busy = threading.Lock()  # held while the handler runs (callback mode)
+        self._lane: Lane[object] | None = None
+        self._owned = _Owned()
+        ref = weakref.ref(self)
+        # Iterator mode of an ordered consumer with heartbeats: a consumer deleted (or
+        # heartbeats stopped) while nobody reads is made anew in the background, so the
+        # consumer exists again before the next read. The work runs on a dispatcher lane
+        # (it makes requests: never on the timer thread) and only while no reader is in
+        # next(), which heals on its own. Two flags keep the two apart at the cost of two
+        # attribute writes per message: each side raises its own, then looks at the
+        # other's (the interpreter orders these accesses), so they never both go on. The
+        # heal holds ``_healing_lock`` throughout; a reader that finds a heal under way
+        # waits on it, and a heal that finds a reader backs off (the reader heals itself).
+        self._idle_lane: Lane[object] | None = None
+        self._pulled = False  # a pull request was sent (the iteration has begun)
+        self._idle_error: JetStreamError | None = None
+        self._in_next = False
+        self._healing = False
+        self._healing_lock = threading.Lock()
+        if handler is not None:
+            self._lane = core.lane(self._on_item, name)
+            if heartbeat:
+                self._owned.timer = core.call_every(heartbeat, _weak(ref, "_tick"))
+        elif ordered is not None and heartbeat:
+            self._idle_lane = core.lane(self._on_idle_item, f"{name}-idle")
+            self._owned.timer = core.call_every(heartbeat, _weak(ref, "_tick_idle"))
+        self._open_inbox()
+        self._owned.reconnect = core.on_reconnect(_weak(ref, "_after_reconnect"))
+        self._drain_group = core.attachment(_DrainGroup.KEY, lambda: _DrainGroup(core))
+        self._drain_group.add(self)
+        # Stopped: released now. Collected first: on a core thread (see spi.Release).
+        self._release = core.release_on_collect(self, _release_owned, self._owned)
+
+    # -- the inbox -----------------------------------------------------------------
+
+    def _open_inbox(self) -> None:
+        """A fresh inbox (also after an ordered reset: nothing for the old consumer can reach us)."""
+        owned = self._owned
+        old_sub, old_route = owned.sub, owned.route
+        owned.inbox = self._core.new_inbox()
+        if self._lane is not None:
+            owned.route = self._core.route_internal(owned.inbox, self._lane.put)
+            owned.sub = None
+        else:
+            owned.sub = self._core.subscribe_internal(owned.inbox)
+            owned.route = None
+        _release(old_sub, old_route)
+
+    # -- bookkeeping ---------------------------------------------------------------
+
+    def _report(self, exc: Exception) -> None:
+        if self._error_cb is None:
+            if self._handler is not None:
+                self._core.report_error(exc)
+            return
+        try:
+            self._error_cb(exc)
+        except Exception as cb_exc:  # an error handler's own bug goes to the client's error_cb
+            self._core.report_error(cb_exc)
+
+    def _after_reconnect(self) -> None:
+        """Reconnect thread: the pull requests died with the old connection; wake the reader to ask again."""
+        if self._lane is not None:
+            self._lane.put(_Control(self._reset_and_pull))
+        else:
+            self._needs_reset = True
+            sub = self._owned.sub
+            if sub is not None:
+                sub.wake()
+
+    def _tick(self) -> None:
+        """Timer thread (callback mode): look at the heartbeats from the lane."""
+        if self._lane is not None and not self._stopped:
+            self._lane.put(_Control(self._check_heartbeat_cb))
+
+    def _tick_idle(self) -> None:
+        """Timer thread (iterator mode, ordered, with heartbeats): look at the consumer from a lane."""
+        lane = self._idle_lane
+        if lane is not None and not self._stopped and not self._in_next:
+            lane.put(None)
+
+    def _on_idle_item(self, _item: object) -> None:
+        """Dispatcher lane: heal an ordered consumer while no reader is in :meth:`next`."""
+        if not self._healing_lock.acquire(blocking=False):
+            return  # start() is sending the first request
+        try:
+            self._healing = True
+            if self._in_next or self._stopped or self._draining:
+                return  # a reader in next() heals on its own
+            self._heal_idle()
+        except JetStreamError as exc:  # cannot be healed: the next read raises it
+            self._idle_error = exc
+        except NatsError as exc:  # the server is away or slow: the next tick tries again
+            if not self._stopped:
+                self._needs_reset = True
+                self._report(exc)
+        finally:
+            self._healing = False
+            self._healing_lock.release()  # a reader that arrived meanwhile goes on
+
+    def _heal_idle(self) -> None:
+        """Take the bookkeeping queued ahead of the first message (heartbeats, a
+        ``409 Consumer Deleted``), then re-create the consumer if it is gone or silent."""
+        if self._held is not None or self._idle_error is not None:
+            return  # the reader has something to see first
+        sub = self._owned.sub
+        if sub is None:
+            return
+        for _ in range(10_000):  # bounded: heartbeats keep coming while this runs
+            try:
+                msg = sub.poll()
+            except TimeoutError:  # a wake-up meant for a reader: nothing more queued before it
+                break
+            if msg is None:
+                break
+            out = self._on_msg(msg)
+            if out is not None:
+                self._held = out  # a message for the reader: it is not silent
+                return
+        if not self._needs_reset:
+            if self._acct.pending_msgs <= 0:
+                # The requests expired unanswered: ask again as a reader would (a consumer
+                # gone meanwhile answers "no responders", healed on the next tick); never
+                # before the first read asked.
+                if self._pulled:
+                    self._maybe_pull()
+                return
+            self._check_heartbeat()
+        if self._needs_reset and not self._stopped:
+            self._needs_reset = False
+            self._reset(Deadline(5.0))
+            if self._stopped:  # stop() came while the consumer was being made: undo what the reset made
+                if self._ordered is not None:
+                    self._ordered.cancel()
+                self._owned.release()
+                return
+            self._maybe_pull()
+
+    def _reset(self, deadline: Deadline | None = None) -> None:
+        self._acct.reset()
+        self._retry_at = 0.0
+        if self._ordered is not None and not self._stopped:
+            self._open_inbox()
+            self._ordered.recreate(deadline)
+        self._last_activity = time.monotonic()
+
+    def _reset_and_pull(self) -> None:
+        self._reset()
+        self._maybe_pull()
+
+    def _consumer_gone(self) -> ConsumerDeletedError | None:
+        """After missed heartbeats or a 503: a consumer deleted while no request
+        was waiting sends no 409, so ask. (An ordered consumer makes its own anew.)"""
+        if self._ordered is not None:
+            return None
+        try:
+            self._consumer.info(timeout=2.0)
+        except ConsumerNotFoundError:
+            return ConsumerDeletedError(f"consumer {self._consumer.name!r} was deleted", code=409)
+        except NatsError:
+            pass  # the server is away: keep pulling, it may come back
+        return None
+
+    def _maybe_pull(self) -> None:
+        acct = self._acct
+        if self._stopped or not acct.wants_more() or time.monotonic() < self._retry_at:
+            return
+        ask = acct.ask()
+        p = self._priority
+        if p is None:
+            body = pull_request(ask.batch, self._expires, max_bytes=ask.max_bytes, heartbeat=self._heartbeat)
+        else:
+            body = pull_request(ask.batch, self._expires, max_bytes=ask.max_bytes, heartbeat=self._heartbeat,
+                                group=p.group, min_pending=p.min_pending, min_ack_pending=p.min_ack_pending,
+                                priority=p.priority, pin_id=self._pin_id)
+        try:
+            self._core.publish(self._consumer.next_subject, body, reply=self._owned.inbox)
+        except NatsError as exc:
+            acct.reset()
+            self._report(exc)
+            return
+        self._last_activity = time.monotonic()
+        self._pulled = True
+
+    def _backoff(self) -> None:
+        """Nobody served the request: ask again only after a back-off."""
+        self._failures += 1
+        delay = NO_RESPONDERS_BACKOFF.delay(self._failures)
+        self._retry_at = time.monotonic() + delay
+        self._acct.reset()
+        if self._lane is not None:
+            lane = self._lane
+            self._core.call_later(delay, lambda: lane.put(_Control(self._maybe_pull)))
+
+    def _on_msg(self, msg: Msg) -> Msg | None:
+        """One message from the inbox: the user's, or bookkeeping (None). Raises terminal errors."""
+        self._last_activity = time.monotonic()
+        hdr = msg.raw_headers
+        # status_of(), inline: most messages have no headers (this runs per message)
+        st = MESSAGE if hdr is None else classify(hdr, msg.reply)
+        if st is MESSAGE:
+            acct = self._acct
+            if acct.max_bytes:
+                acct.delivered(counted_size(msg))
+            else:
+                acct.pending_msgs -= 1  # acct.delivered(0), inline: this runs per message
+            self._failures = 0
+            if self._priority is not None:
+                hdrs = msg.headers
+                if hdrs is not None and "Nats-Pin-Id" in hdrs:
+                    self._pin_id = hdrs["Nats-Pin-Id"]
+            if self._ordered is not None:
+                verdict = self._ordered.accept(msg)
+                if verdict != "ok":
+                    if verdict == "gap":
+                        self._needs_reset = True
+                    return None
+            acct.handed_out += 1  # acct.handed(), inline
+            return msg
+        self._on_status(st, msg.reply)
+        return None
+
+    def _on_status(self, st: Status, reply: str | None) -> None:
+        """A status message: bookkeeping; raises what ends the iteration."""
+        kind = st.kind
+        if kind is Kind.HEARTBEAT:
+            return
+        if kind is Kind.FLOW_CONTROL:
+            if reply:
+                self._core.publish(reply, b"")
+        elif kind is Kind.REQUEST_ENDED or kind is Kind.LIMIT:
+            self._acct.ended(st.pending_msgs, st.pending_bytes)
+            if kind is Kind.LIMIT:
+                self._report(st.error())  # type: ignore[arg-type]
+        elif kind is Kind.RESET:
+            self._acct.reset()
+            if st.pin_id_reset:
+                self._pin_id = None  # another client holds the pin now: ask without ours
+        elif kind is Kind.NO_RESPONDERS:
+            gone = self._consumer_gone()
+            if gone is not None:
+                raise gone
+            self._needs_reset = self._ordered is not None
+            self._backoff()
+        elif kind is Kind.CONSUMER_DELETED and self._ordered is not None:
+            self._report(st.error())  # type: ignore[arg-type]
+            self._needs_reset = True
+        else:
+            err = st.error()
+            assert err is not None
+            raise err  # deleted, or a request that can never work (400): stop
+
+    def _check_heartbeat(self) -> NoHeartbeatError | None:
+        """Missed heartbeats: report, ask again; raises ConsumerDeletedError when it is gone."""
+        hb = self._heartbeat
+        if not hb or self._draining or time.monotonic() - self._last_activity < 2 * hb:
+            return None
+        err = NoHeartbeatError(f"missed idle heartbeats from consumer {self._consumer.name!r}: pulling again")
+        self._report(err)
+        gone = self._consumer_gone()
+        if gone is not None:
+            raise gone
+        self._needs_reset = True
+        self._last_activity = time.monotonic()
+        return err
+
+    # -- iterator mode ---------------------------------------------------------------
+
+    def next(self, timeout: float | None = None) -> Msg:
+        """The next message.
+
+        Args:
+            timeout: seconds to wait (``None``: for ever).
+
+        Raises:
+            TimeoutError: none within ``timeout``.
+            NoHeartbeatError: heartbeats stopped (the requests are sent again; call again to go on).
+                Never for an ordered consumer, which makes a new consumer instead.
+            BadSubscriptionError: the iterator was stopped or drained.
+            ConsumerDeletedError: the consumer was deleted.
+            JetStreamError: the server refused the requests for good (e.g. a priority group missing).
+        """
+        if self._handler is not None:
+            raise BadSubscriptionError("next() cannot be used on a consume() context")
+        if self._idle_lane is None:
+            return self._next(timeout)
+        self._in_next = True  # one reader at a time, as with every iterator of this class
+        try:
+            if self._healing:
+                with self._healing_lock:  # a heal makes at most a few bounded requests: wait for it
+                    pass
+            if self._idle_error is not None:
+                err, self._idle_error = self._idle_error, None
+                self.stop()
+                raise err
+            return self._next(timeout)
+        finally:
+            self._in_next = False
+
+    def _next(self, timeout: float | None) -> Msg:
+        if self._held is not None:
+            msg, self._held = self._held, None
+            return msg
+        deadline: Deadline | None = None
+        while True:
+            if self._stopped:
+                raise BadSubscriptionError("the messages iterator is stopped")
+            sub = self._owned.sub
+            assert sub is not None
+            try:
+                if self._needs_reset:
+                    deadline = deadline or Deadline(timeout)
+                    sub = self._reset_now(deadline)
+                acct = self._acct
+                if acct.counts_bytes or acct.pending_msgs <= acct.threshold_messages:
+                    self._maybe_pull()  # else enough is owed (wants_more() is False): skip the call
+                polled = sub.poll()  # under load a message is already waiting: no deadline, no clock
+                if polled is not None:
+                    msg = polled
+                else:
+                    deadline = deadline or Deadline(timeout)
+                    msg = sub.next_msg(timeout=self._wait(deadline))
+                out = self._on_msg(msg)
+            except TimeoutError:
+                self._after_quiet(deadline)
+                continue
+            except (BadSubscriptionError, ConnectionClosedError):
+                if self._owned.sub is not sub and not self._stopped:
+                    continue  # an ordered reset swapped the inbox
+                self._stopped = True
+                raise BadSubscriptionError("the messages iterator is stopped") from None
+            except JetStreamError:
+                self.stop()
+                raise
+            if out is not None:
+                if acct.stop_after is not None and acct.finished:
+                    self.stop()  # stop_after reached: this was the last message
+                return out
+
+    def _reset_now(self, deadline: Deadline) -> Subscription:
+        """Iterator mode: start over (raises TimeoutError when it cannot be done in time)."""
+        self._reset(deadline)
+        self._needs_reset = False
+        sub = self._owned.sub
+        assert sub is not None
+        return sub
+
+    def _after_quiet(self, deadline: Deadline | None) -> None:
+        """Iterator mode: nothing came in the wait; raises what that means, or returns to wait on."""
+        if self._draining and self._drained():
+            self.stop()
+            raise BadSubscriptionError("the messages iterator is drained") from None
+        missed = self._check_heartbeat_iter()
+        if missed is not None and self._raise_missed:
+            raise missed from None
+        if deadline is not None and deadline.expired():
+            raise TimeoutError("no message in time") from None
+
+    def _check_heartbeat_iter(self) -> NoHeartbeatError | None:
+        try:
+            return self._check_heartbeat()
+        except JetStreamError:
+            self.stop()
+            raise
+
+    def _wait(self, deadline: Deadline) -> float | None:
+        """How long to block: the caller's deadline, cut by a drain's quiet spell,
+        the heartbeat check and a back-off's end."""
+        wait = deadline.remaining()
+        now = time.monotonic()
+        if self._draining:
+            wait = _min(wait, self._drain_quiet_left())
+        if self._heartbeat:
+            wait = _min(wait, max(0.0, self._last_activity + 2 * self._heartbeat - now))
+        if self._retry_at > now:
+            wait = _min(wait, self._retry_at - now)
+        return wait
+
+    def start(self, hold_first: float | None = None) -> None:
+        """Send the first pull request now rather than on the first read.
+
+        With ``hold_first`` (seconds) also wait for the first message and keep
+        it for the first read: once it is here the server has read it, so a
+        write made after this call cannot replace it first (a key watcher must
+        show the value present when it was made, even in a history-1 bucket).
+        """
+        if self._lane is not None:
+            self._lane.put(_Control(self._maybe_pull))
+            return
+        if self._idle_lane is not None:
+            with self._healing_lock:  # no background heal while the first request goes out
+                self._maybe_pull()
+        else:
+            self._maybe_pull()
+        if hold_first is not None:
+            try:
+                self._held = self.next(timeout=hold_first)
+            except TimeoutError:
+                pass
+
+    def _drain_quiet_left(self) -> float:
+        """How much longer a drain waits for messages still owed by pull
+        requests the server is serving: they come within moments, so after a
+        quiet spell none are coming."""
+        if self._acct.pending_msgs <= 0:
+            return 0.0
+        return max(0.0, self._last_activity + _DRAIN_QUIET - time.monotonic())
+
+    def _drained(self) -> bool:
+        sub = self._owned.sub
+        pending = sub.pending_msgs if sub is not None else 0
+        return pending == 0 and self._drain_quiet_left() == 0.0
+
+    def __iter__(self) -> Iterator[Msg]:
+        # The checks of next() are settled at construction; without a handler or a
+        # background heal each message costs one call less.
+        read = self.next if self._handler is not None or self._idle_lane is not None else self._next
+        while True:
+            try:
+                yield read(None)
+            except BadSubscriptionError:
+                return
+
+    def stop(self) -> None:
+        """End the iteration now; messages received but not read are dropped."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._drain_group.discard(self)
+        if self._ordered is not None:
+            self._ordered.cancel()
+        self._release()  # the inbox, the reconnect hook and the timer
+        if self._lane is not None:
+            self._lane.close()
+        if self._idle_lane is not None:
+            self._idle_lane.close()
+        self.stopped_event.set()
+
+    @property
+    def is_stopped(self) -> bool:
+        """True once the iteration ended (stopped, drained, or the consumer is gone)."""
+        return self._stopped
+
+    def drain(self, timeout: float | None = 5.0) -> None:
+        """Ask for no more; the iteration ends once what was received is read.
+
+        Messages the server already sent for outstanding pull requests are
+        waited for (one round trip, bounded by ``timeout``), so they are read
+        rather than left unacknowledged until their ack wait runs out.
+        """
+        self._stop_asking()
+        if not self._core.on_reader_thread():  # there a flush could not be answered
+            try:
+                # The PONG comes after every message the server had sent us.
+                self._core.flush(timeout)
+            except NatsError:
+                pass
+        self._flushed()
+
+    def _stop_asking(self) -> None:
+        """Send no more pull requests (those outstanding are still served)."""
+        self._acct.stopped = True
+
+    def _flushed(self) -> None:
+        """The drain's flush came back: what was sent before it is queued; end once it is read."""
+        self._last_activity = time.monotonic()
+        self._draining = True
+        sub = self._owned.sub
+        if sub is not None:
+            sub.wake()  # a reader waiting for more must notice
+
+    def __enter__(self) -> MessagesContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- callback mode ---------------------------------------------------------------
+
+    def _on_item(self, item: object) -> None:
+        """Dispatcher lane (callback mode): one inbox message or control action."""
+        if self._stopped:
+            return
+        try:
+            if type(item) is _Control:
+                item.fn()
+            else:
+                out = self._on_msg(item)  # type: ignore[arg-type]
+                if out is not None:
+                    with self._busy:
+                        try:
+                            self._handler(out)  # type: ignore[misc]
+                        except Exception as exc:  # a handler's bug must not stop consumption
+                            self._report(exc)
+                    if self._acct.finished:
+                        self.stop()  # stop_after reached
+                        return
+            if self._needs_reset:
+                self._needs_reset = False
+                self._reset()
+            self._maybe_pull()
+        except JetStreamError as exc:
+            self._report(exc)
+            self.stop()
+        except NatsError as exc:
+            self._report(exc)
+
+    def _check_heartbeat_cb(self) -> None:
+        self._check_heartbeat()
+
+    def barrier(self, deadline: Deadline) -> bool:
+        """Callback mode: wait until every item queued so far was handled (False: out of time)."""
+        if self._lane is None or current_lane() is self._lane or self._stopped:
+            return True
+        done = threading.Event()
+        self._lane.put(_Control(done.set))
+        return done.wait(deadline.remaining())
+
+    def _finish(self, deadline: Deadline) -> None:
+        """Callback mode: ask for no more, let the handler take every message
+        received (and those still owed, until a quiet spell), then stop.
+
+        Args:
+            deadline: when to stop waiting for the handler (it is stopped then anyway).
+        """
+        self.drain(deadline.min(5.0))
+        self._settle(deadline)
+
+    def _settle(self, deadline: Deadline) -> None:
+        """Callback mode, after a drain's flush: let the handler take what is
+        queued and what still comes until a quiet spell, then stop.
+
+        Args:
+            deadline: when to stop waiting for the handler (it is stopped then anyway).
+        """
+        # The flush put everything sent before it into the lane; a barrier
+        # waits for it, and again while stragglers keep coming.
+        while self.barrier(deadline) and self._drain_quiet_left() > 0 and not deadline.expired():
+            quiet = threading.Event()
+            quiet.wait(self._drain_quiet_left())  # the quiet spell itself: no event marks "nothing came"
+        self.stop()
+        self.wait_idle(deadline.remaining())
+
+    def wait_idle(self, timeout: float | None) -> None:
+        """Callback mode: wait until the handler is not running (not from the handler itself)."""
+        if current_lane() is self._lane:
+            return
+        t = resolve(timeout, None)  # the timeout rule: a huge one is no limit
+        if self._busy.acquire(timeout=-1 if t is None else t):
+            self._busy.release()
+
+
+class _DrainGroup:
+    """Every live continuous pull of one client, drained first when the client drains.
+
+    Without it a client's drain refused the acks of consume() handlers still
+    busy with a batch (the connection was draining), so every graceful
+    shutdown redelivered up to a batch per consumer after its ack wait. The
+    group stops them all from asking, waits for one flush (everything the
+    server sent before it is then queued), and lets each consume() handler
+    take what it was given while acks still go out; iterators end once read.
+    Thread-safe.
+    """
+
+    KEY = "natsjs_sync.jetstream.pull.drain"
+
+    def __init__(self, core: CoreLink):
+        self._core = core
+        self._lock = threading.Lock()
+        self._live: weakref.WeakSet[MessagesContext] = weakref.WeakSet()
+        core.on_drain_start(self._client_draining)
+
+    def add(self, ctx: MessagesContext) -> None:
+        with self._lock:
+            self._live.add(ctx)
+
+    def discard(self, ctx: MessagesContext) -> None:
+        with self._lock:
+            self._live.discard(ctx)
+
+    def _client_draining(self, deadline: Deadline) -> None:
+        """The client began a drain (publishes still go out).
+
+        All stop asking before one flush, and their quiet spells overlap, so
+        many consumers drain in about the time of one.
+        """
+        with self._lock:
+            live = [m for m in self._live if not m.is_stopped]
+        if not live:
+            return
+        for m in live:
+            m._stop_asking()
+        try:
+            self._core.flush(deadline.min(5.0))
+        except NatsError:
+            pass  # a broken connection: nothing more is coming anyway
+        for m in live:
+            m._flushed()
+        for m in live:
+            if m._lane is not None:  # consume(): its handler takes what is queued
+                m._settle(deadline)
+
+
+class _Control:
+    """An action for a consume() lane, run in order with the messages."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], None]):
+        self.fn = fn
+
+
+def _weak(ref: weakref.ref[MessagesContext], method: str) -> Callable[[], None]:
+    """A callback that calls ``method`` of the context while it lives (hooks must not keep it alive)."""
+
+    def call() -> None:
+        obj = ref()
+        if obj is not None:
+            getattr(obj, method)()
+
+    return call
+
+
+def _min(a: float | None, b: float) -> float:
+    return b if a is None else min(a, b)
+
+
+class ConsumeContext:
+    """``consume(handler)``: the handler runs for each message on the client's dispatcher.
+
+    It owns no thread: messages, reconnects and heartbeat checks are items of
+    one dispatcher lane, so the handler never runs twice at once.
+    """
+
+    def __init__(self, messages: MessagesContext):
+        self._messages = messages
+        messages.start()
+
+    @property
+    def closed(self) -> threading.Event:
+        """Set once consumption has ended (stopped, drained, or the consumer is gone)."""
+        return self._messages.stopped_event
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop now: the handler finishes the message it has, no more follow.
+
+        Waits up to ``timeout`` for a running handler (not when called from the handler).
+        """
+        self._messages.stop()
+        self._messages.wait_idle(timeout)
+
+    def drain(self, timeout: float | None = 30.0) -> None:
+        """Ask for no more and return once every received message was handled.
+
+        Messages the server is still sending for outstanding pull requests are
+        waited for until a quiet spell (they come within moments).
+        """
+        self._messages._finish(Deadline(timeout))
+
+    def __enter__(self) -> ConsumeContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
