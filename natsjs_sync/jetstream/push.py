@@ -80,8 +80,8 @@ class PushSubscription(Subscription):
     def _delete_owned(self) -> None:
         if self._owns_consumer:
             self._owns_consumer = False
-            try:
-                self._js.delete_consumer(self._stream, self._consumer, timeout=2.0)
+            try:  # within the context's API timeout, as every other JetStream call
+                self._js.delete_consumer(self._stream, self._consumer)
             except NatsError:
                 pass  # it goes away on its own after its inactive threshold
 
