@@ -705,7 +705,7 @@ class _DrainGroup:
     Thread-safe.
     """
 
-    KEY = "natsjs_sync.jetstream.pull.drain"
+    KEY = "natsjs_sync.jetstream.messages.drain"
 
     def __init__(self, core: CoreLink):
         self._core = core

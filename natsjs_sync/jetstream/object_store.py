@@ -73,7 +73,6 @@ _log = logging.getLogger(__name__)
 DEFAULT_CHUNK_SIZE = 128 * 1024
 #: Chunk bytes in flight during a put, and requested ahead during a get.
 WINDOW_BYTES = 8 * 1024 * 1024
-_READ_BLOCK = 1024 * 1024
 #: The shortest wait worth one more attempt at a put's info (seconds).
 _MIN_META_ATTEMPT = 0.1
 #: Room in a read's pull window for a chunk's subject, reply subject and headers.
