@@ -424,9 +424,14 @@ class MessagesContext:
         """
         if self._handler is not None:
             raise BadSubscriptionError("next() cannot be used on a consume() context")
-        if self._idle_lane is None:
-            return self._next(timeout)
-        self._in_next = True  # one reader at a time, as with every iterator of this class
+        return self._next(timeout)
+
+    def _next(self, timeout: float | None) -> Msg:
+        """:meth:`next` without the check for a handler (``__iter__`` settles it once)."""
+        # While a reader is here the background heal stays away (see __init__); one
+        # reader at a time, as with every iterator of this class. Without the heal
+        # (no idle lane) the two flags are never looked at by anyone else.
+        self._in_next = True
         try:
             if self._healing:
                 with self._healing_lock:  # a heal makes at most a few bounded requests: wait for it
@@ -435,49 +440,46 @@ class MessagesContext:
                 err, self._idle_error = self._idle_error, None
                 self.stop()
                 raise err
-            return self._next(timeout)
+            if self._held is not None:
+                msg, self._held = self._held, None
+                return msg
+            deadline: Deadline | None = None
+            while True:
+                if self._stopped:
+                    raise BadSubscriptionError("the messages iterator is stopped")
+                sub = self._owned.sub
+                assert sub is not None
+                try:
+                    if self._needs_reset:
+                        deadline = deadline or Deadline(timeout)
+                        sub = self._reset_now(deadline)
+                    acct = self._acct
+                    if acct.counts_bytes or acct.pending_msgs <= acct.threshold_messages:
+                        self._maybe_pull()  # else enough is owed (wants_more() is False): skip the call
+                    polled = sub.poll()  # under load a message is already waiting: no deadline, no clock
+                    if polled is not None:
+                        msg = polled
+                    else:
+                        deadline = deadline or Deadline(timeout)
+                        msg = sub.next_msg(timeout=self._wait(deadline))
+                    out = self._on_msg(msg)
+                except TimeoutError:
+                    self._after_quiet(deadline)
+                    continue
+                except (BadSubscriptionError, ConnectionClosedError):
+                    if self._owned.sub is not sub and not self._stopped:
+                        continue  # an ordered reset swapped the inbox
+                    self._stopped = True
+                    raise BadSubscriptionError("the messages iterator is stopped") from None
+                except JetStreamError:
+                    self.stop()
+                    raise
+                if out is not None:
+                    if acct.stop_after is not None and acct.finished:
+                        self.stop()  # stop_after reached: this was the last message
+                    return out
         finally:
             self._in_next = False
-
-    def _next(self, timeout: float | None) -> Msg:
-        if self._held is not None:
-            msg, self._held = self._held, None
-            return msg
-        deadline: Deadline | None = None
-        while True:
-            if self._stopped:
-                raise BadSubscriptionError("the messages iterator is stopped")
-            sub = self._owned.sub
-            assert sub is not None
-            try:
-                if self._needs_reset:
-                    deadline = deadline or Deadline(timeout)
-                    sub = self._reset_now(deadline)
-                acct = self._acct
-                if acct.counts_bytes or acct.pending_msgs <= acct.threshold_messages:
-                    self._maybe_pull()  # else enough is owed (wants_more() is False): skip the call
-                polled = sub.poll()  # under load a message is already waiting: no deadline, no clock
-                if polled is not None:
-                    msg = polled
-                else:
-                    deadline = deadline or Deadline(timeout)
-                    msg = sub.next_msg(timeout=self._wait(deadline))
-                out = self._on_msg(msg)
-            except TimeoutError:
-                self._after_quiet(deadline)
-                continue
-            except (BadSubscriptionError, ConnectionClosedError):
-                if self._owned.sub is not sub and not self._stopped:
-                    continue  # an ordered reset swapped the inbox
-                self._stopped = True
-                raise BadSubscriptionError("the messages iterator is stopped") from None
-            except JetStreamError:
-                self.stop()
-                raise
-            if out is not None:
-                if acct.stop_after is not None and acct.finished:
-                    self.stop()  # stop_after reached: this was the last message
-                return out
 
     def _reset_now(self, deadline: Deadline) -> Subscription:
         """Iterator mode: start over (raises TimeoutError when it cannot be done in time)."""
@@ -554,9 +556,8 @@ class MessagesContext:
         return pending == 0 and self._drain_quiet_left() == 0.0
 
     def __iter__(self) -> Iterator[Msg]:
-        # The checks of next() are settled at construction; without a handler or a
-        # background heal each message costs one call less.
-        read = self.next if self._handler is not None or self._idle_lane is not None else self._next
+        # The check of next() is settled at construction: each message costs one call less.
+        read = self.next if self._handler is not None else self._next
         while True:
             try:
                 yield read(None)

@@ -208,7 +208,8 @@ def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any, objects: A
          _wrap_js_publish_async(s, js.publish_async)),
         ("natsjs_sync.jetstream.pull", "MessageBatch.__iter__", _wrap_batch_iter(s)),
         ("natsjs_sync.jetstream.messages", "MessagesContext.__init__", _wrap_messages_init(s)),
-        ("natsjs_sync.jetstream.messages", "MessagesContext.next", _wrap_messages_next(s)),
+        # _next: both next() and a for loop over the iterator (which calls it directly) go through it.
+        ("natsjs_sync.jetstream.messages", "MessagesContext._next", _wrap_messages_next(s)),
         ("natsjs_sync.jetstream.consumer", "Consumer.consume", _wrap_consume(s, consumer.consume)),
         ("natsjs_sync.jetstream.push", "PushConsumer.consume", _wrap_consume(s, push.consume)),
         ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe", _wrap_js_subscribe(s, names.subscribe)),

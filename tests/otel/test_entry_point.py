@@ -107,11 +107,11 @@ def test_installed_but_not_instrumented_runs_the_library_s_own_methods() -> None
         from natsjs_sync.jetstream.messages import MessagesContext
         from natsjs_sync.jetstream.pull import MessageBatch
         before = [Client.publish, Client.request, Client.subscribe, Msg.ack, Msg.respond, Subscription.next_msg,
-                  JetStream.publish, JetStream.publish_async, MessageBatch.__iter__, MessagesContext.next]
+                  JetStream.publish, JetStream.publish_async, MessageBatch.__iter__, MessagesContext._next]
         import natsjs_sync.otel
         natsjs_sync.otel.NatsjsSyncInstrumentor()  # made, never instrumented
         after = [Client.publish, Client.request, Client.subscribe, Msg.ack, Msg.respond, Subscription.next_msg,
-                 JetStream.publish, JetStream.publish_async, MessageBatch.__iter__, MessagesContext.next]
+                 JetStream.publish, JetStream.publish_async, MessageBatch.__iter__, MessagesContext._next]
         print(before == after and all(type(f) is types.FunctionType for f in after))
     """)
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,

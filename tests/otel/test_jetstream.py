@@ -109,6 +109,12 @@ def test_messages_iterator_and_consume_handler(otel: Telemetry, js: JetStream, s
         first.ack()
     recv = otel.span(f"receive {name}")
     assert recv.attributes[A.NATS_STREAM_SEQUENCE] == 1
+    # A for loop over the iterator, the usual way to read it, records the same spans.
+    with cons.messages() as it:
+        for msg in it:
+            msg.ack()
+            break
+    assert [s.attributes[A.NATS_STREAM_SEQUENCE] for s in otel.spans() if s.name == f"receive {name}"] == [1, 2]
 
     done = threading.Event()
     seen: list[int] = []
