@@ -178,3 +178,35 @@ def subject_matches(pattern: str, subject: str) -> bool:
         if p != "*" and p != stoks[i]:
             return False
     return len(ptoks) == len(stoks)
+
+
+def subject_covers(general: str, specific: str) -> bool:
+    """True when every subject that ``specific`` matches is matched by ``general``
+    (both may hold wildcards: ``a.>`` covers ``a.*.c``; ``a.*`` does not cover ``a.>``)."""
+    gtoks = general.split(".")
+    stoks = specific.split(".")
+    for i, g in enumerate(gtoks):
+        if g == ">":
+            return len(stoks) > i  # one token or more, of any kind
+        if i >= len(stoks) or stoks[i] == ">":
+            return False
+        if g != "*" and g != stoks[i]:
+            return False  # a literal covers only itself (not a "*")
+    return len(gtoks) == len(stoks)
+
+
+def subjects_collide(a: str, b: str) -> bool:
+    """True when some subject is matched by both (possibly wildcard) patterns: what
+    makes the server refuse two filter subjects of one consumer as overlapping."""
+    atoks = a.split(".")
+    btoks = b.split(".")
+    for i in range(max(len(atoks), len(btoks))):
+        x = atoks[i] if i < len(atoks) else None
+        y = btoks[i] if i < len(btoks) else None
+        if x is None or y is None:
+            return False  # one ended without ">": the other needs more tokens
+        if x == ">" or y == ">":
+            return True
+        if x != "*" and y != "*" and x != y:
+            return False
+    return True

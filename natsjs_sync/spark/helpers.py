@@ -43,6 +43,7 @@ from ..msg import Msg
 from ..protocol.headers import Headers, parse_headers
 from ..protocol.jetstream.ackreply import sequences
 from ..protocol.jetstream.status import Kind, classify
+from ..protocol.subjects import subject_covers, subject_matches, subjects_collide
 from .config import NatsConfig
 
 RowFn = Callable[[Any], Any]
@@ -264,7 +265,7 @@ def iter_range(
         info = ride_out(cfg, lambda: js.stream(stream)).cached_info
         direct = reads_directly(js, info)
         end_seq = info.state.last_seq if end_seq is None else end_seq
-    subjects = list(subjects or [])
+    subjects, filter_here = _read_filters(subjects or ())
     nxt = start_seq
     until: float | None = None  # the end of the ride-out budget, while the server is away
     attempt = 0
@@ -272,14 +273,18 @@ def iter_range(
         try:
             if direct is None:  # after a failure: the stream may have changed (allow_direct turned off)
                 direct = ride_out(cfg, lambda: reads_directly(js, js.stream(stream).cached_info))
+            keep = None
             if direct:
                 rows = _read_direct_subjects(cfg, js, stream, nxt, end_seq, subjects, batch, wait)
-            else:
+            elif filter_here is None:
                 rows = _read_pulled(cfg, js, stream, nxt, end_seq, subjects, batch, wait)
+            else:  # filters a consumer refuses together: read it all, keep what matches
+                rows, keep = _read_pulled(cfg, js, stream, nxt, end_seq, [], batch, wait), filter_here
             for item in rows:
                 nxt = item[1] + 1
                 until, attempt = None, 0
-                yield item
+                if keep is None or any(subject_matches(p, item[0]) for p in keep):
+                    yield item
             return
         except NatsError as exc:
             # Go on from the first sequence not yet given, once the server is back.
@@ -291,6 +296,28 @@ def iter_range(
                 raise
             direct = None
             time.sleep(delay)
+
+
+def _read_filters(subjects: Iterable[str]) -> tuple[list[str], list[str] | None]:
+    """The subject filters of a range read, without those another one covers.
+
+    A consumer refuses overlapping filters (``a.>`` beside ``a.b``), so a
+    filter another one covers is dropped, as is a repeat. Filters that still
+    overlap without either covering the other (``a.*.c`` and ``a.b.*``)
+    cannot be given to a consumer at all: a consumer read then takes the
+    whole range and keeps what matches. (A read by direct get asks per filter
+    and merges, so it takes them as they are.)
+
+    Returns:
+        ``(filters, filter_here)``: the filters left, and the same list when a
+        consumer read must apply them itself (None when the server can).
+    """
+    kept: list[str] = []
+    for subject in dict.fromkeys(subjects):
+        if not any(subject_covers(k, subject) for k in kept):
+            kept = [k for k in kept if not subject_covers(subject, k)] + [subject]
+    overlap = any(subjects_collide(a, b) for i, a in enumerate(kept) for b in kept[i + 1:])
+    return kept, (kept if overlap else None)
 
 
 def reads_directly(js: Any, info: Any) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import pathlib
 import threading
@@ -16,7 +17,9 @@ from natsjs_sync.protocol.headers import encode_headers, parse_headers, status_o
 from natsjs_sync.protocol.nuid import NUID, TOTAL_LEN, new_inbox
 from natsjs_sync.protocol.subjects import (
     publish_subject,
+    subject_covers,
     subject_matches,
+    subjects_collide,
     validate_queue,
     validate_subscribe_subject,
 )
@@ -131,6 +134,21 @@ def test_subject_matching() -> None:
     assert not subject_matches("a.>", "a")
     assert subject_matches("a.b", "a.b")
     assert not subject_matches("a.b", "a.c")
+
+
+def test_covering_and_colliding_patterns_agree_with_the_subjects_they_match() -> None:
+    """Every pair of patterns of up to 3 tokens over {a, b, *, >}, against every subject
+    of up to 4 tokens over {a, b, c}: covers means each subject the one matches the other
+    matches too; collide means some subject matches both."""
+    tokens = ["a", "b", "*", ">"]
+    patterns = [".".join(p) for n in (1, 2, 3) for p in itertools.product(tokens, repeat=n)
+                if ">" not in p[:-1]]
+    subjects = [".".join(p) for n in (1, 2, 3, 4) for p in itertools.product("abc", repeat=n)]
+    matched = {p: {s for s in subjects if subject_matches(p, s)} for p in patterns}
+    for g in patterns:
+        for s in patterns:
+            assert subject_covers(g, s) == (matched[s] <= matched[g]), (g, s)
+            assert subjects_collide(g, s) == bool(matched[s] & matched[g]), (g, s)
 
 
 def test_command_encoding() -> None:

@@ -15,6 +15,7 @@ import pytest
 import natsjs_sync as nats
 from natsjs_sync.protocol.headers import parse_headers
 from natsjs_sync.protocol.nuid import next_nuid
+from natsjs_sync.protocol.subjects import subject_matches
 from natsjs_sync.spark import NatsConfig, config
 from natsjs_sync.spark.helpers import _read_pulled, iter_range, reads_directly
 from natsjs_sync.testing import NatsServer
@@ -307,3 +308,29 @@ def test_a_direct_read_asks_the_leader_only_when_the_replica_ran_out_before_the_
     assert leader_asked(1, 52, [f"{name}.1"]) == 0  # 53, the next on .1, showed the replica had all
     assert leader_asked(1, 80, [f"{name}.1"]) == 1  # the replica ran out at 59: is anything stored past it?
     assert leader_asked(70, 80, None) == 1
+
+
+def test_a_consumer_read_takes_overlapping_subject_filters(server: NatsServer, nc: nats.Client) -> None:
+    """Filters a consumer refuses together (one covers another, or two overlap) read as
+    a direct read does: each matching message once, in order, and no consumer left."""
+    name = _stream(nc, "OVERLAP", 40, allow_direct=False, subjects=4)
+    js = nc.jetstream()
+    for subject in ("a.b", "a.c", "x.b", "a.b.c"):
+        js.publish(f"{name}.{subject}", subject.encode())
+    cfg = NatsConfig(servers=server.url, name="overlap-read")
+    assert not reads_directly(cfg.jetstream(), js.stream(name).info())
+    everything = _rows(cfg, name, 1, 44)
+    assert [r[1] for r in everything] == list(range(1, 45))
+
+    def only(*patterns: str) -> list[tuple[str, int, int, Any, bytes]]:
+        return [r for r in everything if any(subject_matches(p, r[0]) for p in patterns)]
+
+    cases = [
+        [f"{name}.1", f"{name}.>", f"{name}.1"],  # covered, and a repeat
+        [f"{name}.1", f"{name}.*", f"{name}.2"],  # covered by a wildcard of one token
+        [f"{name}.a.*", f"{name}.*.b"],  # both match <name>.a.b, neither covers the other
+        [f"{name}.a.>", f"{name}.*.b", f"{name}.3"],
+    ]
+    for filters in cases:
+        assert _rows(cfg, name, 1, 44, filters) == only(*filters), filters
+    assert wait_until(lambda: js.stream(name).info().state.consumer_count == 0, timeout=10.0)
