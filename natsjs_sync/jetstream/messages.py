@@ -150,7 +150,9 @@ class MessagesContext:
         # (it makes requests: never on the timer thread) and only while no reader is in
         # next(), which heals on its own. Two flags keep the two apart at the cost of two
         # attribute writes per message: each side raises its own, then looks at the
-        # other's (the interpreter orders these accesses), so they never both go on. The
+        # other's, so they never both go on. That needs the two accesses of each side kept
+        # in order: the GIL does, and without it both flags live on one object, whose
+        # attribute writes a free-threaded interpreter serialises under that object's lock. The
         # heal holds ``_healing_lock`` throughout; a reader that finds a heal under way
         # waits on it, and a heal that finds a reader backs off (the reader heals itself).
         self._idle_lane: Lane[object] | None = None
