@@ -596,6 +596,7 @@ class NatsCluster:
             try:
                 for node in self.nodes:
                     node.wait_ready(max(0.1, deadline - time.monotonic()))
+                self.wait_routes(max(0.1, deadline - time.monotonic()))
                 if self._jetstream:
                     self.wait_meta_leader(max(0.1, deadline - time.monotonic()))
                 return self
@@ -610,6 +611,35 @@ class NatsCluster:
                     node.close()
                 self.nodes = self._build_nodes()
         raise AssertionError("unreachable")
+
+    def wait_routes(self, timeout: float = 30.0) -> None:
+        """Wait until every running node has a route to every other running node (a full mesh).
+
+        ``/healthz`` answers OK, and a meta leader can be agreed on through one
+        node, before the mesh is complete; until it is, a message published on
+        one node does not reach a node it has no route to (routes do not
+        forward), so a request gathered from every server gets fewer answers.
+        """
+        deadline = time.monotonic() + timeout
+        pause = threading.Event()
+        while True:
+            running = [node for node in self.nodes if node.is_running]
+            missing = [str(node.server_name) for node in running if self._route_peers(node) < len(running) - 1]
+            if not missing:
+                return
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"routes not formed within {timeout} s: {', '.join(missing)} lack a peer")
+            pause.wait(0.05)
+
+    @staticmethod
+    def _route_peers(node: NatsServer) -> int:
+        """How many distinct servers ``node`` has a route to (a pooled route has several connections)."""
+        try:
+            with urllib.request.urlopen(f"http://{LOOPBACK}:{node.monitor_port}/routez", timeout=1.0) as resp:
+                routes = json.loads(resp.read()).get("routes") or []
+        except (urllib.error.URLError, OSError, ValueError):
+            return -1
+        return len({route.get("remote_id") for route in routes if route.get("remote_id")})
 
     def wait_meta_leader(self, timeout: float = 30.0) -> str:
         """Wait until every running node agrees on a JetStream meta leader; returns its name.

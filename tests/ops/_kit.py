@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from typing import Any
+
+import natsjs_sync as nats
+from natsjs_sync.monitor import SystemClient
+from natsjs_sync.testing import NatsCluster
 
 from ..conftest import wait_until
 
@@ -19,3 +25,18 @@ ACCOUNTS: dict[str, Any] = {
 #: Polls server state that offers nothing to wait on; each probe is a whole request
 #: (or a whole CLI check), so not too often.
 eventually = functools.partial(wait_until, interval=0.2)
+
+
+@contextlib.contextmanager
+def system_cluster(name: str) -> Iterator[NatsCluster]:
+    """A 3-node cluster with :data:`ACCOUNTS`, once every server answers a system ping.
+
+    The routes are up when the cluster starts, but a server's interest in the
+    system account's requests reaches its peers a moment later: a gathered
+    request sent in that moment misses a server and waits its whole timeout.
+    """
+    with NatsCluster(3, name=name, config=ACCOUNTS) as cluster:
+        with nats.connect(cluster.urls[0], user="sys", password="sys") as nc:
+            client = SystemClient(nc, timeout=2.0)
+            assert eventually(lambda: len(client.ping(expected=3)) == 3, timeout=30.0), "a server never answered"
+        yield cluster

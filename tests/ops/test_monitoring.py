@@ -29,12 +29,12 @@ from natsjs_sync.monitor import (
 from natsjs_sync.monitor.models import decode_as
 from natsjs_sync.testing import NatsCluster, NatsServer
 
-from ._kit import ACCOUNTS, eventually
+from ._kit import ACCOUNTS, eventually, system_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[NatsCluster]:
-    with NatsCluster(3, name="mon", config=ACCOUNTS) as c:
+    with system_cluster("mon") as c:
         yield c
 
 

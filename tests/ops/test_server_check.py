@@ -14,7 +14,7 @@ import natsjs_sync as nats
 from natsjs_sync.cli import main
 from natsjs_sync.testing import NatsCluster, free_port
 
-from ._kit import ACCOUNTS, eventually
+from ._kit import ACCOUNTS, eventually, system_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[NatsCluster]:
-    with NatsCluster(3, name="chk", config=ACCOUNTS) as c:
+    with system_cluster("chk") as c:
         yield c
 
 
