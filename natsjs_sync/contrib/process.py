@@ -25,13 +25,14 @@ import inspect
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import natsjs_sync
 
+from .._redact import redact
 from ..client import Client
 from ..errors import (
     JetStreamError,
@@ -59,10 +60,15 @@ _HEALTH_OPTIONS = frozenset(
 
 
 class SettingsError(ValueError):
-    """The settings are wrong; ``problems`` lists each mistake in words."""
+    """The settings are wrong; ``problems`` lists each mistake in words.
 
-    def __init__(self, problems: Sequence[str]):
-        self.problems = list(problems)
+    No secret is quoted: a URL's password, nkey seeds, JWTs and the ``secrets``
+    given (the settings' password and token) are masked in every problem.
+    """
+
+    def __init__(self, problems: Sequence[str], secrets: Iterable[str | None] = ()):
+        secrets = list(secrets)
+        self.problems = [redact(problem, secrets) for problem in problems]
         super().__init__("bad NATS settings: " + "; ".join(self.problems))
 
 
@@ -154,7 +160,11 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
                 if not isinstance(url, str) or not url:
                     problems.append(f"'servers' holds {url!r}, not a URL")
                     continue
-                scheme = urlsplit(url).scheme if "://" in url else "nats"
+                try:
+                    scheme = urlsplit(url).scheme if "://" in url else "nats"
+                except ValueError:  # a broken IPv6 host: urllib's message does not say which URL
+                    problems.append(f"server {url!r} is not a URL")
+                    continue
                 if scheme not in _SCHEMES:
                     problems.append(f"server {url!r}: the scheme is one of {', '.join(_SCHEMES)}, not {scheme!r}")
             servers = tuple(str(s) for s in items)
@@ -181,9 +191,21 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
                 except (ImportError, TypeError) as exc:
                     problems.append(f"{key!r}: {spec!r} cannot be used: {exc}")
     if problems:
-        raise SettingsError(problems)
+        raise SettingsError(problems, _secrets(raw))
     return Settings(servers=servers, options=dict(options), on_connect=on_connect, health=dict(health),
                     workers=workers, drain_timeout=float(drain_timeout))
+
+
+#: Connect options whose value is a secret (masked in every problem reported).
+_SECRET_OPTIONS = ("password", "token", "nkeys_seed")
+
+
+def _secrets(raw: Mapping[str, Any]) -> list[str]:
+    """The secret values of the settings ``raw``: what no pattern recognises in a message."""
+    options = raw.get("options")
+    if not isinstance(options, Mapping):
+        return []
+    return [value for key in _SECRET_OPTIONS if isinstance(value := options.get(key), str)]
 
 
 def _keywords(raw: Mapping[str, Any], key: str, function: str, allowed: Collection[str],
