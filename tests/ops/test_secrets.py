@@ -356,3 +356,16 @@ def test_a_context_connection_logs_no_secret(server: NatsServer, caplog: pytest.
         assert_secret_free(repr(nc), (APP_PW,), "Client")
     records = "\n".join(f"{r.getMessage()} {json.dumps(r.__dict__, default=repr)}" for r in caplog.records)
     assert caplog.records and APP_PW not in records
+
+
+def test_masking_keeps_what_a_message_is_about() -> None:
+    """User names, hosts, ports, paths and public nkeys stay; masking twice changes nothing."""
+    from natsjs_sync._redact import redact
+
+    public = KeyPair.generate().public_key
+    text = (f"nats://alice:{SECRET}@n1:4222,tls://{SECRET}@n2 wss://n3/path alice:{SECRET}@n4:4222 "
+            f"/home/me/app.creds {public} {SEED}")
+    masked = redact(text)
+    assert masked == (f"nats://alice:***@n1:4222,tls://***@n2 wss://n3/path alice:***@n4:4222 "
+                      f"/home/me/app.creds {public} ***")
+    assert redact(masked) == masked
