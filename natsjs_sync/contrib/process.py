@@ -156,17 +156,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
         if not isinstance(items, (list, tuple)) or not items:
             problems.append(f"'servers' is a URL, a comma-separated string or a list of URLs, not {value!r}")
         else:
-            for url in items:
-                if not isinstance(url, str) or not url:
-                    problems.append(f"'servers' holds {url!r}, not a URL")
-                    continue
-                try:
-                    scheme = urlsplit(url).scheme if "://" in url else "nats"
-                except ValueError:  # a broken IPv6 host: urllib's message does not say which URL
-                    problems.append(f"server {url!r} is not a URL")
-                    continue
-                if scheme not in _SCHEMES:
-                    problems.append(f"server {url!r}: the scheme is one of {', '.join(_SCHEMES)}, not {scheme!r}")
+            problems += [problem for url in items if (problem := _server_problem(url))]
             servers = tuple(str(s) for s in items)
 
     options = _keywords(raw, "options", "natsjs_sync.connect()", _CONNECT_OPTIONS, problems)
@@ -194,6 +184,19 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
         raise SettingsError(problems, _secrets(raw))
     return Settings(servers=servers, options=dict(options), on_connect=on_connect, health=dict(health),
                     workers=workers, drain_timeout=float(drain_timeout))
+
+
+def _server_problem(url: Any) -> str | None:
+    """What is wrong with one server URL of the settings, or ``None``."""
+    if not isinstance(url, str) or not url:
+        return f"'servers' holds {url!r}, not a URL"
+    try:
+        scheme = urlsplit(url).scheme if "://" in url else "nats"
+    except ValueError:  # a broken IPv6 host: urllib's message does not say which URL
+        return f"server {url!r} is not a URL"
+    if scheme not in _SCHEMES:
+        return f"server {url!r}: the scheme is one of {', '.join(_SCHEMES)}, not {scheme!r}"
+    return None
 
 
 #: Connect options whose value is a secret (masked in every problem reported).
