@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
+from ._redact import MASK, redact
 from .errors import AuthorizationError
 from .nkeys import InvalidNkeyError, KeyPair, sign_nonce
 
@@ -48,17 +50,30 @@ def _read_secret(value: str, what: str) -> str:
 
 @dataclass
 class Credentials:
-    """Everything a client may authenticate with. Secrets are hidden from ``repr``."""
+    """Everything a client may authenticate with. Secrets are masked in ``repr``."""
 
     user: str | None = None
-    password: str | None = field(default=None, repr=False)
-    token: str | None = field(default=None, repr=False)
-    nkeys_seed: str | None = field(default=None, repr=False)
+    password: str | None = None
+    token: str | None = None
+    nkeys_seed: str | None = None  # a seed or the path of its file
     user_credentials: str | None = None  # a path (or the file's content)
     user_jwt_cb: Callable[[], str] | None = None
     signature_cb: Callable[[str], bytes | str] | None = None
     token_cb: Callable[[], str] | None = None
     user_info_cb: Callable[[], tuple[str, str]] | None = None
+
+    def __repr__(self) -> str:
+        shown = []
+        for item in dataclass_fields(self):
+            value = getattr(self, item.name)
+            if value is None:
+                continue
+            if item.name in ("password", "token"):
+                value = MASK
+            elif isinstance(value, str):
+                value = redact(value)  # a path stays; a seed or creds content given inline does not
+            shown.append(f"{item.name}={value!r}")
+        return f"Credentials({', '.join(shown)})"
 
     def validate(self) -> None:
         """Fail early on unusable settings (before any network traffic)."""
@@ -89,7 +104,9 @@ class Credentials:
             fields["jwt"] = self.user_jwt_cb()
             if nonce and self.signature_cb is not None:
                 sig = self.signature_cb(nonce)
-                fields["sig"] = sig if isinstance(sig, str) else _b64url(sig)
+                signature = sig if isinstance(sig, str) else _b64url(sig)
+                if signature:  # a bearer JWT is sent unsigned (an empty signature), as nats.go does
+                    fields["sig"] = signature
         elif self.nkeys_seed is not None:
             kp = KeyPair.from_seed(_read_secret(self.nkeys_seed, "nkey seed").strip())
             fields["nkey"] = kp.public_key

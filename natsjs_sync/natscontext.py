@@ -3,18 +3,29 @@
 A context is a JSON file ``<name>.json`` in ``$XDG_CONFIG_HOME/nats/context/``
 (``~/.config/nats/context/`` when ``XDG_CONFIG_HOME`` is unset); the one the
 CLI selected is named in ``context.txt`` beside that folder. This module reads
-and writes exactly those files, so a context saved by ``nats context save`` is
-used by ``connect(context=...)`` and one saved here is used by ``nats`` (and by
+and writes exactly those files, field by field as the nats CLI (jsm.go's
+``natscontext``) does, so a context saved by ``nats context save`` is used by
+``connect(context=...)`` and one saved here is used by ``nats`` (and by
 orbit.go's ``natscontext`` and natsio's ``natsio.natscontext``)::
 
     nc = natsjs_sync.connect(context="prod")     # a named context
     nc = natsjs_sync.connect(context="")         # $NATS_CONTEXT, else the selected one
 
+Secrets may be given in a context as references, resolved when connecting as
+the nats CLI resolves them: ``env://NAME`` (an environment variable),
+``file://PATH`` (a file's content), ``data:;base64,...`` (embedded),
+``op://vault/item/field`` (the 1Password CLI ``op``) and
+``nsc://operator/account/user`` (the ``nsc`` tool). A reference that cannot be
+resolved here (``op`` or ``nsc`` not installed, a variable not set, a scheme no
+resolver knows where a file or a reference is required) is a
+:class:`ContextError` naming the context, the field and the reference, raised
+before any connection is tried; nothing is sent.
+
 Fields this client does not know are kept when a context is saved again
 (the ``nats`` CLI's own save drops them; we do not). A setting this client
-cannot honour (a SOCKS proxy, an ``nsc`` lookup, a Windows certificate store)
-is a :class:`ContextError` naming the context and the field, raised before
-any connection is tried; so is a file the context names that does not exist.
+cannot honour (a SOCKS proxy, a Windows certificate store) is a
+:class:`ContextError` naming the context and the field, raised before any
+connection is tried; so is a file the context names that does not exist.
 
 Thread-safety: the functions read and write files without locks; two
 processes saving the same context at once leave one of the two versions
@@ -23,15 +34,21 @@ processes saving the same context at once leave one of the two versions
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
+import shutil
 import ssl
+import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from ._redact import MASK, redact
 from .errors import NatsError
 
 __all__ = [
@@ -42,30 +59,39 @@ __all__ = [
     "delete",
     "known_contexts",
     "load",
+    "masked",
     "save",
     "select",
     "selected_context",
 ]
 
-#: The fields of a context file, in the order the nats CLI writes them.
+#: The fields of a context file, in the order the nats CLI writes them (jsm.go's
+#: ``natscontext`` settings struct); it writes every one, empty or not.
 FIELDS: tuple[str, ...] = (
     "description", "url", "socks_proxy", "token", "user", "password", "creds", "nkey", "cert", "key", "ca",
     "nsc", "jetstream_domain", "jetstream_api_prefix", "jetstream_event_prefix", "inbox_prefix", "user_jwt",
-    "color_scheme", "tls_first",
+    "user_seed", "color_scheme", "tls_first", "windows_cert_store", "windows_cert_match_by", "windows_cert_match",
+    "windows_ca_certs_match",
 )
-#: Fields that only tools read (a CLI's colours, its advisory prefix, a description):
-#: kept and shown, with no effect on a connection.
-_COSMETIC = ("description", "color_scheme", "jetstream_event_prefix")
+#: Fields that hold a secret itself, or a reference to one: masked when shown.
+SECRET_FIELDS = ("password", "token", "user_jwt", "user_seed")
+#: Fields that name a file (or hold a reference, or the secret inline): shown when a path or reference.
+_FILE_SECRET_FIELDS = ("creds", "nkey")
+#: The kinds of credentials, of which the nats CLI saves one at most (jsm.go's ``Validate``).
+_CREDENTIAL_KINDS = ("user", "creds", "nkey", "nsc", "user_jwt")
 #: Settings other clients honour that this one cannot, and why.
 _UNSUPPORTED = {
     "socks_proxy": "connections through a SOCKS proxy are not supported",
-    "nsc": "nsc lookups are not supported: save the URL and a creds file in the context instead",
     "windows_cert_store": "Windows certificate stores are not supported: give cert, key and ca files",
     "windows_cert_match_by": "Windows certificate stores are not supported: give cert, key and ca files",
     "windows_cert_match": "Windows certificate stores are not supported: give cert, key and ca files",
     "windows_ca_certs_match": "Windows certificate stores are not supported: give a ca file",
 }
 _BOOL_FIELDS = ("tls_first",)
+#: Fields the nats CLI writes as a list (``null`` when empty).
+_LIST_FIELDS = ("windows_ca_certs_match",)
+#: Seconds an external resolver (``op``, ``nsc``) may take.
+RESOLVER_TIMEOUT = 60.0
 
 
 class ContextError(NatsError, ValueError):
@@ -163,8 +189,150 @@ def delete(name: str) -> None:
 
 
 def _expand(path: str) -> str:
-    # As the nats CLI: '~' is the home folder, $VARS are expanded (orbit.go does it for creds).
+    # As the nats CLI: '~' is the home folder, $VARS are expanded.
     return os.path.expanduser(os.path.expandvars(path))
+
+
+# ------------------------------------------------------------------ secret references
+
+
+def _scheme(value: str) -> str:
+    """The scheme of a reference as the nats CLI reads it (at least two letters, so a
+    Windows drive is none); ``""`` for a bare value: a path or the secret itself."""
+    try:
+        scheme = urlsplit(value).scheme
+    except ValueError:
+        return ""
+    return scheme.lower() if len(scheme) >= 2 else ""
+
+
+def _trim(value: str, prefix: str) -> str:
+    return value[len(prefix):] if value[:len(prefix)].lower() == prefix else value
+
+
+class _Unresolved(Exception):
+    """Why a reference cannot be resolved (never quoting a secret)."""
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise _Unresolved(f"cannot read {path!r}: {exc.strerror or exc}") from None
+
+
+def _env(ref: str) -> bytes:
+    name = _trim(ref, "env://")
+    if not name:
+        raise _Unresolved("no environment variable named")
+    value = os.environ.get(name)
+    if value is None:
+        raise _Unresolved(f"the environment variable {name} is not set")
+    if not value:
+        raise _Unresolved(f"the environment variable {name} is empty")
+    return value.encode()
+
+
+def _file(ref: str) -> bytes:
+    return _read_bytes(_expand(_trim(ref, "file://")))
+
+
+def _data(ref: str) -> bytes:
+    header, comma, payload = _trim(ref, "data:").partition(",")
+    if not comma:
+        raise _Unresolved("a data: reference needs a ',' before its payload")
+    if "base64" not in (part.strip() for part in header.split(";")):
+        raise _Unresolved("a data: reference must be ';base64' encoded")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise _Unresolved("the data: payload is not base64") from None
+
+
+def _run(tool: str, args: list[str]) -> bytes:
+    """The output of an external resolver, run as the nats CLI runs it (no input, stderr kept)."""
+    exe = shutil.which(tool)
+    if exe is None:
+        raise _Unresolved(f"resolving it needs the {tool!r} command, which is not on PATH")
+    try:
+        done = subprocess.run([exe, *args], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=RESOLVER_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        raise _Unresolved(f"'{tool} {args[0]}' did not finish within {RESOLVER_TIMEOUT:g} s") from None
+    except OSError as exc:
+        raise _Unresolved(f"cannot run {exe!r}: {exc.strerror or exc}") from None
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        detail = f": {lines[-1]}" if lines else ""
+        raise _Unresolved(f"'{tool} {' '.join(args[:2])}' failed with exit code {done.returncode}{detail}")
+    return done.stdout
+
+
+def _op(ref: str) -> bytes:
+    # As the nats CLI: the 1Password CLI reads the item's field.
+    return _run("op", ["read", "op://" + _trim(ref, "op://")])
+
+
+def _nsc_profile(ref: str) -> tuple[str, str]:
+    """``nsc generate profile`` of an ``nsc://operator/account/user`` reference, as the nats CLI
+    runs it: (the user's creds file, the operator's service URLs comma-separated)."""
+    out = _run("nsc", ["generate", "profile", "nsc://" + _trim(ref, "nsc://")])
+    try:
+        profile = json.loads(out)
+        creds = profile.get("user_creds") or ""
+        service = (profile.get("operator") or {}).get("service") or []
+        urls = ",".join(str(url) for url in service)
+    except (ValueError, AttributeError, TypeError):
+        raise _Unresolved("nsc's output is not the JSON profile expected") from None
+    return str(creds), urls
+
+
+def _nsc(ref: str) -> bytes:
+    creds, _ = _nsc_profile(ref)
+    if not creds:
+        raise _Unresolved("nsc's profile names no user_creds file")
+    return _read_bytes(creds)
+
+
+#: The references the nats CLI resolves (jsm.go's natscontext resolvers), by scheme.
+_RESOLVERS: dict[str, Callable[[str], bytes]] = {"env": _env, "file": _file, "data": _data, "op": _op, "nsc": _nsc}
+
+
+def _inline_seed(value: str) -> bool:
+    """An ``nkey`` field holding the seed itself rather than naming its file (accepted here; the
+    nats CLI reads the field as a path)."""
+    return value.startswith("S") and not any(c in value for c in "/\\.~$:")
+
+
+def masked(key: str, value: Any) -> str:
+    """How the field ``key`` of a context, holding ``value``, may be shown: secrets masked.
+
+    A reference (``env://NAME``, ``file://PATH``, ``op://...``, ``nsc://...``) says
+    where a secret is, not what it is, and is shown as it is; so are paths. A
+    literal password, token, user JWT or user seed, an inline nkey seed or creds,
+    an embedded ``data:`` payload and a URL's password are masked.
+
+    Args:
+        key: the field's name.
+        value: its value, as the file holds it.
+
+    Returns:
+        The text to show.
+    """
+    if isinstance(value, str):
+        text, scheme = value, _scheme(value)
+    else:
+        text, scheme = json.dumps(value), ""
+    if scheme in _RESOLVERS and scheme != "data":
+        return redact(text)
+    if text and (key in SECRET_FIELDS or scheme == "data"
+                 or (key in _FILE_SECRET_FIELDS and (_inline_seed(text) or "\n" in text))):
+        return MASK
+    return redact(text)
+
+
+# ------------------------------------------------------------------ contexts
 
 
 @dataclass(frozen=True)
@@ -172,7 +340,8 @@ class NatsContext:
     """One context: its name, its file and its settings as the file holds them.
 
     ``settings`` keeps every field of the file, those this client does not know
-    included, so that :meth:`save` writes them back. Immutable; thread-safe.
+    included, so that :meth:`save` writes them back. It is left out of ``repr``
+    (it may hold secrets); show a field with :func:`masked`. Immutable; thread-safe.
     """
 
     name: str
@@ -213,7 +382,7 @@ class NatsContext:
         return self.get("jetstream_api_prefix")
 
     def _error(self, key: str, problem: str) -> ContextError:
-        return ContextError(f"context {self.name!r} ({self.path or 'not saved'}): {key}: {problem}")
+        return ContextError(redact(f"context {self.name!r} ({self.path or 'not saved'}): {key}: {problem}"))
 
     def _flag(self, key: str) -> bool:
         value = self.settings.get(key, False)
@@ -221,12 +390,74 @@ class NatsContext:
             raise self._error(key, f"must be true or false, not {value!r}")
         return value
 
-    def _file(self, key: str) -> str:
-        """The path a field names, ``~`` and ``$VARS`` expanded; it must exist."""
-        path = _expand(self.get(key))
+    def _path(self, key: str, value: str | None = None) -> str:
+        """The file a field names (a path or a ``file://`` reference; ``~`` and ``$VARS``
+        expanded); it must exist."""
+        value = self.get(key) if value is None else value
+        scheme = _scheme(value)
+        if scheme not in ("", "file"):
+            raise self._error(key, f"{scheme}: references are not supported here: give a file (as the nats CLI "
+                                   "requires)")
+        path = _expand(_trim(value, "file://"))
         if not os.path.isfile(path):
             raise self._error(key, f"file {path!r} does not exist")
         return path
+
+    def _resolve(self, key: str, value: str, resolver: Callable[[str], bytes]) -> str:
+        try:
+            data = resolver(value)
+        except _Unresolved as exc:
+            raise self._error(key, f"{value}: {exc}") from None
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            raise self._error(key, f"{value}: does not resolve to UTF-8 text") from None
+
+    def _literal(self, key: str, files: bool = False) -> str:
+        """A field holding a secret or a reference to one: the secret (as the nats CLI resolves it,
+        trailing line ends dropped). With ``files``, a bare path of an existing file is read too
+        (the nats CLI's help offers paths for ``--jwt`` and ``--seed``)."""
+        value = self.get(key)
+        resolver = _RESOLVERS.get(_scheme(value)) if value else None
+        if resolver is None and files and os.path.isfile(_expand(value)):
+            resolver = _file
+        if resolver is None:
+            return value  # the secret itself (a scheme no resolver knows included, as the nats CLI)
+        return self._resolve(key, value, resolver).rstrip("\r\n")
+
+    def _source(self, key: str) -> tuple[str | None, str]:
+        """A ``creds`` or ``nkey`` field: (the file it names, or ``None``; else the content its
+        reference resolves to), as the nats CLI reads them."""
+        value = self.get(key)
+        scheme = _scheme(value)
+        if scheme in ("", "file"):
+            return self._path(key), ""
+        resolver = _RESOLVERS.get(scheme)
+        if resolver is None:
+            known = ", ".join(f"{s}:" for s in _RESOLVERS)
+            raise self._error(key, f"{value}: no resolver for {scheme}: references (the nats CLI resolves {known})")
+        return None, self._resolve(key, value, resolver)
+
+    def server_url(self) -> str:
+        """The servers to connect to: ``url``, else the service URLs of a legacy ``nsc`` lookup
+        (running ``nsc``), else ``""``.
+
+        Raises:
+            ContextError: the ``nsc`` lookup fails.
+        """
+        if self.url or not self.get("nsc"):
+            return self.url
+        return self._nsc_lookup()[1]
+
+    def _nsc_lookup(self) -> tuple[str, str]:
+        """The legacy ``nsc`` field, as the nats CLI reads it: (the creds file, the servers)."""
+        try:
+            creds, urls = _nsc_profile(self.get("nsc"))
+        except _Unresolved as exc:
+            raise self._error("nsc", f"{self.get('nsc')}: {exc}") from None
+        if creds and not os.path.isfile(creds):
+            raise self._error("nsc", f"nsc's profile names {creds!r}, which does not exist")
+        return creds, urls
 
     def with_settings(self, **changes: Any) -> NatsContext:
         """A copy with fields changed (a value of ``None`` removes the field); unknown fields stay."""
@@ -242,9 +473,11 @@ class NatsContext:
         """This context as :func:`natsjs_sync.connect` keyword arguments.
 
         Only the fields the context sets appear. Credentials follow the nats CLI's
-        order: ``user`` (with ``password``), else ``creds``, else ``user_jwt``
-        (signed with the ``nkey`` seed), else ``nkey``; a ``token`` is sent as well.
-        ``cert``/``key``/``ca`` make an :class:`ssl.SSLContext` (and so TLS).
+        order: ``user`` (with ``password``), else ``creds`` (or a legacy ``nsc``
+        lookup), else ``nkey``, else ``user_jwt`` (signed with ``user_seed``; a
+        bearer JWT without one); a ``token`` is sent as well. Secret references are
+        resolved here (see the module's docstring). ``cert``/``key``/``ca`` make an
+        :class:`ssl.SSLContext` (and so TLS).
 
         Returns:
             Keyword arguments: ``servers``, ``user``, ``password``, ``token``,
@@ -253,20 +486,24 @@ class NatsContext:
             ``jetstream_api_prefix``.
 
         Raises:
-            ContextError: a setting this client cannot honour, a field of the
-                wrong type, or a file the context names that is missing or unusable;
-                the message names the context and the field.
+            ContextError: a setting this client cannot honour, a field of the wrong
+                type, a file the context names that is missing or unusable, or a
+                reference that cannot be resolved; the message names the context
+                and the field, and quotes no secret.
         """
         for key, why in _UNSUPPORTED.items():
             if self.settings.get(key):
                 raise self._error(key, why)
         for key in FIELDS:
-            if key not in _BOOL_FIELDS:
+            if key not in _BOOL_FIELDS and key not in _LIST_FIELDS:
                 self.get(key)  # type check of every known field, used or not
+        nsc_creds, nsc_urls = "", ""
+        if self.get("nsc") and not (self.url and self.get("creds")):
+            nsc_creds, nsc_urls = self._nsc_lookup()
         options: dict[str, Any] = {}
-        if self.url:
-            options["servers"] = self.url
-        options.update(self._credentials())
+        if self.url or nsc_urls:
+            options["servers"] = self.url or nsc_urls
+        options.update(self._credentials(nsc_creds))
         tls = self._tls()
         if tls is not None:
             options["tls"] = tls
@@ -277,49 +514,70 @@ class NatsContext:
                 options[key] = self.get(key)
         return options
 
-    def _credentials(self) -> dict[str, Any]:
+    def _credentials(self, nsc_creds: str) -> dict[str, Any]:
         options: dict[str, Any] = {}
         if self.get("user"):
             options["user"] = self.get("user")
-            options["password"] = self.get("password")
-        elif self.get("creds"):
-            options["user_credentials"] = self._file("creds")
-        elif self.get("user_jwt"):
-            if not self.get("nkey"):
-                raise self._error("user_jwt", "needs the nkey field: the seed that signs the server's nonce")
-            options["user_jwt_cb"], options["signature_cb"] = self._jwt_signer()
+            options["password"] = self._literal("password")
+        elif self.get("creds") or nsc_creds:
+            options.update(self._creds(nsc_creds))
         elif self.get("nkey"):
-            options["nkeys_seed"] = self._seed()
+            options.update(self._nkey())
+        elif self.get("user_jwt"):
+            seed = self._literal("user_seed", files=True) if self.get("user_seed") else None
+            options.update(self._jwt(self._literal("user_jwt", files=True), seed, "user_seed"))
         if self.get("token"):
-            options["token"] = self.get("token")
+            options["token"] = self._literal("token")
         return options
 
-    def _seed(self) -> str:
-        """The nkey seed the ``nkey`` field names (a file, as the nats CLI writes it)."""
+    def _creds(self, nsc_creds: str) -> dict[str, Any]:
+        from .auth import parse_creds
+        from .errors import AuthorizationError
+
+        path, content = self._source("creds") if self.get("creds") else (nsc_creds, "")
+        if path is not None:
+            return {"user_credentials": path}
+        try:
+            jwt, seed = parse_creds(content)
+        except AuthorizationError as exc:
+            raise self._error("creds", f"{self.get('creds')}: {exc}") from None
+        return self._jwt(jwt, seed, "creds")
+
+    def _nkey(self) -> dict[str, Any]:
         value = self.get("nkey")
-        if value.startswith("SU") and not os.path.exists(_expand(value)):
-            return value  # the seed itself
+        path: str | None = None
+        if _inline_seed(value) and not os.path.isfile(_expand(value)):
+            seed = value
+        else:
+            path, content = self._source("nkey")
+            if path is not None:
+                content = _read_bytes_or(self, "nkey", path).decode(errors="replace")
+            seed = _seed_of(content)
+        if self.get("user_jwt") and not self.get("user_seed"):
+            # Saved by natsjs-sync before it wrote user_seed: the JWT signed with the nkey seed
+            # (saved again, it becomes user_jwt + user_seed, as the nats CLI writes it).
+            return self._jwt(self._literal("user_jwt", files=True), seed, "nkey")
         from .nkeys import InvalidNkeyError, KeyPair
 
-        path = self._file("nkey")
         try:
-            with open(path) as f:
-                seed = f.read().strip()
             KeyPair.from_seed(seed)
-        except (OSError, InvalidNkeyError) as exc:
-            raise self._error("nkey", f"{path!r} does not hold a user nkey seed: {exc}") from None
-        return path
+        except InvalidNkeyError as exc:
+            raise self._error("nkey", f"does not hold a user nkey seed: {exc}") from None
+        # A file holding the bare seed is given as its path: read again at each reconnect.
+        return {"nkeys_seed": path if path is not None and content.strip() == seed else seed}
 
-    def _jwt_signer(self) -> tuple[Callable[[], str], Callable[[str], bytes]]:
-        from .nkeys import KeyPair
+    def _jwt(self, jwt: str, seed: str | None, key: str) -> dict[str, Any]:
+        """Callbacks sending ``jwt`` and signing the server's nonce with ``seed``; with no seed,
+        a bearer JWT sent unsigned (as the nats CLI does with a ``user_jwt`` alone)."""
+        if seed is None:
+            return {"user_jwt_cb": lambda: jwt, "signature_cb": lambda nonce: b""}
+        from .nkeys import InvalidNkeyError, KeyPair
 
-        jwt = self.get("user_jwt").strip()
-        seed = self._seed()
-        if not seed.startswith("SU"):
-            with open(seed) as f:
-                seed = f.read().strip()
-        pair = KeyPair.from_seed(seed)
-        return (lambda: jwt), (lambda nonce: pair.sign(nonce.encode()))
+        try:
+            pair = KeyPair.from_seed(seed.strip())
+        except InvalidNkeyError as exc:
+            raise self._error(key, f"does not hold a user nkey seed: {exc}") from None
+        return {"user_jwt_cb": lambda: jwt, "signature_cb": lambda nonce: pair.sign(nonce.encode())}
 
     def _tls(self) -> ssl.SSLContext | None:
         cert, key, ca = self.get("cert"), self.get("key"), self.get("ca")
@@ -328,13 +586,13 @@ class NatsContext:
         if bool(cert) != bool(key):
             missing = "key" if cert else "cert"
             raise self._error(missing, "a client certificate needs both cert and key")
-        ca_file = self._file("ca") if ca else None
+        ca_file = self._path("ca") if ca else None
         try:
             tls = ssl.create_default_context(cafile=ca_file)
         except ssl.SSLError as exc:
             raise self._error("ca", f"{ca_file!r} is not a PEM CA certificate: {exc}") from None
         if cert:
-            cert_file, key_file = self._file("cert"), self._file("key")
+            cert_file, key_file = self._path("cert"), self._path("key")
             try:
                 tls.load_cert_chain(cert_file, key_file)
             except ssl.SSLError as exc:
@@ -342,14 +600,58 @@ class NatsContext:
                                           f"its key: {exc}") from None
         return tls
 
+    def embedded(self) -> NatsContext:
+        """A copy with the credentials held in files (``creds``, ``nkey``, ``user_jwt``,
+        ``user_seed`` naming a file) embedded as ``data:`` references, as ``nats context save
+        --embed`` does: the context then works where those files are not.
+
+        Raises:
+            ContextError: a ``creds`` or ``nkey`` file that does not exist.
+        """
+        changes: dict[str, str] = {}
+        for key in ("creds", "nkey", "user_jwt", "user_seed"):
+            value = self.get(key)
+            if not value or _scheme(value) not in ("", "file"):
+                continue  # unset, or a reference resolved where the context is used
+            if key != "creds" and _scheme(value) == "" and not os.path.isfile(_expand(value)):
+                continue  # the secret itself
+            data = _read_bytes_or(self, key, self._path(key))
+            changes[key] = "data:;base64," + base64.b64encode(data).decode()
+        return self.with_settings(**changes)
+
+    def _as_saved(self) -> dict[str, Any]:
+        """The settings as the nats CLI saves them: one kind of credentials, a user JWT with
+        its seed in ``user_seed``.
+
+        Raises:
+            ContextError: more than one kind of credentials is set.
+        """
+        settings = dict(self.settings)
+        nkey = settings.get("nkey")
+        if settings.get("user_jwt") and isinstance(nkey, str) and nkey and not settings.get("user_seed"):
+            # Written so by natsjs-sync before: the nats CLI would read it as nkey auth alone.
+            settings["nkey"] = ""
+            bare = _scheme(nkey) == "" and not _inline_seed(nkey)
+            settings["user_seed"] = "file://" + nkey if bare else nkey
+        kinds = [key for key in _CREDENTIAL_KINDS if settings.get(key)]
+        if len(kinds) > 1:
+            raise self._error(kinds[-1], f"a context holds one kind of credentials, this one {', '.join(kinds)} "
+                                         "(the nats CLI refuses to save that): remove all but one")
+        return settings
+
     def to_json(self) -> str:
         """The file's text: the known fields first, in the nats CLI's order and
-        always present (as it writes them), then the others as they were."""
+        always present (as it writes them), then the others as they were.
+
+        Raises:
+            ContextError: more than one kind of credentials is set.
+        """
+        settings = self._as_saved()
         out: dict[str, Any] = {}
         for key in FIELDS:
-            default: Any = False if key in _BOOL_FIELDS else ""
-            out[key] = self.settings.get(key, default)
-        for key, value in self.settings.items():
+            default: Any = False if key in _BOOL_FIELDS else None if key in _LIST_FIELDS else ""
+            out[key] = settings.get(key, default)
+        for key, value in settings.items():
             if key not in out and key != "name":  # 'name' is never written to disk by the nats CLI
                 out[key] = value
         return json.dumps(out, indent=2)
@@ -357,16 +659,38 @@ class NatsContext:
     def save(self) -> NatsContext:
         """Write this context to its file in the context folder (owner-only permissions).
 
+        A user JWT whose seed is in ``nkey`` (as natsjs-sync wrote it before) is
+        written with the seed in ``user_seed``, where the nats CLI reads it.
+
         Returns:
             The context as saved (with its path).
 
         Raises:
-            ContextError: the name is not a plain file name.
+            ContextError: the name is not a plain file name, or more than one kind
+                of credentials is set (user, creds, nkey, nsc, user_jwt).
             OSError: the file could not be written.
         """
         path = context_path(self.name)
         _write_private(path, self.to_json())
-        return NatsContext(self.name, path, dict(self.settings))
+        return NatsContext(self.name, path, self._as_saved())
+
+
+def _seed_of(text: str) -> str:
+    """The nkey seed in a seed file's text or in creds-style text (as nkeys' ParseDecoratedNKey)."""
+    from .auth import parse_creds
+    from .errors import AuthorizationError
+
+    try:
+        return parse_creds(text)[1]
+    except AuthorizationError:
+        return text.strip()
+
+
+def _read_bytes_or(ctx: NatsContext, key: str, path: str) -> bytes:
+    try:
+        return _read_bytes(path)
+    except _Unresolved as exc:
+        raise ctx._error(key, str(exc)) from None
 
 
 def _read(name: str, path: Path) -> NatsContext:

@@ -143,8 +143,9 @@ class ConnectOptions:
     #: given the pool's servers and the last INFO, the server to reconnect to (``None``: the
     #: first) and the seconds to wait first, instead of the pool's own order and back-off.
     choose_server: ServerChooser | None = None
-    #: Extra headers of the WebSocket upgrade request (nats-py's ``ws_connection_headers``).
-    ws_headers: dict[str, str] | None = None
+    #: Extra headers of the WebSocket upgrade request (nats-py's ``ws_connection_headers``);
+    #: left out of ``repr``: they may carry credentials (an ``Authorization`` header).
+    ws_headers: dict[str, str] | None = field(default=None, repr=False)
     #: The JetStream domain and API prefix of a NATS context: the defaults of ``nc.jetstream()``.
     jetstream_domain: str | None = None
     jetstream_api_prefix: str | None = None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from .._backoff import Backoff
+from .._redact import redact
 from ..errors import InvalidServerUrlError
 
 DEFAULT_PORT = 4222
@@ -68,18 +69,19 @@ def parse_server_url(url: str, discovered: bool = False) -> ServerAddress:
         InvalidServerUrlError: not a NATS URL (a ValueError, and nats-py's ``nats.errors.Error``).
     """
     if not isinstance(url, str) or not url.strip():
-        raise InvalidServerUrlError(f"server URL must be a non-empty str, got {url!r}")
+        raise InvalidServerUrlError(f"server URL must be a non-empty str, got {redact(repr(url))}")
     text = url.strip()
     if "://" not in text:
         text = "nats://" + text
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:  # urllib's message quotes the URL's parts (a password among them): not used
+        raise InvalidServerUrlError(f"bad port or host in server URL {redact(url)!r}") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise InvalidServerUrlError(f"unsupported URL scheme {parts.scheme!r} in {redact(url)!r}")
-    try:
-        port = parts.port or DEFAULT_PORTS[scheme]
-    except ValueError as exc:
-        raise InvalidServerUrlError(f"bad port in server URL {redact(url)!r}") from exc
+    port = port or DEFAULT_PORTS[scheme]
     host = parts.hostname or "127.0.0.1"
     user = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password else None
@@ -98,14 +100,6 @@ def check_one_transport(addrs: Iterable[ServerAddress]) -> None:
     """
     if len({a.websocket for a in addrs}) > 1:
         raise InvalidServerUrlError("nats: mixing of websocket and non websocket URLs is not allowed")
-
-
-def redact(url: str) -> str:
-    """The URL with any credentials replaced by ``***``."""
-    if "@" in url:
-        scheme, _, rest = url.rpartition("://")
-        return (scheme + "://" if scheme else "") + "***@" + rest.rpartition("@")[2]
-    return url
 
 
 @dataclass

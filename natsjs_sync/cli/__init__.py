@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import __version__
 from .._connect import connect
+from .._redact import redact
 from ..client import Client
 from ..errors import AuthorizationError, NatsError, SecureConnRequiredError
 from ..msg import Msg
@@ -79,7 +80,7 @@ def read_stdin(what: str) -> bytes:
 def _async_error(err: Exception) -> None:
     if isinstance(err, OSError) and not isinstance(err, (AuthorizationError, SecureConnRequiredError)):
         return  # a lost connection or a failed attempt: the disconnected/reconnected lines tell it
-    _note(f"-- error: {err}")
+    _note(f"-- error: {redact(str(err))}")
 
 
 class _ReconnectNotices:
@@ -133,7 +134,7 @@ def _server_url(url: str | None, embedded_ok: bool, context: str | None = None) 
         from .._core.options import DEFAULT_SERVER
         from ..natscontext import load
 
-        url = load(context).url or DEFAULT_SERVER
+        url = load(context).server_url() or DEFAULT_SERVER
     if url:
         yield url
         return
@@ -351,10 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except NatsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
         return 1
     except (ValueError, TypeError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

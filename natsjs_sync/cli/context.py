@@ -2,36 +2,41 @@
 
 A context saved here is used by ``nats --context NAME`` and the other way
 round; ``save`` on a saved context changes only the fields given and keeps
-the others, those this client does not know included.
+the others, those this client does not know included. ``show`` masks secrets
+(passwords, tokens, seeds, JWTs, a URL's password) unless asked for them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from .. import natscontext
 from . import _print
 
-#: ``context save`` options -> context fields (the nats CLI's flag names where it has one).
+_REFERENCES = "a value, or a reference: env://NAME, file://PATH, op://vault/item/field, nsc://op/account/user"
+#: ``context save`` options -> context fields (the nats CLI's flag names, and ours kept as aliases).
 _SAVE_OPTIONS = (
-    ("server", "url", "server URL(s), comma-separated"),
-    ("description", "description", "a description shown by 'context ls'"),
-    ("user", "user", "user name"),
-    ("password", "password", "password"),
-    ("token", "token", "authentication token"),
-    ("creds", "creds", "path of a .creds file"),
-    ("nkey", "nkey", "path of a user nkey seed file"),
-    ("user_jwt", "user_jwt", "a user JWT (signed with --nkey)"),
-    ("tlscert", "cert", "client certificate file (PEM)"),
-    ("tlskey", "key", "client certificate's key file (PEM)"),
-    ("tlsca", "ca", "CA certificate file (PEM) to verify the server with"),
-    ("inbox_prefix", "inbox_prefix", "prefix of reply inboxes"),
-    ("js_domain", "jetstream_domain", "JetStream domain"),
-    ("js_api_prefix", "jetstream_api_prefix", "JetStream API prefix"),
+    (("--server",), "url", "server URL(s), comma-separated"),
+    (("--description",), "description", "a description shown by 'context ls'"),
+    (("--user",), "user", "user name"),
+    (("--password",), "password", f"password: {_REFERENCES}"),
+    (("--token",), "token", f"authentication token: {_REFERENCES}"),
+    (("--creds",), "creds", "a .creds file: a path, or a reference as for --password"),
+    (("--nkey",), "nkey", "a user nkey seed file: a path, or a reference as for --password"),
+    (("--jwt", "--user-jwt"), "user_jwt", f"a user JWT (signed with --seed): {_REFERENCES}"),
+    (("--seed",), "user_seed", f"the user nkey seed of --jwt: {_REFERENCES}"),
+    (("--tlscert",), "cert", "client certificate file (PEM)"),
+    (("--tlskey",), "key", "client certificate's key file (PEM)"),
+    (("--tlsca",), "ca", "CA certificate file (PEM) to verify the server with"),
+    (("--socks-proxy",), "socks_proxy", "a SOCKS5 proxy (kept for the nats CLI; this client cannot use one)"),
+    (("--inbox-prefix",), "inbox_prefix", "prefix of reply inboxes"),
+    (("--js-domain",), "jetstream_domain", "JetStream domain"),
+    (("--js-api-prefix",), "jetstream_api_prefix", "JetStream API prefix"),
+    (("--js-event-prefix",), "jetstream_event_prefix", "JetStream advisories prefix (used by the nats CLI)"),
+    (("--colors",), "color_scheme", "the nats CLI's colour scheme for this context"),
 )
-#: Shown as stars by ``context show``.
-_SECRETS = ("password", "token", "user_jwt")
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -55,15 +60,20 @@ def cmd_show(args: argparse.Namespace) -> int:
     ctx = natscontext.load(args.name or "")
     selected = " (selected)" if ctx.name == natscontext.selected_context() else ""
     _print(f"NATS context {ctx.name}{selected}: {ctx.path}")
+
+    def shown(key: str, value: Any) -> str:
+        if args.secrets:
+            return value if isinstance(value, str) else json.dumps(value)
+        return natscontext.masked(key, value)
+
     for key in natscontext.FIELDS:
         value = ctx.settings.get(key)
-        if value in (None, "", False):
+        if value in (None, "", False, []):
             continue
-        shown = "*********" if key in _SECRETS and not args.secrets else value
-        _print(f"  {key}: {shown}")
+        _print(f"  {key}: {shown(key, value)}")
     others = [k for k in ctx.settings if k not in natscontext.FIELDS and k != "name"]
     for key in others:
-        _print(f"  {key}: {ctx.settings[key]} (not used by this client; kept)")
+        _print(f"  {key}: {shown(key, ctx.settings[key])} (not used by this client; kept)")
     return 0
 
 
@@ -80,13 +90,15 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 def cmd_save(args: argparse.Namespace) -> int:
     changes: dict[str, Any] = {}
-    for option, key, _ in _SAVE_OPTIONS:
-        value = getattr(args, option)
+    for _, key, _ in _SAVE_OPTIONS:
+        value = getattr(args, key)
         if value is not None:
             changes[key] = value
     if args.tlsfirst is not None:
         changes["tls_first"] = args.tlsfirst
     ctx = natscontext.save(args.name, **changes)
+    if args.embed:
+        ctx = ctx.embedded().save()
     _print(f"saved context {ctx.name} in {ctx.path}")
     if args.select:
         _select(ctx.name)
@@ -109,7 +121,9 @@ def register(sub: Any) -> None:
 
     q = ctx.add_parser("show", help="show a context's settings (default: the selected one)")
     q.add_argument("name", nargs="?", default=None)
-    q.add_argument("--secrets", action="store_true", help="show passwords and tokens too")
+    q.add_argument("--secrets", action="store_true",
+                   help="show secrets too (passwords, tokens, seeds, JWTs, a URL's password); references "
+                        "such as env://NAME are always shown")
     q.set_defaults(func=cmd_show)
 
     q = ctx.add_parser("select", help="make a context the default of this client and the nats CLI")
@@ -118,12 +132,13 @@ def register(sub: Any) -> None:
 
     q = ctx.add_parser("save", help="create a context, or change the fields given of a saved one")
     q.add_argument("name")
-    for option, _, help_text in _SAVE_OPTIONS:
-        flag = "--" + option.replace("_", "-")
-        q.add_argument(flag, dest=option, default=None, help=help_text)
+    for flags, key, help_text in _SAVE_OPTIONS:
+        q.add_argument(*flags, dest=key, default=None, help=help_text)
     q.add_argument("--tlsfirst", action=argparse.BooleanOptionalAction, default=None,
                    help="start with the TLS handshake, before the server's INFO")
     q.add_argument("--select", action="store_true", help="select the context as well")
+    q.add_argument("--embed", action="store_true",
+                   help="embed the credentials files (creds, nkey, jwt, seed) in the context, as data: references")
     q.set_defaults(func=cmd_save)
 
     q = ctx.add_parser("rm", help="remove a context (the selected one only when it is the last)")

@@ -25,13 +25,14 @@ import inspect
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import natsjs_sync
 
+from .._redact import redact
 from ..client import Client
 from ..errors import (
     JetStreamError,
@@ -59,10 +60,15 @@ _HEALTH_OPTIONS = frozenset(
 
 
 class SettingsError(ValueError):
-    """The settings are wrong; ``problems`` lists each mistake in words."""
+    """The settings are wrong; ``problems`` lists each mistake in words.
 
-    def __init__(self, problems: Sequence[str]):
-        self.problems = list(problems)
+    No secret is quoted: a URL's password, nkey seeds, JWTs and the ``secrets``
+    given (the settings' password and token) are masked in every problem.
+    """
+
+    def __init__(self, problems: Sequence[str], secrets: Iterable[str | None] = ()):
+        secrets = list(secrets)
+        self.problems = [redact(problem, secrets) for problem in problems]
         super().__init__("bad NATS settings: " + "; ".join(self.problems))
 
 
@@ -150,13 +156,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
         if not isinstance(items, (list, tuple)) or not items:
             problems.append(f"'servers' is a URL, a comma-separated string or a list of URLs, not {value!r}")
         else:
-            for url in items:
-                if not isinstance(url, str) or not url:
-                    problems.append(f"'servers' holds {url!r}, not a URL")
-                    continue
-                scheme = urlsplit(url).scheme if "://" in url else "nats"
-                if scheme not in _SCHEMES:
-                    problems.append(f"server {url!r}: the scheme is one of {', '.join(_SCHEMES)}, not {scheme!r}")
+            problems += [problem for url in items if (problem := _server_problem(url))]
             servers = tuple(str(s) for s in items)
 
     options = _keywords(raw, "options", "natsjs_sync.connect()", _CONNECT_OPTIONS, problems)
@@ -181,9 +181,34 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
                 except (ImportError, TypeError) as exc:
                     problems.append(f"{key!r}: {spec!r} cannot be used: {exc}")
     if problems:
-        raise SettingsError(problems)
+        raise SettingsError(problems, _secrets(raw))
     return Settings(servers=servers, options=dict(options), on_connect=on_connect, health=dict(health),
                     workers=workers, drain_timeout=float(drain_timeout))
+
+
+def _server_problem(url: Any) -> str | None:
+    """What is wrong with one server URL of the settings, or ``None``."""
+    if not isinstance(url, str) or not url:
+        return f"'servers' holds {url!r}, not a URL"
+    try:
+        scheme = urlsplit(url).scheme if "://" in url else "nats"
+    except ValueError:  # a broken IPv6 host: urllib's message does not say which URL
+        return f"server {url!r} is not a URL"
+    if scheme not in _SCHEMES:
+        return f"server {url!r}: the scheme is one of {', '.join(_SCHEMES)}, not {scheme!r}"
+    return None
+
+
+#: Connect options whose value is a secret (masked in every problem reported).
+_SECRET_OPTIONS = ("password", "token", "nkeys_seed")
+
+
+def _secrets(raw: Mapping[str, Any]) -> list[str]:
+    """The secret values of the settings ``raw``: what no pattern recognises in a message."""
+    options = raw.get("options")
+    if not isinstance(options, Mapping):
+        return []
+    return [value for key in _SECRET_OPTIONS if isinstance(value := options.get(key), str)]
 
 
 def _keywords(raw: Mapping[str, Any], key: str, function: str, allowed: Collection[str],

@@ -63,11 +63,13 @@ class Operator:
         self.accounts[name] = (key, encode_jwt(claims, self.key))
         return key
 
-    def user_creds(self, account: str, name: str = "user", expires_in: float | None = None) -> str:
+    def user_creds(self, account: str, name: str = "user", expires_in: float | None = None,
+                   bearer: bool = False) -> str:
         """A ``.creds`` file's content for a new user of ``account``.
 
         Args:
             expires_in: seconds until the JWT expires (negative: already expired).
+            bearer: a bearer JWT: the server accepts it without a signature of its nonce.
         """
         acc_key, _ = self.accounts[account]
         user = KeyPair.generate(PREFIX_BYTE_USER)
@@ -78,6 +80,8 @@ class Operator:
         }
         if expires_in is not None:
             claims["exp"] = int(time.time() + expires_in)
+        if bearer:
+            claims["nats"]["bearer_token"] = True
         jwt = encode_jwt(claims, acc_key)
         return format_creds(jwt, user.seed)
 
