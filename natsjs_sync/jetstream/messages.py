@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 ErrorHandler = Callable[[Exception], None]
 
 #: Waits before asking again when nobody serves the consumer (503), so a gone
-#: consumer or a server in a leader election is never hammered.
+#: consumer or a server in a leader election is never hammered, or when the
+#: next message is larger than a whole request's ``max_bytes`` (the server
+#: refuses such a request at once).
 NO_RESPONDERS_BACKOFF = Backoff(0.05, 2.0, factor=2.0, jitter=0.05)
 #: Seconds without a message after which a drain ends (the server sends what
 #: outstanding requests owe within moments of the flush).
@@ -373,9 +375,12 @@ class MessagesContext:
             if reply:
                 self._core.publish(reply, b"")
         elif kind is Kind.REQUEST_ENDED or kind is Kind.LIMIT:
-            self._acct.ended(st.pending_msgs, st.pending_bytes)
+            acct = self._acct
+            acct.ended(st.pending_msgs, st.pending_bytes)
             if kind is Kind.LIMIT:
                 self._report(st.error())  # type: ignore[arg-type]
+            elif st.too_large and acct.max_bytes and st.pending_bytes >= acct.max_bytes:
+                self._too_large(acct.max_bytes)
         elif kind is Kind.RESET:
             self._acct.reset()
             if st.pin_id_reset:
@@ -393,6 +398,16 @@ class MessagesContext:
             err = st.error()
             assert err is not None
             raise err  # deleted, or a request that can never work (400): stop
+
+    def _too_large(self, max_bytes: int) -> None:
+        """A whole request could take nothing: the next message is larger than
+        ``max_bytes`` and asking the same way again is refused at once. Report it
+        and ask again only after a back-off (the message may expire or be removed;
+        nats.go counts such a 409 as an ended request and asks again at once)."""
+        self._report(JetStreamError(
+            f"the next message of consumer {self._consumer.name!r} is larger than max_bytes={max_bytes} "
+            "(Message Size Exceeds MaxBytes): it cannot be delivered until max_bytes is raised", code=409))
+        self._backoff()
 
     def _check_heartbeat(self) -> NoHeartbeatError | None:
         """Missed heartbeats: report, ask again; raises ConsumerDeletedError when it is gone."""
