@@ -54,21 +54,26 @@ _DRAIN_QUIET = 0.05
 
 
 class _Owned:
-    """What a :class:`MessagesContext` holds on the client, released together (also by a finalizer)."""
+    """What a :class:`MessagesContext` holds on the client and the server, released
+    together (also by a finalizer, on the client's timer thread: nothing here waits
+    for the server; an ordered consumer's server-side consumer is only asked to go)."""
 
-    __slots__ = ("inbox", "reconnect", "route", "sub", "timer")
+    __slots__ = ("inbox", "ordered", "reconnect", "route", "sub", "timer")
 
-    def __init__(self) -> None:
+    def __init__(self, ordered: OrderedHooks | None) -> None:
         self.sub: Subscription | None = None
         self.route: Handle | None = None
         self.reconnect: Handle | None = None
         self.timer: TimerHandle | None = None
         self.inbox = ""
+        self.ordered = ordered
 
     def release(self) -> None:
         route, self.route = self.route, None
         _release(self.sub, route, self.reconnect, self.timer)
         self.reconnect = self.timer = None
+        if self.ordered is not None:
+            self.ordered.cancel()
 
 
 def _release_owned(owned: _Owned) -> None:
@@ -90,7 +95,8 @@ class MessagesContext:
     :meth:`drain` ends it once the messages already received are read. A
     context dropped without :meth:`stop` releases its inbox shortly after it
     is garbage collected (on the client's timer thread: a finalizer never
-    takes the connection's lock).
+    takes the connection's lock). Neither waits for the server: an ordered
+    consumer's server-side consumer is asked to go, and the answer not awaited.
     """
 
     def __init__(
@@ -144,7 +150,7 @@ class MessagesContext:
         self._lock = threading.Lock()
         self._busy = threading.Lock()  # held while the handler runs (callback mode)
         self._lane: Lane[object] | None = None
-        self._owned = _Owned()
+        self._owned = _Owned(ordered)
         ref = weakref.ref(self)
         # Iterator mode of an ordered consumer with heartbeats: a consumer deleted (or
         # heartbeats stopped) while nobody reads is made anew in the background, so the
@@ -276,8 +282,6 @@ class MessagesContext:
             self._needs_reset = False
             self._reset(Deadline(5.0))
             if self._stopped:  # stop() came while the consumer was being made: undo what the reset made
-                if self._ordered is not None:
-                    self._ordered.cancel()
                 self._owned.release()
                 return
             self._maybe_pull()
@@ -588,9 +592,7 @@ class MessagesContext:
                 return
             self._stopped = True
         self._drain_group.discard(self)
-        if self._ordered is not None:
-            self._ordered.cancel()
-        self._release()  # the inbox, the reconnect hook and the timer
+        self._release()  # the inbox, the reconnect hook, the timer, an ordered consumer's server-side one
         if self._lane is not None:
             self._lane.close()
         if self._idle_lane is not None:

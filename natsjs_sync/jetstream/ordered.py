@@ -218,7 +218,7 @@ class OrderedConsumer:
         self._current = None
         self._ack_prefix = "\0"
         if old is not None:
-            self._delete(old.name)
+            self._discard(old.name)
         attempt = 0
         while True:
             self._serial += 1
@@ -260,6 +260,21 @@ class OrderedConsumer:
             except NatsError:
                 pass  # gone already, or the server is away: it expires on its own
 
+    def _discard(self, name: str | None) -> None:
+        """Ask the server to delete a consumer this one no longer uses, without waiting.
+
+        The one rule of every clean-up an iteration makes (a stop, a reset, a
+        collected key lister released on the timer thread): it is a request
+        nobody waits for, as nats.go deletes from a goroutine of its own, so
+        it never holds the thread that ends the iteration. A delete that does
+        not arrive costs nothing: the consumer expires after ``inactive_threshold``.
+        """
+        if name is not None:
+            try:
+                self._js._api.post(f"CONSUMER.DELETE.{self.stream}.{name}")
+            except NatsError:
+                pass  # the client is closing: the consumer expires on its own
+
     # ------------------------------------------------------------------ OrderedHooks
 
     def accept(self, msg: Msg) -> str:
@@ -289,12 +304,13 @@ class OrderedConsumer:
         self._recreate(deadline)
 
     def cancel(self) -> None:
-        """Stop: cut a re-creation's back-off short and delete the server-side consumer."""
+        """Stop: cut a re-creation's back-off short and ask the server to delete the
+        server-side consumer (without waiting: see :meth:`_discard`)."""
         self._cancel.set()
         current, self._current = self._current, None
         self._ack_prefix = "\0"
         if current is not None:
-            self._delete(current.name)
+            self._discard(current.name)
 
     # ------------------------------------------------------------------ one-shot reads
 
