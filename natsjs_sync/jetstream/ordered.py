@@ -140,6 +140,9 @@ class OrderedConsumer:
         self._stream_seq = 0  # last stream sequence handed to the user
         self._consumer_seq = 0  # last consumer sequence seen from the current consumer
         self.resets = 0
+        # Failed re-creations in a row, across calls: a heal has a budget of its own
+        # (a few seconds), and max_reset_attempts counts what its heals tried together.
+        self._failures = 0
         self._cancel = threading.Event()
 
     # ------------------------------------------------------------------ the current consumer
@@ -219,7 +222,6 @@ class OrderedConsumer:
         self._ack_prefix = "\0"
         if old is not None:
             self._discard(old.name)
-        attempt = 0
         while True:
             self._serial += 1
             try:
@@ -228,10 +230,10 @@ class OrderedConsumer:
             except NatsError as exc:
                 if not _transient(exc, bool(self._core.server_info.get("jetstream"))):
                     raise
-                attempt += 1
-                if self._max_resets is not None and attempt >= self._max_resets:
+                self._failures += 1
+                if self._max_resets is not None and self._failures >= self._max_resets:
                     raise JetStreamError(f"ordered consumer could not be re-created: {exc}") from exc
-                wait = RECREATE_BACKOFF.delay(attempt)
+                wait = RECREATE_BACKOFF.delay(self._failures)
                 left = deadline.remaining() if deadline is not None else None
                 if left is not None and left <= wait:
                     self._cancel.wait(left)  # spend the rest rather than retry in a tight loop
@@ -241,6 +243,7 @@ class OrderedConsumer:
                     raise BadSubscriptionError("the ordered consumer was stopped") from exc
                 continue
             self._current = cons
+            self._failures = 0
             self._ack_prefix = f"$JS.ACK.{self.stream}.{cons.name}"
             self._consumer_seq = 0
             if old is not None:

@@ -19,10 +19,13 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import natsjs_sync as nats
+from natsjs_sync.jetstream import MessagesContext, Stream
 from natsjs_sync.msg import Msg
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsServer
 
+HB = 0.2  # heartbeats of the ordered pulls: two missed take under a second
+EXPIRES = 1.0
 BOUND = 30.0  # seconds any one step may take on a loaded machine (each takes about one)
 
 
@@ -73,6 +76,83 @@ class ApiRelay:
 def relay(shared_server: NatsServer) -> Iterator[ApiRelay]:
     with ApiRelay(shared_server.url) as r:
         yield r
+
+
+def _creates_of(*prefixes: str) -> Callable[[list[str]], bool]:
+    """A create request of each ordered consumer (by its name prefix) was dropped: each is healing."""
+    def seen(dropped: list[str]) -> bool:
+        return all(any(d.startswith("CONSUMER.CREATE.") and f".{p}_" in d for d in dropped) for p in prefixes)
+
+    return seen
+
+
+def _callbacks_run(nc: nats.Client, publisher: nats.Client, n: int) -> bool:
+    """Whether ``n`` core messages all reach a callback of ``nc`` within the bound."""
+    subject = f"core.{next_nuid()}"
+    got: list[bytes] = []
+    all_in = threading.Event()
+
+    def cb(msg: Msg) -> None:
+        got.append(msg.data)
+        if len(got) == n:
+            all_in.set()
+
+    sub = nc.subscribe(subject, cb=cb)
+    nc.flush()
+    for i in range(n):
+        publisher.publish(subject, str(i).encode())
+    publisher.flush()
+    # With every worker held by heals the callbacks never run while JetStream is silent.
+    ok = all_in.wait(10.0)
+    sub.unsubscribe()
+    return ok
+
+
+@pytest.mark.parametrize("mode", ["messages", "consume"])
+def test_heals_never_hold_the_callback_workers(shared_server: NatsServer, nc: nats.Client, relay: ApiRelay,
+                                               stream: Stream, mode: str) -> None:
+    """As many healing ordered consumers as callback workers: other callbacks still run."""
+    reader = nats.connect(shared_server.url, name="reader", max_callback_threads=2)
+    try:
+        rjs = reader.jetstream(api_prefix=relay.prefix)
+        contexts: list[object] = []
+        for i in range(2):
+            oc = rjs.ordered_consumer(stream.name, name_prefix=f"w{i}")
+            if mode == "messages":
+                it = oc.messages(expires=EXPIRES, heartbeat=HB)  # idle: nobody reads it
+                it.start()
+                contexts.append(it)
+            else:
+                contexts.append(oc.consume(lambda _m: None, expires=EXPIRES, heartbeat=HB))
+        relay.drop_all()  # JetStream falls silent for the reader; core NATS goes on
+        assert relay.wait_dropped(_creates_of("w0", "w1")), "the consumers did not start healing"
+        assert _callbacks_run(reader, nc, 40), "core callbacks starved behind the heals"
+        relay.forward_all()
+        for c in contexts:
+            c.stop()  # type: ignore[attr-defined]
+    finally:
+        reader.close()
+
+
+def test_next_keeps_its_timeout_while_a_heal_waits(shared_server: NatsServer, relay: ApiRelay,
+                                                   stream: Stream) -> None:
+    reader = nats.connect(shared_server.url, name="reader")
+    try:
+        oc = reader.jetstream(api_prefix=relay.prefix).ordered_consumer(stream.name, name_prefix="nx")
+        it: MessagesContext = oc.messages(expires=EXPIRES, heartbeat=HB)
+        it.start()
+        relay.drop_all()
+        # The heal sends the delete of the old consumer, then waits up to 5 s for a create.
+        assert relay.wait_dropped(lambda d: any(s.startswith("CONSUMER.DELETE.") for s in d))
+        started = time.monotonic()
+        with pytest.raises(nats.TimeoutError):
+            it.next(timeout=0.2)
+        elapsed = time.monotonic() - started
+        assert elapsed < 2.5, f"next(timeout=0.2) returned after {elapsed:.1f} s, waiting for the heal"
+        relay.forward_all()
+        it.stop()
+    finally:
+        reader.close()
 
 
 def test_closing_key_listers_never_holds_the_timer(shared_server: NatsServer, nc: nats.Client,
