@@ -164,7 +164,7 @@ class MessagesContext:
         self._owned = _Owned(ordered)
         ref = weakref.ref(self)
         # What waits on the server without a caller's thread (a consumer made anew, a
-        # check that a consumer still exists)
+        # check that a consumer still exists, a drain's flush asked for from the handler)
         # runs on an errand lane of its own, never on the timer or a dispatcher worker.
         self._errand: Lane[Callable[[], None]] | None = None
         # Iterator mode of an ordered consumer with heartbeats: a consumer deleted (or
@@ -803,11 +803,51 @@ class MessagesContext:
         """Callback mode: ask for no more, let the handler take every message
         received (and those still owed, until a quiet spell), then stop.
 
+        Called from the handler itself it returns at once: the handler cannot
+        take the rest while it waits here, so the drain completes on the lane
+        after it returns (see :meth:`_drain_later`).
+
         Args:
             deadline: when to stop waiting for the handler (it is stopped then anyway).
         """
+        if self._lane is not None and current_lane() is self._lane:
+            self._drain_later(deadline)
+            return
         self.drain(deadline.min(5.0))
         self._settle(deadline)
+
+    def _drain_later(self, deadline: Deadline) -> None:
+        """Callback mode, from the handler: ask for no more, and flush on the errand
+        lane; what the server sent before the flush's answer is queued on the lane
+        ahead of the step that ends the drain (:meth:`_drain_step`)."""
+        self._stop_asking()
+        lane, errand = self._lane, self._errand
+        assert lane is not None and errand is not None
+
+        def flush() -> None:
+            try:
+                self._core.flush(deadline.min(5.0))  # the PONG comes after every message sent before it
+            except NatsError:
+                pass  # a broken connection: nothing more is coming anyway
+            lane.put(_Control(functools.partial(self._drain_step, deadline, True)))
+
+        errand.put(flush)
+
+    def _drain_step(self, deadline: Deadline, flushed: bool) -> None:
+        """Callback mode (the lane): stop once nothing is queued behind this step and
+        the quiet spell passed; otherwise look again after what is queued, or after
+        the quiet spell (a message still owed may come meanwhile)."""
+        lane = self._lane
+        assert lane is not None
+        if flushed:
+            self._flushed()
+        again = _Control(functools.partial(self._drain_step, deadline, False))
+        if deadline.expired() or (not len(lane) and self._drain_quiet_left() == 0):
+            self.stop()
+        elif len(lane):
+            lane.put(again)  # behind the messages queued meanwhile
+        else:
+            self._core.call_later(self._drain_quiet_left(), functools.partial(lane.put, again))
 
     def _settle(self, deadline: Deadline) -> None:
         """Callback mode, after a drain's flush: let the handler take what is
@@ -941,9 +981,17 @@ class ConsumeContext:
         """Ask for no more and return once every received message was handled.
 
         Messages the server is still sending for outstanding pull requests are
-        waited for until a quiet spell (they come within moments).
+        waited for until a quiet spell (they come within moments). Called from
+        the handler itself it returns at once (the handler cannot take the rest
+        while it waits): the drain goes on after the handler returns, every
+        message already received still goes to the handler, and :attr:`closed`
+        is set once it is done.
+
+        Args:
+            timeout: seconds to wait (``None``: for ever); when they are up,
+                consumption stops anyway.
         """
-        self._messages._finish(Deadline(timeout))
+        self._messages._finish(Deadline.of(timeout, None))
 
     def __enter__(self) -> ConsumeContext:
         return self
