@@ -138,16 +138,23 @@ class Dispatcher:
     """A pool of worker threads running lanes. Thread-safe.
 
     Args:
-        name: thread names are ``natsjs-dispatch-<name>``.
+        name: thread names are ``natsjs-<role>-<name>-N``.
         max_workers: the most threads at once (a callback that blocks holds one).
         idle_timeout: seconds a worker beyond the first waits for work before it ends.
+        role: the role in the thread names (``dispatch``: the client's one
+            dispatcher of user code).
+        keep_one: keep the first worker while idle (the dispatcher of user code
+            does); otherwise the last worker ends too after ``idle_timeout``.
     """
 
-    def __init__(self, name: str, max_workers: int = 64, idle_timeout: float = 10.0):
+    def __init__(self, name: str, max_workers: int = 64, idle_timeout: float = 10.0, role: str = "dispatch",
+                 keep_one: bool = True):
         if max_workers < 1:
             raise ValueError("max_workers must be >= 1")
         self.name = name
         self.max_workers = max_workers
+        self._role = role
+        self._keep = 1 if keep_one else 0
         #: Where exceptions are logged (the connection's adapter, see :mod:`.logs`).
         self.log: logging.Logger | logging.LoggerAdapter[logging.Logger] = log
         self._idle_timeout = idle_timeout
@@ -201,7 +208,7 @@ class Dispatcher:
                 self._unclaimed += 1
                 return
             # Not counted idle: it starts on the lane it was made for.
-            t = threading.Thread(target=self._work, name=f"natsjs-dispatch-{self.name}-{next(self._serial)}",
+            t = threading.Thread(target=self._work, name=f"natsjs-{self._role}-{self.name}-{next(self._serial)}",
                                  daemon=True)
             self._workers.add(t)
         t.start()
@@ -230,7 +237,7 @@ class Dispatcher:
                     with lock:
                         # Not while lanes count on the next worker to finish:
                         # an entry may then stand for a worker that is busy.
-                        if (len(self._workers) > 1 and not self._unclaimed) or self._closed:
+                        if (len(self._workers) > self._keep and not self._unclaimed) or self._closed:
                             try:
                                 idle.pop()  # no longer waiting: withdraw the entry
                             except IndexError:

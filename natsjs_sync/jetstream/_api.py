@@ -412,6 +412,20 @@ class JetStreamAPI:
         """The one deadline of a call: its ``timeout`` (default: the context's)."""
         return timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, self.timeout)
 
+    def post(self, suffix: str) -> None:
+        """Send an API request without a reply subject: the server acts on it and answers no one.
+
+        For clean-ups that nobody waits for (deleting a consumer the client made
+        and no longer needs, as nats.go does from a goroutine of its own): a
+        buffered publish, never a round trip, so it may run on any thread,
+        the timer thread releasing a collected iterator included. Not traced
+        (:mod:`.client_trace` observes exchanges on the caller's thread).
+
+        Raises:
+            NatsError: the client cannot take the publish (closed, buffer full).
+        """
+        self.core.publish(self.subject(suffix))
+
     def request(self, suffix: str, body: Any = None, timeout: TimeoutArg = USE_DEFAULT,
                 headers: dict[str, str] | None = None) -> dict[str, Any]:
         """Send one API request and return the decoded response.

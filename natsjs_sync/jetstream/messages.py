@@ -12,6 +12,8 @@ stops asking first and hands out what it was sent.
 
 from __future__ import annotations
 
+import functools
+import math
 import threading
 import time
 import weakref
@@ -35,6 +37,7 @@ from ..errors import (
 from ..msg import Msg
 from ..protocol.jetstream.pullstate import PullAccounting
 from ..protocol.jetstream.status import MESSAGE, Kind, Status, classify
+from ._errands import Errands
 from .pull import OrderedHooks, Priority, PullTarget, _release, counted_size, pull_request
 
 if TYPE_CHECKING:
@@ -44,29 +47,39 @@ if TYPE_CHECKING:
 ErrorHandler = Callable[[Exception], None]
 
 #: Waits before asking again when nobody serves the consumer (503), so a gone
-#: consumer or a server in a leader election is never hammered.
+#: consumer or a server in a leader election is never hammered, or when the
+#: next message is larger than a whole request's ``max_bytes`` (the server
+#: refuses such a request at once).
 NO_RESPONDERS_BACKOFF = Backoff(0.05, 2.0, factor=2.0, jitter=0.05)
+#: The most seconds one heal of an ordered consumer (a delete sent and a create
+#: waited for, retried with back-off) may take before the next attempt.
+HEAL_BUDGET = 5.0
 #: Seconds without a message after which a drain ends (the server sends what
 #: outstanding requests owe within moments of the flush).
 _DRAIN_QUIET = 0.05
 
 
 class _Owned:
-    """What a :class:`MessagesContext` holds on the client, released together (also by a finalizer)."""
+    """What a :class:`MessagesContext` holds on the client and the server, released
+    together (also by a finalizer, on the client's timer thread: nothing here waits
+    for the server; an ordered consumer's server-side consumer is only asked to go)."""
 
-    __slots__ = ("inbox", "reconnect", "route", "sub", "timer")
+    __slots__ = ("inbox", "ordered", "reconnect", "route", "sub", "timer")
 
-    def __init__(self) -> None:
+    def __init__(self, ordered: OrderedHooks | None) -> None:
         self.sub: Subscription | None = None
         self.route: Handle | None = None
         self.reconnect: Handle | None = None
         self.timer: TimerHandle | None = None
         self.inbox = ""
+        self.ordered = ordered
 
     def release(self) -> None:
         route, self.route = self.route, None
         _release(self.sub, route, self.reconnect, self.timer)
         self.reconnect = self.timer = None
+        if self.ordered is not None:
+            self.ordered.cancel()
 
 
 def _release_owned(owned: _Owned) -> None:
@@ -88,7 +101,13 @@ class MessagesContext:
     :meth:`drain` ends it once the messages already received are read. A
     context dropped without :meth:`stop` releases its inbox shortly after it
     is garbage collected (on the client's timer thread: a finalizer never
-    takes the connection's lock).
+    takes the connection's lock). Neither waits for the server: an ordered
+    consumer's server-side consumer is asked to go, and the answer not awaited.
+
+    Round trips nobody's thread waits for (a heal while nobody reads, for
+    ``consume()`` every heal and the check that the consumer still exists)
+    run on the client's errand threads (:mod:`._errands`), never on the
+    timer or the dispatcher's workers.
     """
 
     def __init__(
@@ -142,31 +161,45 @@ class MessagesContext:
         self._lock = threading.Lock()
         self._busy = threading.Lock()  # held while the handler runs (callback mode)
         self._lane: Lane[object] | None = None
-        self._owned = _Owned()
+        self._owned = _Owned(ordered)
         ref = weakref.ref(self)
+        # What waits on the server without a caller's thread (a consumer made anew, a
+        # check that a consumer still exists, a drain's flush asked for from the handler)
+        # runs on an errand lane of its own, never on the timer or a dispatcher worker.
+        self._errand: Lane[Callable[[], None]] | None = None
         # Iterator mode of an ordered consumer with heartbeats: a consumer deleted (or
         # heartbeats stopped) while nobody reads is made anew in the background, so the
-        # consumer exists again before the next read. The work runs on a dispatcher lane
-        # (it makes requests: never on the timer thread) and only while no reader is in
-        # next(), which heals on its own. Two flags keep the two apart at the cost of two
+        # consumer exists again before the next read. The heal runs on the errand lane,
+        # at most one queued or running, and only while no reader is in next(), which
+        # heals on its own. Two flags keep the two apart at the cost of two
         # attribute writes per message: each side raises its own, then looks at the
         # other's, so they never both go on. That needs the two accesses of each side kept
         # in order: the GIL does, and without it both flags live on one object, whose
         # attribute writes a free-threaded interpreter serialises under that object's lock. The
         # heal holds ``_healing_lock`` throughout; a reader that finds a heal under way
-        # waits on it, and a heal that finds a reader backs off (the reader heals itself).
-        self._idle_lane: Lane[object] | None = None
+        # waits on it for no longer than its own timeout, and a heal that finds a reader
+        # backs off (the reader heals itself). What the heal reports goes to
+        # ``error_cb`` through a dispatcher lane (user code runs on the dispatcher only).
+        self._heal_queued = False  # set by the timer, cleared by the heal when it ends
+        self._report_lane: Lane[Exception] | None = None
         self._pulled = False  # a pull request was sent (the iteration has begun)
         self._idle_error: JetStreamError | None = None
         self._in_next = False
         self._healing = False
         self._healing_lock = threading.Lock()
+        # Callback mode: an ordered consumer being made anew on the errand lane (no pull
+        # request goes out meanwhile), and a consumer check queued there.
+        self._remaking = False
+        self._probing = False
         if handler is not None:
             self._lane = core.lane(self._on_item, name)
+            self._errand = Errands.of(core).lane(name)
             if heartbeat:
                 self._owned.timer = core.call_every(heartbeat, _weak(ref, "_tick"))
         elif ordered is not None and heartbeat:
-            self._idle_lane = core.lane(self._on_idle_item, f"{name}-idle")
+            self._errand = Errands.of(core).lane(f"{name}-heal")
+            if error_cb is not None:
+                self._report_lane = core.lane(self._report_now, f"{name}-errors")
             self._owned.timer = core.call_every(heartbeat, _weak(ref, "_tick_idle"))
         self._open_inbox()
         self._owned.reconnect = core.on_reconnect(_weak(ref, "_after_reconnect"))
@@ -193,6 +226,13 @@ class MessagesContext:
     # -- bookkeeping ---------------------------------------------------------------
 
     def _report(self, exc: Exception) -> None:
+        if self._healing and self._report_lane is not None:
+            # On the errand thread of a heal: error_cb is user code, which runs on the dispatcher.
+            self._report_lane.put(exc)
+            return
+        self._report_now(exc)
+
+    def _report_now(self, exc: Exception) -> None:
         if self._error_cb is None:
             if self._handler is not None:
                 self._core.report_error(exc)
@@ -205,7 +245,7 @@ class MessagesContext:
     def _after_reconnect(self) -> None:
         """Reconnect thread: the pull requests died with the old connection; wake the reader to ask again."""
         if self._lane is not None:
-            self._lane.put(_Control(self._reset_and_pull))
+            self._lane.put(_Control(self._restart))
         else:
             self._needs_reset = True
             sub = self._owned.sub
@@ -218,29 +258,35 @@ class MessagesContext:
             self._lane.put(_Control(self._check_heartbeat_cb))
 
     def _tick_idle(self) -> None:
-        """Timer thread (iterator mode, ordered, with heartbeats): look at the consumer from a lane."""
-        lane = self._idle_lane
-        if lane is not None and not self._stopped and not self._in_next:
-            lane.put(None)
+        """Timer thread (iterator mode, ordered, with heartbeats): look at the consumer
+        on the errand lane; one look queued or running at a time, however slow the server."""
+        errand = self._errand
+        if errand is None or self._stopped or self._in_next or self._heal_queued:
+            return
+        self._heal_queued = True
+        errand.put(self._on_idle_item)
 
-    def _on_idle_item(self, _item: object) -> None:
-        """Dispatcher lane: heal an ordered consumer while no reader is in :meth:`next`."""
-        if not self._healing_lock.acquire(blocking=False):
-            return  # start() is sending the first request
+    def _on_idle_item(self, _item: object = None) -> None:
+        """Errand lane: heal an ordered consumer while no reader is in :meth:`next`."""
         try:
-            self._healing = True
-            if self._in_next or self._stopped or self._draining:
-                return  # a reader in next() heals on its own
-            self._heal_idle()
-        except JetStreamError as exc:  # cannot be healed: the next read raises it
-            self._idle_error = exc
-        except NatsError as exc:  # the server is away or slow: the next tick tries again
-            if not self._stopped:
-                self._needs_reset = True
-                self._report(exc)
+            if not self._healing_lock.acquire(blocking=False):
+                return  # start() is sending the first request, or holding the first message
+            try:
+                self._healing = True
+                if self._in_next or self._stopped or self._draining:
+                    return  # a reader in next() heals on its own
+                self._heal_idle()
+            except JetStreamError as exc:  # cannot be healed: the next read raises it
+                self._idle_error = exc
+            except NatsError as exc:  # the server is away or slow: the next tick tries again
+                if not self._stopped:
+                    self._needs_reset = True
+                    self._report(exc)
+            finally:
+                self._healing = False
+                self._healing_lock.release()  # a reader that arrived meanwhile goes on
         finally:
-            self._healing = False
-            self._healing_lock.release()  # a reader that arrived meanwhile goes on
+            self._heal_queued = False
 
     def _heal_idle(self) -> None:
         """Take the bookkeeping queued ahead of the first message (heartbeats, a
@@ -272,10 +318,8 @@ class MessagesContext:
             self._check_heartbeat()
         if self._needs_reset and not self._stopped:
             self._needs_reset = False
-            self._reset(Deadline(5.0))
+            self._reset(Deadline(HEAL_BUDGET))
             if self._stopped:  # stop() came while the consumer was being made: undo what the reset made
-                if self._ordered is not None:
-                    self._ordered.cancel()
                 self._owned.release()
                 return
             self._maybe_pull()
@@ -288,14 +332,63 @@ class MessagesContext:
             self._ordered.recreate(deadline)
         self._last_activity = time.monotonic()
 
-    def _reset_and_pull(self) -> None:
-        self._reset()
-        self._maybe_pull()
+    def _restart(self) -> None:
+        """Callback mode (the lane): the outstanding requests are gone; ask again
+        (``_on_item`` does, after this). An ordered consumer is made anew first,
+        on the errand lane: that waits on the server."""
+        self._acct.reset()
+        self._last_activity = time.monotonic()
+        if self._ordered is None or self._stopped:
+            self._retry_at = 0.0
+            return
+        if self._remaking:
+            self._needs_reset = True  # again once the one under way is made
+            return
+        self._remaking = True
+        self._retry_at = math.inf  # no pull request before the new consumer exists
+        self._open_inbox()
+        assert self._errand is not None
+        self._errand.put(self._remake)
+
+    def _remake(self) -> None:
+        """Errand lane (callback mode): make the ordered consumer anew within
+        :data:`HEAL_BUDGET`, then let the lane go on."""
+        ordered, lane = self._ordered, self._lane
+        assert ordered is not None and lane is not None
+        try:
+            ordered.recreate(Deadline(HEAL_BUDGET))
+        except NatsError as exc:
+            lane.put(_Control(functools.partial(self._not_remade, exc)))
+            return
+        if self._stopped:  # stop() came while the consumer was being made: undo it
+            ordered.cancel()
+        lane.put(_Control(self._remade))
+
+    def _remade(self) -> None:
+        """Callback mode: the new consumer exists; ``_on_item`` asks it for messages next."""
+        self._remaking = False
+        self._retry_at = 0.0
+        self._last_activity = time.monotonic()
+
+    def _not_remade(self, exc: NatsError) -> None:
+        """Callback mode: the consumer could not be made anew. Raises what cannot
+        be healed (``_on_item`` reports it and stops); otherwise reports and tries again."""
+        self._remaking = False
+        self._retry_at = 0.0
+        if isinstance(exc, JetStreamError):
+            raise exc
+        self._report(exc)
+        self._needs_reset = True  # the server is away or slow: ``_on_item`` starts the next attempt
 
     def _consumer_gone(self) -> ConsumerDeletedError | None:
         """After missed heartbeats or a 503: a consumer deleted while no request
-        was waiting sends no 409, so ask. (An ordered consumer makes its own anew.)"""
+        was waiting sends no 409, so ask. (An ordered consumer makes its own anew.)
+        In callback mode the question goes to the errand lane and the answer to
+        the lane later: None here."""
         if self._ordered is not None:
+            return None
+        if self._lane is not None:
+            self._probe()
             return None
         try:
             self._consumer.info(timeout=2.0)
@@ -304,6 +397,27 @@ class MessagesContext:
         except NatsError:
             pass  # the server is away: keep pulling, it may come back
         return None
+
+    def _probe(self) -> None:
+        """Callback mode: ask on the errand lane whether the consumer still exists (one ask at a time)."""
+        if self._probing or self._errand is None:
+            return
+        self._probing = True
+        self._errand.put(self._ask_exists)
+
+    def _ask_exists(self) -> None:
+        """Errand lane: a consumer found deleted ends consumption (on the lane: reported, then stopped)."""
+        lane = self._lane
+        assert lane is not None
+        try:
+            self._consumer.info(timeout=2.0)
+        except ConsumerNotFoundError:
+            gone = ConsumerDeletedError(f"consumer {self._consumer.name!r} was deleted", code=409)
+            lane.put(_Control(functools.partial(_raise, gone)))
+        except NatsError:
+            pass  # the server is away: keep pulling, it may come back
+        finally:
+            self._probing = False
 
     def _maybe_pull(self) -> None:
         acct = self._acct
@@ -330,7 +444,7 @@ class MessagesContext:
         """Nobody served the request: ask again only after a back-off."""
         self._failures += 1
         delay = NO_RESPONDERS_BACKOFF.delay(self._failures)
-        self._retry_at = time.monotonic() + delay
+        self._retry_at = max(self._retry_at, time.monotonic() + delay)  # inf: a consumer being made anew
         self._acct.reset()
         if self._lane is not None:
             lane = self._lane
@@ -361,7 +475,8 @@ class MessagesContext:
                     return None
             acct.handed_out += 1  # acct.handed(), inline
             return msg
-        self._on_status(st, msg.reply)
+        if msg.subject == self._owned.inbox:  # not a late one of an inbox left by a reset
+            self._on_status(st, msg.reply)
         return None
 
     def _on_status(self, st: Status, reply: str | None) -> None:
@@ -373,9 +488,12 @@ class MessagesContext:
             if reply:
                 self._core.publish(reply, b"")
         elif kind is Kind.REQUEST_ENDED or kind is Kind.LIMIT:
-            self._acct.ended(st.pending_msgs, st.pending_bytes)
+            acct = self._acct
+            acct.ended(st.pending_msgs, st.pending_bytes)
             if kind is Kind.LIMIT:
                 self._report(st.error())  # type: ignore[arg-type]
+            elif st.too_large and acct.max_bytes and st.pending_bytes >= acct.max_bytes:
+                self._too_large(acct.max_bytes)
         elif kind is Kind.RESET:
             self._acct.reset()
             if st.pin_id_reset:
@@ -393,6 +511,16 @@ class MessagesContext:
             err = st.error()
             assert err is not None
             raise err  # deleted, or a request that can never work (400): stop
+
+    def _too_large(self, max_bytes: int) -> None:
+        """A whole request could take nothing: the next message is larger than
+        ``max_bytes`` and asking the same way again is refused at once. Report it
+        and ask again only after a back-off (the message may expire or be removed;
+        nats.go counts such a 409 as an ended request and asks again at once)."""
+        self._report(JetStreamError(
+            f"the next message of consumer {self._consumer.name!r} is larger than max_bytes={max_bytes} "
+            "(Message Size Exceeds MaxBytes): it cannot be delivered until max_bytes is raised", code=409))
+        self._backoff()
 
     def _check_heartbeat(self) -> NoHeartbeatError | None:
         """Missed heartbeats: report, ask again; raises ConsumerDeletedError when it is gone."""
@@ -435,9 +563,10 @@ class MessagesContext:
         # (no idle lane) the two flags are never looked at by anyone else.
         self._in_next = True
         try:
+            deadline: Deadline | None = None
             if self._healing:
-                with self._healing_lock:  # a heal makes at most a few bounded requests: wait for it
-                    pass
+                deadline = Deadline(timeout)
+                self._await_heal(deadline)
             if self._idle_error is not None:
                 err, self._idle_error = self._idle_error, None
                 self.stop()
@@ -445,7 +574,6 @@ class MessagesContext:
             if self._held is not None:
                 msg, self._held = self._held, None
                 return msg
-            deadline: Deadline | None = None
             while True:
                 if self._stopped:
                     raise BadSubscriptionError("the messages iterator is stopped")
@@ -482,6 +610,17 @@ class MessagesContext:
                     return out
         finally:
             self._in_next = False
+
+    def _await_heal(self, deadline: Deadline) -> None:
+        """Iterator mode: wait for a background heal to end, within the reader's deadline.
+
+        Raises:
+            TimeoutError: the heal (a round trip to a slow server) outlasted the deadline.
+        """
+        left = deadline.remaining()
+        if not self._healing_lock.acquire(timeout=-1 if left is None else left):
+            raise TimeoutError("no message in time (the consumer is being made anew)")
+        self._healing_lock.release()
 
     def _reset_now(self, deadline: Deadline) -> Subscription:
         """Iterator mode: start over (raises TimeoutError when it cannot be done in time)."""
@@ -533,16 +672,16 @@ class MessagesContext:
         if self._lane is not None:
             self._lane.put(_Control(self._maybe_pull))
             return
-        if self._idle_lane is not None:
-            with self._healing_lock:  # no background heal while the first request goes out
-                self._maybe_pull()
-        else:
+        # No background heal from the first request until the first message is kept:
+        # one that ran between next() returning it and ``_held`` taking it could keep a
+        # second message there and see it replaced (lost).
+        with self._healing_lock:
             self._maybe_pull()
-        if hold_first is not None:
-            try:
-                self._held = self.next(timeout=hold_first)
-            except TimeoutError:
-                pass
+            if hold_first is not None:
+                try:
+                    self._held = self.next(timeout=hold_first)
+                except TimeoutError:
+                    pass
 
     def _drain_quiet_left(self) -> float:
         """How much longer a drain waits for messages still owed by pull
@@ -573,13 +712,11 @@ class MessagesContext:
                 return
             self._stopped = True
         self._drain_group.discard(self)
-        if self._ordered is not None:
-            self._ordered.cancel()
-        self._release()  # the inbox, the reconnect hook and the timer
+        self._release()  # the inbox, the reconnect hook, the timer, an ordered consumer's server-side one
         if self._lane is not None:
             self._lane.close()
-        if self._idle_lane is not None:
-            self._idle_lane.close()
+        if self._errand is not None:
+            self._errand.close()  # what is queued there is for a consumption that has ended
         self.stopped_event.set()
 
     @property
@@ -641,9 +778,9 @@ class MessagesContext:
                     if self._acct.finished:
                         self.stop()  # stop_after reached
                         return
-            if self._needs_reset:
+            if self._needs_reset and not self._remaking:
                 self._needs_reset = False
-                self._reset()
+                self._restart()
             self._maybe_pull()
         except JetStreamError as exc:
             self._report(exc)
@@ -666,11 +803,51 @@ class MessagesContext:
         """Callback mode: ask for no more, let the handler take every message
         received (and those still owed, until a quiet spell), then stop.
 
+        Called from the handler itself it returns at once: the handler cannot
+        take the rest while it waits here, so the drain completes on the lane
+        after it returns (see :meth:`_drain_later`).
+
         Args:
             deadline: when to stop waiting for the handler (it is stopped then anyway).
         """
+        if self._lane is not None and current_lane() is self._lane:
+            self._drain_later(deadline)
+            return
         self.drain(deadline.min(5.0))
         self._settle(deadline)
+
+    def _drain_later(self, deadline: Deadline) -> None:
+        """Callback mode, from the handler: ask for no more, and flush on the errand
+        lane; what the server sent before the flush's answer is queued on the lane
+        ahead of the step that ends the drain (:meth:`_drain_step`)."""
+        self._stop_asking()
+        lane, errand = self._lane, self._errand
+        assert lane is not None and errand is not None
+
+        def flush() -> None:
+            try:
+                self._core.flush(deadline.min(5.0))  # the PONG comes after every message sent before it
+            except NatsError:
+                pass  # a broken connection: nothing more is coming anyway
+            lane.put(_Control(functools.partial(self._drain_step, deadline, True)))
+
+        errand.put(flush)
+
+    def _drain_step(self, deadline: Deadline, flushed: bool) -> None:
+        """Callback mode (the lane): stop once nothing is queued behind this step and
+        the quiet spell passed; otherwise look again after what is queued, or after
+        the quiet spell (a message still owed may come meanwhile)."""
+        lane = self._lane
+        assert lane is not None
+        if flushed:
+            self._flushed()
+        again = _Control(functools.partial(self._drain_step, deadline, False))
+        if deadline.expired() or (not len(lane) and self._drain_quiet_left() == 0):
+            self.stop()
+        elif len(lane):
+            lane.put(again)  # behind the messages queued meanwhile
+        else:
+            self._core.call_later(self._drain_quiet_left(), functools.partial(lane.put, again))
 
     def _settle(self, deadline: Deadline) -> None:
         """Callback mode, after a drain's flush: let the handler take what is
@@ -767,6 +944,11 @@ def _weak(ref: weakref.ref[MessagesContext], method: str) -> Callable[[], None]:
     return call
 
 
+def _raise(exc: Exception) -> None:
+    """A lane action that raises what an errand found (the lane reports it)."""
+    raise exc
+
+
 def _min(a: float | None, b: float) -> float:
     return b if a is None else min(a, b)
 
@@ -799,9 +981,17 @@ class ConsumeContext:
         """Ask for no more and return once every received message was handled.
 
         Messages the server is still sending for outstanding pull requests are
-        waited for until a quiet spell (they come within moments).
+        waited for until a quiet spell (they come within moments). Called from
+        the handler itself it returns at once (the handler cannot take the rest
+        while it waits): the drain goes on after the handler returns, every
+        message already received still goes to the handler, and :attr:`closed`
+        is set once it is done.
+
+        Args:
+            timeout: seconds to wait (``None``: for ever); when they are up,
+                consumption stops anyway.
         """
-        self._messages._finish(Deadline(timeout))
+        self._messages._finish(Deadline.of(timeout, None))
 
     def __enter__(self) -> ConsumeContext:
         return self

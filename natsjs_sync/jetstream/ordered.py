@@ -140,6 +140,9 @@ class OrderedConsumer:
         self._stream_seq = 0  # last stream sequence handed to the user
         self._consumer_seq = 0  # last consumer sequence seen from the current consumer
         self.resets = 0
+        # Failed re-creations in a row, across calls: a heal has a budget of its own
+        # (a few seconds), and max_reset_attempts counts what its heals tried together.
+        self._failures = 0
         self._cancel = threading.Event()
 
     # ------------------------------------------------------------------ the current consumer
@@ -218,8 +221,7 @@ class OrderedConsumer:
         self._current = None
         self._ack_prefix = "\0"
         if old is not None:
-            self._delete(old.name)
-        attempt = 0
+            self._discard(old.name)
         while True:
             self._serial += 1
             try:
@@ -228,10 +230,10 @@ class OrderedConsumer:
             except NatsError as exc:
                 if not _transient(exc, bool(self._core.server_info.get("jetstream"))):
                     raise
-                attempt += 1
-                if self._max_resets is not None and attempt >= self._max_resets:
+                self._failures += 1
+                if self._max_resets is not None and self._failures >= self._max_resets:
                     raise JetStreamError(f"ordered consumer could not be re-created: {exc}") from exc
-                wait = RECREATE_BACKOFF.delay(attempt)
+                wait = RECREATE_BACKOFF.delay(self._failures)
                 left = deadline.remaining() if deadline is not None else None
                 if left is not None and left <= wait:
                     self._cancel.wait(left)  # spend the rest rather than retry in a tight loop
@@ -241,6 +243,7 @@ class OrderedConsumer:
                     raise BadSubscriptionError("the ordered consumer was stopped") from exc
                 continue
             self._current = cons
+            self._failures = 0
             self._ack_prefix = f"$JS.ACK.{self.stream}.{cons.name}"
             self._consumer_seq = 0
             if old is not None:
@@ -259,6 +262,21 @@ class OrderedConsumer:
                 self._js.delete_consumer(self.stream, name, timeout=1.0)
             except NatsError:
                 pass  # gone already, or the server is away: it expires on its own
+
+    def _discard(self, name: str | None) -> None:
+        """Ask the server to delete a consumer this one no longer uses, without waiting.
+
+        The one rule of every clean-up an iteration makes (a stop, a reset, a
+        collected key lister released on the timer thread): it is a request
+        nobody waits for, as nats.go deletes from a goroutine of its own, so
+        it never holds the thread that ends the iteration. A delete that does
+        not arrive costs nothing: the consumer expires after ``inactive_threshold``.
+        """
+        if name is not None:
+            try:
+                self._js._api.post(f"CONSUMER.DELETE.{self.stream}.{name}")
+            except NatsError:
+                pass  # the client is closing: the consumer expires on its own
 
     # ------------------------------------------------------------------ OrderedHooks
 
@@ -289,12 +307,13 @@ class OrderedConsumer:
         self._recreate(deadline)
 
     def cancel(self) -> None:
-        """Stop: cut a re-creation's back-off short and delete the server-side consumer."""
+        """Stop: cut a re-creation's back-off short and ask the server to delete the
+        server-side consumer (without waiting: see :meth:`_discard`)."""
         self._cancel.set()
         current, self._current = self._current, None
         self._ack_prefix = "\0"
         if current is not None:
-            self._delete(current.name)
+            self._discard(current.name)
 
     # ------------------------------------------------------------------ one-shot reads
 

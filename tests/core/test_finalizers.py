@@ -128,6 +128,31 @@ def test_messages_context_collected_while_the_lock_is_held(client: nats.Client, 
             js.delete_stream(name)
 
 
+def test_an_ordered_iteration_collected_unstopped_asks_its_consumer_away(client: nats.Client,
+                                                                        shared_server: NatsServer,
+                                                                        gc_off: None) -> None:
+    """A key watch dropped without stop(): the collection releases its inbox and asks the
+    server to delete its ordered consumer (without waiting for the answer, on the timer
+    thread) instead of leaving it for the server to expire after its inactive threshold."""
+    js = client.jetstream()
+    bucket = "O" + next_nuid()
+    kv = js.create_key_value(bucket=bucket, storage="memory")
+    try:
+        kv.put("a", b"1")
+        watcher = kv.watch_all()
+        assert watcher.next(timeout=5) is not None
+        stream = f"KV_{bucket}"
+        assert len(list(js.consumer_names(stream))) == 1
+        cycle(watcher)
+        del watcher
+        assert collect_holding_the_lock(client), "the finalizer took the connection's lock: deadlocked"
+        assert wait_until(lambda: not list(js.consumer_names(stream)), timeout=10.0), \
+            "the collected watch's consumer was left on the server"
+    finally:
+        if not client._conn.lock.locked():
+            js.delete_key_value(bucket)
+
+
 def test_an_owner_collected_after_the_close_keeps_nothing(shared_server: NatsServer, gc_off: None) -> None:
     nc = nats.connect(shared_server.url)
     before = nc.request_many("finalizers.nobody", timeout=30)

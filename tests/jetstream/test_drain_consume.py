@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import natsjs_sync as nats
 from natsjs_sync import Msg
-from natsjs_sync.jetstream import JetStream, Stream
+from natsjs_sync.jetstream import ConsumeContext, JetStream, Stream
 from natsjs_sync.testing import NatsServer
 
 from ..conftest import wait_until
@@ -139,3 +139,28 @@ def test_drain_lets_every_consume_of_the_client_ack(shared_server: NatsServer, j
         cons = js.consumer(stream.name, name)
         assert wait_until(lambda c=cons: c.info().num_ack_pending == 0, timeout=5.0), cons.info()
         assert cons.info().num_redelivered == 0
+
+
+def test_drain_called_from_the_handler_hands_every_queued_message_over(js: JetStream, stream: Stream) -> None:
+    """``ctx.drain()`` in the handler returns at once and the drain completes after it:
+    every message already delivered reaches the handler (with ack none, one dropped is lost)."""
+    total = 30
+    _fill(js, f"{stream.name}.a", total)
+    stream.create_consumer(durable_name="H", ack_policy="none")
+    cons = js.consumer(stream.name, "H")
+    handled: list[int] = []
+    box: list[ConsumeContext] = []
+    ready = threading.Event()
+
+    def handler(msg: Msg) -> None:
+        handled.append(int(msg.data))
+        if len(handled) == 1:
+            assert ready.wait(10)
+            # Every message was sent to this client (most are queued behind this call).
+            assert wait_until(lambda: cons.info().delivered.consumer_seq == total, timeout=10)
+            box[0].drain()
+
+    box.append(cons.consume(handler, max_messages=100))
+    ready.set()
+    assert box[0].closed.wait(10), "the drain never completed"
+    assert handled == list(range(total))

@@ -13,6 +13,8 @@ from natsjs_sync.errors import JetStreamNotEnabledError
 from natsjs_sync.jetstream import JetStream, OrderedConsumer, Stream
 from natsjs_sync.testing import FaultProxy, NatsServer
 
+from ..conftest import wait_until
+
 
 def _publish(js: JetStream, subject: str, n: int, start: int = 0) -> None:
     for i in range(start, start + n):
@@ -185,3 +187,29 @@ def test_the_first_create_has_the_api_timeout(nats_server: NatsServer, nats_faul
                 assert isinstance(_outcome(oc, start), TimeoutError)
         finally:
             nats_fault_proxy.heal()
+
+
+def test_start_hold_first_keeps_the_second_message_from_a_heal(js: JetStream, stream: Stream) -> None:
+    """``start(hold_first=)`` keeps the first message for the first read. A background heal
+    run right after ``next()`` returned it (before it was kept) used to keep the second
+    message for the reader itself, which the first then replaced: the second was lost."""
+    _publish(js, f"{stream.name}.a", 3)
+    oc = js.ordered_consumer(stream.name)
+    # Heartbeats give the iterator its background heal (ticks every 5 s: none in this test).
+    it = oc.messages(max_messages=10, expires=30.0, heartbeat=5.0)
+    real_next = it.next
+
+    def next_then_heal(timeout: float | None = None) -> Msg:
+        msg = real_next(timeout)
+        # The interleaving, forced: the second message is queued, and a heal runs in the gap.
+        sub = it._owned.sub
+        assert sub is not None
+        assert wait_until(lambda: sub.pending_msgs >= 1, timeout=10)
+        it._on_idle_item(None)
+        return msg
+
+    it.next = next_then_heal  # type: ignore[method-assign]
+    it.start(hold_first=5.0)
+    del it.next  # type: ignore[method-assign]
+    with it:
+        assert [it.next(timeout=5).data for _ in range(3)] == [b"0", b"1", b"2"]

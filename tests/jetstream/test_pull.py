@@ -364,3 +364,58 @@ def test_stop_after_ends_messages_and_consume_without_asking_for_more(js: JetStr
     assert other.info().num_pending == 13
     with pytest.raises(ValueError, match="stop_after"):
         cons.messages(stop_after=0)
+
+
+class _Pulls:
+    """Counts the pull requests sent to a consumer (a second subscriber on its subject sees each)."""
+
+    def __init__(self, nc: nats.Client, js: JetStream, stream: str, consumer: str):
+        self._nc = nc
+        self.count = 0
+        self._sub = nc.subscribe(f"{js.api_prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}", cb=self._seen)
+        nc.flush()
+
+    def _seen(self, _msg: Msg) -> None:
+        self.count += 1
+
+    def settled(self) -> int:
+        """The count once every request sent so far was seen."""
+        self._nc.flush()
+        return self.count
+
+
+def _too_large(errors: list[Exception], at_least: int) -> bool:
+    return sum(isinstance(e, nats.JetStreamError) and e.code == 409 for e in errors) >= at_least
+
+
+def test_messages_report_a_message_larger_than_max_bytes_and_back_off(nc: nats.Client, js: JetStream,
+                                                                       stream: Stream) -> None:
+    """The server refuses at once every request smaller than the next message (409 Message
+    Size Exceeds MaxBytes): asking again at once would spin for ever; it is reported instead,
+    and asked again after a back-off."""
+    js.publish(f"{stream.name}.big", b"x" * 1000)
+    cons = stream.create_consumer(durable_name="TOOBIG", ack_policy="none")
+    pulls = _Pulls(nc, js, stream.name, "TOOBIG")
+    errors: list[Exception] = []
+    it = cons.messages(max_bytes=100, expires=5.0, error_cb=errors.append)
+    for _ in range(40):  # bounded: each wait is 0.25 s
+        if _too_large(errors, 3):
+            break
+        with pytest.raises(nats.TimeoutError):
+            it.next(timeout=0.25)
+    it.stop()
+    assert _too_large(errors, 3), f"the refusal was never reported: {errors}"
+    # One request per report (and one whose answer was still on its way), not thousands.
+    assert pulls.settled() <= len(errors) + 2, (pulls.count, errors)
+
+
+def test_consume_reports_a_message_larger_than_max_bytes_and_backs_off(nc: nats.Client, js: JetStream,
+                                                                        stream: Stream) -> None:
+    js.publish(f"{stream.name}.big", b"x" * 1000)
+    cons = stream.create_consumer(durable_name="TOOBIGC", ack_policy="none")
+    pulls = _Pulls(nc, js, stream.name, "TOOBIGC")
+    errors: list[Exception] = []
+    ctx = cons.consume(lambda _m: None, max_bytes=100, expires=5.0, error_cb=errors.append)
+    assert wait_until(lambda: _too_large(errors, 3), timeout=10.0), f"the refusal was never reported: {errors}"
+    ctx.stop()
+    assert pulls.settled() <= len(errors) + 2, (pulls.count, errors)

@@ -64,6 +64,12 @@ class Status:
     pending_bytes: int = 0
     stalled: str | None = None  #: subject to publish to un-stall a push consumer
     pin_id_reset: bool = False  #: 423: forget the pin id before asking again
+    #: 409 Message Size Exceeds MaxBytes: the next message is larger than what is
+    #: left of the request's ``max_bytes`` (``pending_bytes``). Ends a request that
+    #: was served in part normally; one that could take nothing says the message is
+    #: larger than any request of that size (a pull that asks the same way again
+    #: gets the same answer at once).
+    too_large: bool = False
 
     def error(self) -> JetStreamError | None:
         """The exception this status stands for, if it is an error at all."""
@@ -79,7 +85,8 @@ class Status:
 
 MESSAGE = Status(Kind.MESSAGE)
 
-_ENDS_REQUEST = ("batch completed", "message size exceeds maxbytes")
+_TOO_LARGE = "message size exceeds maxbytes"
+_ENDS_REQUEST = ("batch completed", _TOO_LARGE)
 _RESETS = ("leadership change", "server shutdown")
 
 
@@ -136,7 +143,7 @@ def classify(raw_headers: bytes | None, reply: str | None = None) -> Status:
         if "consumer deleted" in low:
             return Status(Kind.CONSUMER_DELETED, code, description, pend_m, pend_b)
         if any(s in low for s in _ENDS_REQUEST):
-            return Status(Kind.REQUEST_ENDED, code, description, pend_m, pend_b)
+            return Status(Kind.REQUEST_ENDED, code, description, pend_m, pend_b, too_large=_TOO_LARGE in low)
         if any(s in low for s in _RESETS):
             return Status(Kind.RESET, code, description, pend_m, pend_b)
         return Status(Kind.LIMIT, code, description, pend_m, pend_b)
