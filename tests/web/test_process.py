@@ -89,6 +89,22 @@ def test_settings_and_dotted_paths() -> None:
     assert len(info.value.problems) == 3, info.value.problems
     with pytest.raises(SettingsError) as info:
         parse_settings({"options": "name=x", "health": {"timeout": 1, "stream": ["S"]}})
-    assert info.value.problems == [
-        "'options' is a dict of natsjs_sync.connect() keywords, not 'name=x'",
-        "'health': check_health() takes no keyword 'stream'"]
+    assert info.value.problems == [  # the setting named as written; the options' value not shown
+        "NATS['options'] is a dict of natsjs_sync.connect() keywords, not str",
+        "NATS['health']: check_health() takes no keyword 'stream'"]
+    with pytest.raises(SettingsError) as info:
+        parse_settings({"options": "name=x"}, framework="flask")
+    assert info.value.problems == ["NATS_OPTIONS is a dict of natsjs_sync.connect() keywords, not str"]
+
+
+def test_process_client_checks_its_arguments_as_the_settings_are_checked() -> None:
+    # Celery and scripts make the holder themselves: a bad value fails there, not at each call
+    # (a TypeError from connect() escaped health() as a 500).
+    for kwargs, named in (({"options": {"connect_timeout": "2s"}}, "options['connect_timeout']: "),
+                          ({"health": {"max_usage": 90}}, "health['max_usage']: "),
+                          ({"servers": "http://u:hunter2@h:4222"}, "servers: unsupported URL scheme 'http'")):
+        with pytest.raises(SettingsError) as info:
+            ProcessClient(**kwargs)
+        assert info.value.problems[0].startswith(named) and "hunter2" not in str(info.value), info.value.problems
+    ProcessClient("nats://a:4222,tls://b:4222", options={"connect_timeout": 2, "name": "x"},
+                  health={"consumers": [("S", "c"), "S/d"], "max_usage": 0.5})
