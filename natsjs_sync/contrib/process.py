@@ -9,7 +9,9 @@ A client inherited through ``fork`` (gunicorn ``--preload``, a Celery or
 multiprocessing pool) is kept: it drops the parent's connection in the child
 and connects afresh on first use (see :mod:`natsjs_sync._core.fork`), so
 gunicorn's ``post_fork`` and Celery's ``worker_process_init`` hooks are not
-needed.
+needed. A fork while another thread holds the holder's lock (in the middle of
+connecting) does not leave the child waiting on that lock for ever: the child
+gets a lock of its own.
 
 :func:`~natsjs_sync.contrib.settings.parse_settings` (re-exported here) reads
 the one settings mapping both integrations take (Flask's ``NATS_*`` keys,
@@ -30,6 +32,7 @@ from typing import Any
 
 import natsjs_sync
 
+from .._core import fork
 from ..client import Client
 from ..errors import (
     JetStreamError,
@@ -157,6 +160,13 @@ class ProcessClient:
         self._client: Client | None = None
         self._failure: tuple[float, NatsError] | None = None
         self._exit_hook = False
+        fork.track(self)
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: a lock of its own (a parent thread may have held this one
+        across a connect at the fork, and no thread of the child would ever release it)."""
+        self._lock = threading.Lock()
+        self._failure = None  # the parent's attempt: the child tries for itself
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProcessClient:

@@ -237,6 +237,28 @@ def test_gunicorn_workers_answer_every_request_while_the_server_is_away(
         assert len(_whoami_until_every_worker_answered(base)) == WORKERS
 
 
+def test_gunicorn_workers_forked_while_the_master_connects_make_their_own_connection(
+        nats_server: NatsServer, tmp_path: Path) -> None:
+    # The master's warm-up thread holds the per-process client's lock, mid-connect, while
+    # gunicorn forks: each worker must get a lock (and a connection) of its own, not wait for
+    # ever on one no thread of the worker will release.
+    log = tmp_path / "gunicorn.log"
+    with gunicorn("tests.web.forking_app:create_app()", example_env(nats_server.url, tmp_path), log,
+                  workers=2) as base:
+        seen: dict[int, int] = {}
+        for _ in range(20):  # bounded: 20 rounds of 6 requests
+            with ThreadPoolExecutor(max_workers=4) as pool:
+                for status, body in pool.map(lambda _: call("GET", f"{base}/whoami", timeout=20), range(6)):
+                    assert status == 200, (body, log.read_text())
+                    seen[body["pid"]] = body["client_id"]
+            if len(seen) == 2:
+                break
+        assert len(seen) == 2, f"requests reached only {len(seen)} workers"
+        assert len(set(seen.values())) == 2  # a connection each
+        status, body = call("GET", f"{base}/healthz/nats", timeout=20)
+        assert (status, body) == (200, {"status": "pass"}), body
+
+
 @pytest.mark.parametrize("kind", ["flask", "django"])
 def test_gunicorn_stops_at_start_on_a_bad_setting(kind: str, nats_server: NatsServer, tmp_path: Path) -> None:
     # A health timeout of -1 s once passed start-up; then every health probe answered 500.
