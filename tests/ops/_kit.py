@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import natsjs_sync as nats
+from natsjs_sync.testing import NatsCluster
+
 from ..conftest import wait_until
 
 #: A system account "SYS" and an application account "APP" with JetStream.
@@ -19,3 +22,15 @@ ACCOUNTS: dict[str, Any] = {
 #: Polls server state that offers nothing to wait on; each probe is a whole request
 #: (or a whole CLI check), so not too often.
 eventually = functools.partial(wait_until, interval=0.2)
+
+
+def replicated_stream(cluster: NatsCluster, name: str) -> list[int]:
+    """An R3 file stream ``name`` on ``<name lower case>.>`` holding one message, made by the
+    APP user; returns the indexes of the nodes that do not lead it (the ones to stop)."""
+    with nats.connect(cluster.url, user="app", password="app") as nc:
+        js = nc.jetstream(timeout=20.0)
+        js.create_stream(name=name, subjects=[f"{name.lower()}.>"], num_replicas=3, storage="file")
+        js.publish(f"{name.lower()}.1", b"x")
+        info = js.stream(name).info().cluster
+        assert info is not None and info.leader
+    return [i for i, n in enumerate(cluster.nodes) if n.server_name != info.leader]
