@@ -5,7 +5,7 @@ made on first use, so each pre-forked gunicorn worker and each Celery pool
 process has its own connection without any hook; reconnecting for ever;
 replaced if it closes anyway; closed at exit. Its middleware answers a NATS
 failure with 503/504 instead of a 500 page, and ``GET /healthz/nats`` serves
-the health check. The server comes from ``NATS_URL``; ``NATS_CALL_TIMEOUT``
+the readiness check (``{"status": ...}``). The server comes from ``NATS_URL``; ``NATS_CALL_TIMEOUT``
 (seconds, default 2) bounds each NATS call of a request and the health check.
 
 The same file declares a worker: ``fulfil_orders`` takes each stored order

@@ -8,7 +8,8 @@ each pre-forked worker of gunicorn (also with ``--preload``) has its own
 connection without any ``post_fork`` hook. It never stops reconnecting, is
 replaced if it closes anyway (closed by hand, refused by the server), and is
 closed at exit. While NATS is away, requests are answered 503/504, not 500,
-and ``GET /healthz/nats`` says so (503) to the load balancer.
+and ``GET /healthz/nats`` says so (503) to the load balancer: a readiness
+probe, answering ``{"status": ...}`` and nothing more.
 
 Routes:
 
@@ -16,7 +17,7 @@ Routes:
   with the order id as message id (a retried POST stores nothing twice);
 * ``GET /price/<sku>``: a request to the ``pricing.<sku>`` service;
 * ``GET /whoami``: this process's pid and its connection's server-side id;
-* ``GET /healthz/nats``: the health check (connection, round trip, JetStream, the ORDERS stream).
+* ``GET /healthz/nats``: the readiness check (connection, round trip, JetStream, the ORDERS stream).
 
 ``NATS_CALL_TIMEOUT`` (seconds, default 2) bounds each NATS call of a request
 and the health check.
@@ -54,6 +55,7 @@ def create_app(nats_url: str | None = None) -> Flask:
     # Seconds each NATS call of a request (and the health check) may take.
     call_timeout = float(os.environ.get("NATS_CALL_TIMEOUT", "2.0"))
     app.config["NATS_HEALTH"] = {"streams": ["ORDERS"], "timeout": call_timeout}
+    app.config["NATS_HEALTH_URL"] = "/healthz/nats"  # no health endpoint unless the app asks for one
     nats_ext.init_app(app)  # checks the settings; connects on first use, in each process
 
     @app.post("/orders")

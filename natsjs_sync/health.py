@@ -1,4 +1,4 @@
-"""A health check a web process can serve on every probe.
+"""A readiness check a web process can serve on every probe.
 
 :func:`check_health` asks a :class:`~natsjs_sync.Client` how it is doing and
 answers with a :class:`Health`: an overall status plus a plain dict per check,
@@ -7,6 +7,14 @@ check response format" draft: ``"pass"``, ``"warn"`` (working, but a stream
 or consumer is close to its limits) and ``"fail"`` (not connected, JetStream
 unreachable, a stream or consumer missing). :attr:`Health.http_status` maps
 them to 200 (pass, warn) and 503 (fail).
+
+It answers a *readiness* question, as Kubernetes means it: can this process
+serve what needs NATS right now? A ``"fail"`` takes the process out of the
+load balancer until its client has reconnected. It is no *liveness* check
+(restart the process?): nothing it finds is mended by a restart (the client
+reconnects by itself, and a new process would find the same servers and
+streams), and failing liveness on it restarts every process at once during
+an outage.
 
 It is cheap: one PING round trip, one JetStream account request, and one info
 request per stream or consumer named, all within one ``timeout`` budget. A
@@ -27,12 +35,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._timeout import Deadline, check_seconds
 from .errors import NatsError, TimeoutError
+from .jetstream.context import check_name
 
 if TYPE_CHECKING:
     from .client import Client
     from .jetstream import JetStream
 
-__all__ = ["Health", "HealthStatus", "check_health"]
+__all__ = ["Health", "HealthStatus", "check_health", "check_options"]
 
 #: A check's status, as the IETF health check response format names them.
 HealthStatus = Literal["pass", "warn", "fail"]
@@ -69,8 +78,16 @@ class Health:
         """200 for ``"pass"`` and ``"warn"``, 503 for ``"fail"``."""
         return 200 if self.ok else 503
 
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON-ready body: ``{"status": ..., "elapsed_ms": ..., "checks": {...}}``."""
+    def as_dict(self, details: bool = True) -> dict[str, Any]:
+        """The JSON-ready body.
+
+        Args:
+            details: ``{"status": ..., "elapsed_ms": ..., "checks": {...}}`` with
+                what each check measured (server URL and id, usage, errors); when
+                false, ``{"status": ...}`` alone, for callers who may not see more.
+        """
+        if not details:
+            return {"status": self.status}
         return {"status": self.status, "elapsed_ms": round(self.elapsed * 1000, 3), "checks": self.checks}
 
     @classmethod
@@ -126,18 +143,99 @@ def _run(name: str, checks: dict[str, dict[str, Any]], deadline: Deadline,
     return bool(checks[name]["status"] != "fail")
 
 
-def _consumer_names(consumers: Iterable[str | tuple[str, str]]) -> list[tuple[str, str]]:
+def _listed(value: object, what: str) -> list[Any]:
+    """The items of a list-like argument (a str is one name, not a list of letters)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"{what} is a list of names, not {value!r}")
+    return list(value)
+
+
+def _stream_names(streams: object) -> list[str]:
+    return [check_name(name, "stream") for name in _listed(streams, "streams")]
+
+
+def _consumer_names(consumers: object) -> list[tuple[str, str]]:
     names = []
-    for item in consumers:
+    for item in _listed(consumers, "consumers"):
         if isinstance(item, str):
             stream, sep, name = item.partition("/")
             if not sep or not stream or not name:
                 raise ValueError(f"a consumer is named 'STREAM/CONSUMER', not {item!r}")
-            names.append((stream, name))
-        else:
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
             stream, name = item
-            names.append((stream, name))
+        else:
+            raise TypeError(f"a consumer is named 'STREAM/CONSUMER' or (stream, consumer), not {item!r}")
+        names.append((check_name(stream, "stream"), check_name(name, "consumer")))
     return names
+
+
+def _share(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"max_usage is a share of a limit (0.9 for 90 %), not {value!r}")
+    if not 0 < value <= 1:
+        raise ValueError(f"max_usage is a share of a limit, above 0 and at most 1 (0.9 for 90 %), not {value!r}")
+    return float(value)
+
+
+def _lag(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_pending is a number of messages (an int) or None, not {value!r}")
+    if value < 0:
+        raise ValueError(f"max_pending is a number of messages, 0 or more, not {value!r}")
+    return value
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"jetstream is True or False, not {value!r}")
+    return value
+
+
+def _text(what: str, optional: bool) -> Callable[[object], str | None]:
+    def check(value: object) -> str | None:
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value:
+            raise TypeError(f"{what} is a non-empty str{' or None' if optional else ''}, not {value!r}")
+        return value
+    return check
+
+
+#: Each keyword of :func:`check_health`, and what makes its value usable (or raises).
+_OPTIONS: dict[str, Callable[[Any], Any]] = {
+    "timeout": check_seconds,
+    "jetstream": _flag,
+    "streams": _stream_names,
+    "consumers": _consumer_names,
+    "max_usage": _share,
+    "max_pending": _lag,
+    "domain": _text("domain", optional=True),
+    "api_prefix": _text("api_prefix", optional=False),
+}
+
+
+def check_options(**options: Any) -> dict[str, Any]:
+    """Check keywords of :func:`check_health` without checking anything else: what a web
+    integration does with its settings at start-up, so a mistake stops the app there
+    instead of failing every probe.
+
+    Args:
+        options: keywords of :func:`check_health` (any subset).
+
+    Returns:
+        The values as :func:`check_health` uses them (a duration as float seconds,
+        consumers as ``(stream, consumer)`` pairs).
+
+    Raises:
+        TypeError: an unknown keyword, or a value of the wrong type (the message names it).
+        ValueError: a value out of range or a bad stream or consumer name.
+    """
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise TypeError(f"check_health() takes no keyword {unknown[0]!r}")
+    return {key: _OPTIONS[key](value) for key, value in options.items()}
 
 
 def check_health(
@@ -187,13 +285,12 @@ def check_health(
         The :class:`Health`; its :meth:`~Health.as_dict` is the body to serve.
 
     Raises:
-        ValueError: a bad ``timeout``, ``max_usage`` or consumer name (a
+        TypeError, ValueError: an argument it cannot use (see :func:`check_options`; a
             programming error, raised before anything is sent).
     """
-    seconds = check_seconds(timeout)
-    if not 0 < max_usage <= 1:
-        raise ValueError(f"max_usage is a share of a limit, above 0 and at most 1, not {max_usage!r}")
-    consumer_names = _consumer_names(consumers)
+    checked = check_options(timeout=timeout, jetstream=jetstream, streams=streams, consumers=consumers,
+                            max_usage=max_usage, max_pending=max_pending, domain=domain, api_prefix=api_prefix)
+    seconds, stream_names, consumer_names = checked["timeout"], checked["streams"], checked["consumers"]
     start = time.monotonic()
     deadline = Deadline(seconds)
     if nc is None:
@@ -218,7 +315,7 @@ def check_health(
         checks["connection"]["connected"] = nc.is_connected
         return Health("fail", checks, time.monotonic() - start)
 
-    if jetstream or streams or consumer_names:
+    if jetstream or stream_names or consumer_names:
         # Each call passes its own share of the budget; the context's default is never used.
         js: JetStream = nc.jetstream(domain=domain, api_prefix=api_prefix)
 
@@ -233,7 +330,7 @@ def check_health(
 
         _run("jetstream", checks, deadline, account)
 
-    for name in streams:
+    for name in stream_names:
         def stream(left: float | None, name: str = name) -> dict[str, Any]:
             info = js.stream(name, timeout=left).cached_info
             cfg, state = info.config, info.state

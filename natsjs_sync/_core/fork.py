@@ -1,10 +1,12 @@
 """Fork safety: a forked child never uses its parent's sockets, threads or locks.
 
-``os.register_at_fork`` runs :meth:`Connection.after_fork_in_child` in the
-child for every live connection while the child still has one thread. Each
-one replaces its locks (a parent thread may have held them at the fork),
-forgets the parent's socket without shutting it down (that would cut the
-parent's connection too), and becomes FORKED: it connects afresh on first use.
+``os.register_at_fork`` runs ``after_fork_in_child()`` in the child for every
+tracked object while the child still has one thread. A connection replaces its
+locks (a parent thread may have held them at the fork), forgets the parent's
+socket without shutting it down (that would cut the parent's connection too),
+and becomes FORKED: it connects afresh on first use. Other holders of a lock
+that a fork may catch held (the per-process client of the web integrations, the
+OpenTelemetry instrumentation's state) replace their locks the same way.
 """
 
 from __future__ import annotations

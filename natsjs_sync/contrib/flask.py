@@ -25,13 +25,17 @@ Settings (``app.config``), each optional:
 - ``NATS_ON_CONNECT``: callables or dotted paths run with each new client;
 - ``NATS_HEALTH``: keywords of :func:`natsjs_sync.health.check_health`
   (``streams``, ``consumers``, ``timeout`` ...);
-- ``NATS_HEALTH_URL``: where the health endpoint is served
-  (default ``/healthz/nats``; ``None`` serves none);
+- ``NATS_HEALTH_URL``: the path of the health endpoint, a readiness probe
+  (default ``None``: no endpoint; the app chooses to have one, and where);
+- ``NATS_HEALTH_DETAILS``: who sees what each check measured (server URL and
+  id, usage, errors): ``False`` (default: nobody, the body is
+  ``{"status": ...}``), ``True``, or a callable (or its dotted path) given the
+  request, answering whether this caller may;
 - ``NATS_ERROR_HANDLERS``: answer a :class:`~natsjs_sync.NatsError` that a view
   lets escape with JSON ``{"error": ...}`` and 503/504/502 (default True).
 
-:meth:`NATS.init_app` validates them and raises
-:class:`~natsjs_sync.contrib.process.SettingsError` naming every mistake, so a
+:meth:`NATS.init_app` checks their keys, types and values and raises
+:class:`~natsjs_sync.contrib.settings.SettingsError` naming every mistake, so a
 bad setting stops the app at start-up, not at its first request. It does not
 connect: the client is made by the first request (or health probe) of each
 process, which is what a pre-fork server (gunicorn, also with ``--preload``)
@@ -45,10 +49,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask, current_app, has_app_context, jsonify
+from flask import Flask, current_app, has_app_context, jsonify, request
 
 from ..errors import NatsError
-from .process import OnConnect, ProcessClient, SettingsError, error_status, parse_settings
+from .process import OnConnect, ProcessClient, SettingsError, error_status, health_answer, parse_settings
+from .settings import secret_values
 
 if TYPE_CHECKING:
     from flask.typing import ResponseReturnValue
@@ -60,7 +65,8 @@ if TYPE_CHECKING:
 __all__ = ["NATS", "get_client"]
 
 _EXTENSION = "nats"
-DEFAULT_HEALTH_URL = "/healthz/nats"
+#: The keys of the shared settings, read from ``NATS_<KEY>`` (the others are Django's).
+_KEYS = ("servers", "options", "on_connect", "health", "health_details")
 
 
 class NATS:
@@ -90,12 +96,20 @@ class NATS:
             SettingsError: a setting is wrong (every problem is named).
         """
         config = app.config
-        raw = {key: config[f"NATS_{key.upper()}"] for key in ("servers", "options", "on_connect", "health")
-               if config.get(f"NATS_{key.upper()}") is not None}
-        settings = parse_settings(raw)
-        health_url = config.get("NATS_HEALTH_URL", DEFAULT_HEALTH_URL)
+        raw = {key: config[f"NATS_{key.upper()}"] for key in _KEYS if config.get(f"NATS_{key.upper()}") is not None}
+        problems: list[str] = []
+        try:
+            settings = parse_settings(raw, framework="flask")
+        except SettingsError as exc:
+            problems += exc.problems
+        health_url = config.get("NATS_HEALTH_URL")
         if health_url is not None and (not isinstance(health_url, str) or not health_url.startswith("/")):
-            raise SettingsError([f"NATS_HEALTH_URL is a path starting with '/', or None, not {health_url!r}"])
+            problems.append(f"NATS_HEALTH_URL is a path starting with '/', or None, not {health_url!r}")
+        error_handlers = config.get("NATS_ERROR_HANDLERS", True)
+        if not isinstance(error_handlers, bool):
+            problems.append(f"NATS_ERROR_HANDLERS is True or False, not {error_handlers!r}")
+        if problems:
+            raise SettingsError(problems, secret_values(raw.get("options")))
         options = {"name": app.name, **settings.options}
         holder = ProcessClient(settings.servers, options=options,
                                on_connect=[*settings.on_connect, *self._on_connect], health=settings.health)
@@ -103,8 +117,16 @@ class NATS:
         app.extensions[_EXTENSION] = holder
 
         if health_url is not None:
-            app.add_url_rule(health_url, "nats_health", self._health_view, methods=["GET"])
-        if config.get("NATS_ERROR_HANDLERS", True):
+            details = settings.health_details
+
+            def health_view() -> ResponseReturnValue:
+                body, status = health_answer(holder, details, request)
+                # A probe's answer is about now: no proxy may serve an old one.
+                return jsonify(body), status, {"Cache-Control": "no-store"}
+
+            # GET, and HEAD with the same status and headers (Flask answers HEAD for GET routes).
+            app.add_url_rule(health_url, "nats_health", health_view, methods=["GET"])
+        if error_handlers:
             app.register_error_handler(NatsError, _answer_error)
 
     def on_connect(self, fn: OnConnect) -> OnConnect:
@@ -149,11 +171,6 @@ class NATS:
     def health(self, **overrides: Any) -> Health:
         """The health of the current app's client (see :func:`natsjs_sync.health.check_health`)."""
         return self.holder().health(**overrides)
-
-    def _health_view(self) -> ResponseReturnValue:
-        health = self.health()
-        # A probe's answer is about now: no proxy may serve an old one.
-        return jsonify(health.as_dict()), health.http_status, {"Cache-Control": "no-store"}
 
 
 def _answer_error(err: Exception) -> ResponseReturnValue:

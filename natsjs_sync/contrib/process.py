@@ -9,30 +9,30 @@ A client inherited through ``fork`` (gunicorn ``--preload``, a Celery or
 multiprocessing pool) is kept: it drops the parent's connection in the child
 and connects afresh on first use (see :mod:`natsjs_sync._core.fork`), so
 gunicorn's ``post_fork`` and Celery's ``worker_process_init`` hooks are not
-needed.
+needed. A fork while another thread holds the holder's lock (in the middle of
+connecting) does not leave the child waiting on that lock for ever: the child
+gets a lock of its own.
 
-:func:`parse_settings` reads the one settings mapping both integrations take
-(Flask's ``NATS_*`` keys, Django's ``NATS = {...}``) and reports every bad
-setting at once, and :func:`error_status` is the one mapping from a NATS
-failure to an HTTP answer.
+:func:`~natsjs_sync.contrib.settings.parse_settings` (re-exported here) reads
+the one settings mapping both integrations take (Flask's ``NATS_*`` keys,
+Django's ``NATS = {...}``) and reports every bad setting at once;
+:func:`error_status` is the one mapping from a NATS failure to an HTTP answer,
+and :func:`health_answer` the one health endpoint's answer.
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib
-import inspect
+import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import natsjs_sync
 
-from .._redact import redact
+from .._core import fork
 from ..client import Client
 from ..errors import (
     JetStreamError,
@@ -43,184 +43,24 @@ from ..errors import (
     TimeoutError,
 )
 from ..health import Health, check_health
+from .settings import (
+    SETTINGS_KEYS,
+    Settings,
+    SettingsError,
+    check_connect_options,
+    check_health_options,
+    check_servers,
+    import_callable,
+    parse_settings,
+    secret_values,
+)
 
-__all__ = ["ProcessClient", "Settings", "SettingsError", "error_status", "import_callable", "parse_settings"]
+__all__ = ["SETTINGS_KEYS", "ProcessClient", "Settings", "SettingsError", "error_status", "health_answer",
+           "import_callable", "parse_settings"]
+
+log = logging.getLogger("natsjs_sync.contrib")
 
 OnConnect = Callable[[Client], object]
-
-#: The keys of the settings mapping (Django's ``NATS``; Flask's ``NATS_<KEY>`` in upper case).
-SETTINGS_KEYS = ("servers", "options", "on_connect", "health", "workers", "drain_timeout")
-_SCHEMES = ("nats", "tls", "ws", "wss")
-_CONNECT_OPTIONS = frozenset(
-    name for name, p in inspect.signature(natsjs_sync.connect).parameters.items()
-    if p.kind is inspect.Parameter.KEYWORD_ONLY)
-_HEALTH_OPTIONS = frozenset(
-    name for name, p in inspect.signature(check_health).parameters.items()
-    if p.kind is inspect.Parameter.KEYWORD_ONLY)
-
-
-class SettingsError(ValueError):
-    """The settings are wrong; ``problems`` lists each mistake in words.
-
-    No secret is quoted: a URL's password, nkey seeds, JWTs and the ``secrets``
-    given (the settings' password and token) are masked in every problem.
-    """
-
-    def __init__(self, problems: Sequence[str], secrets: Iterable[str | None] = ()):
-        secrets = list(secrets)
-        self.problems = [redact(problem, secrets) for problem in problems]
-        super().__init__("bad NATS settings: " + "; ".join(self.problems))
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The validated settings of an integration. Immutable.
-
-    Attributes:
-        servers: server URLs; ``None``: ``NATS_URL`` from the environment, else
-            ``nats://127.0.0.1:4222`` (the default of :func:`natsjs_sync.connect`).
-        options: more keywords of :func:`natsjs_sync.connect`.
-        on_connect: callables (or their dotted paths) run with each new client
-            before it is handed out (declare streams there); if one raises,
-            the client is closed and the error raised to the caller.
-        health: keywords of :func:`natsjs_sync.health.check_health`.
-        workers: dotted paths of callables taking the client, started by the
-            Django ``nats_worker`` command.
-        drain_timeout: seconds a worker's drain may take when it is told to stop.
-    """
-
-    servers: tuple[str, ...] | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-    on_connect: tuple[str | OnConnect, ...] = ()
-    health: Mapping[str, Any] = field(default_factory=dict)
-    workers: tuple[str, ...] = ()
-    drain_timeout: float = 30.0
-
-
-def import_callable(spec: str | Callable[..., Any]) -> Callable[..., Any]:
-    """The callable named by ``"package.module.attribute"`` (or ``"package.module:attribute"``).
-
-    Args:
-        spec: a dotted path, or a callable (returned as it is).
-
-    Raises:
-        ImportError: the module or attribute is not there.
-        TypeError: what it names cannot be called.
-    """
-    if callable(spec):
-        return spec
-    module_name, sep, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
-    if not sep or not module_name or not attr:
-        raise ImportError(f"{spec!r} is not a dotted path 'module.attribute'")
-    module = importlib.import_module(module_name)
-    try:
-        obj = getattr(module, attr)
-    except AttributeError:
-        raise ImportError(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not callable(obj):
-        raise TypeError(f"{spec!r} is a {type(obj).__name__}, not a callable")
-    return obj  # type: ignore[no-any-return]
-
-
-def _as_tuple(value: Any) -> tuple[Any, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes)) or callable(value):
-        return (value,)
-    return tuple(value)
-
-
-def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) -> Settings:
-    """Validate a settings mapping and return it as :class:`Settings`.
-
-    Args:
-        raw: the mapping (lower-case keys, see :data:`SETTINGS_KEYS`); ``None`` is all defaults.
-        import_paths: also import every dotted path (``on_connect``, ``workers``)
-            to check that it names a callable.
-
-    Raises:
-        SettingsError: every mistake found, each in ``problems``.
-    """
-    raw = {} if raw is None else raw
-    problems: list[str] = []
-    if not isinstance(raw, Mapping):
-        raise SettingsError([f"the settings are a dict, not a {type(raw).__name__}"])
-    for key in raw:
-        if key not in SETTINGS_KEYS:
-            problems.append(f"unknown key {key!r} (known: {', '.join(SETTINGS_KEYS)})")
-
-    servers: tuple[str, ...] | None = None
-    if raw.get("servers") is not None:
-        value = raw["servers"]
-        items = [s.strip() for s in value.split(",")] if isinstance(value, str) else value
-        if not isinstance(items, (list, tuple)) or not items:
-            problems.append(f"'servers' is a URL, a comma-separated string or a list of URLs, not {value!r}")
-        else:
-            problems += [problem for url in items if (problem := _server_problem(url))]
-            servers = tuple(str(s) for s in items)
-
-    options = _keywords(raw, "options", "natsjs_sync.connect()", _CONNECT_OPTIONS, problems)
-    health = _keywords(raw, "health", "check_health()", _HEALTH_OPTIONS, problems)
-
-    drain_timeout = raw.get("drain_timeout", 30.0)
-    if isinstance(drain_timeout, bool) or not isinstance(drain_timeout, (int, float)) or not drain_timeout > 0:
-        problems.append(f"'drain_timeout' is a number of seconds above 0, not {drain_timeout!r}")
-        drain_timeout = 30.0
-
-    on_connect = _as_tuple(raw.get("on_connect"))
-    workers = _as_tuple(raw.get("workers"))
-    for key, specs in (("on_connect", on_connect), ("workers", workers)):
-        for spec in specs:
-            if callable(spec) and key == "on_connect":
-                continue
-            if not isinstance(spec, str):
-                problems.append(f"{key!r} holds {spec!r}, not a dotted path 'module.attribute'")
-            elif import_paths:
-                try:
-                    import_callable(spec)
-                except (ImportError, TypeError) as exc:
-                    problems.append(f"{key!r}: {spec!r} cannot be used: {exc}")
-    if problems:
-        raise SettingsError(problems, _secrets(raw))
-    return Settings(servers=servers, options=dict(options), on_connect=on_connect, health=dict(health),
-                    workers=workers, drain_timeout=float(drain_timeout))
-
-
-def _server_problem(url: Any) -> str | None:
-    """What is wrong with one server URL of the settings, or ``None``."""
-    if not isinstance(url, str) or not url:
-        return f"'servers' holds {url!r}, not a URL"
-    try:
-        scheme = urlsplit(url).scheme if "://" in url else "nats"
-    except ValueError:  # a broken IPv6 host: urllib's message does not say which URL
-        return f"server {url!r} is not a URL"
-    if scheme not in _SCHEMES:
-        return f"server {url!r}: the scheme is one of {', '.join(_SCHEMES)}, not {scheme!r}"
-    return None
-
-
-#: Connect options whose value is a secret (masked in every problem reported).
-_SECRET_OPTIONS = ("password", "token", "nkeys_seed")
-
-
-def _secrets(raw: Mapping[str, Any]) -> list[str]:
-    """The secret values of the settings ``raw``: what no pattern recognises in a message."""
-    options = raw.get("options")
-    if not isinstance(options, Mapping):
-        return []
-    return [value for key in _SECRET_OPTIONS if isinstance(value := options.get(key), str)]
-
-
-def _keywords(raw: Mapping[str, Any], key: str, function: str, allowed: Collection[str],
-              problems: list[str]) -> Mapping[str, Any]:
-    """The setting ``key``: a dict of keywords of ``function`` (empty when unset or wrong;
-    each problem is added to ``problems``)."""
-    value = {} if raw.get(key) is None else raw[key]
-    if not isinstance(value, Mapping):
-        problems.append(f"{key!r} is a dict of {function} keywords, not {value!r}")
-        return {}
-    problems += [f"{key!r}: {function} takes no keyword {k!r}" for k in value if k not in allowed]
-    return value
 
 
 def error_status(exc: NatsError) -> tuple[int, str]:
@@ -247,6 +87,36 @@ def error_status(exc: NatsError) -> tuple[int, str]:
     return 503, f"NATS unavailable: {exc}"
 
 
+def health_answer(holder: ProcessClient, details: bool | str | Callable[[Any], object],
+                  request: object) -> tuple[dict[str, Any], int]:
+    """What a health endpoint answers: the readiness of the process's client, and who sees what.
+
+    Args:
+        holder: the process's client holder.
+        details: the ``health_details`` setting: ``False`` (the body is
+            ``{"status": ...}`` alone), ``True`` (what each check measured too:
+            server URL and id, usage, errors), or a callable (or its dotted path)
+            given ``request`` that says whether this caller may see them. A
+            callable that raises shows no details (and is logged).
+        request: the framework's request, handed to a ``details`` callable.
+
+    Returns:
+        ``(body, status)``: status 200 (``"pass"``, ``"warn"``) or 503 (``"fail"``).
+    """
+    health = holder.health()
+    return health.as_dict(details=_may_see_details(details, request)), health.http_status
+
+
+def _may_see_details(details: bool | str | Callable[[Any], object], request: object) -> bool:
+    if isinstance(details, bool):
+        return details
+    try:
+        return bool(import_callable(details)(request))
+    except Exception:  # a broken check of who may see more shows less, never a 500 to the probe
+        log.exception("health_details raised; answering with the status alone")
+        return False
+
+
 class ProcessClient:
     """The one client of this process, made on first use and made again when closed. Thread-safe.
 
@@ -266,11 +136,22 @@ class ProcessClient:
             it is handed out, e.g. to declare streams.
         health: keywords of :func:`~natsjs_sync.health.check_health` for :meth:`health`.
         retry_wait: seconds a failed connect is not tried again.
+
+    Raises:
+        SettingsError: ``servers``, ``options`` or ``health`` hold something that
+            could not be used (checked as :func:`~natsjs_sync.contrib.settings.parse_settings`
+            checks them), so a mistake fails here rather than at every call.
     """
 
     def __init__(self, servers: str | Sequence[str] | None = None, *, options: Mapping[str, Any] | None = None,
                  on_connect: Sequence[str | OnConnect] = (), health: Mapping[str, Any] | None = None,
                  retry_wait: float = 1.0):
+        problems: list[str] = []
+        check_servers(servers, "servers", problems)
+        check_connect_options(options, "options", problems)
+        check_health_options(health, "health", problems)
+        if problems:
+            raise SettingsError(problems, secret_values(options))
         self._servers = servers if servers is None or isinstance(servers, str) else list(servers)
         self._options = {"max_reconnect_attempts": -1, **(options or {})}
         self._on_connect = list(on_connect)
@@ -280,10 +161,17 @@ class ProcessClient:
         self._client: Client | None = None
         self._failure: tuple[float, NatsError] | None = None
         self._exit_hook = False
+        fork.track(self)
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: a lock of its own (a parent thread may have held this one
+        across a connect at the fork, and no thread of the child would ever release it)."""
+        self._lock = threading.Lock()
+        self._failure = None  # the parent's attempt: the child tries for itself
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProcessClient:
-        """A holder for validated :class:`Settings`."""
+        """A holder for validated :class:`~natsjs_sync.contrib.settings.Settings`."""
         return cls(settings.servers, options=settings.options, on_connect=settings.on_connect,
                    health=settings.health)
 

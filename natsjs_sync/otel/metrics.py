@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.semconv._incubating.metrics import messaging_metrics as _mm
 
+from .._core import fork
 from .attributes import MESSAGING_CONSUMER_GROUP_NAME, MESSAGING_DESTINATION_SUBSCRIPTION_NAME, MESSAGING_SYSTEM, SYSTEM
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class Metrics:
         self._clients: weakref.WeakSet[Client] = weakref.WeakSet()
         self._subs: weakref.WeakSet[Subscription] = weakref.WeakSet()
         self._contexts: weakref.WeakSet[JetStream] = weakref.WeakSet()
+        fork.track(self)
         meter.create_observable_counter(RECONNECTS, [self._reconnects], unit="{reconnect}",
                                         description="Reconnects of the client since it connected.")
         meter.create_observable_up_down_counter(
@@ -89,6 +91,10 @@ class Metrics:
         meter.create_observable_up_down_counter(
             JS_PUBLISH_PENDING, [self._js_pending], unit="{message}",
             description="JetStream publishes sent and awaiting their acknowledgement.")
+
+    def after_fork_in_child(self) -> None:
+        """A forked child gets a lock of its own: a parent thread may have held this one at the fork."""
+        self._lock = threading.Lock()
 
     # -- what the observers read ---------------------------------------------------
 

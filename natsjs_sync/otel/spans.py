@@ -32,6 +32,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
+from .._core import fork
 from .._core.logs import mark_raised_in
 from . import attributes as a
 from .metrics import Metrics
@@ -74,6 +75,11 @@ class _State:
         self.batches: weakref.WeakKeyDictionary[Any, _BatchSpan] = weakref.WeakKeyDictionary()
         self._client_attrs: weakref.WeakKeyDictionary[Client, tuple[str | None, dict[str, Any]]] = (
             weakref.WeakKeyDictionary())
+        fork.track(self)
+
+    def after_fork_in_child(self) -> None:
+        """A forked child gets a lock of its own: a parent thread may have held this one at the fork."""
+        self._lock = threading.Lock()
 
     # -- attributes -------------------------------------------------------------------
 

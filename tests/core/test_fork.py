@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 
@@ -11,32 +10,10 @@ import pytest
 import natsjs_sync as nats
 from natsjs_sync.testing import NatsServer
 
+from ..fork_kit import run_in_child
+
 # Forking a process that has threads is what these tests are about (3.12+ warns).
 pytestmark = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-
-
-def run_in_child(fn: object) -> dict[str, object]:
-    """Fork, run ``fn()`` in the child, return what it reported as JSON."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            result = fn()  # type: ignore[operator]
-        except BaseException as exc:
-            result = {"error": f"{type(exc).__name__}: {exc}"}
-        os.write(w, json.dumps(result).encode())
-        os._exit(0)
-    os.close(w)
-    chunks = []
-    while True:
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    return json.loads(b"".join(chunks))  # type: ignore[no-any-return]
 
 
 def test_child_connects_afresh_and_parent_is_untouched(shared_server: NatsServer) -> None:

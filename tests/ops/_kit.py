@@ -40,3 +40,15 @@ def system_cluster(name: str) -> Iterator[NatsCluster]:
             client = SystemClient(nc, timeout=2.0)
             assert eventually(lambda: len(client.ping(expected=3)) == 3, timeout=30.0), "a server never answered"
         yield cluster
+
+
+def replicated_stream(cluster: NatsCluster, name: str) -> list[int]:
+    """An R3 file stream ``name`` on ``<name lower case>.>`` holding one message, made by the
+    APP user; returns the indexes of the nodes that do not lead it (the ones to stop)."""
+    with nats.connect(cluster.url, user="app", password="app") as nc:
+        js = nc.jetstream(timeout=20.0)
+        js.create_stream(name=name, subjects=[f"{name.lower()}.>"], num_replicas=3, storage="file")
+        js.publish(f"{name.lower()}.1", b"x")
+        info = js.stream(name).info().cluster
+        assert info is not None and info.leader
+    return [i for i, n in enumerate(cluster.nodes) if n.server_name != info.leader]

@@ -14,7 +14,7 @@ import natsjs_sync as nats
 from natsjs_sync.cli import main
 from natsjs_sync.testing import NatsCluster, free_port
 
-from ._kit import ACCOUNTS, eventually, system_cluster
+from ._kit import ACCOUNTS, eventually, replicated_stream, system_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -221,13 +221,7 @@ def test_check_server_and_meta(capsys: pytest.CaptureFixture[str], cluster: Nats
 def test_check_exit_codes_for_healthy_degraded_and_down(capsys: pytest.CaptureFixture[str]) -> None:
     with NatsCluster(3, name="hdd", config=ACCOUNTS) as cluster:
         s = ("--server", cluster.url, *APP, "--timeout", "5")
-        with nats.connect(cluster.url, user="app", password="app") as nc:
-            js = nc.jetstream(timeout=20.0)
-            js.create_stream(name="HDD", subjects=["hdd.>"], num_replicas=3, storage="file")
-            js.publish("hdd.1", b"x")
-            leader = js.stream("HDD").info().cluster
-            assert leader is not None and leader.leader
-        victims = [i for i, n in enumerate(cluster.nodes) if n.server_name != leader.leader]
+        victims = replicated_stream(cluster, "HDD")
 
         def status(*argv: str) -> tuple[int, str]:
             code, out, _ = run(capsys, "server", "check", *argv, *s)

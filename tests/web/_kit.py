@@ -37,6 +37,22 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
+#: The header (and value) that :func:`operators_only` lets see the health details.
+OPERATOR_HEADER = ("X-Operator-Token", "ops-only")
+
+
+def operators_only(request: Any) -> bool:
+    """A ``health_details`` callable: the details for callers that show the operators' token
+    (Flask's and Django's requests both have ``headers``)."""
+    name, token = OPERATOR_HEADER
+    return bool(request.headers.get(name) == token)
+
+
+def broken_decider(request: Any) -> bool:
+    """A ``health_details`` callable that fails: the endpoint must still answer, with less."""
+    raise RuntimeError("the auth backend is down")
+
+
 def load_example(name: str) -> ModuleType:
     """Import ``examples/<name>.py`` afresh as ``example_<name>``."""
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")

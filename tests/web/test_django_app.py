@@ -16,7 +16,7 @@ import natsjs_sync as nats
 from natsjs_sync.testing import NatsServer
 
 from ..conftest import wait_until
-from ._kit import EXAMPLES, example_env, load_example, stop
+from ._kit import EXAMPLES, OPERATOR_HEADER, example_env, load_example, stop
 
 N_ORDERS = 200
 
@@ -51,6 +51,33 @@ def test_system_checks_report_each_bad_setting(project: ModuleType) -> None:
         with pytest.raises(SystemCheckError, match=r"natsjs_sync\.E001"):
             call_command("check")
 
+    # Values too: each of these passed the checks, then every health probe answered 500.
+    bad = {"servers": "nats://alice:hunter2@127.0.0.1:4x22",
+           "options": {"connect_timeout": "2s", "password": 1234567},
+           "health": {"consumers": ["ORDERS"], "max_usage": 90}}
+    with override_settings(NATS=bad):
+        text = "\n".join(e.msg for e in check_settings())
+        for named in ("NATS['servers']: bad port", "NATS['options']['connect_timeout']: ",
+                      "NATS['options']['password'] is a str", "NATS['health']['consumers']: ",
+                      "NATS['health']['max_usage']: "):
+            assert named in text, text
+        assert "hunter2" not in text and "1234567" not in text, text
+
+
+def test_the_app_refuses_bad_settings_when_django_starts(project: ModuleType) -> None:
+    # gunicorn and uwsgi run no system checks: AppConfig.ready() is where such a server stops.
+    from django.apps import apps
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import override_settings
+
+    config = apps.get_app_config("natsjs_sync")
+    config.ready()  # the example's settings are right
+    with override_settings(NATS={"health": {"max_usage": 90}, "options": {"connect_timeout": "2s"}}):
+        with pytest.raises(ImproperlyConfigured) as info:
+            config.ready()
+    assert "NATS['health']['max_usage']" in str(info.value)
+    assert "NATS['options']['connect_timeout']" in str(info.value)
+
 
 def test_health_view_and_get_client_follow_the_settings(project: ModuleType) -> None:
     from django.test import Client as WebClient
@@ -61,8 +88,10 @@ def test_health_view_and_get_client_follow_the_settings(project: ModuleType) -> 
     web = WebClient()
     assert get_holder().current is None  # nothing connects before it is asked to
     answer = web.get("/healthz/nats")
-    assert answer.status_code == 200 and answer.json()["status"] == "pass"
-    assert set(answer.json()["checks"]) == {"connection", "jetstream", "stream:ORDERS", "consumer:ORDERS/fulfil"}
+    assert answer.status_code == 200 and answer.json() == {"status": "pass"}  # no URL, id or usage by default
+    head = web.head("/healthz/nats")  # a probe may ask with HEAD: the same status and headers, no body
+    assert (head.status_code, head.content, head["Content-Type"]) == (200, b"", answer["Content-Type"])
+    assert "no-store" in head["Cache-Control"]
     nc = get_client()
     assert get_client() is nc and nc.is_connected
     nc.close()
@@ -70,9 +99,16 @@ def test_health_view_and_get_client_follow_the_settings(project: ModuleType) -> 
 
     with override_settings(NATS={"health": {"streams": ["MISSING"], "jetstream": False}}):
         answer = web.get("/healthz/nats")
-        assert answer.status_code == 503, answer.json()
-        assert answer.json()["checks"]["stream:MISSING"]["status"] == "fail"
+        assert answer.status_code == 503 and answer.json() == {"status": "fail"}, answer.json()
+        assert web.head("/healthz/nats").status_code == 503
         assert "Cache-Control" in answer  # never cached by a proxy
+    with override_settings(NATS={"health": {"streams": ["MISSING"], "jetstream": False},
+                                 "health_details": "tests.web._kit.operators_only"}):
+        assert web.get("/healthz/nats").json() == {"status": "fail"}
+        answer = web.get("/healthz/nats", headers=dict([OPERATOR_HEADER]))
+        assert answer.status_code == 503 and answer.json()["checks"]["stream:MISSING"]["status"] == "fail"
+    with override_settings(NATS={"health_details": True}):
+        assert set(web.get("/healthz/nats").json()["checks"]) == {"connection", "jetstream"}
 
 
 def _fulfilled(nc: nats.Client) -> dict[str, int]:

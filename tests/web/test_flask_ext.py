@@ -14,6 +14,7 @@ from natsjs_sync.contrib.process import ProcessClient, SettingsError
 from natsjs_sync.testing import FaultProxy, NatsServer, free_port
 
 from ..conftest import wait_until
+from ._kit import OPERATOR_HEADER, broken_decider, operators_only
 
 
 def _app(url: str, **config: Any) -> tuple[Flask, NATS]:
@@ -73,6 +74,41 @@ def test_bad_settings_stop_the_app_at_init_app_naming_each_mistake() -> None:
         NATS(app)
 
 
+@pytest.mark.parametrize(("config", "named"), [
+    # Each of these passed init_app, then made every request and health probe answer 500.
+    ({"NATS_HEALTH": {"consumers": ["ORDERS"]}}, "NATS_HEALTH['consumers']: a consumer is named 'STREAM/CONSUMER'"),
+    ({"NATS_HEALTH": {"max_usage": 90}}, "NATS_HEALTH['max_usage']: max_usage is a share of a limit"),
+    ({"NATS_HEALTH": {"streams": "ORDERS"}}, "NATS_HEALTH['streams']: streams is a list of names"),
+    ({"NATS_HEALTH": {"timeout": "2s"}}, "NATS_HEALTH['timeout']: timeout must be a number of seconds"),
+    ({"NATS_OPTIONS": {"connect_timeout": "2s"}}, "NATS_OPTIONS['connect_timeout']: connect_timeout must be a number"),
+    ({"NATS_OPTIONS": {"max_reconnect_attempts": 1.5}}, "NATS_OPTIONS['max_reconnect_attempts']"),
+    ({"NATS_OPTIONS": {"error_cb": "myapp.errors"}}, "NATS_OPTIONS['error_cb']: error_cb must be callable"),
+    ({"NATS_HEALTH_DETAILS": "yes"}, "NATS_HEALTH_DETAILS: 'yes' cannot be used"),
+    ({"NATS_ERROR_HANDLERS": "no"}, "NATS_ERROR_HANDLERS is True or False"),
+])
+def test_bad_values_stop_the_app_at_init_app_naming_the_setting_and_key(config: dict[str, Any], named: str) -> None:
+    app = Flask("shop")
+    app.config.update(NATS_SERVERS="nats://127.0.0.1:4222", **config)
+    with pytest.raises(SettingsError) as info:
+        NATS(app)
+    assert len(info.value.problems) == 1 and info.value.problems[0].startswith(named), info.value.problems
+
+
+def test_settings_errors_show_no_secret() -> None:
+    app = Flask("shop")
+    app.config.update(NATS_SERVERS=["nats://127.0.0.1:4222", "http://alice:hunter2@nats.internal:4222",
+                                    "nats://bob:hunter3@nats.internal:42x2", "nats://tok-hunter4@h:1:2"],
+                      NATS_OPTIONS={"password": 12345678, "token": ["hunter5"], "connect_timeout": "hunter6"})
+    with pytest.raises(SettingsError) as info:
+        NATS(app)
+    text = str(info.value)
+    assert len(info.value.problems) == 6, info.value.problems
+    for secret in ("hunter2", "hunter3", "hunter4", "12345678", "hunter5", "hunter6"):
+        assert secret not in text, text
+    for named in ("'http'", "NATS_SERVERS", "NATS_OPTIONS['password']", "NATS_OPTIONS['connect_timeout']"):
+        assert named in text, text
+
+
 def test_errors_escaping_a_view_are_answered_503_or_504(nats_server: NatsServer) -> None:
     app, _ = _app(nats_server.url)
     try:
@@ -125,21 +161,61 @@ def test_on_connect_runs_for_each_new_client_and_a_failure_is_an_answer(nats_ser
         ext.holder(app).close()
 
 
+def test_health_endpoint_is_served_only_where_the_app_asks(nats_server: NatsServer) -> None:
+    app, ext = _app(nats_server.url)
+    try:
+        assert app.test_client().get("/healthz/nats").status_code == 404  # no route the app did not ask for
+        assert ext.holder(app).current is None  # and so no connection made by a stranger's request
+    finally:
+        ext.holder(app).close()
+    app, ext = _app(nats_server.url, NATS_HEALTH_URL="/ops/ready")
+    try:
+        web = app.test_client()
+        assert web.get("/healthz/nats").status_code == 404
+        assert web.get("/ops/ready").status_code == 200
+    finally:
+        ext.holder(app).close()
+
+
+def test_health_body_is_the_status_alone_unless_the_caller_may_see_more(nats_server: NatsServer) -> None:
+    details_shown = {"status", "elapsed_ms", "checks"}
+    for details, shown_to in ((False, ()), (True, ("anyone", "operator")), (operators_only, ("operator",)),
+                              ("tests.web._kit.operators_only", ("operator",)), (broken_decider, ())):
+        app, ext = _app(nats_server.url, NATS_HEALTH_URL="/healthz/nats", NATS_HEALTH={"timeout": 5.0},
+                        NATS_HEALTH_DETAILS=details)
+        web = app.test_client()
+        try:
+            for who, headers in (("anyone", {}), ("operator", dict([OPERATOR_HEADER]))):
+                answer = web.get("/healthz/nats", headers=headers)
+                assert answer.status_code == 200, answer.json
+                if who in shown_to:
+                    assert set(answer.json) == details_shown, (details, who)  # type: ignore[arg-type]
+                    connection = answer.json["checks"]["connection"]  # type: ignore[index]
+                    assert connection["url"] == ext.holder(app).current.connected_url  # type: ignore[union-attr]
+                else:
+                    assert answer.json == {"status": "pass"}, (details, who)
+        finally:
+            ext.holder(app).close()
+
+
 def test_health_endpoint_follows_the_server_away_and_back(nats_server: NatsServer) -> None:
     with FaultProxy(nats_server.url) as proxy:
         # The passing check must fit its budget on a loaded machine; the failing one fails at once.
-        app, ext = _app(proxy.url, NATS_HEALTH={"timeout": 5.0})
+        app, ext = _app(proxy.url, NATS_HEALTH={"timeout": 5.0}, NATS_HEALTH_URL="/healthz/nats")
         web = app.test_client()
         try:
             ok = web.get("/healthz/nats")
-            assert ok.status_code == 200 and ok.json["status"] == "pass", ok.json  # type: ignore[index]
+            assert ok.status_code == 200 and ok.json == {"status": "pass"}, ok.json
             assert ok.headers["Cache-Control"] == "no-store"
+            head = web.head("/healthz/nats")  # a probe may ask with HEAD: the same answer, no body
+            assert (head.status_code, head.data, head.headers["Cache-Control"]) == (200, b"", "no-store")
             first = ext.holder(app).current
 
             proxy.refuse_new()
             proxy.cut()
             down = web.get("/healthz/nats")
-            assert down.status_code == 503 and down.json["status"] == "fail", down.json  # type: ignore[index]
+            assert down.status_code == 503 and down.json == {"status": "fail"}, down.json  # no error text, no URL
+            assert web.head("/healthz/nats").status_code == 503
 
             proxy.heal()
             assert wait_until(lambda: web.get("/healthz/nats").status_code == 200, timeout=60, interval=0.2)

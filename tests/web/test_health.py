@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.health import Health, check_health
+from natsjs_sync.health import Health, check_health, check_options
 from natsjs_sync.testing import FaultProxy, NatsServer
 
 
@@ -66,6 +66,25 @@ def test_a_missing_stream_or_consumer_fails(js_client: nats.Client) -> None:
     assert health.checks["consumer:NOPE/none"]["status"] == "fail"
     with pytest.raises(ValueError, match="STREAM/CONSUMER"):
         check_health(js_client, consumers=["no-slash"])
+
+
+def test_arguments_it_cannot_use_are_refused_before_anything_is_sent(js_client: nats.Client) -> None:
+    sent = js_client.stats.out_msgs
+    for kwargs, error in (({"streams": "ORDERS"}, TypeError),  # once checked as streams 'O', 'R', 'D' ...
+                          ({"streams": ["A.B"]}, ValueError), ({"consumers": ["ORDERS"]}, ValueError),
+                          ({"consumers": [("ORDERS", "a", "b")]}, TypeError), ({"max_usage": 90}, ValueError),
+                          ({"max_usage": "0.9"}, TypeError), ({"max_pending": -1}, ValueError),
+                          ({"jetstream": "no"}, TypeError), ({"timeout": "2s"}, TypeError),
+                          ({"api_prefix": ""}, TypeError)):
+        with pytest.raises(error):
+            check_health(js_client, **kwargs)
+        with pytest.raises(error):
+            check_options(**kwargs)  # the same rules, for settings checked at start-up
+    assert js_client.stats.out_msgs == sent
+    with pytest.raises(TypeError, match="no keyword 'stream'"):
+        check_options(stream=["ORDERS"])
+    assert check_options(timeout=2, consumers=["S/c", ["S", "d"]], streams=("S",)) == {
+        "timeout": 2.0, "consumers": [("S", "c"), ("S", "d")], "streams": ["S"]}
 
 
 def test_jetstream_not_enabled_fails_the_jetstream_check_only() -> None:

@@ -7,6 +7,7 @@ Add ``"natsjs_sync.contrib.django"`` to ``INSTALLED_APPS`` and, optionally::
         "options": {"name": "shop", "user_credentials": "/etc/nats/shop.creds"},
         "on_connect": ["shop.nats.declare_streams"],   # run with each new client
         "health": {"streams": ["ORDERS"], "consumers": ["ORDERS/fulfil"]},
+        "health_details": "shop.auth.is_operator",    # who sees more than the status (default: nobody)
         "workers": ["shop.workers.fulfil_orders"],    # started by ``manage.py nats_worker``
         "drain_timeout": 30,
     }
@@ -14,10 +15,14 @@ Add ``"natsjs_sync.contrib.django"`` to ``INSTALLED_APPS`` and, optionally::
 - :func:`get_client` gives the process's client: made on first use (so a
   pre-fork server's workers and Celery's pool processes each get their own
   without any hook), reconnecting for ever, replaced when closed, closed at exit.
-- System checks (``manage.py check``, and every ``runserver``/``migrate``)
-  report each bad setting as an error ``natsjs_sync.E001``.
+- The settings' types and values are checked when Django starts
+  (``AppConfig.ready``: a mistake raises ``ImproperlyConfigured``, naming the
+  setting and key), and by the system checks (``manage.py check``, and every
+  ``runserver``/``migrate``), which also import the dotted paths and report
+  each mistake as an error ``natsjs_sync.E001``.
 - ``path("healthz/nats", include("natsjs_sync.contrib.django.urls"))`` serves
-  :func:`natsjs_sync.health.check_health` (200 or 503, JSON).
+  :func:`natsjs_sync.health.check_health` as a readiness probe (200 or 503,
+  JSON ``{"status": ...}``; the details for whom ``health_details`` allows).
 - ``"natsjs_sync.contrib.django.middleware.NatsErrorMiddleware"`` answers a
   :class:`~natsjs_sync.NatsError` a view lets escape with 503/504/502 JSON.
 - ``manage.py nats_worker`` calls each ``workers`` callable with the client
@@ -42,6 +47,7 @@ __all__ = ["close_client", "get_client", "get_holder", "get_jetstream", "get_set
 
 _lock = threading.Lock()
 _holder: ProcessClient | None = None
+_settings: Settings | None = None
 
 
 def get_settings() -> Settings:
@@ -55,14 +61,31 @@ def get_settings() -> Settings:
     return parse_settings(getattr(settings, "NATS", None))
 
 
+def _current_settings() -> Settings:
+    """The validated ``settings.NATS``, read once (again after :func:`close_client`).
+
+    Raises:
+        SettingsError: the setting is wrong.
+    """
+    global _settings
+    settings = _settings
+    if settings is None:
+        with _lock:
+            if _settings is None:
+                _settings = get_settings()
+            settings = _settings
+    return settings
+
+
 def get_holder() -> ProcessClient:
     """The :class:`~natsjs_sync.contrib.process.ProcessClient` of this process, made from the settings once."""
     global _holder
     holder = _holder
     if holder is None:
+        settings = _current_settings()
         with _lock:
             if _holder is None:
-                _holder = ProcessClient.from_settings(get_settings())
+                _holder = ProcessClient.from_settings(settings)
             holder = _holder
     return holder
 
@@ -89,8 +112,8 @@ def health(**overrides: Any) -> Health:
 
 def close_client() -> None:
     """Close the process's client and forget the settings (they are read again on next use)."""
-    global _holder
+    global _holder, _settings
     with _lock:
-        holder, _holder = _holder, None
+        holder, _holder, _settings = _holder, None, None
     if holder is not None:
         holder.close()

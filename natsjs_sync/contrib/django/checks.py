@@ -11,7 +11,8 @@ from ..process import SettingsError, parse_settings
 
 @register("nats")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Validate ``settings.NATS``: keys, server URLs, connect options, health options, dotted paths.
+    """Validate ``settings.NATS``: keys, server URLs, the types and values of connect and health
+    options, dotted paths (imported).
 
     Nothing is sent to a server: a check must not depend on one being up.
 

@@ -1,17 +1,23 @@
-"""The health view: :func:`natsjs_sync.health.check_health` as JSON, 200 or 503."""
+"""The health view: the readiness of the process's client, 200 or 503, details only for who may see them."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
-from . import health as _health
+from ..process import health_answer
+from . import _current_settings, get_holder
 
 
 @never_cache
-@require_GET
+@require_safe
 def health(request: HttpRequest) -> JsonResponse:
-    """Answer a probe: the health dict, status 200 (pass, warn) or 503 (fail)."""
-    result = _health()
-    return JsonResponse(result.as_dict(), status=result.http_status)
+    """Answer a probe (GET, or HEAD: the same status and headers, no body).
+
+    The body is ``{"status": ...}`` (``"pass"``, ``"warn"``: 200; ``"fail"``:
+    503); what each check measured is added for the callers
+    ``NATS["health_details"]`` lets see it.
+    """
+    body, status = health_answer(get_holder(), _current_settings().health_details, request)
+    return JsonResponse(body, status=status)
