@@ -298,9 +298,6 @@ def _unless_suppressed(wrapper: _Wrapper) -> _Wrapper:
     return guarded
 
 
-_ABSENT: Any = object()
-
-
 class _Param:
     """One parameter of a wrapped method, read and replaced where the caller put it.
 
@@ -327,9 +324,6 @@ class _Param:
         if self.index is not None and len(args) > self.index:
             return args[self.index]
         return kwargs.get(self.name, default)
-
-    def given(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
-        return self.get(args, kwargs, _ABSENT) is not _ABSENT
 
     def replace(self, args: tuple[Any, ...], kwargs: dict[str, Any],
                 value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -93,6 +93,8 @@ def _wrap_store(s: _State, op: str, op_type: str | None, bucket_key: str, name_k
     ``kind``: PRODUCER for a write that carries the span's context (its creation context).
     """
     name_p = _Param(fn, name_arg)
+    # A watch's watcher is the application's (made under suppression all the same): its updates are traced.
+    hands_out = op == "watch"
 
     @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], store: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -110,7 +112,7 @@ def _wrap_store(s: _State, op: str, op_type: str | None, bucket_key: str, name_k
                         consumed=int(op_type == "receive")) as span:
             with suppress_instrumentation():
                 result = wrapped(*args, **kwargs)
-            if op == "watch":  # the application's watcher, made under suppression: its updates are traced
+            if hands_out:
                 s.internal.discard(id(result))
             _describe_result(span, result)
             return result
