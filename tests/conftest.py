@@ -88,3 +88,26 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, interval: fl
         if time.monotonic() >= deadline:
             return False
         pause.wait(interval)
+
+
+@pytest.fixture(params=["plain", "instrumented"])
+def instrumentation(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a test of argument and callback checks both ways: as the library is, and under
+    OpenTelemetry instrumentation (as ``opentelemetry-instrument`` runs an application in
+    production), where every check must hold exactly the same."""
+    if request.param == "plain":
+        yield "plain"
+        return
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra (and the SDK) is part of the test extra")
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from natsjs_sync.otel import NatsjsSyncInstrumentor
+
+    provider = TracerProvider()  # recording spans: every wrapper runs its whole path
+    instrumentor = NatsjsSyncInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        yield "instrumented"
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()

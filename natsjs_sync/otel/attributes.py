@@ -1,23 +1,26 @@
 """Attribute names and span names of the messaging semantic conventions, as NATS fills them.
 
-The standard names come from ``opentelemetry-semantic-conventions`` (so a
-rename there is a rename here); the JetStream facts a reader of a trace needs,
-which the conventions have no names for, live under the ``nats.`` prefix.
-Span names must stay low-cardinality: a reply inbox is named ``(temporary)``
-and a wildcard subscription by its pattern, never by the subject of each message.
+Every name is written here as a string of the conventions' version
+:data:`SCHEMA_VERSION`, the version the instrumentation's schema URL declares:
+a name is not taken from ``opentelemetry-semantic-conventions``, whose releases
+add and rename them (its oldest release the ``otel`` extra allows lacks some
+of these), so what is emitted changes only with :data:`SCHEMA_VERSION`. The
+JetStream facts a reader of a trace needs, which the conventions have no
+names for, live under the ``nats.`` prefix. Span names and metric attributes
+stay low-cardinality: a temporary destination (a reply inbox, by the client's
+own inbox prefix whatever it is; a JetStream ack subject) is named by its
+template (``_INBOX.>``), never by the subject of each exchange.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry.semconv._incubating.attributes import messaging_attributes as _m
-from opentelemetry.semconv.attributes import error_attributes as _e
-from opentelemetry.semconv.attributes import server_attributes as _s
-
 __all__ = [
+    "DEFAULT_INBOX_PREFIX",
     "ERROR_TYPE",
     "MESSAGING_BATCH_MESSAGE_COUNT",
     "MESSAGING_CLIENT_ID",
@@ -43,30 +46,38 @@ __all__ = [
     "NATS_OBJECT_NAME",
     "NATS_STREAM",
     "NATS_STREAM_SEQUENCE",
+    "SCHEMA_URL",
+    "SCHEMA_VERSION",
     "SERVER_ADDRESS",
     "SERVER_PORT",
     "SYSTEM",
-    "TEMPORARY",
+    "destination",
     "destination_label",
     "is_temporary",
     "server_attributes",
+    "span_name",
 ]
 
-MESSAGING_SYSTEM = _m.MESSAGING_SYSTEM
-MESSAGING_OPERATION_NAME = _m.MESSAGING_OPERATION_NAME
-MESSAGING_OPERATION_TYPE = _m.MESSAGING_OPERATION_TYPE
-MESSAGING_DESTINATION_NAME = _m.MESSAGING_DESTINATION_NAME
-MESSAGING_DESTINATION_TEMPLATE = _m.MESSAGING_DESTINATION_TEMPLATE
-MESSAGING_DESTINATION_TEMPORARY = _m.MESSAGING_DESTINATION_TEMPORARY
-MESSAGING_DESTINATION_SUBSCRIPTION_NAME = _m.MESSAGING_DESTINATION_SUBSCRIPTION_NAME
-MESSAGING_CONSUMER_GROUP_NAME = _m.MESSAGING_CONSUMER_GROUP_NAME
-MESSAGING_MESSAGE_ID = _m.MESSAGING_MESSAGE_ID
-MESSAGING_MESSAGE_BODY_SIZE = _m.MESSAGING_MESSAGE_BODY_SIZE
-MESSAGING_CLIENT_ID = _m.MESSAGING_CLIENT_ID
-MESSAGING_BATCH_MESSAGE_COUNT = _m.MESSAGING_BATCH_MESSAGE_COUNT
-SERVER_ADDRESS = _s.SERVER_ADDRESS
-SERVER_PORT = _s.SERVER_PORT
-ERROR_TYPE = _e.ERROR_TYPE
+#: The version of the OpenTelemetry semantic conventions every name, span kind and span name follows.
+SCHEMA_VERSION = "1.44.0"
+#: The schema URL of the tracer and meter.
+SCHEMA_URL = f"https://opentelemetry.io/schemas/{SCHEMA_VERSION}"
+
+MESSAGING_SYSTEM = "messaging.system"
+MESSAGING_OPERATION_NAME = "messaging.operation.name"
+MESSAGING_OPERATION_TYPE = "messaging.operation.type"
+MESSAGING_DESTINATION_NAME = "messaging.destination.name"
+MESSAGING_DESTINATION_TEMPLATE = "messaging.destination.template"
+MESSAGING_DESTINATION_TEMPORARY = "messaging.destination.temporary"
+MESSAGING_DESTINATION_SUBSCRIPTION_NAME = "messaging.destination.subscription.name"
+MESSAGING_CONSUMER_GROUP_NAME = "messaging.consumer.group.name"
+MESSAGING_MESSAGE_ID = "messaging.message.id"
+MESSAGING_MESSAGE_BODY_SIZE = "messaging.message.body.size"
+MESSAGING_CLIENT_ID = "messaging.client.id"
+MESSAGING_BATCH_MESSAGE_COUNT = "messaging.batch.message_count"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+ERROR_TYPE = "error.type"
 
 #: ``messaging.system`` for every span and metric of this client.
 SYSTEM = "nats"
@@ -85,28 +96,84 @@ NATS_OBJECT_NAME = "nats.object_store.name"
 NATS_BATCH_ID = "nats.batch.id"
 NATS_BATCH_KIND = "nats.batch.kind"
 
-#: The span-name label of a destination that exists for one exchange (a reply inbox).
-TEMPORARY = "(temporary)"
-
-_INBOX_PREFIXES = ("_INBOX.", "$JS.ACK.")
-
-
-def is_temporary(subject: str) -> bool:
-    """True for a reply inbox: a subject made for one request, never worth a span name of its own."""
-    return subject.startswith("_INBOX.")
+#: The prefix of the reply inboxes a client makes unless told otherwise (``inbox_prefix``).
+DEFAULT_INBOX_PREFIX = "_INBOX"
+# A JetStream delivery's reply subject: one per message, answered once (acks).
+_ACK_PREFIX = "$JS.ACK"
+# A direct get of the last message of a subject names that subject after the stream:
+# as many destinations as subjects, so the template stops at the stream.
+_DIRECT_GET = re.compile(r"^(\$JS\.(?:[^.]+\.)?API\.DIRECT\.GET\.[^.]+)\.")
 
 
-def destination_label(subject: str) -> str:
-    """The low-cardinality destination of a span name.
+def _temporary_prefix(subject: str, inbox_prefix: str) -> str | None:
+    """The prefix that makes ``subject`` a temporary destination, or None."""
+    for prefix in (inbox_prefix, DEFAULT_INBOX_PREFIX, _ACK_PREFIX):
+        if subject.startswith(prefix) and subject[len(prefix):len(prefix) + 1] == ".":
+            return prefix
+    return None
+
+
+def is_temporary(subject: str, inbox_prefix: str = DEFAULT_INBOX_PREFIX) -> bool:
+    """True for a destination made for one exchange: a reply inbox or a JetStream ack subject.
 
     Args:
-        subject: a subject or a subscription's pattern (wildcards are already
-            low-cardinality: the pattern is the name).
+        subject: a subject or a subscription's pattern.
+        inbox_prefix: the client's inbox prefix (the default one and ``$JS.ACK`` count too).
+    """
+    return _temporary_prefix(subject, inbox_prefix) is not None
+
+
+def destination(subject: str, inbox_prefix: str = DEFAULT_INBOX_PREFIX, *,
+                temporary: bool = False) -> dict[str, Any]:
+    """The destination attributes of ``subject``, as the conventions' span name reads them.
+
+    ``messaging.destination.name`` is the subject itself. A temporary
+    destination (see :func:`is_temporary`, or ``temporary=True``: a reply
+    subject, whatever its prefix) also gets ``messaging.destination.temporary``
+    and, when its prefix is known, ``messaging.destination.template``
+    ``<prefix>.>``; a JetStream direct get by subject gets the template of its
+    stream. Metrics keep the template and never the name of a temporary one.
+
+    Args:
+        subject: the subject (not a pattern).
+        inbox_prefix: the client's inbox prefix.
+        temporary: the caller knows the subject is a reply subject.
+    """
+    attrs: dict[str, Any] = {MESSAGING_DESTINATION_NAME: subject}
+    prefix = _temporary_prefix(subject, inbox_prefix)
+    if prefix is not None or temporary:
+        attrs[MESSAGING_DESTINATION_TEMPORARY] = True
+        if prefix is not None:
+            attrs[MESSAGING_DESTINATION_TEMPLATE] = f"{prefix}.>"
+    elif subject.startswith("$JS."):
+        direct = _DIRECT_GET.match(subject)
+        if direct is not None:
+            attrs[MESSAGING_DESTINATION_TEMPLATE] = f"{direct.group(1)}.>"
+    return attrs
+
+
+def destination_label(attrs: Mapping[str, Any]) -> str:
+    """The ``{destination}`` of a span name, by the conventions: the template when there
+    is one, else the name of a destination that is not temporary, else nothing.
+
+    Args:
+        attrs: attributes made by :func:`destination`.
 
     Returns:
-        ``(temporary)`` for an inbox, otherwise the subject itself.
+        The label, or ``""`` (the span name is then the operation alone).
     """
-    return TEMPORARY if is_temporary(subject) else subject
+    template = attrs.get(MESSAGING_DESTINATION_TEMPLATE)
+    if template is not None:
+        return str(template)
+    if attrs.get(MESSAGING_DESTINATION_TEMPORARY):
+        return ""
+    return str(attrs.get(MESSAGING_DESTINATION_NAME, ""))
+
+
+def span_name(operation: str, attrs: Mapping[str, Any]) -> str:
+    """``{messaging.operation.name} {destination}``, or the operation alone without a destination."""
+    label = destination_label(attrs)
+    return f"{operation} {label}" if label else operation
 
 
 def server_attributes(url: str | None, client_id: int | None, name: str | None) -> Mapping[str, Any]:

@@ -9,22 +9,25 @@ application made without one. The spans are made by :mod:`.spans`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import SpanKind
 
 from . import attributes as a
-from .propagation import inject
 from .spans import (
     _destination,
+    _message_prefix,
     _operation,
+    _Param,
     _receive,
     _size,
     _State,
+    _takes_callback,
     _traced_handler,
     _unless_suppressed,
+    _with_context,
 )
 
 if TYPE_CHECKING:
@@ -36,77 +39,63 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------- core publishing
 
 
-def _wrap_publish(s: _State, op_name: str = "publish") -> Callable[..., Any]:
+def _wrap_publish(s: _State, fn: Callable[..., Any], op_name: str = "publish") -> Callable[..., Any]:
+    """``Client.publish``/``publish_now`` (and ``request``: ``op_name`` "request"): a send span
+    whose context the message carries (its creation context: PRODUCER, by the conventions)."""
+    subject_p, payload_p, headers_p = _Param(fn, "subject"), _Param(fn, "payload"), _Param(fn, "headers")
+
     @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        subject, payload, reply, headers = _publish_args(*args, **kwargs)
+        subject = subject_p.get(args, kwargs)
+        if not isinstance(subject, str):
+            return wrapped(*args, **kwargs)  # refused by the client, as without instrumentation
+        payload, headers = payload_p.get(args, kwargs, b""), headers_p.get(args, kwargs)
         attrs = s.client_attrs(client)
-        attrs.update(_destination(subject, "send", op_name))
+        attrs.update(_destination(subject, "send", op_name, s.inbox_prefix(client)))
         attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
-        with _operation(s, f"{op_name} {a.destination_label(subject)}", SpanKind.PRODUCER, attrs, op_name,
-                        sent=1) as span:
+        with _operation(s, a.span_name(op_name, attrs), SpanKind.PRODUCER, attrs, op_name, sent=1) as span:
             s.run_publish_hook(span, subject, payload, headers)
-            return wrapped(subject, payload, reply, inject(headers))
+            args, kwargs = _with_context(headers_p, args, kwargs)
+            return wrapped(*args, **kwargs)
     return wrapper
 
 
-def _publish_args(subject: str, payload: Any = b"", reply: str | None = None,
-                  headers: Mapping[str, Any] | None = None) -> tuple[str, Any, str | None, Any]:
-    return subject, payload, reply, headers
+def _wrap_request(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    return _wrap_publish(s, fn, "request")
 
 
-def _wrap_request(s: _State) -> Callable[..., Any]:
-    @_unless_suppressed
-    def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        subject, payload, timeout, headers = _request_args(*args, **kwargs)
-        attrs = s.client_attrs(client)
-        attrs.update(_destination(subject, "send", "request"))
-        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
-        with _operation(s, f"request {a.destination_label(subject)}", SpanKind.CLIENT, attrs, "request",
-                        sent=1) as span:
-            s.run_publish_hook(span, subject, payload, headers)
-            if timeout is _UNSET:
-                return wrapped(subject, payload, headers=inject(headers))
-            return wrapped(subject, payload, timeout, inject(headers))
-    return wrapper
+def _wrap_respond(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``Msg.respond``: a send span to the message's reply subject, a temporary destination
+    whatever its prefix (the requester's inbox, made for this one exchange)."""
+    data_p, headers_p = _Param(fn, "data"), _Param(fn, "headers")
 
-
-_UNSET: Any = object()
-
-
-def _request_args(subject: str, payload: Any = b"", timeout: Any = _UNSET,
-                  headers: Mapping[str, Any] | None = None) -> tuple[str, Any, Any, Any]:
-    return subject, payload, timeout, headers
-
-
-def _wrap_respond(s: _State) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], msg: Msg, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not is_instrumentation_enabled() or not msg.reply:
             return wrapped(*args, **kwargs)
-        data, headers = _respond_args(*args, **kwargs)
-        attrs = _destination(msg.reply, "send", "respond")
+        data, headers = data_p.get(args, kwargs, b""), headers_p.get(args, kwargs)
+        attrs = _destination(msg.reply, "send", "respond", _message_prefix(s, msg), temporary=True)
         attrs[a.MESSAGING_SYSTEM] = a.SYSTEM
         attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(data)
-        with _operation(s, f"respond {a.destination_label(msg.reply)}", SpanKind.PRODUCER, attrs, "respond",
-                        sent=1) as span:
+        with _operation(s, a.span_name("respond", attrs), SpanKind.PRODUCER, attrs, "respond", sent=1) as span:
             s.run_publish_hook(span, msg.reply, data, headers)
-            return wrapped(data, headers=inject(headers))
+            args, kwargs = _with_context(headers_p, args, kwargs)
+            return wrapped(*args, **kwargs)
     return wrapper
-
-
-def _respond_args(data: bytes = b"", headers: Mapping[str, Any] | None = None) -> tuple[bytes, Any]:
-    return data, headers
 
 
 # ---------------------------------------------------------------------- core delivery
 
 
-def _wrap_subscribe(s: _State) -> Callable[..., Any]:
+def _wrap_subscribe(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
+    subject_p, queue_p, cb_p = _Param(fn, "subject"), _Param(fn, "queue"), _Param(fn, "cb")
+
     def wrapper(wrapped: Callable[..., Any], client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        subject, queue, cb, rest = _subscribe_args(*args, **kwargs)
-        if cb is not None and is_instrumentation_enabled():
-            cb = _traced_handler(s, cb, subject, queue, client)
-        sub: Subscription = wrapped(subject, queue, cb, **rest)
+        cb = cb_p.get(args, kwargs)
+        # Checked first, wrapped after: a callback the client refuses reaches it as it is.
+        if _takes_callback(cb) and is_instrumentation_enabled():
+            traced = _traced_handler(s, cb, subject_p.get(args, kwargs), queue_p.get(args, kwargs), client)
+            args, kwargs = cb_p.replace(args, kwargs, traced)
+        sub: Subscription = wrapped(*args, **kwargs)
         s.metrics.watch_client(client)
         s.metrics.watch_subscription(sub)
         if cb is None:
@@ -115,15 +104,9 @@ def _wrap_subscribe(s: _State) -> Callable[..., Any]:
     return wrapper
 
 
-def _subscribe_args(subject: str, queue: str | None = None, cb: Any = None,
-                    **rest: Any) -> tuple[str, str | None, Any, dict[str, Any]]:
-    return subject, queue, cb, rest
-
-
 def _wrap_next_msg(s: _State) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], sub: Subscription, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if id(sub) not in s.user_subs or not is_instrumentation_enabled():
             return wrapped(*args, **kwargs)
         return _receive(s, wrapped, args, kwargs, sub.subject, sub.queue)
     return wrapper
-

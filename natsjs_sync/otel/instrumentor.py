@@ -11,27 +11,35 @@ call straight through.
 
 What each operation records (span name ``<operation> <destination>``):
 
-==========================================  ==========  ===============  =========
-call                                        kind        operation type   name
-==========================================  ==========  ===============  =========
-``Client.publish`` / ``publish_now``        PRODUCER    send             publish
-``Client.request``                          CLIENT      send             request
-``Msg.respond``                             PRODUCER    send             respond
-subscription callback                       CONSUMER    process          process
-``Subscription.next_msg`` (and iteration)   CONSUMER    receive          receive
-``JetStream.publish`` / ``publish_async``   PRODUCER    send             publish
-atomic and fast batch (one per batch)       PRODUCER    send             publish
-``MessageBatch`` / ``messages()`` items     CONSUMER    receive          receive
-``consume()`` handler (pull and push)       CONSUMER    process          process
-``js.subscribe`` callback / ``next_msg``    CONSUMER    process/receive  process, receive
-``Msg.ack`` / ``nak`` / ``term`` / ...      CLIENT      settle           ack ...
-``KeyValue.put`` / ``get`` / ``watch`` ...  CLIENT      send / receive   put ...
-KV watcher update                           CONSUMER    receive          receive
-``ObjectStore.put`` / ``get``               CLIENT      send / receive   put, get
-service endpoint handler                    SERVER      process          (endpoint)
-Spark read task attempt                     CONSUMER    receive          receive
-Spark write task attempt                    PRODUCER    send             publish
-==========================================  ==========  ===============  =========
+The span kinds are those of the conventions' version :data:`.attributes.SCHEMA_VERSION`
+(the schema URL): a send whose context the message carries PRODUCER, a
+receive (asked for by the application) and a settle CLIENT, a process
+(a callback) CONSUMER.
+
+==============================================  ==========  ===============  =========
+call                                            kind        operation type   name
+==============================================  ==========  ===============  =========
+``Client.publish`` / ``publish_now``            PRODUCER    send             publish
+``Client.request``                              PRODUCER    send             request
+``Msg.respond``                                 PRODUCER    send             respond
+subscription callback                           CONSUMER    process          process
+``Subscription.next_msg`` (and iteration)       CLIENT      receive          receive
+``JetStream.publish`` / ``publish_async``       PRODUCER    send             publish
+atomic and fast batch (one per batch)           PRODUCER    send             publish
+``MessageBatch`` / ``messages()`` items         CLIENT      receive          receive
+``consume()`` handler (pull, push, ordered)     CONSUMER    process          process
+``js.subscribe`` callback / ``next_msg``        CONSUMER /  process /        process, receive
+                                                CLIENT      receive
+``Msg.ack`` / ``nak`` / ``term`` / ...          CLIENT      settle           ack ...
+``KeyValue.put`` / ``create`` / ``delete`` ...  PRODUCER    send             put ...
+``KeyValue.get`` / ``keys`` / ``list_keys`` ..  CLIENT      receive          get ...
+``KeyValue.watch``                              CLIENT      (none)           watch
+KV watcher update                               CLIENT      receive          receive
+``ObjectStore.put`` / ``get``                   CLIENT      send / receive   put, get
+service endpoint handler                        SERVER      process          (endpoint)
+Spark read task attempt                         CLIENT      receive          receive
+Spark write task attempt                        PRODUCER    send             publish
+==============================================  ==========  ===============  =========
 
 Trace context goes out in the headers of publishes, requests, replies and
 JetStream publishes (see :mod:`.propagation`) and is read back on delivery:
@@ -54,7 +62,7 @@ import functools
 import importlib
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import wrapt
 from opentelemetry import metrics as otel_metrics
@@ -78,12 +86,12 @@ from .jetstream import (
     _wrap_js_publish,
     _wrap_js_publish_async,
     _wrap_js_subscribe,
-    _wrap_messages_init,
+    _wrap_made_internally,
     _wrap_messages_next,
     _wrap_settle,
 )
 from .metrics import Metrics
-from .spans import _consumer_attrs, _label, _Live, _processing, _State
+from .spans import _consumer_attrs, _delivery_name, _Live, _message_prefix, _processing, _State
 from .stores_services import _wrap_add_endpoint, _wrap_kv_decode, _wrap_kv_publish, _wrap_store
 
 if TYPE_CHECKING:
@@ -91,7 +99,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ConsumeHook", "NatsjsSyncInstrumentor", "PublishHook", "process"]
 
-_SCHEMA_URL = "https://opentelemetry.io/schemas/1.27.0"
+_SCHEMA_URL = a.SCHEMA_URL
 _instruments = ("natsjs-sync >= 0.1",)
 
 #: ``publish_hook(span, subject, payload, headers)``: called on each producer span
@@ -159,9 +167,12 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         from ..jetstream.kv import KeyValue
         from ..jetstream.nats_py import NatsPyNames
         from ..jetstream.object_store import ObjectStore
+        from ..jetstream.ordered import OrderedConsumer
         from ..jetstream.push import PushConsumer
+        from ..msg import Msg
 
-        targets = _targets(s, Client, JetStream, Consumer, KeyValue, ObjectStore, PushConsumer, NatsPyNames)
+        targets = _targets(s, _Classes(Client, Msg, JetStream, Consumer, OrderedConsumer, PushConsumer, NatsPyNames,
+                                       KeyValue, ObjectStore))
         for module, name, wrapper in targets:
             wrapt.wrap_function_wrapper(module, name, wrapper)
         self._wrapped = [(module, name) for module, name, _ in targets]
@@ -192,29 +203,45 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     unwrap(spark.JetStreamDataSource, method)
 
 
-def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any, objects: Any, push: Any,
-             names: Any) -> list[tuple[str, str, Callable[..., Any]]]:
+class _Classes(NamedTuple):
+    """The classes whose methods are wrapped (imported when instrumenting, never before)."""
+
+    client: Any
+    msg: Any
+    js: Any
+    consumer: Any
+    ordered: Any
+    push: Any
+    names: Any
+    kv: Any
+    objects: Any
+
+
+def _targets(s: _State, c: _Classes) -> list[tuple[str, str, Callable[..., Any]]]:
     """(module, "Class.method", wrapper) for every wrapped method."""
     t: list[tuple[str, str, Callable[..., Any]]] = [
-        ("natsjs_sync.client", "Client.publish", _wrap_publish(s)),
-        ("natsjs_sync.client", "Client.publish_now", _wrap_publish(s)),
-        ("natsjs_sync.client", "Client.request", _wrap_request(s)),
-        ("natsjs_sync.client", "Client.subscribe", _wrap_subscribe(s)),
+        ("natsjs_sync.client", "Client.publish", _wrap_publish(s, c.client.publish)),
+        ("natsjs_sync.client", "Client.publish_now", _wrap_publish(s, c.client.publish_now)),
+        ("natsjs_sync.client", "Client.request", _wrap_request(s, c.client.request)),
+        ("natsjs_sync.client", "Client.subscribe", _wrap_subscribe(s, c.client.subscribe)),
         ("natsjs_sync.client", "Client.jetstream", _wrap_jetstream(s)),
-        ("natsjs_sync.msg", "Msg.respond", _wrap_respond(s)),
+        ("natsjs_sync.msg", "Msg.respond", _wrap_respond(s, c.msg.respond)),
         ("natsjs_sync.subscription", "Subscription.next_msg", _wrap_next_msg(s)),
-        ("natsjs_sync.jetstream.context", "JetStream.publish", _wrap_js_publish(s, js.publish)),
+        ("natsjs_sync.jetstream.context", "JetStream.publish", _wrap_js_publish(s, c.js.publish)),
         ("natsjs_sync.jetstream.context", "JetStream.publish_async",
-         _wrap_js_publish_async(s, js.publish_async)),
+         _wrap_js_publish_async(s, c.js.publish_async)),
         ("natsjs_sync.jetstream.pull", "MessageBatch.__iter__", _wrap_batch_iter(s)),
-        ("natsjs_sync.jetstream.messages", "MessagesContext.__init__", _wrap_messages_init(s)),
+        ("natsjs_sync.jetstream.messages", "MessagesContext.__init__", _wrap_made_internally(s)),
         # _next: both next() and a for loop over the iterator (which calls it directly) go through it.
         ("natsjs_sync.jetstream.messages", "MessagesContext._next", _wrap_messages_next(s)),
-        ("natsjs_sync.jetstream.consumer", "Consumer.consume", _wrap_consume(s, consumer.consume)),
-        ("natsjs_sync.jetstream.push", "PushConsumer.consume", _wrap_consume(s, push.consume)),
-        ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe", _wrap_js_subscribe(s, names.subscribe)),
+        # KV and object watchers made inside an operation (keys, list_keys, history) are that operation's.
+        ("natsjs_sync.jetstream.watcher", "Watcher.__init__", _wrap_made_internally(s)),
+        ("natsjs_sync.jetstream.consumer", "Consumer.consume", _wrap_consume(s, c.consumer.consume)),
+        ("natsjs_sync.jetstream.ordered", "OrderedConsumer.consume", _wrap_consume(s, c.ordered.consume)),
+        ("natsjs_sync.jetstream.push", "PushConsumer.consume", _wrap_consume(s, c.push.consume)),
+        ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe", _wrap_js_subscribe(s, c.names.subscribe)),
         ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe_bind",
-         _wrap_js_subscribe(s, names.subscribe_bind)),
+         _wrap_js_subscribe(s, c.names.subscribe_bind)),
         ("natsjs_sync.micro.service", "Service.add_endpoint", _wrap_add_endpoint(s)),
         ("natsjs_sync.micro.service", "Group.add_endpoint", _wrap_add_endpoint(s)),
     ]
@@ -225,19 +252,26 @@ def _targets(s: _State, client: Any, js: Any, consumer: Any, kv: Any, objects: A
             t.append((module, f"{cls}.{method}", _wrap_batch_send(s, kind, getattr(owner, method))))
         for method in ("discard", "__exit__"):
             t.append((module, f"{cls}.{method}", _wrap_batch_end(s)))
-    t.append(("natsjs_sync.jetstream.kv", "KeyValue._publish", _wrap_kv_publish(s, kv._publish)))
+    t.append(("natsjs_sync.jetstream.kv", "KeyValue._publish", _wrap_kv_publish(s, c.kv._publish)))
     t.append(("natsjs_sync.jetstream.kv", "KeyWatcher._decode", _wrap_kv_decode(s)))
-    for kind in ("ack", "nak", "term", "in_progress", "ack_sync"):
-        t.append(("natsjs_sync.msg", f"Msg.{kind}", _wrap_settle(s, kind)))
-    for op, op_type in (("put", "send"), ("create", "send"), ("update", "send"), ("delete", "send"),
-                        ("purge", "send"), ("get", "receive"), ("keys", "receive"), ("history", "receive"),
-                        ("watch", "create")):
+    for settle in ("ack", "nak", "term", "in_progress", "ack_sync"):
+        t.append(("natsjs_sync.msg", f"Msg.{settle}", _wrap_settle(s, settle)))
+    # A KV write carries its span's context (the message's creation context): PRODUCER. A watch
+    # sets up a delivery and moves no message itself: no operation type of the conventions.
+    kv_ops: tuple[tuple[str, str | None, SpanKind], ...] = (
+        ("put", "send", SpanKind.PRODUCER), ("create", "send", SpanKind.PRODUCER),
+        ("update", "send", SpanKind.PRODUCER), ("delete", "send", SpanKind.PRODUCER),
+        ("purge", "send", SpanKind.PRODUCER), ("get", "receive", SpanKind.CLIENT),
+        ("keys", "receive", SpanKind.CLIENT), ("list_keys", "receive", SpanKind.CLIENT),
+        ("history", "receive", SpanKind.CLIENT), ("watch", None, SpanKind.CLIENT))
+    for op, op_type, span_kind in kv_ops:
         t.append(("natsjs_sync.jetstream.kv", f"KeyValue.{op}",
-                  _wrap_store(s, op, op_type, a.NATS_KV_BUCKET, a.NATS_KV_KEY, getattr(kv, op), "key")))
-    for op, op_type in (("put", "send"), ("delete", "send"), ("get", "receive"), ("get_info", "receive"),
-                        ("list", "receive")):
+                  _wrap_store(s, op, op_type, a.NATS_KV_BUCKET, a.NATS_KV_KEY, getattr(c.kv, op), "key",
+                              span_kind)))
+    for op, obj_type in (("put", "send"), ("delete", "send"), ("get", "receive"), ("get_info", "receive"),
+                         ("list", "receive")):
         t.append(("natsjs_sync.jetstream.object_store", f"ObjectStore.{op}",
-                  _wrap_store(s, op, op_type, a.NATS_OBJECT_BUCKET, a.NATS_OBJECT_NAME, getattr(objects, op),
+                  _wrap_store(s, op, obj_type, a.NATS_OBJECT_BUCKET, a.NATS_OBJECT_NAME, getattr(c.objects, op),
                               "name")))
     return t
 
@@ -264,7 +298,8 @@ def process(msg: Msg, name: str | None = None) -> Iterator[Span]:
     if s is None or not is_instrumentation_enabled():
         yield trace.INVALID_SPAN
         return
-    with _processing(s, msg, name or f"process {_label(msg, None)}", SpanKind.CONSUMER,
-                     _consumer_attrs(msg, None, None, "process"), count=False) as span:
+    attrs = _consumer_attrs(msg, None, None, "process", _message_prefix(s, msg))
+    with _processing(s, msg, name or _delivery_name("process", attrs), SpanKind.CONSUMER, attrs,
+                     count=False) as span:
         yield span
 

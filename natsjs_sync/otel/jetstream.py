@@ -11,6 +11,7 @@ JetStream API requests and responses as events of the current span.
 
 from __future__ import annotations
 
+import inspect
 import timeit
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -21,22 +22,23 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind
 
 from . import attributes as a
-from .propagation import inject
 from .spans import (
     _ACK_PREFIX,
-    _Args,
     _destination,
     _fail,
     _js_attrs,
     _message_id,
     _now_ns,
     _operation,
+    _Param,
     _receive,
     _receive_span,
     _size,
     _State,
+    _takes_callback,
     _traced_handler,
     _unless_suppressed,
+    _with_context,
 )
 
 if TYPE_CHECKING:
@@ -53,29 +55,45 @@ def _describe_ack(span: Span, ack: Any) -> None:
     span.set_attribute(a.NATS_STREAM_SEQUENCE, ack.seq)
 
 
-def _js_publish_attrs(s: _State, js: Any, p: Mapping[str, Any]) -> tuple[str, Any, Any, dict[str, Any]]:
-    """Subject, payload, headers and span attributes of a JetStream publish's bound arguments."""
-    subject, payload, headers = p["subject"], p.get("payload", b""), p.get("headers")
-    attrs = s.client_attrs(js.nc)
-    attrs.update(_destination(subject, "send", "publish"))
-    attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
-    msg_id = p.get("msg_id") or _message_id(headers)
-    if msg_id:
-        attrs[a.MESSAGING_MESSAGE_ID] = msg_id
-    return subject, payload, headers, attrs
+class _PublishParams:
+    """Where a JetStream publish's subject, payload, headers and message id are in its call."""
+
+    __slots__ = ("headers", "msg_id", "payload", "subject")
+
+    def __init__(self, fn: Callable[..., Any]):
+        self.subject, self.payload = _Param(fn, "subject"), _Param(fn, "payload")
+        self.headers, self.msg_id = _Param(fn, "headers"), _Param(fn, "msg_id")
+
+    def attrs(self, s: _State, js: Any, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> tuple[str, Any, Any, dict[str, Any]] | None:
+        """Subject, payload, headers and span attributes (None for a subject that is no str:
+        the call goes on untraced and is refused as it is without instrumentation)."""
+        subject = self.subject.get(args, kwargs)
+        if not isinstance(subject, str):
+            return None
+        payload, headers = self.payload.get(args, kwargs, b""), self.headers.get(args, kwargs)
+        attrs = s.client_attrs(js.nc)
+        attrs.update(_destination(subject, "send", "publish", s.inbox_prefix(js.nc)))
+        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
+        msg_id = self.msg_id.get(args, kwargs) or _message_id(headers)
+        if msg_id:
+            attrs[a.MESSAGING_MESSAGE_ID] = str(msg_id)
+        return subject, payload, headers, attrs
 
 
 def _wrap_js_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
-    binder = _Args(fn)
+    params = _PublishParams(fn)
 
     @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        bound = binder.bind(js, args, kwargs)
-        subject, payload, headers, attrs = _js_publish_attrs(s, js, bound.arguments)
-        with _operation(s, f"publish {subject}", SpanKind.PRODUCER, attrs, "publish", sent=1) as span:
+        described = params.attrs(s, js, args, kwargs)
+        if described is None:
+            return wrapped(*args, **kwargs)
+        subject, payload, headers, attrs = described
+        with _operation(s, a.span_name("publish", attrs), SpanKind.PRODUCER, attrs, "publish", sent=1) as span:
             s.run_publish_hook(span, subject, payload, headers)
-            bound.arguments["headers"] = inject(headers)
-            ack = binder.call(wrapped, bound)
+            args, kwargs = _with_context(params.headers, args, kwargs)
+            ack = wrapped(*args, **kwargs)
             _describe_ack(span, ack)
             if ack.duplicate:
                 span.set_attribute("nats.duplicate", True)
@@ -84,23 +102,24 @@ def _wrap_js_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _wrap_js_publish_async(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
-    binder = _Args(fn)
+    params = _PublishParams(fn)
 
     @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        bound = binder.bind(js, args, kwargs)
-        p = bound.arguments
+        described = params.attrs(s, js, args, kwargs)
+        if described is None:
+            return wrapped(*args, **kwargs)
         s.metrics.watch_jetstream(js)
-        subject, payload, headers, attrs = _js_publish_attrs(s, js, p)
+        subject, payload, headers, attrs = described
         started = timeit.default_timer()
         # The span lives until the ack settles, on whichever thread that happens: it is
         # never made current here, only put in the context the headers carry.
-        span = s.tracer.start_span(f"publish {subject}", kind=SpanKind.PRODUCER, attributes=attrs)
+        span = s.tracer.start_span(a.span_name("publish", attrs), kind=SpanKind.PRODUCER, attributes=attrs)
         s.run_publish_hook(span, subject, payload, headers)
-        p["headers"] = inject(headers, trace.set_span_in_context(span))
+        args, kwargs = _with_context(params.headers, args, kwargs, trace.set_span_in_context(span))
         try:
             with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-                fut = binder.call(wrapped, bound)
+                fut = wrapped(*args, **kwargs)
         except BaseException as exc:
             _fail(span, exc)
             span.end()
@@ -133,15 +152,14 @@ class _BatchSpan:
 
     def __init__(self, s: _State, publisher: Any, kind: str, subject: str):
         self.s = s
-        js = getattr(publisher, "_js", None)
-        self.attrs = attrs = s.client_attrs(getattr(js, "nc", None))
-        attrs.update(_destination(subject, "send", "publish"))
+        nc = getattr(getattr(publisher, "_js", None), "nc", None)
+        self.attrs = attrs = s.client_attrs(nc)
+        attrs.update(_destination(subject, "send", "publish", s.inbox_prefix(nc)))
         attrs[a.NATS_BATCH_ID] = publisher.batch_id
         attrs[a.NATS_BATCH_KIND] = kind
         self.started = timeit.default_timer()
         # Never current between calls: only in the context each message's headers carry.
-        self.span = s.tracer.start_span(f"publish {a.destination_label(subject)}", kind=SpanKind.PRODUCER,
-                                        attributes=attrs)
+        self.span = s.tracer.start_span(a.span_name("publish", attrs), kind=SpanKind.PRODUCER, attributes=attrs)
         self.context = trace.set_span_in_context(self.span)
         self.ended = False
 
@@ -178,22 +196,23 @@ def _batch_span(s: _State, publisher: Any, kind: str, subject: str | None) -> _B
 def _wrap_batch_send(s: _State, kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``add``/``commit`` of an atomic or fast batch: each message carries the batch span's context;
     the span ends when the batch is over (committed and acknowledged, or refused)."""
-    binder = _Args(fn)
+    subject_p, headers_p = _Param(fn, "subject"), _Param(fn, "headers")
 
     @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], publisher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        bound = binder.bind(publisher, args, kwargs)
-        subject = bound.arguments.get("subject")
+        subject = subject_p.get(args, kwargs)
+        if subject is not None and not isinstance(subject, str):
+            return wrapped(*args, **kwargs)  # refused by the publisher, as without instrumentation
         b = _batch_span(s, publisher, kind, subject)
         if b is None or b.ended:
             return wrapped(*args, **kwargs)
         if subject is not None:  # a commit without a subject carries no message, and no headers
-            bound.arguments["headers"] = inject(bound.arguments.get("headers"), b.context)
+            args, kwargs = _with_context(headers_p, args, kwargs, b.context)
         result: Any = None
         error: BaseException | None = None
         try:
             with trace.use_span(b.span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-                result = binder.call(wrapped, bound)
+                result = wrapped(*args, **kwargs)
             return result
         except BaseException as exc:
             error = exc
@@ -264,9 +283,11 @@ def _traced_iter(s: _State, it: Iterator[Msg]) -> Iterator[Msg]:
         yield msg
 
 
-def _wrap_messages_init(s: _State) -> Callable[..., Any]:
-    """Remember the iterators made inside a KV or object operation (under suppression): their
-    messages are that operation's chunks or entries, already covered by its one span."""
+def _wrap_made_internally(s: _State) -> Callable[..., Any]:
+    """``__init__`` of a pull iterator or a KV or object watcher: remember those made inside a
+    KV or object operation (under suppression). What they hand out is that operation's chunks,
+    entries or keys, covered by its one span, even when read after the operation returned
+    (``list_keys``)."""
     def wrapper(wrapped: Callable[..., Any], ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         wrapped(*args, **kwargs)
         if not is_instrumentation_enabled():
@@ -285,28 +306,31 @@ def _wrap_messages_next(s: _State) -> Callable[..., Any]:
 
 
 def _wrap_consume(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
-    binder = _Args(fn)
+    handler_p = _Param(fn, "handler")
 
     @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], consumer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        bound = binder.bind(consumer, args, kwargs)
-        bound.arguments["handler"] = _traced_handler(s, bound.arguments["handler"], None, None, None)
-        return binder.call(wrapped, bound)
+        handler = handler_p.get(args, kwargs)
+        # Checked first, wrapped after: a handler the consumer refuses reaches it as it is.
+        if _takes_callback(handler, "handler"):
+            args, kwargs = handler_p.replace(args, kwargs, _traced_handler(s, handler, None, None, None))
+        return wrapped(*args, **kwargs)
     return wrapper
 
 
 def _wrap_js_subscribe(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
     """nats-py style ``js.subscribe``/``subscribe_bind``: the callback in process spans, or the
     returned push subscription's ``next_msg`` in receive spans."""
-    binder = _Args(fn)
+    cb_p = _Param(fn, "cb")
+    queue_p = _Param(fn, "queue") if "queue" in inspect.signature(fn).parameters else None
 
     @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], js: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        bound = binder.bind(js, args, kwargs)
-        cb = bound.arguments.get("cb")
-        if cb is not None:
-            bound.arguments["cb"] = _traced_handler(s, cb, None, bound.arguments.get("queue"), None)
-        sub = binder.call(wrapped, bound)
+        cb = cb_p.get(args, kwargs)
+        if _takes_callback(cb):
+            queue = queue_p.get(args, kwargs) if queue_p is not None else None
+            args, kwargs = cb_p.replace(args, kwargs, _traced_handler(s, cb, None, queue, None))
+        sub = wrapped(*args, **kwargs)
         if cb is None:
             s.track_user_sub(sub)
         return sub

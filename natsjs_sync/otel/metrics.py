@@ -17,8 +17,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
-from opentelemetry.semconv._incubating.metrics import messaging_metrics as _mm
+from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
 
 from .._core import fork
 from .attributes import MESSAGING_CONSUMER_GROUP_NAME, MESSAGING_DESTINATION_SUBSCRIPTION_NAME, MESSAGING_SYSTEM, SYSTEM
@@ -30,13 +29,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONNECTION_STATE",
+    "CONSUMED_MESSAGES",
     "JS_PUBLISH_PENDING",
+    "OPERATION_DURATION",
+    "PROCESS_DURATION",
     "RECONNECTS",
+    "SENT_MESSAGES",
     "SLOW_CONSUMER_DROPPED",
     "SUB_PENDING_BYTES",
     "SUB_PENDING_MESSAGES",
     "Metrics",
 ]
+
+# The conventions' names (of the version attributes.SCHEMA_VERSION names).
+SENT_MESSAGES = "messaging.client.sent.messages"
+CONSUMED_MESSAGES = "messaging.client.consumed.messages"
+OPERATION_DURATION = "messaging.client.operation.duration"
+PROCESS_DURATION = "messaging.process.duration"
 
 RECONNECTS = "nats.client.reconnects"
 CONNECTION_STATE = "nats.client.connection.state"
@@ -51,24 +60,28 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 
 _STATES = ("connected", "reconnecting", "draining", "closed")
 
 
+def _durations(meter: Meter, name: str, description: str) -> Histogram:
+    """A histogram of seconds with the conventions' buckets as advice, where the API takes
+    advice (opentelemetry-api 1.30 and later); older APIs get the histogram without it."""
+    try:
+        return meter.create_histogram(name, unit="s", description=description,
+                                      explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+    except TypeError:  # an API older than the advice: the SDK's default buckets
+        return meter.create_histogram(name, unit="s", description=description)
+
+
 class Metrics:
     """The instruments of one instrumentation, and the objects its observers read. Thread-safe."""
 
     def __init__(self, meter: Meter):
         self.sent = meter.create_counter(
-            _mm.MESSAGING_CLIENT_SENT_MESSAGES, unit="{message}",
-            description="Messages a producer attempted to send.")
+            SENT_MESSAGES, unit="{message}", description="Messages a producer attempted to send.")
         self.consumed = meter.create_counter(
-            _mm.MESSAGING_CLIENT_CONSUMED_MESSAGES, unit="{message}",
-            description="Messages delivered to the application.")
-        self.duration = meter.create_histogram(
-            _mm.MESSAGING_CLIENT_OPERATION_DURATION, unit="s",
-            description="Duration of a messaging operation initiated by a producer or consumer client.",
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
-        self.process = meter.create_histogram(
-            _mm.MESSAGING_PROCESS_DURATION, unit="s",
-            description="Duration of processing operation.",
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+            CONSUMED_MESSAGES, unit="{message}", description="Messages delivered to the application.")
+        self.duration = _durations(
+            meter, OPERATION_DURATION,
+            "Duration of a messaging operation initiated by a producer or consumer client.")
+        self.process = _durations(meter, PROCESS_DURATION, "Duration of processing operation.")
         self._lock = threading.Lock()
         self._clients: weakref.WeakSet[Client] = weakref.WeakSet()
         self._subs: weakref.WeakSet[Subscription] = weakref.WeakSet()

@@ -5,6 +5,14 @@ The globally configured propagator (``traceparent``, ``tracestate`` and
 caller's mapping is never changed and a header the caller set is never
 replaced. Header names are those of the propagator, lower case, as nats-py's
 and natsio's instrumentations write them, so traces cross clients.
+
+The propagation fields are matched without regard to case, in both
+directions: NATS keeps a header's case as sent and compares it exactly
+(ADR-4), and ADR-4's case-insensitive lookup is the one that fits fields
+defined for HTTP, where case never mattered. A Go service that propagates
+through ``propagation.HeaderCarrier`` sends ``Traceparent`` (``http.Header``
+canonical case): it is read, and a message carrying it gets no second
+``traceparent`` beside it.
 """
 
 from __future__ import annotations
@@ -22,29 +30,36 @@ __all__ = ["HeadersGetter", "HeadersSetter", "extract", "inject"]
 
 
 class HeadersSetter(Setter[dict[str, Any]]):
-    """Writes a propagation field unless the carrier already holds it (the user's value wins)."""
+    """Writes a propagation field unless the carrier already holds it in any case (the user's value wins)."""
 
     def set(self, carrier: dict[str, Any], key: str, value: str) -> None:
-        if key not in carrier:
+        folded = key.casefold()
+        if not any(isinstance(k, str) and k.casefold() == folded for k in carrier):
             carrier[key] = value
 
 
 class HeadersGetter(Getter[Mapping[str, Any]]):
-    """Reads propagation fields from received headers (a value may be a list of values)."""
+    """Reads propagation fields from received headers, whatever their case (a value may be a list of values)."""
 
     def get(self, carrier: Mapping[str, Any], key: str) -> list[str] | None:
-        if isinstance(carrier, Headers):
-            values = carrier.get_all(key)
-            return values or None
-        value = carrier.get(key)
-        if value is None:
-            return None
-        if isinstance(value, str):
-            return [value]
-        return [str(v) for v in value]
+        folded = key.casefold()
+        values: list[str] = []
+        for name in carrier:
+            if isinstance(name, str) and name.casefold() == folded:
+                values.extend(_values(carrier, name))
+        return values or None
 
     def keys(self, carrier: Mapping[str, Any]) -> list[str]:
         return list(carrier.keys())
+
+
+def _values(carrier: Mapping[str, Any], name: str) -> list[str]:
+    if isinstance(carrier, Headers):
+        return carrier.get_all(name)
+    value = carrier[name]
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
 
 
 _SETTER = HeadersSetter()
@@ -59,17 +74,17 @@ def inject(headers: HeadersInput | None, context: Context | None = None) -> Head
         context: the context to propagate.
 
     Returns:
-        A new mapping when there was something to add, else ``headers`` itself.
+        A new mapping when there was something to add, else ``headers`` itself
+        (also when ``headers`` is not a mapping: the client refuses it as it would
+        without instrumentation).
     """
-    fields: dict[str, Any] = {}
-    propagate.inject(fields, context=context, setter=_SETTER)
-    if not fields:
+    if headers is not None and not isinstance(headers, Mapping):
         return headers
-    if headers is None:
-        return fields
-    merged: dict[str, Any] = dict(_items(headers))
-    for key, value in fields.items():
-        merged.setdefault(key, value)
+    merged: dict[str, Any] = dict(_items(headers)) if headers else {}
+    before = len(merged)
+    propagate.inject(merged, context=context, setter=_SETTER)
+    if len(merged) == before:
+        return headers
     return merged
 
 

@@ -8,7 +8,7 @@ the low-cardinality attributes kept on metrics, the span of an operation of the
 caller's (:func:`_operation`) and of the application's handling of a message
 (:func:`_processing`, :func:`_traced_handler`), the receive span of a message an
 iterator hands out (:func:`_receive`), and the plumbing of a wrapt wrapper
-(:func:`_unless_suppressed`, :class:`_Args`).
+(:func:`_unless_suppressed`, :class:`_Param`, :func:`_takes_callback`).
 
 The wrappers themselves are in :mod:`.core` (core NATS), :mod:`.jetstream` and
 :mod:`.stores_services` (KV, object store, services); :mod:`.instrumentor` puts
@@ -34,9 +34,10 @@ from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
 from .._core import fork
 from .._core.logs import mark_raised_in
+from ..client import check_callback
 from . import attributes as a
 from .metrics import Metrics
-from .propagation import extract
+from .propagation import extract, inject
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -75,6 +76,7 @@ class _State:
         self.batches: weakref.WeakKeyDictionary[Any, _BatchSpan] = weakref.WeakKeyDictionary()
         self._client_attrs: weakref.WeakKeyDictionary[Client, tuple[str | None, dict[str, Any]]] = (
             weakref.WeakKeyDictionary())
+        self._inbox_prefixes: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         fork.track(self)
 
     def after_fork_in_child(self) -> None:
@@ -99,6 +101,23 @@ class _State:
             cached = (url, attrs)
             self._client_attrs[client] = cached
         return dict(cached[1])
+
+    def inbox_prefix(self, owner: Any) -> str:
+        """The inbox prefix of a client (or of the core a message came through): its reply
+        subjects are temporary destinations. Read once per client, from a new inbox's subject."""
+        if owner is None:
+            return a.DEFAULT_INBOX_PREFIX
+        prefix = self._inbox_prefixes.get(owner)
+        if prefix is None:
+            try:
+                prefix = owner.new_inbox().rpartition(".")[0] or a.DEFAULT_INBOX_PREFIX
+            except Exception:  # not a client after all, or one that cannot make inboxes
+                return a.DEFAULT_INBOX_PREFIX
+            try:
+                self._inbox_prefixes[owner] = prefix
+            except TypeError:  # not weakly referenceable: read again next time
+                pass
+        return prefix
 
     def run_publish_hook(self, span: Span, subject: str, payload: Any, headers: Any) -> None:
         if self.publish_hook is not None and span.is_recording():
@@ -158,9 +177,16 @@ def _log_inside(span: Span, exc: BaseException) -> None:
                                           set_status_on_exception=False))
 
 
+# Attributes that name one exchange when the destination is temporary: metrics keep the template only.
+_TEMPORARY_NAMES = (a.MESSAGING_DESTINATION_NAME, a.MESSAGING_DESTINATION_SUBSCRIPTION_NAME)
+
+
 def _metric_attrs(attrs: Mapping[str, Any], op: str, error: BaseException | None = None) -> dict[str, Any]:
     """The low-cardinality part of a span's attributes, with the operation and the error: a metric's."""
     m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
+    if attrs.get(a.MESSAGING_DESTINATION_TEMPORARY):
+        for key in _TEMPORARY_NAMES:
+            m.pop(key, None)
     m[a.MESSAGING_OPERATION_NAME] = op
     if error is not None:
         m[a.ERROR_TYPE] = _error_type(error)
@@ -217,12 +243,12 @@ def _processing(s: _State, msg: Msg, name: str, kind: SpanKind, attrs: dict[str,
                 s.metrics.consumed.add(1, m)
 
 
-def _destination(subject: str, op_type: str, op_name: str) -> dict[str, Any]:
-    attrs: dict[str, Any] = {a.MESSAGING_OPERATION_TYPE: op_type, a.MESSAGING_OPERATION_NAME: op_name}
-    if a.is_temporary(subject):
-        attrs[a.MESSAGING_DESTINATION_TEMPORARY] = True
-    else:
-        attrs[a.MESSAGING_DESTINATION_NAME] = subject
+def _destination(subject: str, op_type: str, op_name: str, inbox_prefix: str = a.DEFAULT_INBOX_PREFIX,
+                 temporary: bool = False) -> dict[str, Any]:
+    """Operation and destination attributes (see :func:`.attributes.destination`)."""
+    attrs = a.destination(subject, inbox_prefix, temporary=temporary)
+    attrs[a.MESSAGING_OPERATION_TYPE] = op_type
+    attrs[a.MESSAGING_OPERATION_NAME] = op_name
     return attrs
 
 
@@ -278,30 +304,77 @@ def _unless_suppressed(wrapper: _Wrapper) -> _Wrapper:
     return guarded
 
 
-class _Args:
-    """Binds a wrapped method's arguments by name (the signature is read once per function)."""
+class _Param:
+    """One parameter of a wrapped method, read and replaced where the caller put it.
 
-    def __init__(self, fn: Callable[..., Any]):
-        self.sig = inspect.signature(fn)
+    A wrapper never binds the call to the signature itself: the arguments go on
+    exactly as the caller wrote them (positional or keyword, absent ones left
+    absent for the method's own defaults), so the method checks them and raises
+    for bad ones exactly as it does without instrumentation. The signature is
+    read once, when the wrapper is made.
+    """
 
-    def bind(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
-        bound = self.sig.bind(instance, *args, **kwargs)
-        return bound
+    __slots__ = ("index", "name")
 
-    @staticmethod
-    def call(wrapped: Callable[..., Any], bound: inspect.BoundArguments) -> Any:
-        return wrapped(*bound.args[1:], **bound.kwargs)
+    def __init__(self, fn: Callable[..., Any], name: str):
+        params = list(inspect.signature(fn).parameters.values())[1:]  # past self
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        self.index: int | None = None
+        for i, param in enumerate(params):
+            if param.name == name and param.kind in positional:
+                self.index = i
+        self.name = name  # read as a keyword only, when the method has no such positional parameter
+
+    def get(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], default: Any = None) -> Any:
+        """The argument as given, else ``default``."""
+        if self.index is not None and len(args) > self.index:
+            return args[self.index]
+        return kwargs.get(self.name, default)
+
+    def replace(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                value: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``args, kwargs`` with this argument set to ``value`` where the caller gave it (as a keyword when absent)."""
+        if self.index is not None and len(args) > self.index:
+            return (*args[:self.index], value, *args[self.index + 1:]), kwargs
+        return args, {**kwargs, self.name: value}
+
+
+def _with_context(param: _Param, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  context: Any = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's arguments with the trace context added to its headers (left as they are when nothing is added)."""
+    headers = param.get(args, kwargs)
+    injected = inject(headers, context)
+    if injected is headers:
+        return args, kwargs
+    return param.replace(args, kwargs, injected)
+
+
+def _takes_callback(cb: Any, what: str = "cb") -> bool:
+    """Whether the client will take ``cb`` as a callback: the client's own check, made first.
+
+    A callback it refuses is passed on unwrapped, so the client refuses it with
+    its own error, as it does without instrumentation; wrapped, an ``async def``
+    would pass as a plain function and never run.
+    """
+    if cb is None:
+        return False
+    try:
+        check_callback(cb, what)
+    except TypeError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------- deliveries (callbacks, iterators)
 
 
-def _consumer_attrs(msg: Msg, pattern: str | None, queue: str | None, op_type: str) -> dict[str, Any]:
-    attrs = _destination(msg.subject, op_type, op_type)
+def _consumer_attrs(msg: Msg, pattern: str | None, queue: str | None, op_type: str,
+                    inbox_prefix: str = a.DEFAULT_INBOX_PREFIX) -> dict[str, Any]:
+    attrs = _destination(msg.subject, op_type, op_type, inbox_prefix)
     attrs[a.MESSAGING_SYSTEM] = a.SYSTEM
     attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = len(msg.data)
     if pattern is not None and pattern != msg.subject:
-        attrs[a.MESSAGING_DESTINATION_TEMPLATE] = pattern
+        attrs.setdefault(a.MESSAGING_DESTINATION_TEMPLATE, pattern)  # an inbox's template stays its prefix's
     if pattern is not None:
         attrs[a.MESSAGING_DESTINATION_SUBSCRIPTION_NAME] = pattern
     if queue:
@@ -316,12 +389,17 @@ def _consumer_attrs(msg: Msg, pattern: str | None, queue: str | None, op_type: s
     return attrs
 
 
-def _label(msg: Msg, pattern: str | None) -> str:
-    """A delivery's low-cardinality destination: the stream, else the subscription's pattern."""
-    js = msg.reply.startswith(_ACK_PREFIX) and _js_attrs(msg)
-    if js:
-        return str(js[a.NATS_STREAM])
-    return a.destination_label(pattern if pattern is not None else msg.subject)
+def _delivery_name(operation: str, attrs: Mapping[str, Any]) -> str:
+    """A delivery's span name: by its stream for a JetStream delivery (this
+    client's convention, as the conventions allow a system to name its own), else
+    by the subscription's pattern or the subject, as :func:`.attributes.span_name`."""
+    stream = attrs.get(a.NATS_STREAM)
+    return f"{operation} {stream}" if stream is not None else a.span_name(operation, attrs)
+
+
+def _message_prefix(s: _State, msg: Msg, client: Client | None = None) -> str:
+    """The inbox prefix of the client a message came through."""
+    return s.inbox_prefix(client if client is not None else getattr(msg, "_conn", None))
 
 
 def _same(msg: Any) -> Msg:
@@ -346,8 +424,8 @@ def _traced_handler(s: _State, handler: Callable[[Any], Any], pattern: str | Non
             return handler(arg)
         msg = msg_of(arg)
         attrs = s.client_attrs(client)
-        attrs.update(_consumer_attrs(msg, pattern, queue, "process"))
-        name = f"process {_label(msg, pattern)}" if server_kind is None else server_kind
+        attrs.update(_consumer_attrs(msg, pattern, queue, "process", _message_prefix(s, msg, client)))
+        name = _delivery_name("process", attrs) if server_kind is None else server_kind
         kind = SpanKind.CONSUMER if server_kind is None else SpanKind.SERVER
         with _processing(s, msg, name, kind, attrs, count=True):
             return handler(arg)
@@ -359,10 +437,11 @@ def _receive_span(s: _State, msg: Msg, pattern: str | None, queue: str | None, s
                   client: Client | None = None) -> None:
     """A finished receive span for a message an iterator handed to the application, linked to its producer."""
     attrs = s.client_attrs(client)
-    attrs.update(_consumer_attrs(msg, pattern, queue, "receive"))
+    attrs.update(_consumer_attrs(msg, pattern, queue, "receive", _message_prefix(s, msg, client)))
     producer = trace.get_current_span(extract(_headers_of(msg))).get_span_context()
     links = [Link(producer)] if producer.is_valid else None
-    span = s.tracer.start_span(f"receive {_label(msg, pattern)}", kind=SpanKind.CONSUMER, attributes=attrs,
+    # A receive is asked for by the application (pull): CLIENT, as the conventions' span kinds say.
+    span = s.tracer.start_span(_delivery_name("receive", attrs), kind=SpanKind.CLIENT, attributes=attrs,
                                links=links, start_time=started_ns)
     s.run_consume_hook(span, msg)
     span.end()

@@ -5,7 +5,7 @@ executors, which call ``read(partition)`` or ``write(batches)`` once per task
 attempt. While instrumented, the driver's reader and writer are given a
 traced class of this module and the trace context current when the query was
 planned; on the executor each attempt runs in a span that is a child of that
-context: ``receive <stream>`` (CONSUMER) for a read, ``publish <subject>``
+context: ``receive <stream>`` (CLIENT, as the conventions make every receive) for a read, ``publish <subject>``
 (PRODUCER) for a write, with ``messaging.batch.message_count`` (rows read or
 published) and the task's partition, attempt number and attempt id.
 
@@ -86,7 +86,7 @@ def _read_method(base: Callable[[Any, Any], Iterator[Any]]) -> Callable[[Any, An
         tracer = _tracer()
         count = 0
         with tracer.start_as_current_span(f"receive {partition.stream}", context=extract(self._otel_carrier),
-                                          kind=SpanKind.CONSUMER, attributes=attrs, record_exception=False,
+                                          kind=SpanKind.CLIENT, attributes=attrs, record_exception=False,
                                           set_status_on_exception=False) as span:
             try:
                 for batch in inner:

@@ -17,17 +17,18 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled, supp
 from opentelemetry.trace import Span, SpanKind
 
 from . import attributes as a
-from .propagation import extract, inject
+from .propagation import extract
 from .spans import (
-    _Args,
     _headers_of,
     _Live,
     _metric_attrs,
     _now_ns,
     _operation,
+    _Param,
     _State,
     _traced_handler,
     _unless_suppressed,
+    _with_context,
 )
 
 if TYPE_CHECKING:
@@ -41,14 +42,13 @@ def _wrap_kv_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
     """A KV write carries the trace context of its span (the KV operation's, current here, where
     instrumentation is suppressed for what the operation does underneath): a watcher's receive
     span of the update is its child."""
-    binder = _Args(fn)
+    headers_p = _Param(fn, "headers")
 
     def wrapper(wrapped: Callable[..., Any], kv: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _Live.current is not s:
             return wrapped(*args, **kwargs)
-        bound = binder.bind(kv, args, kwargs)
-        bound.arguments["headers"] = inject(bound.arguments.get("headers"))
-        return binder.call(wrapped, bound)
+        args, kwargs = _with_context(headers_p, args, kwargs)
+        return wrapped(*args, **kwargs)
     return wrapper
 
 
@@ -58,8 +58,8 @@ def _wrap_kv_decode(s: _State) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], watcher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         started = _now_ns()
         decoded = wrapped(*args, **kwargs)
-        if not is_instrumentation_enabled():
-            return decoded
+        if not is_instrumentation_enabled() or id(watcher) in s.internal:
+            return decoded  # a watcher a KV operation made for itself: that operation's one span covers it
         entry, _, deleted = decoded
         if deleted and getattr(watcher, "_ignore_deletes", False):
             return decoded  # skipped by the watcher: the application never sees it
@@ -71,7 +71,8 @@ def _wrap_kv_decode(s: _State) -> Callable[..., Any]:
                       a.MESSAGING_DESTINATION_NAME: entry.bucket, a.NATS_KV_BUCKET: entry.bucket,
                       a.NATS_KV_KEY: entry.key, a.NATS_STREAM_SEQUENCE: entry.revision,
                       a.MESSAGING_MESSAGE_BODY_SIZE: len(msg.data)})
-        span = s.tracer.start_span(f"receive {entry.bucket}", context=parent, kind=SpanKind.CONSUMER,
+        # A watcher's update is read by the application's call (next, iteration): a receive, CLIENT.
+        span = s.tracer.start_span(f"receive {entry.bucket}", context=parent, kind=SpanKind.CLIENT,
                                    attributes=attrs, start_time=started)
         s.run_consume_hook(span, msg)
         span.end()
@@ -83,27 +84,36 @@ def _wrap_kv_decode(s: _State) -> Callable[..., Any]:
 # ---------------------------------------------------------------------- KV and object operations, services
 
 
-def _wrap_store(s: _State, op: str, op_type: str, bucket_key: str, name_key: str,
-                fn: Callable[..., Any], name_arg: str) -> Callable[..., Any]:
-    """One CLIENT span per KV or object operation; what it does underneath records nothing of its own."""
-    binder = _Args(fn)
+def _wrap_store(s: _State, op: str, op_type: str | None, bucket_key: str, name_key: str,
+                fn: Callable[..., Any], name_arg: str, kind: SpanKind = SpanKind.CLIENT) -> Callable[..., Any]:
+    """One span per KV or object operation; what it does underneath records nothing of its own.
+
+    ``op_type`` None: not a messaging operation of the conventions (a watch sets
+    one up), so no ``messaging.operation.type`` and nothing counted sent or consumed.
+    ``kind``: PRODUCER for a write that carries the span's context (its creation context).
+    """
+    name_p = _Param(fn, name_arg)
+    # A watch's watcher is the application's (made under suppression all the same): its updates are traced.
+    hands_out = op == "watch"
 
     @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], store: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        bound = binder.bind(store, args, kwargs)
         bucket = str(getattr(store, "bucket", getattr(store, "name", "")))
-        attrs: dict[str, Any] = {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_TYPE: op_type,
-                                 a.MESSAGING_OPERATION_NAME: op, a.MESSAGING_DESTINATION_NAME: bucket,
-                                 bucket_key: bucket}
-        name = bound.arguments.get(name_arg)
+        attrs: dict[str, Any] = {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_NAME: op,
+                                 a.MESSAGING_DESTINATION_NAME: bucket, bucket_key: bucket}
+        if op_type is not None:
+            attrs[a.MESSAGING_OPERATION_TYPE] = op_type
+        name = name_p.get(args, kwargs)
         if isinstance(name, str):
             attrs[name_key] = name
         elif name is not None and hasattr(name, "name"):
             attrs[name_key] = str(name.name)
-        with _operation(s, f"{op} {bucket}", SpanKind.CLIENT, attrs, op, sent=int(op_type == "send"),
+        with _operation(s, f"{op} {bucket}", kind, attrs, op, sent=int(op_type == "send"),
                         consumed=int(op_type == "receive")) as span:
             with suppress_instrumentation():
                 result = wrapped(*args, **kwargs)
+            if hands_out:
+                s.internal.discard(id(result))
             _describe_result(span, result)
             return result
     return wrapper

@@ -41,6 +41,7 @@ OVERLONG: dict[str, Callable[[nats.Client], object]] = {
 }
 
 
+@pytest.mark.usefixtures("instrumentation")
 @pytest.mark.parametrize("what", list(OVERLONG))
 def test_a_protocol_line_past_the_servers_limit_is_refused_before_sending(guarded: Guarded, what: str) -> None:
     with pytest.raises(ValueError):  # BadSubjectError is a ValueError

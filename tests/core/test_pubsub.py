@@ -7,6 +7,7 @@ import threading
 import pytest
 
 import natsjs_sync as nats
+from natsjs_sync.errors import InvalidCallbackTypeError
 from natsjs_sync.testing import NatsServer
 
 
@@ -150,6 +151,7 @@ def test_no_echo(shared_server: NatsServer) -> None:
             mine.next_msg(timeout=0.1)
 
 
+@pytest.mark.usefixtures("instrumentation")
 @pytest.mark.parametrize("bad", ["", "a b", "a..b", "orders.*", "orders.>", "trailing."])
 def test_bad_subject_raises_and_sends_nothing(nc: nats.Client, bad: str) -> None:
     before = nc.stats.out_msgs
@@ -162,23 +164,33 @@ def test_bad_subject_raises_and_sends_nothing(nc: nats.Client, bad: str) -> None
     nc.flush()  # the connection is still healthy
 
 
+@pytest.mark.usefixtures("instrumentation")
 def test_bad_subscribe_arguments(nc: nats.Client) -> None:
     with pytest.raises(nats.BadSubjectError):
         nc.subscribe("a..b")
     with pytest.raises(nats.BadSubjectError):
         nc.subscribe("a.b", queue="bad queue")
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidCallbackTypeError):
         nc.subscribe("a.b", cb="not callable")  # type: ignore[arg-type]
+    with pytest.raises(InvalidCallbackTypeError):
+        nc.subscribe("a.b", None, "not callable")  # type: ignore[arg-type]
+    with pytest.raises(nats.BadSubjectError):  # the subject is checked first, whatever the callback
+        nc.subscribe("a..b", cb="not callable")  # type: ignore[arg-type]
 
     async def handler(msg: nats.Msg) -> None:  # nats-py code not yet converted
         pass
 
-    with pytest.raises(TypeError, match="async function"):
+    with pytest.raises(InvalidCallbackTypeError, match="async function"):
         nc.subscribe("a.b", cb=handler)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="async function"):
+    with pytest.raises(InvalidCallbackTypeError, match="async function"):
         nc.jetstream().subscribe("a.b", cb=handler)  # type: ignore[arg-type]
+    with pytest.raises(InvalidCallbackTypeError):
+        nc.jetstream().subscribe("a.b", cb=42)  # type: ignore[arg-type]
+    nc.flush()
+    assert nc.stats.out_msgs == 0
 
 
+@pytest.mark.usefixtures("instrumentation")
 @pytest.mark.parametrize("payload", ["text", 123, None, ["x"]])
 def test_wrong_payload_type_raises_type_error(nc: nats.Client, payload: object) -> None:
     with pytest.raises(TypeError):
@@ -186,12 +198,38 @@ def test_wrong_payload_type_raises_type_error(nc: nats.Client, payload: object) 
     nc.flush()
 
 
+@pytest.mark.usefixtures("instrumentation")
 def test_bad_headers_are_refused(nc: nats.Client) -> None:
     with pytest.raises(nats.BadHeaderError):
         nc.publish("h.x", b"", headers={"bad key": "v"})
     with pytest.raises(nats.BadHeaderError):
         nc.publish("h.x", b"", headers={"k": "line\r\nbreak"})
+    with pytest.raises(nats.BadHeaderError, match="mapping"):
+        nc.publish("h.x", b"", headers=[("k", "v")])  # type: ignore[arg-type]
+    with pytest.raises(nats.BadHeaderError, match="mapping"):
+        nc.publish("h.x", b"", None, [("k", "v")])  # type: ignore[arg-type]
+    with pytest.raises(nats.BadHeaderError, match="mapping"):
+        nc.request("h.x", b"", 1, [("k", "v")])  # type: ignore[arg-type]
     nc.flush()
+    assert nc.stats.out_msgs == 0
+
+
+@pytest.mark.usefixtures("instrumentation")
+def test_arguments_given_by_position_or_by_name_mean_the_same(nc: nats.Client) -> None:
+    sub = nc.subscribe("pos.x")
+    nc.publish("pos.x", b"1", None, {"k": "by position"})
+    nc.publish("pos.x", b"2", headers={"k": "by name"})
+    nc.publish(subject="pos.x", payload=b"3")
+    nc.publish_now("pos.x", b"4", "", {"k": "now"})
+    got = [sub.next_msg(timeout=5) for _ in range(4)]
+    assert [m.data for m in got] == [b"1", b"2", b"3", b"4"]
+    assert [m.headers.get("k") if m.headers else None for m in got] == ["by position", "by name", None, "now"]
+    with pytest.raises(TypeError):
+        nc.publish("pos.x", b"", None, None, "one too many")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        nc.publish("pos.x", b"", None, {"k": "v"}, headers={"k": "twice"})  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        nc.request("pos.x", b"", bogus=1)  # type: ignore[call-arg]
 
 
 def test_max_payload_is_enforced_before_sending() -> None:

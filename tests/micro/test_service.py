@@ -108,6 +108,7 @@ def test_control_subjects() -> None:
         control_subject("PING", id="abc")
 
 
+@pytest.mark.usefixtures("instrumentation")
 def test_bad_input_is_refused_before_anything_is_sent(nc: nats.Client) -> None:
     sent = nc.stats.out_msgs
     with pytest.raises(TypeError):

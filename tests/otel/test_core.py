@@ -60,12 +60,14 @@ def test_request_reply_chain_and_temporary_names(otel: Telemetry, nc: nats.Clien
         assert nc.request("svc.echo", b"hi", timeout=10).data == b"HI"
     req = otel.span("request svc.echo")
     proc = otel.span("process svc.echo")
-    resp = otel.span("respond (temporary)")
-    assert req.kind is SpanKind.CLIENT
+    resp = otel.span("respond _INBOX.>")  # a reply inbox is named by its template, never by its subject
+    # The request's context is its message's creation context: PRODUCER, as any such send.
+    assert req.kind is SpanKind.PRODUCER and resp.kind is SpanKind.PRODUCER
     assert proc.parent is not None and proc.parent.span_id == req.context.span_id
     assert resp.parent is not None and resp.parent.span_id == proc.context.span_id
     assert resp.attributes[M.MESSAGING_DESTINATION_TEMPORARY] is True
-    assert M.MESSAGING_DESTINATION_NAME not in resp.attributes  # an inbox never names anything
+    assert resp.attributes[M.MESSAGING_DESTINATION_TEMPLATE] == "_INBOX.>"
+    assert str(resp.attributes[M.MESSAGING_DESTINATION_NAME]).startswith("_INBOX.")
 
 
 def test_no_responders_records_the_error(otel: Telemetry, nc: nats.Client) -> None:
@@ -213,3 +215,114 @@ def test_pending_and_slow_consumer_drops_are_observed(otel: Telemetry, nc: nats.
     assert observed("nats.subscription.pending.messages") == 2
     assert observed("nats.subscription.pending.bytes") == 10
     assert observed("nats.subscription.dropped.messages") == 8
+
+
+def _series(otel: Telemetry, metric: str, op: str) -> list[tuple[dict[str, object], object]]:
+    return [(attrs, v) for attrs, v in otel.metrics().get(metric, []) if attrs.get(M.MESSAGING_OPERATION_NAME) == op]
+
+
+@pytest.mark.parametrize("responder_prefix", ["_APP.replies", None], ids=["same-prefix", "default-prefix"])
+def test_replies_to_a_custom_inbox_prefix_stay_one_span_name_and_one_series(
+        otel: Telemetry, shared_server: NatsServer, responder_prefix: str | None) -> None:
+    """20 requests from a client with its own ``inbox_prefix``: every reply goes to a subject of
+    its own, yet the replies are one span name and one metric series (a temporary destination),
+    named by its template where the responder knows the prefix (its own)."""
+    options = {"inbox_prefix": responder_prefix} if responder_prefix else {}
+    with nats.connect(shared_server.url, inbox_prefix="_APP.replies") as requester, \
+            nats.connect(shared_server.url, **options) as responder:  # type: ignore[arg-type]
+        sub = responder.subscribe("svc.prefixed", cb=lambda m: m.respond(b"ok"))
+        responder.flush()
+        for _ in range(20):
+            assert requester.request("svc.prefixed", b"", timeout=10).data == b"ok"
+        sub.unsubscribe()
+        # a publish to an inbox of the client's own prefix is temporary too
+        requester.publish(requester.new_inbox(), b"")
+        requester.flush()
+    spans = otel.wait_for(lambda ss: sum(s.name.startswith("respond") for s in ss) == 20)
+    known = responder_prefix is not None
+    assert {s.name for s in spans if s.name.startswith("respond")} == {
+        "respond _APP.replies.>" if known else "respond"}
+    assert {s.name for s in spans if s.name.startswith("publish")} == {"publish _APP.replies.>"}
+    for span in spans:
+        if span.name.startswith(("respond", "publish")):
+            assert span.attributes[M.MESSAGING_DESTINATION_TEMPORARY] is True
+    sent = _series(otel, "messaging.client.sent.messages", "respond")
+    assert len(sent) == 1 and sent[0][1] == 20, sent
+    assert M.MESSAGING_DESTINATION_NAME not in sent[0][0]
+    assert sent[0][0].get(M.MESSAGING_DESTINATION_TEMPLATE) == ("_APP.replies.>" if known else None)
+    durations = _series(otel, "messaging.client.operation.duration", "respond")
+    assert len(durations) == 1 and durations[0][1] == 20
+
+
+def test_a_reply_to_an_unknown_prefix_is_temporary_without_a_template(otel: Telemetry, nc: nats.Client,
+                                                                       shared_server: NatsServer) -> None:
+    """A reply subject is made for one exchange whatever its prefix: never a span name or series of its own."""
+    nc.subscribe("svc.other", cb=lambda m: m.respond(b"ok"))
+    nc.flush()
+    with nats.connect(shared_server.url, inbox_prefix="_ELSEWHERE") as requester:
+        for _ in range(3):
+            assert requester.request("svc.other", b"", timeout=10).data == b"ok"
+    spans = otel.wait_for(lambda ss: sum(s.name == "respond" for s in ss) == 3)
+    assert not [s.name for s in spans if s.name.startswith("respond ")]
+    sent = _series(otel, "messaging.client.sent.messages", "respond")
+    assert len(sent) == 1 and sent[0][1] == 3
+
+
+def test_jetstream_ack_and_direct_get_subjects_are_bounded(otel: Telemetry, nc: nats.Client) -> None:
+    """Subjects made per message or per key (an ack reply, a direct get by subject) are named by a template."""
+    for subject in ("$JS.ACK.ORDERS.worker.1.5.5.1700000000000000000.0",
+                    "$JS.ACK.ORDERS.worker.1.6.6.1700000000000000001.0"):
+        nc.publish(subject, b"+ACK")
+    for key in ("a", "b"):
+        with pytest.raises((nats.NoRespondersError, nats.TimeoutError)):
+            nc.request(f"$JS.API.DIRECT.GET.KV_b.$KV.b.{key}", b"", timeout=2)
+    spans = otel.wait_for(lambda ss: sum(s.name.startswith(("publish", "request")) for s in ss) == 4)
+    assert {s.name for s in spans} == {"publish $JS.ACK.>", "request $JS.API.DIRECT.GET.KV_b.>"}
+
+
+def test_go_canonical_traceparent_is_read_and_not_doubled(otel: Telemetry, nc: nats.Client) -> None:
+    """``Traceparent`` as Go's http.Header writes it continues the trace, and no second one is added."""
+    trace_id, span_id = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    got: list[nats.Msg] = []
+    done = threading.Event()
+
+    def cb(msg: nats.Msg) -> None:
+        got.append(msg)
+        done.set()
+
+    nc.subscribe("go.hdr", cb=cb)
+    nc.flush()
+    nc.publish("go.hdr", b"", headers={"Traceparent": f"00-{trace_id}-{span_id}-01"})
+    assert done.wait(10)
+    raw = got[0].raw_headers or b""
+    assert raw.lower().count(b"traceparent") == 1, raw
+    proc = otel.span("process go.hdr")
+    assert proc.parent is not None and format(proc.parent.span_id, "016x") == span_id
+    assert format(proc.context.trace_id, "032x") == trace_id
+    assert natsjs_sync.otel.extract({"TRACEPARENT": f"00-{trace_id}-{span_id}-01"}) != otel_context.Context()
+
+
+def test_receive_spans_are_client_spans(otel: Telemetry, nc: nats.Client) -> None:
+    sub = nc.subscribe("kinds.x")
+    nc.publish("kinds.x", b"")
+    sub.next_msg(timeout=10)
+    assert otel.span("receive kinds.x").kind is SpanKind.CLIENT  # a pull: the application asked for it
+
+
+def test_the_schema_url_names_the_conventions_version_followed() -> None:
+    """The names, kinds and span names emitted are those of the declared version: the metric
+    ``messaging.client.sent.messages`` and CLIENT receive spans are 1.28's, CLIENT settle spans 1.29's."""
+    from natsjs_sync.otel import attributes
+
+    version = tuple(int(p) for p in attributes.SCHEMA_VERSION.split("."))
+    assert version >= (1, 29, 0)
+    assert attributes.SCHEMA_URL == f"https://opentelemetry.io/schemas/{attributes.SCHEMA_VERSION}"
+
+
+def test_spans_and_meters_carry_the_schema_url(otel: Telemetry, nc: nats.Client) -> None:
+    from natsjs_sync.otel import attributes
+
+    nc.publish("schema.x", b"")
+    span = otel.span("publish schema.x")
+    assert span.instrumentation_scope is not None
+    assert span.instrumentation_scope.schema_url == attributes.SCHEMA_URL

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -40,3 +41,21 @@ def test_flask_jetstream_worker_trace(nats_server: NatsServer) -> None:
     assert proc.attributes["messaging.consumer.group.name"] == "billing"
     assert proc.attributes["nats.delivery_count"] == 1 and ack.attributes["nats.ack.kind"] == "ack"
     assert recv.parent is None and [link.context.span_id for link in recv.links] == [pub.context.span_id]
+    # the kinds the page draws
+    assert [span.kind.name for span in (web, pub, proc, ack, recv)] == [
+        "SERVER", "PRODUCER", "CONSUMER", "CLIENT", "CLIENT"]
+
+
+def test_the_page_names_only_what_is_emitted() -> None:
+    """Every conventions name the page mentions is one the instrumentation emits (the page once
+    said ``messaging.destination.subscription_name`` where the code emits ``...subscription.name``)."""
+    from natsjs_sync.otel import attributes, metrics
+
+    emitted = {v for k, v in vars(attributes).items() if k.isupper() and isinstance(v, str)}
+    emitted |= {v for k, v in vars(metrics).items() if k.isupper() and isinstance(v, str)}
+    text = (ROOT / PAGE).read_text()
+    named = set(re.findall(r"``((?:messaging|server|error)\.[a-z_.]+[a-z_])``", text))
+    assert named, "the page names no attribute"
+    assert named <= emitted, sorted(named - emitted)
+    assert attributes.SCHEMA_URL in text
+

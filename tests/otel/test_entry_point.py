@@ -25,8 +25,9 @@ def test_setup_cfg_declares_the_extra_and_the_entry_point() -> None:
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     extra = cfg["options.extras_require"]["otel"]
-    for needed in ("opentelemetry-api", "opentelemetry-instrumentation", "opentelemetry-semantic-conventions"):
+    for needed in ("opentelemetry-api", "opentelemetry-instrumentation", "wrapt"):
         assert needed in extra
+    for needed in ("opentelemetry-api", "opentelemetry-instrumentation", "opentelemetry-sdk"):
         assert needed in cfg["options.extras_require"]["test"]
     assert ENTRY in cfg["options.entry_points"]["opentelemetry_instrumentor"]
 

@@ -45,6 +45,8 @@ def test_publish_fetch_process_ack_is_one_trace(otel: Telemetry, js: JetStream, 
     assert proc.parent is not None and proc.parent.span_id == pub.context.span_id
     assert settle.parent is not None and settle.parent.span_id == proc.context.span_id
     assert settle.attributes[M.MESSAGING_OPERATION_TYPE] == "settle"
+    # the conventions' kinds: a receive (asked for by the application) and a settle are CLIENT spans
+    assert recv.kind is SpanKind.CLIENT and settle.kind is SpanKind.CLIENT and proc.kind is SpanKind.CONSUMER
     assert settle.attributes[A.NATS_ACK_KIND] == "ack"
 
 

@@ -57,7 +57,7 @@ def test_reader_and_writer_task_attempts_are_children_of_the_planning_span(
     pub = otel.span(f"publish {name}.w")
     recv = otel.span(f"receive {name}")
     job_id = job.get_span_context().span_id
-    assert pub.kind is SpanKind.PRODUCER and recv.kind is SpanKind.CONSUMER
+    assert pub.kind is SpanKind.PRODUCER and recv.kind is SpanKind.CLIENT
     assert pub.parent is not None and pub.parent.span_id == job_id
     assert recv.parent is not None and recv.parent.span_id == job_id
     assert pub.attributes[M.MESSAGING_BATCH_MESSAGE_COUNT] == 3

@@ -34,8 +34,12 @@ def test_kv_put_get_watch(otel: Telemetry, nc: nats.Client) -> None:
         assert not [s for s in otel.spans() if s.name.startswith("receive KV_")]  # its entries are the one span
         put, get = otel.span(f"put {bucket}"), otel.span(f"get {bucket}")
         watch = otel.span(f"watch {bucket}")
+        # a write carries its span's context (its creation context): PRODUCER; reads and the watch: CLIENT
+        assert put.kind is SpanKind.PRODUCER and get.kind is SpanKind.CLIENT and watch.kind is SpanKind.CLIENT
+        # a watch moves no message itself: none of the conventions' operation types (it is no "create")
+        assert M.MESSAGING_OPERATION_TYPE not in watch.attributes
+        assert watch.attributes[M.MESSAGING_OPERATION_NAME] == "watch"
         for span in (put, get, watch):
-            assert span.kind is SpanKind.CLIENT
             assert span.parent is not None and span.parent.span_id == root.get_span_context().span_id
             assert span.attributes[A.NATS_KV_BUCKET] == bucket
         assert put.attributes[A.NATS_KV_KEY] == "user.1" and put.attributes[A.NATS_STREAM_SEQUENCE] == rev
@@ -88,7 +92,7 @@ def test_service_endpoint_is_a_server_span_child_of_the_request(otel: Telemetry,
             caller.request("otelsvc.broken", b"", timeout=10)
         req = otel.span("request otelsvc.echo")
         server = otel.span("echo")
-        reply = otel.span("respond (temporary)")
+        reply = otel.span("respond _INBOX.>")
         assert server.kind is SpanKind.SERVER
         assert server.parent is not None and server.parent.span_id == req.context.span_id
         assert server.attributes[M.MESSAGING_CONSUMER_GROUP_NAME] == "q"
@@ -119,11 +123,34 @@ def test_each_kv_watch_update_is_a_receive_span_child_of_its_writer(otel: Teleme
         updates = [s for s in otel.spans() if s.name == f"receive {bucket}"]
         assert len(puts) == 2 and len(updates) == 2
         for put, update in zip(puts, updates, strict=True):
-            assert update.kind is SpanKind.CONSUMER
+            assert update.kind is SpanKind.CLIENT  # read by the application's call: a receive
             assert update.parent is not None and update.parent.span_id == put.context.span_id
             assert update.attributes[M.MESSAGING_OPERATION_TYPE] == "receive"
             assert update.attributes[A.NATS_KV_BUCKET] == bucket
             assert update.attributes[A.NATS_KV_KEY] == put.attributes[A.NATS_KV_KEY]
         assert updates[1].attributes[A.NATS_STREAM_SEQUENCE] == rev
+    finally:
+        js.delete_key_value(bucket)
+
+
+def test_list_keys_is_one_span_as_keys_is(otel: Telemetry, nc: nats.Client) -> None:
+    """Streaming the keys records one span, like collecting them: none per key, however they are read."""
+    js = nc.jetstream()
+    bucket = "B" + next_nuid()
+    kv = js.create_key_value(bucket=bucket)
+    try:
+        for i in range(5):
+            kv.put(f"k.{i}", b"v")
+        assert sorted(kv.keys()) == [f"k.{i}" for i in range(5)]
+        with kv.list_keys() as lister:
+            listed = list(lister)
+        assert sorted(listed) == [f"k.{i}" for i in range(5)]
+        names = [s.name for s in otel.spans()]
+        assert names.count(f"keys {bucket}") == 1
+        assert names.count(f"list_keys {bucket}") == 1
+        assert not [n for n in names if n.startswith(("receive", "watch"))], names
+        consumed = [value for attrs, value in otel.metrics()["messaging.client.consumed.messages"]
+                    if attrs.get(M.MESSAGING_DESTINATION_NAME) == bucket]
+        assert consumed == [1, 1]  # one for each listing (keys, list_keys), never one per key
     finally:
         js.delete_key_value(bucket)
