@@ -132,25 +132,29 @@ class ConsumerGroupConsumeContext:
         Args:
             timeout: seconds to wait for the running handler and the thread.
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         self._stopping.set()
         with self._handlers:
             self._handlers.notify_all()  # the member's thread may be waiting for a handler
+        # Stopped here, before the watch, rather than by the thread: the consume
+        # context knows not to wait for the handler when the handler itself is
+        # the caller, and the thread then finds nothing to wait for.
+        self._stop_consuming(timeout)
         w = self._watcher
         if w is not None:
             w.stop()
-        # Stopped here rather than by the thread: the consume context knows not
-        # to wait for the handler when the handler itself is the caller.
-        deadline = None if timeout is None else time.monotonic() + timeout
-        self._stop_consuming(timeout)
         with self._handlers:
-            # Also a handler of a consume context already let go (a rebalance
-            # under way); never the caller's own.
-            if threading.get_ident() not in self._handler_threads:
-                self._handlers.wait_for(lambda: not self._handler_threads,
-                                        None if deadline is None else max(0.0, deadline - time.monotonic()))
+            in_handler = threading.get_ident() in self._handler_threads
+            if not in_handler:  # also a handler of a consume context already let go (a rebalance)
+                self._handlers.wait_for(lambda: not self._handler_threads, left())
         t = self._thread
-        if t is not None and t is not threading.current_thread():
-            t.join(timeout)
+        # From a handler, the thread may be waiting for this very handler: it ends once it returns.
+        if t is not None and t is not threading.current_thread() and not in_handler:
+            t.join(left())
 
     def __enter__(self) -> ConsumerGroupConsumeContext:
         return self
