@@ -52,15 +52,17 @@ def test_group_commands_list_groups_and_show_each_members_partitions_and_life(
         assert "member b has no instance consuming" in err and "drop" not in err  # a static member: start it
     finally:
         ctx.stop()
-    assert _cli(capsys, url, "add", pstream, "audit", "x", "y")[1] == "members of audit: x, y\n"
-    code, out, err = _cli(capsys, url, "info", pstream, "audit")
-    assert code == 0 and "elastic group audit" in out
-    assert f"natsjs-sync group drop {pstream} audit x" in err
-    assert _cli(capsys, url, "drop", pstream, "audit", "x")[1] == "members of audit: y\n"
-    assert pcgroups.elastic_is_in_membership_and_active(js, pstream, "audit", "y") == (True, False)
-    code, _, err = _cli(capsys, url, "info", pstream, "nosuch")
-    assert code == 1 and "no static or elastic consumer group 'nosuch'" in err
-    pcgroups.delete_elastic(js, pstream, "audit")
+    try:
+        assert _cli(capsys, url, "add", pstream, "audit", "x", "y")[1] == "members of audit: x, y\n"
+        code, out, err = _cli(capsys, url, "info", pstream, "audit")
+        assert code == 0 and "elastic group audit" in out
+        assert f"natsjs-sync group drop {pstream} audit x" in err
+        assert _cli(capsys, url, "drop", pstream, "audit", "x")[1] == "members of audit: y\n"
+        assert pcgroups.elastic_is_in_membership_and_active(js, pstream, "audit", "y") == (True, False)
+        code, _, err = _cli(capsys, url, "info", pstream, "nosuch")
+        assert code == 1 and "no static or elastic consumer group 'nosuch'" in err
+    finally:
+        pcgroups.delete_elastic(js, pstream, "audit")
 
 
 def test_a_killed_member_keeps_its_partitions_until_dropped_then_another_takes_them(
