@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_option(p)
     p.set_defaults(func=cmd_reply)
 
-    from . import bench, context, jetstream, server, service, stores
+    from . import bench, context, groups, jetstream, server, service, stores
 
     server.register(sub)
     jetstream.register(sub)
@@ -343,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.register(sub)
     service.register(sub)
     context.register(sub)
+    groups.register(sub)
     return parser
 
 

@@ -32,6 +32,7 @@ from .elastic import (
     get_elastic_config,
     list_elastic_active_members,
     list_elastic_groups,
+    list_elastic_members,
     set_member_mappings,
 )
 from .errors import (
@@ -42,12 +43,14 @@ from .errors import (
     GroupConfigChangedError,
     MemberNotInGroupError,
 )
+from .members import MemberState
 from .partitions import (
     compose_group_stream_name,
     compose_key,
     compose_static_consumer_name,
     elastic_get_partition_filters,
     generate_partition_filters,
+    member_partitions,
     partitioning_transform_destination,
     static_get_partition_filters,
     strip_partition,
@@ -60,6 +63,7 @@ from .static import (
     get_static_config,
     list_static_active_members,
     list_static_groups,
+    list_static_members,
     static_consume,
     static_member_step_down,
 )
@@ -78,6 +82,7 @@ __all__ = [
     "GroupConfigChangedError",
     "MemberMapping",
     "MemberNotInGroupError",
+    "MemberState",
     "MessageHandler",
     "PartitioningFilter",
     "StaticConsumeContext",
@@ -101,8 +106,11 @@ __all__ = [
     "get_static_config",
     "list_elastic_active_members",
     "list_elastic_groups",
+    "list_elastic_members",
     "list_static_active_members",
     "list_static_groups",
+    "list_static_members",
+    "member_partitions",
     "partitioning_transform_destination",
     "set_member_mappings",
     "static_consume",

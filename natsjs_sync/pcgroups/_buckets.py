@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ..errors import BucketExistsError, BucketNotFoundError, KeyNotFoundError, NoKeysError
-from ..jetstream import Entry, JetStream, KeyValue
+from ..errors import BucketExistsError, BucketNotFoundError, KeyExistsError, KeyNotFoundError, NoKeysError
+from ..jetstream import Entry, JetStream, KeyValue, StreamConfig
 from .errors import ConsumerGroupError, ConsumerGroupNotFoundError
 from .partitions import compose_key
 
@@ -55,6 +55,46 @@ def read_entry(kv: KeyValue, stream: str, group: str, kind: str) -> Entry:
         return kv.get(compose_key(stream, group))
     except KeyNotFoundError as exc:
         raise ConsumerGroupNotFoundError(f"no {kind} consumer group {group!r} on stream {stream!r}") from exc
+
+
+# A key created and deleted again between our create and our read, this many
+# times over, is a fight between administrators: reported, not retried for ever.
+_CREATE_ATTEMPTS = 10
+
+
+def create_config(js: JetStream, bucket: str, stream: str, group: str, payload: bytes
+                  ) -> tuple[StreamConfig, Entry | None, int]:
+    """Store a new group's config, or read what a creator before us stored.
+
+    The bucket is made when missing (replicated like ``stream``). Creation is a
+    compare-and-set on the key having no value, so creators that run at once
+    (every host starting with "create the group") never overwrite each other,
+    nor a membership written meanwhile: one creates, the others read its
+    config and compare.
+
+    Returns:
+        ``(stream's config, None, revision)`` when this call created the
+        config; else ``(stream's config, entry, entry.revision)``, the one found.
+
+    Raises:
+        StreamNotFoundError: no such stream.
+        ConsumerGroupError: the key was deleted and created again under every attempt.
+    """
+    require_names(stream, group)
+    config = js.stream(stream).cached_info.config
+    kv = open_or_create_bucket(js, bucket, config.num_replicas)
+    key = compose_key(stream, group)
+    for _ in range(_CREATE_ATTEMPTS):
+        try:
+            return config, None, kv.create(key, payload)
+        except KeyExistsError:
+            pass
+        try:
+            entry = kv.get(key)
+        except KeyNotFoundError:
+            continue  # deleted between our create and our read: create again
+        return config, entry, entry.revision
+    raise ConsumerGroupError(f"the consumer group config {key!r} kept being deleted and created again")
 
 
 def delete_config(js: JetStream, bucket: str, stream: str, group: str) -> None:

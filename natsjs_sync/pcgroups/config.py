@@ -4,12 +4,16 @@ The JSON layout, the bucket names, the priority group name and the timer
 rules are the ones of orbit.go's ``pcgroups`` (and natsio-pcgroups), so one
 group can have members in Go, in natsio and here at once. Go's ``omitempty``
 fields are left out when empty; fields this client does not know are kept in
-``unknown_fields`` and written back by a read-modify-write.
+``unknown_fields``. Configs are compared by meaning (``null``, ``[]`` and a
+missing list are the same; so are the "no limit" sizes ``0`` and ``-1``), and a
+read-modify-write keeps the stored spelling of every field it did not change:
+orbit.go's members compare the fixed part of a config exactly and would stop.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -81,6 +85,42 @@ class PartitioningFilter(msgspec.Struct, frozen=True, kw_only=True):
         return {"filter": self.filter, "partitioning_wildcards": list(self.partitioning_wildcards)}
 
 
+# How each stored field is read. The same readers say whether two spellings
+# mean the same (``null``, ``[]`` and an absent list; ``-1`` and ``0`` limits).
+def _names(raw: Any) -> tuple[str, ...]:
+    return tuple(str(m) for m in raw or ())
+
+
+def _mappings(raw: Any) -> tuple[MemberMapping, ...]:
+    return tuple(MemberMapping(member=str(m["member"]), partitions=tuple(int(p) for p in m.get("partitions") or ()))
+                 for m in raw or ())
+
+
+def _pfilters(raw: Any) -> tuple[PartitioningFilter, ...]:
+    return tuple(PartitioningFilter(filter=str(f["filter"]),
+                                    partitioning_wildcards=tuple(int(w) for w in f.get("partitioning_wildcards") or ()))
+                 for f in raw or ())
+
+
+def _limit(raw: Any) -> int:
+    # Go and its CLI write "no limit" as 0 (left out), natsio-pcgroups as -1.
+    value = int(raw or 0)
+    return value if value > 0 else 0
+
+
+_STATIC_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "max_members": lambda raw: int(raw or 0), "filters": _names, "members": _names, "member_mappings": _mappings}
+_ELASTIC_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "max_members": lambda raw: int(raw or 0), "partitioning_filters": _pfilters, "max_buffered_msg": _limit,
+    "max_buffered_bytes": _limit, "members": _names, "member_mappings": _mappings}
+
+
+def _membership(members: tuple[str, ...], mappings: tuple[MemberMapping, ...]) -> tuple[Any, ...]:
+    """What a membership means: who owns which partitions (order and repeats aside)."""
+    return (tuple(sorted(set(members))),
+            tuple(sorted((m.member, tuple(sorted(m.partitions))) for m in mappings)))
+
+
 class StaticConsumerGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A static group's config: members and partition count fixed at creation.
 
@@ -103,19 +143,27 @@ class StaticConsumerGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
         """Whether ``member`` is named in the members or the mappings."""
         return member in self.members or any(m.member == member for m in self.member_mappings)
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON object as orbit.go writes it (empty lists left out)."""
+    def to_json(self, as_stored: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON object as orbit.go writes it (empty lists left out).
+
+        Args:
+            as_stored: the object this config was read from: each field that
+                still means the same keeps its stored spelling (a read-modify-write
+                changes only what it changed).
+        """
         out: dict[str, Any] = dict(self.unknown_fields or {})
         out["max_members"] = self.max_members
         _put_list(out, "filters", list(self.filters))
         _put_list(out, "members", list(self.members))
         _put_list(out, "member_mappings", [m.to_json() for m in self.member_mappings])
-        return out
+        return out if as_stored is None else _as_stored(out, as_stored, _STATIC_FIELDS)
 
     def same_group(self, other: StaticConsumerGroupConfig) -> bool:
-        """Whether ``other`` describes the same group (unknown fields aside)."""
-        return (self.max_members, self.filters, self.members, self.member_mappings) == (
-            other.max_members, other.filters, other.members, other.member_mappings)
+        """Whether ``other`` means the same group: partitions, filters and who owns what
+        (spelling, order, repeats and unknown fields aside)."""
+        return (self.max_members == other.max_members and set(self.filters) == set(other.filters)
+                and _membership(self.members, self.member_mappings) == _membership(other.members,
+                                                                                    other.member_mappings))
 
     @classmethod
     def from_json(cls, data: bytes | dict[str, Any]) -> StaticConsumerGroupConfig:
@@ -125,15 +173,8 @@ class StaticConsumerGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
             ConsumerGroupError: not a JSON object of the right shape.
             ConsumerGroupConfigError: it breaks the rules.
         """
-        raw = _object(data)
-        try:
-            cfg = cls(max_members=int(raw.pop("max_members", 0)),
-                      filters=tuple(str(f) for f in raw.pop("filters", None) or ()),
-                      members=tuple(str(m) for m in raw.pop("members", None) or ()),
-                      member_mappings=_mappings(raw.pop("member_mappings", None)),
-                      unknown_fields=raw or None)
-        except (TypeError, ValueError, AttributeError, KeyError) as exc:
-            raise ConsumerGroupError(f"a static consumer group config of the wrong shape: {exc}") from exc
+        fields, unknown = _decode(data, _STATIC_FIELDS, "a static")
+        cfg = cls(**fields, unknown_fields=unknown)
         validate_static_config(cfg)
         return cfg
 
@@ -145,8 +186,9 @@ class ElasticConsumerGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
         max_members: the number of partitions.
         partitioning_filters: the filters copied into the group's work-queue
             stream, each with its partitioning wildcards; empty: every subject.
-        max_buffered_msgs: the most messages the group's stream holds (0: no limit).
-        max_buffered_bytes: the most bytes it holds (0: no limit).
+        max_buffered_msgs: the most messages the group's stream holds (0: no
+            limit; a stored -1, natsio-pcgroups' spelling, reads as 0).
+        max_buffered_bytes: the most bytes it holds (0: no limit, as above).
         members: the members, partitions shared out evenly; or
         member_mappings: an explicit assignment (never both).
         revision: the KV revision it was read at (0: not read from the bucket).
@@ -167,28 +209,42 @@ class ElasticConsumerGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
         return member in self.members or any(m.member == member for m in self.member_mappings)
 
     def fixed_part(self) -> tuple[Any, ...]:
-        """What cannot change while the group lives (it defines the group's stream)."""
-        return (self.max_members, self.partitioning_filters, self.max_buffered_msgs, self.max_buffered_bytes)
+        """What cannot change while the group lives (it defines the group's stream), by meaning:
+        any "no limit" spelling of a buffer size is 0."""
+        return (self.max_members, self.partitioning_filters, _limit(self.max_buffered_msgs),
+                _limit(self.max_buffered_bytes))
 
-    def to_json(self) -> dict[str, Any]:
+    def same_membership(self, other: ElasticConsumerGroupConfig) -> bool:
+        """Whether ``other`` gives every member the same partitions (order and repeats aside)."""
+        return _membership(self.members, self.member_mappings) == _membership(other.members, other.member_mappings)
+
+    def to_json(self, as_stored: dict[str, Any] | None = None) -> dict[str, Any]:
         """The JSON object as orbit.go writes it.
 
         ``partitioning_filters`` is always written (Go has no ``omitempty``
-        there); the limits and the membership only when set. The limit of
-        messages is spelled ``max_buffered_msg``, as Go tags it.
+        there), ``null`` when there are none (Go's nil slice, which natsio also
+        reads as its default); the limits and the membership only when set.
+        The limit of messages is spelled ``max_buffered_msg``, as Go tags it.
+
+        Args:
+            as_stored: the object this config was read from: each field that
+                still means the same keeps its stored spelling (``null`` stays
+                ``null``, ``-1`` stays ``-1``), so a membership change rewrites
+                only the membership and members in other clients, which compare
+                the rest exactly, go on running.
         """
         out: dict[str, Any] = dict(self.unknown_fields or {})
         out["max_members"] = self.max_members
-        out["partitioning_filters"] = [f.to_json() for f in self.partitioning_filters]
+        out["partitioning_filters"] = [f.to_json() for f in self.partitioning_filters] or None
         for key, value in (("max_buffered_msg", self.max_buffered_msgs),
                            ("max_buffered_bytes", self.max_buffered_bytes)):
-            if value:
+            if value > 0:
                 out[key] = value
             else:
                 out.pop(key, None)
         _put_list(out, "members", list(self.members))
         _put_list(out, "member_mappings", [m.to_json() for m in self.member_mappings])
-        return out
+        return out if as_stored is None else _as_stored(out, as_stored, _ELASTIC_FIELDS)
 
     @classmethod
     def from_json(cls, data: bytes | dict[str, Any], revision: int = 0) -> ElasticConsumerGroupConfig:
@@ -198,22 +254,39 @@ class ElasticConsumerGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
             ConsumerGroupError: not a JSON object of the right shape.
             ConsumerGroupConfigError: it breaks the rules.
         """
-        raw = _object(data)
-        try:
-            filters = tuple(PartitioningFilter(filter=str(f["filter"]),
-                                               partitioning_wildcards=tuple(int(w) for w in
-                                                                            f.get("partitioning_wildcards") or ()))
-                            for f in raw.pop("partitioning_filters", None) or ())
-            cfg = cls(max_members=int(raw.pop("max_members", 0)), partitioning_filters=filters,
-                      max_buffered_msgs=int(raw.pop("max_buffered_msg", 0) or 0),
-                      max_buffered_bytes=int(raw.pop("max_buffered_bytes", 0) or 0),
-                      members=tuple(str(m) for m in raw.pop("members", None) or ()),
-                      member_mappings=_mappings(raw.pop("member_mappings", None)),
-                      revision=revision, unknown_fields=raw or None)
-        except (TypeError, ValueError, AttributeError, KeyError) as exc:
-            raise ConsumerGroupError(f"an elastic consumer group config of the wrong shape: {exc}") from exc
+        fields, unknown = _decode(data, _ELASTIC_FIELDS, "an elastic")
+        fields["max_buffered_msgs"] = fields.pop("max_buffered_msg")
+        cfg = cls(**fields, revision=revision, unknown_fields=unknown)
         validate_elastic_config(cfg)
         return cfg
+
+
+def _decode(data: bytes | dict[str, Any], readers: dict[str, Callable[[Any], Any]],
+            kind: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the known fields read, the unknown ones as they are) of a stored config."""
+    raw = _object(data)
+    try:
+        fields = {key: read(raw.pop(key, None)) for key, read in readers.items()}
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise ConsumerGroupError(f"{kind} consumer group config of the wrong shape: {exc}") from exc
+    return fields, raw or None
+
+
+def _as_stored(out: dict[str, Any], stored: dict[str, Any], readers: dict[str, Callable[[Any], Any]]
+               ) -> dict[str, Any]:
+    """``out`` with the spelling of ``stored`` (key order, ``null``, ``[]``, left out, ``-1``)
+    for every field whose meaning did not change."""
+    keep = {key for key, read in readers.items() if read(stored.get(key)) == read(out.get(key))}
+    result = {}
+    for key, value in stored.items():
+        if key in keep:
+            result[key] = value
+        elif key in out:
+            result[key] = out[key]
+    for key, value in out.items():
+        if key not in result and key not in keep:
+            result[key] = value
+    return result
 
 
 def _put_list(out: dict[str, Any], key: str, value: list[Any]) -> None:
@@ -234,11 +307,6 @@ def _object(data: bytes | dict[str, Any]) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConsumerGroupError("a consumer group config that is not a JSON object")
     return raw
-
-
-def _mappings(raw: Any) -> tuple[MemberMapping, ...]:
-    return tuple(MemberMapping(member=str(m["member"]), partitions=tuple(int(p) for p in m.get("partitions") or ()))
-                 for m in raw or ())
 
 
 def _validate_membership(max_members: int, members: tuple[str, ...], mappings: tuple[MemberMapping, ...]) -> None:

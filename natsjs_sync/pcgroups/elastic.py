@@ -13,14 +13,16 @@ overlapping filters, so two members never hold one partition at once.
 
 from __future__ import annotations
 
+import json
 import random
+import time
 from collections.abc import Callable, Sequence
 
 import msgspec
 
-from ..errors import APIError, ConsumerNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError, NatsError
+from ..errors import APIError, ConsumerNotFoundError, KeyWrongLastSequenceError, NatsError, StreamNotFoundError
 from ..jetstream import ConsumerConfig, JetStream, StreamSource, SubjectTransform
-from ._buckets import delete_config, encode, group_names, open_bucket, open_or_create_bucket, read_entry, require_names
+from ._buckets import create_config, delete_config, encode, group_names, open_bucket, read_entry, require_names
 from .config import (
     CONSUMER_IDLE_TIMEOUT_FACTOR,
     ELASTIC_BUCKET,
@@ -31,13 +33,15 @@ from .config import (
     validate_elastic_config,
 )
 from .errors import ConsumerGroupConfigError, ConsumerGroupError, ConsumerGroupExistsError, GroupConfigChangedError
+from .members import MemberState, member_names, member_states
 from .partitions import (
     compose_group_stream_name,
     compose_key,
     elastic_get_partition_filters,
+    member_partitions,
     partitioning_transform_destination,
 )
-from .session import ConsumerGroupConsumeContext, MessageHandler
+from .session import ConsumerGroupConsumeContext, MessageHandler, PinnedElsewhere
 
 __all__ = [
     "ElasticConsumeContext",
@@ -52,6 +56,7 @@ __all__ = [
     "get_elastic_config",
     "list_elastic_active_members",
     "list_elastic_groups",
+    "list_elastic_members",
     "set_member_mappings",
 ]
 
@@ -75,11 +80,15 @@ def create_elastic(js: JetStream, stream: str, group: str, max_members: int,
         max_members: the number of partitions.
         partitioning_filters: the subjects copied and what keys their partitions
             (none: every subject, keyed by the whole subject).
-        max_buffered_msgs: the most messages waiting in the group's stream (0: no limit).
-        max_buffered_bytes: the most bytes waiting there (0: no limit).
+        max_buffered_msgs: the most messages waiting in the group's stream (0 or
+            negative: no limit).
+        max_buffered_bytes: the most bytes waiting there (0 or negative: no limit).
 
     Returns:
-        The stored config.
+        The stored config. A group made before, by any client, with the same
+        meaning is accepted as it is (natsio-pcgroups' ``-1`` sizes equal 0
+        here, a ``null`` filter list an empty one); creators that race each
+        other never lose a member one of them added meanwhile.
 
     Raises:
         ConsumerGroupConfigError: the config breaks the rules.
@@ -88,16 +97,14 @@ def create_elastic(js: JetStream, stream: str, group: str, max_members: int,
     """
     require_names(stream, group)
     cfg = ElasticConsumerGroupConfig(max_members=max_members, partitioning_filters=tuple(partitioning_filters),
-                                     max_buffered_msgs=max_buffered_msgs, max_buffered_bytes=max_buffered_bytes)
+                                     max_buffered_msgs=max(max_buffered_msgs, 0),
+                                     max_buffered_bytes=max(max_buffered_bytes, 0))
     validate_elastic_config(cfg)
-    info = js.stream(stream).cached_info
-    kv = open_or_create_bucket(js, ELASTIC_BUCKET, info.config.num_replicas)
-    key = compose_key(stream, group)
-    try:
-        entry = kv.get(key)
-    except KeyNotFoundError:
-        kv.put(key, encode(cfg.to_json()))
-        stored = cfg
+    # Created compare-and-set: hosts that all create the group as they start
+    # never overwrite each other, nor a membership written meanwhile.
+    source, entry, revision = create_config(js, ELASTIC_BUCKET, stream, group, encode(cfg.to_json()))
+    if entry is None:
+        stored = msgspec.structs.replace(cfg, revision=revision)
     else:
         stored = ElasticConsumerGroupConfig.from_json(entry.value, entry.revision)
         if stored.fixed_part() != cfg.fixed_part():
@@ -109,8 +116,8 @@ def create_elastic(js: JetStream, stream: str, group: str, max_members: int,
         SubjectTransform(src=">", dest=partitioning_transform_destination(">", (), max_members))]
     js.create_or_update_stream(
         name=compose_group_stream_name(stream, group), retention="workqueue",
-        num_replicas=info.config.num_replicas, storage=info.config.storage,
-        max_msgs=max_buffered_msgs or -1, max_bytes=max_buffered_bytes or -1, discard="new",
+        num_replicas=source.num_replicas, storage=source.storage,
+        max_msgs=stored.max_buffered_msgs or -1, max_bytes=stored.max_buffered_bytes or -1, discard="new",
         sources=[StreamSource(name=stream, subject_transforms=transforms)], allow_direct=True)
     return stored
 
@@ -129,12 +136,27 @@ def get_elastic_config(js: JetStream, stream: str, group: str) -> ElasticConsume
 def delete_elastic(js: JetStream, stream: str, group: str) -> None:
     """Delete an elastic group: its config (running members stop), then its stream.
 
+    The stream ``"<stream>-<group>"`` goes only when it is this group's, a work
+    queue sourcing ``stream``; the members' consumers go with it.
+
     Raises:
-        ConsumerGroupNotFoundError: no elastic group was ever made.
-        StreamNotFoundError: the group's stream is already gone.
+        ConsumerGroupNotFoundError: no elastic group was ever made (no bucket).
+        ConsumerGroupError: a stream of that name exists but is not the group's
+            (nothing is deleted).
+        StreamNotFoundError: the group's stream is already gone (its config was deleted).
     """
+    require_names(stream, group)
+    name = compose_group_stream_name(stream, group)
+    try:
+        cfg = js.stream(name).cached_info.config
+    except StreamNotFoundError:
+        cfg = None
+    if cfg is not None and not (getattr(cfg.retention, "value", cfg.retention) == "workqueue"
+                                and any(src.name == stream for src in cfg.sources or ())):
+        raise ConsumerGroupError(f"stream {name!r} is not the work queue of elastic consumer group {group!r} "
+                                 f"on stream {stream!r}; nothing was deleted")
     delete_config(js, ELASTIC_BUCKET, stream, group)
-    js.delete_stream(compose_group_stream_name(stream, group))
+    js.delete_stream(name)
 
 
 def list_elastic_groups(js: JetStream, stream: str) -> list[str]:
@@ -145,17 +167,23 @@ def list_elastic_groups(js: JetStream, stream: str) -> list[str]:
 def _modify(js: JetStream, stream: str, group: str,
             change: Callable[[ElasticConsumerGroupConfig], ElasticConsumerGroupConfig]
             ) -> ElasticConsumerGroupConfig:
-    """Read, change and write back the config, compare-and-set, again on a lost race."""
+    """Read, change and write back the config, compare-and-set, again on a lost race.
+
+    What the change leaves alone is written back as it was stored (another
+    client's spelling and fields included).
+    """
     require_names(stream, group)
     kv = open_bucket(js, ELASTIC_BUCKET)
     key = compose_key(stream, group)
-    for _ in range(_UPDATE_ATTEMPTS):
+    for attempt in range(_UPDATE_ATTEMPTS):
         entry = read_entry(kv, stream, group, "elastic")
         new = change(ElasticConsumerGroupConfig.from_json(entry.value, entry.revision))
         validate_elastic_config(new)
         try:
-            rev = kv.update(key, encode(new.to_json()), last=entry.revision)
+            rev = kv.update(key, encode(new.to_json(as_stored=json.loads(entry.value))), last=entry.revision)
         except KeyWrongLastSequenceError:
+            # Spread the writers out (a pool's processes all join at once).
+            time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, 0.5)))
             continue
         return msgspec.structs.replace(new, revision=rev)
     raise ConsumerGroupError(f"the config of elastic group {group!r} kept changing under {_UPDATE_ATTEMPTS} writes")
@@ -240,27 +268,42 @@ def delete_member_mappings(js: JetStream, stream: str, group: str) -> None:
     _modify(js, stream, group, lambda cfg: msgspec.structs.replace(cfg, member_mappings=()))
 
 
-def list_elastic_active_members(js: JetStream, stream: str, group: str) -> list[str]:
-    """Members of the group that have a consumer on the group's stream now.
+def list_elastic_members(js: JetStream, stream: str, group: str) -> list[MemberState]:
+    """Every member of an elastic group with its partitions and what the server shows of it.
+
+    Membership is explicit: a member whose instances all died stays in the
+    group and keeps its partitions (nobody consumes them) until it is removed
+    with :func:`delete_members` or an instance of it starts again. This shows
+    which: a dead member is not :attr:`~MemberState.active` once its last pull
+    request went with its connection and its pin timed out (``ack_wait``), and
+    its consumer is gone ``ack_wait`` after its last pull.
 
     Raises:
         ConsumerGroupNotFoundError: no such group.
     """
     cfg = get_elastic_config(js, stream, group)
-    names = set(cfg.members) | {m.member for m in cfg.member_mappings}
-    if not names:
-        return []
-    return [n for n in js.consumer_names(compose_group_stream_name(stream, group)) if n in names]
+    return member_states(js, compose_group_stream_name(stream, group), [
+        (m, m, member_partitions(cfg.members, cfg.max_members, cfg.member_mappings, m))
+        for m in member_names(cfg.members, cfg.member_mappings)])
+
+
+def list_elastic_active_members(js: JetStream, stream: str, group: str) -> list[str]:
+    """Members of the group with an instance consuming now (see :func:`list_elastic_members`).
+
+    Raises:
+        ConsumerGroupNotFoundError: no such group.
+    """
+    return [s.member for s in list_elastic_members(js, stream, group) if s.active]
 
 
 def elastic_is_in_membership_and_active(js: JetStream, stream: str, group: str, member: str) -> tuple[bool, bool]:
-    """Whether ``member`` is in the membership, and whether it has a consumer now.
+    """Whether ``member`` is in the membership, and whether an instance of it consumes now.
 
     Raises:
         ConsumerGroupNotFoundError: no such group.
     """
-    cfg = get_elastic_config(js, stream, group)
-    return cfg.is_in_membership(member), member in list_elastic_active_members(js, stream, group)
+    state = next((s for s in list_elastic_members(js, stream, group) if s.member == member), None)
+    return state is not None, state is not None and state.active
 
 
 def elastic_member_step_down(js: JetStream, stream: str, group: str, member: str) -> None:
@@ -306,7 +349,7 @@ class ElasticConsumeContext(ConsumerGroupConsumeContext):
                 f"the fixed settings of elastic consumer group {self.group!r} changed (partitions, filters or "
                 "buffer limits); this member stopped"))
             return
-        same = (cfg.members, cfg.member_mappings) == (self.config.members, self.config.member_mappings)
+        same = cfg.same_membership(self.config)
         self.config = cfg
         if same and self.consuming:
             return
@@ -314,7 +357,7 @@ class ElasticConsumeContext(ConsumerGroupConsumeContext):
 
     def _on_idle(self) -> None:
         if self._consuming is not None and not self.consuming:
-            self._stop_consuming()  # its consumer went away (made again by another instance)
+            self._stop_consuming(timeout=0)  # its consumer went away (made again by another instance)
         if self._consuming is None and self.config.is_in_membership(self.member):
             self._join()
 
@@ -324,10 +367,13 @@ class ElasticConsumeContext(ConsumerGroupConsumeContext):
 
     def _membership_changed(self) -> None:
         # New partitions may need an earlier position than the consumer has:
-        # the consumer is made anew. Only the pinned instance deletes it; the
-        # others let it go first, so members do not fight over the name.
+        # the consumer is made anew. Only the pinned instance deletes it, once
+        # its running handler is done (its ack then counts); the others let it
+        # go first, so members do not fight over the name.
         pinned = self._is_pinned()
-        self._stop_consuming()
+        self._let_go()
+        if self._stopping.is_set():
+            return
         if pinned:
             try:
                 self._js.delete_consumer(self.stream, self.member)
@@ -339,12 +385,16 @@ class ElasticConsumeContext(ConsumerGroupConsumeContext):
 
     def _join(self) -> None:
         filters = elastic_get_partition_filters(self.config, self.member)
-        if not filters or self._stopping.is_set():
+        # Never two handler calls at once: a handler of the previous consumer
+        # may still run (longer than ack_wait); consuming starts after it.
+        if not filters or not self._wait_handler_done(None):
             return
         cfg = msgspec.structs.replace(self._member_config(self.member, filters, durable=False),
                                       inactive_threshold=self.ack_wait * CONSUMER_IDLE_TIMEOUT_FACTOR)
         try:
-            consumer = self._create_consumer(self.stream, cfg)
+            consumer = self._create_consumer(self.stream, cfg, spare_pinned=True)
+        except PinnedElsewhere:
+            return  # its pinned instance lets it go first; tried again when idle
         except APIError as exc:
             if exc.err_code != _WQ_CONSUMER_NOT_UNIQUE:
                 self._report(exc)

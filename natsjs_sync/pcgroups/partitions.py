@@ -17,6 +17,7 @@ __all__ = [
     "compose_static_consumer_name",
     "elastic_get_partition_filters",
     "generate_partition_filters",
+    "member_partitions",
     "partitioning_transform_destination",
     "static_get_partition_filters",
     "strip_partition",
@@ -44,14 +45,39 @@ def strip_partition(subject: str) -> str:
     return rest if dot else subject
 
 
-def generate_partition_filters(members: Sequence[str], max_members: int, member_mappings: Sequence[MemberMapping],
-                               member: str, subject_filter: str = ">") -> list[str]:
-    """The consumer filters of ``member``: ``"<partition>.<subject_filter>"`` for each partition it owns.
+def member_partitions(members: Sequence[str], max_members: int, member_mappings: Sequence[MemberMapping],
+                      member: str) -> list[int]:
+    """The partitions ``member`` owns, in order (orbit.go's assignment rule).
 
     With ``members``, they are deduplicated, sorted and capped to
     ``max_members``; each gets a contiguous run of ``max_members // n``
     partitions and the rest are dealt one each from the front, so a member
-    joining or leaving moves few partitions. With ``member_mappings`` the
+    joining or leaving moves few partitions. Otherwise ``member_mappings`` say.
+
+    Args:
+        members: the membership list (wins when both are given).
+        max_members: the number of partitions.
+        member_mappings: an explicit assignment.
+        member: whose partitions.
+
+    Returns:
+        The partition numbers; empty when it owns none.
+    """
+    if members:
+        chosen = sorted(dict.fromkeys(members))[:max_members]
+        count = len(chosen)
+        per = max_members // count
+        even = count * per
+        return [p for p in range(max_members)
+                if (chosen[(p // per) % count] if p < even else chosen[(p - even) % count]) == member]
+    return [p for m in member_mappings if m.member == member for p in m.partitions]
+
+
+def generate_partition_filters(members: Sequence[str], max_members: int, member_mappings: Sequence[MemberMapping],
+                               member: str, subject_filter: str = ">") -> list[str]:
+    """The consumer filters of ``member``: ``"<partition>.<subject_filter>"`` for each partition it owns.
+
+    The partitions are :func:`member_partitions`'. With ``member_mappings`` the
     filters are ``"<partition>.>"`` whatever ``subject_filter`` is (orbit.go's
     rule, kept for agreement with its members).
 
@@ -65,18 +91,8 @@ def generate_partition_filters(members: Sequence[str], max_members: int, member_
     Returns:
         The filters, in partition order; empty when it owns none.
     """
-    if members:
-        chosen = sorted(dict.fromkeys(members))[:max_members]
-        count = len(chosen)
-        per = max_members // count
-        even = count * per
-        out = []
-        for p in range(max_members):
-            owner = chosen[(p // per) % count] if p < even else chosen[(p - even) % count]
-            if owner == member:
-                out.append(f"{p}.{subject_filter}")
-        return out
-    return [f"{p}.>" for m in member_mappings if m.member == member for p in m.partitions]
+    tail = subject_filter if members else ">"
+    return [f"{p}.{tail}" for p in member_partitions(members, max_members, member_mappings, member)]
 
 
 def _combined(per_filter: list[list[str]]) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,10 @@ log = logging.getLogger("natsjs_sync.pcgroups")
 
 #: What a member's handler is called with: the message, its subject without the partition token.
 MessageHandler = Callable[[Msg], None]
+
+
+class PinnedElsewhere(Exception):
+    """The member's consumer has other filters and an instance pinned: it is not ours to delete yet."""
 
 
 class ConsumerGroupConsumeContext:
@@ -72,6 +77,11 @@ class ConsumerGroupConsumeContext:
         self._pin_id: str | None = None
         self._watcher: KeyWatcher | None = None
         self._thread: threading.Thread | None = None
+        # Handler calls running now (of any consume context this instance had):
+        # a new consume context never starts while one runs, so one member
+        # instance never handles two messages at once, even across a rebalance.
+        self._handlers = threading.Condition()
+        self._handler_threads: list[int] = []  # the thread of each handler call running
 
     # ------------------------------------------------------------------ public
 
@@ -122,16 +132,29 @@ class ConsumerGroupConsumeContext:
         Args:
             timeout: seconds to wait for the running handler and the thread.
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         self._stopping.set()
+        with self._handlers:
+            self._handlers.notify_all()  # the member's thread may be waiting for a handler
+        # Stopped here, before the watch, rather than by the thread: the consume
+        # context knows not to wait for the handler when the handler itself is
+        # the caller, and the thread then finds nothing to wait for.
+        self._stop_consuming(timeout)
         w = self._watcher
         if w is not None:
             w.stop()
-        # Stopped here rather than by the thread: the consume context knows not
-        # to wait for the handler when the handler itself is the caller.
-        self._stop_consuming(timeout)
+        with self._handlers:
+            in_handler = threading.get_ident() in self._handler_threads
+            if not in_handler:  # also a handler of a consume context already let go (a rebalance)
+                self._handlers.wait_for(lambda: not self._handler_threads, left())
         t = self._thread
-        if t is not None and t is not threading.current_thread():
-            t.join(timeout)
+        # From a handler, the thread may be waiting for this very handler: it ends once it returns.
+        if t is not None and t is not threading.current_thread() and not in_handler:
+            t.join(left())
 
     def __enter__(self) -> ConsumerGroupConsumeContext:
         return self
@@ -180,13 +203,20 @@ class ConsumerGroupConsumeContext:
             self._template, filter_subject=None, filter_subjects=filters, priority_groups=[PRIORITY_GROUP],
             priority_policy="pinned_client", priority_timeout=self.pinned_ttl, ack_wait=self.ack_wait, **extra)
 
-    def _create_consumer(self, stream: str, config: ConsumerConfig) -> Consumer:
+    def _create_consumer(self, stream: str, config: ConsumerConfig, *, spare_pinned: bool = False) -> Consumer:
         """Create the member's consumer; one with other filters is deleted first.
 
         Partitions that move to this member may need an earlier position than
         the consumer has, so changed filters mean a new consumer, not an update.
 
+        Args:
+            spare_pinned: leave a consumer with other filters alone while an
+                instance holds its pin: that instance is alive, maybe finishing a
+                message, and deletes it itself once done (or the pin times out
+                after ``ack_wait``).
+
         Raises:
+            PinnedElsewhere: ``spare_pinned`` and it was spared (try again later).
             JetStreamError: the server refused it.
         """
         name = config.name or config.durable_name
@@ -196,11 +226,37 @@ class ConsumerGroupConsumeContext:
         except NatsError:
             info = None
         if info is not None and list(info.config.filter_subjects or ()) != list(config.filter_subjects or ()):
+            if spare_pinned and any(g.group == PRIORITY_GROUP and g.pinned_client_id
+                                    for g in info.priority_groups or ()):
+                raise PinnedElsewhere(f"consumer {name!r} has other filters and a pinned instance")
             try:
                 self._js.delete_consumer(stream, name)
             except NatsError:
                 pass
         return self._js.create_or_update_consumer(stream, config)
+
+    def _wait_handler_done(self, timeout: float | None) -> bool:
+        """Wait until no handler call of this instance runs (or it is stopping).
+
+        Args:
+            timeout: seconds (``None``: as long as a handler runs).
+
+        Returns:
+            Whether no handler runs now (``False`` also when stopping).
+        """
+        with self._handlers:
+            self._handlers.wait_for(lambda: not self._handler_threads or self._stopping.is_set(), timeout)
+            return not self._handler_threads and not self._stopping.is_set()
+
+    def _let_go(self) -> None:
+        """Stop receiving and give a running handler up to ``ack_wait`` to finish.
+
+        Its acknowledgement then reaches the consumer that delivered it, before
+        the consumer is deleted; a handler running longer lost the message to
+        redelivery anyway (that is what ``ack_wait`` means).
+        """
+        self._stop_consuming(timeout=0)
+        self._wait_handler_done(self.ack_wait)
 
     def _start_consuming(self, consumer: Consumer) -> None:
         with self._lock:
@@ -251,6 +307,17 @@ class ConsumerGroupConsumeContext:
     # ------------------------------------------------------------------ internals
 
     def _deliver(self, msg: Msg) -> None:
+        me = threading.get_ident()
+        with self._handlers:
+            self._handler_threads.append(me)
+        try:
+            self._handle(msg)
+        finally:
+            with self._handlers:
+                self._handler_threads.remove(me)
+                self._handlers.notify_all()
+
+    def _handle(self, msg: Msg) -> None:
         if msg.raw_headers is not None:
             hdrs = msg.headers
             pin = hdrs.get("Nats-Pin-Id") if hdrs else None

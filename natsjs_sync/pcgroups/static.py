@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..errors import ConsumerNotFoundError, KeyExistsError, NatsError
-from ..jetstream import ConsumerConfig, JetStream
-from ._buckets import delete_config, encode, group_names, open_bucket, open_or_create_bucket, read_entry, require_names
+from ..errors import ConsumerNotFoundError, KeyNotFoundError, NatsError
+from ..jetstream import ConsumerConfig, JetStream, KeyValue
+from ._buckets import create_config, delete_config, encode, group_names, open_bucket, read_entry, require_names
 from .config import PRIORITY_GROUP, STATIC_BUCKET, MemberMapping, StaticConsumerGroupConfig, validate_static_config
 from .errors import (
     ConsumerGroupError,
@@ -24,7 +24,8 @@ from .errors import (
     GroupConfigChangedError,
     MemberNotInGroupError,
 )
-from .partitions import compose_key, compose_static_consumer_name, static_get_partition_filters
+from .members import MemberState, member_names, member_states
+from .partitions import compose_key, compose_static_consumer_name, member_partitions, static_get_partition_filters
 from .session import ConsumerGroupConsumeContext, MessageHandler
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "get_static_config",
     "list_static_active_members",
     "list_static_groups",
+    "list_static_members",
     "static_consume",
     "static_member_step_down",
 ]
@@ -65,14 +67,11 @@ def create_static(js: JetStream, stream: str, group: str, max_members: int, filt
     cfg = StaticConsumerGroupConfig(max_members=max_members, filters=tuple(filters), members=tuple(members),
                                     member_mappings=tuple(member_mappings))
     validate_static_config(cfg)
-    info = js.stream(stream).cached_info
-    kv = open_or_create_bucket(js, STATIC_BUCKET, info.config.num_replicas)
-    try:
-        # create, not put: a creator with another config must fail, not overwrite.
-        kv.create(compose_key(stream, group), encode(cfg.to_json()))
+    # Created compare-and-set: a creator with another config fails, never overwrites.
+    _, entry, _ = create_config(js, STATIC_BUCKET, stream, group, encode(cfg.to_json()))
+    if entry is None:
         return cfg
-    except KeyExistsError:
-        existing = StaticConsumerGroupConfig.from_json(kv.get(compose_key(stream, group)).value)
+    existing = StaticConsumerGroupConfig.from_json(entry.value)
     if not existing.same_group(cfg):
         raise ConsumerGroupExistsError(f"static consumer group {group!r} on stream {stream!r} exists "
                                        "with another config")
@@ -92,16 +91,27 @@ def get_static_config(js: JetStream, stream: str, group: str) -> StaticConsumerG
 def delete_static(js: JetStream, stream: str, group: str) -> None:
     """Delete a static group: its config (running members stop), then its members' consumers.
 
+    Exactly the group's own consumers go, ``"<group>-<member>"`` for each member
+    its config names; never another group's whose name merely starts the same
+    (group ``orders-eu`` when deleting ``orders``), nor one another group's
+    config also names. When the config is already gone (an earlier attempt got
+    that far), the consumers found are those named ``"<group>-..."`` with the
+    group's priority group that no other static group of the stream names.
+
     Raises:
         ConsumerGroupNotFoundError: no static group was ever made here.
         ConsumerGroupError: some consumers could not be deleted (the others were).
     """
+    require_names(stream, group)
+    kv = open_bucket(js, STATIC_BUCKET)
+    key = compose_key(stream, group)
+    try:
+        cfg: StaticConsumerGroupConfig | None = StaticConsumerGroupConfig.from_json(kv.get(key).value)
+    except (KeyNotFoundError, ConsumerGroupError):
+        cfg = None  # gone already, or unreadable: its consumers are found by their marks
     delete_config(js, STATIC_BUCKET, stream, group)
-    prefix = f"{group}-"
     failed = []
-    for name in list(js.consumer_names(stream)):
-        if not name.startswith(prefix):
-            continue
+    for name in _own_consumers(js, kv, stream, group, cfg):
         try:
             js.delete_consumer(stream, name)
         except ConsumerNotFoundError:
@@ -110,6 +120,30 @@ def delete_static(js: JetStream, stream: str, group: str) -> None:
             failed.append(f"{name}: {exc}")
     if failed:
         raise ConsumerGroupError(f"could not delete consumers of static group {group!r}: {'; '.join(failed)}")
+
+
+def _consumer_names(group: str, cfg: StaticConsumerGroupConfig) -> set[str]:
+    return {compose_static_consumer_name(group, m) for m in member_names(cfg.members, cfg.member_mappings)}
+
+
+def _own_consumers(js: JetStream, kv: KeyValue, stream: str, group: str,
+                   cfg: StaticConsumerGroupConfig | None) -> list[str]:
+    """The consumers of ``group`` on ``stream`` that no other static group of the stream names."""
+    others: set[str] = set()
+    for other in group_names(kv, stream):
+        if other == group:
+            continue
+        try:
+            others |= _consumer_names(other, StaticConsumerGroupConfig.from_json(
+                kv.get(compose_key(stream, other)).value))
+        except (KeyNotFoundError, ConsumerGroupError):
+            continue
+    if cfg is not None:
+        mine = _consumer_names(group, cfg)
+    else:
+        mine = {info.name for info in js.list_consumers(stream) if info.name.startswith(f"{group}-")
+                and PRIORITY_GROUP in (info.config.priority_groups or ())}
+    return sorted(mine - others)
 
 
 def list_static_groups(js: JetStream, stream: str) -> list[str]:
@@ -122,23 +156,30 @@ def list_static_groups(js: JetStream, stream: str) -> list[str]:
     return group_names(kv, stream)
 
 
-def list_static_active_members(js: JetStream, stream: str, group: str) -> list[str]:
-    """Members with an instance pulling now (their consumer has waiting pull requests).
+def list_static_members(js: JetStream, stream: str, group: str) -> list[MemberState]:
+    """Every member of a static group with its partitions and what the server shows of it.
+
+    A member is active while an instance of it pulls (see :class:`MemberState`).
+    A static member that died keeps its partitions: start another instance of
+    it (same name) and it takes over where the dead one stopped.
 
     Raises:
         ConsumerGroupNotFoundError: no such group.
     """
     cfg = get_static_config(js, stream, group)
-    names = list(cfg.members) or [m.member for m in cfg.member_mappings]
-    active = []
-    for member in names:
-        try:
-            info = js.consumer(stream, compose_static_consumer_name(group, member)).cached_info
-        except ConsumerNotFoundError:
-            continue
-        if info.num_waiting:
-            active.append(member)
-    return active
+    return member_states(js, stream, [
+        (m, compose_static_consumer_name(group, m),
+         member_partitions(cfg.members, cfg.max_members, cfg.member_mappings, m))
+        for m in member_names(cfg.members, cfg.member_mappings)])
+
+
+def list_static_active_members(js: JetStream, stream: str, group: str) -> list[str]:
+    """Members with an instance pulling now (see :func:`list_static_members`).
+
+    Raises:
+        ConsumerGroupNotFoundError: no such group.
+    """
+    return [s.member for s in list_static_members(js, stream, group) if s.active]
 
 
 def static_member_step_down(js: JetStream, stream: str, group: str, member: str) -> None:
@@ -195,7 +236,7 @@ class StaticConsumeContext(ConsumerGroupConsumeContext):
         self._finish(None)
 
     def _stop_and_delete(self) -> None:
-        self._stop_consuming()
+        self._let_go()  # a running handler's ack reaches the consumer before it goes
         try:
             self._js.delete_consumer(self.stream, self.consumer_name)
         except NatsError:

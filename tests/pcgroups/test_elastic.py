@@ -14,6 +14,7 @@ import pytest
 import natsjs_sync as nats
 from natsjs_sync import pcgroups
 from natsjs_sync.jetstream import ConsumerConfig, JetStream
+from natsjs_sync.testing import FaultProxy
 
 from ..conftest import wait_until
 from ._kit import (
@@ -184,3 +185,134 @@ def test_sigkilled_elastic_member_taken_over_and_removed_member_rebalanced(
         assert late and {r["member"] for r in late} == {"m1"}
     parts = key_partitions(js, KEYS, 4)
     check_delivery(recs.snapshot(), {i: parts[KEYS[i % 16]] for i in range(n)}, key="id")
+
+
+def test_a_creator_acting_on_a_stale_read_never_removes_a_member_added_meanwhile(
+        nc: nats.Client, js: JetStream, estream: str, shared_server: Any) -> None:
+    # Two hosts start at once and both create the group ("every start may call it"); the
+    # slow one's answers come late, so whatever it does next acts on what it saw before
+    # the fast one created the group and joined it.
+    pcgroups.create_elastic(js, estream, "first", 4)  # the bucket exists: the race is on the key alone
+    bucket, key = pcgroups.ELASTIC_BUCKET, f"{estream}.g"
+    reached = threading.Event()  # the slow host's first read or write of the key is at the server
+    subs = [nc.subscribe(subject, cb=lambda _: reached.set())
+            for subject in (f"$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.{key}", f"$KV.{bucket}.{key}")]
+    nc.flush()
+    made: list[pcgroups.ElasticConsumerGroupConfig] = []
+    with FaultProxy(shared_server.url) as proxy, nats.connect(proxy.url, name="slow-host") as slow:
+        slow_js = slow.jetstream(timeout=30.0)
+        proxy.latency(2.0, "to_client")
+        t = threading.Thread(target=lambda: made.append(pcgroups.create_elastic(slow_js, estream, "g", 4,
+                                                                                _filters(estream))))
+        t.start()
+        try:
+            assert reached.wait(30)
+            for sub in subs:
+                sub.unsubscribe()
+            pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+            assert pcgroups.add_members(js, estream, "g", ["fast"]) == ["fast"]
+        finally:
+            t.join(60)
+    assert made and made[0].fixed_part() == pcgroups.get_elastic_config(js, estream, "g").fixed_part()
+    assert pcgroups.get_elastic_config(js, estream, "g").members == ("fast",)
+
+
+def test_a_rebalance_lets_the_running_handler_finish_and_never_runs_two_at_once(js: JetStream,
+                                                                                   estream: str) -> None:
+    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    parts = key_partitions(js, KEYS, 4)
+    stay = next(k for k in KEYS if parts[k] in (0, 1))  # a's partitions once b has joined too
+    lock = threading.Lock()
+    running: list[int] = []
+    peak = [0]
+    calls: list[tuple[str, int, int]] = []
+    started, overlapped = threading.Event(), threading.Event()
+
+    def handler(member: str) -> Callable[[nats.Msg], None]:
+        def handle(msg: nats.Msg) -> None:
+            i = int(msg.data)
+            with lock:
+                running.append(i)
+                peak[0] = max(peak[0], len(running))
+                calls.append((member, i, msg.metadata.num_delivered))
+                if running.count(i) > 1 or (member == "a" and len(running) > 1):
+                    overlapped.set()
+            try:
+                if i == 0:
+                    started.set()
+                    # Slow work, longer than the 5 s a rebalance used to wait before making the
+                    # consumer again (ack_wait is 30 s: the message is still this handler's).
+                    overlapped.wait(9.0)
+                msg.ack_sync(timeout=5)
+            finally:
+                with lock:
+                    running.remove(i)
+        return handle
+
+    a = pcgroups.elastic_consume(js, estream, "g", "a", handler("a"), ConsumerConfig(ack_wait=30.0))
+    b = pcgroups.elastic_consume(js, estream, "g", "b", handler("b"), ConsumerConfig(ack_wait=2.0))
+    n = 40
+    try:
+        pcgroups.add_members(js, estream, "g", ["a"])
+        js.publish(f"{estream}.{stay}", b"0")
+        assert started.wait(20)
+        pcgroups.add_members(js, estream, "g", ["b"])  # a rebalance while a's handler runs
+        for i in range(1, n):
+            js.publish(f"{estream}.{KEYS[i % 16]}", str(i).encode())
+        assert wait_until(lambda: {c[1] for c in calls} == set(range(n))
+                          and js.stream(f"{estream}-g").cached_info.state.messages == 0, 45), sorted(calls)
+    finally:
+        a.stop()
+        b.stop()
+    assert not overlapped.is_set() and peak[0] == 1, calls
+    # The slow handler's acknowledgement reached its consumer: message 0 came once.
+    assert [c for c in calls if c[1] == 0] == [("a", 0, 1)]
+    assert {c[0] for c in calls if c[1] and parts[KEYS[c[1] % 16]] in (2, 3)} == {"b"}
+
+
+def test_delete_elastic_leaves_a_stream_that_is_not_the_groups(js: JetStream, estream: str) -> None:
+    pcgroups.create_elastic(js, estream, "other", 4)
+    # Named as group g's work queue would be, but someone else's.
+    js.create_stream(name=f"{estream}-g", subjects=[f"{estream}x.>"], storage="memory")
+    with pytest.raises(pcgroups.ConsumerGroupError, match="not the work queue"):
+        pcgroups.delete_elastic(js, estream, "g")
+    assert f"{estream}-g" in list(js.stream_names())
+    pcgroups.delete_elastic(js, estream, "other")
+    assert f"{estream}-other" not in list(js.stream_names())
+
+
+def _rewritten_as_written(js: JetStream, stream: str, group: str, raw: str) -> None:
+    """Membership changes of a group whose config is ``raw`` change only the membership's bytes."""
+    kv = js.key_value(pcgroups.ELASTIC_BUCKET)
+    pcgroups.add_members(js, stream, group, ["m2", "m1"])
+    assert kv.get(f"{stream}.{group}").value.decode() == raw[:-1] + ',"members":["m2","m1"]}'
+    pcgroups.delete_members(js, stream, group, ["m2", "m1"])
+    assert kv.get(f"{stream}.{group}").value.decode() == raw
+
+
+def test_membership_changes_keep_the_null_lists_orbit_go_wrote(js: JetStream, estream: str) -> None:
+    # orbit.go writes nil slices as null (its CLI given no filter); its members compare the
+    # filters exactly (reflect.DeepEqual: null is not []) and would stop.
+    pcgroups.create_elastic(js, estream, "first", 4)
+    go = {"nofilter": '{"max_members":2,"partitioning_filters":null}',
+          "nowildcards": f'{{"max_members":2,"partitioning_filters":[{{"filter":"{estream}.>",'
+                         '"partitioning_wildcards":null}]}'}
+    for group, raw in go.items():
+        js.key_value(pcgroups.ELASTIC_BUCKET).put(f"{estream}.{group}", raw.encode())
+    pcgroups.create_elastic(js, estream, "nofilter", 2)
+    pcgroups.create_elastic(js, estream, "nowildcards", 2, [pcgroups.PartitioningFilter(filter=f"{estream}.>")])
+    for group, raw in go.items():
+        _rewritten_as_written(js, estream, group, raw)
+
+
+def test_a_no_limit_written_as_minus_one_means_no_limit_and_stays_so(js: JetStream, estream: str) -> None:
+    # natsio-pcgroups writes "no limit" buffer sizes as -1, orbit.go's CLI and this client as 0 (left out).
+    pcgroups.create_elastic(js, estream, "first", 4)
+    raw = (f'{{"max_members":4,"partitioning_filters":[{{"filter":"{estream}.*","partitioning_wildcards":[1]}}],'
+           '"max_buffered_msg":-1,"max_buffered_bytes":-1}')
+    js.key_value(pcgroups.ELASTIC_BUCKET).put(f"{estream}.g", raw.encode())
+    cfg = pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    assert (cfg.max_buffered_msgs, cfg.max_buffered_bytes) == (0, 0)
+    with pytest.raises(pcgroups.ConsumerGroupExistsError):
+        pcgroups.create_elastic(js, estream, "g", 4, _filters(estream), max_buffered_msgs=100)
+    _rewritten_as_written(js, estream, "g", raw)

@@ -76,3 +76,58 @@ def test_elastic_membership_changed_by_natsio_rebalances_members_here(
         assert {r["member"] for r in recs.snapshot() if r["id"] > 60} == {"m1"}
     parts = key_partitions(js, KEYS, 4)
     check_delivery(recs.snapshot(), {i: parts[KEYS[i % 16]] for i in range(n)}, key="id")
+
+
+def _acked(recs: Records, ids: set[int], timeout: float) -> bool:
+    return recs.wait_for(lambda rs: {r["id"] for r in rs if r["ev"] == "acked"} >= ids, timeout)
+
+
+def test_a_group_natsio_made_is_the_same_group_here_and_our_edits_keep_its_members_running(
+        nc: nats.Client, js: JetStream, estream: str, shared_server: Any, tmp_path: Path) -> None:
+    url = shared_server.url
+    # natsio-pcgroups' defaults: "no limit" written as -1 (orbit.go and this client write 0, left out).
+    run_natsio(url, f'await pcgroups.create_elastic(js, "{estream}", "g", 4, '
+                    f'[pcgroups.PartitioningFilter(filter="{estream}.*", partitioning_wildcards=[1])])')
+    kv = js.key_value(pcgroups.ELASTIC_BUCKET)
+    assert json.loads(kv.get(f"{estream}.g").value)["max_buffered_msg"] == -1
+    # The same group, made again here with this client's defaults (every host's start may do it).
+    cfg = pcgroups.create_elastic(js, estream, "g", 4, [pcgroups.PartitioningFilter(
+        filter=f"{estream}.*", partitioning_wildcards=(1,))])
+    assert (cfg.max_buffered_msgs, cfg.max_buffered_bytes) == (0, 0)
+    recs = Records(nc, "g")
+    with members(url, "elastic", estream, "g", ["natsio:m1", "m2"], 2.0, tmp_path):
+        # Membership written here: natsio's member compares the limits exactly and goes on only
+        # when they are still spelled -1.
+        pcgroups.add_members(js, estream, "g", ["m1", "m2"])
+        for i in range(64):
+            js.publish(f"{estream}.{KEYS[i % 16]}", str(i).encode())
+        assert _acked(recs, set(range(64)), 45), sorted(set(range(64)) - {r["id"] for r in recs.snapshot()})[:20]
+        assert {r["member"] for r in recs.snapshot()} == {"m1", "m2"}
+        pcgroups.delete_members(js, estream, "g", ["m2"])
+        assert wait_until_left(js, estream, "g", "m2")
+        for i in range(64, 96):
+            js.publish(f"{estream}.{KEYS[i % 16]}", str(i).encode())
+        assert _acked(recs, set(range(96)), 45)
+        assert {r["member"] for r in recs.snapshot() if r["id"] >= 64} == {"m1"}
+    stored = json.loads(kv.get(f"{estream}.g").value)
+    assert (stored["max_buffered_msg"], stored["max_buffered_bytes"], stored["members"]) == (-1, -1, ["m1"])
+    parts = key_partitions(js, KEYS, 4)
+    check_delivery(recs.snapshot(), {i: parts[KEYS[i % 16]] for i in range(96)}, key="id")
+
+
+def test_a_group_made_here_is_the_same_group_for_natsio(nc: nats.Client, js: JetStream, estream: str,
+                                                        shared_server: Any, tmp_path: Path) -> None:
+    url = shared_server.url
+    # No filters: every subject, partitioned by the whole subject.
+    pcgroups.create_elastic(js, estream, "g", 2)
+    # natsio's "no limit" is -1 and it compares exactly; with 0 it means what this client and Go write.
+    out = run_natsio(url, f'cfg = await pcgroups.create_elastic(js, "{estream}", "g", 2, None, 0, 0)\n'
+                          f'print(json.dumps(cfg.to_wire()))\n'
+                          f'await pcgroups.add_members(js, "{estream}", "g", ["m1", "m2"])')
+    assert json.loads(out) == {"max_members": 2}
+    recs = Records(nc, "g")
+    with members(url, "elastic", estream, "g", ["natsio:m1", "m2"], 2.0, tmp_path):
+        for i in range(40):
+            js.publish(f"{estream}.{KEYS[i % 16]}", str(i).encode())
+        assert _acked(recs, set(range(40)), 45)
+        assert {r["member"] for r in recs.snapshot()} == {"m1", "m2"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from natsjs_sync import pcgroups
@@ -61,9 +62,46 @@ def test_config_json_is_orbits_and_keeps_unknown_fields() -> None:
     assert cfg.max_buffered_msgs == 10 and cfg.revision == 7
     assert cfg.to_json() == raw
     bare = pcgroups.ElasticConsumerGroupConfig(max_members=2)
-    assert bare.to_json() == {"max_members": 2, "partitioning_filters": []}
+    assert bare.to_json() == {"max_members": 2, "partitioning_filters": None}
     st = pcgroups.StaticConsumerGroupConfig(max_members=2, members=("a",))
     assert st.to_json() == {"max_members": 2, "members": ["a"]}
+
+
+def test_a_rewrite_keeps_what_another_client_wrote_for_what_it_did_not_change() -> None:
+    # orbit.go writes a nil filter list (its CLI with no filter) and nil wildcards as null,
+    # natsio-pcgroups "no limit" as -1; orbit.go's members compare the fixed part exactly.
+    go = (b'{"max_members":4,"partitioning_filters":[{"filter":"o.*","partitioning_wildcards":null}],'
+          b'"max_buffered_msg":-1,"later":{"x":[]}}')
+    stored = json.loads(go)
+    cfg = pcgroups.ElasticConsumerGroupConfig.from_json(go, 3)
+    assert cfg.max_buffered_msgs == 0 and cfg.partitioning_filters == (PartitioningFilter(filter="o.*"),)
+    joined = msgspec.structs.replace(cfg, members=("b", "a"))
+    assert json.dumps(joined.to_json(as_stored=stored), separators=(",", ":")).encode() == go[:-1] + \
+        b',"members":["b","a"]}'
+    bare = b'{"max_members":2,"partitioning_filters":null}'
+    left = msgspec.structs.replace(pcgroups.ElasticConsumerGroupConfig.from_json(bare), members=("a",))
+    assert left.to_json(as_stored=json.loads(bare)) == {"max_members": 2, "partitioning_filters": None,
+                                                         "members": ["a"]}
+    # What did change is written this client's way: a limit set, the members gone.
+    changed = msgspec.structs.replace(cfg, max_buffered_msgs=5, members=())
+    assert changed.to_json(as_stored=stored)["max_buffered_msg"] == 5
+    assert "members" not in msgspec.structs.replace(joined, members=()).to_json(
+        as_stored=joined.to_json(as_stored=stored))
+
+
+def test_configs_are_compared_by_meaning_not_spelling() -> None:
+    natsio = pcgroups.ElasticConsumerGroupConfig.from_json(
+        {"max_members": 4, "max_buffered_msg": -1, "max_buffered_bytes": -1})
+    go = pcgroups.ElasticConsumerGroupConfig.from_json({"max_members": 4, "partitioning_filters": None})
+    assert natsio.fixed_part() == go.fixed_part() == pcgroups.ElasticConsumerGroupConfig(
+        max_members=4, max_buffered_msgs=-1).fixed_part()
+    assert go.fixed_part() != pcgroups.ElasticConsumerGroupConfig(max_members=4, max_buffered_msgs=10).fixed_part()
+    a = pcgroups.StaticConsumerGroupConfig(max_members=4, filters=("x.*", "y.*"), members=("b", "a"))
+    assert a.same_group(pcgroups.StaticConsumerGroupConfig.from_json(
+        {"max_members": 4, "filters": ["y.*", "x.*"], "members": ["a", "b", "a"]}))
+    assert not a.same_group(pcgroups.StaticConsumerGroupConfig(max_members=4, filters=("x.*",), members=("a", "b")))
+    assert not a.same_group(pcgroups.StaticConsumerGroupConfig(max_members=4, filters=("x.*", "y.*"),
+                                                               members=("a", "c")))
 
 
 @pytest.mark.parametrize(("raw", "match"), [

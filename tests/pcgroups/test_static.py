@@ -142,3 +142,39 @@ def test_a_handler_may_stop_its_own_member(js: JetStream, pstream: str) -> None:
     assert handled.wait(10)
     assert box[0].wait(10) and box[0].error is None
     assert not box[0].consuming
+
+
+def test_deleting_a_group_deletes_its_own_consumers_not_those_of_a_group_named_alike(js: JetStream,
+                                                                                      pstream: str) -> None:
+    pcgroups.create_static(js, pstream, "orders", 2, members=["m1"])
+    pcgroups.create_static(js, pstream, "orders-eu", 2, members=["m1"])
+    got = threading.Semaphore(0)
+
+    def handle(msg: nats.Msg) -> None:
+        msg.ack_sync(timeout=5)
+        got.release()
+
+    tmpl = ConsumerConfig(ack_wait=2.0)
+    eu = pcgroups.static_consume(js, pstream, "orders-eu", "m1", handle, tmpl)
+    ours = pcgroups.static_consume(js, pstream, "orders", "m1", lambda m: m.ack(), tmpl)
+    try:
+        pcgroups.delete_static(js, pstream, "orders")
+        assert ours.wait(10) and ours.error is None
+        names = set(js.consumer_names(pstream))
+        assert "orders-m1" not in names and "orders-eu-m1" in names
+        # orders-eu's member goes on consuming from where it was.
+        js.publish(f"{pstream}.k1", b"x")
+        assert got.acquire(timeout=10)
+        assert not eu.done.is_set()
+        assert js.consumer(pstream, "orders-eu-m1").cached_info.num_ack_pending == 0
+    finally:
+        ours.stop()
+        eu.stop()
+    # An earlier deletion that stopped after the config went: the consumers left are still
+    # found by the group's own names only.
+    pcgroups.create_static(js, pstream, "orders", 2, members=["m1"])
+    pcgroups.static_consume(js, pstream, "orders", "m1", lambda m: m.ack(), tmpl).stop()
+    js.key_value(pcgroups.STATIC_BUCKET).delete(f"{pstream}.orders")
+    pcgroups.delete_static(js, pstream, "orders")
+    names = set(js.consumer_names(pstream))
+    assert "orders-m1" not in names and "orders-eu-m1" in names
