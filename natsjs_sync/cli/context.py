@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from .. import natscontext
-from . import _print
+from . import GLOBAL_OPTIONS, _print
 
 #: ``context save`` options -> context fields (the nats CLI's flag names where it has one).
 _SAVE_OPTIONS = (
@@ -108,24 +108,28 @@ def register(sub: Any) -> None:
     q.set_defaults(func=cmd_ls)
 
     q = ctx.add_parser("show", help="show a context's settings (default: the selected one)")
-    q.add_argument("name", nargs="?", default=None)
+    q.add_argument("name", nargs="?", default=None, help="the context (default: the selected one)")
     q.add_argument("--secrets", action="store_true", help="show passwords and tokens too")
     q.set_defaults(func=cmd_show)
 
     q = ctx.add_parser("select", help="make a context the default of this client and the nats CLI")
-    q.add_argument("name")
+    q.add_argument("name", help="the context to select")
     q.set_defaults(func=cmd_select)
 
-    q = ctx.add_parser("save", help="create a context, or change the fields given of a saved one")
-    q.add_argument("name")
+    q = ctx.add_parser("save", help="create a context, or change the fields given of a saved one",
+                       description="Create a context, or change the fields given of a saved one. The "
+                                   "global --server gives the context's server URL(s), as in the nats CLI.")
+    q.add_argument("name", help="the context's name")
+    global_flags = {flag for flags, _ in GLOBAL_OPTIONS for flag in flags}
     for option, _, help_text in _SAVE_OPTIONS:
         flag = "--" + option.replace("_", "-")
-        q.add_argument(flag, dest=option, default=None, help=help_text)
+        if flag not in global_flags:  # --server: every parser has it already (the value saved is the same)
+            q.add_argument(flag, dest=option, default=None, help=help_text)
     q.add_argument("--tlsfirst", action=argparse.BooleanOptionalAction, default=None,
                    help="start with the TLS handshake, before the server's INFO")
     q.add_argument("--select", action="store_true", help="select the context as well")
     q.set_defaults(func=cmd_save)
 
     q = ctx.add_parser("rm", help="remove a context (the selected one only when it is the last)")
-    q.add_argument("name")
+    q.add_argument("name", help="the context to remove")
     q.set_defaults(func=cmd_rm)
