@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 sys.path.insert(0, os.path.abspath(".."))
+sys.path.insert(0, os.path.abspath("_ext"))
 
 from natsjs_sync import __version__
 
@@ -14,12 +15,48 @@ project = "natsjs-sync"
 author = "natsjs-sync maintainers"
 release = __version__
 version = __version__
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.intersphinx", "sphinx.ext.viewcode"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.intersphinx", "sphinx.ext.viewcode",
+              "natsjs_refs", "cli_reference"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 napoleon_google_docstring = True
+# No inventories of other projects: the docs build offline (CI has no network but the package
+# index). Their names are listed in nitpick_ignore below instead.
 intersphinx_mapping: dict[str, tuple[str, str | None]] = {}
-nitpicky = False
+# Every reference must resolve (the build runs with -n -W): a name of natsjs_sync's that points
+# nowhere fails the build. natsjs_refs resolves the project's names by the object they name.
+nitpicky = True
+#: Names of Python and of other projects that the type hints and docstrings mention. Without an
+#: intersphinx inventory (see above) they have no target here; they stay plain text.
+nitpick_ignore = [
+    # the standard library: abstract collections and callables in type hints
+    *(("py:class", f"collections.abc.{name}") for name in
+      ("Callable", "Collection", "Iterable", "Iterator", "Mapping", "MutableMapping", "Sequence")),
+    # the standard library: values the API takes or returns
+    ("py:class", "datetime.datetime"),
+    ("py:class", "os.PathLike"),
+    ("py:class", "pathlib.Path"),
+    ("py:class", "threading.Event"),
+    ("py:class", "ssl.SSLContext"),
+    ("py:class", "subprocess.Popen"),
+    ("py:class", "concurrent.futures.Future"),
+    ("py:class", "concurrent.futures._base.Future"),  # Future's defining module, as typing names it
+    # the standard library: exceptions the docs compare ours with or say are raised
+    ("py:class", "ssl.SSLError"),
+    ("py:class", "ssl.SSLCertVerificationError"),
+    ("py:class", "asyncio.TimeoutError"),
+    ("py:class", "concurrent.futures.TimeoutError"),
+    ("py:exc", "subprocess.TimeoutExpired"),
+    # PySpark: the Python data source API the Spark integration implements
+    *(("py:class", f"pyspark.sql.datasource.{name}") for name in
+      ("DataSourceReader", "DataSourceStreamReader", "DataSourceStreamWriter", "DataSourceWriter")),
+    ("py:class", "pyspark.sql.types.StructType"),
+    # Flask: the application the extension attaches to
+    ("py:class", "flask.app.Flask"),
+    # OpenTelemetry: the context and span the hooks of the instrumentor receive
+    ("py:class", "opentelemetry.context.context.Context"),
+    ("py:class", "opentelemetry.trace.span.Span"),
+]
 exclude_patterns = ["_build"]
 try:
     import furo  # noqa: F401
@@ -59,5 +96,22 @@ def _plain_builtins(app: Any) -> None:
     app.add_post_transform(PlainBuiltins)
 
 
+def _prose_property_docstrings(app: Any) -> None:
+    """A property's or an attribute's docstring is prose: its type comes from its annotation.
+
+    Napoleon reads the first line of an attribute's docstring as ``type: description``, so
+    ``"Seconds a value lives (0: for ever)."`` would render with the type "Seconds a value lives
+    (0". An empty reST comment put first (before napoleon runs) is what napoleon takes as that
+    line instead, and the docstring is parsed as written.
+    """
+
+    def process(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+        if what in ("property", "attribute") and lines and ":" in lines[0]:
+            lines[:0] = ["..", ""]
+
+    app.connect("autodoc-process-docstring", process, priority=400)  # napoleon's runs at 500
+
+
 def setup(app: Any) -> None:
     _plain_builtins(app)
+    _prose_property_docstrings(app)

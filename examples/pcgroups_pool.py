@@ -10,7 +10,11 @@ once. Messages of one key are handled by one process at a time, in order.
 
     python examples/pcgroups_pool.py [nats://host:4222] [workers]
 
-Each handled message is printed as ``<member> <subject> <data>``.
+With no URL (and no ``NATS_URL``) it starts an embedded nats-server for the
+run. Each handled message is printed as ``<member> <subject> <data>``. Ctrl-C
+(SIGINT, to every process of the pool) or SIGTERM to the parent stops the pool:
+each member leaves the group and stops. (An embedded server stops on Ctrl-C as
+well, and the group with it: then the members just stop.)
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import os
 import signal
 import socket
 import sys
-import time
 import traceback
 
 import natsjs_sync as nats
@@ -45,12 +48,14 @@ def say(*words: object) -> None:
     os.write(1, (" ".join(str(w) for w in words) + "\n").encode())
 
 
+#: The signals that stop the pool. They stay blocked in the members, whose main thread waits for one
+#: with sigwait(): no handler runs in the middle of the client's code, and the client's threads
+#: (which inherit the mask) never take them.
+STOP = {signal.SIGINT, signal.SIGTERM}
+
+
 def member(url: str, slot: int) -> None:
-    """One pool process: join as ``<host>-<slot>``, consume until SIGTERM, then leave."""
-    # The handler only sets a flag: a signal lands on the main thread between any two
-    # bytecodes, possibly while it holds the lock a threading.Event would take.
-    stopped = [False]
-    signal.signal(signal.SIGTERM, lambda *_: stopped.__setitem__(0, True))
+    """One pool process: join as ``<host>-<slot>``, consume until SIGINT or SIGTERM, then leave."""
     name = f"{socket.gethostname()}-{slot}"
     nc = nats.connect(url, name=name, max_reconnect_attempts=-1)
     js = nc.jetstream()
@@ -62,16 +67,24 @@ def member(url: str, slot: int) -> None:
     ctx = pcgroups.elastic_consume(js, STREAM, GROUP, name, handle, ConsumerConfig(ack_wait=5.0))
     pcgroups.add_members(js, STREAM, GROUP, [name])
     say("JOINED", name, os.getpid())
-    while not stopped[0]:
-        time.sleep(0.1)
-    pcgroups.delete_members(js, STREAM, GROUP, [name])  # the others take its partitions now
+    signal.sigwait(STOP)
+    try:
+        pcgroups.delete_members(js, STREAM, GROUP, [name])  # the others take its partitions now
+    except (nats.NatsError, OSError) as exc:
+        # The server went first (an embedded one stops on Ctrl-C too): there is no group to leave.
+        print(f"{name}: stopped without leaving the group ({exc})", file=sys.stderr, flush=True)
     ctx.stop()
     nc.close()
 
 
-def main(url: str, workers: int) -> None:
-    """Fork ``workers`` members and wait; SIGTERM stops them all."""
+def main(url: str, workers: int) -> int:
+    """Fork ``workers`` members and wait for them; SIGINT or SIGTERM stops them all.
+
+    Returns:
+        The exit code: 130 after Ctrl-C (as a shell reports it), else 0.
+    """
     setup(url)  # before forking: the parent keeps no connection
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP)  # until this process's handler is in place
     children = []
     for slot in range(workers):
         pid = os.fork()
@@ -84,18 +97,30 @@ def main(url: str, workers: int) -> None:
             os._exit(0)
         children.append(pid)
 
-    def forward(*_: object) -> None:
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
         for p in children:
             try:
                 os.kill(p, signal.SIGTERM)
             except ProcessLookupError:
                 pass  # that one has left already
 
-    signal.signal(signal.SIGTERM, forward)
+    for sig in STOP:
+        signal.signal(sig, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
     for pid in children:
-        os.waitpid(pid, 0)
+        os.waitpid(pid, 0)  # a signal's handler runs, then the wait goes on
+    return 130 if signal.SIGINT in received else 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("NATS_URL", "nats://127.0.0.1:4222"),
-         int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+    from _server import server_url
+
+    try:
+        with server_url(sys.argv[1:2]) as nats_url:
+            code = main(nats_url, int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+    except KeyboardInterrupt:  # Ctrl-C before the pool ran
+        code = 130
+    sys.exit(code)

@@ -142,7 +142,7 @@ def connect(
     Every callback runs on the client's dispatcher, never on the reader thread;
     connection callbacks run in order. nats-py's other keywords
     (``dont_randomize=``, ``flush_timeout=``, ``nkeys_seed_str=`` ...) are
-    accepted too (see :mod:`natsjs_sync.aio.client`).
+    accepted too (see ``natsjs_sync.aio.client``).
 
     Returns:
         The connected client.

@@ -55,7 +55,7 @@
         │   └── BatchWrongLastSequenceError  also a WrongLastSequenceError
         └── ObjectStoreError: ObjectNotFoundError, ObjectDeletedError, DigestMismatchError, ...
 
-The names nats-py uses are all here (and in :mod:`natsjs_sync.js.errors`), with
+The names nats-py uses are all here (and in ``natsjs_sync.js.errors``), with
 nats-py's bases, so an ``except`` written for either client catches the same errors.
 
 Lower-level exceptions (``OSError``, ``ssl.SSLError``) are translated at the

@@ -480,7 +480,7 @@ class NatsContext:
         :class:`ssl.SSLContext` (and so TLS).
 
         Returns:
-            Keyword arguments: ``servers``, ``user``, ``password``, ``token``,
+            The keyword arguments ``servers``, ``user``, ``password``, ``token``,
             ``user_credentials``, ``nkeys_seed``, ``user_jwt_cb``, ``signature_cb``,
             ``tls``, ``tls_handshake_first``, ``inbox_prefix``, ``jetstream_domain``,
             ``jetstream_api_prefix``.

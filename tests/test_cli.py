@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +29,165 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_demo_with_an_embedded_server() -> None:
+@pytest.fixture
+def contexts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty nats CLI configuration of the test's own (``XDG_CONFIG_HOME``, ``HOME``), and no
+    server named by the environment."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    for name in ("NATS_URL", "NATS_CONTEXT"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / ".config"
+
+
+@pytest.fixture
+def auth_server() -> Iterator[NatsServer]:
+    """A server that takes only the user ``app`` (password ``s3cret``): a context's credentials are needed."""
+    with NatsServer(user="app", password="s3cret") as server:
+        yield server
+
+
+def test_demo_runs_on_its_own_server_whatever_the_environment_names(contexts: Path,
+                                                                     nats_server: NatsServer) -> None:
+    # A NATS user's machine: a selected context, $NATS_CONTEXT and $NATS_URL all lead to a server of
+    # theirs (here the fixture's). The demo starts its own, says so, and sends nothing to theirs.
+    from natsjs_sync import natscontext
+
+    natscontext.save("work", url=nats_server.url)
+    natscontext.select("work")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NATS_URL": nats_server.url, "NATS_CONTEXT": "work"}
+    with natsjs_sync.connect(nats_server.url) as theirs:
+        watch = theirs.subscribe("demo.>")
+        theirs.flush()
+        proc = subprocess.run([sys.executable, "-m", "natsjs_sync", "demo"], capture_output=True, text=True,
+                              timeout=60, env=env, cwd=REPO)
+        assert proc.returncode == 0, proc.stderr
+        out = proc.stdout
+        started = out.splitlines()[0]
+        assert started.startswith("started an embedded nats-server nats://127.0.0.1:"), out
+        embedded_url = started.split()[4]
+        assert embedded_url != nats_server.url
+        assert f"connected to {embedded_url} " in out
+        assert "received demo.greeting.2: hello #2" in out
+        assert "reply 'pong: ping'" in out
+        assert "$NATS_URL" in proc.stderr and "$NATS_CONTEXT" in proc.stderr and "'work'" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        theirs.flush()  # anything the demo had sent to this server would be here by now
+        assert watch.pending_msgs == 0
+
+
+def test_demo_and_bench_use_the_context_named_with_its_credentials(capsys: pytest.CaptureFixture[str],
+                                                                    contexts: Path, auth_server: NatsServer) -> None:
+    from natsjs_sync import natscontext
+
+    natscontext.save("work", url=auth_server.url, user="app", password="s3cret")
+    with natsjs_sync.connect(auth_server.url, user="app", password="s3cret") as nc:
+        demo = nc.subscribe("demo.greeting.*")
+        bench = nc.subscribe("bench.pub", pending_msgs_limit=1000)
+        nc.flush()
+        code, out, err = run(capsys, "demo", "--context", "work")
+        assert code == 0, err
+        assert out.splitlines()[0] == f"using the server given by NATS context 'work': {auth_server.url}"
+        assert f"connected to {auth_server.url} " in out and "embedded" not in out
+        assert [demo.next_msg(timeout=10).data for _ in range(3)] == [b"hello #0", b"hello #1", b"hello #2"]
+        # Given before the command name, as every global option may be.
+        code, out, err = run(capsys, "--context", "work", "bench", "pub", "--msgs", "200")
+        assert code == 0, err
+        assert out.splitlines()[0] == f"using the server given by NATS context 'work': {auth_server.url}"
+        assert len([bench.next_msg(timeout=10) for _ in range(200)]) == 200  # each within 10 s, or TimeoutError
+
+
+def test_global_options_work_before_and_after_the_command(capsys: pytest.CaptureFixture[str], contexts: Path,
+                                                          auth_server: NatsServer) -> None:
+    from natsjs_sync import natscontext
+
+    natscontext.save("work", url=auth_server.url, user="app", password="s3cret")
+    with natsjs_sync.connect(auth_server.url, user="app", password="s3cret") as nc:
+        sub = nc.subscribe("g.>")
+        nc.flush()
+        for argv in (["pub", "--context", "work", "g.after", "one"], ["--context", "work", "pub", "g.before", "two"],
+                     ["pub", "g.end", "three", "--context", "work"],
+                     # a global option after the command wins over the same one before it
+                     ["--context", "nosuch", "pub", "g.both", "four", "--context", "work"]):
+            code, _, err = run(capsys, *argv)
+            assert code == 0, (argv, err)
+        got = [sub.next_msg(timeout=10) for _ in range(4)]
+        assert [(m.subject, m.data) for m in got] == [("g.after", b"one"), ("g.before", b"two"),
+                                                       ("g.end", b"three"), ("g.both", b"four")]
+    # Three levels down, after the check's own options.
+    code, out, _ = run(capsys, "server", "check", "connection", "--user", "app", "--password", "s3cret",
+                       "--server", auth_server.url, "--rtt-warn", "10s", "--rtt-critical", "20s",
+                       "--connect-warn", "10s", "--connect-critical", "20s", "--req-warn", "10s",
+                       "--req-critical", "20s")
+    assert code == 0 and out.startswith("OK connection"), out
+
+
+def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("natsjs-sync",)
+             ) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every parser of the command line, by command (argparse's own records: what a user reaches)."""
+    yield " ".join(path), parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _parsers(child, (*path, name))
+
+
+def test_every_command_lists_the_global_options_and_explains_every_argument() -> None:
+    from natsjs_sync.cli import build_parser
+
+    parsers = dict(_parsers(build_parser()))
+    assert {"natsjs-sync pub", "natsjs-sync server check stream", "natsjs-sync context save"} <= set(parsers)
+    unexplained = []
+    for path, parser in parsers.items():
+        usage = parser.format_help()
+        assert "--context NAME" in usage and "--server URL" in usage, path
+        for action in parser._actions:
+            if not isinstance(action, argparse._SubParsersAction) and not action.help:
+                unexplained.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+    assert not unexplained, unexplained
+
+
+@pytest.mark.parametrize("argv", [["typo"], [], ["stream", "--stream", "S", "--bogus"],
+                                  ["stream", "--stream", "S", "--timeout", "soon"], ["consumer", "--stream", "S"],
+                                  ["--bogus", "meta"], ["meta", "--context"]])
+def test_server_check_usage_errors_are_unknown_with_a_status_line(argv: list[str]) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("NATS_URL", None)
-    proc = subprocess.run([sys.executable, "-m", "natsjs_sync", "demo"], capture_output=True, text=True,
-                          timeout=60, env=env, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
-    assert "started an embedded nats-server" in out
-    assert "received demo.greeting.2: hello #2" in out
-    assert "reply 'pong: ping'" in out
-    assert "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "natsjs_sync", "server", "check", *argv], capture_output=True,
+                          text=True, timeout=60, env=env, cwd=REPO)
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    (line,) = proc.stdout.splitlines()
+    assert line.startswith("UNKNOWN ") and "Traceback" not in proc.stderr
+
+
+def test_server_restarts_at_once_on_a_port_its_clients_just_left(tmp_path: Path) -> None:
+    # What a stopped server with clients leaves behind: connections in TIME_WAIT on its port, for a
+    # minute. The side that closes first keeps TIME_WAIT; here that is the listening side, which sets
+    # SO_REUSEADDR as nats-server (Go) does on its listener.
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port), timeout=10)
+        accepted, _ = listener.accept()
+        accepted.close()
+        assert client.recv(1) == b""  # the listening side's FIN arrived
+        client.close()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with subprocess.Popen([sys.executable, "-m", "natsjs_sync", "server", "--port", str(port), "--no-jetstream"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO) as proc:
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            line = proc.stdout.readline()
+            assert line.startswith(f"nats-server listening on nats://127.0.0.1:{port}"), (line, proc.stderr.read())
+            with natsjs_sync.connect(f"nats://127.0.0.1:{port}") as nc:
+                nc.flush()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
 
 
 def test_stream_and_consumer_commands(capsys: pytest.CaptureFixture[str], nats_server: NatsServer) -> None:

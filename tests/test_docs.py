@@ -1,10 +1,13 @@
-"""The Sphinx docs build with warnings as errors (broken references fail CI),
-and the built reference documents every public name, method, property and
-field: autodoc's ``:members:`` silently drops what has no docstring."""
+"""The Sphinx docs build nitpicky with warnings as errors (``-n -W``: every
+reference must resolve, so a name that renders as plain text instead of a link
+fails CI), and the built reference documents every public name, method,
+property and field: autodoc's ``:members:`` silently drops what has no
+docstring. The command line reference is generated from the parser."""
 
 from __future__ import annotations
 
 import enum
+import html
 import importlib
 import inspect
 import pathlib
@@ -29,7 +32,7 @@ def built_docs(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Com
     # deprecation warnings into errors; -W still fails on any docs warning.
     out = tmp_path_factory.mktemp("docs") / "html"
     proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(out)],
+        [sys.executable, "-m", "sphinx", "-n", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(out)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -126,3 +129,64 @@ def test_every_public_name_has_a_docstring() -> None:
             if not (getattr(attr, "__doc__", None) or "").strip():
                 undocumented.append(f"{min(paths)}.{m}")
     assert not undocumented, f"{len(undocumented)} public names without a docstring: {undocumented}"
+
+
+def _text(html_fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", html_fragment))
+
+
+def test_public_signatures_show_no_private_types(
+        built_docs: tuple[subprocess.CompletedProcess[str], pathlib.Path]) -> None:
+    _, out = built_docs
+    text = _text((out / "api.html").read_text())
+    for private in ("_UseDefault", "TimeoutArg", "stream_config._M", "| Deadline", "ConsumerConfigFields"):
+        assert private not in text, private
+    # what they became: the public sentinel, the class itself, the config whose fields the keywords are
+    assert "timeout (float | None | USE_DEFAULT)" in text
+    page = (out / "api.html").read_text()
+    replace = _text(page[page.index('id="natsjs_sync.jetstream.StreamConfig.replace"'):][:3000])
+    assert "Return type:\nStreamConfig\n" in re.sub(r"\n\s*", "\n", replace)
+    assert "kwargs (ConsumerConfig)" in text
+
+
+def test_properties_render_their_docstring_as_written(
+        built_docs: tuple[subprocess.CompletedProcess[str], pathlib.Path]) -> None:
+    # Napoleon took "Seconds a value lives (0: for ever)" as "type: description". A property's type is
+    # in its signature line: a "Type:" field under it can only be such a misreading.
+    _, out = built_docs
+    misread = []
+    for page in out.glob("*.html"):
+        for block in re.findall(r'<dl class="py property">(.*?)</dd>', page.read_text(), re.S):
+            if re.search(r">Type<span class=\"colon\">", block):
+                misread.append(_text(block).split("\n", 2)[1][:80])
+    assert not misread, misread
+    text = _text((out / "api.html").read_text())
+    assert "Seconds a value or object is kept (0: for ever)." in text
+
+
+def _cli_parsers() -> list[Any]:
+    import argparse
+
+    from natsjs_sync.cli import build_parser
+
+    found, todo = [], [build_parser()]
+    while todo:
+        parser = todo.pop()
+        found.append(parser)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    return found
+
+
+def test_the_command_line_reference_has_every_command_and_option(
+        built_docs: tuple[subprocess.CompletedProcess[str], pathlib.Path]) -> None:
+    _, out = built_docs
+    page = _text((out / "cli.html").read_text())
+    missing = []
+    for parser in _cli_parsers():
+        if f"usage: {parser.prog} " not in page:
+            missing.append(parser.prog)
+        missing += [f"{parser.prog} {flag}" for action in parser._actions for flag in action.option_strings
+                    if flag not in page]
+    assert not missing, missing

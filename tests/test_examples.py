@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,79 @@ def test_examples_run_as_scripts(name: str, nats_url: str) -> None:
                           text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert "stored" in done.stdout
+
+
+def _pool(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """examples/pcgroups_pool.py in a session of its own, as a shell runs it in the foreground: a
+    signal to its process group is what Ctrl-C in a terminal sends."""
+    return subprocess.Popen([sys.executable, str(EXAMPLES / "pcgroups_pool.py"), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+
+
+def _joined(proc: subprocess.Popen[str], workers: int) -> list[str]:
+    """The pool's first lines, up to the last member's JOINED (bounded: the pool prints nothing else first)."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    for _ in range(workers + 2):
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if sum(ln.startswith("JOINED ") for ln in lines) == workers:
+            return lines
+    raise AssertionError(f"the pool did not start: {lines} {proc.stderr.read() if proc.stderr else ''}")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXAMPLES.parent), os.environ.get("PYTHONPATH")]))
+    return {**env, **extra}
+
+
+@pytest.mark.server("2.11")
+def test_pcgroups_pool_leaves_the_group_quietly_on_ctrl_c(nats_server: Any) -> None:
+    import natsjs_sync as nats
+    from natsjs_sync import pcgroups
+
+    proc = _pool([nats_server.url, "2"], _env())
+    try:
+        joined = [ln.split()[1] for ln in _joined(proc, 2) if ln.startswith("JOINED ")]
+        with nats.connect(nats_server.url) as nc:
+            js = nc.jetstream()
+            assert sorted(pcgroups.get_elastic_config(js, "ORDERS", "billing").members) == sorted(joined)
+            os.killpg(proc.pid, signal.SIGINT)
+            assert proc.wait(60) == 130
+            assert pcgroups.get_elastic_config(js, "ORDERS", "billing").members == ()
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        assert "Traceback" not in err and "Error" not in err, err
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        proc.communicate()
+
+
+@pytest.mark.server("2.11")
+def test_pcgroups_pool_starts_a_server_when_given_none() -> None:
+    proc = _pool([], _env())
+    try:
+        lines = _joined(proc, 3)
+        assert lines[0].startswith("(embedded nats-server at nats://127.0.0.1:"), lines
+        # Ctrl-C reaches the embedded server too: the members stop, the pool ends without a traceback.
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(60) == 130
+        assert proc.stderr is not None
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        proc.communicate()
+
+
+def test_every_example_is_on_the_examples_page() -> None:
+    page = (EXAMPLES.parent / "docs" / "examples.rst").read_text()
+    missing = [p.name for p in sorted(EXAMPLES.glob("*.py"))
+               if not p.name.startswith("_") and f"``{p.name}``" not in page]
+    assert not missing, f"examples missing from docs/examples.rst: {missing}"

@@ -1,10 +1,12 @@
 """The ``natsjs-sync`` command line (also ``python -m natsjs_sync``).
 
-``demo`` and ``server`` start an embedded nats-server (from the ``server``
-extra) when no server URL is given. User mistakes end with a one-line message
-on stderr and a non-zero exit code, never a traceback; Ctrl-C ends every
-command with exit code 130. Times are printed in one format, local time
-``YYYY-MM-DD HH:MM:SS``.
+``demo``, ``bench`` and ``server`` start an embedded nats-server (from the
+``server`` extra) unless ``--server`` or ``--context`` names one. The global
+options (:data:`GLOBAL_OPTIONS`) are taken before or after any command's name:
+every parser made by :class:`CommandParser` has them. User mistakes end with a
+one-line message on stderr and a non-zero exit code, never a traceback; Ctrl-C
+ends every command with exit code 130. Times are printed in one format, local
+time ``YYYY-MM-DD HH:MM:SS``.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import os
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .. import __version__
 from .._connect import connect
@@ -126,20 +129,8 @@ def context_of(args: argparse.Namespace) -> str | None:
 
 
 @contextlib.contextmanager
-def _server_url(url: str | None, embedded_ok: bool, context: str | None = None) -> Iterator[str]:
-    """Yield ``url``, or ``$NATS_URL`` (as in the nats CLI, both win over a context's URL),
-    or the URL of the NATS ``context``, or the URL of an embedded server we start."""
-    url = url or os.environ.get("NATS_URL")
-    if not url and context:
-        from .._core.options import DEFAULT_SERVER
-        from ..natscontext import load
-
-        url = load(context).server_url() or DEFAULT_SERVER
-    if url:
-        yield url
-        return
-    if not embedded_ok:
-        raise SystemExit("error: no server given: pass --server URL or --context NAME, or set NATS_URL")
+def _embedded_server() -> Iterator[str]:
+    """Start a nats-server with JetStream for the command (the ``server`` extra), say so, stop it after."""
     from ..testing import NatsServer
 
     try:
@@ -155,12 +146,78 @@ def _server_url(url: str | None, embedded_ok: bool, context: str | None = None) 
         _print("stopped the embedded nats-server")
 
 
+@contextlib.contextmanager
+def _server_url(url: str | None, embedded_ok: bool, context: str | None = None) -> Iterator[str]:
+    """Yield ``url``, or ``$NATS_URL`` (as in the nats CLI, both win over a context's URL),
+    or the URL of the NATS ``context``, or the URL of an embedded server we start."""
+    url = url or os.environ.get("NATS_URL")
+    if not url and context:
+        url = _context_url(context)
+    if url:
+        yield url
+        return
+    if not embedded_ok:
+        raise SystemExit("error: no server given: pass --server URL or --context NAME, or set NATS_URL")
+    with _embedded_server() as url:
+        yield url
+
+
+def _context_url(context: str) -> str:
+    from .._core.options import DEFAULT_SERVER
+    from ..natscontext import load
+
+    return load(context).server_url() or DEFAULT_SERVER
+
+
+def _shown(url: str) -> str:
+    from ..monitor.check import without_credentials
+
+    return without_credentials(url)
+
+
+@contextlib.contextmanager
+def own_server_unless_named(args: argparse.Namespace) -> Iterator[tuple[str, str | None]]:
+    """The server of ``demo`` and ``bench``: the one ``--server`` or ``--context`` names, else
+    an embedded one started for the run. Either way a line on stdout names it.
+
+    Unlike the other commands these do not look at ``$NATS_URL``, ``$NATS_CONTEXT`` or the
+    context the nats CLI selected: on a NATS user's machine those may lead to a production
+    cluster, where a demo or a benchmark has no business. A note on stderr says when one of
+    them was passed over.
+
+    Yields:
+        The server URL and the NATS context to connect with (``None`` for none).
+
+    Raises:
+        ContextError: ``--context`` names a context that is unknown or unreadable.
+        SystemExit: no server was named and no nats-server binary is installed.
+    """
+    context: str | None = args.context
+    if args.server or context:
+        url = args.server or _context_url(str(context))
+        source = "--server" if args.server else f"NATS context {context!r}"
+        _print(f"using the server given by {source}: {_shown(url)}")
+        yield url, context
+        return
+    from ..natscontext import selected_context
+
+    passed_over = [f"${name}" for name in ("NATS_URL", "NATS_CONTEXT") if os.environ.get(name)]
+    selected = selected_context()
+    if selected:
+        passed_over.append(f"the selected context {selected!r}")
+    if passed_over:
+        _note(f"note: not using {' or '.join(passed_over)}; pass --server URL or --context NAME to use a server "
+              "of yours")
+    with _embedded_server() as url:
+        yield url, None
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    context = context_of(args)
-    with _server_url(args.server, embedded_ok=True, context=context) as url:
+    with own_server_unless_named(args) as (url, context):
         with connect(url, name="natsjs-demo", context=context) as nc:
             info = nc.server_info
-            _print(f"connected to {nc.connected_url} (server {info.get('version')}, max_payload {nc.max_payload})")
+            _print(f"connected to {_shown(nc.connected_url or url)} (server {info.get('version')}, "
+                   f"max_payload {nc.max_payload})")
 
             sub = nc.subscribe("demo.>")
             _print("subscribed to demo.>")
@@ -251,7 +308,10 @@ def client_for(args: argparse.Namespace, embedded_ok: bool = False, long_running
 
 
 def add_server_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", "-s", help="server URL (default: $NATS_URL)")
+    """Nothing to add any more: ``--server`` is a global option, on every :class:`CommandParser`.
+
+    Kept so that a command module written before still builds its parser.
+    """
 
 
 def cmd_reply(args: argparse.Namespace) -> int:
@@ -286,53 +346,114 @@ def cmd_req(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="natsjs-sync", description="Synchronous NATS and JetStream client")
-    parser.add_argument("--version", action="version", version=f"natsjs-sync {__version__}")
-    parser.add_argument("--context", metavar="NAME",
-                        help="connect with this NATS context (default: $NATS_CONTEXT, else the selected "
-                             "context when no --server or $NATS_URL is given); see 'context ls'")
-    sub = parser.add_subparsers(dest="command", required=True)
+#: The options every command takes, before or after its name (``natsjs-sync --context prod pub x y``
+#: and ``natsjs-sync pub x y --context prod`` are one command): the flags and the keywords of
+#: ``add_argument``. :class:`CommandParser` adds them to every parser, so a new command has them too.
+GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("--server", "-s"), dict(
+        metavar="URL",
+        help="the server URL(s), comma-separated (default: $NATS_URL, else the NATS context's); demo and "
+             "bench start an embedded nats-server unless --server or --context is given")),
+    (("--context",), dict(
+        metavar="NAME",
+        help="connect with this NATS context, as the nats CLI does (default: $NATS_CONTEXT, else the "
+             "selected context when neither --server nor $NATS_URL is given); see 'context ls'")),
+)
 
-    p = sub.add_parser("demo", help="publish, subscribe and request (embedded server when no URL)")
-    p.add_argument("--server", "-s", help="server URL (default: $NATS_URL, else an embedded server)")
-    p.add_argument("--count", type=int, default=3, help="messages to publish")
+
+class CommandParser(argparse.ArgumentParser):
+    """The command line's argument parser: every one of them, at any depth of subcommands, takes
+    the :data:`GLOBAL_OPTIONS` and lists them in its help. Not thread-safe (build, then parse).
+
+    A global option given before a command's name is kept when the command's parser does not
+    see it again (its parsers default it to "not given"); given after, it wins.
+
+    Args:
+        nagios: usage errors end with a Nagios ``UNKNOWN`` line on stdout and exit code 3
+            instead of argparse's exit code 2 (which Nagios reads as CRITICAL); the parsers of
+            its subcommands inherit it.
+        top: the outermost parser, where the global options get their defaults (``None``).
+    """
+
+    def __init__(self, *args: Any, nagios: bool = False, top: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.nagios = nagios
+        self._commands: dict[str, CommandParser] = {}
+        group = self.add_argument_group("global options (before or after the command)")
+        for flags, options in GLOBAL_OPTIONS:
+            group.add_argument(*flags, **options, default=None if top else argparse.SUPPRESS)
+        # The innermost parser that took part, for errors found after parsing (see main()).
+        self.set_defaults(_command_parser=self)
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        """As :meth:`argparse.ArgumentParser.add_subparsers`; the commands' parsers are
+        :class:`CommandParser` too (with this one's ``nagios``), and :meth:`commands` lists them."""
+        kwargs.setdefault("parser_class", functools.partial(CommandParser, nagios=self.nagios))
+        action = super().add_subparsers(**kwargs)
+        self._commands = action.choices
+        return action
+
+    def commands(self) -> dict[str, CommandParser]:
+        """The parsers of this parser's subcommands, by name (empty when it has none)."""
+        return dict(self._commands)
+
+    def error(self, message: str) -> NoReturn:
+        """A usage error: argparse's usage and message, exit code 2; a Nagios check's is a status line."""
+        if not self.nagios:
+            super().error(message)
+        from ..monitor.check import CheckResult
+
+        self.print_usage(sys.stderr)
+        result = CheckResult(self.prog.rsplit(" ", 1)[-1])
+        result.unknown(message)
+        _print(result.line())
+        sys.exit(3)
+
+
+def build_parser() -> CommandParser:
+    """The whole command line's parser (also read by the docs' command reference)."""
+    parser = CommandParser(prog="natsjs-sync", description="Synchronous NATS and JetStream client", top=True)
+    parser.add_argument("--version", action="version", version=f"natsjs-sync {__version__}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="publish, subscribe and request on an embedded server (or the one named)",
+                       description="Publish, subscribe and make a request. Runs on an embedded nats-server "
+                                   "unless --server or --context names one; $NATS_URL, $NATS_CONTEXT and the "
+                                   "selected context are not used.")
+    p.add_argument("--count", type=int, default=3, help="messages to publish (default 3)")
     p.set_defaults(func=cmd_demo)
 
     header_help = "a message header 'Key: value' (repeatable)"
     p = sub.add_parser("pub", help="publish a message (DATA, or stdin when none is given)")
-    p.add_argument("subject")
-    p.add_argument("data", nargs="?", default=None)
+    p.add_argument("subject", help="the subject to publish to")
+    p.add_argument("data", nargs="?", default=None, help="the message (default: read from stdin)")
     p.add_argument("--header", "-H", action="append", metavar="'KEY: VALUE'", help=header_help)
-    p.add_argument("--count", type=int, default=1)
-    p.add_argument("--server", "-s")
+    p.add_argument("--count", type=int, default=1, help="publish the message this many times (default 1)")
     p.set_defaults(func=cmd_pub)
 
     p = sub.add_parser("sub", help="print messages of a subject")
-    p.add_argument("subject")
-    p.add_argument("--queue")
+    p.add_argument("subject", help="the subject to listen on (wildcards * and > allowed)")
+    p.add_argument("--queue", help="join this queue group (each message goes to one member)")
     p.add_argument("--count", type=int, default=0, help="stop after this many (0: never)")
     p.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds (0: never)")
     p.add_argument("--raw", action="store_true", help="write only the messages' data, bytes as they are")
-    p.add_argument("--server", "-s")
     p.set_defaults(func=cmd_sub)
 
     p = sub.add_parser("req", help="send a request (DATA, or stdin when none is given) and print the reply")
-    p.add_argument("subject")
-    p.add_argument("data", nargs="?", default=None)
+    p.add_argument("subject", help="the subject to send the request to")
+    p.add_argument("data", nargs="?", default=None, help="the request (default: read from stdin)")
     p.add_argument("--header", "-H", action="append", metavar="'KEY: VALUE'", help=header_help)
     p.add_argument("--raw", action="store_true", help="write only the reply's data, bytes as they are")
-    p.add_argument("--timeout", type=float, default=2.0)
-    p.add_argument("--server", "-s")
+    p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for the reply (default 2)")
     p.set_defaults(func=cmd_req)
 
     p = sub.add_parser("reply", help="answer requests (with DATA, or echo them)")
-    p.add_argument("subject")
-    p.add_argument("data", nargs="?", default=None)
-    p.add_argument("--queue")
+    p.add_argument("subject", help="the subject to answer requests on")
+    p.add_argument("data", nargs="?", default=None, help="the answer (default: the request's own data)")
+    p.add_argument("--queue", help="join this queue group (each request goes to one member)")
     p.add_argument("--count", type=int, default=0, help="stop after this many (0: never)")
     p.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds (0: never)")
-    add_server_option(p)
     p.set_defaults(func=cmd_reply)
 
     from . import bench, context, groups, jetstream, server, service, stores
@@ -349,7 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # reported by the command's own parser: a check's usage error is UNKNOWN, not 2
+        args._command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args))
     except NatsError as exc:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._connect import connect
 from ..client import Client
-from . import _print, _server_url
+from . import _print, own_server_unless_named
 
 SCENARIOS = ("pub", "pubsub", "req", "js-pub", "js-pub-async", "js-consume")
 
@@ -30,8 +30,9 @@ def _pub(nc: Client, n: int, payload: bytes) -> float:
     return n / (time.perf_counter() - start)
 
 
-def _pubsub(url: str, n: int, payload: bytes) -> float:
-    with connect(url, name="bench-sub") as sub_nc, connect(url, name="bench-pub") as pub_nc:
+def _pubsub(url: str, context: str | None, n: int, payload: bytes) -> float:
+    with connect(url, name="bench-sub", context=context) as sub_nc, \
+            connect(url, name="bench-pub", context=context) as pub_nc:
         sub = sub_nc.subscribe("bench.ps", pending_msgs_limit=n + 1)
         sub_nc.flush()
         done = threading.Event()
@@ -96,11 +97,13 @@ def _js(nc: Client, scenario: str, n: int, payload: bytes) -> float:
         js.delete_stream(name)
 
 
-def run_scenario(url: str, scenario: str, n: int, size: int) -> float:
+def run_scenario(url: str, scenario: str, n: int, size: int, context: str | None = None) -> float:
+    """Run one scenario on the server at ``url`` (with the NATS ``context``'s credentials and
+    settings when one is given); returns messages per second."""
     payload = b"x" * size
     if scenario == "pubsub":
-        return _pubsub(url, n, payload)
-    with connect(url, name="natsjs-bench") as nc:
+        return _pubsub(url, context, n, payload)
+    with connect(url, name="natsjs-bench", context=context) as nc:
         if scenario == "pub":
             return _pub(nc, n, payload)
         if scenario == "req":
@@ -149,7 +152,7 @@ def _chart(path: str, labels: list[str], values: list[float]) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         print("note: matplotlib is not installed, so the chart has no labels; "
-              "install it with python -m pip install 'natsjs-sync[plot]'", file=sys.stderr, flush=True)
+              "python -m pip install matplotlib (the 'plot' extra) adds them", file=sys.stderr, flush=True)
         write_bar_png(path, values)
         return
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -164,10 +167,10 @@ def _chart(path: str, labels: list[str], values: list[float]) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     scenarios = SCENARIOS if args.scenario == "all" else (args.scenario,)
     results: list[tuple[str, float]] = []
-    with _server_url(args.server, embedded_ok=True) as url:
+    with own_server_unless_named(args) as (url, context):
         for sc in scenarios:
             n = args.msgs if sc not in ("req", "js-pub") else min(args.msgs, args.sync_msgs)
-            rate = run_scenario(url, sc, n, args.size)
+            rate = run_scenario(url, sc, n, args.size, context)
             results.append((sc, rate))
     _print(f"\n{'scenario':14} {'messages':>10} {'size':>6} {'msg/s':>12} {'MB/s':>8}")
     for sc, rate in results:
@@ -180,11 +183,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("bench", help="measure publish/subscribe/JetStream throughput")
-    p.add_argument("scenario", nargs="?", choices=(*SCENARIOS, "all"), default="all")
+    p = sub.add_parser("bench", help="measure publish/subscribe/JetStream throughput",
+                       description="Measure throughput on an embedded nats-server unless --server or "
+                                   "--context names one; $NATS_URL, $NATS_CONTEXT and the selected context "
+                                   "are not used.")
+    p.add_argument("scenario", nargs="?", choices=(*SCENARIOS, "all"), default="all",
+                   help="the scenario to run (default: all of them)")
     p.add_argument("--msgs", type=int, default=100_000, help="messages per scenario")
     p.add_argument("--sync-msgs", type=int, default=5_000, help="messages for request-bound scenarios")
     p.add_argument("--size", type=int, default=128, help="payload bytes")
     p.add_argument("--png", metavar="FILE", help="also draw a bar chart (labelled with the 'plot' extra: matplotlib)")
-    p.add_argument("--server", "-s", help="server URL (default: $NATS_URL, else an embedded server)")
     p.set_defaults(func=cmd_bench)

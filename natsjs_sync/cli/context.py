@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from .. import natscontext
-from . import _print
+from . import GLOBAL_OPTIONS, _print
 
 _REFERENCES = "a value, or a reference: env://NAME, file://PATH, op://vault/item/field, nsc://op/account/user"
 #: ``context save`` options -> context fields (the nats CLI's flag names, and ours kept as aliases).
@@ -90,8 +90,9 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 def cmd_save(args: argparse.Namespace) -> int:
     changes: dict[str, Any] = {}
-    for _, key, _ in _SAVE_OPTIONS:
-        value = getattr(args, key)
+    for flags, key, _ in _SAVE_OPTIONS:
+        # A global option (--server) keeps its own destination on every parser.
+        value = getattr(args, key, None) if key in vars(args) else getattr(args, flags[0][2:], None)
         if value is not None:
             changes[key] = value
     if args.tlsfirst is not None:
@@ -120,19 +121,24 @@ def register(sub: Any) -> None:
     q.set_defaults(func=cmd_ls)
 
     q = ctx.add_parser("show", help="show a context's settings (default: the selected one)")
-    q.add_argument("name", nargs="?", default=None)
+    q.add_argument("name", nargs="?", default=None, help="the context (default: the selected one)")
     q.add_argument("--secrets", action="store_true",
                    help="show secrets too (passwords, tokens, seeds, JWTs, a URL's password); references "
                         "such as env://NAME are always shown")
     q.set_defaults(func=cmd_show)
 
     q = ctx.add_parser("select", help="make a context the default of this client and the nats CLI")
-    q.add_argument("name")
+    q.add_argument("name", help="the context to select")
     q.set_defaults(func=cmd_select)
 
-    q = ctx.add_parser("save", help="create a context, or change the fields given of a saved one")
-    q.add_argument("name")
+    q = ctx.add_parser("save", help="create a context, or change the fields given of a saved one",
+                       description="Create a context, or change the fields given of a saved one. The "
+                                   "global --server gives the context's server URL(s), as in the nats CLI.")
+    q.add_argument("name", help="the context's name")
+    global_flags = {flag for flags, _ in GLOBAL_OPTIONS for flag in flags}
     for flags, key, help_text in _SAVE_OPTIONS:
+        if any(flag in global_flags for flag in flags):
+            continue  # --server: every parser has it already (the value saved is the same)
         q.add_argument(*flags, dest=key, default=None, help=help_text)
     q.add_argument("--tlsfirst", action=argparse.BooleanOptionalAction, default=None,
                    help="start with the TLS handshake, before the server's INFO")
@@ -142,5 +148,5 @@ def register(sub: Any) -> None:
     q.set_defaults(func=cmd_save)
 
     q = ctx.add_parser("rm", help="remove a context (the selected one only when it is the last)")
-    q.add_argument("name")
+    q.add_argument("name", help="the context to remove")
     q.set_defaults(func=cmd_rm)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from . import _note, _print, add_server_option, client_for, when
+from . import _note, _print, client_for, when
 
 if TYPE_CHECKING:
     from ..jetstream import JetStream
@@ -113,7 +113,15 @@ def group_membership(args: argparse.Namespace) -> int:
     return 0
 
 
+_POSITIONALS = {
+    "stream": "the stream the groups consume",
+    "group": "the group's name",
+    "members": "member names",
+}
+
+
 def register(sub: Any) -> None:
+    """Add the ``group`` command to the top-level subparsers ``sub``."""
     group = sub.add_parser("group", help="partitioned consumer groups: list, members and their state, "
                                          "membership").add_subparsers(dest="action", required=True)
     for action, help_text, func, positionals in (
@@ -124,9 +132,8 @@ def register(sub: Any) -> None:
              ("stream", "group", "members"))):
         p = group.add_parser(action, help=help_text)
         for name in positionals:
-            p.add_argument(name, nargs="+" if name == "members" else None)
+            p.add_argument(name, nargs="+" if name == "members" else None, help=_POSITIONALS[name])
         if action == "info":
             p.add_argument("--kind", choices=["static", "elastic"],
                            help="when a static and an elastic group share the name")
-        add_server_option(p)
         p.set_defaults(func=func)

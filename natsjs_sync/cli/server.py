@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 from .._connect import connect
 from ..client import Client
@@ -35,7 +35,10 @@ def _print(*args: object) -> None:
 
 
 def _port_is_free(port: int) -> bool:
+    """Whether nats-server can listen on ``port``: tested as it binds (Go sets ``SO_REUSEADDR``),
+    so the TIME_WAIT connections a stopped server leaves behind for a minute do not count."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -146,7 +149,6 @@ def duration(text: str) -> float:
 
 
 def _add_connection_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", "-s", help="server URL (default: $NATS_URL, else the NATS context's)")
     p.add_argument("--user", help="user name (for the system account's requests: a user of that account)")
     p.add_argument("--password", help="password of --user")
     p.add_argument("--creds", metavar="FILE", help="a credentials file (JWT and seed)")
@@ -244,15 +246,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------- check
 
 
-class _CheckParser(argparse.ArgumentParser):
-    """A check's bad arguments end with UNKNOWN (3), not argparse's 2, which reads as CRITICAL."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        _print(f"UNKNOWN {self.prog}: {message}")
-        sys.exit(3)
-
-
 #: The checks of a connected client by kind: the function's name in ``monitor.check`` and the
 #: parsed arguments it takes by position. Every keyword-only parameter of a check is read from the
 #: parsed argument of the same name (see :func:`_thresholds`), so a new option needs no dispatch code.
@@ -308,7 +301,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _register_checks(check: argparse.ArgumentParser) -> None:
-    kinds = check.add_subparsers(dest="check", required=True, metavar="KIND", parser_class=_CheckParser)
+    kinds = check.add_subparsers(dest="check", required=True, metavar="KIND")
     optional_int: dict[str, Any] = dict(type=int, default=None)
     optional_secs: dict[str, Any] = dict(type=duration, default=None, metavar="DURATION")
 
@@ -406,8 +399,8 @@ def register(sub: Any) -> None:
     """Add ``server`` (and its ``ls``, ``info``, ``check``) to the command line's subcommands."""
     p = sub.add_parser("server", help="run an embedded nats-server until Ctrl-C; ls, info, check running ones",
                        description="Without a subcommand: run an embedded nats-server until Ctrl-C.")
-    p.add_argument("--port", type=int, default=4222)
-    p.add_argument("--no-jetstream", action="store_true")
+    p.add_argument("--port", type=int, default=4222, help="the port to listen on (default 4222)")
+    p.add_argument("--no-jetstream", action="store_true", help="run without JetStream")
     p.add_argument("--store-dir", metavar="DIR",
                    help="keep JetStream data in DIR (default: a temporary directory, deleted on exit)")
     p.set_defaults(func=cmd_server)
@@ -425,5 +418,8 @@ def register(sub: Any) -> None:
     _add_connection_options(q)
     q.set_defaults(func=cmd_info)
 
-    q = actions.add_parser("check", help="a health check: one status line, Nagios exit code (0/1/2/3)")
+    q = actions.add_parser("check", help="a health check: one status line, Nagios exit code (0/1/2/3)",
+                           description="A health check: one line that starts with the status word, and the "
+                                       "Nagios exit code (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN); a usage "
+                                       "error is UNKNOWN too.", nagios=True)
     _register_checks(q)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _print, add_server_option, client_for
+from . import _print, client_for
 
 if TYPE_CHECKING:
     from ..micro.models import _Model
@@ -149,7 +149,6 @@ def _common(p: argparse.ArgumentParser, name_required: bool, with_id: bool) -> N
     p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for the first answer (default 2)")
     p.add_argument("--stall", type=float, default=0.5,
                    help="seconds without another answer after which all have answered (default 0.5)")
-    add_server_option(p)
 
 
 def register(sub: Any) -> None:

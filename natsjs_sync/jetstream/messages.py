@@ -106,7 +106,7 @@ class MessagesContext:
 
     Round trips nobody's thread waits for (a heal while nobody reads, for
     ``consume()`` every heal and the check that the consumer still exists)
-    run on the client's errand threads (:mod:`._errands`), never on the
+    run on the client's errand threads (the ``_errands`` module), never on the
     timer or the dispatcher's workers.
     """
 

@@ -308,7 +308,7 @@ class OrderedConsumer:
 
     def cancel(self) -> None:
         """Stop: cut a re-creation's back-off short and ask the server to delete the
-        server-side consumer (without waiting: see :meth:`_discard`)."""
+        server-side consumer (without waiting: see ``_discard``)."""
         self._cancel.set()
         current, self._current = self._current, None
         self._ack_prefix = "\0"

@@ -157,6 +157,7 @@ class MessageBatch:
         self._pin_cb = pin_cb
         self._received: list[Msg] = []
         self._done = False
+        #: Why the fetch ended early, if an error ended it (after the iteration).
         self.error: Exception | None = None
         #: The status that ended the batch early, if a status did.
         self.status: Status | None = None

@@ -1,5 +1,5 @@
 """The calling side of services: discovery (PING, INFO, STATS) and requests that
-turn service error replies into :class:`~natsjs_sync.ServiceError`.
+turn service error replies into :class:`~natsjs_sync.errors.ServiceError`.
 
 Discovery is a request to many (see :mod:`natsjs_sync.request_many`): every
 instance that matches answers, and the answers are collected until none came
@@ -34,7 +34,7 @@ DEFAULT_REQUEST_TIMEOUT = 5.0
 
 
 def service_error(msg: Msg) -> ServiceError | None:
-    """The :class:`~natsjs_sync.ServiceError` a reply carries, or ``None`` for a normal reply."""
+    """The :class:`~natsjs_sync.errors.ServiceError` a reply carries, or ``None`` for a normal reply."""
     headers = msg.headers
     if not headers:
         return None

@@ -24,7 +24,7 @@ class Request:
     """One request to an endpoint, as its handler receives it.
 
     A handler answers with :meth:`respond`, :meth:`respond_json` or
-    :meth:`respond_error`, or by raising: a :class:`~natsjs_sync.ServiceError`
+    :meth:`respond_error`, or by raising: a :class:`~natsjs_sync.errors.ServiceError`
     becomes that error reply, any other exception a ``500`` error reply. Safe
     to hand to another thread that answers later.
     """

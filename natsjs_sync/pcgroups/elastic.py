@@ -274,7 +274,7 @@ def list_elastic_members(js: JetStream, stream: str, group: str) -> list[MemberS
     Membership is explicit: a member whose instances all died stays in the
     group and keeps its partitions (nobody consumes them) until it is removed
     with :func:`delete_members` or an instance of it starts again. This shows
-    which: a dead member is not :attr:`~MemberState.active` once its last pull
+    which: a dead member is not :attr:`~natsjs_sync.pcgroups.MemberState.active` once its last pull
     request went with its connection and its pin timed out (``ack_wait``), and
     its consumer is gone ``ack_wait`` after its last pull.
 

@@ -6,7 +6,7 @@
     df = spark.read.format("jetstream").option("servers", url).load("ORDERS")
     df.write.format("jetstream").option("servers", url).option("subject", "orders.new").mode("append").save()
 
-Options are checked on the driver (:mod:`natsjs_sync.spark.options`). Rows
+Options are checked on the driver (``natsjs_sync.spark.options``). Rows
 have the schema :func:`schema_for` (``headers`` as a map, in Kafka's shape, or
 left out). Offsets are stream sequences. A batch read
 (:mod:`natsjs_sync.spark.reader`) fixes each stream's sequence range when it
@@ -83,7 +83,7 @@ class JetStreamDataSource(DataSource):
     """``format("jetstream")``: read and write JetStream streams, batch and streaming.
 
     Every option is checked on the driver when the query is defined; see
-    :mod:`natsjs_sync.spark.options` and the Spark guide for the list.
+    ``natsjs_sync.spark.options`` and the Spark guide for the list.
     """
 
     @classmethod
@@ -111,7 +111,7 @@ class JetStreamDataSource(DataSource):
         """The batch reader: a stream's messages, split into sequence ranges (filters pushed down).
 
         Raises:
-            NoServersError: no server answers at the address (:func:`_reach`).
+            NoServersError: no server answers at the address.
         """
         ro = _reach(read_options(self.options, streaming=False))
         if _planning_with_pushdown():
@@ -120,10 +120,10 @@ class JetStreamDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The streaming reader: new messages in micro-batches, offsets by sequence;
-        with ``consumerGroup``, a member of that group (:mod:`.group_source`).
+        with ``consumerGroup``, a member of that group (``natsjs_sync.spark.group_source``).
 
         Raises:
-            NoServersError: no server answers at the address (:func:`_reach`).
+            NoServersError: no server answers at the address.
         """
         ro = _reach(read_options(self.options, streaming=True))
         if ro.group is not None:
@@ -137,7 +137,7 @@ class JetStreamDataSource(DataSource):
 
         Raises:
             ValueError: ``mode("overwrite")`` (a stream is append-only), or a column that cannot be written.
-            NoServersError: no server answers at the address (:func:`_reach`).
+            NoServersError: no server answers at the address.
         """
         if overwrite:
             raise ValueError("jetstream streams are append-only: use .mode('append') (the default mode, "

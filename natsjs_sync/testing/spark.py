@@ -168,6 +168,7 @@ class SparkDriver:
 
     def __init__(self, proc: subprocess.Popen[bytes], log: Path, out: Path):
         self.proc = proc
+        #: The file the driver's standard output and error go to.
         self.log = log
         self._out = out
 

@@ -87,6 +87,10 @@ SUCCESS: tuple[tuple[str, ...], ...] = (
     ("server", "check", "meta", *SYS),
     ("server", "check", "stream", "--stream", "S"),
     ("server", "check", "consumer", "--stream", "S", "--consumer", "C"),
+    ("group", "ls", "S"),
+    ("group", "info", "S", "G"),
+    ("group", "add", "S", "G", "m1"),
+    ("group", "drop", "S", "G", "m1"),
     ("stream", "purge", "S"),
     ("consumer", "rm", "S", "C"),
     ("stream", "rm", "S"),
@@ -118,6 +122,8 @@ SUCCESS: tuple[tuple[str, ...], ...] = (
 )
 #: Checks exit with their Nagios code (a single server's meta group is not a healthy cluster).
 ANY_CODE = {("server", "check", "meta")}
+#: No group "G" exists: these take their error path (its output is swept too).
+ANY_CODE |= {("group", "info"), ("group", "add"), ("group", "drop")}
 #: Not run: ``server`` alone runs an embedded nats-server until Ctrl-C; it takes no credentials
 #: and connects to nothing.
 NOT_RUN = {("server",)}

@@ -7,6 +7,7 @@ builder's config arrives after the JVM has started.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -30,6 +31,13 @@ def _skip_reason() -> str | None:
     except ImportError as exc:
         return f"pyspark/pyarrow missing ({exc}); install the 'spark' extra"
     return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Without pyspark and pyarrow (the lighter ``test-core`` extra) every test here skips, saying why."""
+    missing = [name for name in ("pyspark", "pyarrow") if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed (the 'spark' extra; the 'test' extra has it)")
 
 
 @pytest.fixture(scope="session")

@@ -7,12 +7,12 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
 import natsjs_sync as nats
 from natsjs_sync.testing import FaultProxy, NatsServer
 
+pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (the 'spark' extra)")
 pytestmark = pytest.mark.slow
 
 
