@@ -26,9 +26,10 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from ..errors import JetStreamError, MsgNotFoundError, NatsError, StreamNotFoundError, jetstream_error
 from ..jetstream import StreamInfo
 from .config import NatsConfig
-from .helpers import iter_range, reads_directly, ride_out
 from .options import _EARLIEST, _LATEST, Position, ReadOptions
 from .pushdown import Narrowing, push_filters
+from .ranges import iter_range, reads_directly
+from .retry import ride_out
 
 
 def _not_found(stream: str) -> StreamNotFoundError:

@@ -22,9 +22,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from ..errors import JetStreamError, StreamNotFoundError
 from ..jetstream import StreamInfo
-from .helpers import reads_directly, ride_out
 from .options import ReadOptions
+from .ranges import reads_directly
 from .reader import SequenceRange, _batches, _info, _not_found, _plan, _resolve, _rows, _RowTuple
+from .retry import ride_out
 
 
 class DataLossError(JetStreamError):
