@@ -20,15 +20,9 @@ __all__ = ["iter_range", "read_range", "reads_directly"]
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
-def read_range(
-    cfg: NatsConfig,
-    stream: str,
-    start_seq: int = 1,
-    end_seq: int | None = None,
-    subjects: Sequence[str] | None = None,
-    batch: int = 500,
-    timeout: float | None = None,
-) -> Iterator[RawStreamMsg]:
+def read_range(cfg: NatsConfig, stream: str, start_seq: int = 1, end_seq: int | None = None,
+               subjects: Sequence[str] | None = None, batch: int = 500, timeout: float | None = None
+               ) -> Iterator[RawStreamMsg]:
     """The stream's messages with ``start_seq <= seq <= end_seq`` (to the current
     end when ``end_seq`` is None), optionally only on ``subjects``, in order.
 
@@ -50,16 +44,9 @@ def read_range(
                            time=_EPOCH + datetime.timedelta(microseconds=ts_us), stream=stream)
 
 
-def iter_range(
-    cfg: NatsConfig,
-    stream: str,
-    start_seq: int = 1,
-    end_seq: int | None = None,
-    subjects: Sequence[str] | None = None,
-    batch: int = 500,
-    timeout: float | None = None,
-    direct: bool | None = None,
-) -> Iterator[Row]:
+def iter_range(cfg: NatsConfig, stream: str, start_seq: int = 1, end_seq: int | None = None,
+               subjects: Sequence[str] | None = None, batch: int = 500, timeout: float | None = None,
+               direct: bool | None = None) -> Iterator[Row]:
     """:func:`read_range` as plain tuples ``(subject, seq, time in µs since the
     epoch, headers, data)``: what the data source turns into columns. The
     headers are None or the header block as received (``bytes``, not parsed:

@@ -1,5 +1,5 @@
 """The one paging rule (natsjs_sync.jetstream.paging): a range read goes on after the last message each
-page returned, on a server whose small ``max_pending`` cuts pages at test scale.
+page returned, on a server whose small ``max_pending`` cuts pages at test scale (``small_pending_server``).
 
 A batched direct get answers at most ``max_bytes`` (the server's ``max_pending`` when the request gives
 none) and ends the page with messages still pending; a pull of a consumer sends its messages at once,
@@ -21,25 +21,16 @@ from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.protocol.subjects import subject_matches
 from natsjs_sync.testing import NatsServer
 
-#: A server that cuts pages at test scale: 256 KiB pending per client, so pages of at most 32 KiB.
-SMALL = {"max_pending": 256 * 1024, "max_payload": 32 * 1024}
+from ..conftest import SMALL_PENDING
+
 ROWS = 4_030
-BODY = 3_000  # bytes per message: a page holds about ten
-
-
-@pytest.fixture(scope="module")
-def small_server() -> Iterator[NatsServer]:
-    server = NatsServer(config=SMALL)
-    server.start()
-    yield server
-    server.close()
+BODY = 3_000  # bytes per message: a page holds about twenty
 
 
 @pytest.fixture
-def small_js(small_server: NatsServer) -> Iterator[JetStream]:
-    nc = nats.connect(small_server.url, name="paging-test")
-    yield nc.jetstream()
-    nc.close()
+def small_js(small_pending_server: NatsServer) -> Iterator[JetStream]:
+    with nats.connect(small_pending_server.url, name="paging-test") as nc:
+        yield nc.jetstream()
 
 
 def _stream(js: JetStream, allow_direct: bool) -> tuple[str, dict[int, str]]:
@@ -77,12 +68,12 @@ def _read(js: JetStream, name: str, start: int, end: int, subjects: list[str] | 
 @pytest.mark.parametrize("filters", [None, ["a"], ["b.*"], ["a", "c"], ["b.>", "b.1", "a"]],
                          ids=["unfiltered", "one subject", "one wildcard", "two subjects", "overlapping"])
 def test_a_range_read_gives_every_stored_row_once_when_the_server_cuts_its_pages(
-        small_server: NatsServer, small_js: JetStream, allow_direct: bool, filters: list[str] | None) -> None:
+        small_pending_server: NatsServer, small_js: JetStream, allow_direct: bool, filters: list[str] | None) -> None:
     name, stored = _stream(small_js, allow_direct)
     js = small_js
     info = js.stream(name).info()
     assert reads_directly(js, info) == (allow_direct and js.supports("direct_get_batch"))
-    assert js.nc.max_payload == SMALL["max_payload"]  # pages of at most that many bytes: a hundred and more
+    assert js.nc.max_payload == SMALL_PENDING["max_payload"]  # pages of at most that many bytes: 180 and more
     subjects = [f"{name}.{f}" for f in filters] if filters else None
     for start, end in ((1, ROWS), (4, ROWS - 1), (503, 2_300)):
         want = [s for s in sorted(stored) if start <= s <= end
@@ -90,5 +81,5 @@ def test_a_range_read_gives_every_stored_row_once_when_the_server_cuts_its_pages
         got = _read(js, name, start, end, subjects)
         assert got == want, (start, end, len(got), len(want), sorted(set(want) - set(got))[:10])
     assert js.stream(name).info().state.consumer_count == 0  # nothing left behind
-    assert "Slow Consumer" not in small_server.read_log()
+    assert "Slow Consumer" not in small_pending_server.read_log()
     js.delete_stream(name)

@@ -23,25 +23,15 @@ from natsjs_sync.testing import NatsServer
 
 pytestmark = pytest.mark.slow
 
-#: Pages of at most 64 KiB (the reader asks for max_payload), about sixty of the rows below.
-SMALL = {"max_pending": 1024 * 1024, "max_payload": 64 * 1024}
+# On small_pending_server pages hold at most 64 KiB (the reader asks for max_payload): about sixty rows.
 ROWS = 4_030
 KEYS = [f"k{i}" for i in range(12)]
 
 
-@pytest.fixture(scope="module")
-def small_server() -> Iterator[NatsServer]:
-    server = NatsServer(config=SMALL)
-    server.start()
-    yield server
-    server.close()
-
-
 @pytest.fixture
-def js(small_server: NatsServer) -> Iterator[JetStream]:
-    nc = nats.connect(small_server.url, name="spark-paging-test")
-    yield nc.jetstream()
-    nc.close()
+def js(small_pending_server: NatsServer) -> Iterator[JetStream]:
+    with nats.connect(small_pending_server.url, name="spark-paging-test") as nc:
+        yield nc.jetstream()
 
 
 @pytest.fixture(autouse=True)
@@ -63,6 +53,29 @@ def _fill(js: JetStream, subject: Any) -> dict[int, str]:
     return {i + 1: subject(i) for i in range(ROWS)}
 
 
+def _two_subjects(js: JetStream, prefix: str, allow_direct: bool) -> tuple[str, dict[int, str], list[int]]:
+    """A stream with three rows of four on ``<name>.a``, the rest on ``<name>.b``: its name, what it
+    stores (seq -> subject) and the sequences on ``<name>.a``."""
+    name = prefix + next_nuid()[-8:]
+    js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory", allow_direct=allow_direct)
+    stored = _fill(js, lambda i: f"{name}.{'a' if i % 4 else 'b'}")
+    return name, stored, [s for s, subj in stored.items() if subj == f"{name}.a"]
+
+
+class _Sink:
+    """A foreachBatch sink keeping one column expression of every row it is given."""
+
+    def __init__(self, expr: str) -> None:
+        self.expr = expr
+        self.lock = threading.Lock()
+        self.values: list[Any] = []
+
+    def __call__(self, df: Any, _batch: int) -> None:
+        got = [r.v for r in df.selectExpr(f"{self.expr} as v").collect()]
+        with self.lock:
+            self.values.extend(got)
+
+
 def _seqs(df: Any) -> list[int]:
     return sorted(r.seq for r in df.select("seq").collect())
 
@@ -78,71 +91,51 @@ def test_workers_import_this_checkout(spark: Any) -> None:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("allow_direct", [True, False], ids=["direct get", "consumer"])
 def test_a_batch_read_with_subjects_gives_every_row_when_the_server_cuts_pages(
-        spark: Any, small_server: NatsServer, js: JetStream, allow_direct: bool) -> None:
-    name = "PB" + next_nuid()[-8:]
-    js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory", allow_direct=allow_direct)
-    stored = _fill(js, lambda i: f"{name}.{'a' if i % 4 else 'b'}")
-    want = [s for s, subj in stored.items() if subj == f"{name}.a"]
-    df = (spark.read.format("jetstream").option("servers", small_server.url).option("stream", name)
+        spark: Any, small_pending_server: NatsServer, js: JetStream, allow_direct: bool) -> None:
+    name, stored, want = _two_subjects(js, "PB", allow_direct)
+    df = (spark.read.format("jetstream").option("servers", small_pending_server.url).option("stream", name)
           .option("subjects", f"{name}.a").option("retryTimeout", "5").load())
     assert _seqs(df) == want
-    both = (spark.read.format("jetstream").option("servers", small_server.url).option("stream", name)
+    both = (spark.read.format("jetstream").option("servers", small_pending_server.url).option("stream", name)
             .option("subjects", f"{name}.a,{name}.b").option("minPartitions", "3").option("retryTimeout", "5").load())
     rows = both.selectExpr("seq", "cast(data as string) as data").collect()
     assert sorted(r.seq for r in rows) == sorted(stored)
     assert all(r.data.encode() == _body(r.seq - 1) for r in rows)
-    assert "Slow Consumer" not in small_server.read_log()
+    assert "Slow Consumer" not in small_pending_server.read_log()
 
 
 @pytest.mark.timeout(300)
 def test_a_streaming_read_with_subjects_gives_every_row_when_the_server_cuts_pages(
-        spark: Any, small_server: NatsServer, js: JetStream, tmp_path: Path) -> None:
-    name = "PS" + next_nuid()[-8:]
-    js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory", allow_direct=True)
-    stored = _fill(js, lambda i: f"{name}.{'a' if i % 4 else 'b'}")
-    want = [s for s, subj in stored.items() if subj == f"{name}.a"]
-    seen: list[int] = []
-    lock = threading.Lock()
-
-    def sink(df: Any, _batch: int) -> None:
-        got = [r.seq for r in df.select("seq").collect()]
-        with lock:
-            seen.extend(got)
-
-    q = (spark.readStream.format("jetstream").option("servers", small_server.url).option("stream", name)
+        spark: Any, small_pending_server: NatsServer, js: JetStream, tmp_path: Path) -> None:
+    name, _, want = _two_subjects(js, "PS", True)
+    seen = _Sink("seq")
+    q = (spark.readStream.format("jetstream").option("servers", small_pending_server.url).option("stream", name)
          .option("subjects", f"{name}.a").option("retryTimeout", "5").option("maxMessagesPerTrigger", "2500").load()
-         .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck"))
+         .writeStream.foreachBatch(seen).option("checkpointLocation", str(tmp_path / "ck"))
          .trigger(availableNow=True).start())
     assert q.awaitTermination(240)
     assert q.exception() is None
-    assert sorted(seen) == want
+    assert sorted(seen.values) == want
 
 
 def _group_query(spark: Any, server: NatsServer, stream: str, kind: str, tmp_path: Path) -> list[str]:
     """What a group member's query reads with ``Trigger.AvailableNow``: each row's key:index."""
-    got: list[str] = []
-    lock = threading.Lock()
-
-    def sink(df: Any, _batch: int) -> None:
-        values = [r.value for r in df.selectExpr("substring(cast(data as string), 1, 8) as value").collect()]
-        with lock:
-            got.extend(values)
-
+    got = _Sink("substring(cast(data as string), 1, 8)")
     q = (spark.readStream.format("jetstream").option("servers", server.url).option("stream", stream)
          .option("consumerGroup", "g").option("groupMember", "spark").option("groupKind", kind)
          .option("groupAckWait", "30").option("retryTimeout", "5").load()
-         .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck"))
+         .writeStream.foreachBatch(got).option("checkpointLocation", str(tmp_path / "ck"))
          .trigger(availableNow=True).start())
     assert q.awaitTermination(240)
     assert q.exception() is None, q.exception()
-    return got
+    return got.values
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.server("2.11")
 @pytest.mark.parametrize("kind", ["static", "elastic"])
 def test_a_group_source_reads_every_message_when_the_server_cuts_pages(
-        spark: Any, small_server: NatsServer, js: JetStream, tmp_path: Path, kind: str) -> None:
+        spark: Any, small_pending_server: NatsServer, js: JetStream, tmp_path: Path, kind: str) -> None:
     stream = "PG" + next_nuid()[-8:]
     if kind == "static":
         js.create_stream(name=stream, subjects=[f"{stream}.*"], storage="memory", allow_direct=True,
@@ -155,7 +148,7 @@ def test_a_group_source_reads_every_message_when_the_server_cuts_pages(
                                                                               partitioning_wildcards=(1,))])
         pcgroups.add_members(js, stream, "g", ["spark"])
     _fill(js, lambda i: f"{stream}.{KEYS[i % len(KEYS)]}")
-    got = _group_query(spark, small_server, stream, kind, tmp_path)
+    got = _group_query(spark, small_pending_server, stream, kind, tmp_path)
     assert sorted(got) == [f"{i:08d}" for i in range(ROWS)]  # every message once
     if kind == "elastic":  # all acked, none dropped: the work queue is empty because each was read
         assert js.stream(f"{stream}-g").info().state.messages == 0
