@@ -107,10 +107,10 @@ def test_a_batch_read_with_subjects_gives_every_row_when_the_server_cuts_pages(
 @pytest.mark.timeout(300)
 def test_a_streaming_read_with_subjects_gives_every_row_when_the_server_cuts_pages(
         spark: Any, small_pending_server: NatsServer, js: JetStream, tmp_path: Path) -> None:
-    name, _, want = _two_subjects(js, "PS", True)
+    name, _, want = _two_subjects(js, "PS", True)  # one micro-batch, one task: a range of many pages
     seen = _Sink("seq")
     q = (spark.readStream.format("jetstream").option("servers", small_pending_server.url).option("stream", name)
-         .option("subjects", f"{name}.a").option("retryTimeout", "5").option("maxMessagesPerTrigger", "2500").load()
+         .option("subjects", f"{name}.a").option("retryTimeout", "5").load()
          .writeStream.foreachBatch(seen).option("checkpointLocation", str(tmp_path / "ck"))
          .trigger(availableNow=True).start())
     assert q.awaitTermination(240)
