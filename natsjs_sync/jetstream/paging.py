@@ -16,16 +16,25 @@ the consumer-group source).
 yields plain row tuples in sequence order:
 
 - by batched direct get (servers 2.11 and newer, streams with ``allow_direct``):
-  no consumer, any replica answers. One request is in flight per filter, each
-  asking for at most :func:`page_bytes` bytes (so an answer never fills the
-  connection's pending limit on the server, which disconnects a client as a
-  slow consumer), from the sequence after the last one received. Unfiltered
-  requests ask with the filter ``>``, which steps over deleted messages on
-  every server: 2.11.0 to 2.11.9 answer a plain batch whose first sequence is
-  deleted with 404. Several filters are read side by side and merged.
+  no consumer, any replica answers. Each page asks for at most
+  :func:`page_bytes` bytes, so an answer never passes the server's pending
+  limit for the connection (past it the server disconnects the client as a
+  slow consumer). With a filter one page is in flight, starting after the
+  last message received; several filters are read side by side and merged.
+  Unfiltered, the range is asked for in windows of ``batch`` sequences, two
+  in flight, and a window cut short is asked for again from after its last
+  message received before the next window's answers are read. Unfiltered
+  pages ask with the filter ``>``, which steps over deleted messages on every
+  server: 2.11.0 to 2.11.9 answer a plain batch whose first sequence is
+  deleted with 404.
 - through an ephemeral consumer otherwise (2.10, or no ``allow_direct``): the
   consumer keeps the position on the server, each message is checked in order
-  by its consumer sequence.
+  by its consumer sequence, and one pull of at most :func:`pull_bytes` is
+  outstanding at a time.
+
+(Key-value and object-store listings read with ordered consumers, which keep
+their position on the server and start again after the last message received
+when they heal: they do not page by sequence and do not use this module.)
 
 What the server does with a batched direct get, checked against its code from
 2.11.0 to 2.15: the message that reaches ``max_bytes`` (counted as subject,
@@ -85,7 +94,8 @@ if TYPE_CHECKING:
     from .context import JetStream
     from .stream_config import StreamInfo
 
-__all__ = ["ReadGap", "Row", "page_bytes", "read_range_rows", "reads_directly", "ride_out", "transient"]
+__all__ = ["ReadGap", "Row", "page_bytes", "pull_bytes", "read_range_rows", "reads_directly", "ride_out",
+           "transient"]
 
 #: A row of a range: ``(subject, sequence, time in µs since the epoch, headers, data)``. The headers
 #: are None, a :class:`Headers`, or the header block as received (``bytes``, not parsed).
@@ -193,8 +203,8 @@ def read_range_rows(js: JetStream, stream: str, start: int = 1, end: int | None 
             failure the next attempt asks the leader again.
 
     Returns:
-        Rows ``(subject, seq, time in µs, headers, data)``, the headers as received
-        (``bytes``) or None (a :class:`Headers` only where a caller gave one).
+        Rows ``(subject, seq, time in µs, headers, data)``, the message's own header
+        block as received (``bytes``, not parsed) or None.
 
     Raises:
         NatsError: a failure that is not transient, or one that lasted ``retry_timeout``.
