@@ -24,6 +24,19 @@ def shared_server() -> Iterator[NatsServer]:
     server.close()
 
 
+#: Limits that cut direct-get pages and pulls at test scale: a reader asks for ``max_payload`` bytes a page.
+SMALL_PENDING = {"max_pending": 1024 * 1024, "max_payload": 64 * 1024}
+
+
+@pytest.fixture(scope="session")
+def small_pending_server() -> Iterator[NatsServer]:
+    """A server whose ``max_pending`` (1 MiB, 64 MiB by default) and ``max_payload`` (64 KiB) are small:
+    a batched direct get or a pull of a few hundred KiB is cut short, or would disconnect its reader as
+    a slow consumer, at test scale."""
+    with NatsServer(config=SMALL_PENDING) as server:
+        yield server
+
+
 @pytest.fixture
 def nc(shared_server: NatsServer) -> Iterator[nats.Client]:
     client = nats.connect(shared_server.url, name="test")

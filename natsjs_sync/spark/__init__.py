@@ -5,7 +5,8 @@ Importing this package does not import pyspark; :mod:`natsjs_sync.spark.datasour
 """
 
 from .config import NatsConfig, close_clients
-from .helpers import PublishResult, publish_partition, read_range, row_payload
+from .publishing import PublishResult, publish_partition, row_payload
+from .ranges import read_range
 
 __all__ = ["JetStreamDataSource", "NatsConfig", "PublishResult", "close_clients", "publish_partition",
            "read_range", "row_payload"]

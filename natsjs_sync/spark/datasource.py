@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TypeVar
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -37,7 +38,9 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    InputPartition,
 )
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from ..errors import NatsError, NoServersError
@@ -122,10 +125,14 @@ class JetStreamDataSource(DataSource):
         """The streaming reader: new messages in micro-batches, offsets by sequence;
         with ``consumerGroup``, a member of that group (``natsjs_sync.spark.group_source``).
 
-        Raises:
-            NoServersError: no server answers at the address.
+        Nothing is raised here: an error making the reader (no server answers
+        at the address: ``_reach``) is raised by the reader's first offset
+        call instead (``_FailedStreamReader``).
         """
-        ro = _reach(read_options(self.options, streaming=True))
+        try:
+            ro = _reach(read_options(self.options, streaming=True))
+        except Exception as exc:  # raised where PySpark shows it, see _FailedStreamReader
+            return _FailedStreamReader(exc)
         if ro.group is not None:
             from .group_source import GroupStreamReader
 
@@ -164,6 +171,51 @@ class JetStreamDataSource(DataSource):
         return JetStreamStreamWriter(wo)
 
 
+class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The streaming reader of a query whose reader could not be made: it raises that error
+    from its first offset call (and every call that needs the server).
+
+    PySpark 4.3's streaming runner calls ``reader.stop()`` in a ``finally``
+    around the call that makes the reader; when ``streamReader()`` raised, that
+    ``finally`` fails with ``UnboundLocalError: cannot access local variable
+    'reader'``, which hides the error that names the address. A reader that
+    raises the error when Spark first asks for an offset lets it reach the user.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def _raise(self) -> NoReturn:
+        raise self.error
+
+    def initialOffset(self) -> dict[str, Any]:
+        self._raise()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        self._raise()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._raise()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        self._raise()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        self._raise()
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
 Opts = TypeVar("Opts", ReadOptions, WriteOptions)
 
 log = logging.getLogger("natsjs_sync.spark")
@@ -192,7 +244,7 @@ def _reach(opts: Opts) -> Opts:
 
 
 _BATCH_ONLY = {"endingoffsets", "endingsequence", "endingtimestamp", "endingoffsetsbytimestamp"}
-_STREAM_ONLY = {"failondataloss", "maxmessagespertrigger", "maxoffsetspertrigger", "minmessagespertrigger",
+_STREAM_ONLY = {"maxmessagespertrigger", "maxoffsetspertrigger", "minmessagespertrigger",
                 "minoffsetspertrigger", "maxtriggerdelay", "consumergroup", "groupmember", "groupkind",
                 "groupackwait"}
 

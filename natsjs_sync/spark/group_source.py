@@ -47,8 +47,9 @@ from ..errors import ConnectionClosedError, MsgAlreadyAckdError, MsgNotFoundErro
 from ..jetstream import ConsumerConfig, JetStream
 from ..msg import Msg
 from ..pcgroups.config import DEFAULT_ACK_WAIT
-from .helpers import iter_range, reads_directly, ride_out
 from .options import ReadOptions
+from .ranges import iter_range, reads_directly
+from .retry import ride_out
 
 __all__ = ["GroupPartition", "GroupStreamReader", "check_group", "group_read_stream"]
 

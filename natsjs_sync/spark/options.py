@@ -59,6 +59,7 @@ _READ: dict[str, tuple[str, ...]] = {
     "maxConsumers": (),
     "includeHeaders": (),
     "headersFormat": (),
+    "failOnDataLoss": (),
 }
 _BATCH_READ: dict[str, tuple[str, ...]] = {
     "endingOffsets": (),
@@ -67,7 +68,6 @@ _BATCH_READ: dict[str, tuple[str, ...]] = {
     "endingOffsetsByTimestamp": (),
 }
 _STREAM_READ: dict[str, tuple[str, ...]] = {
-    "failOnDataLoss": (),
     "maxMessagesPerTrigger": ("maxOffsetsPerTrigger",),
     "minMessagesPerTrigger": ("minOffsetsPerTrigger",),
     "maxTriggerDelay": (),

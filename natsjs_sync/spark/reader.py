@@ -26,9 +26,11 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from ..errors import JetStreamError, MsgNotFoundError, NatsError, StreamNotFoundError, jetstream_error
 from ..jetstream import StreamInfo
 from .config import NatsConfig
-from .helpers import iter_range, reads_directly, ride_out
+from .data_loss import no_loss_at_start
 from .options import _EARLIEST, _LATEST, Position, ReadOptions
 from .pushdown import Narrowing, push_filters
+from .ranges import iter_range, reads_directly
+from .retry import ride_out
 
 
 def _not_found(stream: str) -> StreamNotFoundError:
@@ -370,7 +372,10 @@ class JetStreamBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         # No partitions (an empty range) makes PySpark read one InputPartition(None): no rows.
         if isinstance(partition, SequenceRange):
-            yield from _batches(self.ro, partition)
+            rows = _rows(self.ro, partition)
+            if self.ro.fail_on_data_loss:
+                rows = no_loss_at_start(self.ro, partition, rows)
+            yield from _batches(self.ro, partition, rows)
 
 
 class JetStreamPushdownReader(JetStreamBatchReader):

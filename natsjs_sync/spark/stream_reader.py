@@ -8,7 +8,7 @@ from the last offset to the stream's end (shared among streams by
 ``minMessagesPerTrigger`` up to ``maxTriggerDelay``), planned and read as the
 batch read does (:mod:`natsjs_sync.spark.reader`). With ``failOnDataLoss``,
 messages removed before they were read, or a stream deleted or recreated,
-raise :class:`DataLossError` (:func:`_no_loss_at_start` checks a task's start).
+raise :class:`DataLossError` (:func:`~natsjs_sync.spark.data_loss.no_loss_at_start` checks a task's start).
 """
 
 from __future__ import annotations
@@ -20,15 +20,14 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from ..errors import JetStreamError, StreamNotFoundError
+from ..errors import StreamNotFoundError
 from ..jetstream import StreamInfo
-from .helpers import reads_directly, ride_out
+from .data_loss import DataLossError, no_loss_at_start
 from .options import ReadOptions
-from .reader import SequenceRange, _batches, _info, _not_found, _plan, _resolve, _rows, _RowTuple
+from .ranges import reads_directly
+from .reader import SequenceRange, _batches, _info, _not_found, _plan, _resolve, _rows
+from .retry import ride_out
 
-
-class DataLossError(JetStreamError):
-    """Messages a streaming query still needed are gone (purged, expired, or the stream recreated)."""
 
 def _share(limit: int, avail: list[int]) -> list[int]:
     """``limit`` rows shared among streams in proportion to what each has, each getting at most its own."""
@@ -186,7 +185,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return
         rows = _rows(self.ro, partition)
         if self.ro.fail_on_data_loss:
-            rows = _no_loss_at_start(self.ro, partition, rows)
+            rows = no_loss_at_start(self.ro, partition, rows)
         yield from _batches(self.ro, partition, rows)
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -195,27 +194,6 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def stop(self) -> None:
         pass
 
-
-def _no_loss_at_start(ro: ReadOptions, part: SequenceRange, rows: Iterator[_RowTuple]) -> Iterator[_RowTuple]:
-    """``rows``, once the first shows that the messages from ``part.start`` are still there.
-
-    Only when the first row read is not ``part.start`` (or there is none) is
-    the stream's leader asked for its first sequence: one request in that
-    case, none per task otherwise (a thousand tasks asking at once would queue
-    on the leader's JetStream API as consumer creations did).
-
-    Raises:
-        DataLossError: the stream's first sequence is now past ``part.start``
-            (messages purged or expired before they were read).
-    """
-    first = next(rows, None)
-    if first is None or first[1] > part.start:
-        if part.start < _info(ro.cfg, part.stream).state.first_seq:
-            raise DataLossError(f"stream {part.stream!r}: messages from {part.start} were removed "
-                                "before they were read")
-    if first is not None:
-        yield first
-        yield from rows
 
 
 __all__ = ["DataLossError", "JetStreamStreamReader"]

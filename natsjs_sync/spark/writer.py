@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import struct
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -113,6 +114,9 @@ class PublishCommit(WriterCommitMessage):
     resent: int = 0
 
 
+_LENGTHS = struct.Struct("<QQ")  # subject and data lengths, ahead of both in a row's digest
+
+
 class _ContentIds:
     """Message ids from a row's content: ``<prefix>.<digest>.<occurrence>``.
 
@@ -120,6 +124,12 @@ class _ContentIds:
     identical rows seen before in this partition. A retried task gets the same
     multiset of rows, so whatever their order every row gets the id it had
     before (identical rows are interchangeable), and distinct rows never share one.
+
+    The digest's input says where each field ends (the lengths of subject and
+    data come first), so no two distinct rows hash the same input: data
+    ``ab`` on subject ``c`` and data ``a`` on subject ``bc`` once did, and were
+    then counted as one row's two occurrences, which a retry in another order
+    gave to the other row (one row stored twice, the other never).
     """
 
     def __init__(self, prefix: str):
@@ -129,8 +139,9 @@ class _ContentIds:
         self.seen: dict[bytes, int] = {}
 
     def __call__(self, subject: bytes, data: bytes, headers: Any) -> bytes:
-        h = hashlib.blake2b(data, digest_size=12, person=b"natsjs-row")
+        h = hashlib.blake2b(_LENGTHS.pack(len(subject), len(data)), digest_size=12, person=b"natsjs-row-2")
         h.update(subject)
+        h.update(data)
         if headers:
             h.update(repr(sorted(headers.items())).encode())
         digest = h.digest()

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 import natsjs_sync as nats
+from natsjs_sync.jetstream.paging import _read_pulled, reads_directly
 from natsjs_sync.protocol.headers import parse_headers
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.protocol.subjects import subject_matches
 from natsjs_sync.spark import NatsConfig, config
-from natsjs_sync.spark.helpers import _read_pulled, iter_range, reads_directly
+from natsjs_sync.spark.ranges import iter_range
 from natsjs_sync.testing import NatsServer
 
 from ..conftest import wait_until
@@ -101,7 +102,7 @@ def _pulled(cfg: NatsConfig, name: str, start: int, end: int, subjects: list[str
             ) -> list[tuple[str, int, int, Any, bytes]]:
     """The same range through a consumer (what a server before 2.11 reads with)."""
     out = []
-    for subject, seq, ts_us, hdrs, data in _read_pulled(cfg, cfg.jetstream(), name, start, end, list(subjects or []),
+    for subject, seq, ts_us, hdrs, data in _read_pulled(cfg.jetstream(), name, start, end, list(subjects or []),
                                                         5, 10.0):
         own = parse_headers(hdrs)[2] if hdrs else None
         out.append((subject, seq, ts_us, list(own.items_all()) if own else None, data))

@@ -1,0 +1,85 @@
+"""The one paging rule (natsjs_sync.jetstream.paging): a range read goes on after the last message each
+page returned, on a server whose small ``max_pending`` cuts pages at test scale (``small_pending_server``).
+
+A batched direct get answers at most ``max_bytes`` (the server's ``max_pending`` when the request gives
+none) and ends the page with messages still pending; a pull of a consumer sends its messages at once,
+and more than ``max_pending`` bytes queued for a client disconnect it as a slow consumer. Either way the
+rows must be exactly the stored ones, in order, each once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync.jetstream import JetStream
+from natsjs_sync.jetstream.paging import read_range_rows, reads_directly
+from natsjs_sync.protocol.headers import parse_headers
+from natsjs_sync.protocol.nuid import next_nuid
+from natsjs_sync.protocol.subjects import subject_matches
+from natsjs_sync.testing import NatsServer
+
+from ..conftest import SMALL_PENDING
+
+ROWS = 4_030
+BODY = 3_000  # bytes per message: a page holds about twenty
+
+
+@pytest.fixture
+def small_js(small_pending_server: NatsServer) -> Iterator[JetStream]:
+    with nats.connect(small_pending_server.url, name="paging-test") as nc:
+        yield nc.jetstream()
+
+
+def _stream(js: JetStream, allow_direct: bool) -> tuple[str, dict[int, str]]:
+    """A stream of ``ROWS`` messages on ``<name>.a``, ``<name>.b.<i % 5>`` and ``<name>.c``, some of them
+    deleted (the first, runs in the middle, the last); returns its name and what it stores, seq -> subject."""
+    name = "PG" + next_nuid()[-10:]
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=allow_direct, storage="memory")
+    stored: dict[int, str] = {}
+    for i in range(ROWS):
+        subject = f"{name}.a" if i % 3 == 0 else f"{name}.b.{i % 5}" if i % 3 == 1 else f"{name}.c"
+        js.publish_async(subject, i.to_bytes(4, "big") * (BODY // 4), headers={"I": str(i)})
+        stored[i + 1] = subject
+    js.publish_async_complete(timeout=60)
+    st = js.stream(name)
+    for seq in (1, 2, 3, 500, 501, 502, 503, 2_222, ROWS):
+        st.delete_msg(seq)
+        del stored[seq]
+    return name, stored
+
+
+def _read(js: JetStream, name: str, start: int, end: int, subjects: list[str] | None) -> list[int]:
+    seqs = []
+    for subject, seq, _ts, headers, data in read_range_rows(js, name, start, end, subjects, batch=4_000,
+                                                            timeout=10.0, retry_timeout=0.0):
+        i = seq - 1
+        own = parse_headers(headers)[2] if isinstance(headers, bytes) else headers
+        assert own is not None and own.get("I") == str(i), (seq, own)
+        assert data == i.to_bytes(4, "big") * (BODY // 4), seq
+        assert subject.startswith(name + ".")
+        seqs.append(seq)
+    return seqs
+
+
+@pytest.mark.parametrize("allow_direct", [True, False], ids=["direct get", "consumer"])
+@pytest.mark.parametrize("filters", [None, ["a"], ["b.*"], ["a", "c"], ["b.>", "b.1", "a"]],
+                         ids=["unfiltered", "one subject", "one wildcard", "two subjects", "overlapping"])
+def test_a_range_read_gives_every_stored_row_once_when_the_server_cuts_its_pages(
+        small_pending_server: NatsServer, small_js: JetStream, allow_direct: bool, filters: list[str] | None) -> None:
+    name, stored = _stream(small_js, allow_direct)
+    js = small_js
+    info = js.stream(name).info()
+    assert reads_directly(js, info) == (allow_direct and js.supports("direct_get_batch"))
+    assert js.nc.max_payload == SMALL_PENDING["max_payload"]  # pages of at most that many bytes: 180 and more
+    subjects = [f"{name}.{f}" for f in filters] if filters else None
+    for start, end in ((1, ROWS), (4, ROWS - 1), (503, 2_300)):
+        want = [s for s in sorted(stored) if start <= s <= end
+                and (subjects is None or any(subject_matches(p, stored[s]) for p in subjects))]
+        got = _read(js, name, start, end, subjects)
+        assert got == want, (start, end, len(got), len(want), sorted(set(want) - set(got))[:10])
+    assert js.stream(name).info().state.consumer_count == 0  # nothing left behind
+    assert "Slow Consumer" not in small_pending_server.read_log()
+    js.delete_stream(name)
