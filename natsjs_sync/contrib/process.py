@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import natsjs_sync
 
-from .._redact import redact
+from .._redact import redact, redact_urls, split_server_urls
 from ..client import Client
 from ..errors import (
     JetStreamError,
@@ -152,7 +152,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True) 
     servers: tuple[str, ...] | None = None
     if raw.get("servers") is not None:
         value = raw["servers"]
-        items = [s.strip() for s in value.split(",")] if isinstance(value, str) else value
+        items = [s.strip() for s in split_server_urls(value)] if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not items:
             problems.append(f"'servers' is a URL, a comma-separated string or a list of URLs, not {value!r}")
         else:
@@ -190,12 +190,13 @@ def _server_problem(url: Any) -> str | None:
     """What is wrong with one server URL of the settings, or ``None``."""
     if not isinstance(url, str) or not url:
         return f"'servers' holds {url!r}, not a URL"
+    shown = redact_urls(url)
     try:
         scheme = urlsplit(url).scheme if "://" in url else "nats"
     except ValueError:  # a broken IPv6 host: urllib's message does not say which URL
-        return f"server {url!r} is not a URL"
+        return f"server {shown!r} is not a URL"
     if scheme not in _SCHEMES:
-        return f"server {url!r}: the scheme is one of {', '.join(_SCHEMES)}, not {scheme!r}"
+        return f"server {shown!r}: the scheme is one of {', '.join(_SCHEMES)}, not {scheme!r}"
     return None
 
 
