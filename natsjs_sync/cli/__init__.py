@@ -25,6 +25,7 @@ from .._redact import redact
 from ..client import Client
 from ..errors import AuthorizationError, NatsError, SecureConnRequiredError
 from ..msg import Msg
+from ._parser import ArgumentParser
 
 
 def _print(*args: object) -> None:
@@ -287,7 +288,7 @@ def cmd_req(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="natsjs-sync", description="Synchronous NATS and JetStream client")
+    parser = ArgumentParser(prog="natsjs-sync", description="Synchronous NATS and JetStream client")
     parser.add_argument("--version", action="version", version=f"natsjs-sync {__version__}")
     parser.add_argument("--context", metavar="NAME",
                         help="connect with this NATS context (default: $NATS_CONTEXT, else the selected "

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from .._connect import connect
 from ..client import Client
 from ..errors import NatsError
+from ._parser import ArgumentParser
 
 
 def _print(*args: object) -> None:
@@ -244,7 +245,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------- check
 
 
-class _CheckParser(argparse.ArgumentParser):
+class _CheckParser(ArgumentParser):
     """A check's bad arguments end with UNKNOWN (3), not argparse's 2, which reads as CRITICAL."""
 
     def error(self, message: str) -> NoReturn:
