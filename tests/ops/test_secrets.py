@@ -139,6 +139,8 @@ SUCCESS: tuple[tuple[str, ...], ...] = (
     ("context", "save", "other", "--server", "{url}", "--user", "app", "--password", APP_PW, "--token", APP_PW),
     ("context", "select", "other"),
     ("context", "select", "leaky"),
+    ("context", "previous"),
+    ("context", "-"),
     ("context", "rm", "other"),
 )
 #: Checks exit with their Nagios code (a single server's meta group is not a healthy cluster).
@@ -293,12 +295,13 @@ def test_context_show_masks_every_secret_and_secrets_shows_them(capsys: pytest.C
     # Every kind at once: only a hand-edited file holds them all (a save keeps one kind of credentials).
     path = natscontext.context_path("all")
     path.parent.mkdir(parents=True)
-    unknown = {"unknown_extra": f"nats://bob:pw-Extra-6Nn@n3 {seed}"}
+    unknown = {"unknown_extra": f"nats://bob:pw-Extra-6Nn@n3 {seed}", "x_future_secret": "s3cr3t-Future-4Hq",
+               "x_nested": {"password": "pw-Nested-7Tz", "url": "nats://u:pw-NestUrl-2Kd@n4"}}
     path.write_text(json.dumps({"user": "alice", **secrets, **unknown}))
     code, out, err = run_plain(capsys, "context", "show", "all")
     assert code == 0, err
     hidden = [in_url_pw, in_url_token, field_pw, "tok-Field-2Wc", jwt, seed, secrets["nkey"],
-              secrets["creds"][20:], "pw-Extra-6Nn"]
+              secrets["creds"][20:], "pw-Extra-6Nn", "s3cr3t-Future-4Hq", "pw-Nested-7Tz", "pw-NestUrl-2Kd"]
     assert_secret_free(out + err, hidden, "context show")
     # What it is about stays visible.
     assert "user: alice" in out and "url: nats://alice:***@n1:4222,nats://***@n2:4222" in out
@@ -386,12 +389,22 @@ def test_context_errors_quote_no_secret(tmp_path: pathlib.Path) -> None:
         "seed-bad": {"user_jwt": f"eyJ{SECRET}.e30.x", "user_seed": SECRET},
         "url-typo": {"url": f"nast://alice:{SECRET}@h", "password": SECRET, "user": "alice"},
         "url-garbled": {"url": f"nats://alice:{SECRET}@127.0.0.1:1"},
+        # A data: reference holds the secret: its errors name the field and the scheme, never the value.
+        "data-not-base64": {"creds": f"data:;base64,!!{SEED}"},
+        "data-not-creds": {"creds": "data:;base64," + base64.b64encode(f"{SECRET} {SEED}".encode()).decode()},
+        "data-plain-text": {"user": "alice", "password": f"data:text/plain,{SECRET}"},
+        "data-no-comma": {"token": f"data:{SECRET}"},
+        "data-seed-garbled": {"user_jwt": "eyJhbGciOiJub25lIn0.e30.", "user_seed": "data:;base64,"
+                              + base64.b64encode(SEED[:-1].encode()).decode()},
     }
     for name, fields in cases.items():
         natscontext.save(name, **{"url": "nats://127.0.0.1:1", **fields})
         with pytest.raises((ContextError, InvalidServerUrlError, nats.NoServersError)) as err:
             nats.connect(context=name, allow_reconnect=False)
         assert_error_secret_free(err.value, SECRET, SEED, account_seed)
+        if name.startswith("data-"):
+            field = next(key for key, value in fields.items() if value.startswith("data:"))
+            assert f"{field}: " in str(err.value)
         assert_secret_free(repr(natscontext.load(name)), (SECRET, SEED), "NatsContext")
 
 
