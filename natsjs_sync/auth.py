@@ -70,8 +70,12 @@ class Credentials:
                 continue
             if item.name in ("password", "token"):
                 value = MASK
+            elif item.name in ("nkeys_seed", "user_credentials") and isinstance(value, str):
+                # A path stays (it is read as one: an existing file); anything else is the secret
+                # itself or a mangled copy of it (a seed one character short is no seed pattern).
+                value = value if os.path.exists(value) else MASK
             elif isinstance(value, str):
-                value = redact(value)  # a path stays; a seed or creds content given inline does not
+                value = redact(value)
             shown.append(f"{item.name}={value!r}")
         return f"Credentials({', '.join(shown)})"
 

@@ -18,8 +18,9 @@ the nats CLI resolves them: ``env://NAME`` (an environment variable),
 ``nsc://operator/account/user`` (the ``nsc`` tool). A reference that cannot be
 resolved here (``op`` or ``nsc`` not installed, a variable not set, a scheme no
 resolver knows where a file or a reference is required) is a
-:class:`ContextError` naming the context, the field and the reference, raised
-before any connection is tried; nothing is sent.
+:class:`ContextError` naming the context, the field and the reference (a
+``data:`` reference by its scheme only: it holds the secret), raised before
+any connection is tried; nothing is sent.
 
 Fields this client does not know are kept when a context is saved again
 (the ``nats`` CLI's own save drops them; we do not). A setting this client
@@ -38,6 +39,7 @@ import base64
 import binascii
 import json
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -48,7 +50,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._redact import MASK, redact
+from ._redact import MASK, redact, redact_urls
 from .errors import NatsError
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "known_contexts",
     "load",
     "masked",
+    "previous_context",
     "save",
     "select",
     "selected_context",
@@ -110,9 +113,14 @@ def context_dir() -> Path:
     return config_dir() / "context"
 
 
+def _valid_name(name: str) -> bool:
+    # The nats CLI's rule (jsm.go's ValidateName): a file name in the context folder, never a
+    # path out of it, on every system.
+    return bool(name) and ".." not in name and "/" not in name and "\\" not in name
+
+
 def _check_name(name: str) -> str:
-    # The nats CLI's rule: a file name in the context folder, never a path out of it.
-    if not name or ".." in name or os.sep in name or (os.altsep and os.altsep in name):
+    if not _valid_name(name):
         raise ContextError(f"invalid context name {name!r}: give a plain name such as 'prod'")
     return name
 
@@ -126,27 +134,58 @@ def context_path(name: str) -> Path:
     return context_dir() / f"{_check_name(name)}.json"
 
 
-def selected_context() -> str | None:
-    """The context the nats CLI selected (``context.txt``), or ``None``."""
+_SELECTED = "context.txt"
+_PREVIOUS = "previous-context.txt"
+
+
+def _read_name(file: str) -> str | None:
     try:
-        name = (config_dir() / "context.txt").read_text().strip()
+        name = (config_dir() / file).read_text().strip()
     except OSError:
         return None
     return name or None
 
 
+def selected_context() -> str | None:
+    """The context the nats CLI selected (``context.txt``), or ``None``."""
+    return _read_name(_SELECTED)
+
+
+def previous_context() -> str | None:
+    """The context selected before the current one (``previous-context.txt``, which the nats
+    CLI's ``context previous`` goes back to), or ``None``."""
+    return _read_name(_PREVIOUS)
+
+
 def known_contexts() -> list[str]:
-    """The names of the saved contexts, sorted (empty files skipped, as the nats CLI does)."""
+    """The names of the saved contexts, sorted; as the nats CLI lists them, empty files and
+    files whose name is no valid context name are skipped (they cannot be loaded or selected)."""
     try:
         entries = list(context_dir().iterdir())
     except OSError:
         return []
-    return sorted(p.stem for p in entries if p.suffix == ".json" and p.is_file() and p.stat().st_size > 0)
+    return sorted(p.stem for p in entries
+                  if p.suffix == ".json" and _valid_name(p.stem) and p.is_file() and p.stat().st_size > 0)
+
+
+def _make_private_dirs(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each owner-only (0700, as the nats CLI makes them)."""
+    missing: list[Path] = []
+    while not folder.is_dir():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for item in reversed(missing):
+        try:
+            item.mkdir(mode=0o700)
+        except FileExistsError:
+            pass  # made meanwhile by another process (or a file in the way: the write will say so)
 
 
 def _write_private(path: Path, text: str) -> None:
     """Replace ``path`` whole with ``text``, readable by its owner only (it may hold secrets)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _make_private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as f:
@@ -158,15 +197,28 @@ def _write_private(path: Path, text: str) -> None:
         raise
 
 
+def _set_selected(name: str | None) -> None:
+    """Select ``name`` (``None``: none), keeping the one selected until now in
+    ``previous-context.txt``, as the nats CLI's selector does."""
+    current = selected_context()
+    if current:
+        _write_private(config_dir() / _PREVIOUS, current)
+    if name is None:
+        (config_dir() / _SELECTED).unlink(missing_ok=True)
+    else:
+        _write_private(config_dir() / _SELECTED, name)
+
+
 def select(name: str) -> None:
-    """Make ``name`` the selected context (for this client and the nats CLI).
+    """Make ``name`` the selected context (for this client and the nats CLI); the one
+    selected until now becomes the previous one (:func:`previous_context`).
 
     Raises:
         ContextError: no context of that name is saved.
     """
     if not context_path(name).is_file():
         raise ContextError(f"unknown context {name!r} (looked in {context_dir()})")
-    _write_private(config_dir() / "context.txt", name)
+    _set_selected(name)
 
 
 def delete(name: str) -> None:
@@ -185,7 +237,7 @@ def delete(name: str) -> None:
         raise ContextError(f"context {name!r} is selected: select another one before removing it")
     path.unlink()
     if selected:
-        (config_dir() / "context.txt").unlink(missing_ok=True)
+        _set_selected(None)
 
 
 def _expand(path: str) -> str:
@@ -241,13 +293,14 @@ def _file(ref: str) -> bytes:
 def _data(ref: str) -> bytes:
     header, comma, payload = _trim(ref, "data:").partition(",")
     if not comma:
-        raise _Unresolved("a data: reference needs a ',' before its payload")
+        raise _Unresolved("needs a ',' before its payload")
     if "base64" not in (part.strip() for part in header.split(";")):
-        raise _Unresolved("a data: reference must be ';base64' encoded")
+        raise _Unresolved("must be ';base64' encoded")
     try:
-        return base64.b64decode(payload, validate=True)
+        # Line ends are skipped, as Go's base64 decoder skips them: `base64 user.creds` wraps its output.
+        return base64.b64decode(payload.replace("\r", "").replace("\n", ""), validate=True)
     except (binascii.Error, ValueError):
-        raise _Unresolved("the data: payload is not base64") from None
+        raise _Unresolved("its payload is not base64") from None
 
 
 def _run(tool: str, args: list[str]) -> bytes:
@@ -299,6 +352,12 @@ def _nsc(ref: str) -> bytes:
 _RESOLVERS: dict[str, Callable[[str], bytes]] = {"env": _env, "file": _file, "data": _data, "op": _op, "nsc": _nsc}
 
 
+def _reference(value: str) -> str:
+    """A reference as an error message may name it: ``env://NAME``, ``file://PATH``, ``op://...``
+    say where a secret is; a ``data:`` reference holds it, so only its scheme is named."""
+    return "a data: reference" if _scheme(value) == "data" else value
+
+
 def _inline_seed(value: str) -> bool:
     """An ``nkey`` field holding the seed itself rather than naming its file (accepted here; the
     nats CLI reads the field as a path)."""
@@ -311,7 +370,10 @@ def masked(key: str, value: Any) -> str:
     A reference (``env://NAME``, ``file://PATH``, ``op://...``, ``nsc://...``) says
     where a secret is, not what it is, and is shown as it is; so are paths. A
     literal password, token, user JWT or user seed, an inline nkey seed or creds,
-    an embedded ``data:`` payload and a URL's password are masked.
+    an embedded ``data:`` payload and a URL's password are masked; so is the
+    value of a field this client does not know whose name says it is secret
+    (``password``, ``secret``, ``token``, ``seed``, ``jwt``, ``creds``, ``key``),
+    at any depth of a JSON object.
 
     Args:
         key: the field's name.
@@ -323,13 +385,29 @@ def masked(key: str, value: Any) -> str:
     if isinstance(value, str):
         text, scheme = value, _scheme(value)
     else:
-        text, scheme = json.dumps(value), ""
+        text, scheme = json.dumps(_masked_json(value)), ""
+    if key == "url":
+        text = redact_urls(text)  # a list of URLs: each password masked whole, whatever it holds
     if scheme in _RESOLVERS and scheme != "data":
         return redact(text)
-    if text and (key in SECRET_FIELDS or scheme == "data"
+    if text and (key in SECRET_FIELDS or scheme == "data" or (key not in FIELDS and _SECRET_NAME.search(key))
                  or (key in _FILE_SECRET_FIELDS and (_inline_seed(text) or "\n" in text))):
         return MASK
     return redact(text)
+
+
+#: The name of a field (of the nats CLI's future, or of another tool) that holds a secret.
+_SECRET_NAME = re.compile(r"pass|secret|token|seed|jwt|cred|key|auth", re.IGNORECASE)
+
+
+def _masked_json(value: Any) -> Any:
+    """A JSON value with the values under secret-named keys masked, at every depth."""
+    if isinstance(value, dict):
+        return {k: MASK if _SECRET_NAME.search(str(k)) and v not in (None, "") else _masked_json(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked_json(item) for item in value]
+    return value
 
 
 # ------------------------------------------------------------------ contexts
@@ -407,11 +485,11 @@ class NatsContext:
         try:
             data = resolver(value)
         except _Unresolved as exc:
-            raise self._error(key, f"{value}: {exc}") from None
+            raise self._error(key, f"{_reference(value)}: {exc}") from None
         try:
             return data.decode()
         except UnicodeDecodeError:
-            raise self._error(key, f"{value}: does not resolve to UTF-8 text") from None
+            raise self._error(key, f"{_reference(value)}: does not resolve to UTF-8 text") from None
 
     def _literal(self, key: str, files: bool = False) -> str:
         """A field holding a secret or a reference to one: the secret (as the nats CLI resolves it,
@@ -435,7 +513,7 @@ class NatsContext:
         resolver = _RESOLVERS.get(scheme)
         if resolver is None:
             known = ", ".join(f"{s}:" for s in _RESOLVERS)
-            raise self._error(key, f"{value}: no resolver for {scheme}: references (the nats CLI resolves {known})")
+            raise self._error(key, f"no resolver for {scheme}: references (the nats CLI resolves {known})")
         return None, self._resolve(key, value, resolver)
 
     def server_url(self) -> str:
@@ -540,7 +618,7 @@ class NatsContext:
         try:
             jwt, seed = parse_creds(content)
         except AuthorizationError as exc:
-            raise self._error("creds", f"{self.get('creds')}: {exc}") from None
+            raise self._error("creds", f"{_reference(self.get('creds'))}: {exc}") from None
         return self._jwt(jwt, seed, "creds")
 
     def _nkey(self) -> dict[str, Any]:
@@ -603,20 +681,25 @@ class NatsContext:
     def embedded(self) -> NatsContext:
         """A copy with the credentials held in files (``creds``, ``nkey``, ``user_jwt``,
         ``user_seed`` naming a file) embedded as ``data:`` references, as ``nats context save
-        --embed`` does: the context then works where those files are not.
+        --embed`` does: the context then works where those files are not. An inline nkey seed
+        becomes a ``data:`` reference too (the nats CLI reads a bare ``nkey`` as a path).
+
+        Every file is read before anything changes: on an error the context is as it was.
 
         Raises:
-            ContextError: a ``creds`` or ``nkey`` file that does not exist.
+            ContextError: a ``creds`` or ``nkey`` file that does not exist or cannot be read.
         """
         changes: dict[str, str] = {}
         for key in ("creds", "nkey", "user_jwt", "user_seed"):
             value = self.get(key)
             if not value or _scheme(value) not in ("", "file"):
                 continue  # unset, or a reference resolved where the context is used
-            if key != "creds" and _scheme(value) == "" and not os.path.isfile(_expand(value)):
-                continue  # the secret itself
-            data = _read_bytes_or(self, key, self._path(key))
-            changes[key] = "data:;base64," + base64.b64encode(data).decode()
+            if key == "nkey" and _is_inline_seed(value):
+                changes[key] = _data_reference(value.encode())
+                continue
+            if key in ("user_jwt", "user_seed") and _scheme(value) == "" and not os.path.isfile(_expand(value)):
+                continue  # the secret itself (creds and nkey name a file: it must be there)
+            changes[key] = _data_reference(_read_bytes_or(self, key, self._path(key)))
         return self.with_settings(**changes)
 
     def _as_saved(self) -> dict[str, Any]:
@@ -633,6 +716,9 @@ class NatsContext:
             settings["nkey"] = ""
             bare = _scheme(nkey) == "" and not _inline_seed(nkey)
             settings["user_seed"] = "file://" + nkey if bare else nkey
+        elif isinstance(nkey, str) and _is_inline_seed(nkey):
+            # The nats CLI reads a bare nkey as the path of a seed file: the seed goes inline as data:.
+            settings["nkey"] = _data_reference(nkey.encode())
         kinds = [key for key in _CREDENTIAL_KINDS if settings.get(key)]
         if len(kinds) > 1:
             raise self._error(kinds[-1], f"a context holds one kind of credentials, this one {', '.join(kinds)} "
@@ -657,10 +743,13 @@ class NatsContext:
         return json.dumps(out, indent=2)
 
     def save(self) -> NatsContext:
-        """Write this context to its file in the context folder (owner-only permissions).
+        """Write this context to its file (owner-only permissions): back to the file it was
+        loaded from when that file's name is the context's (a context loaded by its path, as
+        :func:`load` reads it), else to ``<name>.json`` in the context folder.
 
-        A user JWT whose seed is in ``nkey`` (as natsjs-sync wrote it before) is
-        written with the seed in ``user_seed``, where the nats CLI reads it.
+        As the nats CLI reads them: a user JWT whose seed is in ``nkey`` (as
+        natsjs-sync wrote it before) is written with the seed in ``user_seed``, and
+        an inline nkey seed as a ``data:`` reference (a bare ``nkey`` is a path).
 
         Returns:
             The context as saved (with its path).
@@ -670,9 +759,20 @@ class NatsContext:
                 of credentials is set (user, creds, nkey, nsc, user_jwt).
             OSError: the file could not be written.
         """
-        path = context_path(self.name)
+        # jsm.go's Context.Save: a context loaded from a file goes back to it unless renamed.
+        path = self.path if self.path is not None and self.path.stem == self.name else context_path(self.name)
         _write_private(path, self.to_json())
         return NatsContext(self.name, path, self._as_saved())
+
+
+def _is_inline_seed(value: str) -> bool:
+    """An ``nkey`` field holding a seed itself (base32 from an 'S'), not naming a file: saved as a
+    ``data:`` reference, the one form of an inline seed the nats CLI reads."""
+    return re.fullmatch(r"S[A-Z2-7]{10,}", value.strip()) is not None and not os.path.isfile(_expand(value))
+
+
+def _data_reference(data: bytes) -> str:
+    return "data:;base64," + base64.b64encode(data).decode()
 
 
 def _seed_of(text: str) -> str:
@@ -747,19 +847,28 @@ def load(name: str | None = None) -> NatsContext:
     return _read(name, path)
 
 
-def save(name: str, **settings: Any) -> NatsContext:
+def save(name: str, *, embed: bool = False, **settings: Any) -> NatsContext:
     """Create the context ``name``, or change the fields given of a saved one.
 
     Fields not given, those this client does not know included, keep their
     values; a value of ``None`` removes a field.
 
+    Args:
+        name: the context's name.
+        embed: embed the credentials files in the context as ``data:`` references
+            (:meth:`NatsContext.embedded`, ``nats context save --embed``). Every file
+            is read before anything is written: on an error the saved context is as it was.
+        settings: the fields to change.
+
     Returns:
         The saved context.
 
     Raises:
-        ContextError: ``name`` is not a plain name, or the saved file is unreadable.
+        ContextError: ``name`` is not a plain name, the saved file is unreadable, or
+            (with ``embed``) a credentials file cannot be read.
         OSError: the file could not be written.
     """
     path = context_path(name)
     current = _read(name, path) if path.is_file() else NatsContext(name, None, {})
-    return current.with_settings(**settings).save()
+    changed = current.with_settings(**settings)
+    return (changed.embedded() if embed else changed).save()

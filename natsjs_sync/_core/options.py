@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from .._redact import split_server_urls
 from .._timeout import check_seconds
 from ..auth import Credentials
 from ..errors import InvalidCallbackTypeError
@@ -63,7 +64,7 @@ def server_list(servers: str | Sequence[str] | None) -> list[ServerAddress]:
     if servers is None:
         servers = os.environ.get("NATS_URL") or DEFAULT_SERVER
     if isinstance(servers, str):
-        items = [s for s in servers.split(",") if s.strip()]
+        items = [s for s in split_server_urls(servers) if s.strip()]  # a password may hold a ','
     else:
         items = list(servers)
     if not items:

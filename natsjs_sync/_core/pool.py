@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from .._backoff import Backoff
-from .._redact import redact
+from .._redact import redact, redact_urls
 from ..errors import InvalidServerUrlError
 
 DEFAULT_PORT = 4222
@@ -77,10 +77,10 @@ def parse_server_url(url: str, discovered: bool = False) -> ServerAddress:
         parts = urlsplit(text)
         port = parts.port
     except ValueError:  # urllib's message quotes the URL's parts (a password among them): not used
-        raise InvalidServerUrlError(f"bad port or host in server URL {redact(url)!r}") from None
+        raise InvalidServerUrlError(f"bad port or host in server URL {redact_urls(url)!r}") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
-        raise InvalidServerUrlError(f"unsupported URL scheme {parts.scheme!r} in {redact(url)!r}")
+        raise InvalidServerUrlError(f"unsupported URL scheme {parts.scheme!r} in {redact_urls(url)!r}")
     port = port or DEFAULT_PORTS[scheme]
     host = parts.hostname or "127.0.0.1"
     user = unquote(parts.username) if parts.username else None

@@ -28,6 +28,7 @@ from .._redact import redact
 from ..client import Client
 from ..errors import AuthorizationError, NatsError, SecureConnRequiredError
 from ..msg import Msg
+from ._parser import ArgumentParser
 
 
 def _print(*args: object) -> None:
@@ -361,7 +362,7 @@ GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 )
 
 
-class CommandParser(argparse.ArgumentParser):
+class CommandParser(ArgumentParser):
     """The command line's argument parser: every one of them, at any depth of subcommands, takes
     the :data:`GLOBAL_OPTIONS` and lists them in its help. Not thread-safe (build, then parse).
 
@@ -394,8 +395,15 @@ class CommandParser(argparse.ArgumentParser):
         return action
 
     def commands(self) -> dict[str, CommandParser]:
-        """The parsers of this parser's subcommands, by name (empty when it has none)."""
-        return dict(self._commands)
+        """The parsers of this parser's subcommands, by name (empty when it has none); a command's
+        aliases (``context -`` for ``context previous``) are not listed again."""
+        seen: set[int] = set()
+        unique: dict[str, CommandParser] = {}
+        for name, parser in self._commands.items():
+            if id(parser) not in seen:
+                seen.add(id(parser))
+                unique[name] = parser
+        return unique
 
     def error(self, message: str) -> NoReturn:
         """A usage error: argparse's usage and message, exit code 2; a Nagios check's is a status line."""

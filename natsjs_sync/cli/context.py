@@ -20,7 +20,8 @@ _REFERENCES = "a value, or a reference: env://NAME, file://PATH, op://vault/item
 _SAVE_OPTIONS = (
     (("--server",), "url", "server URL(s), comma-separated"),
     (("--description",), "description", "a description shown by 'context ls'"),
-    (("--user",), "user", "user name"),
+    (("--user",), "user", "user name; without --password (here or saved) it is saved as the token, as the "
+                          "nats CLI does"),
     (("--password",), "password", f"password: {_REFERENCES}"),
     (("--token",), "token", f"authentication token: {_REFERENCES}"),
     (("--creds",), "creds", "a .creds file: a path, or a reference as for --password"),
@@ -97,12 +98,29 @@ def cmd_save(args: argparse.Namespace) -> int:
             changes[key] = value
     if args.tlsfirst is not None:
         changes["tls_first"] = args.tlsfirst
-    ctx = natscontext.save(args.name, **changes)
-    if args.embed:
-        ctx = ctx.embedded().save()
+    if changes.get("user") and "password" not in changes and not _saved_password(args.name):
+        # The nats CLI saves a --user given without a password as the token (its --user takes either).
+        changes["token"] = changes.pop("user")
+    ctx = natscontext.save(args.name, embed=args.embed, **changes)
     _print(f"saved context {ctx.name} in {ctx.path}")
     if args.select:
         _select(ctx.name)
+    return 0
+
+
+def _saved_password(name: str) -> bool:
+    """The saved context ``name`` has a password (so a new ``--user`` is its user's name)."""
+    if name not in natscontext.known_contexts():
+        return False
+    return bool(natscontext.load(name).settings.get("password"))
+
+
+def cmd_previous(args: argparse.Namespace) -> int:
+    previous = natscontext.previous_context()
+    if previous is None:
+        _print(f"no previous context; selected: {natscontext.selected_context() or 'none'}")
+        return 0
+    _select(previous)
     return 0
 
 
@@ -131,6 +149,9 @@ def register(sub: Any) -> None:
     q.add_argument("name", help="the context to select")
     q.set_defaults(func=cmd_select)
 
+    q = ctx.add_parser("previous", aliases=["-"], help="select the context selected before the current one")
+    q.set_defaults(func=cmd_previous)
+
     q = ctx.add_parser("save", help="create a context, or change the fields given of a saved one",
                        description="Create a context, or change the fields given of a saved one. The "
                                    "global --server gives the context's server URL(s), as in the nats CLI.")
@@ -144,7 +165,8 @@ def register(sub: Any) -> None:
                    help="start with the TLS handshake, before the server's INFO")
     q.add_argument("--select", action="store_true", help="select the context as well")
     q.add_argument("--embed", action="store_true",
-                   help="embed the credentials files (creds, nkey, jwt, seed) in the context, as data: references")
+                   help="embed the credentials files (creds, nkey, jwt, seed) in the context, as data: references; "
+                        "every file is read first: on an error nothing is saved")
     q.set_defaults(func=cmd_save)
 
     q = ctx.add_parser("rm", help="remove a context (the selected one only when it is the last)")

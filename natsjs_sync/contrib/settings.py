@@ -33,7 +33,7 @@ import natsjs_sync
 
 from .._core.options import DEFAULT_SERVER, ConnectOptions
 from .._core.pool import parse_server_url
-from .._redact import redact
+from .._redact import redact, split_server_urls
 from ..errors import NatsError
 from ..health import check_health, check_options
 
@@ -231,7 +231,7 @@ def check_servers(value: Any, name: str, problems: list[str]) -> tuple[str, ...]
     """
     if value is None:
         return None
-    items = [s.strip() for s in value.split(",")] if isinstance(value, str) else value
+    items = [s.strip() for s in split_server_urls(value)] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)) or not items:
         problems.append(f"{name} is a URL, a comma-separated string or a list of URLs, not "
                         + ("an empty one" if not value else type(value).__name__))

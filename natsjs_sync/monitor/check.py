@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import datetime
 import enum
-import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._redact import without_userinfo
 from ..errors import NatsError, NotFoundError
 from ..jetstream.stream_config import PeerInfo
 
@@ -128,12 +128,11 @@ def _threshold(result: CheckResult, what: str, value: float, warn: float | None,
         result.warning(f"{what} {fmt(value)} {'>=' if above else '<'} {fmt(warn)}")
 
 
-_USERINFO = re.compile(r"//[^/@]*@")
-
-
 def without_credentials(url: str) -> str:
-    """``url`` without its ``user:password@`` (or ``token@``): a check's line ends up in logs and dashboards."""
-    return _USERINFO.sub("//", url)
+    """``url`` (a URL, a comma-separated list, or a message quoting them) without the
+    ``user:password@`` (or ``token@``) of its URLs, whatever a password holds: a check's
+    line ends up in logs and dashboards."""
+    return without_userinfo(url)
 
 
 def _ms(seconds: float) -> str:
@@ -177,7 +176,7 @@ def check_connection(
     from .._connect import connect
 
     url = servers if isinstance(servers, str) else ",".join(servers)
-    result = CheckResult("connection", ",".join(without_credentials(u) for u in url.split(",")))
+    result = CheckResult("connection", without_credentials(url))
     options: dict[str, Any] = dict(name="natsjs-check", connect_timeout=timeout, allow_reconnect=False)
     options.update(connect_options)
     started = time.perf_counter()

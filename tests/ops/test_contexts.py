@@ -691,3 +691,129 @@ def fake_tool(folder: pathlib.Path, name: str, body: str) -> None:
 def tool_calls(folder: pathlib.Path, name: str) -> list[list[str]]:
     calls = folder / (name + ".calls")
     return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+
+
+# ---------------------------------------------------------------- saved as the nats CLI reads and writes them
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+def test_a_data_reference_wrapped_over_lines_is_read(line_end: str, operator_server: tuple[Operator, NatsServer]
+                                                     ) -> None:
+    """`base64 user.creds` wraps its output at 76 columns: Go's StdEncoding (jsm.go resolver_data.go)
+    skips the line ends, and so do we (it was refused as 'not base64', quoting the payload)."""
+    op, server = operator_server
+    encoded = base64.b64encode(op.user_creds("APP").encode()).decode()
+    wrapped = line_end.join(textwrap.wrap(encoded, 76))
+    write_as_the_nats_cli("wrapped", url=server.url, creds="data:;base64," + wrapped)
+    with nats.connect(context="wrapped") as nc:
+        round_trip(nc)
+
+
+def test_a_failed_embed_saves_nothing(config_home: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """natscli's ``context save --embed`` embeds (reads every file) before it saves (jsm.go's
+    SaveEmbedded: Embed, then Save): a file that cannot be read leaves the context as it was."""
+    assert run(capsys, "context", "save", "kept", "--server", "nats://n1:4222", "--description", "before")[0] == 0
+    before = context_file("kept").read_bytes()
+    code, _, err = run(capsys, "context", "save", "kept", "--creds", str(config_home / "missing.creds"),
+                       "--description", "after", "--embed")
+    assert code == 1 and "creds" in err and "missing.creds" in err
+    assert context_file("kept").read_bytes() == before
+    code, _, err = run(capsys, "context", "save", "new", "--nkey", str(config_home / "missing.nk"), "--embed")
+    assert code == 1 and "nkey" in err
+    assert not context_file("new").exists() and natscontext.known_contexts() == ["kept"]
+
+
+def test_an_inline_nkey_seed_is_saved_as_the_nats_cli_reads_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """jsm.go reads a bare ``nkey`` as the path of a seed file (buildNkeyOption); an inline seed is
+    saved as the ``data:`` reference its data resolver reads (EncodeDataURI), and ``embedded()``
+    turns one into it too. It was written bare: the nats CLI looked for a file named like the seed."""
+    user = KeyPair.generate()
+    as_data = "data:;base64," + base64.b64encode(user.seed.encode()).decode()
+    with NatsServer(jetstream=False, nkeys=[user.public_key]) as server:
+        code, _, err = run(capsys, "context", "save", "inline", "--server", server.url, "--nkey", user.seed)
+        assert code == 0, err
+        assert json.loads(context_file("inline").read_text())["nkey"] == as_data
+        with nats.connect(context="inline") as nc:
+            round_trip(nc)
+        code, out, _ = run(capsys, "context", "show", "inline")
+        assert user.seed not in out and "nkey: ***" in out
+    unsaved = natscontext.NatsContext("unsaved", None, {"nkey": user.seed})
+    assert unsaved.embedded().settings["nkey"] == as_data
+    assert json.loads(unsaved.to_json())["nkey"] == as_data
+
+
+def test_a_user_without_a_password_is_saved_as_the_token(capsys: pytest.CaptureFixture[str]) -> None:
+    """natscli's ``context save --user X`` without ``--password`` saves X as the token
+    (cli/context_command.go, createCommand); it was saved as the user and shown unmasked."""
+    with NatsServer(jetstream=False, token="tok-as-user-3Jd") as server:
+        code, _, err = run(capsys, "context", "save", "tok", "--server", server.url, "--user", "tok-as-user-3Jd")
+        assert code == 0, err
+        saved = json.loads(context_file("tok").read_text())
+        assert (saved["token"], saved["user"]) == ("tok-as-user-3Jd", "")
+        with nats.connect(context="tok") as nc:
+            round_trip(nc)
+        code, out, _ = run(capsys, "context", "show", "tok")
+        assert "tok-as-user-3Jd" not in out and "token: ***" in out
+    # With a password (given now, or saved before), --user is the user's name.
+    assert run(capsys, "context", "save", "up", "--user", "alice", "--password", "pw-1")[0] == 0
+    assert run(capsys, "context", "save", "up", "--user", "bob")[0] == 0
+    saved = json.loads(context_file("up").read_text())
+    assert (saved["user"], saved["password"], saved["token"]) == ("bob", "pw-1", "")
+
+
+def test_a_context_loaded_from_its_path_is_saved_back_there(tmp_path: pathlib.Path) -> None:
+    """jsm.go's Context.Save writes a context loaded from a file (NewFromFile) back to that file;
+    it went to the context folder instead, leaving the file as it was."""
+    path = tmp_path / "team" / "shared.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"url": "nats://n1:4222", "description": "shared", "x_other_tool": 1}))
+    saved = natscontext.load(str(path)).with_settings(description="changed").save()
+    assert saved.path == path
+    assert json.loads(path.read_text())["description"] == "changed"
+    assert json.loads(path.read_text())["x_other_tool"] == 1
+    assert natscontext.known_contexts() == []
+    # A rename is a new context in the context folder, as in jsm.go.
+    renamed = natscontext.NatsContext("copy", saved.path, saved.settings).save()
+    assert renamed.path == context_file("copy")
+
+
+def test_the_config_folders_are_made_owner_only(config_home: pathlib.Path) -> None:
+    """jsm.go makes the folders with MkdirAll(..., 0700): the nats/ folder too, which was made
+    with the umask's mode (0755)."""
+    old = os.umask(0o022)
+    try:
+        natscontext.save("private", url="nats://n1:4222")
+    finally:
+        os.umask(old)
+    for folder in (config_home / ".config", natscontext.config_dir(), natscontext.context_dir()):
+        assert oct(folder.stat().st_mode & 0o777) == "0o700", folder
+
+
+def test_ls_skips_files_that_are_no_context(capsys: pytest.CaptureFixture[str]) -> None:
+    """As jsm.go's FileBackend.List: empty files, other suffixes and names that fail the name rule
+    ('..', a backslash) are skipped; they cannot be loaded or selected. They were listed as unreadable."""
+    natscontext.save("good", url="nats://n1:4222", description="a context")
+    for name in ("a..b.json", "back\\slash.json", "empty.json", "notes.txt"):
+        (natscontext.context_dir() / name).write_text("" if name == "empty.json" else '{"url": "nats://h"}')
+    assert natscontext.known_contexts() == ["good"]
+    code, out, _ = run(capsys, "context", "ls")
+    assert code == 0 and out.splitlines() == ["good   a context"]
+
+
+def test_select_keeps_the_previous_one_and_previous_goes_back(capsys: pytest.CaptureFixture[str]) -> None:
+    """jsm.go's FileSelector writes the context selected until now to previous-context.txt;
+    natscli's ``context previous`` (alias ``-``) selects it again."""
+    for name in ("one", "two"):
+        natscontext.save(name, url="nats://n1:4222")
+    code, out, _ = run(capsys, "context", "previous")
+    assert code == 0 and "no previous context" in out and natscontext.selected_context() is None
+    natscontext.select("one")
+    assert natscontext.previous_context() is None
+    natscontext.select("two")
+    assert (natscontext.config_dir() / "previous-context.txt").read_text() == "one"
+    assert natscontext.previous_context() == "one"
+    assert run(capsys, "context", "previous") == (0, "selected context one\n", "")
+    assert (natscontext.selected_context(), natscontext.previous_context()) == ("one", "two")
+    assert run(capsys, "context", "-") == (0, "selected context two\n", "")
+    assert (natscontext.selected_context(), natscontext.previous_context()) == ("two", "one")
+    assert oct((natscontext.config_dir() / "previous-context.txt").stat().st_mode & 0o777) == "0o600"

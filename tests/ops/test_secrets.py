@@ -3,7 +3,9 @@ prints, in an error message (its str and its repr), in a log record or in the re
 
 Each test plants known secret values and greps everything shown for them. The command line runs
 for real against a server that wants those secrets: every subcommand, on its success path and on
-its error paths (a refused password, a mistyped URL, no server).
+its error paths (a refused password, a mistyped URL, no server). The passwords are hostile: they
+hold what ends a URL or a word for a naive masker (',', ' ', quotes, '@', ':', '/', a
+percent-escape), and every piece between those must stay hidden, not only the whole.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import base64
 import json
 import logging
 import pathlib
+import re
 from collections.abc import Iterator, Sequence
+from urllib.parse import quote
 
 import pytest
 
@@ -31,15 +35,34 @@ from natsjs_sync.testing.jwt import Operator
 
 pytestmark = pytest.mark.usefixtures("config_home")
 
+
+def hostile(tag: str) -> str:
+    """A password holding what ends a URL, a list item, a word or a quoted string (',', ' ',
+    quotes, '@', ':', '/') and a percent-escape; each piece between them is unique to ``tag``."""
+    return f"{tag}1a,{tag}2b {tag}3c'{tag}4d\"{tag}5e@{tag}6f:{tag}7g/{tag}8h%41{tag}9i"
+
+
+def in_url(password: str) -> str:
+    """The password as a URL carries it when it must work: percent-encoded."""
+    return quote(password, safe="")
+
+
 #: The passwords of the server's two users: what must never be shown.
-APP_PW = "pw-App-7Kq2ZxW"
-SYS_PW = "pw-Sys-4Jm8RtV"
+APP_PW = hostile("App")
+SYS_PW = hostile("Sys")
 SERVER_NAME = "secrets-n1"
+
+
+def fragments(secret: str) -> list[str]:
+    """What of ``secret`` must not be shown: each piece between the characters a masker may stop
+    at (the whole, for a secret without them: a seed, a JWT)."""
+    return [piece for piece in re.split(r"[,\s'\"@:/%]", secret) if len(piece) >= 4] or [secret]
 
 
 def assert_secret_free(text: str, secrets: Sequence[str], where: str) -> None:
     for secret in secrets:
-        assert secret not in text, f"{where} shows a secret: {text!r}"
+        for piece in fragments(secret):
+            assert piece not in text, f"{where} shows (a piece of) a secret: {piece!r} in {text!r}"
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +79,10 @@ def server() -> Iterator[NatsServer]:
         yield srv
 
 
-def url_with(server: NatsServer, password: str, scheme: str = "nats") -> str:
-    return f"{scheme}://app:{password}@127.0.0.1:{server.port}"
+def url_with(server: NatsServer, password: str, scheme: str = "nats", raw: bool = False) -> str:
+    """The server's URL with user ``app`` and ``password``: percent-encoded (a URL that works), or
+    ``raw`` (as a user may mistype it: a '/' in it ends the host, so it does not parse)."""
+    return f"{scheme}://app:{password if raw else in_url(password)}@127.0.0.1:{server.port}"
 
 
 # What every subcommand is run with, in this order (a stream is made before it is read ...).
@@ -118,6 +143,8 @@ SUCCESS: tuple[tuple[str, ...], ...] = (
     ("context", "save", "other", "--server", "{url}", "--user", "app", "--password", APP_PW, "--token", APP_PW),
     ("context", "select", "other"),
     ("context", "select", "leaky"),
+    ("context", "previous"),
+    ("context", "-"),
     ("context", "rm", "other"),
 )
 #: Checks exit with their Nagios code (a single server's meta group is not a healthy cluster).
@@ -129,20 +156,22 @@ ANY_CODE |= {("group", "info"), ("group", "add"), ("group", "drop")}
 NOT_RUN = {("server",)}
 
 
-def leaf_commands() -> set[tuple[str, ...]]:
-    """Every command of the parser, as the words that name it."""
-    found: set[tuple[str, ...]] = set()
-
-    def walk(parser: argparse.ArgumentParser, words: tuple[str, ...]) -> None:
-        if words and parser.get_default("func") is not None:
-            found.add(words)
+def all_parsers() -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every parser of the command line, with the words that name it."""
+    def walk(parser: argparse.ArgumentParser, words: tuple[str, ...]
+             ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+        yield words, parser
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 for name, child in action.choices.items():
-                    walk(child, (*words, name))
+                    yield from walk(child, (*words, name))
 
-    walk(build_parser(), ())
-    return found
+    return walk(build_parser(), ())
+
+
+def leaf_commands() -> set[tuple[str, ...]]:
+    """Every command of the parser, as the words that name it."""
+    return {words for words, parser in all_parsers() if words and parser.get_default("func") is not None}
 
 
 def command_of(argv: Sequence[str]) -> tuple[str, ...]:
@@ -199,15 +228,17 @@ def test_every_command_shows_no_secret(server: NatsServer, service: None, tmp_pa
         assert_secret_free(shown, (APP_PW, SYS_PW), " ".join(argv))
 
 
-@pytest.mark.parametrize("how", ["refused", "mistyped", "unreachable"])
+@pytest.mark.parametrize("how", ["refused", "mistyped", "garbled", "unreachable"])
 def test_every_command_shows_no_secret_when_it_fails(how: str, server: NatsServer, tmp_path: pathlib.Path,
                                                      capsys: pytest.CaptureFixture[str],
                                                      caplog: pytest.LogCaptureFixture) -> None:
-    """On failure: the server refuses the password, the URL is mistyped, or no server answers."""
+    """On failure: the server refuses the password, the URL's scheme is mistyped, the password is
+    typed into the URL unencoded (it does not parse), or no server answers."""
     caplog.set_level(logging.DEBUG, logger="natsjs_sync")
-    wrong = "pw-Wrong-9Hd3QsY"
-    url = {"refused": url_with(server, wrong), "mistyped": url_with(server, wrong, scheme="nast"),
-           "unreachable": f"nats://app:{wrong}@127.0.0.1:1"}[how]
+    wrong = hostile("Wrong")
+    url = {"refused": url_with(server, wrong), "mistyped": url_with(server, wrong, scheme="nast", raw=True),
+           "garbled": url_with(server, wrong, raw=True),
+           "unreachable": f"nats://app:{in_url(wrong)}@127.0.0.1:1"}[how]
     natscontext.save("broken", url=url, user="app", password=wrong)
     values = {"{url}": url, "{plain}": url, "{file}": str(tmp_path / "doc.txt"), "{out}": str(tmp_path / "doc.out")}
     for argv in SUCCESS:
@@ -219,27 +250,67 @@ def test_every_command_shows_no_secret_when_it_fails(how: str, server: NatsServe
         assert_secret_free(shown, (wrong, SYS_PW), " ".join(argv))
 
 
+#: Command lines argparse refuses, "{url}" where the URL is typed: where the command goes, where
+#: no --server is taken (before the command), one word too many, where a number goes, and in a
+#: check, whose own parser answers with Nagios's UNKNOWN.
+USAGE_ERRORS: tuple[tuple[str, ...], ...] = (
+    ("{url}",),
+    ("--server", "{url}", "pub", "t.x", "y"),
+    ("pub", "t.x", "y", "{url}"),
+    ("pub", "t.x", "--count", "{url}"),
+    ("context", "{url}"),
+    ("server", "check", "connection", "--connect-critical", "{url}"),
+)
+
+
+@pytest.mark.parametrize("form", ["raw", "encoded", "schemeless", "token"])
+def test_usage_errors_show_no_password(form: str, capsys: pytest.CaptureFixture[str],
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    """argparse quotes what it refuses ("invalid choice: 'nats://app:...@host'"): every message of
+    every parser is masked, the URL whole whatever its password holds. (Where a command line that is
+    refused today is accepted one day, it fails to connect instead: masked as well.)"""
+    wrong = hostile("Usage")
+    url = {"raw": f"nats://app:{wrong}@127.0.0.1:1", "encoded": f"nats://app:{in_url(wrong)}@127.0.0.1:1",
+           "schemeless": f"app:{wrong}@127.0.0.1:1", "token": f"nats://{wrong}@127.0.0.1:1"}[form]
+    for argv in USAGE_ERRORS:
+        code, shown = run(capsys, caplog, [url if word == "{url}" else word for word in argv])
+        assert code != 0, (argv, shown)
+        assert_secret_free(shown, (wrong,), " ".join(argv))
+
+
+def test_every_parser_of_the_command_line_masks_its_errors() -> None:
+    """So that a parser added later (a command, an option in another place) masks its usage errors too."""
+    from natsjs_sync.cli._parser import ArgumentParser
+
+    unmasked = [" ".join(words) for words, parser in all_parsers() if not isinstance(parser, ArgumentParser)]
+    assert unmasked == []
+
+
 def test_context_show_masks_every_secret_and_secrets_shows_them(capsys: pytest.CaptureFixture[str]) -> None:
     op = Operator()
     op.add_account("APP")
     jwt, seed = parse_creds(op.user_creds("APP"))
     creds = op.user_creds("APP")
+    in_url_pw, in_url_token, field_pw = hostile("InUrl"), hostile("UrlTok"), hostile("Field")
     secrets = {
-        "url": "nats://alice:pw-InUrl-3Xy@n1:4222,nats://tok-InUrl-8Zq@n2:4222",
-        "password": "pw-Field-5Rt", "token": "tok-Field-2Wc", "user_jwt": jwt, "user_seed": seed,
+        "url": f"nats://alice:{in_url_pw}@n1:4222,nats://{in_url_token}@n2:4222",
+        "password": field_pw, "token": "tok-Field-2Wc", "user_jwt": jwt, "user_seed": seed,
         "nkey": KeyPair.generate().seed,
         "creds": "data:;base64," + base64.b64encode(creds.encode()).decode(),
     }
     # Every kind at once: only a hand-edited file holds them all (a save keeps one kind of credentials).
     path = natscontext.context_path("all")
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"user": "alice", **secrets, "unknown_extra": f"nats://bob:pw-Extra-6Nn@n3 {seed}"}))
+    unknown = {"unknown_extra": f"nats://bob:pw-Extra-6Nn@n3 {seed}", "x_future_secret": "s3cr3t-Future-4Hq",
+               "x_nested": {"password": "pw-Nested-7Tz", "url": "nats://u:pw-NestUrl-2Kd@n4"}}
+    path.write_text(json.dumps({"user": "alice", **secrets, **unknown}))
     code, out, err = run_plain(capsys, "context", "show", "all")
     assert code == 0, err
-    hidden = ["pw-InUrl-3Xy", "tok-InUrl-8Zq", "pw-Field-5Rt", "tok-Field-2Wc", jwt, seed, secrets["nkey"],
-              secrets["creds"][20:], "pw-Extra-6Nn"]
+    hidden = [in_url_pw, in_url_token, field_pw, "tok-Field-2Wc", jwt, seed, secrets["nkey"],
+              secrets["creds"][20:], "pw-Extra-6Nn", "s3cr3t-Future-4Hq", "pw-Nested-7Tz", "pw-NestUrl-2Kd"]
     assert_secret_free(out + err, hidden, "context show")
-    assert "user: alice" in out and "nats://alice:***@n1:4222" in out  # what it is about stays visible
+    # What it is about stays visible.
+    assert "user: alice" in out and "url: nats://alice:***@n1:4222,nats://***@n2:4222" in out
     code, out, _ = run_plain(capsys, "context", "show", "all", "--secrets")
     assert all(value in out for value in secrets.values())
     # References say where a secret is, not what it is: shown.
@@ -256,7 +327,7 @@ def run_plain(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str,
 
 # ---------------------------------------------------------------- errors for bad settings, URLs and contexts
 
-SECRET = "pw-Known-1Bv7"
+SECRET = hostile("Known")
 SEED = KeyPair.generate().seed
 
 
@@ -273,9 +344,11 @@ def assert_error_secret_free(exc: BaseException, *secrets: str) -> None:
     f"alice:{SECRET}@localhost:4x",                 # no scheme
 ])
 def test_a_bad_server_url_is_an_error_without_its_password(url: str) -> None:
-    with pytest.raises(InvalidServerUrlError) as err:
-        nats.connect(url)
-    assert_error_secret_free(err.value)
+    """The URL alone, in a list, and in a comma-separated string after another server."""
+    for servers in (url, [url], f"nats://127.0.0.1:4222,{url}"):
+        with pytest.raises(InvalidServerUrlError) as err:
+            nats.connect(servers)
+        assert_error_secret_free(err.value)
     with pytest.raises(SettingsError) as settings_err:
         parse_settings({"servers": ["nast://" + url.split("://")[-1]], "options": {"password": SECRET}})
     assert_error_secret_free(settings_err.value)
@@ -288,7 +361,10 @@ def test_settings_errors_quote_no_password_token_or_seed() -> None:
            "options": {"password": SECRET, "token": SECRET, "nkeys_seed": SEED, "pasword": 1}}
     with pytest.raises(SettingsError) as err:
         parse_settings(raw)
-    assert len(err.value.problems) == 3
+    # Both URLs are refused as connect() refuses them (the first holds the password raw, and its
+    # '/' ends the host part: a URL carries such a password percent-encoded), then 'pasword' and
+    # 'health'.
+    assert len(err.value.problems) == 4
     assert_error_secret_free(err.value, SECRET, SEED)
 
 
@@ -306,7 +382,7 @@ def test_flask_settings_errors_quote_no_secret() -> None:
 
 def test_unreachable_servers_are_named_without_their_passwords() -> None:
     with pytest.raises(nats.NoServersError) as err:
-        nats.connect(f"nats://alice:{SECRET}@127.0.0.1:1", connect_timeout=2)
+        nats.connect(f"nats://alice:{in_url(SECRET)}@127.0.0.1:1", connect_timeout=2)
     assert_error_secret_free(err.value)
     assert "127.0.0.1:1" in str(err.value)
 
@@ -321,13 +397,24 @@ def test_context_errors_quote_no_secret(tmp_path: pathlib.Path) -> None:
         "creds-inline": {"creds": f"-----BEGIN NATS USER JWT-----\neyJ{SECRET}\n------END------\n{SEED}"},
         "seed-bad": {"user_jwt": f"eyJ{SECRET}.e30.x", "user_seed": SECRET},
         "url-typo": {"url": f"nast://alice:{SECRET}@h", "password": SECRET, "user": "alice"},
+        "url-garbled": {"url": f"nats://alice:{SECRET}@127.0.0.1:1"},
+        # A data: reference holds the secret: its errors name the field and the scheme, never the value.
+        "data-not-base64": {"creds": f"data:;base64,!!{SEED}"},
+        "data-not-creds": {"creds": "data:;base64," + base64.b64encode(f"{SECRET} {SEED}".encode()).decode()},
+        "data-plain-text": {"user": "alice", "password": f"data:text/plain,{SECRET}"},
+        "data-no-comma": {"token": f"data:{SECRET}"},
+        "data-seed-garbled": {"user_jwt": "eyJhbGciOiJub25lIn0.e30.", "user_seed": "data:;base64,"
+                              + base64.b64encode(SEED[:-1].encode()).decode()},
     }
     for name, fields in cases.items():
         natscontext.save(name, **{"url": "nats://127.0.0.1:1", **fields})
         with pytest.raises((ContextError, InvalidServerUrlError, nats.NoServersError)) as err:
             nats.connect(context=name, allow_reconnect=False)
         assert_error_secret_free(err.value, SECRET, SEED, account_seed)
-        assert repr(natscontext.load(name)).count(SECRET) == 0
+        if name.startswith("data-"):
+            field = next(key for key, value in fields.items() if value.startswith("data:"))
+            assert f"{field}: " in str(err.value)
+        assert_secret_free(repr(natscontext.load(name)), (SECRET, SEED), "NatsContext")
 
 
 def _account_seed() -> str:
@@ -339,12 +426,26 @@ def _account_seed() -> str:
 def test_options_and_credentials_repr_show_no_secret() -> None:
     from natsjs_sync._core.options import ConnectOptions
 
-    options = ConnectOptions.build(f"nats://alice:{SECRET}@h:4222", password=SECRET, token=None,
+    options = ConnectOptions.build(f"nats://alice:{in_url(SECRET)}@h:4222", password=SECRET, token=None,
                                    nkeys_seed=SEED, ws_headers={"Authorization": f"Bearer {SECRET}"})
     assert_secret_free(repr(options), (SECRET, SEED), "ConnectOptions")
     creds = _creds_text()  # given as the file's content, not a path
     with_creds = ConnectOptions.build("nats://h", user_credentials=creds)
     assert_secret_free(repr(with_creds), parse_creds(creds), "ConnectOptions")
+
+
+@pytest.mark.parametrize("value", [SEED[:-1], SEED + "A", SEED.lower(), SEED[1:], f" {SEED}\n", SECRET])
+def test_a_credentials_repr_masks_a_seed_whatever_its_shape(value: str, tmp_path: pathlib.Path) -> None:
+    """A seed one character short, or otherwise mangled, is still nearly the whole secret: the
+    seed and creds fields show a path (of a file that exists: what the client reads as one) or ***."""
+    from natsjs_sync.auth import Credentials
+
+    shown = repr(Credentials(nkeys_seed=value, user_credentials=value, user="alice"))
+    assert value not in shown and value.strip()[4:-4] not in shown
+    assert "user='alice'" in shown
+    seed_file = tmp_path / "user.nk"
+    seed_file.write_text(SEED)
+    assert repr(Credentials(nkeys_seed=str(seed_file))) == f"Credentials(nkeys_seed={str(seed_file)!r})"
 
 
 def _creds_text() -> str:
@@ -369,9 +470,61 @@ def test_masking_keeps_what_a_message_is_about() -> None:
     from natsjs_sync._redact import redact
 
     public = KeyPair.generate().public_key
-    text = (f"nats://alice:{SECRET}@n1:4222,tls://{SECRET}@n2 wss://n3/path alice:{SECRET}@n4:4222 "
+    secret = "pw-Known-1Bv7"
+    text = (f"nats://alice:{secret}@n1:4222,tls://{secret}@n2 wss://n3/path alice:{secret}@n4:4222 "
             f"/home/me/app.creds {public} {SEED}")
     masked = redact(text)
     assert masked == (f"nats://alice:***@n1:4222,tls://***@n2 wss://n3/path alice:***@n4:4222 "
                       f"/home/me/app.creds {public} ***")
     assert redact(masked) == masked
+
+
+#: A password with no white space or ',' (what ends a word or a list item), for the forms where
+#: nothing else can tell where it ends: a schemeless URL in free text.
+WORD_SECRET = "Word1a'Word2b\"Word3c@Word4d:Word5e/Word6f%41Word7g"
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    (f"nats://alice:{SECRET}@n1:4222", "nats://alice:***@n1:4222"),
+    (f"nats://alice:{in_url(SECRET)}@n1:4222", "nats://alice:***@n1:4222"),
+    (f"nats://{SECRET}@n1:4222", "nats://***@n1:4222"),                                  # a token
+    (f"tls://alice:{SECRET}@n1:4222,tls://bob:{SECRET}@n2:4222", "tls://alice:***@n1:4222,tls://bob:***@n2:4222"),
+    (f"nats://n0:4222,nats://alice:{SECRET}@n1:4222", "nats://n0:4222,nats://alice:***@n1:4222"),
+    (f"cannot reach nats://alice:{SECRET}@n1:4222 now", "cannot reach nats://alice:***@n1:4222 now"),
+    (repr(f"nast://alice:{SECRET}@n1:4222") + " is no URL", "'nast://alice:***@n1:4222' is no URL"),
+    (json.dumps({"url": f"nats://alice:{SECRET}@n1:4222"}), '{"url": "nats://alice:***@n1:4222"}'),
+    (f"alice:{WORD_SECRET}@n1:4222", "alice:***@n1:4222"),                              # no scheme
+    (f"bad URL alice:{WORD_SECRET}@:99999", "bad URL alice:***@:99999"),                  # no host either
+    ("alice:s3cret@:99999 and alice:p/w@127.0.0.1:4222", "alice:***@:99999 and alice:***@127.0.0.1:4222"),
+])
+def test_a_password_is_masked_whatever_it_holds(text: str, kept: str) -> None:
+    """The whole user info of each URL is masked (jsm.go's redactServerURL parses each comma-separated
+    URL): a ',' or a space in a password does not end it, nor does a quote, an '@', a ':' or a '/'."""
+    from natsjs_sync._redact import redact
+
+    masked = redact(text)
+    assert masked == kept
+    assert redact(masked) == masked
+
+
+@pytest.mark.parametrize("urls", [
+    f"nats://alice:{SECRET}@n1:4222,nats://{SECRET}@n2:4222",
+    f"alice:{SECRET}@n1:4222, {WORD_SECRET}@n2:4222",
+])
+def test_a_url_list_known_as_one_is_masked_url_by_url(urls: str) -> None:
+    """A context's ``url``, a ``servers`` setting: even a schemeless ``token@host`` is a URL there."""
+    from natsjs_sync._redact import redact_urls
+
+    masked = redact_urls(urls)
+    assert_secret_free(masked, (SECRET, WORD_SECRET), "redact_urls")
+    assert "n1:4222," in masked and masked.endswith("***@n2:4222")
+
+
+def test_a_password_holding_a_comma_connects_from_a_url_list_string() -> None:
+    """A servers string is split at the commas between URLs, not at one inside a password (the old
+    split made 'nats://app:pa' of it: a bad port, quoting the password's first piece)."""
+    password = "pa,ss w'o\"rd"
+    with NatsServer(jetstream=False, user="app", password=password) as srv:
+        with nats.connect(f"nats://127.0.0.1:1,nats://app:{password}@127.0.0.1:{srv.port}", no_randomize=True,
+                          connect_timeout=5) as nc:
+            assert nc.connected_url is not None and str(srv.port) in nc.connected_url
