@@ -124,6 +124,34 @@ def test_an_info_never_confirmed_is_reported_and_its_chunks_kept(rig: Rig) -> No
     assert wj.object_store("F").get_bytes("doc", timeout=10) == new
 
 
+@pytest.mark.parametrize("outcome", ["info lands late", "info lost"])
+def test_a_retry_after_an_unconfirmed_info_leaves_no_chunks_behind(rig: Rig, outcome: str) -> None:
+    """The put whose info went unconfirmed kept both versions' chunks (it cannot
+    tell which is the object); the retry, once its own info is confirmed, purges
+    them. The old code purged only what the retry replaced: version one's chunk
+    stayed for ever when the unconfirmed info had landed, the unconfirmed put's
+    own chunk when it had not."""
+    rig.obs.put("doc", b"version one")
+    second, third = os.urandom(1000), os.urandom(700)
+
+    def hold_the_info() -> None:
+        rig.proxy.blackhole("to_server")
+
+    with pytest.raises(nats.TimeoutError, match="may still be stored"):
+        rig.obs.put("doc", second, progress=_after_last_chunk_acked(rig, len(second), hold_the_info), timeout=3)
+    if outcome == "info lands late":
+        rig.proxy.heal()
+        wj = rig.witness.jetstream()
+        assert wait_until(lambda: wj.object_store("F").get_bytes("doc", timeout=10) == second, timeout=10)
+    else:
+        rig.proxy.cut()  # the held info goes with the connection
+        rig.proxy.heal()
+    info = rig.obs.put("doc", third, timeout=20)  # the retry
+    assert rig.obs.get_bytes("doc", timeout=10) == third and rig.obs.get_info("doc").nuid == info.nuid
+    assert wait_until(lambda: rig.messages() == 2, timeout=10), \
+        f"{rig.messages()} messages: chunks of an older version were left behind (want the info and one chunk)"
+
+
 def test_a_put_overtaken_by_another_put_replaces_it_and_leaves_no_chunks(rig: Rig) -> None:
     rig.obs.put("doc", b"version one")
     other = os.urandom(300)
