@@ -37,6 +37,7 @@ from ..errors import (
     MsgNotFoundError,
     NatsConnectionError,
     NatsError,
+    NotSentError,
     ObjectDeletedError,
     ObjectNotFoundError,
     ObjectStoreError,
@@ -44,6 +45,7 @@ from ..errors import (
     WrongLastSequenceError,
 )
 from ..protocol.nuid import next_nuid
+from ._api import encode_json
 from ._bucket import bucket_stream, open_bucket_stream
 from .object_models import (
     ObjectInfo,
@@ -360,7 +362,15 @@ class ObjectStore:
         waited for), so the server still cleans up after a put that ran out of time.
         """
         try:
-            self._stream.purge(subject=subject, timeout=deadline)
+            try:
+                self._stream.purge(subject=subject, timeout=deadline)
+            except NotSentError:
+                # Withdrawn unsent at the deadline (the connection is away): the clean-up
+                # must still reach the server, so it goes without waiting for the answer.
+                api = self._js._api
+                api.core.publish(api.subject(f"STREAM.PURGE.{self.stream_name}"), encode_json({"filter": subject}),
+                                 api.core.new_inbox())
+                raise
         except NatsError as exc:
             self._js._core.logs.to(_log).warning("object store %s: %s (%s) may be left behind: %s", self.bucket,
                                                  subject, why, exc)
@@ -443,6 +453,14 @@ class ObjectStore:
         for old in sorted(nuids):
             self._purge_quietly(f"$O.{self.bucket}.C.{old}", deadline, f"chunks of an older version of {name!r}")
 
+    def _unconfirmed(self, info: ObjectInfo, nuids: set[str]) -> TimeoutError:
+        """The error of a put whose info was sent but never confirmed (its chunks are left behind)."""
+        self._left_behind(info, nuids)
+        return TimeoutError(
+            f"object {info.name!r}: its info was sent but not confirmed within the put's timeout; it may"
+            f" still be stored (chunks under nuid {info.nuid} are kept until a later put of the name"
+            f" is confirmed)")
+
     def _left_behind(self, info: ObjectInfo, nuids: set[str]) -> None:
         """A put whose info went unconfirmed: its chunks, and those of the versions its
         attempts expected to replace, are kept (the info may be stored) and purged by
@@ -483,11 +501,7 @@ class ObjectStore:
                 expected_nuids.add(existing.nuid)
             left = deadline.remaining()
             if unconfirmed is not None and left is not None and left <= _MIN_META_ATTEMPT:
-                self._left_behind(info, expected_nuids)
-                raise TimeoutError(
-                    f"object {name!r}: its info was sent but not confirmed within the put's timeout; it may"
-                    f" still be stored (chunks under nuid {nuid} are kept until a later put of the name"
-                    f" is confirmed)") from unconfirmed
+                raise self._unconfirmed(info, expected_nuids) from unconfirmed
             # Half of what is left for one attempt: a lost or slow answer leaves time to ask again.
             attempt = deadline if left is None or left <= 2 * _MIN_META_ATTEMPT else Deadline(left / 2)
             try:
@@ -512,6 +526,15 @@ class ObjectStore:
                 if existing is not None and existing.nuid == nuid:
                     # An earlier attempt was stored: it is the newest, newer than all it expected.
                     return expected_nuids
+            except NotSentError as exc:
+                # Withdrawn unsent: this attempt can never be stored. Again while time is left.
+                if not deadline.expired():
+                    continue
+                if unconfirmed is not None:
+                    raise self._unconfirmed(info, expected_nuids) from unconfirmed
+                self._purge_quietly(f"$O.{self.bucket}.C.{nuid}", deadline, f"chunks of a failed put of {name!r}")
+                raise NotSentError(f"object {name!r}: its info could not be sent within the put's timeout; the"
+                                   f" put stored nothing (its chunks are purged), a retry is safe") from exc
             except TimeoutError as exc:
                 if unconfirmed is None:
                     unconfirmed_seq = existing_seq

@@ -152,6 +152,29 @@ def test_a_retry_after_an_unconfirmed_info_leaves_no_chunks_behind(rig: Rig, out
         f"{rig.messages()} messages: chunks of an older version were left behind (want the info and one chunk)"
 
 
+def test_a_put_whose_info_could_not_be_sent_stores_nothing(rig: Rig) -> None:
+    """The connection goes down after the chunks are acknowledged: the info waits
+    in the client's buffer until the put's deadline, is withdrawn there, and the
+    put raises NotSentError; its chunks' purge goes out once the server is back.
+    The old put raised "may still be stored" and its info was sent after the
+    reconnect: the object was replaced after the caller had been told it failed."""
+    old = rig.obs.put("doc", b"version one")
+    new = os.urandom(1000)
+
+    def server_away() -> None:
+        rig.proxy.refuse_new()
+        rig.proxy.cut()
+        assert wait_until(lambda: not rig.nc.is_connected, timeout=10)  # the info is then buffered, unsent
+
+    with pytest.raises(nats.NotSentError, match=r"'doc'.*stored nothing"):
+        rig.obs.put("doc", new, progress=_after_last_chunk_acked(rig, len(new), server_away), timeout=2)
+    rig.proxy.heal()
+    wj = rig.witness.jetstream()
+    assert wait_until(lambda: rig.messages() == 2, timeout=15), f"{rig.messages()} messages, want version one's 2"
+    assert wj.object_store("F").get_info("doc").nuid == old.nuid
+    assert rig.nc.jetstream().object_store("F").get_bytes("doc", timeout=10) == b"version one"
+
+
 def test_a_put_overtaken_by_another_put_replaces_it_and_leaves_no_chunks(rig: Rig) -> None:
     rig.obs.put("doc", b"version one")
     other = os.urandom(300)
