@@ -236,7 +236,15 @@ class Writer:
         too before it lets go (:meth:`send_held` re-checks the buffer under the
         lock), so requests made by many threads at once share writes instead of
         queueing on the send lock for a write each.
+
+        False too while the socket is backed up (a write left bytes with the
+        transport): the flusher is pushing them and sends these after them. A
+        caller's deadline-bounded write would only move the buffer behind them,
+        where a request whose deadline passes can no longer be withdrawn.
         """
+        if self._behind is not None and self._behind is self._conn.transport:
+            self.wake()
+            return False
         return self.send_lock.acquire(False)
 
     def send_held(self, deadline: Deadline | None = None, mine: int = 0) -> bool:
