@@ -94,6 +94,29 @@ def _chunk_size(chunk_size: int | None, meta: ObjectMeta) -> int:
     return size
 
 
+def _meta_attempt(deadline: Deadline) -> Deadline | None:
+    """The deadline of one attempt at a put's info: half of what is left, so that a
+    lost or slow answer leaves time to ask again (all of it when little is left);
+    None when too little is left for another attempt after an unconfirmed one."""
+    left = deadline.remaining()
+    if left is None or left > 2 * _MIN_META_ATTEMPT:
+        return deadline if left is None else Deadline(left / 2)
+    return deadline if left > _MIN_META_ATTEMPT else None
+
+
+def _unconfirmed_error(info: ObjectInfo) -> TimeoutError:
+    """The error of a put whose info was sent but never confirmed (its chunks are left behind)."""
+    return TimeoutError(
+        f"object {info.name!r}: its info was sent but not confirmed within the put's timeout; it may"
+        f" still be stored (chunks under nuid {info.nuid} are kept until a later put of the name"
+        f" is confirmed)")
+
+
+def _chunk_nuids(info: ObjectInfo | None) -> set[str]:
+    """The nuid of the chunks ``info`` points at, if any (not a deleted object, not a link)."""
+    return {info.nuid} if info is not None and not info.deleted and not info.is_link else set()
+
+
 def _check_name(name: object) -> str:
     """An object name: any non-empty str.
 
@@ -453,14 +476,6 @@ class ObjectStore:
         for old in sorted(nuids):
             self._purge_quietly(f"$O.{self.bucket}.C.{old}", deadline, f"chunks of an older version of {name!r}")
 
-    def _unconfirmed(self, info: ObjectInfo, nuids: set[str]) -> TimeoutError:
-        """The error of a put whose info was sent but never confirmed (its chunks are left behind)."""
-        self._left_behind(info, nuids)
-        return TimeoutError(
-            f"object {info.name!r}: its info was sent but not confirmed within the put's timeout; it may"
-            f" still be stored (chunks under nuid {info.nuid} are kept until a later put of the name"
-            f" is confirmed)")
-
     def _left_behind(self, info: ObjectInfo, nuids: set[str]) -> None:
         """A put whose info went unconfirmed: its chunks, and those of the versions its
         attempts expected to replace, are kept (the info may be stored) and purged by
@@ -497,42 +512,35 @@ class ObjectStore:
         unconfirmed_seq: int | None = None
         expected_nuids: set[str] = set()  # what the attempts expected to replace (chunks only)
         while True:
-            if existing is not None and not existing.deleted and not existing.is_link:
-                expected_nuids.add(existing.nuid)
-            left = deadline.remaining()
-            if unconfirmed is not None and left is not None and left <= _MIN_META_ATTEMPT:
-                raise self._unconfirmed(info, expected_nuids) from unconfirmed
-            # Half of what is left for one attempt: a lost or slow answer leaves time to ask again.
-            attempt = deadline if left is None or left <= 2 * _MIN_META_ATTEMPT else Deadline(left / 2)
+            expected_nuids |= _chunk_nuids(existing)
+            attempt = _meta_attempt(deadline)
+            if unconfirmed is not None and attempt is None:
+                self._left_behind(info, expected_nuids)
+                raise _unconfirmed_error(info) from unconfirmed
             try:
-                ack = self._publish_meta(info, attempt, msg_id=nuid, expected_last_subject_seq=existing_seq)
+                ack = self._publish_meta(info, attempt or deadline, msg_id=nuid,
+                                         expected_last_subject_seq=existing_seq)
                 if ack.duplicate and unconfirmed_seq != existing_seq:
                     # Stored by an attempt made before another writer's info was read:
                     # that writer's info (the newest read) replaced this one and keeps its chunks.
-                    assert existing is not None  # a wrong last sequence was read again
-                    return expected_nuids - {existing.nuid}
+                    return expected_nuids - _chunk_nuids(existing)
                 return expected_nuids
             except WrongLastSequenceError:
                 try:
                     existing, existing_seq = self._last_meta(name, deadline)
                 except NatsError as exc:
-                    if unconfirmed is not None:  # an earlier attempt may be stored
-                        self._left_behind(info, expected_nuids)
-                        raise TimeoutError(f"object {name!r}: its info may or may not be stored: {exc}"
-                                           f" (chunks under nuid {nuid} are kept)") from exc
-                    self._purge_quietly(f"$O.{self.bucket}.C.{nuid}", deadline,
-                                        f"chunks of a failed put of {name!r}")
+                    if self._abandon(info, expected_nuids, unconfirmed, deadline):
+                        raise _unconfirmed_error(info) from exc
                     raise
-                if existing is not None and existing.nuid == nuid:
+                if getattr(existing, "nuid", None) == nuid:
                     # An earlier attempt was stored: it is the newest, newer than all it expected.
                     return expected_nuids
             except NotSentError as exc:
                 # Withdrawn unsent: this attempt can never be stored. Again while time is left.
                 if not deadline.expired():
                     continue
-                if unconfirmed is not None:
-                    raise self._unconfirmed(info, expected_nuids) from unconfirmed
-                self._purge_quietly(f"$O.{self.bucket}.C.{nuid}", deadline, f"chunks of a failed put of {name!r}")
+                if self._abandon(info, expected_nuids, unconfirmed, deadline):
+                    raise _unconfirmed_error(info) from unconfirmed
                 raise NotSentError(f"object {name!r}: its info could not be sent within the put's timeout; the"
                                    f" put stored nothing (its chunks are purged), a retry is safe") from exc
             except TimeoutError as exc:
@@ -545,11 +553,19 @@ class ObjectStore:
                 raise TimeoutError(f"object {name!r}: the connection failed before its info was confirmed;"
                                    f" it may be stored (chunks under nuid {nuid} are kept): {exc}") from exc
             except BaseException:
-                if unconfirmed is not None:
-                    self._left_behind(info, expected_nuids)
-                    raise
-                self._purge_quietly(f"$O.{self.bucket}.C.{nuid}", deadline, f"chunks of a failed put of {name!r}")
+                self._abandon(info, expected_nuids, unconfirmed, deadline)
                 raise
+
+    def _abandon(self, info: ObjectInfo, expected_nuids: set[str], unconfirmed: BaseException | None,
+                 deadline: Deadline) -> bool:
+        """A put's info can be sent no more. After an unconfirmed attempt the info may
+        be stored: the chunks are kept (:meth:`_left_behind`) and this returns True.
+        Otherwise nothing points at the new chunks: they are purged (False)."""
+        if unconfirmed is not None:
+            self._left_behind(info, expected_nuids)
+            return True
+        self._purge_quietly(f"$O.{self.bucket}.C.{info.nuid}", deadline, f"chunks of a failed put of {info.name!r}")
+        return False
 
     def _put_chunks(self, subject: str, source: Callable[[int], bytes], size: int, total: int | None,
                     progress: Progress | None, deadline: Deadline) -> tuple[int, int, str]:

@@ -146,6 +146,7 @@ def test_a_retry_after_an_unconfirmed_info_leaves_no_chunks_behind(rig: Rig, out
     else:
         rig.proxy.cut()  # the held info goes with the connection
         rig.proxy.heal()
+        assert wait_until(lambda: rig.nc.stats.reconnects >= 1 and rig.nc.is_connected, timeout=15)
     info = rig.obs.put("doc", third, timeout=20)  # the retry
     assert rig.obs.get_bytes("doc", timeout=10) == third and rig.obs.get_info("doc").nuid == info.nuid
     assert wait_until(lambda: rig.messages() == 2, timeout=10), \
