@@ -101,6 +101,27 @@ def test_a_jetstream_publish_made_while_the_server_is_away_is_never_stored(
         wjs.delete_stream("ORDERS")
 
 
+def test_pending_size_zero_fails_fast_while_the_server_is_away(proxy: FaultProxy, witness: nats.Client) -> None:
+    """web.rst's fail-fast recipe: with pending_size=0 nothing waits for a
+    reconnect; every publish and request made meanwhile is refused at once, unsent."""
+    from natsjs_sync.contrib.process import error_status
+
+    ev = Events()
+    nc = _client(proxy, ev, pending_size=0)
+    js = nc.jetstream(timeout=30)
+    try:
+        _server_away(proxy, ev)
+        for call in (lambda: nc.publish("svc.x", b"core"), lambda: nc.request("svc.x", b"req", timeout=30),
+                     lambda: js.publish("orders.new", b"js")):
+            with pytest.raises(nats.OutboundBufferLimitError) as info:
+                call()
+            assert error_status(info.value)[0] == 503
+        _server_back(proxy, ev)
+        nc.flush(timeout=5)
+    finally:
+        nc.close()
+
+
 def test_a_request_that_was_sent_says_so(proxy: FaultProxy, witness: nats.Client) -> None:
     witness.subscribe("svc.slow")  # takes the request, never answers
     wjs = witness.jetstream()
