@@ -20,6 +20,7 @@
     │   ├── ConnectionReconnectingError, InvalidUserCredentialsError
     │   └── OutboundBufferLimitError  reconnecting, and the reconnect buffer is full
     ├── TimeoutError                  also a builtin (and asyncio's) TimeoutError
+    │   ├── NotSentError              the request was withdrawn unsent at its deadline: safe to retry
     │   ├── FlushTimeoutError, DrainTimeoutError
     │   ├── PubAckTimeoutError        also concurrent.futures' TimeoutError
     ├── NoRespondersError             a request found nobody subscribed (status 503)
@@ -194,6 +195,21 @@ class TimeoutError(NatsError, _AsyncioTimeoutError):  # noqa: A001
 
 class FlushTimeoutError(TimeoutError):
     """A flush got no PONG in time."""
+
+
+class NotSentError(TimeoutError):
+    """A request ran out of time before any of it left the client: it was withdrawn.
+
+    Its bytes were still waiting in the client's write buffer (the connection
+    was away, reconnecting, or behind a write the server did not take in
+    time); at the deadline they were taken back out, so the server never saw
+    the request and nothing will act on it later. Retrying it is safe, even
+    without a message id. Raised by :meth:`Client.request
+    <natsjs_sync.Client.request>`, JetStream publishes and every JetStream API
+    call. A plain :class:`TimeoutError` from those calls means the opposite:
+    the request was sent, and may have been (or yet be) acted on; retry a
+    JetStream publish with the same ``msg_id`` so it is stored once.
+    """
 
 
 class NoServersTimeoutError(NoServersError, TimeoutError):

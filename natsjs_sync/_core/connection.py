@@ -43,6 +43,7 @@ from ..errors import (
     NatsConnectionError,
     NatsError,
     NoRespondersError,
+    NotSentError,
     OutboundBufferLimitError,
     SecureConnRequiredError,
     ServerError,
@@ -473,7 +474,8 @@ class Connection:
             raise self.too_big(size)
         return frame, size
 
-    def append(self, frame: bytes, size: int, now: bool, deadline: Deadline | None = None) -> None:
+    def append(self, frame: bytes, size: int, now: bool, deadline: Deadline | None = None,
+               waiter: Waiter | None = None) -> None:
         """Buffer one encoded message; with ``now`` send it from this thread.
 
         Args:
@@ -485,6 +487,9 @@ class Connection:
                 (publish_now) this waits for the send lock and the socket as
                 the flusher would, up to ``write_timeout``; on the reader or
                 timer thread, which must not wait, the flusher sends it.
+            waiter: a request's reply waiter (with ``now``): it learns where the
+                frame ends in the stream (``waiter.end``), to be withdrawn at its
+                deadline while unsent, and kept waiting across a reconnect.
 
         Raises:
             NatsError: ``now`` and the write that carried this message failed
@@ -511,6 +516,8 @@ class Connection:
             outlet.out_bytes += size
             if now:
                 mine = writer.mark_locked()
+                if waiter is not None:
+                    waiter.end = mine
                 claimed = writer.claim_locked()
                 # A request whose bytes another thread is sending: that thread
                 # sends them before it lets go of the send lock, so there is
@@ -771,7 +778,13 @@ class Connection:
 
     def request(self, subject: str, payload: Any = b"", timeout: TimeoutArg = 1.0,
                 headers: HeadersInput | None = None) -> Msg:
-        """Publish a request and wait for the first reply (see :meth:`Client.request`)."""
+        """Publish a request and wait for the first reply (see :meth:`Client.request`).
+
+        Raises:
+            NotSentError: the deadline passed while the request was still buffered:
+                it was withdrawn, nothing was sent.
+            TimeoutError: the request was sent, no reply came in time.
+        """
         deadline = timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, 1.0)
         if self.machine.state is not ConnState.CONNECTED:
             self.ready()
@@ -779,10 +792,10 @@ class Connection:
         requests = self.requests
         token, waiter = requests.register()
         try:
-            self.append(*self.encode(subject, payload, (requests.prefix + token).encode(), headers), now=True,
-                        deadline=deadline)
+            frame, size = self.encode(subject, payload, (requests.prefix + token).encode(), headers)
+            self.append(frame, size, now=True, deadline=deadline, waiter=waiter)
             if not waiter.wait(deadline.remaining()):
-                raise TimeoutError(f"no reply on {subject!r} in time")
+                self._no_reply(subject, frame, waiter)
         finally:
             requests.forget(token)
         msg = waiter.value
@@ -791,6 +804,25 @@ class Connection:
         if is_no_responders(msg.raw_headers, msg.data):
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg  # type: ignore[no-any-return]
+
+    def _no_reply(self, subject: str, frame: bytes, waiter: Waiter) -> None:
+        """A request's deadline passed without a reply: withdraw it if none of it was
+        sent, and say which it was (returns only when the reply came meanwhile).
+
+        Raises:
+            NotSentError: withdrawn; the server never saw it.
+            TimeoutError: sent (or being sent): it may have been acted on.
+        """
+        with self.lock:
+            withdrawn = waiter.end > 0 and self.writer.withdraw_locked(frame, waiter.end)
+        if withdrawn:
+            where = ("the connection was down" if self.machine.state is not ConnState.CONNECTED
+                     else "behind writes the server had not taken")
+            raise NotSentError(f"no reply on {subject!r} in time: the request was still waiting to be sent"
+                               f" ({where}) and was withdrawn; nothing was sent, a retry is safe")
+        if waiter.wait(0):
+            return  # the reply came as the wait ran out
+        raise TimeoutError(f"no reply on {subject!r} in time; the request was sent and may have been acted on")
 
     def flush(self, deadline: Deadline | TimeoutArg = 10.0) -> None:
         """Send everything buffered and wait for the server's PONG (within ``deadline``)."""

@@ -2,8 +2,9 @@
 
 :meth:`Reconnector.lost` runs once per lost transport (from whichever thread
 noticed): it fails what can no longer be answered (PINGs and requests that
-were on the wire), tells the user, and starts the reconnect thread, which
-walks the server pool with its back-off.
+were on the wire; those still buffered wait for the next connection), tells
+the user, and starts the reconnect thread, which walks the server pool with
+its back-off.
 
 :meth:`Reconnector.resume` attaches a new connection in **one critical
 section** under the connection lock: snapshot the subscriptions, put their
@@ -63,10 +64,11 @@ class Reconnector:
                 conn.machine.to(ConnState.RECONNECTING)
             # PINGs on the wire will never be answered; buffered ones go out after the reconnect.
             failed = conn.ledger.lost()
+            # Likewise requests: a reply to one in flight may be lost with the connection,
+            # one still buffered is sent on the next (or withdrawn at its deadline).
+            failed += conn.requests.take_sent(conn.writer.taken)
         for w in failed:
             w.set(waiting_lost)
-        # A reply to a request in flight may be lost with the connection.
-        conn.requests.fail_all(waiting_lost)
         transport.abort()
         if not getattr(exc, "forced", False):  # a reconnect the user asked for is no error (nats-py)
             conn.report_error(err)
@@ -152,7 +154,7 @@ class Reconnector:
             for e in used_up:
                 conn.registry.remove(e.sid)
             replay = replay_frames(conn.registry.snapshot())
-            conn.writer.buffer[0:0] = replay  # in place: the buffer object is never replaced
+            conn.writer.prepend_locked(replay)
             conn.attach_locked(opened, entry)
         for e in used_up:
             if e.owner is not None:

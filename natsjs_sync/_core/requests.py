@@ -15,12 +15,15 @@ from typing import Any
 class Waiter:
     """A one-shot slot the reader fills and a caller waits on (a bare lock is the cheapest)."""
 
-    __slots__ = ("_lock", "value")
+    __slots__ = ("_lock", "end", "value")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._lock.acquire()
         self.value: Any = None
+        #: A request's: the stream offset past its bytes in the write buffer
+        #: (0 until buffered); set and read under the connection's lock.
+        self.end = 0
 
     def set(self, value: Any) -> None:
         if self.value is None:
@@ -70,6 +73,19 @@ class ResponseMux:
         self.waiting.clear()
         for w in waiting:
             w.set(exc)
+
+    def take_sent(self, taken: int) -> list[Waiter]:
+        """Connection lock held, the connection lost: forget the requests whose bytes
+        were taken for a write (up to stream offset ``taken``) and return their waiters.
+
+        Their bytes went out on the lost connection, or were lost with it: no reply
+        will come. The others' bytes are still buffered (or not yet): they go out
+        on the next connection, and their replies come back on it.
+        """
+        sent = [(token, w) for token, w in list(self.waiting.items()) if 0 < w.end <= taken]
+        for token, _ in sent:
+            self.waiting.pop(token, None)
+        return [w for _, w in sent]
 
     def reset(self) -> None:
         """A forked child: no inbox yet, nobody waiting."""

@@ -27,6 +27,16 @@ publish past the threshold is left to the flusher. A caller whose own bytes
 were in a write that failed hears of it (:meth:`Writer.send_held` raises):
 stream offsets (``taken``, ``sent_to``, ``lost_from``/``lost_to``) tell whose bytes went
 out, or were lost, in whichever thread's write.
+
+A request whose deadline passes while its frame is still in the buffer (the
+connection is away, or the frame waits behind a stalled write) takes it back
+(:meth:`Writer.withdraw_locked`): nothing of it was handed to the socket, so
+nothing was sent. Bytes already taken from the buffer (in a write, or kept by
+the transport after a write's deadline) are never withdrawn: the frame may be
+half on the wire. Stream offsets count every appended byte, withdrawn or not;
+the rare shifts of buffer positions (a withdrawn frame, the subscriptions a
+reconnect puts in front) are settled at the next take, so an append or a take
+costs nothing more.
 """
 
 from __future__ import annotations
@@ -101,6 +111,11 @@ class Writer:
         self._lost: NatsError | None = None
         #: The transport that holds bytes a deadline-bounded write left unsent.
         self._behind: Transport | None = None
+        #: Since the last take: bytes put in front of the buffer (a reconnect's
+        #: subscriptions, outside the offsets) and the frames withdrawn from it
+        #: (offset, length), which shift where later offsets sit in the buffer.
+        self._front = 0
+        self._holes: list[tuple[int, int]] = []
 
     def start(self) -> None:
         if self._thread is None:
@@ -152,8 +167,45 @@ class Writer:
 
     def mark_locked(self) -> int:
         """Lock held, just after buffering: the stream offset past this caller's
-        bytes (for :meth:`send_held`'s ``mine``)."""
+        bytes (for :meth:`send_held`'s ``mine``, and :meth:`withdraw_locked`)."""
+        if self._front or self._holes:
+            return self.taken + len(self.buffer) - self._front + sum(n for _, n in self._holes)
         return self.taken + len(self.buffer)
+
+    def prepend_locked(self, data: bytes) -> None:
+        """Lock held: put ``data`` in front of everything buffered (a reconnect's
+        subscriptions). It takes no stream offsets: those of the buffered frames stay."""
+        self.buffer[0:0] = data  # in place: the buffer object is never replaced
+        self._front += len(data)
+
+    def withdraw_locked(self, frame: bytes, end: int) -> bool:
+        """Lock held: take ``frame`` (buffered with ``end`` from :meth:`mark_locked`)
+        back out of the buffer, if none of it was taken for a write yet.
+
+        Returns:
+            True when it was withdrawn (none of it will ever be sent); False when it
+            was taken for a write already (sent, being sent, or lost with a connection).
+        """
+        start = end - len(frame)
+        if start < self.taken:
+            return False
+        pos = start - self.taken + self._front - sum(n for at, n in self._holes if at < start)
+        if self.buffer[pos:pos + len(frame)] != frame:
+            return False  # not where the offsets say: never cut what may be another frame
+        del self.buffer[pos:pos + len(frame)]
+        self._holes.append((start, len(frame)))
+        return True
+
+    def _take_locked(self) -> bytes:
+        """Lock held: take everything buffered for a write; ``taken`` moves past it."""
+        data = take(self.buffer)
+        self.taken += len(data)
+        if self._front or self._holes:
+            # What was put in front holds no offsets; what was withdrawn keeps its own.
+            self.taken += sum(n for _, n in self._holes) - self._front
+            self._front = 0
+            self._holes.clear()
+        return data
 
     def send_now(self, deadline: Deadline | None = None, mine: int = 0) -> bool:
         """Send the whole buffer from this thread (nothing happens without a transport).
@@ -184,7 +236,15 @@ class Writer:
         too before it lets go (:meth:`send_held` re-checks the buffer under the
         lock), so requests made by many threads at once share writes instead of
         queueing on the send lock for a write each.
+
+        False too while the socket is backed up (a write left bytes with the
+        transport): the flusher is pushing them and sends these after them. A
+        caller's deadline-bounded write would only move the buffer behind them,
+        where a request whose deadline passes can no longer be withdrawn.
         """
+        if self._behind is not None and self._behind is self._conn.transport:
+            self.wake()
+            return False
         return self.send_lock.acquire(False)
 
     def send_held(self, deadline: Deadline | None = None, mine: int = 0) -> bool:
@@ -232,8 +292,7 @@ class Writer:
                         send_lock.release()
                         break
                     self.outlet.flush_requested = 0
-                    data = take(buffer)
-                    self.taken += len(data)
+                    data = self._take_locked()
                     end = self.taken
                     conn.ledger.buffer_sent()
                 rounds += 1
@@ -269,8 +328,7 @@ class Writer:
             return  # a writer is stuck on a peer that does not read: do not join it
         try:
             with self.lock:
-                data = take(self.buffer)
-                self.taken += len(data)
+                data = self._take_locked()
             if data or self._behind is transport:
                 transport.write(data, Deadline(timeout))
         except NatsError:
@@ -296,5 +354,6 @@ class Writer:
         self.buffer = self.outlet.buffer = bytearray()
         self.outlet.flush_requested = 0
         self._thread = None
-        self.taken = self.sent_to = self.lost_from = self.lost_to = 0
+        self.taken = self.sent_to = self.lost_from = self.lost_to = self._front = 0
+        self._holes = []
         self._lost = self._behind = None

@@ -39,6 +39,7 @@ from ..errors import (
     NatsError,
     NoRespondersError,
     NoServersError,
+    NotSentError,
     ServiceUnavailableError,
     TimeoutError,
 )
@@ -67,8 +68,10 @@ def error_status(exc: NatsError) -> tuple[int, str]:
     """The HTTP status and message that answer a request which failed with ``exc``.
 
     504 for a timeout, 503 when nobody answers a request or NATS cannot be
-    reached (no server, connection lost or closed), 502 for an error answer
-    of JetStream (503 for its "unavailable" answer).
+    reached (no server, connection lost or closed; also a request withdrawn
+    unsent at its deadline, :class:`~natsjs_sync.errors.NotSentError`: nothing
+    was done, a retry is safe), 502 for an error answer of JetStream (503 for
+    its "unavailable" answer).
 
     Args:
         exc: what a NATS call raised.
@@ -76,6 +79,8 @@ def error_status(exc: NatsError) -> tuple[int, str]:
     Returns:
         ``(status, message)``.
     """
+    if isinstance(exc, NotSentError):
+        return 503, f"NATS unavailable, nothing was sent: {exc}"
     if isinstance(exc, TimeoutError):
         return 504, f"timed out: {exc}"
     if isinstance(exc, NoRespondersError):

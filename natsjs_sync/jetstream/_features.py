@@ -11,13 +11,23 @@ names the feature and the version it needs.
 The version is the one the connected server announced in its INFO. In a
 cluster of mixed versions (an upgrade in progress, an older leafnode) it is
 the best a client can know without asking the asset's host, which is what the
-reference clients do too. The JetStream API level (``AccountInfo.api.level``:
-0 before 2.11, then 1, 3, 4, 5 for 2.11, 2.12, 2.14, 2.15) is listed beside each
-version for reference; the check itself needs no request.
+reference clients do too; the check itself needs no request.
 
-The versions here were checked against real servers 2.10.26, 2.11.11, 2.12.8,
-2.14.6 and 2.15.1 (each feature used on the first version listed, and found
-dropped, ignored or refused on the one before).
+Beside each version is the JetStream API level (ADR-44) the feature needs,
+which is what ``Nats-Required-Api-Level`` asks the answering server for
+(:func:`level_headers`). A server's level (``AccountInfo.api.level``) is 0
+before 2.11, 1 for 2.11, 2 for 2.12.0 to 2.12.4, 3 from 2.12.5 (which added
+only a snapshot option), 4 for 2.14 and 5 for 2.15: a feature's level is that
+of the first release that has it, or lower where the server's own rule
+(``jetstream_versioning.go``, the ``_nats.req.level`` of a stream or consumer)
+says so: any priority policy, ``prioritized`` included, needs 1. Asking for a
+higher level than a feature needs makes servers that have it refuse it
+(2.12.0 to 2.12.4 refused 2.12's features when asked for 3).
+
+The versions here were checked against real servers 2.10.26, 2.11.0, 2.11.11,
+2.12.0, 2.12.4, 2.12.8, 2.14.6 and 2.15.1 (each feature used on the first
+version listed, and found dropped, ignored or refused on the one before;
+tests/compat/test_server_versions.py runs the first release of each minor).
 """
 
 from __future__ import annotations
@@ -77,13 +87,13 @@ FEATURES: dict[str, Feature] = {
     "consumer_unpin": _f("consumer unpin", "2.11.0", 1),
     "direct_get_batch": _f("batched direct get (batch, multi_last)", "2.11.0", 1),
     "expected_last_subject_seq_subject": _f("expected last subject sequence for another subject", "2.11.0", 1),
-    # 2.12, API level 3 (ADR-44 planned 2)
-    "priority_prioritized": _f("consumer priority policy 'prioritized'", "2.12.0", 3),
-    "counters": _f("message counters (allow_msg_counter, Nats-Incr)", "2.12.0", 3),
-    "atomic_batch": _f("atomic batch publish (allow_atomic)", "2.12.0", 3),
-    "msg_schedules": _f("message schedules (allow_msg_schedules, @at)", "2.12.0", 3),
-    "persist_mode": _f("stream persist mode", "2.12.0", 3),
-    "required_api_level": _f("Nats-Required-Api-Level", "2.12.0", 3),
+    # 2.12, API level 2 (2.12.5 reports 3, for a snapshot option only); any priority policy needs 1
+    "priority_prioritized": _f("consumer priority policy 'prioritized'", "2.12.0", 1),
+    "counters": _f("message counters (allow_msg_counter, Nats-Incr)", "2.12.0", 2),
+    "atomic_batch": _f("atomic batch publish (allow_atomic)", "2.12.0", 2),
+    "msg_schedules": _f("message schedules (allow_msg_schedules, @at)", "2.12.0", 2),
+    "persist_mode": _f("stream persist mode", "2.12.0", 2),
+    "required_api_level": _f("Nats-Required-Api-Level", "2.12.0", 2),
     # 2.14, API level 4
     "schedule_patterns": _f("message schedules with @every, cron, source, time zone or schedule TTL", "2.14.0", 4),
     "fast_batch": _f("fast batch publish (allow_batched)", "2.14.0", 4),

@@ -23,7 +23,8 @@ import hashlib
 import io
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 import msgspec
@@ -36,6 +37,7 @@ from ..errors import (
     MsgNotFoundError,
     NatsConnectionError,
     NatsError,
+    NotSentError,
     ObjectDeletedError,
     ObjectNotFoundError,
     ObjectStoreError,
@@ -43,6 +45,7 @@ from ..errors import (
     WrongLastSequenceError,
 )
 from ..protocol.nuid import next_nuid
+from ._api import encode_json
 from ._bucket import bucket_stream, open_bucket_stream
 from .object_models import (
     ObjectInfo,
@@ -91,6 +94,29 @@ def _chunk_size(chunk_size: int | None, meta: ObjectMeta) -> int:
     return size
 
 
+def _meta_attempt(deadline: Deadline) -> Deadline | None:
+    """The deadline of one attempt at a put's info: half of what is left, so that a
+    lost or slow answer leaves time to ask again (all of it when little is left);
+    None when too little is left for another attempt after an unconfirmed one."""
+    left = deadline.remaining()
+    if left is None or left > 2 * _MIN_META_ATTEMPT:
+        return deadline if left is None else Deadline(left / 2)
+    return deadline if left > _MIN_META_ATTEMPT else None
+
+
+def _unconfirmed_error(info: ObjectInfo) -> TimeoutError:
+    """The error of a put whose info was sent but never confirmed (its chunks are left behind)."""
+    return TimeoutError(
+        f"object {info.name!r}: its info was sent but not confirmed within the put's timeout; it may"
+        f" still be stored (chunks under nuid {info.nuid} are kept until a later put of the name"
+        f" is confirmed)")
+
+
+def _chunk_nuids(info: ObjectInfo | None) -> set[str]:
+    """The nuid of the chunks ``info`` points at, if any (not a deleted object, not a link)."""
+    return {info.nuid} if info is not None and not info.deleted and not info.is_link else set()
+
+
 def _check_name(name: object) -> str:
     """An object name: any non-empty str.
 
@@ -109,13 +135,19 @@ def _read_window(info: ObjectInfo) -> int:
     The server never delivers a message larger than a pull's ``max_bytes``: with a
     fixed 8 MiB window, an object written in larger chunks (allowed when the
     server's max_payload is larger) could never be read. The chunk size is the
-    one the object was written with, or, when the writer did not record it, the
-    average chunk rounded up (every chunk but the last is full, so no chunk is
-    larger than that).
+    one the object was written with, or, when the writer did not record it, a
+    bound from the size and the chunk count: every chunk but the last is full
+    and the last holds at least a byte, so ``n`` chunks of ``c`` bytes hold more
+    than ``(n - 1) * c`` bytes, and no chunk is larger than ``size / (n - 1)``
+    (the whole size for one chunk). The average is no bound: two chunks of
+    9 MiB and 1 byte average 4.5 MiB.
     """
     recorded = info.options.max_chunk_size if info.options is not None else None
-    average = -(-info.size // info.chunks) if info.chunks > 0 else 0
-    return max(WINDOW_BYTES, max(recorded or 0, average) + _CHUNK_OVERHEAD)
+    if info.chunks > 1:
+        largest = -(-info.size // (info.chunks - 1))
+    else:
+        largest = info.size
+    return max(WINDOW_BYTES, max(recorded or 0, largest) + _CHUNK_OVERHEAD)
 
 
 class ObjectResult(io.RawIOBase):
@@ -249,6 +281,47 @@ class ObjectResult(io.RawIOBase):
         return self
 
 
+class _Leftovers:
+    """Chunks that puts of a client could not purge yet, by object (one per client). Thread-safe.
+
+    A put whose info went unconfirmed cannot tell whether it replaced the
+    previous version: both versions' chunks are kept. The next put (or delete)
+    of that object on the same client that is confirmed is newer than both, so
+    it purges them (:meth:`ObjectStore.put`): a retry leaves nothing behind.
+    """
+
+    KEY = "natsjs_sync.jetstream.object_store.leftovers"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_object: dict[tuple[str, str, str], set[str]] = {}
+
+    def add(self, key: tuple[str, str, str], nuids: set[str]) -> None:
+        with self._lock:
+            self._by_object.setdefault(key, set()).update(nuids)
+
+    def of(self, key: tuple[str, str, str]) -> set[str]:
+        """The nuids left behind for ``key`` (a copy)."""
+        with self._lock:
+            return set(self._by_object.get(key, ()))
+
+    def settled(self, key: tuple[str, str, str], nuids: set[str]) -> None:
+        """``nuids`` were purged; any added meanwhile stay."""
+        if not nuids:
+            return
+        with self._lock:
+            left = self._by_object.get(key, set()) - nuids
+            if left:
+                self._by_object[key] = left
+            else:
+                self._by_object.pop(key, None)
+
+    def after_fork_in_child(self) -> None:
+        """The parent cleans up what its puts left: a child starts with nothing."""
+        self._lock = threading.Lock()
+        self._by_object = {}
+
+
 class ObjectStore:
     """An object store bucket. Thread-safe; get one from ``js.object_store(bucket)``."""
 
@@ -257,6 +330,7 @@ class ObjectStore:
         self.bucket = bucket
         self._stream = stream
         self.stream_name = stream.name
+        self._leftovers = js._core.attachment(_Leftovers.KEY, _Leftovers)
 
     def _meta_subject(self, name: str) -> str:
         return f"$O.{self.bucket}.M.{encode_name(name)}"
@@ -311,7 +385,15 @@ class ObjectStore:
         waited for), so the server still cleans up after a put that ran out of time.
         """
         try:
-            self._stream.purge(subject=subject, timeout=deadline)
+            try:
+                self._stream.purge(subject=subject, timeout=deadline)
+            except NotSentError:
+                # Withdrawn unsent at the deadline (the connection is away): the clean-up
+                # must still reach the server, so it goes without waiting for the answer.
+                api = self._js._api
+                api.core.publish(api.subject(f"STREAM.PURGE.{self.stream_name}"), encode_json({"filter": subject}),
+                                 api.core.new_inbox())
+                raise
         except NatsError as exc:
             self._js._core.logs.to(_log).warning("object store %s: %s (%s) may be left behind: %s", self.bucket,
                                                  subject, why, exc)
@@ -344,7 +426,8 @@ class ObjectStore:
             InvalidObjectNameError: an empty name (nothing is sent).
             TimeoutError: the put ran out of time. When the info was sent but not
                 confirmed, the message says so: the object may still be stored,
-                and its chunks are kept.
+                and its chunks are kept, with the previous version's; the next put
+                or delete of the name on this client that is confirmed purges both.
             ObjectStoreError, JetStreamError: the server refused a chunk or the info
                 (the new chunks are purged).
         """
@@ -376,17 +459,33 @@ class ObjectStore:
         info = ObjectInfo(name=name, bucket=self.bucket, nuid=nuid, description=meta.description,
                           headers=meta.headers, metadata=meta.metadata,
                           options=opts.replace(max_chunk_size=size), size=sent, chunks=chunks, digest=digest)
-        replaced = self._commit_meta(info, existing, existing_seq, deadline)
-        if replaced is not None and not replaced.deleted and not replaced.is_link and replaced.nuid != nuid:
-            # The put succeeded: a failed clean-up is logged, never raised (a caller
-            # told "failed" would put again what is already stored).
-            self._purge_quietly(f"$O.{self.bucket}.C.{replaced.nuid}", deadline,
-                                f"chunks of the replaced version of {name!r}")
+        leftovers = self._leftovers.of(self._object_key(name))  # read before the info goes out
+        unreferenced = self._commit_meta(info, existing, existing_seq, deadline)
+        # The put succeeded: what it replaced goes, and what earlier puts of this name
+        # left behind (their info unconfirmed): this info is newer than all of them.
+        # A failed clean-up is logged, never raised (a caller told "failed" would put
+        # again what is already stored).
+        self._purge_chunks(name, (unreferenced | leftovers) - {nuid}, deadline)
+        self._leftovers.settled(self._object_key(name), leftovers)
         return info.replace(mtime=datetime.datetime.now(datetime.timezone.utc))
 
+    def _object_key(self, name: str) -> tuple[str, str, str]:
+        return self._js._api.prefix, self.stream_name, name
+
+    def _purge_chunks(self, name: str, nuids: Iterable[str], deadline: Deadline) -> None:
+        for old in sorted(nuids):
+            self._purge_quietly(f"$O.{self.bucket}.C.{old}", deadline, f"chunks of an older version of {name!r}")
+
+    def _left_behind(self, info: ObjectInfo, nuids: set[str]) -> None:
+        """A put whose info went unconfirmed: its chunks, and those of the versions its
+        attempts expected to replace, are kept (the info may be stored) and purged by
+        the next put or delete of the name that is confirmed, which is newer than all of them."""
+        self._leftovers.add(self._object_key(info.name), nuids | {info.nuid})
+
     def _commit_meta(self, info: ObjectInfo, existing: ObjectInfo | None, existing_seq: int,
-                     deadline: Deadline) -> ObjectInfo | None:
-        """Publish the info of a put whose chunks are stored; returns the version it replaced.
+                     deadline: Deadline) -> set[str]:
+        """Publish the info of a put whose chunks are stored; returns the nuids of the
+        versions it made unreferenced (their chunks are to be purged).
 
         Each attempt expects the object's info to be the one at ``existing_seq``
         and carries the put's nuid as its message id:
@@ -398,59 +497,75 @@ class ObjectStore:
           stored one as a duplicate;
         - any other refusal: nothing points at the new chunks, they are purged.
 
+        Only the newest info of a name points at chunks, so every version an
+        attempt expected to replace is unreferenced once this info is stored,
+        except the newest another writer stored after it.
+
         Raises:
-            TimeoutError: no attempt was confirmed in time (chunks kept: the info may be stored).
+            TimeoutError: no attempt was confirmed in time (chunks kept: the info may
+                be stored; see :meth:`_left_behind`).
         """
         name, nuid = info.name, info.nuid
         unconfirmed: BaseException | None = None
         # The expectation of the attempts that went unconfirmed; a duplicate answer
         # means one of them was stored, and it replaced what they expected.
         unconfirmed_seq: int | None = None
+        expected_nuids: set[str] = set()  # what the attempts expected to replace (chunks only)
         while True:
-            left = deadline.remaining()
-            if unconfirmed is not None and left is not None and left <= _MIN_META_ATTEMPT:
-                raise TimeoutError(
-                    f"object {name!r}: its info was sent but not confirmed within the put's timeout; it may"
-                    f" still be stored (chunks under nuid {nuid} are kept)") from unconfirmed
-            # Half of what is left for one attempt: a lost or slow answer leaves time to ask again.
-            attempt = deadline if left is None or left <= 2 * _MIN_META_ATTEMPT else Deadline(left / 2)
+            expected_nuids |= _chunk_nuids(existing)
+            attempt = _meta_attempt(deadline)
+            if unconfirmed is not None and attempt is None:
+                self._left_behind(info, expected_nuids)
+                raise _unconfirmed_error(info) from unconfirmed
             try:
-                ack = self._publish_meta(info, attempt, msg_id=nuid, expected_last_subject_seq=existing_seq)
+                ack = self._publish_meta(info, attempt or deadline, msg_id=nuid,
+                                         expected_last_subject_seq=existing_seq)
                 if ack.duplicate and unconfirmed_seq != existing_seq:
                     # Stored by an attempt made before another writer's info was read:
-                    # what it replaced is not known, so no chunks are purged.
-                    self._js._core.logs.to(_log).warning(
-                        "object store %s: a put of %r was stored before another writer's; the"
-                        " chunks it replaced may be left behind", self.bucket, name)
-                    return None
-                return existing
+                    # that writer's info (the newest read) replaced this one and keeps its chunks.
+                    return expected_nuids - _chunk_nuids(existing)
+                return expected_nuids
             except WrongLastSequenceError:
-                expected = existing
                 try:
                     existing, existing_seq = self._last_meta(name, deadline)
                 except NatsError as exc:
-                    if unconfirmed is not None:  # an earlier attempt may be stored
-                        raise TimeoutError(f"object {name!r}: its info may or may not be stored: {exc}"
-                                           f" (chunks under nuid {nuid} are kept)") from exc
-                    self._purge_quietly(f"$O.{self.bucket}.C.{nuid}", deadline,
-                                        f"chunks of a failed put of {name!r}")
+                    if self._abandon(info, expected_nuids, unconfirmed, deadline):
+                        raise _unconfirmed_error(info) from exc
                     raise
-                if existing is not None and existing.nuid == nuid:
-                    # An earlier attempt was stored: it replaced what it expected.
-                    return expected
+                if getattr(existing, "nuid", None) == nuid:
+                    # An earlier attempt was stored: it is the newest, newer than all it expected.
+                    return expected_nuids
+            except NotSentError as exc:
+                # Withdrawn unsent: this attempt can never be stored. Again while time is left.
+                if not deadline.expired():
+                    continue
+                if self._abandon(info, expected_nuids, unconfirmed, deadline):
+                    raise _unconfirmed_error(info) from unconfirmed
+                raise NotSentError(f"object {name!r}: its info could not be sent within the put's timeout; the"
+                                   f" put stored nothing (its chunks are purged), a retry is safe") from exc
             except TimeoutError as exc:
                 if unconfirmed is None:
                     unconfirmed_seq = existing_seq
                 unconfirmed = exc
             except NatsConnectionError as exc:
                 # Sent or not, nobody can tell now: keep the chunks the info may point at.
+                self._left_behind(info, expected_nuids)
                 raise TimeoutError(f"object {name!r}: the connection failed before its info was confirmed;"
                                    f" it may be stored (chunks under nuid {nuid} are kept): {exc}") from exc
             except BaseException:
-                if unconfirmed is not None:
-                    raise
-                self._purge_quietly(f"$O.{self.bucket}.C.{nuid}", deadline, f"chunks of a failed put of {name!r}")
+                self._abandon(info, expected_nuids, unconfirmed, deadline)
                 raise
+
+    def _abandon(self, info: ObjectInfo, expected_nuids: set[str], unconfirmed: BaseException | None,
+                 deadline: Deadline) -> bool:
+        """A put's info can be sent no more. After an unconfirmed attempt the info may
+        be stored: the chunks are kept (:meth:`_left_behind`) and this returns True.
+        Otherwise nothing points at the new chunks: they are purged (False)."""
+        if unconfirmed is not None:
+            self._left_behind(info, expected_nuids)
+            return True
+        self._purge_quietly(f"$O.{self.bucket}.C.{info.nuid}", deadline, f"chunks of a failed put of {info.name!r}")
+        return False
 
     def _put_chunks(self, subject: str, source: Callable[[int], bytes], size: int, total: int | None,
                     progress: Progress | None, deadline: Deadline) -> tuple[int, int, str]:
@@ -579,8 +694,11 @@ class ObjectStore:
                 self._purge_quietly(f"$O.{self.bucket}.C.{info.nuid}", timeout,
                                     "the chunks of a deleted object")
             raise ObjectDeletedError(f"object {name!r} was deleted from bucket {self.bucket!r} already")
+        leftovers = self._leftovers.of(self._object_key(name))
         self._publish_meta(info.replace(deleted=True, size=0, chunks=0, digest=None), timeout)
         self._stream.purge(subject=f"$O.{self.bucket}.C.{info.nuid}", timeout=timeout)
+        self._purge_chunks(name, leftovers - {info.nuid}, timeout)  # older than the marker, as after a put
+        self._leftovers.settled(self._object_key(name), leftovers)
 
     def add_link(self, name: str, target: ObjectInfo, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
         """A link called ``name`` to the object ``target`` (here or in another bucket)."""

@@ -20,7 +20,7 @@ from concurrent.futures import TimeoutError as FuturesTimeoutError
 from concurrent.futures import wait as futures_wait
 from typing import TYPE_CHECKING, Any
 
-from .._timeout import Deadline
+from .._timeout import Deadline, check_seconds
 from ..errors import PubAckTimeoutError
 from ..msg import Msg
 from ..protocol.headers import HeadersInput, encode_headers
@@ -91,13 +91,19 @@ class _PubFuture(Future):  # type: ignore[type-arg]
     def result(self, timeout: float | None = None) -> PubAck:
         """The PubAck, waiting at most ``timeout`` seconds (None: until settled).
 
+        ``timeout`` follows the library's one rule (:mod:`natsjs_sync._timeout`):
+        ``None``, ``inf`` or anything from ``threading.TIMEOUT_MAX`` up waits
+        until settled.
+
         Raises:
             PubAckTimeoutError: not settled within ``timeout`` (it stays pending).
             JetStreamError, TimeoutError, ConnectionClosedError: the publish failed.
             concurrent.futures.CancelledError: it was cancelled.
+            ValueError, TypeError: ``timeout`` is negative, NaN or not a number.
         """
+        seconds = check_seconds(timeout)
         try:
-            return super().result(timeout)  # type: ignore[no-any-return]
+            return super().result(seconds)  # type: ignore[no-any-return]
         except FuturesTimeoutError:
             if not self.done():
                 raise self._wait_timed_out(timeout) from None
@@ -105,14 +111,17 @@ class _PubFuture(Future):  # type: ignore[type-arg]
         return super().result(0)  # type: ignore[no-any-return]
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        """The publish's error (None after a PubAck), waiting at most ``timeout`` seconds.
+        """The publish's error (None after a PubAck), waiting at most ``timeout``
+        seconds (the same rule as :meth:`result`).
 
         Raises:
             PubAckTimeoutError: not settled within ``timeout``.
             concurrent.futures.CancelledError: it was cancelled.
+            ValueError, TypeError: ``timeout`` is negative, NaN or not a number.
         """
+        seconds = check_seconds(timeout)
         try:
-            return super().exception(timeout)
+            return super().exception(seconds)
         except FuturesTimeoutError:
             if not self.done():
                 raise self._wait_timed_out(timeout) from None
@@ -189,7 +198,7 @@ class _SharedConditionFuture(_PubFuture):
         self._retries = 0
 
     def _wait_done(self, timeout: float | None) -> bool:
-        deadline = Deadline(timeout)
+        deadline = Deadline(check_seconds(timeout))
         with self._condition:
             while not self.done():
                 remaining = deadline.remaining()

@@ -20,7 +20,14 @@ import msgspec
 from .._backoff import Backoff
 from .._core.spi import CoreLink
 from .._timeout import Deadline
-from ..errors import InvalidResponseError, NoRespondersError, NoStreamResponseError, jetstream_error
+from ..errors import (
+    InvalidResponseError,
+    NoRespondersError,
+    NoStreamResponseError,
+    NotSentError,
+    TimeoutError,
+    jetstream_error,
+)
 from ..msg import Msg
 from ..protocol.headers import HeadersInput
 from ..protocol.jetstream.status import is_no_responders
@@ -137,6 +144,11 @@ def publish_sync(
     while True:
         try:
             msg = core.request(subject, payload, deadline, headers)
+        except NotSentError:
+            raise  # withdrawn unsent: nothing can be stored, a retry is safe
+        except TimeoutError as exc:
+            raise TimeoutError(f"no PubAck for {subject!r} in time: the message was sent and may be stored;"
+                               f" publish it again with the same msg_id to have it stored once") from exc
         except NoRespondersError:
             attempt += 1
             wait = backoff.delay(attempt)

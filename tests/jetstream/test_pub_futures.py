@@ -118,6 +118,27 @@ def test_the_ack_timeout_fails_the_future_with_the_library_timeout(future_kind: 
             fut.result(timeout=0)
 
 
+@pytest.mark.parametrize("huge", [1e10, 10**20, float("inf"), None])
+def test_a_wait_follows_the_one_timeout_rule(future_kind: str, shared_server: NatsServer,
+                                             huge: float | None) -> None:
+    """A wait beyond what a lock accepts waits until settled (here: the ack
+    timeout fails the publish); a negative, NaN or non-number wait is refused at
+    once and leaves the publish pending. The plain future raised OverflowError
+    for 1e10 (the lock's limit is about 9.2e9 s)."""
+    with nats.connect(shared_server.url, name="futures") as nc:
+        js = nc.jetstream(publish_async_timeout=2)
+        fut = js.publish_async(_held(js), b"x")
+        for bad, error in ((-1, ValueError), (float("nan"), ValueError), ("1", TypeError)):
+            with pytest.raises(error):
+                fut.result(timeout=bad)  # type: ignore[arg-type]
+            with pytest.raises(error):
+                fut.exception(timeout=bad)  # type: ignore[arg-type]
+        assert not fut.done()
+        assert isinstance(fut.exception(timeout=huge), PubAckTimeoutError)  # the ack timeout's, after 2 s
+        with pytest.raises(PubAckTimeoutError):
+            fut.result(timeout=huge)
+
+
 def test_cancellation(kind_js: JetStream) -> None:
     subject = _held(kind_js)
     fut = kind_js.publish_async(subject, b"x")

@@ -124,6 +124,58 @@ def test_an_info_never_confirmed_is_reported_and_its_chunks_kept(rig: Rig) -> No
     assert wj.object_store("F").get_bytes("doc", timeout=10) == new
 
 
+@pytest.mark.parametrize("outcome", ["info lands late", "info lost"])
+def test_a_retry_after_an_unconfirmed_info_leaves_no_chunks_behind(rig: Rig, outcome: str) -> None:
+    """The put whose info went unconfirmed kept both versions' chunks (it cannot
+    tell which is the object); the retry, once its own info is confirmed, purges
+    them. The old code purged only what the retry replaced: version one's chunk
+    stayed for ever when the unconfirmed info had landed, the unconfirmed put's
+    own chunk when it had not."""
+    rig.obs.put("doc", b"version one")
+    second, third = os.urandom(1000), os.urandom(700)
+
+    def hold_the_info() -> None:
+        rig.proxy.blackhole("to_server")
+
+    with pytest.raises(nats.TimeoutError, match="may still be stored"):
+        rig.obs.put("doc", second, progress=_after_last_chunk_acked(rig, len(second), hold_the_info), timeout=3)
+    if outcome == "info lands late":
+        rig.proxy.heal()
+        wj = rig.witness.jetstream()
+        assert wait_until(lambda: wj.object_store("F").get_bytes("doc", timeout=10) == second, timeout=10)
+    else:
+        rig.proxy.cut()  # the held info goes with the connection
+        rig.proxy.heal()
+        assert wait_until(lambda: rig.nc.stats.reconnects >= 1 and rig.nc.is_connected, timeout=15)
+    info = rig.obs.put("doc", third, timeout=20)  # the retry
+    assert rig.obs.get_bytes("doc", timeout=10) == third and rig.obs.get_info("doc").nuid == info.nuid
+    assert wait_until(lambda: rig.messages() == 2, timeout=10), \
+        f"{rig.messages()} messages: chunks of an older version were left behind (want the info and one chunk)"
+
+
+def test_a_put_whose_info_could_not_be_sent_stores_nothing(rig: Rig) -> None:
+    """The connection goes down after the chunks are acknowledged: the info waits
+    in the client's buffer until the put's deadline, is withdrawn there, and the
+    put raises NotSentError; its chunks' purge goes out once the server is back.
+    The old put raised "may still be stored" and its info was sent after the
+    reconnect: the object was replaced after the caller had been told it failed."""
+    old = rig.obs.put("doc", b"version one")
+    new = os.urandom(1000)
+
+    def server_away() -> None:
+        rig.proxy.refuse_new()
+        rig.proxy.cut()
+        assert wait_until(lambda: not rig.nc.is_connected, timeout=10)  # the info is then buffered, unsent
+
+    with pytest.raises(nats.NotSentError, match=r"'doc'.*stored nothing"):
+        rig.obs.put("doc", new, progress=_after_last_chunk_acked(rig, len(new), server_away), timeout=2)
+    rig.proxy.heal()
+    wj = rig.witness.jetstream()
+    assert wait_until(lambda: rig.messages() == 2, timeout=15), f"{rig.messages()} messages, want version one's 2"
+    assert wj.object_store("F").get_info("doc").nuid == old.nuid
+    assert rig.nc.jetstream().object_store("F").get_bytes("doc", timeout=10) == b"version one"
+
+
 def test_a_put_overtaken_by_another_put_replaces_it_and_leaves_no_chunks(rig: Rig) -> None:
     rig.obs.put("doc", b"version one")
     other = os.urandom(300)

@@ -154,6 +154,39 @@ def test_flask_app_outlives_outages(nats_server: NatsServer, pricing: Counter[st
             app.extensions["nats"].close()
 
 
+def _order_while_away(base: str, proxy: FaultProxy, holder: Any, nats_server: NatsServer) -> None:
+    assert call("POST", f"{base}/orders", {"id": "first"})[0] == 201  # connected, stream made
+    proxy.refuse_new()
+    proxy.cut()
+    assert wait_until(lambda: holder.current is not None and not holder.current.is_connected, 15)
+    status, body = call("POST", f"{base}/orders", {"id": "while-away"})
+    assert status == 503 and "nothing was sent" in body["error"], body
+    status, body = call("GET", f"{base}/price/sku-1")
+    assert status == 503 and "nothing was sent" in body["error"], body
+    proxy.heal()
+    assert wait_until(lambda: call("GET", f"{base}/price/sku-1")[0] == 200, timeout=60, interval=0.2)
+    holder.current.flush(timeout=10)
+    with nats.connect(nats_server.url) as nc:
+        assert nc.jetstream().stream_info("ORDERS").state.messages == 1, "stored after the reconnect"
+    status, body = call("POST", f"{base}/orders", {"id": "while-away"})  # the client's retry
+    assert status == 201 and body["seq"] == 2 and not body["duplicate"], body
+
+
+def test_an_order_posted_while_the_server_is_away_is_answered_not_sent_and_never_stored(
+        nats_server: NatsServer, pricing: Counter[str]) -> None:
+    """web.rst's outage promises: a JetStream publish (and a request) that times out
+    unsent answers 503 "nothing was sent", and the order is not stored after the
+    reconnect, so the client's retry stores it once. The old code answered 504
+    "timed out: no reply" and stored the order once the server was back."""
+    with FaultProxy(nats_server.url) as proxy:
+        app = load_example("flask_app").create_app(proxy.url)
+        try:
+            for base in serve(app):
+                _order_while_away(base, proxy, app.extensions["nats"], nats_server)
+        finally:
+            app.extensions["nats"].close()
+
+
 def test_django_app_outlives_outages(nats_server: NatsServer, pricing: Counter[str],
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     with FaultProxy(nats_server.url) as proxy:
