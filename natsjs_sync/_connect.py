@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+import os
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._core.options import (
@@ -13,6 +15,7 @@ from ._core.options import (
     ErrorCallback,
     EventCallback,
 )
+from ._timeout import Deadline
 from .client import Client
 
 
@@ -23,8 +26,8 @@ def connect(
     user: str | None = None,
     password: str | None = None,
     token: str | Callable[[], str] | None = None,
-    nkeys_seed: str | None = None,
-    user_credentials: str | None = None,
+    nkeys_seed: str | os.PathLike[str] | None = None,
+    user_credentials: str | os.PathLike[str] | None = None,
     user_jwt_cb: Callable[[], str] | None = None,
     signature_cb: Callable[[str], bytes | str] | None = None,
     token_cb: Callable[[], str] | None = None,
@@ -77,8 +80,10 @@ def connect(
         user: the user name (credentials in the URL win).
         password: the user's password.
         token: an authentication token, or a callable asked for one at every (re)connect.
-        nkeys_seed: a user nkey seed (``SU...``) or the path of a file holding it.
-        user_credentials: the path of a ``.creds`` file (user JWT plus seed).
+        nkeys_seed: a user nkey seed (``SU...``) or the path of a file holding it
+            (a str, or an :class:`os.PathLike` such as :class:`pathlib.Path`, always a file).
+        user_credentials: the path of a ``.creds`` file (user JWT plus seed), a str or an
+            :class:`os.PathLike`; read at every (re)connect.
         user_jwt_cb: dynamic JWT credentials: returns the user JWT at every (re)connect.
         signature_cb: with ``user_jwt_cb``: signs the server's nonce (bytes, or base64url text).
         token_cb: returns the token at every (re)connect.
@@ -157,10 +162,55 @@ def connect(
         ValueError: an argument out of range (named in the message).
     """
     args = dict(locals())
-    from .aio.client import Client as NatsPyClient
+    servers = args.pop("servers")
+    options = args.pop("nats_py_options")
+    # Only what the caller gave: nats-py's keywords then meet the native ones as given
+    # (flush_timeout= stands in for write_timeout= only when that was not given).
+    options.update((key, value) for key, value in args.items() if value is not _DEFAULTS[key])
+    return open_client(connect_options(servers, **options))
+
+
+#: The defaults of connect()'s keywords (those of ConnectOptions: a test holds them equal).
+_DEFAULTS = {name: p.default for name, p in inspect.signature(connect).parameters.items()
+             if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def connect_options(servers: str | Iterable[str] | None = None, **kwargs: Any) -> ConnectOptions:
+    """What :func:`connect` makes of its arguments before it opens anything: the one place
+    they are checked, so a web integration checking its settings at start-up applies
+    exactly the rules ``connect()`` applies.
+
+    Files named (``user_credentials``, ``nkeys_seed``, a ``context``) are read, as a
+    connect reads them. What only a server can tell is left to the connect: whether a
+    server answers, accepts the credentials, requires TLS, and passes the TLS handshake.
+
+    Args:
+        servers: as :func:`connect`'s.
+        kwargs: :func:`connect`'s keywords (nats-py's too), those given only.
+
+    Raises:
+        TypeError, ValueError, ContextError, AuthorizationError, InvalidServerUrlError:
+            as :func:`connect` raises them, with nothing opened.
+    """
     from .aio.client import translate_options
 
-    args.update(translate_options(args.pop("nats_py_options")))
-    client = NatsPyClient(ConnectOptions.build(args.pop("servers"), **args))
-    client._start()
+    return ConnectOptions.build(servers, **translate_options(kwargs))
+
+
+def open_client(options: ConnectOptions, deadline: Deadline | None = None) -> Client:
+    """A client connected with checked ``options`` (see :func:`connect_options`).
+
+    Args:
+        options: what :func:`connect_options` made.
+        deadline: a bound on the whole first connect: each server is tried within what is
+            left of it (and its own ``connect_timeout``), and servers not reached by then
+            are not tried (``None``: each server gets its ``connect_timeout``).
+
+    Raises:
+        NoServersError, AuthorizationError, SecureConnRequiredError: as :func:`connect`.
+    """
+    from .aio.client import Client as NatsPyClient
+
+    client = NatsPyClient(options)
+    client._start(deadline)
     return client

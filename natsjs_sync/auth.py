@@ -37,14 +37,23 @@ def parse_creds(text: str) -> tuple[str, str]:
     return jwt, seed
 
 
-def _read_secret(value: str, what: str) -> str:
-    """``value`` itself, or the content of the file it names."""
-    if os.path.exists(value):
+#: A seed or the content of a .creds file given inline, or the path of a file holding it.
+SecretSource = str | os.PathLike[str]
+
+
+def _read_secret(value: SecretSource, what: str) -> str:
+    """``value`` itself, or the content of the file it names (always a file for an ``os.PathLike``).
+
+    Raises:
+        AuthorizationError: the file cannot be read (a path is shown, never the content).
+    """
+    if isinstance(value, os.PathLike) or os.path.exists(value):
+        path = os.fspath(value)
         try:
-            with open(value) as f:
+            with open(path) as f:
                 return f.read()
         except OSError as exc:
-            raise AuthorizationError(f"cannot read the {what} file {value!r}: {exc.strerror}") from exc
+            raise AuthorizationError(f"cannot read the {what} file {redact(path)!r}: {exc.strerror}") from exc
     return value
 
 
@@ -55,8 +64,8 @@ class Credentials:
     user: str | None = None
     password: str | None = None
     token: str | None = None
-    nkeys_seed: str | None = None  # a seed or the path of its file
-    user_credentials: str | None = None  # a path (or the file's content)
+    nkeys_seed: SecretSource | None = None  # a seed or the path of its file
+    user_credentials: SecretSource | None = None  # a path (or the file's content)
     user_jwt_cb: Callable[[], str] | None = None
     signature_cb: Callable[[str], bytes | str] | None = None
     token_cb: Callable[[], str] | None = None
@@ -80,15 +89,36 @@ class Credentials:
         return f"Credentials({', '.join(shown)})"
 
     def validate(self) -> None:
-        """Fail early on unusable settings (before any network traffic)."""
+        """Fail early on unusable settings (before any network traffic): what :func:`natsjs_sync.connect`
+        checks, files read as a connect reads them. No message quotes a secret.
+
+        Raises:
+            TypeError: a user, password or token that is not a str, a seed or
+                credentials that are neither a str nor a path.
+            AuthorizationError: a seed or credentials file that is missing,
+                unreadable or holds no usable key.
+            ValueError: ``user_jwt_cb`` without ``signature_cb``.
+        """
+        for name in ("user", "password", "token"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, not {type(value).__name__}")  # never the value
+        for name in ("nkeys_seed", "user_credentials"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise TypeError(f"{name} must be a str or a path, not {type(value).__name__}")
         if self.nkeys_seed is not None:
             seed = _read_secret(self.nkeys_seed, "nkey seed").strip()
             try:
                 KeyPair.from_seed(seed)
             except InvalidNkeyError as exc:
-                raise AuthorizationError(f"nkeys_seed is not a valid nkey seed: {exc}") from None
+                raise AuthorizationError(f"nkeys_seed is not a valid nkey seed (nor a file): {exc}") from None
         if self.user_credentials is not None:
-            parse_creds(_read_secret(self.user_credentials, "credentials"))
+            creds = _read_secret(self.user_credentials, "credentials")
+            if creds is self.user_credentials and "\n" not in creds:
+                # One line is no file's content (its blocks span lines): a path, and no such file.
+                raise AuthorizationError(f"the credentials file {redact(creds)!r} does not exist")
+            parse_creds(creds)
         if self.user_jwt_cb is not None and self.signature_cb is None:
             raise ValueError("user_jwt_cb needs signature_cb to sign the server's nonce")
 

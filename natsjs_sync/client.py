@@ -52,9 +52,9 @@ class Client:
         self.name = options.name
         spi.register(self, self._conn)
 
-    def _start(self) -> None:
-        """Connect (the first time); see :func:`natsjs_sync.connect`."""
-        self._conn.start()
+    def _start(self, deadline: Deadline | None = None) -> None:
+        """Connect (the first time, within ``deadline`` as a whole if given); see :func:`natsjs_sync.connect`."""
+        self._conn.start(deadline)
 
     # ------------------------------------------------------------------ properties
 

@@ -34,8 +34,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._timeout import Deadline, check_seconds
-from .errors import NatsError, TimeoutError
+from .errors import BadSubjectError, NatsError, TimeoutError
+from .jetstream._api import DEFAULT_API_PREFIX, api_prefix
 from .jetstream.context import check_name
+from .protocol.subjects import validate_subject
 
 if TYPE_CHECKING:
     from .client import Client
@@ -187,6 +189,14 @@ def _lag(value: object) -> int | None:
     return value
 
 
+def _budget(value: object) -> float | None:
+    seconds = check_seconds(value)
+    if seconds is not None and seconds <= 0:
+        raise ValueError("timeout is the whole check's budget, a number of seconds above 0 or None, not 0: "
+                         "every check would fail")
+    return seconds
+
+
 def _flag(value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"jetstream is True or False, not {value!r}")
@@ -205,7 +215,7 @@ def _text(what: str, optional: bool) -> Callable[[object], str | None]:
 
 #: Each keyword of :func:`check_health`, and what makes its value usable (or raises).
 _OPTIONS: dict[str, Callable[[Any], Any]] = {
-    "timeout": check_seconds,
+    "timeout": _budget,
     "jetstream": _flag,
     "streams": _stream_names,
     "consumers": _consumer_names,
@@ -230,12 +240,30 @@ def check_options(**options: Any) -> dict[str, Any]:
 
     Raises:
         TypeError: an unknown keyword, or a value of the wrong type (the message names it).
-        ValueError: a value out of range or a bad stream or consumer name.
+        ValueError: a value out of range (a ``timeout`` of 0, with which every check
+            fails), a bad stream or consumer name, or a ``domain`` or ``api_prefix``
+            that makes the check's JetStream requests unsendable.
     """
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise TypeError(f"check_health() takes no keyword {unknown[0]!r}")
-    return {key: _OPTIONS[key](value) for key, value in options.items()}
+    checked = {key: _OPTIONS[key](value) for key, value in options.items()}
+    _check_requests(checked)
+    return checked
+
+
+def _check_requests(checked: dict[str, Any]) -> None:
+    """Refuse what would make a JetStream request of the check unsendable (a domain or API
+    prefix with a space or a wildcard, a name too long for a subject): every probe would fail."""
+    prefix = api_prefix(checked.get("api_prefix", DEFAULT_API_PREFIX), checked.get("domain"))
+    subjects = [f"{prefix}.INFO"]
+    subjects += [f"{prefix}.STREAM.INFO.{name}" for name in checked.get("streams", ())]
+    subjects += [f"{prefix}.CONSUMER.INFO.{stream}.{name}" for stream, name in checked.get("consumers", ())]
+    for subject in subjects:
+        try:
+            validate_subject(subject)
+        except BadSubjectError as exc:
+            raise BadSubjectError(f"the check's JetStream requests could never be sent: {exc}") from None
 
 
 def check_health(
@@ -270,7 +298,7 @@ def check_health(
 
     Args:
         nc: the client to check; ``None`` (no client could be made) is a ``"fail"``.
-        timeout: seconds for the whole check (``None``: no bound).
+        timeout: seconds for the whole check, above 0 (``None``: no bound).
         jetstream: ask JetStream for the account's usage.
         streams: names of streams whose usage to check.
         consumers: consumers whose lag to check, as ``"STREAM/CONSUMER"`` or

@@ -221,11 +221,17 @@ class Connection:
 
     # ------------------------------------------------------------------ connecting
 
-    def start(self) -> None:
+    def start(self, deadline: Deadline | None = None) -> None:
         """The first connection: each server once, in pool order.
 
         With ``retry_on_failed_connect`` a failure is not raised: the client
         keeps trying in the background, as after a disconnect.
+
+        Args:
+            deadline: a bound on the whole first connection: each server gets what
+                is left of it (at most its ``connect_timeout``), and once it has
+                passed no further server is tried. ``None``: each server gets its
+                ``connect_timeout``.
 
         Raises:
             NoServersError, AuthorizationError, SecureConnRequiredError.
@@ -233,8 +239,11 @@ class Connection:
         errors: list[str] = []
         last: Exception | None = None
         for entry in list(self.pool.entries):
+            if deadline is not None and deadline.expired():
+                errors.append(f"{entry.addr.url}: not tried, the time to connect ran out")
+                continue
             try:
-                opened = self.open(entry)
+                opened = self.open(entry, deadline)
             except (AuthorizationError, SecureConnRequiredError) as exc:
                 if not self.options.retry_on_failed_connect:
                     self._abandon()
@@ -288,10 +297,11 @@ class Connection:
         # general path does (connected, GIL on): the outlet reads this flag.
         self.writer.outlet.open = int(state is _APPEND_FREELY)
 
-    def open(self, entry: PoolEntry) -> Opened:
-        """Open and handshake one server (nothing is shared yet)."""
+    def open(self, entry: PoolEntry, deadline: Deadline | None = None) -> Opened:
+        """Open and handshake one server (nothing is shared yet), within ``connect_timeout``
+        and what is left of ``deadline``."""
         self.pool.attempted(entry, time.monotonic())
-        return open_server(entry.addr, self.options, self.tls, self.msg_cls, self.transport_factory)
+        return open_server(entry.addr, self.options, self.tls, self.msg_cls, self.transport_factory, deadline)
 
     def attach_locked(self, opened: Opened, entry: PoolEntry) -> None:
         """Lock held: make ``opened`` the current connection and go CONNECTED."""

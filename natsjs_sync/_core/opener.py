@@ -104,8 +104,10 @@ def open_transport(addr: ServerAddress, deadline: Deadline, tls_first: ssl.SSLCo
 
 
 def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
-                msg_factory: Callable[..., Any], factory: TransportFactory = open_transport) -> Opened:
-    """Transport (+ TLS) + INFO -> CONNECT/PING -> PONG, all within ``connect_timeout``.
+                msg_factory: Callable[..., Any], factory: TransportFactory = open_transport,
+                budget: Deadline | None = None) -> Opened:
+    """Transport (+ TLS) + INFO -> CONNECT/PING -> PONG, all within ``connect_timeout``
+    (and within ``budget``, the deadline of a whole first connect, when given).
 
     Every connect, first or reconnect, goes through here: a refused TCP connect
     or a failed TLS handshake leaves as the class that is also the builtin/ssl
@@ -116,7 +118,7 @@ def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
         NatsConnectionError, AuthorizationError, SecureConnRequiredError, ProtocolError.
     """
     try:
-        return _open_server(addr, options, tls, msg_factory, factory)
+        return _open_server(addr, options, tls, msg_factory, factory, budget)
     except NatsError as exc:
         err = connect_error(exc)
         if err is exc:
@@ -125,8 +127,8 @@ def open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
 
 
 def _open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
-                 msg_factory: Callable[..., Any], factory: TransportFactory) -> Opened:
-    deadline = Deadline(options.connect_timeout)
+                 msg_factory: Callable[..., Any], factory: TransportFactory, budget: Deadline | None) -> Opened:
+    deadline = Deadline(options.connect_timeout if budget is None else budget.min(options.connect_timeout))
     if options.tls_handshake_first:
         first = tls.context(addr, {"tls_required": True})
     elif addr.websocket:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
@@ -60,20 +60,45 @@ def pending_limit(value: int | None, default: int, what: str) -> int:
     return UNLIMITED if value <= 0 else value
 
 
-def server_list(servers: str | Sequence[str] | None) -> list[ServerAddress]:
+def server_items(servers: str | Iterable[str] | None) -> list[str]:
+    """The server URLs ``connect()`` takes, one per item, before each is parsed.
+
+    ``None`` is the ``NATS_URL`` environment variable, else the default server; a
+    str holds comma-separated URLs (empty items are skipped: ``"a,"`` is one URL);
+    any other iterable (a list, a tuple, a set, a generator) is read once.
+
+    Raises:
+        TypeError: neither a str nor an iterable.
+        ValueError: no URL at all.
+    """
     if servers is None:
         servers = os.environ.get("NATS_URL") or DEFAULT_SERVER
     if isinstance(servers, str):
-        items = [s for s in split_server_urls(servers) if s.strip()]  # a password may hold a ','
-    else:
+        items: list[str] = [s.strip() for s in split_server_urls(servers) if s.strip()]  # a password may hold a ','
+    elif isinstance(servers, Iterable):
         items = list(servers)
+    else:
+        raise TypeError(f"servers must be a URL, comma-separated URLs or a list of them, not {type(servers).__name__}")
     if not items:
         raise ValueError("no server URL given")
-    return [parse_server_url(s) for s in items]
+    return items
+
+
+def server_list(servers: str | Iterable[str] | None) -> list[ServerAddress]:
+    """The parsed server URLs of ``connect()``'s ``servers`` (see :func:`server_items`).
+
+    Raises:
+        InvalidServerUrlError: a URL that is no NATS URL.
+        TypeError, ValueError: see :func:`server_items`.
+    """
+    return [parse_server_url(s) for s in server_items(servers)]
 
 
 _CREDENTIAL_KEYS = ("user", "password", "token", "nkeys_seed", "user_credentials", "user_jwt_cb", "signature_cb",
                     "token_cb", "user_info_cb")
+_CREDENTIAL_CALLBACKS = ("user_jwt_cb", "signature_cb", "token_cb", "user_info_cb")
+#: Options that are text sent or used as it is (a number there fails later, on the wire or in the TLS handshake).
+_TEXTS = ("name", "tls_hostname")
 #: int options and their smallest value.
 _COUNTS = {"pending_size": 0, "max_reconnect_attempts": None, "max_outstanding_pings": 1, "max_callback_threads": 1}
 _FINITE_SECONDS = ("connect_timeout", "reconnect_time_wait", "reconnect_jitter", "reconnect_jitter_tls",
@@ -92,13 +117,25 @@ def _check_counts(kwargs: dict[str, Any]) -> None:
             raise ValueError(f"{key} must be >= {least}, got {value}")
 
 
+def finite_seconds(value: object, what: str) -> float:
+    """A duration that must end: a number of seconds, 0 or more, neither ``None`` nor infinite.
+
+    Raises:
+        TypeError: not a number.
+        ValueError: negative, NaN, infinite or ``None``.
+    """
+    seconds = check_seconds(value, what)
+    if seconds is None:
+        raise ValueError(f"{what} must be a finite number of seconds")
+    return seconds
+
+
 def _check_durations(kwargs: dict[str, Any]) -> None:
     for key in _FINITE_SECONDS:
         if key in kwargs:
-            seconds = check_seconds(kwargs[key], key)
-            if seconds is None:
-                raise ValueError(f"{key} must be a finite number of seconds")
-            kwargs[key] = seconds
+            kwargs[key] = finite_seconds(kwargs[key], key)
+    if kwargs.get("connect_timeout") == 0:  # no server could ever be reached
+        raise ValueError("connect_timeout must be above 0 seconds (with 0 no connect can succeed)")
     for key in _SECONDS_OR_NONE:
         if key in kwargs:
             kwargs[key] = check_seconds(kwargs[key], key)
@@ -156,7 +193,7 @@ class ConnectOptions:
         return self.tls not in (None, False) or any(s.tls for s in self.servers)
 
     @classmethod
-    def build(cls, servers: str | Sequence[str] | None, **kwargs: Any) -> ConnectOptions:
+    def build(cls, servers: str | Iterable[str] | None, **kwargs: Any) -> ConnectOptions:
         """Validate :func:`~natsjs_sync.connect`'s arguments.
 
         Raises:
@@ -164,15 +201,17 @@ class ConnectOptions:
             ContextError: the ``context`` argument names a context that cannot be
                 used (naming the context and the field), before anything is opened.
         """
+        unknown = sorted(set(kwargs) - _KEYWORDS)
+        if unknown:
+            raise TypeError(f"connect() got an unexpected keyword argument {unknown[0]!r}")
         context = kwargs.pop("context", None)
         if context is not None:
             servers = cls._apply_context(context, servers, kwargs)
-        token = kwargs.get("token")
-        if callable(token):  # nats-py accepts a callable token
-            kwargs["token"] = None
-            kwargs["token_cb"] = kwargs.get("token_cb") or token
-        credentials = Credentials(**{k: kwargs.pop(k, None) for k in _CREDENTIAL_KEYS})
-        credentials.validate()
+        credentials = _credentials(kwargs)
+        for key in _TEXTS:
+            text = kwargs.get(key)
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"{key} must be a str, not {type(text).__name__}")
         inbox_prefix = kwargs.get("inbox_prefix", "_INBOX")
         if not isinstance(inbox_prefix, str) or not inbox_prefix or " " in inbox_prefix:
             raise ValueError("inbox_prefix must be a non-empty str without spaces")
@@ -192,8 +231,8 @@ class ConnectOptions:
         return cls(servers=server_list(servers), credentials=credentials, **kwargs)
 
     @classmethod
-    def _apply_context(cls, name: str, servers: str | Sequence[str] | None, kwargs: dict[str, Any]) -> (
-            str | Sequence[str] | None):
+    def _apply_context(cls, name: str, servers: str | Iterable[str] | None, kwargs: dict[str, Any]) -> (
+            str | Iterable[str] | None):
         """Fill ``kwargs`` from the NATS context ``name``; returns the servers to use.
 
         Explicit arguments win. An argument still at its default counts as not
@@ -216,3 +255,27 @@ class ConnectOptions:
             elif kwargs.get(key, defaults.get(key)) == defaults.get(key):
                 kwargs[key] = value
         return servers if servers is not None else context_servers
+
+
+def _credentials(kwargs: dict[str, Any]) -> Credentials:
+    """Take the credential keywords out of ``kwargs``, checked (files read, callbacks callable).
+
+    Raises:
+        TypeError: a credential of the wrong type (never its value).
+        AuthorizationError: a seed or credentials file that cannot be used.
+        InvalidCallbackTypeError: a credential callback that is not a plain callable.
+    """
+    token = kwargs.get("token")
+    if callable(token):  # nats-py accepts a callable token
+        kwargs["token"] = None
+        kwargs["token_cb"] = kwargs.get("token_cb") or token
+    for key in _CREDENTIAL_CALLBACKS:
+        check_callback(kwargs.get(key), key)
+    credentials = Credentials(**{k: kwargs.pop(k, None) for k in _CREDENTIAL_KEYS})
+    credentials.validate()
+    return credentials
+
+
+#: Every keyword :meth:`ConnectOptions.build` takes: its fields, the credentials, ``context``.
+_KEYWORDS = frozenset({f.name for f in fields(ConnectOptions)} - {"servers", "credentials"}
+                      | set(_CREDENTIAL_KEYS) | {"context"})

@@ -22,7 +22,7 @@ from .._core import spi
 from .._core.connection import Connection
 from .._core.options import ConnectOptions
 from .._core.pool import PoolEntry, ServerAddress, check_one_transport
-from .._timeout import TimeoutArg
+from .._timeout import Deadline, TimeoutArg
 from ..client import Client as _NativeClient
 from ..errors import NatsConnectionError, NatsError, NoRespondersError
 from ..msg import Msg
@@ -180,7 +180,7 @@ def translate_options(kwargs: dict[str, Any]) -> dict[str, Any]:
     if isinstance(prefix, (bytes, bytearray)):
         kwargs["inbox_prefix"] = bytes(prefix).decode()
     if callable(kwargs.get("user")) or callable(kwargs.get("password")):
-        kwargs["user_info_cb"] = _credential_cb(kwargs.pop("user"), kwargs.pop("password", None))
+        kwargs["user_info_cb"] = _credential_cb(kwargs.pop("user", None), kwargs.pop("password", None))
     ws_headers = kwargs.pop("ws_connection_headers", None)
     if ws_headers:
         kwargs["ws_headers"] = _ws_headers(ws_headers)
@@ -283,7 +283,9 @@ class Client(_NativeClient):
         """
         if not self._unstarted:
             raise NatsConnectionError("this client has connected already")
-        opts = ConnectOptions.build(servers, **translate_options(options))
+        from .._connect import connect_options
+
+        opts = connect_options(servers, **options)
         check_one_transport(opts.servers)
         self._conn = Connection(opts)
         self._options = opts
@@ -292,10 +294,11 @@ class Client(_NativeClient):
         self._unstarted = False
         self._start()
 
-    def _start(self) -> None:
-        """Connect the first time; a failure goes to ``error_cb`` and ``last_error`` first (nats-py)."""
+    def _start(self, deadline: Deadline | None = None) -> None:
+        """Connect the first time (within ``deadline`` as a whole, if given); a failure goes to
+        ``error_cb`` and ``last_error`` first (nats-py)."""
         try:
-            self._conn.start()
+            self._conn.start(deadline)
         except NatsError as exc:
             self._conn.last_error = exc
             if self._options.error_cb is not None:

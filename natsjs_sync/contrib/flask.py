@@ -47,13 +47,14 @@ The extension object is thread-safe. Flask is imported here only.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, current_app, has_app_context, jsonify, request
 
 from ..errors import NatsError
 from .process import OnConnect, ProcessClient, SettingsError, error_status, health_answer, parse_settings
-from .settings import secret_values
+from .settings import check_paths
 
 if TYPE_CHECKING:
     from flask.typing import ResponseReturnValue
@@ -105,14 +106,14 @@ class NATS:
         health_url = config.get("NATS_HEALTH_URL")
         if health_url is not None and (not isinstance(health_url, str) or not health_url.startswith("/")):
             problems.append(f"NATS_HEALTH_URL is a path starting with '/', or None, not {health_url!r}")
+        check_paths(self._on_connect, "NATS(on_connect=...)", problems, callables=True)
         error_handlers = config.get("NATS_ERROR_HANDLERS", True)
         if not isinstance(error_handlers, bool):
             problems.append(f"NATS_ERROR_HANDLERS is True or False, not {error_handlers!r}")
         if problems:
-            raise SettingsError(problems, secret_values(raw.get("options")))
-        options = {"name": app.name, **settings.options}
-        holder = ProcessClient(settings.servers, options=options,
-                               on_connect=[*settings.on_connect, *self._on_connect], health=settings.health)
+            raise SettingsError(problems)
+        holder = ProcessClient.from_settings(replace(settings, options={"name": app.name, **settings.options},
+                                                     on_connect=(*settings.on_connect, *self._on_connect)))
         self._holders.append(holder)
         app.extensions[_EXTENSION] = holder
 

@@ -30,9 +30,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import natsjs_sync
-
+from .._connect import connect_options, open_client
 from .._core import fork
+from .._core.options import finite_seconds
+from .._timeout import Deadline
 from ..client import Client
 from ..errors import (
     JetStreamError,
@@ -43,18 +44,8 @@ from ..errors import (
     ServiceUnavailableError,
     TimeoutError,
 )
-from ..health import Health, check_health
-from .settings import (
-    SETTINGS_KEYS,
-    Settings,
-    SettingsError,
-    check_connect_options,
-    check_health_options,
-    check_servers,
-    import_callable,
-    parse_settings,
-    secret_values,
-)
+from ..health import DEFAULT_TIMEOUT, Health, check_health, check_options
+from .settings import SETTINGS_KEYS, Settings, SettingsError, import_callable, parse_settings
 
 __all__ = ["SETTINGS_KEYS", "ProcessClient", "Settings", "SettingsError", "error_status", "health_answer",
            "import_callable", "parse_settings"]
@@ -137,30 +128,41 @@ class ProcessClient:
         servers: the server URLs (default: ``NATS_URL``, else ``nats://127.0.0.1:4222``).
         options: more keywords of :func:`natsjs_sync.connect` (``name``,
             credentials, ``connect_timeout`` ...).
-        on_connect: callables (or dotted paths) run with each new client before
-            it is handed out, e.g. to declare streams.
+        on_connect: a callable or dotted path, or a list of them, run with each
+            new client before it is handed out, e.g. to declare streams.
         health: keywords of :func:`~natsjs_sync.health.check_health` for :meth:`health`.
-        retry_wait: seconds a failed connect is not tried again.
+        retry_wait: seconds a failed connect is not tried again (a finite number, 0 or more).
 
     Raises:
-        SettingsError: ``servers``, ``options`` or ``health`` hold something that
-            could not be used (checked as :func:`~natsjs_sync.contrib.settings.parse_settings`
-            checks them), so a mistake fails here rather than at every call.
+        SettingsError: an argument that could not be used, checked by
+            :func:`~natsjs_sync.contrib.settings.parse_settings` (servers and options
+            by the rules of :func:`natsjs_sync.connect`, dotted paths imported), so a
+            mistake fails here rather than at every call.
     """
 
     def __init__(self, servers: str | Sequence[str] | None = None, *, options: Mapping[str, Any] | None = None,
-                 on_connect: Sequence[str | OnConnect] = (), health: Mapping[str, Any] | None = None,
-                 retry_wait: float = 1.0):
+                 on_connect: str | OnConnect | Sequence[str | OnConnect] = (),
+                 health: Mapping[str, Any] | None = None, retry_wait: float = 1.0):
         problems: list[str] = []
-        check_servers(servers, "servers", problems)
-        check_connect_options(options, "options", problems)
-        check_health_options(health, "health", problems)
+        settings = Settings()
+        try:
+            settings = parse_settings({"servers": servers, "options": options, "on_connect": on_connect,
+                                       "health": health}, framework="python")
+        except SettingsError as exc:
+            problems += exc.problems
+        try:
+            retry_wait = finite_seconds(retry_wait, "retry_wait")
+        except (TypeError, ValueError) as exc:
+            problems.append(str(exc))
         if problems:
-            raise SettingsError(problems, secret_values(options))
-        self._servers = servers if servers is None or isinstance(servers, str) else list(servers)
-        self._options = {"max_reconnect_attempts": -1, **(options or {})}
-        self._on_connect = list(on_connect)
-        self._health = dict(health or {})
+            raise SettingsError(problems)
+        self._setup(settings, retry_wait)
+
+    def _setup(self, settings: Settings, retry_wait: float) -> None:
+        self._servers = None if settings.servers is None else list(settings.servers)
+        self._options = {"max_reconnect_attempts": -1, **settings.options}
+        self._on_connect: list[str | OnConnect] = list(settings.on_connect)
+        self._health = dict(settings.health)
         self._retry_wait = retry_wait
         self._lock = threading.Lock()
         self._client: Client | None = None
@@ -176,9 +178,11 @@ class ProcessClient:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProcessClient:
-        """A holder for validated :class:`~natsjs_sync.contrib.settings.Settings`."""
-        return cls(settings.servers, options=settings.options, on_connect=settings.on_connect,
-                   health=settings.health)
+        """A holder for :class:`~natsjs_sync.contrib.settings.Settings` that
+        :func:`~natsjs_sync.contrib.settings.parse_settings` made (not checked again)."""
+        holder = cls.__new__(cls)
+        holder._setup(settings, 1.0)
+        return holder
 
     def add_on_connect(self, fn: str | OnConnect) -> None:
         """Run ``fn(client)`` for each client made from now on."""
@@ -198,6 +202,10 @@ class ProcessClient:
                 ``retry_wait`` seconds ago).
             NatsError: another failure to connect, or what an ``on_connect`` callable raised.
         """
+        return self._get(None)
+
+    def _get(self, deadline: Deadline | None) -> Client:
+        """The client; a connect it makes ends by ``deadline`` (``None``: each server's ``connect_timeout``)."""
         nc = self._client
         if nc is not None and not nc.is_closed:
             return nc
@@ -211,7 +219,7 @@ class ProcessClient:
                     raise NoServersError(f"NATS not reachable (tried {time.monotonic() - failed_at:.1f} s ago): "
                                          f"{failure}") from failure
             try:
-                nc = self._connect()
+                nc = self._connect(deadline)
             except NatsError as exc:
                 self._failure = (time.monotonic(), exc)
                 raise
@@ -222,8 +230,8 @@ class ProcessClient:
                 self._exit_hook = True
             return nc
 
-    def _connect(self) -> Client:
-        nc = natsjs_sync.connect(self._servers, **self._options)
+    def _connect(self, deadline: Deadline | None) -> Client:
+        nc = open_client(connect_options(self._servers, **self._options), deadline)
         try:
             for fn in self._on_connect:
                 import_callable(fn)(nc)
@@ -235,19 +243,33 @@ class ProcessClient:
     def health(self, **overrides: Any) -> Health:
         """:func:`~natsjs_sync.health.check_health` of the process's client (connecting it if needed).
 
+        One ``timeout`` (the check's, default 2 s) bounds the whole answer: a first
+        connect made for it tries the servers within that budget (each within its
+        own ``connect_timeout`` too), and the checks get what is left. Only the
+        ``on_connect`` callables of a new client run outside it.
+
         Args:
             overrides: keywords of ``check_health`` over those given at construction.
 
         Returns:
             The :class:`~natsjs_sync.health.Health`; a client that cannot be made is a ``"fail"``.
+
+        Raises:
+            TypeError, ValueError: an override ``check_health`` refuses.
         """
         kwargs = {**self._health, **overrides}
+        deadline = Deadline(check_options(timeout=kwargs.get("timeout", DEFAULT_TIMEOUT))["timeout"])
         start = time.monotonic()
         try:
-            nc = self()
+            nc = self._get(deadline)
         except NatsError as exc:
             return Health.failed(exc, time.monotonic() - start)
-        return check_health(nc, **kwargs)
+        left = deadline.remaining()
+        if left is not None and left <= 0:
+            return Health("fail", {"connection": {"status": "fail", "connected": nc.is_connected,
+                                                  "error": "not checked: the health check's timeout ran out "
+                                                           "while connecting"}}, time.monotonic() - start)
+        return check_health(nc, **{**kwargs, "timeout": left})
 
     def close(self) -> None:
         """Close the client held (if any); the next call makes a new one. Registered with ``atexit``."""

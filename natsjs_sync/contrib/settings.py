@@ -3,21 +3,24 @@
 Flask reads them from ``app.config`` (``NATS_SERVERS``, ``NATS_OPTIONS`` ...),
 Django from ``settings.NATS`` (``{"servers": ..., "options": ...}``); both hand
 them to :func:`parse_settings`, and :class:`~natsjs_sync.contrib.process.ProcessClient`
-checks its arguments with the same rules. Keys, types and values are checked
-before anything connects: a connect option by the rules :func:`natsjs_sync.connect`
-applies, a health option by those of :func:`natsjs_sync.health.check_health`.
-A wrong value stops the app when it starts (Flask's ``init_app``, Django's
-``AppConfig.ready`` and system checks), instead of failing every request and
-every health probe later.
+checks its arguments with it too. Keys, types and values are checked before
+anything connects, each by the code that will use it: the servers and connect
+options by :func:`natsjs_sync._connect.connect_options`, the very function
+:func:`natsjs_sync.connect` calls before it opens anything (so the files it
+names are read, and a ``NATS_URL`` the app would use is checked when no
+servers are set), the health options by
+:func:`natsjs_sync.health.check_options`, which
+:func:`~natsjs_sync.health.check_health` calls; dotted paths are imported. A
+wrong value stops the app when it starts (Flask's ``init_app``, Django's
+start-up or system checks), instead of failing every request and every health
+probe later. What only a server can tell (whether one answers, accepts the
+credentials, requires TLS, passes the TLS handshake) is left to the connect.
 
 Every mistake is reported at once, each naming the setting as it is written
 (``NATS_HEALTH['max_usage']`` for Flask, ``NATS['options']['connect_timeout']``
-for Django), and never showing a secret: a server URL's credentials are masked,
-and no value of a connect option is shown (credentials live there).
-
-What depends on the machine the app runs on is left to the connection: the
-files of ``nkeys_seed``, ``user_credentials`` and ``context`` are read when the
-client connects, so a check at build time does not need them.
+for Django). No message holds the value of a connect option (the checks name
+the keyword and the type, never a credential); server URLs are shown with
+their credentials masked.
 """
 
 from __future__ import annotations
@@ -25,19 +28,20 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Literal
 
-import natsjs_sync
-
-from .._core.options import DEFAULT_SERVER, ConnectOptions
+from .._connect import connect_options
+from .._core.options import DEFAULT_SERVER, server_items
 from .._core.pool import parse_server_url
-from .._redact import redact, split_server_urls
+from .._redact import redact
 from ..errors import NatsError
-from ..health import check_health, check_options
+from ..health import check_options
 
-__all__ = ["SETTINGS_KEYS", "Settings", "SettingsError", "import_callable", "parse_settings", "secret_values"]
+__all__ = ["SETTINGS_KEYS", "Settings", "SettingsError", "import_callable", "parse_settings"]
 
 #: The keys of the settings mapping (Django's ``NATS``; Flask's ``NATS_<KEY>`` in upper case).
 SETTINGS_KEYS = ("servers", "options", "on_connect", "health", "health_details", "workers", "drain_timeout")
@@ -46,29 +50,19 @@ SETTINGS_KEYS = ("servers", "options", "on_connect", "health", "health_details",
 #: Django's ``NATS['options']``, or plain ``options`` (arguments of ProcessClient).
 Framework = Literal["flask", "django", "python"]
 
-_CONNECT_OPTIONS = frozenset(
-    name for name, p in inspect.signature(natsjs_sync.connect).parameters.items()
-    if p.kind is inspect.Parameter.KEYWORD_ONLY)
-_HEALTH_OPTIONS = frozenset(
-    name for name, p in inspect.signature(check_health).parameters.items()
-    if p.kind is inspect.Parameter.KEYWORD_ONLY)
-#: Read from files (or the nats CLI's configuration) when the client connects: only their type is checked here.
-_FILE_OPTIONS = frozenset({"nkeys_seed", "user_credentials", "context"})
-#: Credentials are checked together: one may need another (``user_jwt_cb`` needs ``signature_cb``).
-_CREDENTIAL_OPTIONS = frozenset({"user", "password", "token", "token_cb", "user_info_cb", "user_jwt_cb",
-                                 "signature_cb"})
+#: What the checks of connect() and check_health() raise for a value they refuse.
+_REFUSED = (TypeError, ValueError, NatsError, OSError)
 
 
 class SettingsError(ValueError):
     """The settings are wrong; ``problems`` lists each mistake in words.
 
-    No secret is quoted: a URL's password, nkey seeds, JWTs and the ``secrets``
-    given (the settings' password, token and seed) are masked in every problem.
+    No problem quotes the value of a connect option (credentials live there);
+    a server URL's password, nkey seeds and JWTs are masked wherever they appear.
     """
 
-    def __init__(self, problems: Collection[str], secrets: Iterable[str | None] = ()):
-        secrets = list(secrets)
-        self.problems = [redact(problem, secrets) for problem in problems]
+    def __init__(self, problems: Collection[str]):
+        self.problems = [redact(problem) for problem in problems]
         super().__init__("bad NATS settings: " + "; ".join(self.problems))
 
 
@@ -103,6 +97,14 @@ class Settings:
     drain_timeout: float = 30.0
 
 
+def _split(spec: str) -> tuple[str, str]:
+    """``"package.module.attribute"`` (or ``"package.module:attribute"``) -> (module, attribute)."""
+    module_name, sep, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
+    if not sep or not module_name or not attr:
+        raise ImportError(f"{spec!r} is not a dotted path 'module.attribute'")
+    return module_name, attr
+
+
 def import_callable(spec: str | Callable[..., Any]) -> Callable[..., Any]:
     """The callable named by ``"package.module.attribute"`` (or ``"package.module:attribute"``).
 
@@ -115,9 +117,7 @@ def import_callable(spec: str | Callable[..., Any]) -> Callable[..., Any]:
     """
     if callable(spec):
         return spec
-    module_name, sep, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
-    if not sep or not module_name or not attr:
-        raise ImportError(f"{spec!r} is not a dotted path 'module.attribute'")
+    module_name, attr = _split(spec)
     module = importlib.import_module(module_name)
     try:
         obj = getattr(module, attr)
@@ -137,14 +137,6 @@ def setting_name(key: str, framework: Framework) -> str:
     return key
 
 
-def _as_tuple(value: Any) -> tuple[Any, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes)) or callable(value):
-        return (value,)
-    return tuple(value)
-
-
 def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True,
                    framework: Framework = "django") -> Settings:
     """Validate a settings mapping and return it as :class:`Settings`.
@@ -153,6 +145,10 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True,
         raw: the mapping (lower-case keys, see :data:`SETTINGS_KEYS`); ``None`` is all defaults.
         import_paths: also import every dotted path (``on_connect``,
             ``health_details``, ``workers``) to check that it names a callable.
+            A path into a module that is still running its own body (a
+            one-file app whose settings name its own functions) can only be
+            resolved once that module has finished: its attribute is looked up
+            when it is first used.
         framework: how the messages spell the settings (``NATS_OPTIONS`` for
             ``"flask"``, ``NATS['options']`` for ``"django"``).
 
@@ -168,8 +164,8 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True,
     def name(key: str) -> str:
         return setting_name(key, framework)
 
-    servers = check_servers(raw.get("servers"), name("servers"), problems)
-    options = check_connect_options(raw.get("options"), name("options"), problems)
+    servers, options = check_connection(raw.get("servers"), raw.get("options"), problems,
+                                        servers_name=name("servers"), options_name=name("options"))
     health = check_health_options(raw.get("health"), name("health"), problems)
 
     details = raw.get("health_details", False)
@@ -183,79 +179,191 @@ def parse_settings(raw: Mapping[str, Any] | None, *, import_paths: bool = True,
         problems.append(f"{name('drain_timeout')} is a number of seconds above 0, not {drain_timeout!r}")
         drain_timeout = 30.0
 
-    on_connect = _as_tuple(raw.get("on_connect"))
-    workers = _as_tuple(raw.get("workers"))
-    _check_paths(name("on_connect"), on_connect, import_paths, problems, callables=True)
-    _check_paths(name("workers"), workers, import_paths, problems, callables=False)
+    on_connect = check_paths(raw.get("on_connect"), name("on_connect"), problems, callables=True,
+                             import_paths=import_paths)
+    workers = check_paths(raw.get("workers"), name("workers"), problems, callables=False,
+                          import_paths=import_paths)
     if isinstance(details, str):
-        _check_paths(name("health_details"), (details,), import_paths, problems, callables=False)
+        check_paths(details, name("health_details"), problems, callables=False, import_paths=import_paths)
     if problems:
-        raise SettingsError(problems, secret_values(raw.get("options")))
+        raise SettingsError(problems)
     return Settings(servers=servers, options=options, on_connect=on_connect, health=health,
                     health_details=details, workers=workers, drain_timeout=float(drain_timeout))
 
 
-#: Connect options whose value is a secret (masked in every problem reported).
-_SECRET_OPTIONS = ("password", "token", "nkeys_seed")
+def check_paths(value: Any, name: str, problems: list[str], *, callables: bool,
+                import_paths: bool = True) -> tuple[Any, ...]:
+    """A dotted path, or a list of them (with ``callables``, callables too), each imported
+    when ``import_paths``.
 
+    Args:
+        value: the setting (``None``: none).
+        name: the setting, for the messages.
+        problems: where each mistake is added.
+        callables: whether callables are taken besides dotted paths.
+        import_paths: import each path to check that it names a callable.
 
-def secret_values(options: Any) -> list[str]:
-    """The secret values among connect ``options``: what no pattern recognises in a message."""
-    if not isinstance(options, Mapping):
-        return []
-    return [value for key in _SECRET_OPTIONS if isinstance(value := options.get(key), str)]
-
-
-def _check_paths(name: str, specs: tuple[Any, ...], import_paths: bool, problems: list[str], *,
-                 callables: bool) -> None:
-    """Dotted paths (or, with ``callables``, callables too); imported when ``import_paths``."""
-    for spec in specs:
+    Returns:
+        The items (a str or a callable is one item, never a sequence of letters).
+    """
+    what = "a dotted path 'module.attribute'" + (" or a callable" if callables else "")
+    if value is None:
+        return ()
+    if isinstance(value, str) or (callables and callable(value)):
+        items: tuple[Any, ...] = (value,)
+    elif isinstance(value, Iterable) and not isinstance(value, (bytes, bytearray, Mapping)):
+        items = tuple(value)
+    else:
+        problems.append(f"{name} is {what}, or a list of them, not {type(value).__name__}")
+        return ()
+    for spec in items:
         if callables and callable(spec):
             continue
         if not isinstance(spec, str):
-            problems.append(f"{name} holds {spec!r}, not a dotted path 'module.attribute'")
+            problems.append(f"{name} holds {spec!r}, not {what}")
         elif import_paths:
-            try:
-                import_callable(spec)
-            except (ImportError, TypeError) as exc:
-                problems.append(f"{name}: {spec!r} cannot be used: {exc}")
+            problem = _path_problem(spec)
+            if problem is not None:
+                problems.append(f"{name}: {spec!r} cannot be used: {problem}")
+    return items
 
 
-def check_servers(value: Any, name: str, problems: list[str]) -> tuple[str, ...] | None:
-    """The server URLs of a setting (``None``: not set), each parsed as the client parses it.
+def _path_problem(spec: str) -> str | None:
+    """Why the dotted path ``spec`` names no callable (``None``: it does, or cannot be told yet)."""
+    try:
+        import_callable(spec)
+    except TypeError as exc:
+        return str(exc)
+    except ImportError as exc:
+        try:
+            module = sys.modules.get(_split(spec)[0])
+        except ImportError:  # no dotted path at all
+            return str(exc)
+        if module is not None and _running(module):
+            return None  # its body has not reached the attribute yet: looked up on first use
+        return str(exc)
+    return None
+
+
+def _running(module: ModuleType) -> bool:
+    """Whether ``module``'s body is still running on this thread (it imports us, or calls
+    ``django.setup()`` at import, before it defines what its settings name)."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_globals is module.__dict__ and frame.f_code.co_name == "<module>":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def check_connection(servers: Any, options: Any, problems: list[str], *, servers_name: str,
+                     options_name: str) -> tuple[tuple[str, ...] | None, dict[str, Any]]:
+    """The servers and connect options, checked by the code :func:`natsjs_sync.connect` runs
+    before it opens anything: what it would refuse is refused here, and nothing else.
 
     Args:
-        value: a URL, comma-separated URLs or a list of them.
+        servers: a URL, comma-separated URLs or a list of them; ``None``: the
+            ``NATS_URL`` environment variable (checked here when set), else the default.
+        options: the dict of :func:`natsjs_sync.connect` keywords (``None``: none).
+        problems: where each mistake is added.
+        servers_name, options_name: the settings, for the messages.
+
+    Returns:
+        ``(servers, options)``: the server URLs (``None`` when not set) and the keywords.
+    """
+    before = len(problems)
+    checked = check_connect_options(options, options_name, problems)
+    urls = check_servers(servers, servers_name, problems, environment="context" not in checked)
+    if len(problems) == before:
+        # Both parts pass on their own: now the very call connect() makes (a context's servers, NATS_URL).
+        try:
+            connect_options(None if urls is None else list(urls), **checked)
+        except _REFUSED as exc:
+            problems.append(f"{options_name if checked else servers_name}: {exc}")
+    return urls, checked
+
+
+def check_servers(value: Any, name: str, problems: list[str], *, environment: bool = True) -> tuple[str, ...] | None:
+    """The server URLs of a setting (``None``: not set), split and parsed as :func:`natsjs_sync.connect`
+    does it.
+
+    Args:
+        value: a URL, comma-separated URLs or an iterable of them.
         name: the setting, for the messages.
         problems: where each mistake is added (credentials masked).
+        environment: when ``value`` is ``None``, check the ``NATS_URL`` environment
+            variable the client will use instead (if set).
+
+    Returns:
+        The URLs, or ``None`` when the setting is not set.
     """
     if value is None:
+        url = os.environ.get("NATS_URL")
+        if environment and url:
+            _check_urls(url, f"NATS_URL (the environment variable used since {name} is not set)", problems)
         return None
-    items = [s.strip() for s in split_server_urls(value)] if isinstance(value, str) else value
-    if not isinstance(items, (list, tuple)) or not items:
-        problems.append(f"{name} is a URL, a comma-separated string or a list of URLs, not "
-                        + ("an empty one" if not value else type(value).__name__))
+    return _check_urls(value, name, problems)
+
+
+def _check_urls(value: Any, name: str, problems: list[str]) -> tuple[str, ...] | None:
+    try:
+        items = server_items(value)
+    except (TypeError, ValueError) as exc:
+        problems.append(f"{name}: {exc}")
         return None
     for url in items:
         try:
             parse_server_url(url)
-        except (NatsError, ValueError) as exc:
+        except (NatsError, ValueError, TypeError) as exc:
             problems.append(f"{name}: {exc}")
-    return tuple(str(s) for s in items)
+    return tuple(items)
 
 
-def _mapping(value: Any, name: str, what: str, problems: list[str]) -> Mapping[str, Any]:
+def _mapping(value: Any, name: str, what: str, problems: list[str]) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         problems.append(f"{name} is a dict of {what} keywords, not {type(value).__name__}")
         return {}
-    return value
+    return dict(value)
+
+
+def _attribute(check: Callable[[dict[str, Any]], object], options: dict[str, Any], name: str,
+               problems: list[str]) -> None:
+    """Run ``check`` on ``options``; if it refuses them, name each keyword at fault.
+
+    Whether the options pass is ``check``'s answer on all of them, and nothing
+    else. Only when they do not is each keyword checked alone, and one that fails
+    alone is named unless the others make it pass (``user_jwt_cb`` with
+    ``signature_cb``); if no keyword is at fault alone, the whole is.
+    """
+    try:
+        check(dict(options))
+        return
+    except _REFUSED as exc:
+        whole = exc
+    good: dict[str, Any] = {}
+    bad: dict[str, BaseException] = {}
+    for key, value in options.items():
+        try:
+            check({key: value})
+            good[key] = value
+        except _REFUSED as alone:
+            bad[key] = alone
+    named = 0
+    for key, reason in bad.items():
+        try:
+            check({**good, key: options[key]})
+        except _REFUSED:
+            problems.append(f"{name}[{key!r}]: {reason}")  # the checks name the keyword, never a credential
+            named += 1
+    if not named:
+        problems.append(f"{name}: {whole}")
 
 
 def check_connect_options(value: Any, name: str, problems: list[str]) -> dict[str, Any]:
-    """Keywords of :func:`natsjs_sync.connect`, checked by the rules ``connect()`` applies,
-    without connecting or reading a file.
+    """Keywords of :func:`natsjs_sync.connect` (nats-py's too), checked by the code ``connect()``
+    runs before it opens anything (files named are read), against the default server.
 
     Args:
         value: the dict of keywords (``None``: none).
@@ -266,38 +374,13 @@ def check_connect_options(value: Any, name: str, problems: list[str]) -> dict[st
         The keywords (empty when they are not a dict).
     """
     options = _mapping(value, name, "natsjs_sync.connect()", problems)
-    credentials: dict[str, Any] = {}
-    for key, option in options.items():
-        if key not in _CONNECT_OPTIONS:
-            problems.append(f"{name}: natsjs_sync.connect() takes no keyword {key!r}")
-        elif key in _FILE_OPTIONS:
-            if option is not None and not isinstance(option, (str, os.PathLike)):
-                problems.append(f"{name}[{key!r}] is a str (a path or a name), not {type(option).__name__}")
-        elif key in _CREDENTIAL_OPTIONS:
-            credentials[key] = option
-        else:
-            _build(name, f"{name}[{key!r}]", {key: option}, problems)
-    for key, kinds in (("user", "a str"), ("password", "a str"), ("token", "a str or a callable")):
-        secret = credentials.get(key)
-        if secret is not None and not isinstance(secret, str) and not (key == "token" and callable(secret)):
-            problems.append(f"{name}[{key!r}] is {kinds}, not {type(secret).__name__}")  # never the value
-            del credentials[key]
-    if credentials:
-        _build(name, name, credentials, problems)
-    return dict(options)
-
-
-def _build(setting: str, where: str, options: dict[str, Any], problems: list[str]) -> None:
-    """Check ``options`` as ``connect()`` does, before it opens anything."""
-    try:
-        ConnectOptions.build(DEFAULT_SERVER, **options)
-    except (TypeError, ValueError, NatsError) as exc:
-        # The client's messages name the keyword; values are not repeated (credentials live here).
-        problems.append(f"{where}: {exc}")
+    _attribute(lambda kwargs: connect_options(DEFAULT_SERVER, **kwargs), options, name, problems)
+    return options
 
 
 def check_health_options(value: Any, name: str, problems: list[str]) -> dict[str, Any]:
-    """Keywords of :func:`natsjs_sync.health.check_health`, checked by its own rules.
+    """Keywords of :func:`natsjs_sync.health.check_health`, checked by its own rules
+    (:func:`~natsjs_sync.health.check_options`).
 
     Args:
         value: the dict of keywords (``None``: none).
@@ -308,12 +391,5 @@ def check_health_options(value: Any, name: str, problems: list[str]) -> dict[str
         The keywords as given (empty when they are not a dict).
     """
     options = _mapping(value, name, "check_health()", problems)
-    for key, option in options.items():
-        if key not in _HEALTH_OPTIONS:
-            problems.append(f"{name}: check_health() takes no keyword {key!r}")
-            continue
-        try:
-            check_options(**{key: option})
-        except (TypeError, ValueError) as exc:
-            problems.append(f"{name}[{key!r}]: {exc}")
-    return dict(options)
+    _attribute(lambda kwargs: check_options(**kwargs), options, name, problems)
+    return options

@@ -392,16 +392,19 @@ def encode(obj: Any) -> bytes:
     return _encoder.encode(to_wire(obj)) if obj is not None else b""
 
 
+def api_prefix(prefix: str = DEFAULT_API_PREFIX, domain: str | None = None) -> str:
+    """The subject prefix of JetStream API requests: ``$JS.<domain>.API`` for a domain, else ``prefix``."""
+    return (f"$JS.{domain}.API" if domain else prefix).rstrip(".")
+
+
 class JetStreamAPI:
     """Sends ``$JS.API`` requests for one account/domain. Thread-safe."""
 
     def __init__(self, nc: Client, prefix: str = DEFAULT_API_PREFIX, domain: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT):
-        if domain:
-            prefix = f"$JS.{domain}.API"
         self.nc = nc
         self.core: CoreLink = link(nc)
-        self.prefix = prefix.rstrip(".")
+        self.prefix = api_prefix(prefix, domain)
         self.domain = domain
         self.timeout = timeout
 

@@ -143,3 +143,50 @@ def test_credentials_are_not_logged(caplog: pytest.LogCaptureFixture) -> None:
     assert "hunter2-secret" not in caplog.text
     assert not any("hunter2-secret" in str(e) for e in errors)
     assert os.environ.get("NATS_URL", "").find("hunter2") < 0
+
+
+def test_seed_and_creds_files_may_be_given_as_paths(nkey_server: NatsServer, nkey_user: KeyPair,
+                                                    operator_server: tuple[Operator, NatsServer],
+                                                    tmp_path: pathlib.Path) -> None:
+    # A pathlib.Path raised AttributeError/TypeError from connect(): a web probe answered 500, not 503.
+    seed_file = tmp_path / "user.nk"
+    seed_file.write_text(nkey_user.seed)
+    with nats.connect(nkey_server.url, nkeys_seed=seed_file) as nc:
+        nc.flush()
+    op, server = operator_server
+    creds = tmp_path / "app.creds"
+    creds.write_text(op.user_creds("APP"))
+    with nats.connect(server.url, user_credentials=creds) as nc:
+        nc.flush()
+    for kwargs in ({"nkeys_seed": tmp_path / "gone.nk"}, {"user_credentials": tmp_path / "gone.creds"},
+                   {"user_credentials": str(tmp_path / "gone.creds")}):
+        with pytest.raises(nats.AuthorizationError, match="gone") as err:  # the file named, nothing sent
+            nats.connect(server.url, **kwargs)
+        assert "does not exist" in str(err.value) or "No such file" in str(err.value)
+
+
+def test_credentials_of_the_wrong_type_are_refused_before_connecting() -> None:
+    with NatsServer(jetstream=False, user="u", password="p-cb") as server:
+        for kwargs in ({"user": 123, "password": "p-cb"}, {"user": "u", "password": 12345},
+                       {"token": b"p-cb"}, {"user_info_cb": "u:p-cb"}, {"token_cb": "p-cb"}):
+            with pytest.raises(TypeError) as err:
+                nats.connect(server.url, **kwargs)  # type: ignore[arg-type]
+            assert "p-cb" not in str(err.value) and "12345" not in str(err.value)
+        # nats-py's callable user and password are asked at each connect (they crashed the CONNECT).
+        with nats.connect(server.url, user=lambda: "u", password=lambda: "p-cb") as nc:  # type: ignore[arg-type]
+            nc.flush()
+        with nats.connect(server.url, user="u", password=lambda: "p-cb") as nc:  # type: ignore[arg-type]
+            nc.flush()
+
+
+def test_connect_takes_the_defaults_of_its_options() -> None:
+    # connect() hands ConnectOptions only the keywords given: both must have the same defaults.
+    import dataclasses
+    import inspect
+
+    from natsjs_sync._core.options import ConnectOptions
+
+    fields = {f.name: f.default for f in dataclasses.fields(ConnectOptions)}
+    defaults = {name: p.default for name, p in inspect.signature(nats.connect).parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY and name in fields}
+    assert defaults and all(fields[name] == value for name, value in defaults.items()), defaults

@@ -83,10 +83,12 @@ def serve(app: Callable[..., Any]) -> Iterator[str]:
         thread.join(5)
 
 
-def call(method: str, url: str, body: Any = None, timeout: float = 20) -> tuple[int, Any]:
+def call(method: str, url: str, body: Any = None, timeout: float = 20,
+         headers: dict[str, str] | None = None) -> tuple[int, Any]:
     """One HTTP request: ``(status, JSON body)``."""
     data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, json.loads(resp.read())
@@ -113,26 +115,73 @@ def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float 
 
 
 @contextmanager
-def gunicorn(app: str, env: dict[str, str], log: Path, workers: int = 3, preload: bool = True) -> Iterator[str]:
-    """Run ``app`` under gunicorn with pre-forked ``workers``; yields the base URL once it listens."""
+def gunicorn_start(app: str, env: dict[str, str], log: Path, *, chdir: Path = EXAMPLES,
+                   args: tuple[str, ...] = ()) -> Iterator[tuple[subprocess.Popen[bytes], str | None]]:
+    """Start ``app`` under gunicorn; yields ``(process, base URL)`` once it listens, or
+    ``(process, None)`` once it exited instead (a bad setting stopped it at start-up)."""
     port = free_port()
-    args = [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{port}",
-            "--chdir", str(EXAMPLES), "--graceful-timeout", "5", "--timeout", "60", app]
-    if preload:
-        args.insert(3, "--preload")  # the app is made in the master, then the workers are forked from it
     with open(log, "w") as out:
-        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=out)
+        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", *args, "-b", f"127.0.0.1:{port}",
+                                 "--chdir", str(chdir), app], env=env, stdout=subprocess.DEVNULL, stderr=out)
     try:
-        def serving() -> bool:
-            assert proc.poll() is None, log.read_text()
+        def exited_or_serving() -> bool:
+            if proc.poll() is not None:
+                return True
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=1):
                     return True
             except OSError:
                 return False
 
-        # Another process's start-up offers nothing to wait on but its port.
-        assert wait_until(serving, timeout=60, interval=0.1), "gunicorn did not start"
-        yield f"http://127.0.0.1:{port}"
+        # Another process's start-up offers nothing to wait on but its exit or its port.
+        assert wait_until(exited_or_serving, timeout=60, interval=0.1), log.read_text()
+        yield proc, (None if proc.poll() is not None else f"http://127.0.0.1:{port}")
     finally:
         stop(proc, timeout=15)
+
+
+#: A Django project of its own files (not one module configuring itself, as examples/django_app.py):
+#: ``settings.NATS`` comes from the environment variable SHOP_NATS (JSON).
+_DJANGO_PROJECT = {
+    "manage.py": ("import os, sys\n"
+                  "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'shop.settings')\n"
+                  "from django.core.management import execute_from_command_line\n"
+                  "execute_from_command_line(sys.argv)\n"),
+    "shop/__init__.py": "",
+    "shop/settings.py": ("import json, os\n"
+                         "SECRET_KEY = 'test-only'\nDEBUG = False\nALLOWED_HOSTS = ['*']\n"
+                         "ROOT_URLCONF = 'shop.urls'\nDATABASES = {}\n"
+                         "INSTALLED_APPS = ['natsjs_sync.contrib.django']\n"
+                         "MIDDLEWARE = ['natsjs_sync.contrib.django.middleware.NatsErrorMiddleware']\n"
+                         "NATS = json.loads(os.environ['SHOP_NATS'])\n"),
+    "shop/auth.py": "def operators_only(request):\n    return request.headers.get('X-Ops') == 'yes'\n",
+    "shop/nats.py": "declared = []\n\ndef declare_streams(nc):\n    declared.append(nc)\n",
+    "shop/urls.py": ("from django.http import HttpResponse\nfrom django.urls import include, path\n"
+                     "urlpatterns = [path('healthz/nats', include('natsjs_sync.contrib.django.urls')),\n"
+                     "               path('livez', lambda request: HttpResponse('ok'))]\n"),
+    "shop/wsgi.py": ("import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'shop.settings')\n"
+                     "from django.core.wsgi import get_wsgi_application\napplication = get_wsgi_application()\n"),
+}
+
+
+def django_project(root: Path, nats: dict[str, Any]) -> dict[str, str]:
+    """Write a small Django project ``shop`` under ``root`` with ``settings.NATS = nats``.
+
+    Returns:
+        The environment to run its ``manage.py`` or ``shop.wsgi:application`` in.
+    """
+    for name, text in _DJANGO_PROJECT.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return {**os.environ, "SHOP_NATS": json.dumps(nats), "HOME": str(root), "DJANGO_SETTINGS_MODULE": "shop.settings",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+
+
+@contextmanager
+def gunicorn(app: str, env: dict[str, str], log: Path, workers: int = 3, preload: bool = True) -> Iterator[str]:
+    """Run ``app`` under gunicorn with pre-forked ``workers``; yields the base URL once it listens."""
+    # --preload: the app is made in the master, then the workers are forked from it.
+    args = ("-w", str(workers), "--graceful-timeout", "5", "--timeout", "60", *(("--preload",) if preload else ()))
+    with gunicorn_start(app, env, log, args=args) as (_, base):
+        assert base is not None, log.read_text()
+        yield base

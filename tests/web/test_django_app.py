@@ -9,14 +9,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing import NatsServer, free_port
 
 from ..conftest import wait_until
-from ._kit import EXAMPLES, OPERATOR_HEADER, example_env, load_example, stop
+from ._kit import EXAMPLES, OPERATOR_HEADER, call, django_project, example_env, gunicorn_start, load_example, stop
 
 N_ORDERS = 200
 
@@ -58,7 +59,7 @@ def test_system_checks_report_each_bad_setting(project: ModuleType) -> None:
     with override_settings(NATS=bad):
         text = "\n".join(e.msg for e in check_settings())
         for named in ("NATS['servers']: bad port", "NATS['options']['connect_timeout']: ",
-                      "NATS['options']['password'] is a str", "NATS['health']['consumers']: ",
+                      "NATS['options']['password']: password must be a str", "NATS['health']['consumers']: ",
                       "NATS['health']['max_usage']: "):
             assert named in text, text
         assert "hunter2" not in text and "1234567" not in text, text
@@ -71,12 +72,71 @@ def test_the_app_refuses_bad_settings_when_django_starts(project: ModuleType) ->
     from django.test import override_settings
 
     config = apps.get_app_config("natsjs_sync")
-    config.ready()  # the example's settings are right
+    config.ready()  # the example's settings are right, its dotted paths import
     with override_settings(NATS={"health": {"max_usage": 90}, "options": {"connect_timeout": "2s"}}):
         with pytest.raises(ImproperlyConfigured) as info:
             config.ready()
     assert "NATS['health']['max_usage']" in str(info.value)
     assert "NATS['options']['connect_timeout']" in str(info.value)
+    # A mistyped dotted path passed start-up, then every NATS view answered 500: imported here too.
+    with override_settings(NATS={"health_details": "example_django_app.operators", "on_connect": "nowhere.declare"}):
+        with pytest.raises(ImproperlyConfigured) as info:
+            config.ready()
+    assert "NATS['health_details']: 'example_django_app.operators' cannot be used" in str(info.value)
+    assert "NATS['on_connect']: 'nowhere.declare' cannot be used" in str(info.value)
+
+
+@pytest.mark.parametrize(("nats", "named"), [
+    ({"health_details": "shop.auth.operator_only"}, "NATS['health_details']: 'shop.auth.operator_only' cannot be used"),
+    ({"on_connect": ["shop.nats.declare_stream"]}, "NATS['on_connect']: 'shop.nats.declare_stream' cannot be used"),
+    ({"options": {"connect_timeout": "2s"}}, "NATS['options']['connect_timeout']: connect_timeout must be"),
+])
+@pytest.mark.parametrize("preload", [True, False], ids=["preload", "app-in-worker"])
+def test_gunicorn_stops_at_start_on_a_mistake_in_the_setting(nats: dict[str, Any], named: str, preload: bool,
+                                                             nats_server: NatsServer, tmp_path: Path) -> None:
+    # gunicorn runs no system checks; a mistyped dotted path passed its start-up (paths were imported
+    # on first use only), then the health probe and every view using NATS answered 500.
+    env = django_project(tmp_path, {"servers": nats_server.url, **nats})
+    log = tmp_path / "gunicorn.log"
+    args = ("--preload", "-w", "1") if preload else ("-w", "1")
+    with gunicorn_start("shop.wsgi:application", env, log, chdir=tmp_path, args=args) as (proc, _):
+        # With --preload the master stops before it listens; without, once its worker failed to boot.
+        assert wait_until(lambda: proc.poll() is not None, timeout=60), f"gunicorn served with {named}"
+    assert proc.returncode != 0 and named in log.read_text(), log.read_text()
+
+
+def test_gunicorn_serves_a_project_whose_dotted_paths_import(nats_server: NatsServer, tmp_path: Path) -> None:
+    env = django_project(tmp_path, {"servers": nats_server.url, "health_details": "shop.auth.operators_only",
+                                    "on_connect": "shop.nats.declare_streams", "health": {"jetstream": False}})
+    log = tmp_path / "gunicorn.log"
+    with gunicorn_start("shop.wsgi:application", env, log, chdir=tmp_path, args=("-w", "1")) as (_, base):
+        assert base is not None, log.read_text()
+        assert call("GET", f"{base}/healthz/nats", timeout=30) == (200, {"status": "pass"})
+        status, body = call("GET", f"{base}/healthz/nats", timeout=30, headers={"X-Ops": "yes"})
+        assert status == 200 and body["checks"]["connection"]["connected"] is True, body
+
+
+def test_manage_py_check_reports_each_mistake_and_other_commands_still_run(tmp_path: Path) -> None:
+    # The start-up check raised ImproperlyConfigured before any system check ran: 'manage.py check'
+    # printed a traceback instead of natsjs_sync.E001, and 'diffsettings' could not run at all.
+    env = django_project(tmp_path, {"options": {"connect_timeout": "2s"}, "health": {"timeout": 0},
+                                    "health_details": "shop.auth.operator_only"})
+
+    def manage(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    check = manage("check")
+    out = check.stdout + check.stderr
+    assert check.returncode == 1 and "Traceback" not in out, out
+    assert out.count("(natsjs_sync.E001)") == 3, out
+    for named in ("NATS['options']['connect_timeout']: ", "NATS['health']['timeout']: ",
+                  "NATS['health_details']: 'shop.auth.operator_only' cannot be used"):
+        assert named in out, out
+    diff = manage("diffsettings")
+    assert diff.returncode == 0 and "NATS = " in diff.stdout, diff.stderr
+    serve = manage("runserver", "--noreload", f"127.0.0.1:{free_port()}")  # refuses to serve
+    assert serve.returncode != 0 and "(natsjs_sync.E001)" in serve.stderr, serve.stderr
 
 
 def test_health_view_and_get_client_follow_the_settings(project: ModuleType) -> None:

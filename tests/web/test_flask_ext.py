@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -232,3 +234,27 @@ def test_no_server_fails_fast_and_is_tried_again_after_retry_wait() -> None:
         holder()
     health = holder.health()
     assert health.status == "fail" and "tried" in health.checks["connection"]["error"]
+
+
+def test_a_first_connect_for_the_health_check_spends_the_check_s_own_budget() -> None:
+    # Servers that take the TCP connection and never answer (a hung server behind a load balancer):
+    # connect_timeout applied to each in turn, so the first probe of a process took 3 x 10 s while
+    # the docs' probe timeout was 5 s. One budget, the check's, bounds the connect and the checks.
+    holes = [socket.create_server(("127.0.0.1", 0), backlog=16) for _ in range(3)]
+    try:
+        urls = [f"nats://127.0.0.1:{hole.getsockname()[1]}" for hole in holes]
+        app = Flask("blackhole")
+        app.config.update(NATS_SERVERS=urls, NATS_OPTIONS={"connect_timeout": 10.0, "no_randomize": True},
+                          NATS_HEALTH={"timeout": 1.0}, NATS_HEALTH_URL="/healthz/nats", NATS_HEALTH_DETAILS=True)
+        ext = NATS(app)
+        start = time.monotonic()
+        answer = app.test_client().get("/healthz/nats")
+        elapsed = time.monotonic() - start
+        assert answer.status_code == 503 and answer.json is not None, answer.data
+        error = answer.json["checks"]["connection"]["error"]
+        assert "not tried, the time to connect ran out" in error and urls[2] in error, error
+        assert elapsed < 10, elapsed  # within its budget (1 s); the three connect timeouts took 30 s
+        ext.holder(app).close()
+    finally:
+        for hole in holes:
+            hole.close()

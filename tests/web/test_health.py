@@ -75,7 +75,10 @@ def test_arguments_it_cannot_use_are_refused_before_anything_is_sent(js_client: 
                           ({"consumers": [("ORDERS", "a", "b")]}, TypeError), ({"max_usage": 90}, ValueError),
                           ({"max_usage": "0.9"}, TypeError), ({"max_pending": -1}, ValueError),
                           ({"jetstream": "no"}, TypeError), ({"timeout": "2s"}, TypeError),
-                          ({"api_prefix": ""}, TypeError)):
+                          ({"api_prefix": ""}, TypeError),
+                          # values every check would fail with: no budget, unsendable JetStream requests
+                          ({"timeout": 0}, ValueError), ({"domain": "hub east"}, ValueError),
+                          ({"api_prefix": "$JS.>"}, ValueError), ({"streams": ["S" * 5000]}, ValueError)):
         with pytest.raises(error):
             check_health(js_client, **kwargs)
         with pytest.raises(error):

@@ -93,7 +93,7 @@ def test_settings_and_dotted_paths() -> None:
         parse_settings({"options": "name=x", "health": {"timeout": 1, "stream": ["S"]}})
     assert info.value.problems == [  # the setting named as written; the options' value not shown
         "NATS['options'] is a dict of natsjs_sync.connect() keywords, not str",
-        "NATS['health']: check_health() takes no keyword 'stream'"]
+        "NATS['health']['stream']: check_health() takes no keyword 'stream'"]
     with pytest.raises(SettingsError) as info:
         parse_settings({"options": "name=x"}, framework="flask")
     assert info.value.problems == ["NATS_OPTIONS is a dict of natsjs_sync.connect() keywords, not str"]

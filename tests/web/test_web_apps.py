@@ -4,9 +4,6 @@ connection of their own, made by their first request."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -17,10 +14,10 @@ from typing import Any
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.testing import FaultProxy, NatsServer, free_port
+from natsjs_sync.testing import FaultProxy, NatsServer
 
 from ..conftest import wait_until
-from ._kit import EXAMPLES, call, example_env, gunicorn, load_example, serve, stop
+from ._kit import call, example_env, gunicorn, gunicorn_start, load_example, serve
 
 N_ORDERS = 100
 N_PRICES = 100
@@ -296,28 +293,10 @@ def test_gunicorn_workers_forked_while_the_master_connects_make_their_own_connec
 def test_gunicorn_stops_at_start_on_a_bad_setting(kind: str, nats_server: NatsServer, tmp_path: Path) -> None:
     # A health timeout of -1 s once passed start-up; then every health probe answered 500.
     # gunicorn runs no Django system checks: the app's own start-up check must stop it.
-    port = free_port()
     log = tmp_path / "gunicorn.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "--preload", "-w", "1", "-b", f"127.0.0.1:{port}",
-                                 "--chdir", str(EXAMPLES), APPS[kind]],
-                                env=example_env(nats_server.url, tmp_path, NATS_CALL_TIMEOUT="-1"),
-                                stdout=subprocess.DEVNULL, stderr=out)
-    try:
-        def exited_or_serving() -> bool:
-            if proc.poll() is not None:
-                return True
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return True
-            except OSError:
-                return False
-
-        # Another process's start-up offers nothing to wait on but its exit or its port.
-        assert wait_until(exited_or_serving, timeout=60, interval=0.1)
-        assert proc.poll() is not None, "gunicorn started serving with a bad setting"
-    finally:
-        stop(proc)
+    with gunicorn_start(APPS[kind], example_env(nats_server.url, tmp_path, NATS_CALL_TIMEOUT="-1"), log,
+                        args=("--preload", "-w", "1")) as (proc, base):
+        assert base is None, "gunicorn started serving with a bad setting"
     named = "NATS_HEALTH['timeout']" if kind == "flask" else "NATS['health']['timeout']"
     assert proc.returncode != 0 and named in log.read_text(), log.read_text()
     assert "timeout must be >= 0" in log.read_text()

@@ -15,11 +15,11 @@ Add ``"natsjs_sync.contrib.django"`` to ``INSTALLED_APPS`` and, optionally::
 - :func:`get_client` gives the process's client: made on first use (so a
   pre-fork server's workers and Celery's pool processes each get their own
   without any hook), reconnecting for ever, replaced when closed, closed at exit.
-- The settings' types and values are checked when Django starts
-  (``AppConfig.ready``: a mistake raises ``ImproperlyConfigured``, naming the
-  setting and key), and by the system checks (``manage.py check``, and every
-  ``runserver``/``migrate``), which also import the dotted paths and report
-  each mistake as an error ``natsjs_sync.E001``.
+- The settings (types, values, dotted paths) are checked when a serving
+  process starts (gunicorn, uwsgi, an ASGI server, Celery: ``AppConfig.ready``
+  raises ``ImproperlyConfigured`` naming every mistake, so the server stops),
+  and by the system checks (``manage.py check``, ``runserver``, ``migrate``,
+  ``nats_worker``), which report each mistake as error ``natsjs_sync.E001``.
 - ``path("healthz/nats", include("natsjs_sync.contrib.django.urls"))`` serves
   :func:`natsjs_sync.health.check_health` as a readiness probe (200 or 503,
   JSON ``{"status": ...}``; the details for whom ``health_details`` allows).

@@ -1,7 +1,10 @@
-"""The app's configuration: checks ``settings.NATS`` at start-up, registers the system checks, and follows changes."""
+"""The app's configuration: checks ``settings.NATS`` when Django starts, registers the system checks,
+and follows changes."""
 
 from __future__ import annotations
 
+import inspect
+import sys
 from typing import Any
 
 from django.apps import AppConfig
@@ -16,6 +19,27 @@ def _settings_changed(*, setting: str, **kwargs: Any) -> None:
         close_client()
 
 
+def _for_management_command() -> bool:
+    """Whether ``django.setup()`` runs for a management command (``manage.py``, ``django-admin``).
+
+    Such a command runs the system checks itself when it needs them (``check``,
+    ``runserver``, ``migrate``, ``nats_worker``: every mistake reported as
+    ``natsjs_sync.E001``); one that does not (``diffsettings``, ``shell``) has
+    no use for NATS and must still run. Told by the command-line utility's
+    ``execute`` being a caller of this start-up.
+    """
+    management = sys.modules.get("django.core.management")
+    if management is None:
+        return False
+    execute = management.ManagementUtility.execute.__code__
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code is execute:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class NatsjsSyncConfig(AppConfig):
     """``natsjs_sync.contrib.django`` (label ``natsjs_sync``)."""
 
@@ -24,11 +48,13 @@ class NatsjsSyncConfig(AppConfig):
     verbose_name = "NATS (natsjs_sync)"
 
     def ready(self) -> None:
-        """Check the types and values of ``settings.NATS``: a server that runs no system
-        checks (gunicorn, uwsgi) stops here on a mistake, not at each request.
+        """Check ``settings.NATS`` as a serving process starts: its types and values, by the rules
+        :func:`natsjs_sync.connect` and :func:`~natsjs_sync.health.check_health` apply, and its
+        dotted paths (imported), so a server that runs no system checks (gunicorn, uwsgi, an
+        ASGI server, a Celery worker) stops here on a mistake instead of failing every request.
 
-        Dotted paths are imported by the system checks and on first use, not here: the
-        module they name may be the one still running ``django.setup()``.
+        A management command is left to the system checks, which report each mistake as
+        ``natsjs_sync.E001``; commands that run none and use no NATS (``diffsettings``) still run.
 
         Raises:
             ImproperlyConfigured: ``settings.NATS`` is wrong (every mistake, named).
@@ -39,7 +65,9 @@ class NatsjsSyncConfig(AppConfig):
         from . import checks  # noqa: F401  (registers the checks)
 
         setting_changed.connect(_settings_changed, dispatch_uid="natsjs_sync.settings_changed")
+        if _for_management_command():
+            return
         try:
-            parse_settings(getattr(settings, "NATS", None), import_paths=False)
+            parse_settings(getattr(settings, "NATS", None))
         except SettingsError as exc:
             raise ImproperlyConfigured(str(exc)) from exc
