@@ -171,7 +171,10 @@ def _embedded_server() -> Iterator[str]:
     except FileNotFoundError as exc:
         raise SystemExit(f"error: {exc}") from None
     try:  # a signal may stop the command while the server starts: it is stopped then too
-        server.start()
+        try:
+            server.start()
+        except (RuntimeError, OSError) as exc:  # it exited at once, or never became ready
+            raise SystemExit(f"error: nats-server did not start: {exc}") from None
         _print(f"started an embedded nats-server {server.url} (JetStream in {server.store_dir})")
         yield server.url
     finally:

@@ -180,6 +180,10 @@ def _kill_process(proc: subprocess.Popen[bytes]) -> None:
 class NatsServer:
     """A nats-server process on 127.0.0.1 for tests. Not thread-safe.
 
+    The process runs in a session of its own (a terminal's Ctrl-C reaches the program that
+    started it, which stops it when done with it), and on Linux one started from the main
+    thread ends with the process that started it, however that ends (SIGKILL included).
+
     Args:
         port: client port; a free one by default. Kept across restarts.
         jetstream: turn JetStream on, storing in a temporary directory.
