@@ -724,6 +724,21 @@ def test_a_server_named_keeps_the_selected_contexts_credentials(capsys: pytest.C
         assert code == 1 and "authorization" in err.lower(), err
 
 
+def test_no_context_uses_none(capsys: pytest.CaptureFixture[str], contexts: Path, nats_server: NatsServer,
+                               tmp_path: Path) -> None:
+    from natsjs_sync import natscontext
+
+    missing = tmp_path / "gone.creds"
+    natscontext.save("broken", url="nats://127.0.0.1:1", creds=str(missing))
+    natscontext.select("broken")
+    code, _, err = run(capsys, "pub", "n.x", "y", "--server", nats_server.url)
+    assert code == 1 and str(missing) in err, err  # the selected context's credentials apply
+    for argv in (["pub", "n.x", "y", "--server", nats_server.url, "--no-context"],
+                 ["--no-context", "--context", "broken", "pub", "n.x", "y", "--server", nats_server.url]):
+        code, _, err = run(capsys, *argv)
+        assert code == 0, (argv, err)
+
+
 def test_no_server_reachable_is_said_naming_the_url_masked(capsys: pytest.CaptureFixture[str], contexts: Path) -> None:
     for argv in (["pub", "x", "y"], ["stream", "ls"], ["sub", "x"], ["kv", "ls"]):
         code, out, err = run(capsys, *argv, "--server", "nats://app:pw-9xQ@127.0.0.1:1")

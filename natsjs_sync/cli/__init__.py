@@ -151,8 +151,10 @@ def context_of(args: argparse.Namespace) -> str | None:
     else the one the nats CLI selected, else none.
 
     As in the nats CLI, ``--server`` and ``$NATS_URL`` replace only the context's URL: its
-    credentials, TLS files and JetStream settings still apply.
+    credentials, TLS files and JetStream settings still apply; ``--no-context`` uses none.
     """
+    if getattr(args, "no_context", None):
+        return None
     name = getattr(args, "context", None) or os.environ.get("NATS_CONTEXT")
     if name:
         return str(name)
@@ -228,7 +230,7 @@ def own_server_unless_named(args: argparse.Namespace) -> Iterator[tuple[str, str
         ContextError: ``--context`` names a context that is unknown or unreadable.
         SystemExit: no server was named and no nats-server binary is installed.
     """
-    context: str | None = args.context
+    context: str | None = None if getattr(args, "no_context", None) else args.context
     if args.server or context:
         url = args.server or _context_url(str(context))
         source = "--server" if args.server else f"NATS context {context!r}"
@@ -399,6 +401,10 @@ GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
         metavar="NAME",
         help="connect with this NATS context, as the nats CLI does (default: $NATS_CONTEXT, else the "
              "selected context); see 'context ls'")),
+    (("--no-context",), dict(
+        action="store_true",
+        help="use no NATS context: neither --context, $NATS_CONTEXT nor the selected one (as the nats CLI's "
+             "--no-context)")),
     (("--user",), dict(
         metavar="USER",
         help="the user name; without --password, a token (as the nats CLI takes it). Credentials given "
