@@ -12,9 +12,10 @@ once. Messages of one key are handled by one process at a time, in order.
 
 With no URL (and no ``NATS_URL``) it starts an embedded nats-server for the
 run. Each handled message is printed as ``<member> <subject> <data>``. Ctrl-C
-(SIGINT, to every process of the pool) or SIGTERM to the parent stops the pool:
-each member leaves the group and stops. (An embedded server stops on Ctrl-C as
-well, and the group with it: then the members just stop.)
+(SIGINT, to every process of the pool) or SIGTERM to the parent stops the pool
+at any moment, during the start too: each member that joined leaves the group
+and stops, with no traceback. (An embedded server does not take Ctrl-C itself:
+it runs in a session of its own and is stopped after the members left.)
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def member(url: str, slot: int) -> None:
     try:
         pcgroups.delete_members(js, STREAM, GROUP, [name])  # the others take its partitions now
     except (nats.NatsError, OSError) as exc:
-        # The server went first (an embedded one stops on Ctrl-C too): there is no group to leave.
+        # The server went first (stopped by its operator): there is no group to leave.
         print(f"{name}: stopped without leaving the group ({exc})", file=sys.stderr, flush=True)
     ctx.stop()
     nc.close()
@@ -91,6 +92,9 @@ def main(url: str, workers: int) -> int:
         if pid == 0:  # the child never returns into the parent's code
             try:
                 member(url, slot)
+            except (nats.NatsError, OSError) as exc:  # the server went away, say: one line, not a traceback
+                print(f"member {slot}: stopped: {exc}", file=sys.stderr, flush=True)
+                os._exit(1)
             except BaseException:
                 traceback.print_exc()
                 os._exit(1)
@@ -115,12 +119,24 @@ def main(url: str, workers: int) -> int:
     return 130 if signal.SIGINT in received else 0
 
 
+def workers_arg(argv: list[str]) -> int:
+    """The pool's size: the second argument (default 3), a positive number."""
+    text = argv[2] if len(argv) > 2 else "3"
+    if not text.isdigit() or int(text) < 1:
+        raise SystemExit(f"error: the number of workers must be a positive whole number, not {text!r}")
+    return int(text)
+
+
 if __name__ == "__main__":
     from _server import server_url
 
+    size = workers_arg(sys.argv)
     try:
         with server_url(sys.argv[1:2]) as nats_url:
-            code = main(nats_url, int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+            code = main(nats_url, size)
     except KeyboardInterrupt:  # Ctrl-C before the pool ran
         code = 130
+    except nats.NatsError as exc:  # no server at the URL given, say
+        print(f"error: {exc}", file=sys.stderr)
+        code = 1
     sys.exit(code)

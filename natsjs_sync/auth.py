@@ -41,13 +41,25 @@ def parse_creds(text: str) -> tuple[str, str]:
 SecretSource = str | os.PathLike[str]
 
 
+def _looks_like_path(value: str) -> bool:
+    """Whether ``value`` can only be a file's path: a seed (base32) and a creds file's content
+    (several lines) never hold a path separator on one line, start with ``~`` or end in a file
+    name extension."""
+    return "\n" not in value and (
+        "/" in value or os.sep in value or value.startswith("~") or value.endswith((".nk", ".creds", ".seed", ".txt")))
+
+
 def _read_secret(value: SecretSource, what: str) -> str:
-    """``value`` itself, or the content of the file it names (always a file for an ``os.PathLike``).
+    """``value`` itself, or the content of the file it names (always a file for an ``os.PathLike``
+    and for a string that can only be a path; ``~`` is the home directory, as the nats CLI reads it).
 
     Raises:
-        AuthorizationError: the file cannot be read (a path is shown, never the content).
+        AuthorizationError: the file is missing or cannot be read (its path is shown, never
+            the content).
     """
-    if isinstance(value, os.PathLike) or os.path.exists(value):
+    if isinstance(value, str) and value.startswith("~"):
+        value = os.path.expanduser(value)
+    if isinstance(value, os.PathLike) or os.path.exists(value) or _looks_like_path(value):
         path = os.fspath(value)
         try:
             with open(path) as f:

@@ -482,3 +482,267 @@ def test_long_running_commands_report_errors_but_not_each_reconnect_attempt(
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines() == ["-- error: slow consumer on subject 'x'",
                                               "-- error: authorization violation"]
+
+
+# ---------------------------------------------------------------------------------------------- signals
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # it ended meanwhile
+        if int(stat.rpartition(")")[2].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _ended(pidfd: int, timeout: float) -> bool:
+    """Whether the process of ``pidfd`` ended within ``timeout`` seconds (no polling: the kernel
+    makes the descriptor readable when it does)."""
+    import select
+
+    readable, _, _ = select.select([pidfd], [], [], timeout)
+    return bool(readable)
+
+
+def _cli(*argv: str, home: Path) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "NATS_CONTEXT")}
+    env.update(PYTHONPATH=str(REPO), HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+    return subprocess.Popen([sys.executable, "-m", "natsjs_sync", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+
+
+def _embedded_server_of(proc: subprocess.Popen[str]) -> int:
+    """A pidfd of the nats-server the command started (its only child)."""
+    (server_pid,) = _children(proc.pid)
+    return os.pidfd_open(server_pid)
+
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open"),
+                                reason="PR_SET_PDEATHSIG and pidfd are Linux's")
+
+
+@linux_only
+def test_an_embedded_server_ends_with_the_command_even_when_it_is_killed(tmp_path: Path) -> None:
+    from natsjs_sync.testing import free_port
+
+    proc = _cli("server", "--port", str(free_port()), "--no-jetstream", home=tmp_path)
+    pidfd = -1
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        assert line.startswith("nats-server listening on"), (line, proc.stderr.read())
+        pidfd = _embedded_server_of(proc)
+        proc.kill()  # SIGKILL: no handler, no finally, no atexit runs
+        proc.wait(30)
+        assert _ended(pidfd, 30), "the nats-server outlived the command"
+    finally:
+        if pidfd >= 0:
+            if not _ended(pidfd, 0):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
+@linux_only
+@pytest.mark.parametrize(("argv", "first_line", "sig", "code"), [
+    (("server", "--no-jetstream"), "nats-server listening on", signal.SIGHUP, 129),
+    (("server", "--no-jetstream"), "nats-server listening on", signal.SIGTERM, 0),
+    (("bench", "pub", "--msgs", "1000000000"), "started an embedded nats-server", signal.SIGTERM, 143),
+    (("bench", "pub", "--msgs", "1000000000"), "started an embedded nats-server", signal.SIGHUP, 129),
+])
+def test_sigterm_and_sighup_stop_a_command_and_its_embedded_server(tmp_path: Path, argv: tuple[str, ...],
+                                                                   first_line: str, sig: int, code: int) -> None:
+    from natsjs_sync.testing import free_port
+
+    if argv[0] == "server":
+        argv = (*argv, "--port", str(free_port()))
+    proc = _cli(*argv, home=tmp_path)
+    pidfd = -1
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        assert line.startswith(first_line), (line, proc.stderr.read())
+        pidfd = _embedded_server_of(proc)
+        proc.send_signal(sig)
+        assert proc.wait(60) == code
+        assert _ended(pidfd, 0), "the command ended before its nats-server"
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if pidfd >= 0:
+            if not _ended(pidfd, 0):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os.close(pidfd)
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
+def test_sigterm_stops_a_long_running_command_with_exit_code_143(tmp_path: Path, nats_server: NatsServer) -> None:
+    proc = _cli("sub", "never.>", "--server", nats_server.url, home=tmp_path)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        assert line.strip() == "listening on never.>", (line, proc.stderr.read())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 143
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
+def test_a_server_started_for_a_command_is_out_of_reach_of_its_terminals_ctrl_c() -> None:
+    # Ctrl-C goes to the terminal's foreground process group: the command's, not its server's,
+    # which the command stops itself once done with it.
+    with NatsServer(jetstream=False) as server:
+        assert server.pid is not None
+        assert os.getpgid(server.pid) != os.getpgid(0)
+
+
+# ---------------------------------------------------------------------------------------------- connection options
+
+
+def test_the_nats_cli_connection_options_work_on_every_command(capsys: pytest.CaptureFixture[str], contexts: Path,
+                                                              auth_server: NatsServer) -> None:
+    login = ("--server", auth_server.url, "--user", "app", "--password", "s3cret")
+    with natsjs_sync.connect(auth_server.url, user="app", password="s3cret") as nc:
+        sub = nc.subscribe("o.>")
+        nc.flush()
+        for argv in (["pub", "o.a", "1", *login], [*login, "pub", "o.b", "2", "--timeout", "2s"],
+                     ["--timeout", "500ms", *login, "pub", "o.c", "3"], ["pub", "o.d", "4", "--timeout", "1m", *login]):
+            code, _, err = run(capsys, *argv)
+            assert code == 0, (argv, err)
+        assert [sub.next_msg(timeout=10).data for _ in range(4)] == [b"1", b"2", b"3", b"4"]
+    for argv in (["stream", "ls"], ["kv", "ls"], ["obj", "ls"], ["server", "check", "connection"],
+                 ["bench", "pub", "--msgs", "10"], ["demo", "--count", "1"], ["service", "ls", "--timeout", "200ms"]):
+        code, out, err = run(capsys, *argv, *login)
+        assert code == 0, (argv, out, err)
+        assert "uthorization" not in err, (argv, err)
+    code, _, err = run(capsys, "req", "o.nobody", "x", *login, "--timeout", "1s")
+    assert code == 1 and "no responders" in err.lower(), err  # past the login
+    code, _, err = run(capsys, "pub", "o.e", "5", "--server", auth_server.url, "--user", "app", "--password", "no")
+    assert code == 1 and "authorization" in err.lower(), err
+
+
+def test_user_token_nkey_and_creds_options(capsys: pytest.CaptureFixture[str], contexts: Path,
+                                           tmp_path: Path) -> None:
+    from natsjs_sync.nkeys import KeyPair
+    from natsjs_sync.testing.jwt import Operator
+
+    with NatsServer(jetstream=False, token="tok-3Fz") as server:
+        assert run(capsys, "pub", "t.x", "y", "--server", server.url, "--user", "tok-3Fz")[0] == 0  # a token
+    user = KeyPair.generate()
+    seed = tmp_path / "user.nk"
+    seed.write_text(user.seed + "\n")
+    with NatsServer(jetstream=False, nkeys=[user.public_key]) as server:
+        code, _, err = run(capsys, "pub", "t.x", "y", "--server", server.url, "--nkey", str(seed))
+        assert code == 0, err
+    op = Operator()
+    op.add_account("APP")
+    creds = tmp_path / "app.creds"
+    creds.write_text(op.user_creds("APP"))
+    with NatsServer(jetstream=False, config=op.server_config()) as server:
+        code, _, err = run(capsys, "pub", "t.x", "y", "--server", server.url, "--creds", str(creds))
+        assert code == 0, err
+        for option, name, what in (("--creds", "gone.creds", "credentials"), ("--nkey", "gone.nk", "nkey seed")):
+            missing = tmp_path / "nowhere" / name
+            code, out, err = run(capsys, "pub", "t.x", "y", "--server", server.url, option, str(missing))
+            assert code == 1 and out == "", err
+            assert err.splitlines() == [f"error: cannot read the {what} file '{missing}': No such file or directory"]
+
+
+def test_a_missing_seed_file_is_named_as_a_file() -> None:
+    with pytest.raises(natsjs_sync.AuthorizationError, match=r"cannot read the nkey seed file '/no/such/dir/u\.nk'"):
+        natsjs_sync.connect("nats://127.0.0.1:1", nkeys_seed="/no/such/dir/u.nk")
+
+
+@pytest.mark.parametrize("argv", [
+    ["pub", "x", "y", "--timeout", "soon"], ["pub", "x", "y", "--timeout=-1s"], ["--timeout", "0", "pub", "x", "y"],
+    ["sub", "x", "--timeout", "later"], ["bench", "--msgs", "0"], ["bench", "--msgs", "-5"],
+    ["bench", "--sync-msgs", "0"], ["bench", "--size", "-1"], ["bench", "--size", "1XB"], ["demo", "--count", "0"],
+    ["pub", "x", "y", "--count", "0"], ["consumer", "next", "S", "C", "--count", "-1"]])
+def test_bad_option_values_give_one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    (line,) = err.splitlines()
+    assert out == "" and ": error: argument " in line, line
+
+
+def test_bench_sizes_take_the_nats_cli_units() -> None:
+    from natsjs_sync.cli.bench import message_size
+
+    assert [message_size(s) for s in ("0", "128", "128B", "1KB", "2k", "1MiB")] == [0, 128, 128, 1024, 2048, 1 << 20]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--timeout", "soon", "server", "check", "meta"], ["server", "--timeout", "soon", "check", "meta"],
+    ["server", "check", "meta", "--timeout", "0"], ["server", "check", "meta", "--timeout=-2s"],
+    ["server", "check", "meta", "--user"], ["server", "check", "bogus"], ["server", "check", "stream"]])
+def test_every_usage_error_of_server_check_is_unknown(argv: list[str]) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "natsjs_sync", *argv], capture_output=True, text=True, timeout=60,
+                          env=env, cwd=REPO)
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    (line,) = proc.stdout.splitlines()
+    assert line.startswith("UNKNOWN ") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("how", ["--server", "NATS_URL"])
+def test_a_server_named_keeps_the_selected_contexts_credentials(capsys: pytest.CaptureFixture[str], contexts: Path,
+                                                               auth_server: NatsServer, how: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from natsjs_sync import natscontext
+
+    # The context's URL leads nowhere; its credentials are the server's.
+    natscontext.save("work", url="nats://127.0.0.1:1", user="app", password="s3cret")
+    natscontext.select("work")
+    argv = ["pub", "c.x", "y"]
+    if how == "--server":
+        argv += ["--server", auth_server.url]
+    else:
+        monkeypatch.setenv("NATS_URL", auth_server.url)
+    with natsjs_sync.connect(auth_server.url, user="app", password="s3cret") as nc:
+        sub = nc.subscribe("c.x")
+        nc.flush()
+        code, _, err = run(capsys, *argv)
+        assert code == 0, err
+        assert sub.next_msg(timeout=10).data == b"y"
+        # Credentials given on the command line replace the context's.
+        code, _, err = run(capsys, *argv, "--user", "app", "--password", "wrong")
+        assert code == 1 and "authorization" in err.lower(), err
+
+
+def test_no_context_uses_none(capsys: pytest.CaptureFixture[str], contexts: Path, nats_server: NatsServer,
+                               tmp_path: Path) -> None:
+    from natsjs_sync import natscontext
+
+    missing = tmp_path / "gone.creds"
+    natscontext.save("broken", url="nats://127.0.0.1:1", creds=str(missing))
+    natscontext.select("broken")
+    code, _, err = run(capsys, "pub", "n.x", "y", "--server", nats_server.url)
+    assert code == 1 and str(missing) in err, err  # the selected context's credentials apply
+    for argv in (["pub", "n.x", "y", "--server", nats_server.url, "--no-context"],
+                 ["--no-context", "--context", "broken", "pub", "n.x", "y", "--server", nats_server.url]):
+        code, _, err = run(capsys, *argv)
+        assert code == 0, (argv, err)
+
+
+def test_no_server_reachable_is_said_naming_the_url_masked(capsys: pytest.CaptureFixture[str], contexts: Path) -> None:
+    for argv in (["pub", "x", "y"], ["stream", "ls"], ["sub", "x"], ["kv", "ls"]):
+        code, out, err = run(capsys, *argv, "--server", "nats://app:pw-9xQ@127.0.0.1:1")
+        assert code == 1 and out == "", (argv, out)
+        (line,) = err.splitlines()
+        assert line.startswith("error: no NATS server reachable (") and "nats://127.0.0.1:1" in line, line
+        assert "pw-9xQ" not in line and "natsjs-sync server" in line

@@ -190,16 +190,47 @@ def test_pcgroups_pool_starts_a_server_when_given_none() -> None:
     try:
         lines = _joined(proc, 3)
         assert lines[0].startswith("(embedded nats-server at nats://127.0.0.1:"), lines
-        # Ctrl-C reaches the embedded server too: the members stop, the pool ends without a traceback.
+        # Ctrl-C does not reach the embedded server (a session of its own): the members leave the
+        # group, then the pool stops it; nothing on stderr.
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(60) == 130
         assert proc.stderr is not None
-        assert "Traceback" not in proc.stderr.read()
+        assert proc.stderr.read() == ""
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
         proc.communicate()
+
+
+@pytest.mark.server("2.11")
+@pytest.mark.parametrize("after", [1, 2])
+def test_pcgroups_pool_stops_quietly_on_ctrl_c_during_its_start(after: int) -> None:
+    # Ctrl-C once the embedded server runs (the parent setting up the group, or forking), and once
+    # the first member joined (the others still connecting): exit code 130, no traceback, no member
+    # stopped without leaving (the server is there until they left).
+    proc = _pool([], _env())
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        lines = [proc.stdout.readline() for _ in range(after)]
+        assert lines[0].startswith("(embedded nats-server at "), (lines, proc.stderr.read())
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(60) == 130
+        assert proc.stderr.read() == ""
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        proc.communicate()
+
+
+@pytest.mark.parametrize("workers", ["0", "-2", "many"])
+def test_pcgroups_pool_refuses_a_bad_number_of_workers(workers: str) -> None:
+    done = subprocess.run([sys.executable, str(EXAMPLES / "pcgroups_pool.py"), "nats://127.0.0.1:1", workers],
+                          capture_output=True, text=True, timeout=60, env=_env())
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"error: the number of workers must be a positive whole number, not {workers!r}"], done.stderr
 
 
 def test_every_example_is_on_the_examples_page() -> None:

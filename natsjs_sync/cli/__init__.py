@@ -4,8 +4,10 @@
 ``server`` extra) unless ``--server`` or ``--context`` names one. The global
 options (:data:`GLOBAL_OPTIONS`) are taken before or after any command's name:
 every parser made by :class:`CommandParser` has them. User mistakes end with a
-one-line message on stderr and a non-zero exit code, never a traceback; Ctrl-C
-ends every command with exit code 130. Times are printed in one format, local
+one-line message on stderr and a non-zero exit code, never a traceback. Ctrl-C,
+SIGTERM and SIGHUP stop every command cleanly (an embedded server is stopped
+too) with exit code 128 + the signal's number: 130, 143, 129 (``server`` exits 0
+on SIGTERM, a service manager's stop). Times are printed in one format, local
 time ``YYYY-MM-DD HH:MM:SS``.
 """
 
@@ -16,6 +18,7 @@ import contextlib
 import datetime
 import functools
 import os
+import signal
 import sys
 import threading
 import time
@@ -26,7 +29,7 @@ from .. import __version__
 from .._connect import connect
 from .._redact import redact
 from ..client import Client
-from ..errors import AuthorizationError, NatsError, SecureConnRequiredError
+from ..errors import AuthorizationError, NatsError, NoServersError, SecureConnRequiredError
 from ..msg import Msg
 from ._parser import ArgumentParser
 
@@ -107,23 +110,54 @@ class _ReconnectNotices:
             _note("-- disconnected; reconnecting ...")
 
 
+#: The default of the global ``--timeout``, as in the nats CLI.
+DEFAULT_TIMEOUT = 5.0
+
+
+def connect_options(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`~natsjs_sync.connect`'s keywords for the global connection options given:
+    ``--user`` (a token when no ``--password`` is given, as the nats CLI takes it),
+    ``--password``, ``--creds``, ``--nkey`` and ``--timeout`` (the connect's timeout).
+    Credentials given here replace a context's as a group; the others of the context stay."""
+    options: dict[str, Any] = {"connect_timeout": timeout_of(args)}
+    user, password = getattr(args, "user", None), getattr(args, "password", None)
+    if user is not None and password is None:
+        options["token"] = user
+    elif user is not None or password is not None:
+        options["user"], options["password"] = user or "", password or ""
+    if getattr(args, "creds", None):
+        options["user_credentials"] = args.creds
+    if getattr(args, "nkey", None):
+        options["nkeys_seed"] = args.nkey
+    return options
+
+
+def timeout_of(args: argparse.Namespace, default: float = DEFAULT_TIMEOUT) -> float:
+    """Seconds of the global ``--timeout`` (checked by :func:`main`), ``default`` when not given."""
+    value = getattr(args, "timeout", None)
+    return default if value is None else float(value)
+
+
 @contextlib.contextmanager
-def _connect_with_notices(url: str, context: str | None = None) -> Iterator[Client]:
+def _connect_with_notices(args: argparse.Namespace, url: str, context: str | None = None) -> Iterator[Client]:
     notices = _ReconnectNotices()
-    with connect(url, name="natsjs-cli", context=context, **notices.options()) as nc:
+    with connect(url, name="natsjs-cli", context=context, **connect_options(args), **notices.options()) as nc:
         notices.client = nc
         yield nc
 
 
 def context_of(args: argparse.Namespace) -> str | None:
-    """The NATS context a command connects with: ``--context`` (default ``$NATS_CONTEXT``);
-    else, when neither ``--server`` nor ``$NATS_URL`` names a server, the one the nats CLI
-    selected (as ``nats`` does); else none."""
+    """The NATS context a command connects with: ``--context`` (default ``$NATS_CONTEXT``),
+    else the one the nats CLI selected, else none.
+
+    As in the nats CLI, ``--server`` and ``$NATS_URL`` replace only the context's URL: its
+    credentials, TLS files and JetStream settings still apply; ``--no-context`` uses none.
+    """
+    if getattr(args, "no_context", None):
+        return None
     name = getattr(args, "context", None) or os.environ.get("NATS_CONTEXT")
     if name:
         return str(name)
-    if getattr(args, "server", None) or os.environ.get("NATS_URL"):
-        return None
     from ..natscontext import selected_context
 
     return selected_context()
@@ -138,9 +172,12 @@ def _embedded_server() -> Iterator[str]:
         server = NatsServer(jetstream=True)
     except FileNotFoundError as exc:
         raise SystemExit(f"error: {exc}") from None
-    server.start()
-    _print(f"started an embedded nats-server {server.url} (JetStream in {server.store_dir})")
-    try:
+    try:  # a signal may stop the command while the server starts: it is stopped then too
+        try:
+            server.start()
+        except (RuntimeError, OSError) as exc:  # it exited at once, or never became ready
+            raise SystemExit(f"error: nats-server did not start: {exc}") from None
+        _print(f"started an embedded nats-server {server.url} (JetStream in {server.store_dir})")
         yield server.url
     finally:
         server.close()
@@ -193,7 +230,7 @@ def own_server_unless_named(args: argparse.Namespace) -> Iterator[tuple[str, str
         ContextError: ``--context`` names a context that is unknown or unreadable.
         SystemExit: no server was named and no nats-server binary is installed.
     """
-    context: str | None = args.context
+    context: str | None = None if getattr(args, "no_context", None) else args.context
     if args.server or context:
         url = args.server or _context_url(str(context))
         source = "--server" if args.server else f"NATS context {context!r}"
@@ -215,7 +252,7 @@ def own_server_unless_named(args: argparse.Namespace) -> Iterator[tuple[str, str
 
 def cmd_demo(args: argparse.Namespace) -> int:
     with own_server_unless_named(args) as (url, context):
-        with connect(url, name="natsjs-demo", context=context) as nc:
+        with connect(url, name="natsjs-demo", context=context, **connect_options(args)) as nc:
             info = nc.server_info
             _print(f"connected to {_shown(nc.connected_url or url)} (server {info.get('version')}, "
                    f"max_payload {nc.max_payload})")
@@ -248,7 +285,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_pub(args: argparse.Namespace) -> int:
     headers = parse_headers(args.header)
     context = context_of(args)
-    with _server_url(args.server, False, context) as url, connect(url, name="natsjs-cli", context=context) as nc:
+    with _server_url(args.server, False, context) as url, \
+            connect(url, name="natsjs-cli", context=context, **connect_options(args)) as nc:
         data = args.data.encode() if args.data is not None else read_stdin("the message")
         for _ in range(args.count):
             nc.publish(args.subject, data, headers=headers)
@@ -273,11 +311,11 @@ def print_msg(msg: Msg, label: str, raw: bool) -> None:
 
 def cmd_sub(args: argparse.Namespace) -> int:
     context = context_of(args)
-    with _server_url(args.server, False, context) as url, _connect_with_notices(url, context) as nc:
+    with _server_url(args.server, False, context) as url, _connect_with_notices(args, url, context) as nc:
         sub = nc.subscribe(args.subject, queue=args.queue)
         (_note if args.raw else _print)(f"listening on {args.subject}")
         received = 0
-        deadline = time.monotonic() + args.timeout if args.timeout else None
+        deadline = time.monotonic() + args.stop_after if args.stop_after else None
         while args.count == 0 or received < args.count:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -301,10 +339,10 @@ def client_for(args: argparse.Namespace, embedded_ok: bool = False, long_running
     context = context_of(args)
     with _server_url(getattr(args, "server", None), embedded_ok, context) as url:
         if long_running:
-            with _connect_with_notices(url, context) as nc:
+            with _connect_with_notices(args, url, context) as nc:
                 yield nc
         else:
-            with connect(url, name="natsjs-cli", context=context) as nc:
+            with connect(url, name="natsjs-cli", context=context, **connect_options(args)) as nc:
                 yield nc
 
 
@@ -330,16 +368,17 @@ def cmd_reply(args: argparse.Namespace) -> int:
         nc.subscribe(args.subject, queue=args.queue, cb=answer)
         nc.flush()
         _print(f"answering requests on {args.subject}" + (f" (queue {args.queue})" if args.queue else ""))
-        done.wait(args.timeout or None)
+        done.wait(args.stop_after or None)
     return 0
 
 
 def cmd_req(args: argparse.Namespace) -> int:
     headers = parse_headers(args.header)
     context = context_of(args)
-    with _server_url(args.server, False, context) as url, connect(url, name="natsjs-cli", context=context) as nc:
+    with _server_url(args.server, False, context) as url, \
+            connect(url, name="natsjs-cli", context=context, **connect_options(args)) as nc:
         data = args.data.encode() if args.data is not None else read_stdin("the request")
-        reply = nc.request(args.subject, data, timeout=args.timeout, headers=headers)
+        reply = nc.request(args.subject, data, timeout=timeout_of(args), headers=headers)
         if reply.headers or args.raw:
             print_msg(reply, "reply on", args.raw)
         else:
@@ -350,17 +389,34 @@ def cmd_req(args: argparse.Namespace) -> int:
 #: The options every command takes, before or after its name (``natsjs-sync --context prod pub x y``
 #: and ``natsjs-sync pub x y --context prod`` are one command): the flags and the keywords of
 #: ``add_argument``. :class:`CommandParser` adds them to every parser, so a new command has them too.
+#: They are the nats CLI's connection options, under its names; a command that gives one of these
+#: flags a meaning of its own (``sub --timeout``: stop after) has its own in its parser.
 GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--server", "-s"), dict(
         metavar="URL",
-        help="the server URL(s), comma-separated (default: $NATS_URL, else the NATS context's); demo and "
-             "bench start an embedded nats-server unless --server or --context is given")),
+        help="the server URL(s), comma-separated (default: $NATS_URL, else the NATS context's); with a "
+             "context, only its URL is replaced. demo and bench start an embedded nats-server unless "
+             "--server or --context is given")),
     (("--context",), dict(
         metavar="NAME",
         help="connect with this NATS context, as the nats CLI does (default: $NATS_CONTEXT, else the "
-             "selected context when neither --server nor $NATS_URL is given); see 'context ls'")),
+             "selected context); see 'context ls'")),
+    (("--no-context",), dict(
+        action="store_true",
+        help="use no NATS context: neither --context, $NATS_CONTEXT nor the selected one (as the nats CLI's "
+             "--no-context)")),
+    (("--user",), dict(
+        metavar="USER",
+        help="the user name; without --password, a token (as the nats CLI takes it). Credentials given "
+             "here replace the context's")),
+    (("--password",), dict(metavar="PASSWORD", help="the password of --user")),
+    (("--creds",), dict(metavar="FILE", help="a user credentials file (.creds: user JWT and nkey seed)")),
+    (("--nkey",), dict(metavar="FILE", help="a user nkey seed file")),
+    (("--timeout",), dict(
+        metavar="DURATION",
+        help="how long to wait for the server: the connect and each answer, e.g. 500ms, 2s, 1m "
+             "(default 5s, or the command's own)")),
 )
-
 
 class CommandParser(ArgumentParser):
     """The command line's argument parser: every one of them, at any depth of subcommands, takes
@@ -377,6 +433,8 @@ class CommandParser(ArgumentParser):
     """
 
     def __init__(self, *args: Any, nagios: bool = False, top: bool = False, **kwargs: Any) -> None:
+        # A command's own option with a global option's flag (sub's --timeout) replaces it in its parser.
+        kwargs.setdefault("conflict_handler", "resolve")
         super().__init__(*args, **kwargs)
         self.nagios = nagios
         self._commands: dict[str, CommandParser] = {}
@@ -406,9 +464,10 @@ class CommandParser(ArgumentParser):
         return unique
 
     def error(self, message: str) -> NoReturn:
-        """A usage error: argparse's usage and message, exit code 2; a Nagios check's is a status line."""
+        """A usage error: one line on stderr (the command, the message, where help is), exit code 2;
+        a Nagios check's is its status line on stdout and exit code 3 (UNKNOWN)."""
         if not self.nagios:
-            super().error(message)
+            self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
         from ..monitor.check import CheckResult
 
         self.print_usage(sys.stderr)
@@ -429,7 +488,7 @@ def build_parser() -> CommandParser:
                        description="Publish, subscribe and make a request. Runs on an embedded nats-server "
                                    "unless --server or --context names one; $NATS_URL, $NATS_CONTEXT and the "
                                    "selected context are not used.")
-    p.add_argument("--count", type=int, default=3, help="messages to publish (default 3)")
+    p.add_argument("--count", type=positive_int, default=3, help="messages to publish (default 3)")
     p.set_defaults(func=cmd_demo)
 
     header_help = "a message header 'Key: value' (repeatable)"
@@ -437,14 +496,14 @@ def build_parser() -> CommandParser:
     p.add_argument("subject", help="the subject to publish to")
     p.add_argument("data", nargs="?", default=None, help="the message (default: read from stdin)")
     p.add_argument("--header", "-H", action="append", metavar="'KEY: VALUE'", help=header_help)
-    p.add_argument("--count", type=int, default=1, help="publish the message this many times (default 1)")
+    p.add_argument("--count", type=positive_int, default=1, help="publish the message this many times (default 1)")
     p.set_defaults(func=cmd_pub)
 
     p = sub.add_parser("sub", help="print messages of a subject")
     p.add_argument("subject", help="the subject to listen on (wildcards * and > allowed)")
     p.add_argument("--queue", help="join this queue group (each message goes to one member)")
-    p.add_argument("--count", type=int, default=0, help="stop after this many (0: never)")
-    p.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds (0: never)")
+    p.add_argument("--count", type=count_or_zero, default=0, help="stop after this many (0: never)")
+    p.add_argument("--timeout", **STOP_AFTER)
     p.add_argument("--raw", action="store_true", help="write only the messages' data, bytes as they are")
     p.set_defaults(func=cmd_sub)
 
@@ -453,15 +512,14 @@ def build_parser() -> CommandParser:
     p.add_argument("data", nargs="?", default=None, help="the request (default: read from stdin)")
     p.add_argument("--header", "-H", action="append", metavar="'KEY: VALUE'", help=header_help)
     p.add_argument("--raw", action="store_true", help="write only the reply's data, bytes as they are")
-    p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for the reply (default 2)")
     p.set_defaults(func=cmd_req)
 
     p = sub.add_parser("reply", help="answer requests (with DATA, or echo them)")
     p.add_argument("subject", help="the subject to answer requests on")
     p.add_argument("data", nargs="?", default=None, help="the answer (default: the request's own data)")
     p.add_argument("--queue", help="join this queue group (each request goes to one member)")
-    p.add_argument("--count", type=int, default=0, help="stop after this many (0: never)")
-    p.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds (0: never)")
+    p.add_argument("--count", type=count_or_zero, default=0, help="stop after this many (0: never)")
+    p.add_argument("--timeout", **STOP_AFTER)
     p.set_defaults(func=cmd_reply)
 
     from . import bench, context, groups, jetstream, server, service, stores
@@ -476,13 +534,111 @@ def build_parser() -> CommandParser:
     return parser
 
 
+def positive_int(text: str) -> int:
+    """An ``int`` option that must be 1 or more (a count, a size): argparse's ``type``."""
+    return _int_at_least(text, 1)
+
+
+def count_or_zero(text: str) -> int:
+    """An ``int`` option that must be 0 or more (``0``: no limit): argparse's ``type``."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {'positive' if least == 1 else 'zero or more'}, not {value}")
+    return value
+
+
+def stop_after(text: str) -> float:
+    """A duration option where 0 means never (``sub --timeout``): argparse's ``type``."""
+    from .server import duration
+
+    seconds = duration(text)
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r}")
+    return seconds
+
+
+#: ``--timeout`` of the commands that run until stopped: their own option (not the global one,
+#: which a ``--timeout`` given before the command's name still is: the connect's).
+STOP_AFTER: dict[str, Any] = dict(dest="stop_after", type=stop_after, default=0.0, metavar="DURATION",
+                                  help="stop after this long, e.g. 90s, 5m (0: never)")
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: the command stops as on Ctrl-C (a BaseException, as
+    KeyboardInterrupt is, so that no ``except Exception`` takes it for an error)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: The signals that stop a command as Ctrl-C does: a service manager's stop, a closed terminal.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """While the command runs, SIGTERM and SIGHUP raise :class:`_Stopped` in the main thread, so
+    every ``finally`` runs (an embedded server is stopped) instead of the process just dying. A
+    second signal during that clean-up is ignored. Outside the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise _Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _check_timeout(args: argparse.Namespace) -> None:
+    """The global ``--timeout`` (taken as text, so that its error comes from the command's own
+    parser: a check's is UNKNOWN) as seconds; a usage error when it is no positive duration."""
+    from .server import duration
+
+    value = getattr(args, "timeout", None)
+    if not isinstance(value, str):
+        return
+    try:
+        seconds = duration(value)
+    except argparse.ArgumentTypeError as exc:
+        args._command_parser.error(f"argument --timeout: {exc}")
+    if seconds <= 0:
+        args._command_parser.error(f"argument --timeout: {value!r} is not a positive duration")
+    args.timeout = seconds
+
+
+def _unreachable(exc: NoServersError) -> str:
+    return (f"error: no NATS server reachable ({redact(str(exc))}); start one with 'natsjs-sync server', or "
+            "name one with --server URL or --context NAME")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:  # reported by the command's own parser: a check's usage error is UNKNOWN, not 2
         args._command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    _check_timeout(args)
     try:
-        return int(args.func(args))
+        with _stop_on_signals():
+            return int(args.func(args))
+    except NoServersError as exc:
+        print(_unreachable(exc), file=sys.stderr)
+        return 1
     except NatsError as exc:
         print(f"error: {redact(str(exc))}", file=sys.stderr)
         return 1
@@ -491,6 +647,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except _Stopped as stop:
+        return 128 + stop.signum
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ with no labels (:func:`write_bar_png`).
 from __future__ import annotations
 
 import argparse
+import re
 import struct
 import sys
 import threading
@@ -17,7 +18,7 @@ from typing import Any
 
 from .._connect import connect
 from ..client import Client
-from . import _print, own_server_unless_named
+from . import _print, connect_options, own_server_unless_named, positive_int
 
 SCENARIOS = ("pub", "pubsub", "req", "js-pub", "js-pub-async", "js-consume")
 
@@ -30,9 +31,9 @@ def _pub(nc: Client, n: int, payload: bytes) -> float:
     return n / (time.perf_counter() - start)
 
 
-def _pubsub(url: str, context: str | None, n: int, payload: bytes) -> float:
-    with connect(url, name="bench-sub", context=context) as sub_nc, \
-            connect(url, name="bench-pub", context=context) as pub_nc:
+def _pubsub(url: str, context: str | None, n: int, payload: bytes, options: dict[str, Any]) -> float:
+    with connect(url, name="bench-sub", context=context, **options) as sub_nc, \
+            connect(url, name="bench-pub", context=context, **options) as pub_nc:
         sub = sub_nc.subscribe("bench.ps", pending_msgs_limit=n + 1)
         sub_nc.flush()
         done = threading.Event()
@@ -97,18 +98,34 @@ def _js(nc: Client, scenario: str, n: int, payload: bytes) -> float:
         js.delete_stream(name)
 
 
-def run_scenario(url: str, scenario: str, n: int, size: int, context: str | None = None) -> float:
+def run_scenario(url: str, scenario: str, n: int, size: int, context: str | None = None,
+                 options: dict[str, Any] | None = None) -> float:
     """Run one scenario on the server at ``url`` (with the NATS ``context``'s credentials and
-    settings when one is given); returns messages per second."""
+    settings when one is given, and :func:`~natsjs_sync.connect`'s keywords ``options``);
+    returns messages per second."""
     payload = b"x" * size
+    options = options or {}
     if scenario == "pubsub":
-        return _pubsub(url, context, n, payload)
-    with connect(url, name="natsjs-bench", context=context) as nc:
+        return _pubsub(url, context, n, payload, options)
+    with connect(url, name="natsjs-bench", context=context, **options) as nc:
         if scenario == "pub":
             return _pub(nc, n, payload)
         if scenario == "req":
             return _req(nc, n, payload)
         return _js(nc, scenario, n, payload)
+
+
+_SIZE = re.compile(r"(\d+)\s*([a-z]*)", re.IGNORECASE)
+_SIZE_UNITS = {"": 0, "b": 0, "k": 10, "kb": 10, "kib": 10, "m": 20, "mb": 20, "mib": 20}
+
+
+def message_size(text: str) -> int:
+    """Bytes from ``"128"``, ``"128B"``, ``"1KB"``, ``"1MiB"`` (units of 1024, as the nats CLI's
+    ``bench --size`` takes them); argparse's ``type``."""
+    m = _SIZE.fullmatch(text.strip())
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (give bytes, or e.g. 512B, 1KB, 1MB)")
+    return int(m.group(1)) << _SIZE_UNITS[m.group(2).lower()]
 
 
 # ---------------------------------------------------------------------- chart
@@ -170,7 +187,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with own_server_unless_named(args) as (url, context):
         for sc in scenarios:
             n = args.msgs if sc not in ("req", "js-pub") else min(args.msgs, args.sync_msgs)
-            rate = run_scenario(url, sc, n, args.size, context)
+            rate = run_scenario(url, sc, n, args.size, context, connect_options(args))
             results.append((sc, rate))
     _print(f"\n{'scenario':14} {'messages':>10} {'size':>6} {'msg/s':>12} {'MB/s':>8}")
     for sc, rate in results:
@@ -189,8 +206,10 @@ def register(sub: Any) -> None:
                                    "are not used.")
     p.add_argument("scenario", nargs="?", choices=(*SCENARIOS, "all"), default="all",
                    help="the scenario to run (default: all of them)")
-    p.add_argument("--msgs", type=int, default=100_000, help="messages per scenario")
-    p.add_argument("--sync-msgs", type=int, default=5_000, help="messages for request-bound scenarios")
-    p.add_argument("--size", type=int, default=128, help="payload bytes")
+    p.add_argument("--msgs", type=positive_int, default=100_000, help="messages per scenario (default 100000)")
+    p.add_argument("--sync-msgs", type=positive_int, default=5_000,
+                   help="messages for request-bound scenarios: req, js-pub (default 5000)")
+    p.add_argument("--size", type=message_size, default=128, metavar="SIZE",
+                   help="payload size: bytes, or e.g. 1KB, 1MB (default 128)")
     p.add_argument("--png", metavar="FILE", help="also draw a bar chart (labelled with the 'plot' extra: matplotlib)")
     p.set_defaults(func=cmd_bench)

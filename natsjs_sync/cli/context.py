@@ -154,7 +154,10 @@ def register(sub: Any) -> None:
 
     q = ctx.add_parser("save", help="create a context, or change the fields given of a saved one",
                        description="Create a context, or change the fields given of a saved one. The "
-                                   "global --server gives the context's server URL(s), as in the nats CLI.")
+                                   "global --server, --user, --password, --creds and --nkey give the context's "
+                                   "server URL(s) and credentials, as in the nats CLI: --user without a password "
+                                   "(given or saved) is saved as the token; --password, --creds and --nkey take "
+                                   f"{_REFERENCES}.")
     q.add_argument("name", help="the context's name")
     global_flags = {flag for flags, _ in GLOBAL_OPTIONS for flag in flags}
     for flags, key, help_text in _SAVE_OPTIONS:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..errors import TimeoutError
-from . import _print, client_for
+from . import _print, client_for, positive_int, timeout_of
 from . import when as _when
 
 
@@ -138,7 +138,7 @@ def consumer_next(args: argparse.Namespace) -> int:
         got = 0
         for _ in range(args.count):
             try:
-                msg = cons.next(timeout=args.timeout)
+                msg = cons.next(timeout=timeout_of(args))
             except TimeoutError:
                 break
             got += 1
@@ -148,7 +148,7 @@ def consumer_next(args: argparse.Namespace) -> int:
             if not args.no_ack:
                 msg.ack_sync()
         if got == 0:
-            _print(f"no message within {args.timeout} s")
+            _print(f"no message within {timeout_of(args):g} s")
             return 1
     return 0
 
@@ -216,7 +216,7 @@ def register(sub: Any) -> None:
     p = consumer.add_parser("next", help="fetch (and ack) the next message(s)")
     p.add_argument("stream", help=stream_help)
     p.add_argument("name", help=consumer_help)
-    p.add_argument("--count", type=int, default=1, help="messages to fetch (default 1)")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each (default 5)")
+    p.add_argument("--count", type=positive_int, default=1,
+                   help="messages to fetch (default 1), each waited for up to --timeout (default 5s)")
     p.add_argument("--no-ack", action="store_true", help="print the messages without acknowledging them")
     p.set_defaults(func=consumer_next)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import inspect
+import math
 import re
 import signal
 import socket
@@ -47,8 +48,14 @@ def _port_is_free(port: int) -> bool:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    """Run an embedded nats-server until Ctrl-C or SIGTERM."""
+    """Run an embedded nats-server until Ctrl-C, SIGTERM or SIGHUP.
+
+    Returns:
+        0 after SIGTERM (a service manager's stop), 130 after Ctrl-C and 129 after SIGHUP
+        (128 + the signal, as a shell reports it).
+    """
     from ..testing import NatsServer
+    from . import STOP_SIGNALS
 
     if not _port_is_free(args.port):
         raise SystemExit(f"error: port {args.port} is in use (another nats-server?): choose one with --port")
@@ -56,18 +63,18 @@ def cmd_server(args: argparse.Namespace) -> int:
         server = NatsServer(port=args.port, jetstream=not args.no_jetstream, store_dir=args.store_dir)
     except FileNotFoundError as exc:
         raise SystemExit(f"error: {exc}") from None
-    try:
-        server.start()
-    except (RuntimeError, OSError, TimeoutError) as exc:
-        server.close()
-        raise SystemExit(f"error: nats-server did not start: {exc}") from None
-    # Ctrl-C and SIGTERM only note the signal: the loop below sees it within half a second and stops
-    # the server gracefully. A KeyboardInterrupt could land anywhere (even between the start-up lines
-    # and the try below), and setting a threading.Event from a handler can deadlock on its lock.
+    # Ctrl-C, SIGTERM and SIGHUP only note the signal, from before the start on: the loop below sees
+    # it within half a second and stops the server gracefully. An exception raised by a handler could
+    # land anywhere (even between the start and the try that stops the server), and setting a
+    # threading.Event from a handler can deadlock on its lock.
     signals: list[int] = []
     previous = {sig: signal.signal(sig, lambda signum, _frame: signals.append(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+                for sig in (signal.SIGINT, *STOP_SIGNALS)}
     try:
+        try:
+            server.start()
+        except (RuntimeError, OSError, TimeoutError) as exc:
+            raise SystemExit(f"error: nats-server did not start: {exc}") from None
         _print(f"nats-server listening on {server.url} (JetStream {'off' if args.no_jetstream else 'on'}); "
                "Ctrl-C stops it")
         if not args.no_jetstream:
@@ -83,9 +90,9 @@ def cmd_server(args: argparse.Namespace) -> int:
         server.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if signals and signals[0] == signal.SIGINT:
-        return 130
-    return 0
+    if not signals or signals[0] == signal.SIGTERM:
+        return 0
+    return 128 + signals[0]
 
 
 # ---------------------------------------------------------------------------------------------- connecting
@@ -108,22 +115,13 @@ def _target(args: argparse.Namespace) -> tuple[str | None, str | None]:
         return None, context
 
 
-def _connect_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    if args.user is not None:
-        options["user"] = args.user
-        options["password"] = args.password or ""
-    if args.creds:
-        options["user_credentials"] = args.creds
-    return options
-
-
 def _connect(args: argparse.Namespace) -> Client:
+    from . import connect_options
+
     url, context = _target(args)
     if not url:
         raise SystemExit("error: no server given: pass --server URL or --context NAME, or set NATS_URL")
-    return connect(url, name="natsjs-cli", context=context, connect_timeout=args.timeout, allow_reconnect=False,
-                   **_connect_options(args))
+    return connect(url, name="natsjs-cli", context=context, allow_reconnect=False, **connect_options(args))
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
@@ -131,12 +129,17 @@ _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, 
 
 
 def duration(text: str) -> float:
-    """Seconds from ``"1.5"``, ``"500ms"``, ``"2s"``, ``"1m30s"`` (Go's duration syntax, as the nats CLI takes)."""
+    """Seconds from ``"1.5"``, ``"500ms"``, ``"2s"``, ``"1m30s"`` (Go's duration syntax, as the nats CLI
+    takes); never negative. argparse's ``type``: a mistake is an :class:`argparse.ArgumentTypeError`."""
     text = text.strip()
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds) or seconds < 0:
+            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (give seconds, or e.g. 500ms, 2s, 1m)")
+        return seconds
     pos, total = 0, 0.0
     for m in _DURATION.finditer(text):
         if m.start() != pos:
@@ -146,13 +149,6 @@ def duration(text: str) -> float:
     if pos != len(text) or not text:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (give seconds, or e.g. 500ms, 2s, 1m)")
     return total
-
-
-def _add_connection_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--user", help="user name (for the system account's requests: a user of that account)")
-    p.add_argument("--password", help="password of --user")
-    p.add_argument("--creds", metavar="FILE", help="a credentials file (JWT and seed)")
-    p.add_argument("--timeout", type=duration, default=5.0, help="seconds to wait for answers (default 5)")
 
 
 # ---------------------------------------------------------------------------------------------- ls, info
@@ -179,9 +175,10 @@ def _uptime(start: datetime.datetime | None, now: datetime.datetime | None) -> s
 
 def cmd_ls(args: argparse.Namespace) -> int:
     from ..monitor import SystemClient
+    from . import timeout_of
 
     with _connect(args) as nc:
-        replies = SystemClient(nc, timeout=args.timeout).ping(expected=args.expect)
+        replies = SystemClient(nc, timeout=timeout_of(args)).ping(expected=args.expect)
     replies.sort(key=lambda r: (r.server.cluster or "", r.server.name))
     header = ("NAME", "CLUSTER", "VERSION", "JS", "CONNS", "SUBS", "SLOW", "MEMORY", "CPU", "UPTIME", "RTT")
     rows = [header]
@@ -208,9 +205,10 @@ def _is_server_id(text: str) -> bool:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from ..monitor import ServerFilter, SystemClient
+    from . import timeout_of
 
     with _connect(args) as nc:
-        client = SystemClient(nc, timeout=args.timeout)
+        client = SystemClient(nc, timeout=timeout_of(args))
         target = args.target or str(nc.server_info.get("server_id", ""))
         if _is_server_id(target):
             replies = client.varz(server=target)
@@ -264,14 +262,18 @@ def _thresholds(check: Callable[..., Any], args: argparse.Namespace) -> dict[str
     Raises:
         AttributeError: the kind's parser has no option for one of them (a bug: the check answers UNKNOWN).
     """
+    from . import timeout_of
+
     params = inspect.signature(check).parameters.values()
-    return {p.name: getattr(args, p.name) for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    return {p.name: timeout_of(args) if p.name == "timeout" else getattr(args, p.name)
+            for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Run one check; print its line; return its Nagios status. Never a traceback."""
     from ..monitor import check as checks
     from ..monitor.check import CheckResult, without_credentials
+    from . import connect_options
 
     what = args.check
     try:
@@ -280,8 +282,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             result = CheckResult(what)
             result.unknown("no server given: pass --server URL or --context NAME, or set NATS_URL")
         elif what == "connection":
+            options = connect_options(args)
+            del options["connect_timeout"]  # the check's timeout, one of its thresholds
             result = checks.check_connection(url, **_thresholds(checks.check_connection, args), context=context,
-                                             **_connect_options(args))
+                                             **options)
         else:
             try:
                 nc = _connect(args)
@@ -306,7 +310,6 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     optional_secs: dict[str, Any] = dict(type=duration, default=None, metavar="DURATION")
 
     p = kinds.add_parser("connection", help="connect, measure the round trip, request through the server")
-    _add_connection_options(p)
     for name, warn, crit, what in (("connect", 0.5, 1.0, "connecting"), ("rtt", 0.5, 1.0, "the round trip"),
                                    ("req", 0.5, 1.0, "a request answered through the server")):
         p.add_argument(f"--{name}-warn", type=duration, default=warn, metavar="DURATION",
@@ -316,7 +319,6 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_check)
 
     p = kinds.add_parser("jetstream", help="the account's JetStream: limits and every stream's replicas")
-    _add_connection_options(p)
     limits: tuple[tuple[str, float | None, float | None], ...] = (
         ("mem", 75, 90), ("store", 75, 90), ("streams", None, None), ("consumers", None, None))
     for name, pct_warn, pct_crit in limits:
@@ -335,7 +337,6 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_check)
 
     p = kinds.add_parser("server", help="one server by name answers and is healthy (system account)")
-    _add_connection_options(p)
     p.add_argument("--name", required=True, help="the server's name")
     for flag, param, what in (("cpu", "cpu", "percent of CPU"), ("conn", "connections", "client connections"),
                               ("subs", "subscriptions", "subscriptions")):
@@ -352,7 +353,6 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_check)
 
     p = kinds.add_parser("meta", help="the JetStream meta group: leader, peers, quorum (system account)")
-    _add_connection_options(p)
     p.add_argument("--expect", **optional_int, metavar="N", help="CRITICAL unless the group has N servers")
     p.add_argument("--lag-critical", **optional_int, metavar="OPS",
                    help="CRITICAL when a peer is this many operations behind")
@@ -360,7 +360,6 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_check)
 
     p = kinds.add_parser("stream", help="a stream: leader, replicas, messages, mirror and sources")
-    _add_connection_options(p)
     p.add_argument("--stream", required=True, help="the stream to check")
     p.add_argument("--peer-expect", **optional_int, metavar="N", help="CRITICAL unless it has N replicas")
     p.add_argument("--peer-lag-critical", **optional_int, metavar="OPS",
@@ -379,7 +378,6 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_check)
 
     p = kinds.add_parser("consumer", help="a consumer: leader, replicas, pending, waiting, redelivered")
-    _add_connection_options(p)
     p.add_argument("--stream", required=True, help="the consumer's stream")
     p.add_argument("--consumer", required=True, help="the consumer to check")
     p.add_argument("--outstanding-ack-critical", **optional_int, metavar="N",
@@ -407,7 +405,6 @@ def register(sub: Any) -> None:
     actions = p.add_subparsers(dest="server_action", metavar="{ls,info,check}")
 
     q = actions.add_parser("ls", help="list every server of the cluster (system account)")
-    _add_connection_options(q)
     q.add_argument("--expect", type=int, default=None, metavar="N",
                    help="wait for N servers; exit 1 when fewer answer")
     q.set_defaults(func=cmd_ls)
@@ -415,7 +412,6 @@ def register(sub: Any) -> None:
     q = actions.add_parser("info", help="one server's state and configuration (system account)")
     q.add_argument("target", nargs="?", default=None, metavar="SERVER",
                    help="the server's name or id (default: the one connected to)")
-    _add_connection_options(q)
     q.set_defaults(func=cmd_info)
 
     q = actions.add_parser("check", help="a health check: one status line, Nagios exit code (0/1/2/3)",

@@ -13,10 +13,14 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _print, client_for
+from . import _print, client_for, count_or_zero, timeout_of
 
 if TYPE_CHECKING:
     from ..micro.models import _Model
+
+
+#: How long the commands wait for the first answer when --timeout is not given.
+_TIMEOUT = 2.0
 
 
 def _duration(ns: int) -> str:
@@ -40,9 +44,9 @@ def _dump(docs: Sequence[_Model]) -> None:
 def _none_answered(args: argparse.Namespace) -> int:
     if args.name:
         who = f"service {args.name}" + (f" instance {args.id}" if args.id else "")
-        print(f"error: {who} did not answer within {args.timeout} s", file=sys.stderr)
+        print(f"error: {who} did not answer within {timeout_of(args, _TIMEOUT):g} s", file=sys.stderr)
     else:
-        print(f"error: no service answered within {args.timeout} s", file=sys.stderr)
+        print(f"error: no service answered within {timeout_of(args, _TIMEOUT):g} s", file=sys.stderr)
     return 1
 
 
@@ -50,7 +54,7 @@ def service_ls(args: argparse.Namespace) -> int:
     from ..micro import ServiceClient
 
     with client_for(args) as nc:
-        infos = ServiceClient(nc, timeout=args.timeout, stall=args.stall).info(args.name)
+        infos = ServiceClient(nc, timeout=timeout_of(args, _TIMEOUT), stall=args.stall).info(args.name)
     infos.sort(key=lambda i: (i.name, i.version, i.id))
     if args.json:
         _dump(infos)
@@ -68,7 +72,7 @@ def service_info(args: argparse.Namespace) -> int:
     from ..micro import ServiceClient
 
     with client_for(args) as nc:
-        infos = ServiceClient(nc, timeout=args.timeout, stall=args.stall).info(args.name, args.id)
+        infos = ServiceClient(nc, timeout=timeout_of(args, _TIMEOUT), stall=args.stall).info(args.name, args.id)
     if args.json:
         _dump(infos)
     if not infos:
@@ -90,7 +94,7 @@ def service_stats(args: argparse.Namespace) -> int:
     from ..micro import ServiceClient
 
     with client_for(args) as nc:
-        stats = ServiceClient(nc, timeout=args.timeout, stall=args.stall).stats(args.name, args.id)
+        stats = ServiceClient(nc, timeout=timeout_of(args, _TIMEOUT), stall=args.stall).stats(args.name, args.id)
     if args.json:
         _dump(stats)
     if not stats:
@@ -123,7 +127,8 @@ def service_ping(args: argparse.Namespace) -> int:
     with client_for(args) as nc:
         start = time.perf_counter()
         max_messages = args.count or (1 if args.id else None)
-        with request_many(nc, subject, timeout=args.timeout, stall=args.stall, max_messages=max_messages) as replies:
+        with request_many(nc, subject, timeout=timeout_of(args, _TIMEOUT), stall=args.stall,
+                          max_messages=max_messages) as replies:
             try:
                 for msg in replies:
                     answers.append((ServicePing.from_json(msg.data), time.perf_counter() - start))
@@ -146,9 +151,9 @@ def _common(p: argparse.ArgumentParser, name_required: bool, with_id: bool) -> N
         p.add_argument("id", nargs="?", help="one instance's id")
     else:
         p.set_defaults(id=None)
-    p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for the first answer (default 2)")
     p.add_argument("--stall", type=float, default=0.5,
-                   help="seconds without another answer after which all have answered (default 0.5)")
+                   help="seconds without another answer after which all have answered (default 0.5); the "
+                        "first answer is waited for up to --timeout (default 2s here)")
 
 
 def register(sub: Any) -> None:
@@ -168,5 +173,5 @@ def register(sub: Any) -> None:
     p.set_defaults(func=service_stats)
     p = service.add_parser("ping", help="ping services and show their round-trip times")
     _common(p, name_required=False, with_id=True)
-    p.add_argument("--count", type=int, default=0, help="stop after this many answers (0: all)")
+    p.add_argument("--count", type=count_or_zero, default=0, help="stop after this many answers (0: all)")
     p.set_defaults(func=service_ping)

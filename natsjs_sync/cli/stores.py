@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ..errors import ObjectNotFoundError, TimeoutError
-from . import _note, _print, client_for, payload_text, read_stdin, when
+from . import STOP_AFTER, _note, _print, client_for, count_or_zero, payload_text, positive_int, read_stdin, when
 
 
 class ProgressBar:
@@ -119,7 +119,7 @@ def kv_watch(args: argparse.Namespace) -> int:
     with client_for(args, long_running=True) as nc:
         kv = nc.jetstream().key_value(args.bucket)
         seen = 0
-        deadline = time.monotonic() + args.timeout if args.timeout else None
+        deadline = time.monotonic() + args.stop_after if args.stop_after else None
         with kv.watch(*(args.keys or [">"]), include_history=args.history, updates_only=args.updates_only) as w:
             while not args.count or seen < args.count:
                 remaining = None if deadline is None else deadline - time.monotonic()
@@ -223,7 +223,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=kv_ls)
     p = kv.add_parser("add", help="create a bucket")
     p.add_argument("bucket", help=bucket_help)
-    p.add_argument("--history", type=int, default=1, help="values kept per key (default 1)")
+    p.add_argument("--history", type=positive_int, default=1, help="values kept per key (default 1)")
     p.add_argument("--ttl", type=float, default=0.0, help="seconds a value lives (0: for ever)")
     p.add_argument("--storage", choices=["file", "memory"], default="file",
                    help="where values are kept (default: file)")
@@ -253,8 +253,8 @@ def register(sub: Any) -> None:
     p.add_argument("keys", nargs="*", help="the keys to watch, wildcards allowed (default: all)")
     p.add_argument("--history", action="store_true", help="every kept value first, not only the latest")
     p.add_argument("--updates-only", action="store_true", help="only changes made from now on")
-    p.add_argument("--count", type=int, default=0, help="stop after this many changes (0: never)")
-    p.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds (0: never)")
+    p.add_argument("--count", type=count_or_zero, default=0, help="stop after this many changes (0: never)")
+    p.add_argument("--timeout", **STOP_AFTER)
     p.set_defaults(func=kv_watch)
 
     obj = sub.add_parser("obj", help="object stores").add_subparsers(dest="action", required=True)

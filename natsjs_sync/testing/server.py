@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,43 @@ def render_config(config: dict[str, Any]) -> str:
     return "".join(f"{k}: {_conf_value(v, 0)}\n" for k, v in config.items())
 
 
+#: prctl(2) option: the signal the kernel sends a process when the thread that forked it ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def _exit_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that ties a server's life to this process's, or ``None`` where it cannot.
+
+    On Linux the child asks the kernel (``prctl(PR_SET_PDEATHSIG)``) for SIGTERM when its
+    parent dies, however it dies (SIGKILL included, where no ``finally`` or ``atexit`` runs),
+    and nats-server shuts down as on any SIGTERM. The kernel sends it when the *thread* that
+    forked the child ends, so only a server started from the main thread (which lives as long
+    as the process) gets it: a server started from a worker thread must outlive that thread.
+    Elsewhere (and without a C library to call) the server is left to :meth:`NatsServer.close`
+    and the interpreter's exit, as before.
+
+    Everything the child runs is looked up here, in the parent: between fork and exec the child
+    may not import or take locks other threads held at the fork.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent, sigterm, getppid, exit_now = os.getpid(), int(signal.SIGTERM), os.getppid, os._exit
+
+    def exit_with_parent() -> None:
+        if prctl(_PR_SET_PDEATHSIG, sigterm, 0, 0, 0) == 0 and getppid() != parent:
+            exit_now(1)  # the parent died before the request was in place: no signal will come
+
+    return exit_with_parent
+
+
 def _kill_process(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.kill()
@@ -142,6 +179,10 @@ def _kill_process(proc: subprocess.Popen[bytes]) -> None:
 
 class NatsServer:
     """A nats-server process on 127.0.0.1 for tests. Not thread-safe.
+
+    The process runs in a session of its own (a terminal's Ctrl-C reaches the program that
+    started it, which stops it when done with it), and on Linux one started from the main
+    thread ends with the process that started it, however that ends (SIGKILL included).
 
     Args:
         port: client port; a free one by default. Kept across restarts.
@@ -381,7 +422,11 @@ class NatsServer:
             args = [str(self.binary), "-c", str(self.config_path)]
         out = open(self._dir / "stdout.log", "ab")
         try:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            # A session of its own: Ctrl-C in a terminal (SIGINT to the foreground process group) and
+            # the terminal's hang-up reach the process that started the server, which stops it when
+            # it is done with it (a pool's members leave their groups first), not the server.
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, preexec_fn=_exit_with_parent())
         finally:
             out.close()
         # Never leave a server running after the interpreter exits.
