@@ -366,6 +366,8 @@ def test_member_names_that_are_not_nats_tokens_are_refused_before_anything_is_wr
     with pytest.raises(ValueError, match="invalid member name"):
         pcgroups.elastic_consume(js, estream, "g", bad, lambda m: m.ack())
     assert kv.get(f"{estream}.g").revision == before
-    # A bad name another client wrote can still be dropped.
+    # A bad name another client wrote is shown (it can have no consumer) and can be dropped.
     kv.put(f"{estream}.g", json.dumps({"max_members": 2, "partitioning_filters": None, "members": [bad, "ok"]}))
+    assert [(s.member, s.consumer_exists) for s in pcgroups.list_elastic_members(js, estream, "g")] == [
+        (bad, False), ("ok", False)]
     assert pcgroups.delete_members(js, estream, "g", [bad]) == ["ok"]
