@@ -81,11 +81,9 @@ def create_static(js: JetStream, stream: str, group: str, max_members: int, filt
         member_mappings=tuple(MemberMapping(member=m.member, partitions=tuple(m.partitions)) for m in member_mappings))
     validate_static_config(cfg)
     try:
-        kv: KeyValue | None = open_bucket(js, STATIC_BUCKET)
+        _require_own_consumer_names(open_bucket(js, STATIC_BUCKET), stream, group, _consumer_names(group, cfg))
     except ConsumerGroupNotFoundError:
-        kv = None  # no static group yet: no name is taken
-    if kv is not None:
-        _require_own_consumer_names(kv, stream, group, _consumer_names(group, cfg))
+        pass  # no static group yet: no name is taken
     # Created compare-and-set: a creator with another config fails, never overwrites.
     _, entry, _ = create_config(js, STATIC_BUCKET, stream, group, encode(cfg.to_json()))
     if entry is None:
@@ -155,6 +153,11 @@ def _require_own_consumer_names(kv: KeyValue, stream: str, group: str, names: se
     Raises:
         ConsumerGroupExistsError: a name in ``names`` is another group's too.
     """
+    # A name with a single "-" splits into one (group, member) only: no other group
+    # can derive it, and the common case costs no listing of the groups.
+    names = {n for n in names if n.count("-") > 1}
+    if not names:
+        return
     for other in group_names(kv, stream):
         if other == group:
             continue
