@@ -356,7 +356,7 @@ def test_create_elastic_again_with_wildcards_given_as_a_list_is_the_same_group(j
 @pytest.mark.parametrize("bad", ["a.b", "", "a b", "x*", ">", "a/b"])
 def test_member_names_that_are_not_nats_tokens_are_refused_before_anything_is_written(
         js: JetStream, estream: str, bad: str) -> None:
-    pcgroups.create_elastic(js, estream, "g", 2)
+    pcgroups.create_elastic(js, estream, "g", 2, _filters(estream))
     kv = js.key_value(pcgroups.ELASTIC_BUCKET)
     before = kv.get(f"{estream}.g").revision
     with pytest.raises(ValueError, match="invalid member name"):

@@ -80,7 +80,8 @@ def test_group_commands_list_groups_and_show_each_members_partitions_and_life(
 def test_group_commands_given_bad_input_say_what_in_one_line_and_fail(
         capsys: pytest.CaptureFixture[str], js: JetStream, estream: str, shared_server: Any,
         argv: list[str], says: str) -> None:
-    pcgroups.create_elastic(js, estream, "audit", 2)
+    pcgroups.create_elastic(js, estream, "audit", 2, [pcgroups.PartitioningFilter(filter=f"{estream}.*",
+                                                                              partitioning_wildcards=(1,))])
     values = {"stream": estream, "missing": estream + "NO"}
     code, out, err = _cli(capsys, shared_server.url, *(a.format(**values) for a in argv))
     assert code != 0 and out == ""
