@@ -57,7 +57,8 @@ STOP = {signal.SIGINT, signal.SIGTERM}
 
 def member(url: str, slot: int) -> None:
     """One pool process: join as ``<host>-<slot>``, consume until SIGINT or SIGTERM, then leave."""
-    name = f"{socket.gethostname()}-{slot}"
+    # A member name is one NATS token: a fully qualified host name's dots would be refused.
+    name = f"{socket.gethostname().partition('.')[0]}-{slot}"
     nc = nats.connect(url, name=name, max_reconnect_attempts=-1)
     js = nc.jetstream()
 

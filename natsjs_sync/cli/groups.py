@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from . import _note, _print, client_for, when
 
 if TYPE_CHECKING:
+    from ..client import Client
     from ..jetstream import JetStream
 
 
@@ -43,11 +44,24 @@ def _kind_of(js: JetStream, stream: str, group: str, wanted: str | None) -> str:
     return found[0]
 
 
+def _js_on_stream(nc: Client, stream: str) -> JetStream:
+    """The JetStream context, once ``stream`` is known to exist (a missing stream is an error,
+    not a stream without groups).
+
+    Raises:
+        StreamNotFoundError: no such stream.
+        BadSubjectError: not a valid stream name.
+    """
+    js = nc.jetstream()
+    js.stream(stream)
+    return js
+
+
 def group_ls(args: argparse.Namespace) -> int:
     from ..pcgroups import ConsumerGroupNotFoundError, list_elastic_groups, list_static_groups
 
     with client_for(args) as nc:
-        js = nc.jetstream()
+        js = _js_on_stream(nc, args.stream)
         rows = []
         for kind, lister in (("static", list_static_groups), ("elastic", list_elastic_groups)):
             try:
@@ -79,7 +93,7 @@ def group_info(args: argparse.Namespace) -> int:
     from ..pcgroups import list_elastic_members, list_static_members
 
     with client_for(args) as nc:
-        js = nc.jetstream()
+        js = _js_on_stream(nc, args.stream)
         kind = _kind_of(js, args.stream, args.group, args.kind)
         _print(_describe(js, args.stream, args.group, kind))
         states = (list_static_members if kind == "static" else list_elastic_members)(js, args.stream, args.group)
@@ -108,7 +122,7 @@ def group_membership(args: argparse.Namespace) -> int:
 
     change = add_members if args.action == "add" else delete_members
     with client_for(args) as nc:
-        members = change(nc.jetstream(), args.stream, args.group, args.members)
+        members = change(_js_on_stream(nc, args.stream), args.stream, args.group, args.members)
         _print(f"members of {args.group}: {', '.join(members) or 'none'}")
     return 0
 

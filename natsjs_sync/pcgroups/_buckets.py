@@ -6,18 +6,22 @@ import json
 
 from ..errors import BucketExistsError, BucketNotFoundError, KeyExistsError, KeyNotFoundError, NoKeysError
 from ..jetstream import Entry, JetStream, KeyValue, StreamConfig
-from .errors import ConsumerGroupError, ConsumerGroupNotFoundError
-from .partitions import compose_key
+from .errors import ConsumerGroupConfigError, ConsumerGroupError, ConsumerGroupNotFoundError
+from .partitions import compose_key, is_valid_name
 
 
 def require_names(stream: str, group: str) -> None:
-    """Refuse empty names before they make a malformed key.
+    """Refuse names that would make a malformed key, stream or consumer name.
 
     Raises:
-        ConsumerGroupError: ``stream`` or ``group`` is empty.
+        ConsumerGroupConfigError: (a ``ValueError``) ``stream`` or ``group`` is
+            empty or not a NATS name token (``.``, ``*``, ``>``, ``/``, ``\\``,
+            white space).
     """
-    if not stream or not group or "." in group:
-        raise ConsumerGroupError(f"invalid stream name {stream!r} or consumer group name {group!r}")
+    for what, name in (("stream", stream), ("consumer group", group)):
+        if not is_valid_name(name):
+            raise ConsumerGroupConfigError(f"invalid {what} name {name!r}: a non-empty NATS name token, without "
+                                           "'.', '*', '>', '/', '\\', white space or control characters")
 
 
 def open_bucket(js: JetStream, bucket: str) -> KeyValue:

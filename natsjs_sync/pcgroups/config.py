@@ -13,7 +13,7 @@ orbit.go's members compare the fixed part of a config exactly and would stop.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -32,6 +32,7 @@ __all__ = [
     "MemberMapping",
     "PartitioningFilter",
     "StaticConsumerGroupConfig",
+    "normalised_filters",
     "validate_elastic_config",
     "validate_static_config",
 ]
@@ -100,6 +101,18 @@ def _pfilters(raw: Any) -> tuple[PartitioningFilter, ...]:
     return tuple(PartitioningFilter(filter=str(f["filter"]),
                                     partitioning_wildcards=tuple(int(w) for w in f.get("partitioning_wildcards") or ()))
                  for f in raw or ())
+
+
+def normalised_filters(filters: Sequence[PartitioningFilter]) -> tuple[PartitioningFilter, ...]:
+    """``filters`` as decoded configs hold them: tuples of ints, whatever sequence the caller gave.
+
+    A filter given with ``partitioning_wildcards=[1]`` is the same group as the
+    ``(1,)`` read back from the bucket (the order of the wildcards matters: it
+    is the order of the partitioning key).
+    """
+    return tuple(PartitioningFilter(filter=str(f.filter),
+                                    partitioning_wildcards=tuple(int(w) for w in f.partitioning_wildcards or ()))
+                 for f in filters)
 
 
 def _limit(raw: Any) -> int:
@@ -210,8 +223,9 @@ class ElasticConsumerGroupConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     def fixed_part(self) -> tuple[Any, ...]:
         """What cannot change while the group lives (it defines the group's stream), by meaning:
-        any "no limit" spelling of a buffer size is 0."""
-        return (self.max_members, self.partitioning_filters, _limit(self.max_buffered_msgs),
+        any "no limit" spelling of a buffer size is 0, wildcard indexes given as a list are
+        the tuple read back from the bucket."""
+        return (self.max_members, normalised_filters(self.partitioning_filters), _limit(self.max_buffered_msgs),
                 _limit(self.max_buffered_bytes))
 
     def same_membership(self, other: ElasticConsumerGroupConfig) -> bool:

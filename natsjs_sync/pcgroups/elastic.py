@@ -20,8 +20,15 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from ..errors import APIError, ConsumerNotFoundError, KeyWrongLastSequenceError, NatsError, StreamNotFoundError
-from ..jetstream import ConsumerConfig, JetStream, StreamSource, SubjectTransform
+from ..errors import (
+    APIError,
+    ConsumerNotFoundError,
+    KeyWrongLastSequenceError,
+    NatsError,
+    StreamNameInUseError,
+    StreamNotFoundError,
+)
+from ..jetstream import ConsumerConfig, JetStream, StreamConfig, StreamSource, SubjectTransform
 from ._buckets import create_config, delete_config, encode, group_names, open_bucket, read_entry, require_names
 from .config import (
     CONSUMER_IDLE_TIMEOUT_FACTOR,
@@ -30,6 +37,7 @@ from .config import (
     ElasticConsumerGroupConfig,
     MemberMapping,
     PartitioningFilter,
+    normalised_filters,
     validate_elastic_config,
 )
 from .errors import ConsumerGroupConfigError, ConsumerGroupError, ConsumerGroupExistsError, GroupConfigChangedError
@@ -40,6 +48,7 @@ from .partitions import (
     elastic_get_partition_filters,
     member_partitions,
     partitioning_transform_destination,
+    require_member_names,
 )
 from .session import ConsumerGroupConsumeContext, MessageHandler, PinnedElsewhere
 
@@ -92,14 +101,28 @@ def create_elastic(js: JetStream, stream: str, group: str, max_members: int,
 
     Raises:
         ConsumerGroupConfigError: the config breaks the rules.
-        ConsumerGroupExistsError: the group exists with other fixed settings.
+        ConsumerGroupExistsError: the group exists with other fixed settings; or
+            a stream ``"<stream>-<group>"`` exists that is not this group's work
+            queue (then nothing is written), or is one made with other settings.
         StreamNotFoundError: no such stream.
     """
     require_names(stream, group)
-    cfg = ElasticConsumerGroupConfig(max_members=max_members, partitioning_filters=tuple(partitioning_filters),
+    cfg = ElasticConsumerGroupConfig(max_members=max_members,
+                                     partitioning_filters=normalised_filters(partitioning_filters or ()),
                                      max_buffered_msgs=max(max_buffered_msgs, 0),
                                      max_buffered_bytes=max(max_buffered_bytes, 0))
     validate_elastic_config(cfg)
+    name = compose_group_stream_name(stream, group)
+    try:
+        found = js.stream(name).cached_info.config
+    except StreamNotFoundError:
+        found = None
+    # Refused before anything is written: a stream of that name that is not a
+    # group's work queue on ``stream`` is somebody else's.
+    if found is not None and not _is_group_stream(found, stream):
+        raise ConsumerGroupExistsError(
+            f"stream {name!r} exists and is not the work queue of an elastic consumer group on stream {stream!r}; "
+            "nothing was written")
     # Created compare-and-set: hosts that all create the group as they start
     # never overwrite each other, nor a membership written meanwhile.
     source, entry, revision = create_config(js, ELASTIC_BUCKET, stream, group, encode(cfg.to_json()))
@@ -114,12 +137,35 @@ def create_elastic(js: JetStream, stream: str, group: str, max_members: int,
     transforms = [SubjectTransform(src=f.filter, dest=partitioning_transform_destination(
         f.filter, f.partitioning_wildcards, max_members)) for f in stored.partitioning_filters] or [
         SubjectTransform(src=">", dest=partitioning_transform_destination(">", (), max_members))]
-    js.create_or_update_stream(
-        name=compose_group_stream_name(stream, group), retention="workqueue",
-        num_replicas=source.num_replicas, storage=source.storage,
-        max_msgs=stored.max_buffered_msgs or -1, max_bytes=stored.max_buffered_bytes or -1, discard="new",
-        sources=[StreamSource(name=stream, subject_transforms=transforms)], allow_direct=True)
+    # Created, never updated (orbit.go's rule): the server accepts the same
+    # config again and refuses another one, so an existing stream is reused
+    # only when it is exactly the one this group makes.
+    try:
+        js.create_stream(
+            name=name, retention="workqueue", num_replicas=source.num_replicas, storage=source.storage,
+            max_msgs=stored.max_buffered_msgs or -1, max_bytes=stored.max_buffered_bytes or -1, discard="new",
+            sources=[StreamSource(name=stream, subject_transforms=transforms)], allow_direct=True)
+    except StreamNameInUseError as exc:
+        if entry is None:
+            _withdraw_config(js, stream, group, revision)
+        raise ConsumerGroupExistsError(
+            f"stream {name!r} exists with another configuration than elastic consumer group {group!r} on stream "
+            f"{stream!r} makes; delete the group (or that stream) and create it again") from exc
     return stored
+
+
+def _is_group_stream(cfg: StreamConfig, stream: str) -> bool:
+    """Whether a stream with config ``cfg`` is an elastic group's work queue on ``stream``."""
+    return (getattr(cfg.retention, "value", cfg.retention) == "workqueue"
+            and [src.name for src in cfg.sources or ()] == [stream])
+
+
+def _withdraw_config(js: JetStream, stream: str, group: str, revision: int) -> None:
+    """Delete the config this call created (only if nobody changed it since): its group could not be made."""
+    try:
+        open_bucket(js, ELASTIC_BUCKET).delete(compose_key(stream, group), last=revision)
+    except NatsError:
+        pass  # changed meanwhile (somebody uses it now) or unreachable: left as it is
 
 
 def get_elastic_config(js: JetStream, stream: str, group: str) -> ElasticConsumerGroupConfig:
@@ -151,8 +197,7 @@ def delete_elastic(js: JetStream, stream: str, group: str) -> None:
         cfg = js.stream(name).cached_info.config
     except StreamNotFoundError:
         cfg = None
-    if cfg is not None and not (getattr(cfg.retention, "value", cfg.retention) == "workqueue"
-                                and any(src.name == stream for src in cfg.sources or ())):
+    if cfg is not None and not _is_group_stream(cfg, stream):
         raise ConsumerGroupError(f"stream {name!r} is not the work queue of elastic consumer group {group!r} "
                                  f"on stream {stream!r}; nothing was deleted")
     delete_config(js, ELASTIC_BUCKET, stream, group)
@@ -223,12 +268,15 @@ def add_members(js: JetStream, stream: str, group: str, members: Sequence[str]) 
         The membership after the change.
 
     Raises:
+        ConsumerGroupConfigError: (a ``ValueError``) a name is not a valid NATS
+            name token (empty, ``.``, ``*``, ``>``, white space); nothing is written.
         ConsumerGroupError: no names given, or the group uses member mappings.
         ConsumerGroupNotFoundError: no such group.
     """
+    require_member_names(members)
     # dict.fromkeys: one entry a name, the first-come order kept.
     return _change_members(js, stream, group, members, "add members to",
-                           lambda current: tuple(dict.fromkeys([*current, *(m for m in members if m)])))
+                           lambda current: tuple(dict.fromkeys([*current, *members])))
 
 
 def delete_members(js: JetStream, stream: str, group: str, members: Sequence[str]) -> list[str]:
@@ -250,11 +298,13 @@ def set_member_mappings(js: JetStream, stream: str, group: str, member_mappings:
     """Assign partitions explicitly (the members list is cleared).
 
     Raises:
-        ConsumerGroupConfigError: the mappings do not assign every partition once.
+        ConsumerGroupConfigError: the mappings do not assign every partition
+            once, or name an invalid member (nothing is written).
         ConsumerGroupNotFoundError: no such group.
     """
     if not member_mappings:
         raise ConsumerGroupError("no member mappings given")
+    require_member_names(m.member for m in member_mappings)
     _modify(js, stream, group,
             lambda cfg: msgspec.structs.replace(cfg, members=(), member_mappings=tuple(member_mappings)))
 
@@ -434,11 +484,14 @@ def elastic_consume(js: JetStream, stream: str, group: str, member: str, handler
 
     Raises:
         ConsumerGroupNotFoundError: no such group.
-        ConsumerGroupConfigError: the template's ack policy is not explicit.
+        ConsumerGroupConfigError: the template's ack policy is not explicit, or
+            ``member`` is not a valid name.
         FeatureNotSupportedError: the server is older than 2.11 (no pinned clients).
     """
     if not callable(handler):
         raise TypeError("a message handler must be given")
+    require_names(stream, group)
+    require_member_names([member])
     template = config or ConsumerConfig()
     if getattr(template.ack_policy, "value", template.ack_policy) != "explicit":
         raise ConsumerGroupConfigError("the ack policy when consuming from elastic consumer groups must be explicit "

@@ -18,6 +18,7 @@ import msgspec
 from ..errors import ConsumerNotFoundError
 from ..jetstream import JetStream
 from .config import PRIORITY_GROUP, MemberMapping
+from .partitions import is_valid_name
 
 __all__ = ["MemberState", "member_names", "member_states"]
 
@@ -67,6 +68,10 @@ def member_states(js: JetStream, stream: str, consumers: Sequence[tuple[str, str
     states = []
     for member, name, partitions in consumers:
         base = MemberState(member=member, partitions=tuple(partitions), consumer=name)
+        if not is_valid_name(name):
+            # Written by a client that does not check names: no consumer can have it.
+            states.append(base)
+            continue
         try:
             info = js.consumer(stream, name).cached_info
         except ConsumerNotFoundError:

@@ -7,9 +7,10 @@ Go or natsio member of the same group computes the same answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .config import ElasticConsumerGroupConfig, MemberMapping, StaticConsumerGroupConfig
+from .errors import ConsumerGroupConfigError
 
 __all__ = [
     "compose_group_stream_name",
@@ -19,9 +20,36 @@ __all__ = [
     "generate_partition_filters",
     "member_partitions",
     "partitioning_transform_destination",
+    "require_member_names",
     "static_get_partition_filters",
     "strip_partition",
 ]
+
+
+# What the server refuses in a stream or consumer name (and a KV key in a
+# token): member names become consumer names, group names a key's token, a
+# stream's name and a consumer name's prefix.
+_NOT_IN_A_NAME = frozenset(".*>/\\")
+
+
+def is_valid_name(name: object) -> bool:
+    """Whether ``name`` can be a group's or a member's name: a non-empty NATS token
+    without ``.``, ``*``, ``>``, ``/``, ``\\``, white space or control characters."""
+    return (isinstance(name, str) and bool(name) and name.isprintable()
+            and not any(c in _NOT_IN_A_NAME or c.isspace() for c in name))
+
+
+def require_member_names(names: Iterable[object]) -> None:
+    """Refuse a member name that would make an invalid consumer name (before anything is written).
+
+    Raises:
+        ConsumerGroupConfigError: (a ``ValueError``) the first invalid name.
+    """
+    for name in names:
+        if not is_valid_name(name):
+            raise ConsumerGroupConfigError(
+                f"invalid member name {name!r}: a member name is a non-empty NATS name token, without '.', "
+                "'*', '>', '/', '\\', white space or control characters")
 
 
 def compose_key(stream: str, group: str) -> str:

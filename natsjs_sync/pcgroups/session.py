@@ -26,6 +26,7 @@ from ..jetstream import ConsumeContext, Consumer, ConsumerConfig, JetStream, Key
 from ..jetstream.kv import KeyWatcher
 from ..msg import Msg
 from .config import DEFAULT_ACK_WAIT, MIN_PULL_EXPIRY_PINNED_TTL, PRIORITY_GROUP, PULL_TIMEOUT_DIVIDER
+from .errors import ConsumerGroupExistsError
 from .partitions import compose_key, strip_partition
 
 __all__ = ["ConsumerGroupConsumeContext", "MessageHandler"]
@@ -217,6 +218,8 @@ class ConsumerGroupConsumeContext:
 
         Raises:
             PinnedElsewhere: ``spare_pinned`` and it was spared (try again later).
+            ConsumerGroupExistsError: a consumer of that name exists that is no
+                group member's (no ``PCG`` priority group): it is left alone.
             JetStreamError: the server refused it.
         """
         name = config.name or config.durable_name
@@ -225,6 +228,10 @@ class ConsumerGroupConsumeContext:
             info = self._js.consumer(stream, name).cached_info
         except NatsError:
             info = None
+        if info is not None and PRIORITY_GROUP not in (info.config.priority_groups or ()):
+            raise ConsumerGroupExistsError(
+                f"consumer {name!r} on stream {stream!r} exists and is not a consumer group member's "
+                f"(no priority group {PRIORITY_GROUP!r}); it was left alone")
         if info is not None and list(info.config.filter_subjects or ()) != list(config.filter_subjects or ()):
             if spare_pinned and any(g.group == PRIORITY_GROUP and g.pinned_client_id
                                     for g in info.priority_groups or ()):

@@ -21,11 +21,18 @@ from .config import PRIORITY_GROUP, STATIC_BUCKET, MemberMapping, StaticConsumer
 from .errors import (
     ConsumerGroupError,
     ConsumerGroupExistsError,
+    ConsumerGroupNotFoundError,
     GroupConfigChangedError,
     MemberNotInGroupError,
 )
 from .members import MemberState, member_names, member_states
-from .partitions import compose_key, compose_static_consumer_name, member_partitions, static_get_partition_filters
+from .partitions import (
+    compose_key,
+    compose_static_consumer_name,
+    member_partitions,
+    require_member_names,
+    static_get_partition_filters,
+)
 from .session import ConsumerGroupConsumeContext, MessageHandler
 
 __all__ = [
@@ -59,14 +66,24 @@ def create_static(js: JetStream, stream: str, group: str, max_members: int, filt
         The stored config.
 
     Raises:
-        ConsumerGroupConfigError: the config breaks the rules.
-        ConsumerGroupExistsError: the group exists with another config.
+        ConsumerGroupConfigError: the config breaks the rules, or a member's
+            name is not a valid NATS name token (nothing is written).
+        ConsumerGroupExistsError: the group exists with another config; or a
+            member's consumer name ``"<group>-<member>"`` is one another static
+            group of the stream uses (group ``a`` with member ``b-c`` and group
+            ``a-b`` with member ``c`` would share ``a-b-c``; nothing is written).
         StreamNotFoundError: no such stream.
     """
     require_names(stream, group)
-    cfg = StaticConsumerGroupConfig(max_members=max_members, filters=tuple(filters), members=tuple(members),
-                                    member_mappings=tuple(member_mappings))
+    require_member_names([*members, *(m.member for m in member_mappings)])
+    cfg = StaticConsumerGroupConfig(
+        max_members=max_members, filters=tuple(filters), members=tuple(members),
+        member_mappings=tuple(MemberMapping(member=m.member, partitions=tuple(m.partitions)) for m in member_mappings))
     validate_static_config(cfg)
+    try:
+        _require_own_consumer_names(open_bucket(js, STATIC_BUCKET), stream, group, _consumer_names(group, cfg))
+    except ConsumerGroupNotFoundError:
+        pass  # no static group yet: no name is taken
     # Created compare-and-set: a creator with another config fails, never overwrites.
     _, entry, _ = create_config(js, STATIC_BUCKET, stream, group, encode(cfg.to_json()))
     if entry is None:
@@ -124,6 +141,36 @@ def delete_static(js: JetStream, stream: str, group: str) -> None:
 
 def _consumer_names(group: str, cfg: StaticConsumerGroupConfig) -> set[str]:
     return {compose_static_consumer_name(group, m) for m in member_names(cfg.members, cfg.member_mappings)}
+
+
+def _require_own_consumer_names(kv: KeyValue, stream: str, group: str, names: set[str]) -> None:
+    """Refuse consumer names another static group of ``stream`` also derives.
+
+    orbit.go's ``"<group>-<member>"`` is not unique across groups when names
+    hold ``-``; two groups sharing a consumer would delete and re-create each
+    other's, so a name is one group's or refused.
+
+    Raises:
+        ConsumerGroupExistsError: a name in ``names`` is another group's too.
+    """
+    # A name with a single "-" splits into one (group, member) only: no other group
+    # can derive it, and the common case costs no listing of the groups.
+    names = {n for n in names if n.count("-") > 1}
+    if not names:
+        return
+    for other in group_names(kv, stream):
+        if other == group:
+            continue
+        try:
+            theirs = _consumer_names(other, StaticConsumerGroupConfig.from_json(
+                kv.get(compose_key(stream, other)).value))
+        except (KeyNotFoundError, ConsumerGroupError):
+            continue  # gone meanwhile, or unreadable (its members cannot run either)
+        clash = sorted(names & theirs)
+        if clash:
+            raise ConsumerGroupExistsError(
+                f"consumer name {', '.join(clash)} of static consumer group {group!r} on stream {stream!r} is also "
+                f"one of static consumer group {other!r} ('<group>-<member>'); choose another group or member name")
 
 
 def _own_consumers(js: JetStream, kv: KeyValue, stream: str, group: str,
@@ -273,16 +320,23 @@ def static_consume(js: JetStream, stream: str, group: str, member: str, handler:
     Raises:
         ConsumerGroupNotFoundError: no such group.
         MemberNotInGroupError: ``member`` is not named by the group.
+        ConsumerGroupConfigError: ``member`` is not a valid name.
+        ConsumerGroupExistsError: another static group of the stream derives
+            the same consumer name (see :func:`create_static`).
         FeatureNotSupportedError: the server is older than 2.11 (no pinned clients).
     """
     if not callable(handler):
         raise TypeError("a message handler must be given")
+    require_names(stream, group)
+    require_member_names([member])
     js.stream(stream)  # StreamNotFoundError before anything else
     kv = open_bucket(js, STATIC_BUCKET)
     entry = read_entry(kv, stream, group, "static")
     cfg = StaticConsumerGroupConfig.from_json(entry.value)
     if not cfg.is_in_membership(member):
         raise MemberNotInGroupError(f"{member!r} is not a member of static consumer group {group!r}")
+    # A group another client made may share our consumer's name: never take over its consumer.
+    _require_own_consumer_names(kv, stream, group, {compose_static_consumer_name(group, member)})
     ctx = StaticConsumeContext(js, kv, stream, stream, group, member, handler, config or ConsumerConfig(),
                                error_cb, keep_partition, config=cfg)
     ctx._start(entry.revision)

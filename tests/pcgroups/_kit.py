@@ -25,6 +25,8 @@ from ..natsio_env import natsio_python
 ROOT = Path(__file__).resolve().parents[2]
 MEMBER = Path(__file__).with_name("member.py")
 NATSIO_MEMBER = Path(__file__).with_name("natsio_member.py")
+
+
 def natsio() -> str:
     """The Python 3.13+ interpreter with natsio and natsio-pcgroups, or skip the test saying why."""
     return natsio_python("natsio.pcgroups")
@@ -83,19 +85,27 @@ def members(url: str, kind: str, stream: str, group: str, names: Sequence[str], 
     """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     procs: list[subprocess.Popen[bytes]] = []
+    logs: list[Path] = []
     try:
         for i, name in enumerate(names):
-            err = open(tmp / f"member-{name}-{i}.log", "wb")
+            logs.append(tmp / f"member-{name}-{i}.log")
+            err = open(logs[-1], "wb")
             python, script = sys.executable, MEMBER
             if name.startswith("natsio:"):
                 python, script, name = natsio(), NATSIO_MEMBER, name[len("natsio:"):]
             procs.append(subprocess.Popen([python, str(script), url, kind, stream, group, name, str(ack_wait)],
                                           stdout=subprocess.PIPE, stderr=err, env=env))
             err.close()
-        for p in procs:
+        for p, log in zip(procs, logs, strict=True):
             assert p.stdout is not None
             line = p.stdout.readline()  # bounded: the process exits (EOF) if it cannot join
-            assert line.strip() == b"READY", f"member did not start: {line!r}"
+            if line.strip() != b"READY":
+                try:
+                    p.wait(15)  # it closed its stdout: its stderr is complete once it has exited
+                except subprocess.TimeoutExpired:
+                    pass
+                raise AssertionError(f"member {log.stem} did not start: {line!r}, exit code {p.returncode}, "
+                                     f"stderr:\n{_tail(log)}")
         yield procs
     finally:
         for p in procs:
@@ -109,6 +119,15 @@ def members(url: str, kind: str, stream: str, group: str, names: Sequence[str], 
                 p.wait(5)
             if p.stdout is not None:
                 p.stdout.close()
+
+
+def _tail(log: Path, limit: int = 4000) -> str:
+    """The end of a member's stderr log (its traceback, when it died)."""
+    try:
+        text = log.read_bytes().decode(errors="replace")
+    except OSError as exc:
+        return f"<unreadable: {exc}>"
+    return text[-limit:] or "<empty>"
 
 
 def start_publisher(js: JetStream, subject_of: Callable[[int], str], n: int, pause_after: Sequence[int] = (),

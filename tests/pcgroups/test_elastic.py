@@ -316,3 +316,58 @@ def test_a_no_limit_written_as_minus_one_means_no_limit_and_stays_so(js: JetStre
     with pytest.raises(pcgroups.ConsumerGroupExistsError):
         pcgroups.create_elastic(js, estream, "g", 4, _filters(estream), max_buffered_msgs=100)
     _rewritten_as_written(js, estream, "g", raw)
+
+
+def test_create_elastic_refuses_a_stream_of_its_name_that_is_someone_elses(js: JetStream, estream: str) -> None:
+    js.create_stream(name=f"{estream}-g", subjects=[f"{estream}x.>"], storage="memory")
+    with pytest.raises(pcgroups.ConsumerGroupExistsError, match="not the work queue"):
+        pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    # Refused before anything was written: no config, the stream as it was.
+    with pytest.raises(pcgroups.ConsumerGroupNotFoundError):
+        pcgroups.get_elastic_config(js, estream, "g")
+    cfg = js.stream(f"{estream}-g").cached_info.config
+    assert cfg.retention == "limits" and cfg.subjects == [f"{estream}x.>"] and not cfg.sources
+
+
+def test_create_elastic_never_rewrites_a_group_stream_made_with_other_settings(js: JetStream, estream: str) -> None:
+    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    # The config went (a deletion that stopped half way); the stream of 4 partitions stayed.
+    js.key_value(pcgroups.ELASTIC_BUCKET).delete(f"{estream}.g")
+    with pytest.raises(pcgroups.ConsumerGroupExistsError, match="another configuration"):
+        pcgroups.create_elastic(js, estream, "g", 8, _filters(estream))
+    st = js.stream(f"{estream}-g").cached_info.config
+    assert st.sources is not None and st.sources[0].subject_transforms is not None
+    assert st.sources[0].subject_transforms[0].dest.startswith("{{Partition(4,1)}}")
+    # The config this call wrote is withdrawn: no group of 8 partitions over a stream of 4.
+    with pytest.raises(pcgroups.ConsumerGroupNotFoundError):
+        pcgroups.get_elastic_config(js, estream, "g")
+    # The same settings again make the group whole, reusing its stream.
+    assert pcgroups.create_elastic(js, estream, "g", 4, _filters(estream)).max_members == 4
+
+
+def test_create_elastic_again_with_wildcards_given_as_a_list_is_the_same_group(js: JetStream, estream: str) -> None:
+    listed = [pcgroups.PartitioningFilter(filter=f"{estream}.*", partitioning_wildcards=[1])]  # type: ignore[arg-type]
+    first = pcgroups.create_elastic(js, estream, "g", 4, listed)
+    again = pcgroups.create_elastic(js, estream, "g", 4, listed)
+    assert again.fixed_part() == first.fixed_part()
+    assert again.partitioning_filters[0].partitioning_wildcards == (1,)
+
+
+@pytest.mark.parametrize("bad", ["a.b", "", "a b", "x*", ">", "a/b"])
+def test_member_names_that_are_not_nats_tokens_are_refused_before_anything_is_written(
+        js: JetStream, estream: str, bad: str) -> None:
+    pcgroups.create_elastic(js, estream, "g", 2, _filters(estream))
+    kv = js.key_value(pcgroups.ELASTIC_BUCKET)
+    before = kv.get(f"{estream}.g").revision
+    with pytest.raises(ValueError, match="invalid member name"):
+        pcgroups.add_members(js, estream, "g", ["ok", bad])
+    with pytest.raises(ValueError, match="invalid member name"):
+        pcgroups.set_member_mappings(js, estream, "g", [pcgroups.MemberMapping(member=bad, partitions=(0, 1))])
+    with pytest.raises(ValueError, match="invalid member name"):
+        pcgroups.elastic_consume(js, estream, "g", bad, lambda m: m.ack())
+    assert kv.get(f"{estream}.g").revision == before
+    # A bad name another client wrote is shown (it can have no consumer) and can be dropped.
+    kv.put(f"{estream}.g", json.dumps({"max_members": 2, "partitioning_filters": None, "members": [bad, "ok"]}))
+    assert [(s.member, s.consumer_exists) for s in pcgroups.list_elastic_members(js, estream, "g")] == [
+        (bad, False), ("ok", False)]
+    assert pcgroups.delete_members(js, estream, "g", [bad]) == ["ok"]

@@ -65,6 +65,30 @@ def test_group_commands_list_groups_and_show_each_members_partitions_and_life(
         pcgroups.delete_elastic(js, pstream, "audit")
 
 
+@pytest.mark.parametrize(("argv", "says"), [
+    (["ls", "{missing}"], "stream '{missing}' not found"),
+    (["info", "{missing}", "g"], "stream '{missing}' not found"),
+    (["add", "{missing}", "g", "m"], "stream '{missing}' not found"),
+    (["ls", "bad.stream"], "stream name 'bad.stream' may not contain"),
+    (["info", "{stream}", "nosuch"], "no static or elastic consumer group 'nosuch'"),
+    (["info", "{stream}", "bad.group"], "invalid consumer group name 'bad.group'"),
+    (["add", "{stream}", "nosuch", "m"], "no elastic consumer group 'nosuch'"),
+    (["add", "{stream}", "audit", "ok", "bad.name"], "invalid member name 'bad.name'"),
+    (["add", "{stream}", "audit", ""], "invalid member name ''"),
+    (["add", "{stream}", "audit", "a b"], "invalid member name 'a b'"),
+])
+def test_group_commands_given_bad_input_say_what_in_one_line_and_fail(
+        capsys: pytest.CaptureFixture[str], js: JetStream, estream: str, shared_server: Any,
+        argv: list[str], says: str) -> None:
+    pcgroups.create_elastic(js, estream, "audit", 2, [pcgroups.PartitioningFilter(filter=f"{estream}.*",
+                                                                              partitioning_wildcards=(1,))])
+    values = {"stream": estream, "missing": estream + "NO"}
+    code, out, err = _cli(capsys, shared_server.url, *(a.format(**values) for a in argv))
+    assert code != 0 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and says.format(**values) in err, err
+    assert pcgroups.get_elastic_config(js, estream, "audit").members == ()
+
+
 def test_a_killed_member_keeps_its_partitions_until_dropped_then_another_takes_them(
         capsys: pytest.CaptureFixture[str], nc: nats.Client, js: JetStream, estream: str, shared_server: Any,
         tmp_path: Path) -> None:

@@ -125,3 +125,25 @@ def test_not_a_config_is_a_group_error_not_a_decoding_error() -> None:
     for bad in (b"{", b"[1]", b'{"max_members": "x"}', b'{"max_members": 1, "member_mappings": [{}]}'):
         with pytest.raises(pcgroups.ConsumerGroupError):
             pcgroups.StaticConsumerGroupConfig.from_json(bad)
+
+
+def test_wildcards_given_as_a_list_are_the_group_read_back_from_the_bucket() -> None:
+    # A caller's list (the annotation says tuple; JSON gives lists) is the same group as the
+    # tuple decoded from the bucket: create_elastic called again must not see another group.
+    given = pcgroups.ElasticConsumerGroupConfig(max_members=4, partitioning_filters=(
+        PartitioningFilter(filter="a.*.*", partitioning_wildcards=[2, 1]),))  # type: ignore[arg-type]
+    read = pcgroups.ElasticConsumerGroupConfig.from_json(json.dumps(given.to_json()).encode())
+    assert given.fixed_part() == read.fixed_part()
+    # The order of the wildcards is the order of the partitioning key: another group.
+    assert read.fixed_part() != pcgroups.ElasticConsumerGroupConfig(max_members=4, partitioning_filters=(
+        PartitioningFilter(filter="a.*.*", partitioning_wildcards=(1, 2)),)).fixed_part()
+
+
+@pytest.mark.parametrize("name", ["", "a.b", "a*", ">", "a b", "a\tb", "a/b", "a\\b", "a\x07", " "])
+def test_names_that_are_not_nats_tokens_are_refused_as_value_errors(name: str) -> None:
+    from natsjs_sync.pcgroups.partitions import is_valid_name, require_member_names
+
+    assert not is_valid_name(name)
+    with pytest.raises(ValueError, match="invalid member name"):
+        require_member_names(["ok", name])
+    assert all(is_valid_name(n) for n in ("m1", "pool-3", "A-b_c"))

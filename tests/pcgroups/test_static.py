@@ -178,3 +178,62 @@ def test_deleting_a_group_deletes_its_own_consumers_not_those_of_a_group_named_a
     pcgroups.delete_static(js, pstream, "orders")
     names = set(js.consumer_names(pstream))
     assert "orders-m1" not in names and "orders-eu-m1" in names
+
+
+def test_a_group_whose_consumer_names_are_another_groups_is_refused(js: JetStream, pstream: str) -> None:
+    # "<group>-<member>": group orders with member eu-m1 and group orders-eu with member m1
+    # would both use the consumer orders-eu-m1.
+    pcgroups.create_static(js, pstream, "orders", 2, members=["eu-m1"])
+    with pytest.raises(pcgroups.ConsumerGroupExistsError, match="orders-eu-m1"):
+        pcgroups.create_static(js, pstream, "orders-eu", 2, members=["m1"])
+    with pytest.raises(pcgroups.ConsumerGroupExistsError, match="orders-eu-m1"):
+        pcgroups.create_static(js, pstream, "orders-eu", 2, member_mappings=[
+            pcgroups.MemberMapping(member="m1", partitions=(0, 1))])
+    assert pcgroups.list_static_groups(js, pstream) == ["orders"]
+
+
+def test_a_member_never_takes_over_a_consumer_another_group_or_a_user_owns(js: JetStream, pstream: str) -> None:
+    got = threading.Semaphore(0)
+
+    def handle(msg: nats.Msg) -> None:
+        msg.ack_sync(timeout=5)
+        got.release()
+
+    tmpl = ConsumerConfig(ack_wait=2.0)
+    pcgroups.create_static(js, pstream, "orders", 2, filters=[f"{pstream}.*"], members=["eu-m1"])
+    ours = pcgroups.static_consume(js, pstream, "orders", "eu-m1", handle, tmpl)
+    try:
+        # Another client (no such check there) made a group whose member m1 derives the same name.
+        js.key_value(pcgroups.STATIC_BUCKET).put(f"{pstream}.orders-eu", b'{"max_members":2,"members":["m1"]}')
+        with pytest.raises(pcgroups.ConsumerGroupExistsError, match="orders-eu-m1"):
+            pcgroups.static_consume(js, pstream, "orders-eu", "m1", lambda m: m.ack(), tmpl)
+        pcgroups.delete_static(js, pstream, "orders-eu")
+        # orders' consumer is untouched and its member goes on.
+        info = js.consumer(pstream, "orders-eu-m1").cached_info
+        assert info.config.filter_subjects == [f"0.{pstream}.*", f"1.{pstream}.*"]
+        js.publish(f"{pstream}.k1", b"x")
+        assert got.acquire(timeout=10)
+        assert not ours.done.is_set()
+    finally:
+        ours.stop()
+    # A consumer of the name a member derives that is no member's (no PCG priority group) is left alone.
+    js.create_consumer(pstream, ConsumerConfig(durable_name="billing-a", filter_subject=f"0.{pstream}.k1"))
+    pcgroups.create_static(js, pstream, "billing", 2, members=["a"])
+    with pytest.raises(pcgroups.ConsumerGroupExistsError, match="billing-a"):
+        pcgroups.static_consume(js, pstream, "billing", "a", lambda m: m.ack(), tmpl)
+    assert js.consumer(pstream, "billing-a").cached_info.config.filter_subject == f"0.{pstream}.k1"
+
+
+@pytest.mark.parametrize("bad", ["a.b", "", "a b", "x*", ">"])
+def test_member_names_that_are_not_nats_tokens_are_refused_before_anything_is_written(
+        js: JetStream, pstream: str, bad: str) -> None:
+    with pytest.raises(ValueError, match="invalid member name"):
+        pcgroups.create_static(js, pstream, "g", 2, members=["ok", bad])
+    with pytest.raises(ValueError, match="invalid member name"):
+        pcgroups.create_static(js, pstream, "g", 2, member_mappings=[pcgroups.MemberMapping(member=bad,
+                                                                                            partitions=(0, 1))])
+    with pytest.raises(pcgroups.ConsumerGroupNotFoundError):
+        pcgroups.get_static_config(js, pstream, "g")
+    pcgroups.create_static(js, pstream, "g", 2, members=["ok"])
+    with pytest.raises(ValueError, match="invalid member name"):
+        pcgroups.static_consume(js, pstream, "g", bad, lambda m: m.ack())
