@@ -286,6 +286,48 @@ def test_every_parser_of_the_command_line_masks_its_errors() -> None:
     assert unmasked == []
 
 
+#: Command lines that give a secret to an option where it is not taken: after a command that has
+#: no such option, as "--opt=value", before the command (its value read as the command's name),
+#: misspelt, and --user (the nats CLI's --user takes a token too).
+SECRET_OPTION_ERRORS: tuple[tuple[str, ...], ...] = (
+    ("pub", "t.x", "y", "--password", "{pw}"),
+    ("sub", "t.x", "--token", "{pw}"),
+    ("stream", "ls", "--token={pw}"),
+    ("--password", "{pw}", "pub", "t.x", "y"),
+    ("context", "save", "x", "--passwd", "{pw}"),
+    ("pub", "t.x", "y", "--user", "{pw}"),
+)
+
+
+@pytest.mark.parametrize("argv", SECRET_OPTION_ERRORS, ids=" ".join)
+def test_usage_errors_show_no_value_of_a_secret_option(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str],
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """argparse quotes the words it refuses: "unrecognized arguments: --password ...", "invalid
+    choice: '...'". A value typed for an option that takes a secret is masked whole, also when it
+    holds quotes, spaces or commas."""
+    wrong = hostile("Option")
+    code, shown = run(capsys, caplog, [word.replace("{pw}", wrong) for word in argv])
+    assert code != 0, (argv, shown)
+    assert_secret_free(shown, (wrong,), " ".join(argv))
+    assert "***" in shown
+
+
+def test_a_short_secret_option_value_is_masked_where_it_stands_whole(capsys: pytest.CaptureFixture[str],
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Only the value is masked, never its letters inside the other words of the message."""
+    code, shown = run(capsys, caplog, ("pub", "t.x", "y", "--password", "a"))
+    assert code != 0
+    assert "error: unrecognized arguments: --password ***\n" in shown, shown
+
+
+def test_a_known_secret_value_is_masked_only_where_it_stands_whole() -> None:
+    from natsjs_sync._redact import redact
+
+    assert redact("banana: a value, 'a', x-a a.b and /tmp/a", ["a"]) == "banana: *** value, '***', x-a a.b and /tmp/a"
+    assert redact("password=s3cret. s3crets", ["s3cret"]) == "password=***. s3crets"
+    assert redact("pw 'pa ss'", ["pa ss"]) == "pw '***'"
+
+
 def test_context_show_masks_every_secret_and_secrets_shows_them(capsys: pytest.CaptureFixture[str]) -> None:
     op = Operator()
     op.add_account("APP")
