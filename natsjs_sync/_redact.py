@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import quote
 
-__all__ = ["MASK", "mask_values", "redact", "redact_urls", "split_server_urls", "without_userinfo"]
+__all__ = ["MASK", "decoded", "mask_values", "redact", "redact_urls", "split_server_urls", "without_userinfo"]
 
 #: What a secret is replaced with.
 MASK = "***"
@@ -270,3 +270,12 @@ def without_userinfo(text: str) -> str:
     ``nats://alice:s3cret@host`` -> ``nats://host``; for lines that end up in dashboards."""
     return _mask_words(_mask_quoted(text, drop=True), drop=True)
 
+
+def decoded(data: bytes) -> str | None:
+    """``data`` as UTF-8 text, or ``None`` when it is none. Never raises: a UnicodeDecodeError
+    holds all of ``data`` (a seed or a context file's passwords, in its ``repr``), and raised in
+    or from a handler of one, an error keeps it as its context."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._redact import MASK, redact, redact_urls
+from ._redact import MASK, decoded, redact, redact_urls
 from .errors import NatsError
 
 __all__ = [
@@ -486,10 +486,10 @@ class NatsContext:
             data = resolver(value)
         except _Unresolved as exc:
             raise self._error(key, f"{_reference(value)}: {exc}") from None
-        try:
-            return data.decode()
-        except UnicodeDecodeError:
-            raise self._error(key, f"{_reference(value)}: does not resolve to UTF-8 text") from None
+        text = decoded(data)
+        if text is None:
+            raise self._error(key, f"{_reference(value)}: does not resolve to UTF-8 text")
+        return text
 
     def _literal(self, key: str, files: bool = False) -> str:
         """A field holding a secret or a reference to one: the secret (as the nats CLI resolves it,
@@ -795,11 +795,14 @@ def _read_bytes_or(ctx: NatsContext, key: str, path: str) -> bytes:
 
 def _read(name: str, path: Path) -> NatsContext:
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ContextError(f"unknown context {name!r} (no file {path})") from None
     except OSError as exc:
         raise ContextError(f"context {name!r}: cannot read {path}: {exc.strerror}") from None
+    text = decoded(data)
+    if text is None:
+        raise ContextError(f"context {name!r}: {path} is no UTF-8 text")
     try:
         settings = json.loads(text) if text.strip() else {}
     except ValueError as exc:
