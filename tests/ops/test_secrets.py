@@ -410,6 +410,25 @@ def test_settings_errors_quote_no_password_token_or_seed() -> None:
     assert_error_secret_free(err.value, SECRET, SEED)
 
 
+@pytest.mark.parametrize("servers", [
+    f"nats://alice:{in_url(SECRET)}@h:4222".encode(),                 # read from a file opened "rb"
+    [f"nats://alice:{in_url(SECRET)}@h:4222".encode()],
+    bytearray(f"nats://{in_url(SECRET)}@h:4222".encode()),
+])
+def test_servers_given_as_bytes_are_refused_by_their_type(servers: object) -> None:
+    """Bytes iterate as ints: each was refused alone ("got 110; ... got 97; ..."), the problems
+    together spelling out the URL, password included. Refused by type, once; connect() too."""
+    with pytest.raises(SettingsError) as err:
+        parse_settings({"servers": servers})
+    assert len(err.value.problems) == 1 and "byte" in err.value.problems[0], err.value.problems
+    codes = ",".join(str(byte) for byte in in_url(SECRET).encode()[:4])
+    assert codes not in ",".join(re.findall(r"\d+", str(err.value)))
+    assert_error_secret_free(err.value, SECRET)
+    with pytest.raises((TypeError, InvalidServerUrlError)) as refused:
+        nats.connect(servers)  # type: ignore[arg-type]
+    assert "byte" in str(refused.value) and not re.search(r"got \d", str(refused.value))
+
+
 def test_flask_settings_errors_quote_no_secret() -> None:
     flask = pytest.importorskip("flask")
     from natsjs_sync.contrib.flask import NATS
