@@ -652,6 +652,32 @@ def test_nsc_references_run_nsc_as_the_nats_cli_does(operator_server: tuple[Oper
     assert tool_calls(tool_bin, "nsc") == [["generate", "profile", "nsc://Test/APP/user"]] * 2
 
 
+def test_a_legacy_nsc_lookup_is_saved_as_the_nats_cli_saves_it(operator_server: tuple[Operator, NatsServer],
+                                                               config_home: pathlib.Path, tool_bin: pathlib.Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """jsm.go's Registry.Save (migrateNSCLookup): the legacy ``nsc`` field becomes ``creds:
+    nsc://...``, with the servers nsc names as the ``url`` when none is set; creds given win over
+    it (saving them beside a legacy lookup was refused as two kinds of credentials)."""
+    op, server = operator_server
+    (config_home / "app.creds").write_text(op.user_creds("APP"))
+    profile = {"user_creds": str(config_home / "app.creds"), "operator": {"service": [server.url]}}
+    fake_tool(tool_bin, "nsc", NSC_PROFILE % json.dumps(profile))
+    write_as_the_nats_cli("legacy", nsc="nsc://Test/APP/user")
+    code, _, err = run(capsys, "context", "save", "legacy", "--description", "migrated")
+    assert code == 0, err
+    saved = json.loads(context_file("legacy").read_text())
+    assert (saved["nsc"], saved["creds"], saved["url"]) == ("", "nsc://Test/APP/user", server.url)
+    with nats.connect(context="legacy") as nc:
+        round_trip(nc)
+    calls = len(tool_calls(tool_bin, "nsc"))
+    write_as_the_nats_cli("override", nsc="nsc://Test/APP/user")
+    code, _, err = run(capsys, "context", "save", "override", "--server", server.url, "--creds", "~/app.creds")
+    assert code == 0, err
+    saved = json.loads(context_file("override").read_text())
+    assert (saved["nsc"], saved["creds"]) == ("", "~/app.creds")
+    assert len(tool_calls(tool_bin, "nsc")) == calls  # creds given: nsc is not needed, nor run
+
+
 @pytest.mark.parametrize(("fields", "field", "why"), [
     ({"user": "alice", "password": "env://NATS_CTX_UNSET"}, "password",
      "env://NATS_CTX_UNSET: the environment variable NATS_CTX_UNSET is not set"),
