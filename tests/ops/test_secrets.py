@@ -429,6 +429,17 @@ def test_servers_given_as_bytes_are_refused_by_their_type(servers: object) -> No
     assert "byte" in str(refused.value) and not re.search(r"got \d", str(refused.value))
 
 
+def test_the_repr_of_valid_settings_shows_no_secret() -> None:
+    """The validated settings a web app holds (and may log or show in a debugger): the URLs'
+    passwords and the credentials among the options are masked; what they are about stays."""
+    settings = parse_settings({"servers": [f"nats://alice:{in_url(SECRET)}@n1:4222", f"nats://{in_url(SECRET)}@n2"],
+                               "options": {"name": "app", "token": SECRET, "nkeys_seed": SEED,
+                                           "ws_headers": {"Authorization": f"Bearer {SECRET}"}}})
+    shown = repr(settings)
+    assert_secret_free(shown, (SECRET, in_url(SECRET), SEED), "Settings")
+    assert "nats://alice:***@n1:4222" in shown and "'name': 'app'" in shown and "drain_timeout=30.0" in shown
+
+
 def test_flask_settings_errors_quote_no_secret() -> None:
     flask = pytest.importorskip("flask")
     from natsjs_sync.contrib.flask import NATS
