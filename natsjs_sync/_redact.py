@@ -13,7 +13,10 @@ and error message this package shows passes.
 - inline ``data:`` payloads (a context's embedded credentials);
 - any value the caller knows to be secret (a password or token given on its
   own, which no pattern can recognise), also where ``repr`` or JSON escaped it
-  or a URL percent-encoded it.
+  or a URL percent-encoded it; only where it stands whole, delimited (by white
+  space, quotes, ``=``, ``,``, brackets or the text's ends), never inside other
+  text: a password ``a`` masks the value ``a`` of ``--password a``, not each
+  letter a of the message.
 
 A URL quoted in a message (``'nats://a:pa ss@h'``, as ``repr`` and argparse
 quote it) is masked as a whole, white space and commas included.
@@ -32,7 +35,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import quote
 
-__all__ = ["MASK", "redact", "redact_urls", "split_server_urls", "without_userinfo"]
+__all__ = ["MASK", "decoded", "mask_values", "redact", "redact_urls", "split_server_urls", "without_userinfo"]
 
 #: What a secret is replaced with.
 MASK = "***"
@@ -220,21 +223,41 @@ def _written_forms(secrets: Iterable[str | None]) -> set[str]:
     return forms
 
 
+# What stands before a known secret value where it is whole: no character of a word, a path, a
+# host or an escape (so 'a' in 'banana', 'x-a' or '/tmp/a' is no value 'a'); after it the same, but
+# a '.' that ends a sentence.
+_BEFORE_VALUE = r"(?<![\w\-+%~/@.])"
+_AFTER_VALUE = r"(?![\w\-+%~/@]|\.\w)"
+
+
+def mask_values(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with each value of ``secrets`` masked where it stands whole, delimited (see
+    :func:`redact`, whose first step this is); nothing else is masked.
+
+    Args:
+        text: any text.
+        secrets: values known to be secret; ``None`` and empty values are ignored.
+    """
+    for form in sorted(_written_forms(secrets), key=len, reverse=True):
+        text = re.sub(_BEFORE_VALUE + re.escape(form) + _AFTER_VALUE, MASK, text)
+    return text
+
+
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with every secret in it masked.
 
     Args:
         text: any text: a URL or a list of them, a message, a log line, a repr.
         secrets: values known to be secret (a password, a token ...), masked
-            wherever they appear; ``None`` and empty values are ignored.
+            wherever one stands whole (never inside other text); ``None`` and
+            empty values are ignored.
 
     Returns:
         The text with secrets replaced by :data:`MASK`.
     """
     if not isinstance(text, str):
         text = str(text)
-    for secret in sorted(_written_forms(secrets), key=len, reverse=True):
-        text = text.replace(secret, MASK)
+    text = mask_values(text, secrets)
     text = _CREDS_BLOCK.sub(lambda m: f"{m['begin']}{MASK}{m['end']}", text)
     text = _mask_words(_mask_quoted(text, drop=False), drop=False)
     text = _DATA.sub(lambda m: f"data:{m['header']},{MASK}", text)
@@ -246,3 +269,13 @@ def without_userinfo(text: str) -> str:
     """``text`` (a URL, a list of them, or a message) with the user info of its URLs removed:
     ``nats://alice:s3cret@host`` -> ``nats://host``; for lines that end up in dashboards."""
     return _mask_words(_mask_quoted(text, drop=True), drop=True)
+
+
+def decoded(data: bytes) -> str | None:
+    """``data`` as UTF-8 text, or ``None`` when it is none. Never raises: a UnicodeDecodeError
+    holds all of ``data`` (a seed or a context file's passwords, in its ``repr``), and raised in
+    or from a handler of one, an error keeps it as its context."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
-from ._redact import MASK, redact
+from ._redact import MASK, decoded, redact
 from .errors import AuthorizationError
 from .nkeys import InvalidNkeyError, KeyPair, sign_nonce
 
@@ -54,18 +54,22 @@ def _read_secret(value: SecretSource, what: str) -> str:
     and for a string that can only be a path; ``~`` is the home directory, as the nats CLI reads it).
 
     Raises:
-        AuthorizationError: the file is missing or cannot be read (its path is shown, never
-            the content).
+        AuthorizationError: the file is missing, cannot be read, or is no UTF-8 text (its
+            path is shown, never the content: a UnicodeDecodeError holds the file's bytes).
     """
     if isinstance(value, str) and value.startswith("~"):
         value = os.path.expanduser(value)
     if isinstance(value, os.PathLike) or os.path.exists(value) or _looks_like_path(value):
         path = os.fspath(value)
         try:
-            with open(path) as f:
-                return f.read()
+            with open(path, "rb") as f:
+                data = f.read()
         except OSError as exc:
             raise AuthorizationError(f"cannot read the {what} file {redact(path)!r}: {exc.strerror}") from exc
+        text = decoded(data)
+        if text is None:
+            raise AuthorizationError(f"the {what} file {redact(path)!r} is no UTF-8 text")
+        return text.replace("\r\n", "\n").replace("\r", "\n")  # line ends as open() in text mode reads them
     return value
 
 

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._redact import MASK, redact, redact_urls
+from ._redact import MASK, decoded, redact, redact_urls
 from .errors import NatsError
 
 __all__ = [
@@ -486,10 +486,10 @@ class NatsContext:
             data = resolver(value)
         except _Unresolved as exc:
             raise self._error(key, f"{_reference(value)}: {exc}") from None
-        try:
-            return data.decode()
-        except UnicodeDecodeError:
-            raise self._error(key, f"{_reference(value)}: does not resolve to UTF-8 text") from None
+        text = decoded(data)
+        if text is None:
+            raise self._error(key, f"{_reference(value)}: does not resolve to UTF-8 text")
+        return text
 
     def _literal(self, key: str, files: bool = False) -> str:
         """A field holding a secret or a reference to one: the secret (as the nats CLI resolves it,
@@ -704,12 +704,16 @@ class NatsContext:
 
     def _as_saved(self) -> dict[str, Any]:
         """The settings as the nats CLI saves them: one kind of credentials, a user JWT with
-        its seed in ``user_seed``.
+        its seed in ``user_seed``, a legacy ``nsc`` lookup as a ``creds`` reference.
 
         Raises:
-            ContextError: more than one kind of credentials is set.
+            ContextError: more than one kind of credentials is set, or (migrating a legacy
+                ``nsc`` field with neither ``url`` nor ``creds``) ``nsc`` cannot be run.
         """
         settings = dict(self.settings)
+        nsc = settings.get("nsc")
+        if isinstance(nsc, str) and nsc:
+            self._migrate_nsc(settings, nsc)
         nkey = settings.get("nkey")
         if settings.get("user_jwt") and isinstance(nkey, str) and nkey and not settings.get("user_seed"):
             # Written so by natsjs-sync before: the nats CLI would read it as nkey auth alone.
@@ -725,22 +729,30 @@ class NatsContext:
                                          "(the nats CLI refuses to save that): remove all but one")
         return settings
 
+    def _migrate_nsc(self, settings: dict[str, Any], nsc: str) -> None:
+        """Fold the legacy ``nsc`` field into ``settings`` as jsm.go's ``Registry.Save`` does: a
+        ``creds`` reference ``nsc://...`` (unless creds are set: then they win), and when neither
+        ``url`` nor ``creds`` is set, the servers ``nsc`` names as the ``url`` (else a reload would
+        use the default server). ``nsc`` is then empty: one kind of credentials again."""
+        if not settings.get("url") and not settings.get("creds"):
+            try:
+                _, urls = _nsc_profile(nsc)
+            except _Unresolved as exc:
+                raise self._error("nsc", f"{nsc}: {exc}") from None
+            if urls:
+                settings["url"] = urls
+        if not settings.get("creds"):
+            settings["creds"] = "nsc://" + _trim(nsc, "nsc://")
+        settings["nsc"] = ""
+
     def to_json(self) -> str:
         """The file's text: the known fields first, in the nats CLI's order and
         always present (as it writes them), then the others as they were.
 
         Raises:
-            ContextError: more than one kind of credentials is set.
+            ContextError: see :meth:`save`.
         """
-        settings = self._as_saved()
-        out: dict[str, Any] = {}
-        for key in FIELDS:
-            default: Any = False if key in _BOOL_FIELDS else None if key in _LIST_FIELDS else ""
-            out[key] = settings.get(key, default)
-        for key, value in settings.items():
-            if key not in out and key != "name":  # 'name' is never written to disk by the nats CLI
-                out[key] = value
-        return json.dumps(out, indent=2)
+        return _file_text(self._as_saved())
 
     def save(self) -> NatsContext:
         """Write this context to its file (owner-only permissions): back to the file it was
@@ -749,20 +761,38 @@ class NatsContext:
 
         As the nats CLI reads them: a user JWT whose seed is in ``nkey`` (as
         natsjs-sync wrote it before) is written with the seed in ``user_seed``, and
-        an inline nkey seed as a ``data:`` reference (a bare ``nkey`` is a path).
+        an inline nkey seed as a ``data:`` reference (a bare ``nkey`` is a path). As
+        the nats CLI writes it, a legacy ``nsc`` lookup becomes a ``creds`` reference
+        ``nsc://...`` (the creds given win), with the servers ``nsc`` names as the
+        ``url`` when none is set (``nsc`` is run for them).
 
         Returns:
             The context as saved (with its path).
 
         Raises:
-            ContextError: the name is not a plain file name, or more than one kind
-                of credentials is set (user, creds, nkey, nsc, user_jwt).
+            ContextError: the name is not a plain file name, more than one kind
+                of credentials is set (user, creds, nkey, user_jwt), or ``nsc``
+                cannot be run for the servers of a legacy lookup.
             OSError: the file could not be written.
         """
         # jsm.go's Context.Save: a context loaded from a file goes back to it unless renamed.
         path = self.path if self.path is not None and self.path.stem == self.name else context_path(self.name)
-        _write_private(path, self.to_json())
-        return NatsContext(self.name, path, self._as_saved())
+        settings = self._as_saved()
+        _write_private(path, _file_text(settings))
+        return NatsContext(self.name, path, settings)
+
+
+def _file_text(settings: Mapping[str, Any]) -> str:
+    """A context file's text: the known fields first, in the nats CLI's order and always present
+    (as it writes them), then the others as they were."""
+    out: dict[str, Any] = {}
+    for key in FIELDS:
+        default: Any = False if key in _BOOL_FIELDS else None if key in _LIST_FIELDS else ""
+        out[key] = settings.get(key, default)
+    for key, value in settings.items():
+        if key not in out and key != "name":  # 'name' is never written to disk by the nats CLI
+            out[key] = value
+    return json.dumps(out, indent=2)
 
 
 def _is_inline_seed(value: str) -> bool:
@@ -795,11 +825,14 @@ def _read_bytes_or(ctx: NatsContext, key: str, path: str) -> bytes:
 
 def _read(name: str, path: Path) -> NatsContext:
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ContextError(f"unknown context {name!r} (no file {path})") from None
     except OSError as exc:
         raise ContextError(f"context {name!r}: cannot read {path}: {exc.strerror}") from None
+    text = decoded(data)
+    if text is None:
+        raise ContextError(f"context {name!r}: {path} is no UTF-8 text")
     try:
         settings = json.loads(text) if text.strip() else {}
     except ValueError as exc:

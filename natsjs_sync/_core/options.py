@@ -68,14 +68,15 @@ def server_items(servers: str | Iterable[str] | None) -> list[str]:
     any other iterable (a list, a tuple, a set, a generator) is read once.
 
     Raises:
-        TypeError: neither a str nor an iterable.
+        TypeError: neither a str nor an iterable of them (bytes are none: decode them).
         ValueError: no URL at all.
     """
     if servers is None:
         servers = os.environ.get("NATS_URL") or DEFAULT_SERVER
     if isinstance(servers, str):
         items: list[str] = [s.strip() for s in split_server_urls(servers) if s.strip()]  # a password may hold a ','
-    elif isinstance(servers, Iterable):
+    elif isinstance(servers, Iterable) and not isinstance(servers, (bytes, bytearray, memoryview)):
+        # bytes iterate as ints: each would be refused alone, together spelling out the URL's password
         items = list(servers)
     else:
         raise TypeError(f"servers must be a URL, comma-separated URLs or a list of them, not {type(servers).__name__}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from .._backoff import Backoff
-from .._redact import redact, redact_urls
+from .._redact import redact_urls
 from ..errors import InvalidServerUrlError
 
 DEFAULT_PORT = 4222
@@ -68,8 +68,10 @@ def parse_server_url(url: str, discovered: bool = False) -> ServerAddress:
     Raises:
         InvalidServerUrlError: not a NATS URL (a ValueError, and nats-py's ``nats.errors.Error``).
     """
-    if not isinstance(url, str) or not url.strip():
-        raise InvalidServerUrlError(f"server URL must be a non-empty str, got {redact(repr(url))}")
+    if not isinstance(url, str):  # its type, never its value (bytes of a URL hold its password)
+        raise InvalidServerUrlError(f"server URL must be a non-empty str, not {type(url).__name__}")
+    if not url.strip():
+        raise InvalidServerUrlError(f"server URL must be a non-empty str, got {url!r}")
     text = url.strip()
     if "://" not in text:
         text = "nats://" + text

@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from typing import Any, Literal
 from .._connect import connect_options
 from .._core.options import DEFAULT_SERVER, server_items
 from .._core.pool import parse_server_url
-from .._redact import redact
+from .._redact import MASK, redact, redact_urls
 from ..errors import NatsError
 from ..health import check_options
 
@@ -64,6 +65,11 @@ class SettingsError(ValueError):
     def __init__(self, problems: Collection[str]):
         self.problems = [redact(problem) for problem in problems]
         super().__init__("bad NATS settings: " + "; ".join(self.problems))
+
+
+#: A keyword of connect() that holds a credential (password, token, nkeys_seed, user_credentials,
+#: user_jwt_cb, signature_cb, ws_headers ...).
+_SECRET_KEYWORD = re.compile(r"pass|secret|token|seed|jwt|cred|key|auth|sig|header", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,16 @@ class Settings:
     health_details: bool | str | Callable[[Any], object] = False
     workers: tuple[str, ...] = ()
     drain_timeout: float = 30.0
+
+    def __repr__(self) -> str:
+        # The servers' passwords and the credentials among the options stay out (a repr ends up
+        # in logs and debuggers): each URL's user info masked, each secret keyword's value too.
+        options = {key: MASK if _SECRET_KEYWORD.search(key) else value for key, value in self.options.items()}
+        servers = None if self.servers is None else tuple(redact_urls(url) for url in self.servers)
+        return redact(f"Settings(servers={servers!r}, options={options!r}, on_connect={self.on_connect!r}, "
+                      f"health={dict(self.health)!r}, health_details={self.health_details!r}, "
+                      f"workers={self.workers!r}, drain_timeout={self.drain_timeout!r})")
+
 
 
 def _split(spec: str) -> tuple[str, str]:

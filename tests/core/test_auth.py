@@ -165,6 +165,24 @@ def test_seed_and_creds_files_may_be_given_as_paths(nkey_server: NatsServer, nke
         assert "does not exist" in str(err.value) or "No such file" in str(err.value)
 
 
+def test_a_seed_or_creds_file_that_is_no_utf8_text_is_refused_without_its_content(tmp_path: pathlib.Path) -> None:
+    """A stray byte in a seed or creds file (a Latin-1 comment, a file saved in another encoding): the
+    UnicodeDecodeError of reading it holds the whole file, seed included, in its repr. It is an
+    AuthorizationError naming the file, holding nothing of its content, before anything is sent."""
+    seed = KeyPair.generate().seed
+    seed_file = tmp_path / "user.nk"
+    seed_file.write_bytes(seed.encode() + b"\n# caf\xe9\n")
+    creds_file = tmp_path / "user.creds"
+    creds_file.write_bytes(b"# \xff\n" + format_creds("eyJhbGciOiJlZDI1NTE5In0.e30.c2ln", seed).encode())
+    for kwargs in ({"nkeys_seed": str(seed_file)}, {"nkeys_seed": seed_file}, {"user_credentials": str(creds_file)}):
+        with pytest.raises(nats.AuthorizationError, match="no UTF-8 text") as err:
+            nats.connect("nats://127.0.0.1:1", allow_reconnect=False, **kwargs)
+        path = str(next(iter(kwargs.values())))
+        assert path in str(err.value)
+        chain = [err.value, err.value.__cause__, err.value.__context__]
+        assert not any(seed in repr(e) or seed[:20] in repr(e) for e in chain), chain
+
+
 def test_credentials_of_the_wrong_type_are_refused_before_connecting() -> None:
     with NatsServer(jetstream=False, user="u", password="p-cb") as server:
         for kwargs in ({"user": 123, "password": "p-cb"}, {"user": "u", "password": 12345},

@@ -350,6 +350,30 @@ def test_a_file_that_is_not_a_json_object() -> None:
         nats.connect(context="junk")
 
 
+def test_a_file_that_is_no_utf8_text_is_a_context_error_without_its_content(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A stray byte in a hand-edited context file: the error names the context and the file, holds
+    nothing of its content (a UnicodeDecodeError's repr holds the whole file, passwords included),
+    and 'context ls' still lists the other contexts, this one as unreadable."""
+    natscontext.save("good", url="nats://n1:4222", description="a context")
+    context_file("latin").write_bytes(b'{"url": "nats://127.0.0.1:1", "user": "alice", '
+                                      b'"password": "pw-Latin-8Qx", "description": "caf\xe9"}')
+    with pytest.raises(ContextError, match=r"'latin'.*no UTF-8 text") as err:
+        nats.connect(context="latin")
+    assert all("pw-Latin-8Qx" not in repr(e) for e in (err.value, err.value.__cause__, err.value.__context__))
+    code, out, _ = run(capsys, "context", "ls")
+    lines = [line.split(None, 1) for line in out.splitlines()]
+    assert code == 0 and lines[0] == ["good", "a context"] and lines[1][0] == "latin", out
+    assert lines[1][1].startswith("(unreadable: context 'latin'")
+    assert "pw-Latin-8Qx" not in out
+    # A reference resolving to bytes that are no text: refused by name, the bytes nowhere in the error.
+    natscontext.save("binary", url="nats://127.0.0.1:1", user="alice",
+                     password="data:;base64," + base64.b64encode(b"pw-Bytes-3Kd\xff").decode())
+    with pytest.raises(ContextError, match="password: a data: reference: does not resolve to UTF-8") as err:
+        nats.connect(context="binary")
+    assert err.value.__context__ is None
+
+
 # ---------------------------------------------------------------- the command line
 
 
@@ -626,6 +650,32 @@ def test_nsc_references_run_nsc_as_the_nats_cli_does(operator_server: tuple[Oper
     with nats.connect(context="legacy") as nc:
         round_trip(nc)
     assert tool_calls(tool_bin, "nsc") == [["generate", "profile", "nsc://Test/APP/user"]] * 2
+
+
+def test_a_legacy_nsc_lookup_is_saved_as_the_nats_cli_saves_it(operator_server: tuple[Operator, NatsServer],
+                                                               config_home: pathlib.Path, tool_bin: pathlib.Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """jsm.go's Registry.Save (migrateNSCLookup): the legacy ``nsc`` field becomes ``creds:
+    nsc://...``, with the servers nsc names as the ``url`` when none is set; creds given win over
+    it (saving them beside a legacy lookup was refused as two kinds of credentials)."""
+    op, server = operator_server
+    (config_home / "app.creds").write_text(op.user_creds("APP"))
+    profile = {"user_creds": str(config_home / "app.creds"), "operator": {"service": [server.url]}}
+    fake_tool(tool_bin, "nsc", NSC_PROFILE % json.dumps(profile))
+    write_as_the_nats_cli("legacy", nsc="nsc://Test/APP/user")
+    code, _, err = run(capsys, "context", "save", "legacy", "--description", "migrated")
+    assert code == 0, err
+    saved = json.loads(context_file("legacy").read_text())
+    assert (saved["nsc"], saved["creds"], saved["url"]) == ("", "nsc://Test/APP/user", server.url)
+    with nats.connect(context="legacy") as nc:
+        round_trip(nc)
+    calls = len(tool_calls(tool_bin, "nsc"))
+    write_as_the_nats_cli("override", nsc="nsc://Test/APP/user")
+    code, _, err = run(capsys, "context", "save", "override", "--server", server.url, "--creds", "~/app.creds")
+    assert code == 0, err
+    saved = json.loads(context_file("override").read_text())
+    assert (saved["nsc"], saved["creds"]) == ("", "~/app.creds")
+    assert len(tool_calls(tool_bin, "nsc")) == calls  # creds given: nsc is not needed, nor run
 
 
 @pytest.mark.parametrize(("fields", "field", "why"), [

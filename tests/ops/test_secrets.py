@@ -286,6 +286,48 @@ def test_every_parser_of_the_command_line_masks_its_errors() -> None:
     assert unmasked == []
 
 
+#: Command lines that give a secret to an option where it is not taken: after a command that has
+#: no such option, as "--opt=value", before the command (its value read as the command's name),
+#: misspelt, and --user (the nats CLI's --user takes a token too).
+SECRET_OPTION_ERRORS: tuple[tuple[str, ...], ...] = (
+    ("pub", "t.x", "y", "--password", "{pw}"),
+    ("sub", "t.x", "--token", "{pw}"),
+    ("stream", "ls", "--token={pw}"),
+    ("--password", "{pw}", "pub", "t.x", "y"),
+    ("context", "save", "x", "--passwd", "{pw}"),
+    ("pub", "t.x", "y", "--user", "{pw}"),
+)
+
+
+@pytest.mark.parametrize("argv", SECRET_OPTION_ERRORS, ids=" ".join)
+def test_usage_errors_show_no_value_of_a_secret_option(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str],
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """argparse quotes the words it refuses: "unrecognized arguments: --password ...", "invalid
+    choice: '...'". A value typed for an option that takes a secret is masked whole, also when it
+    holds quotes, spaces or commas."""
+    wrong = hostile("Option")
+    code, shown = run(capsys, caplog, [word.replace("{pw}", wrong) for word in argv])
+    assert code != 0, (argv, shown)
+    assert_secret_free(shown, (wrong,), " ".join(argv))
+    assert "***" in shown
+
+
+def test_a_short_secret_option_value_is_masked_where_it_stands_whole(capsys: pytest.CaptureFixture[str],
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Only the value is masked, never its letters inside the other words of the message."""
+    code, shown = run(capsys, caplog, ("pub", "t.x", "y", "--password", "a"))
+    assert code != 0
+    assert "error: unrecognized arguments: --password ***\n" in shown, shown
+
+
+def test_a_known_secret_value_is_masked_only_where_it_stands_whole() -> None:
+    from natsjs_sync._redact import redact
+
+    assert redact("banana: a value, 'a', x-a a.b and /tmp/a", ["a"]) == "banana: *** value, '***', x-a a.b and /tmp/a"
+    assert redact("password=s3cret. s3crets", ["s3cret"]) == "password=***. s3crets"
+    assert redact("pw 'pa ss'", ["pa ss"]) == "pw '***'"
+
+
 def test_context_show_masks_every_secret_and_secrets_shows_them(capsys: pytest.CaptureFixture[str]) -> None:
     op = Operator()
     op.add_account("APP")
@@ -366,6 +408,36 @@ def test_settings_errors_quote_no_password_token_or_seed() -> None:
     # 'health'.
     assert len(err.value.problems) == 4
     assert_error_secret_free(err.value, SECRET, SEED)
+
+
+@pytest.mark.parametrize("servers", [
+    f"nats://alice:{in_url(SECRET)}@h:4222".encode(),                 # read from a file opened "rb"
+    [f"nats://alice:{in_url(SECRET)}@h:4222".encode()],
+    bytearray(f"nats://{in_url(SECRET)}@h:4222".encode()),
+])
+def test_servers_given_as_bytes_are_refused_by_their_type(servers: object) -> None:
+    """Bytes iterate as ints: each was refused alone ("got 110; ... got 97; ..."), the problems
+    together spelling out the URL, password included. Refused by type, once; connect() too."""
+    with pytest.raises(SettingsError) as err:
+        parse_settings({"servers": servers})
+    assert len(err.value.problems) == 1 and "byte" in err.value.problems[0], err.value.problems
+    codes = ",".join(str(byte) for byte in in_url(SECRET).encode()[:4])
+    assert codes not in ",".join(re.findall(r"\d+", str(err.value)))
+    assert_error_secret_free(err.value, SECRET)
+    with pytest.raises((TypeError, InvalidServerUrlError)) as refused:
+        nats.connect(servers)  # type: ignore[arg-type]
+    assert "byte" in str(refused.value) and not re.search(r"got \d", str(refused.value))
+
+
+def test_the_repr_of_valid_settings_shows_no_secret() -> None:
+    """The validated settings a web app holds (and may log or show in a debugger): the URLs'
+    passwords and the credentials among the options are masked; what they are about stays."""
+    settings = parse_settings({"servers": [f"nats://alice:{in_url(SECRET)}@n1:4222", f"nats://{in_url(SECRET)}@n2"],
+                               "options": {"name": "app", "token": SECRET, "nkeys_seed": SEED,
+                                           "ws_headers": {"Authorization": f"Bearer {SECRET}"}}})
+    shown = repr(settings)
+    assert_secret_free(shown, (SECRET, in_url(SECRET), SEED), "Settings")
+    assert "nats://alice:***@n1:4222" in shown and "'name': 'app'" in shown and "drain_timeout=30.0" in shown
 
 
 def test_flask_settings_errors_quote_no_secret() -> None:
