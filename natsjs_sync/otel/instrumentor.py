@@ -91,7 +91,7 @@ from .jetstream import (
     _wrap_settle,
 )
 from .metrics import Metrics
-from .spans import _consumer_attrs, _delivery_name, _Live, _message_prefix, _processing, _State
+from .spans import _consumer_attrs, _delivery_name, _Live, _processing, _State
 from .stores_services import _wrap_add_endpoint, _wrap_kv_decode, _wrap_kv_publish, _wrap_store
 
 if TYPE_CHECKING:
@@ -155,12 +155,15 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             meter_provider: where metrics go (default: the global provider).
             publish_hook: :data:`PublishHook`, to enrich producer spans.
             consume_hook: :data:`ConsumeHook`, to enrich receive and process spans.
+            message_body_size: record ``messaging.message.body.size`` (off by default: the
+                conventions make it opt-in).
         """
         tracer = trace.get_tracer(__name__, __version__, tracer_provider=kwargs.get("tracer_provider"),
                                   schema_url=_SCHEMA_URL)
         meter = otel_metrics.get_meter(__name__, __version__, meter_provider=kwargs.get("meter_provider"),
                                        schema_url=_SCHEMA_URL)
-        s = _State(tracer, Metrics(meter), kwargs.get("publish_hook"), kwargs.get("consume_hook"))
+        s = _State(tracer, Metrics(meter), kwargs.get("publish_hook"), kwargs.get("consume_hook"),
+                   bool(kwargs.get("message_body_size", False)))
         from ..client import Client
         from ..jetstream.consumer import Consumer
         from ..jetstream.context import JetStream
@@ -278,7 +281,7 @@ def _targets(s: _State, c: _Classes) -> list[tuple[str, str, Callable[..., Any]]
 
 @contextlib.contextmanager
 def process(msg: Msg, name: str | None = None) -> Iterator[Span]:
-    """Run the application's handling of a message as a child of its producer's span.
+    """Run the application's handling of a message in a process span linked to its producer's.
 
     For messages read from an iterator (``next_msg``, ``fetch``,
     ``messages()``), where the library cannot know where handling ends::
@@ -286,6 +289,11 @@ def process(msg: Msg, name: str | None = None) -> Iterator[Span]:
         for msg in sub:
             with natsjs_sync.otel.process(msg):
                 handle(msg)
+
+    The span links to the message's creation context, as the conventions say.
+    Its parent is the span current at the call when there is one (a web
+    request's, a batch job's); otherwise the producer's span, so the trace goes
+    on from producer to consumer.
 
     Args:
         msg: the message being handled.
@@ -298,7 +306,7 @@ def process(msg: Msg, name: str | None = None) -> Iterator[Span]:
     if s is None or not is_instrumentation_enabled():
         yield trace.INVALID_SPAN
         return
-    attrs = _consumer_attrs(msg, None, None, "process", _message_prefix(s, msg))
+    attrs = _consumer_attrs(s, msg, None, None, "process")
     with _processing(s, msg, name or _delivery_name("process", attrs), SpanKind.CONSUMER, attrs,
                      count=False) as span:
         yield span
