@@ -245,8 +245,9 @@ def _targets(s: _State, c: _Classes) -> list[tuple[str, str, Callable[..., Any]]
         ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe", _wrap_js_subscribe(s, c.names.subscribe)),
         ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe_bind",
          _wrap_js_subscribe(s, c.names.subscribe_bind)),
-        ("natsjs_sync.micro.service", "Service.add_endpoint", _wrap_add_endpoint(s)),
-        ("natsjs_sync.micro.service", "Group.add_endpoint", _wrap_add_endpoint(s)),
+        # Where every endpoint is made (a service's, a group's, the decorator's): one wrapper, on the
+        # class that defines it, so uninstrument() leaves the classes as they were.
+        ("natsjs_sync.micro.service", "Service._add_endpoint", _wrap_add_endpoint(s)),
     ]
     for module, cls, kind in (("natsjs_sync.jetstream.batch", "BatchPublisher", "atomic"),
                               ("natsjs_sync.jetstream.fastbatch", "FastBatchPublisher", "fast")):

@@ -29,6 +29,7 @@ from .spans import (
     _fits_with_context,
     _headers_ok,
     _js_attrs,
+    _Live,
     _message_id,
     _now_ns,
     _operation,
@@ -291,13 +292,15 @@ def _wrap_batch_iter(s: _State) -> Callable[..., Any]:
 
 
 def _traced_iter(s: _State, it: Iterator[Msg]) -> Iterator[Msg]:
+    """A batch's messages with a receive span each while ``s`` is the live instrumentation: an
+    iterator made before ``uninstrument()`` goes on handing out messages, and records nothing."""
     while True:
         started = _now_ns()
         try:
             msg = next(it)
         except StopIteration:
             return
-        if is_instrumentation_enabled():
+        if _Live.current is s and is_instrumentation_enabled():
             _receive_span(s, msg, None, None, started)
         yield msg
 

@@ -19,6 +19,7 @@ from opentelemetry.trace import Span, SpanKind
 from . import attributes as a
 from .propagation import extract
 from .spans import (
+    _call_with_context,
     _headers_of,
     _Live,
     _metric_attrs,
@@ -28,7 +29,6 @@ from .spans import (
     _State,
     _traced_handler,
     _unless_suppressed,
-    _with_context,
 )
 
 if TYPE_CHECKING:
@@ -47,8 +47,7 @@ def _wrap_kv_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], kv: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _Live.current is not s:
             return wrapped(*args, **kwargs)
-        args, kwargs = _with_context(headers_p, args, kwargs)
-        return wrapped(*args, **kwargs)
+        return _call_with_context(s, "publish", wrapped, headers_p, args, kwargs)
     return wrapper
 
 
