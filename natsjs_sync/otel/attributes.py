@@ -50,6 +50,12 @@ __all__ = [
     "NATS_KV_KEY",
     "NATS_OBJECT_BUCKET",
     "NATS_OBJECT_NAME",
+    "NATS_SPARK_ATTEMPT_NUMBER",
+    "NATS_SPARK_DUPLICATES",
+    "NATS_SPARK_FIRST_SEQUENCE",
+    "NATS_SPARK_LAST_SEQUENCE",
+    "NATS_SPARK_PARTITION_ID",
+    "NATS_SPARK_TASK_ATTEMPT_ID",
     "NATS_STREAM",
     "NATS_STREAM_SEQUENCE",
     "SCHEMA_URL",
@@ -106,6 +112,12 @@ NATS_DUPLICATE = "messaging.nats.duplicate"
 NATS_API_SUBJECT = "messaging.nats.api.subject"
 NATS_CLIENT_NAME = "messaging.nats.client.name"
 NATS_CONNECTION_STATE = "messaging.nats.connection.state"
+NATS_SPARK_PARTITION_ID = "messaging.nats.spark.partition_id"
+NATS_SPARK_ATTEMPT_NUMBER = "messaging.nats.spark.attempt_number"
+NATS_SPARK_TASK_ATTEMPT_ID = "messaging.nats.spark.task_attempt_id"
+NATS_SPARK_FIRST_SEQUENCE = "messaging.nats.spark.first_sequence"
+NATS_SPARK_LAST_SEQUENCE = "messaging.nats.spark.last_sequence"
+NATS_SPARK_DUPLICATES = "messaging.nats.duplicates"
 
 #: The prefix of the reply inboxes a client makes unless told otherwise (``inbox_prefix``).
 DEFAULT_INBOX_PREFIX = "_INBOX"
