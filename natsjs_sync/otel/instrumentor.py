@@ -14,7 +14,11 @@ What each operation records (span name ``<operation> <destination>``):
 The span kinds are those of the conventions' version :data:`.attributes.SCHEMA_VERSION`
 (the schema URL): a send whose context the message carries PRODUCER, a
 receive (asked for by the application) and a settle CLIENT, a process
-(a callback) CONSUMER.
+(a callback) CONSUMER. A send whose caller already put a valid trace context
+in the headers (a relayed message) keeps it as the creation context and links
+to it: CLIENT for a call that waits on the server (``request``,
+``JetStream.publish``), PRODUCER otherwise. NATS-specific attributes are under
+``messaging.nats.``; metrics carry only attributes of bounded cardinality.
 
 ==============================================  ==========  ===============  =========
 call                                            kind        operation type   name

@@ -93,12 +93,15 @@ def inject(headers: HeadersInput | None, context: Context | None = None) -> Head
         return headers
     merged: dict[str, Any] = dict(_items(headers)) if headers else {}
     changed = False
-    if merged and creation_context(headers) is None:
-        # Fields of a context that is not valid (a malformed traceparent): ours replace them.
-        ours = {key.casefold() for key in _fields(context)} & _span_fields()
-        for key in [k for k in merged if isinstance(k, str) and k.casefold() in ours]:
-            del merged[key]
-            changed = True
+    span_fields = _span_fields()
+    stale = [k for k in merged if isinstance(k, str) and k.casefold() in span_fields]
+    if stale and creation_context(headers) is None:
+        # Fields of a context that is not valid (a malformed traceparent): those ours has replace them.
+        ours = {key.casefold() for key in _fields(context)}
+        for key in stale:
+            if key.casefold() in ours:
+                del merged[key]
+                changed = True
     before = len(merged)
     propagate.inject(merged, context=context, setter=_SETTER)
     if not changed and len(merged) == before:

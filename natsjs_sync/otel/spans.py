@@ -133,8 +133,9 @@ class _State:
 
     def learn_reply(self, reply: str) -> None:
         """Remember the inbox prefix of a received message's reply subject (see :func:`.attributes.inbox_of`)."""
-        if not reply or reply.startswith(self.reply_prefixes) or len(self.reply_prefixes) >= _MAX_REPLY_PREFIXES:
-            return
+        if (not reply or reply.startswith(self.reply_prefixes) or reply.startswith(_ACK_PREFIX)
+                or len(self.reply_prefixes) >= _MAX_REPLY_PREFIXES):
+            return  # known, an ack subject (temporary already), or as many as are kept
         prefix = a.inbox_of(reply)
         if prefix is not None:
             with self._lock:
