@@ -23,10 +23,13 @@ from .._core import fork
 from .attributes import (
     MESSAGING_CONSUMER_GROUP_NAME,
     MESSAGING_DESTINATION_SUBSCRIPTION_NAME,
+    MESSAGING_DESTINATION_TEMPLATE,
+    MESSAGING_DESTINATION_TEMPORARY,
     MESSAGING_SYSTEM,
     NATS_CLIENT_NAME,
     NATS_CONNECTION_STATE,
     SYSTEM,
+    destination,
 )
 
 if TYPE_CHECKING:
@@ -174,7 +177,14 @@ class Metrics:
 
     @staticmethod
     def _sub_attrs(sub: Subscription) -> Mapping[str, Any]:
-        attrs: dict[str, Any] = {MESSAGING_SYSTEM: SYSTEM, MESSAGING_DESTINATION_SUBSCRIPTION_NAME: sub.subject}
+        attrs: dict[str, Any] = {MESSAGING_SYSTEM: SYSTEM}
+        where = destination(sub.subject)
+        if where.get(MESSAGING_DESTINATION_TEMPORARY):
+            # A subscription to an inbox (one per request, per client): its template, never its subject.
+            if MESSAGING_DESTINATION_TEMPLATE in where:
+                attrs[MESSAGING_DESTINATION_TEMPLATE] = where[MESSAGING_DESTINATION_TEMPLATE]
+        else:
+            attrs[MESSAGING_DESTINATION_SUBSCRIPTION_NAME] = sub.subject
         if sub.queue:
             attrs[MESSAGING_CONSUMER_GROUP_NAME] = sub.queue
         return attrs

@@ -65,6 +65,16 @@ def test_ordered_and_ephemeral_consumer_names_stay_off_metrics(otel: Telemetry, 
     assert [p.get(M.MESSAGING_CONSUMER_GROUP_NAME) for p in processed] == ["billing"]
 
 
+def test_subscriptions_to_inboxes_are_one_series_of_pending_counts(otel: Telemetry, nc: nats.Client) -> None:
+    for _ in range(3):
+        nc.subscribe(nc.new_inbox())
+    nc.subscribe("named.sub")
+    pending = otel.metrics()["nats.subscription.pending.messages"]
+    names = [attrs.get(M.MESSAGING_DESTINATION_SUBSCRIPTION_NAME) for attrs, _ in pending]
+    assert "named.sub" in names and not [n for n in names if str(n).startswith("_INBOX.")], names
+    assert [attrs.get(M.MESSAGING_DESTINATION_TEMPLATE) for attrs, _ in pending].count("_INBOX.>") == 1
+
+
 def test_a_publish_to_another_clients_reply_inbox_is_temporary(otel: Telemetry, nc: nats.Client,
                                                                shared_server: NatsServer) -> None:
     """A reply made with a plain publish to the reply subject of a request from a client with
