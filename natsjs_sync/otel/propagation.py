@@ -2,8 +2,8 @@
 
 The globally configured propagator (``traceparent``, ``tracestate`` and
 ``baggage`` by default) writes into a copy of the caller's headers: the
-caller's mapping is never changed and a header the caller set is never
-replaced. Header names are those of the propagator, lower case, as nats-py's
+caller's mapping is never changed and a valid trace context the caller set is
+never replaced. Header names are those of the propagator, lower case, as nats-py's
 and natsio's instrumentations write them, so traces cross clients.
 
 A message whose headers already carry a valid trace context (the caller set
