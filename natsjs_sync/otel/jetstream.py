@@ -22,6 +22,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind
 
 from . import attributes as a
+from .propagation import creation_context
 from .spans import (
     _ACK_PREFIX,
     _call_with_context,
@@ -221,6 +222,9 @@ def _wrap_batch_send(s: _State, kind: str, fn: Callable[..., Any]) -> Callable[.
         # before it sends: a message is never tried twice, the trace context is left out beforehand
         # when it might not fit.
         if subject is not None:
+            custom = creation_context(headers)
+            if custom is not None:  # a message relayed with its own creation context: the batch span links to it
+                b.span.add_link(custom)
             nc = getattr(getattr(publisher, "_js", None), "nc", None)
             limit = nc.max_payload if nc is not None else 0
             if _fits_with_context(limit, payload_p.get(args, kwargs, b""), headers, b.context):

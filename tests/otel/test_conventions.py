@@ -15,6 +15,7 @@ from natsjs_sync.jetstream import JetStream, Stream
 from natsjs_sync.micro import add_service
 from natsjs_sync.micro.service import Group, Service
 from natsjs_sync.otel import NatsjsSyncInstrumentor
+from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsServer
 
 from .conftest import Telemetry
@@ -244,3 +245,21 @@ def test_service_handler_span_is_server_and_async_call_objects_are_refused(otel:
         assert server.parent is not None and server.parent.span_id == req.context.span_id
     finally:
         svc.stop()
+
+
+def test_a_batch_links_to_the_creation_context_of_a_relayed_message(otel: Telemetry, js: JetStream) -> None:
+    name = "REL" + next_nuid()
+    try:
+        js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory", allow_atomic=True)
+    except nats.FeatureNotSupportedError:
+        pytest.skip("atomic batches need nats-server 2.12")
+    try:
+        with js.atomic_batch() as batch:
+            batch.add(f"{name}.a", b"own")
+            batch.commit(f"{name}.a", b"relayed", headers={"traceparent": CALLER_TRACEPARENT})
+        span = otel.span(f"publish {name}.a")
+        assert [format(li.context.span_id, "016x") for li in span.links] == [CALLER_SPAN]
+        stored = js.stream(name).get_msg(2)
+        assert stored.header("traceparent") == CALLER_TRACEPARENT  # the relayed message keeps its own
+    finally:
+        js.delete_stream(name)
