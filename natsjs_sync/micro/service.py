@@ -19,7 +19,6 @@ reader thread. The service uses the core through its declared interface
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import re
@@ -36,8 +35,16 @@ import msgspec
 from .._core import spi
 from .._core.logs import of_msg
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
-from ..client import Client
-from ..errors import BadSubjectError, BadSubscriptionError, ConnectionClosedError, NatsError, ServiceError, TimeoutError
+from ..client import Client, check_callback
+from ..errors import (
+    BadSubjectError,
+    BadSubscriptionError,
+    ConnectionClosedError,
+    InvalidCallbackTypeError,
+    NatsError,
+    ServiceError,
+    TimeoutError,
+)
 from ..msg import Msg
 from ..protocol.nuid import next_nuid
 from ..protocol.subjects import validate_queue, validate_subscribe_subject
@@ -118,12 +125,11 @@ def _check_queue(queue_group: object, disabled: object) -> None:
         raise ValueError(f"queue_group={queue_group!r} and queue_group_disabled=True contradict each other")
 
 
-def _check_handler(handler: object) -> None:
-    if not callable(handler):
-        raise TypeError(f"handler must be callable, got {handler!r}")
-    if inspect.iscoroutinefunction(handler):
-        raise TypeError("handler is an async function; natsjs_sync calls handlers on a thread: "
-                        "pass a plain function (drop 'async' and the 'await's)")
+def _check_handler(handler: object, what: str = "handler") -> None:
+    """The client's one callback check (an ``async def``, also as ``__call__``, is refused); None is no handler."""
+    if handler is None:
+        raise InvalidCallbackTypeError(f"{what} must be callable, not None")
+    check_callback(handler, what)
 
 
 def _resolve_queue(own: str | None, parent: str, disabled: bool, parent_disabled: bool) -> tuple[str, bool]:
@@ -248,7 +254,7 @@ class ServiceConfig:
         self.metadata = _check_metadata("service", self.metadata)
         _check_queue(self.queue_group, self.queue_group_disabled)
         if self.stats_handler is not None:
-            _check_handler(self.stats_handler)
+            _check_handler(self.stats_handler, "stats_handler")
         mc = self.max_concurrency
         if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or mc < 1):
             raise ValueError(f"max_concurrency must be an int >= 1 or None, got {mc!r}")

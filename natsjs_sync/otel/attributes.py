@@ -6,9 +6,11 @@ a name is not taken from ``opentelemetry-semantic-conventions``, whose releases
 add and rename them (its oldest release the ``otel`` extra allows lacks some
 of these), so what is emitted changes only with :data:`SCHEMA_VERSION`. The
 JetStream facts a reader of a trace needs, which the conventions have no
-names for, live under the ``nats.`` prefix. Span names and metric attributes
+names for, live in the system's own namespace ``messaging.nats.``, as the
+conventions ask of system-specific attributes. Span names and metric attributes
 stay low-cardinality: a temporary destination (a reply inbox, by the client's
-own inbox prefix whatever it is; a JetStream ack subject) is named by its
+own inbox prefix whatever it is, or by an inbox prefix seen in the reply
+subjects of received messages; a JetStream ack subject) is named by its
 template (``_INBOX.>``), never by the subject of each exchange.
 """
 
@@ -35,15 +37,25 @@ __all__ = [
     "MESSAGING_OPERATION_TYPE",
     "MESSAGING_SYSTEM",
     "NATS_ACK_KIND",
+    "NATS_API_SUBJECT",
     "NATS_BATCH_ID",
     "NATS_BATCH_KIND",
+    "NATS_CLIENT_NAME",
+    "NATS_CONNECTION_STATE",
     "NATS_CONSUMER",
     "NATS_CONSUMER_SEQUENCE",
     "NATS_DELIVERY_COUNT",
+    "NATS_DUPLICATE",
     "NATS_KV_BUCKET",
     "NATS_KV_KEY",
     "NATS_OBJECT_BUCKET",
     "NATS_OBJECT_NAME",
+    "NATS_SPARK_ATTEMPT_NUMBER",
+    "NATS_SPARK_DUPLICATES",
+    "NATS_SPARK_FIRST_SEQUENCE",
+    "NATS_SPARK_LAST_SEQUENCE",
+    "NATS_SPARK_PARTITION_ID",
+    "NATS_SPARK_TASK_ATTEMPT_ID",
     "NATS_STREAM",
     "NATS_STREAM_SEQUENCE",
     "SCHEMA_URL",
@@ -53,6 +65,7 @@ __all__ = [
     "SYSTEM",
     "destination",
     "destination_label",
+    "inbox_of",
     "is_temporary",
     "server_attributes",
     "span_name",
@@ -82,19 +95,29 @@ ERROR_TYPE = "error.type"
 #: ``messaging.system`` for every span and metric of this client.
 SYSTEM = "nats"
 
-# JetStream facts (no conventional name exists for them).
-NATS_STREAM = "nats.stream"
-NATS_CONSUMER = "nats.consumer"
-NATS_STREAM_SEQUENCE = "nats.stream.sequence"
-NATS_CONSUMER_SEQUENCE = "nats.consumer.sequence"
-NATS_DELIVERY_COUNT = "nats.delivery_count"
-NATS_ACK_KIND = "nats.ack.kind"
-NATS_KV_BUCKET = "nats.kv.bucket"
-NATS_KV_KEY = "nats.kv.key"
-NATS_OBJECT_BUCKET = "nats.object_store.bucket"
-NATS_OBJECT_NAME = "nats.object_store.name"
-NATS_BATCH_ID = "nats.batch.id"
-NATS_BATCH_KIND = "nats.batch.kind"
+# JetStream facts (no conventional name exists for them): the system's namespace, messaging.nats.
+NATS_STREAM = "messaging.nats.stream"
+NATS_CONSUMER = "messaging.nats.consumer"
+NATS_STREAM_SEQUENCE = "messaging.nats.stream.sequence"
+NATS_CONSUMER_SEQUENCE = "messaging.nats.consumer.sequence"
+NATS_DELIVERY_COUNT = "messaging.nats.delivery_count"
+NATS_ACK_KIND = "messaging.nats.ack.kind"
+NATS_KV_BUCKET = "messaging.nats.kv.bucket"
+NATS_KV_KEY = "messaging.nats.kv.key"
+NATS_OBJECT_BUCKET = "messaging.nats.object_store.bucket"
+NATS_OBJECT_NAME = "messaging.nats.object_store.name"
+NATS_BATCH_ID = "messaging.nats.batch.id"
+NATS_BATCH_KIND = "messaging.nats.batch.kind"
+NATS_DUPLICATE = "messaging.nats.duplicate"
+NATS_API_SUBJECT = "messaging.nats.api.subject"
+NATS_CLIENT_NAME = "messaging.nats.client.name"
+NATS_CONNECTION_STATE = "messaging.nats.connection.state"
+NATS_SPARK_PARTITION_ID = "messaging.nats.spark.partition_id"
+NATS_SPARK_ATTEMPT_NUMBER = "messaging.nats.spark.attempt_number"
+NATS_SPARK_TASK_ATTEMPT_ID = "messaging.nats.spark.task_attempt_id"
+NATS_SPARK_FIRST_SEQUENCE = "messaging.nats.spark.first_sequence"
+NATS_SPARK_LAST_SEQUENCE = "messaging.nats.spark.last_sequence"
+NATS_SPARK_DUPLICATES = "messaging.nats.duplicates"
 
 #: The prefix of the reply inboxes a client makes unless told otherwise (``inbox_prefix``).
 DEFAULT_INBOX_PREFIX = "_INBOX"
@@ -105,11 +128,38 @@ _ACK_PREFIX = "$JS.ACK"
 _DIRECT_GET = re.compile(r"^(\$JS\.(?:[^.]+\.)?API\.DIRECT\.GET\.[^.]+)\.")
 
 
-def _temporary_prefix(subject: str, inbox_prefix: str) -> str | None:
+def _temporary_prefix(subject: str, inbox_prefix: str, reply_prefixes: tuple[str, ...] = ()) -> str | None:
     """The prefix that makes ``subject`` a temporary destination, or None."""
     for prefix in (inbox_prefix, DEFAULT_INBOX_PREFIX, _ACK_PREFIX):
         if subject.startswith(prefix) and subject[len(prefix):len(prefix) + 1] == ".":
             return prefix
+    if reply_prefixes and subject.startswith(reply_prefixes):
+        for dotted in reply_prefixes:
+            if subject.startswith(dotted):
+                return dotted[:-1]
+    return None
+
+
+# A NUID (22 characters of base 62): the token that makes an inbox unique to its client.
+_NUID = re.compile(r"^[0-9A-Za-z]{22}$")
+
+
+def inbox_of(reply: str) -> str | None:
+    """The inbox prefix of a reply subject made by any client, or None when it is not an inbox.
+
+    Clients make a reply inbox as ``<prefix>.<nuid>`` or, for requests sharing one
+    subscription, ``<prefix>.<nuid>.<token>``: the prefix is what comes before
+    the first NUID token (``_INBOX``, or a custom ``inbox_prefix``). A reply
+    subject with no such token (a durable reply subject an application chose)
+    is no inbox.
+
+    Args:
+        reply: a received message's reply subject.
+    """
+    tokens = reply.split(".")
+    for i, token in enumerate(tokens):
+        if i and _NUID.match(token):
+            return ".".join(tokens[:i])
     return None
 
 
@@ -124,23 +174,27 @@ def is_temporary(subject: str, inbox_prefix: str = DEFAULT_INBOX_PREFIX) -> bool
 
 
 def destination(subject: str, inbox_prefix: str = DEFAULT_INBOX_PREFIX, *,
-                temporary: bool = False) -> dict[str, Any]:
+                temporary: bool = False, reply_prefixes: tuple[str, ...] = ()) -> dict[str, Any]:
     """The destination attributes of ``subject``, as the conventions' span name reads them.
 
     ``messaging.destination.name`` is the subject itself. A temporary
-    destination (see :func:`is_temporary`, or ``temporary=True``: a reply
-    subject, whatever its prefix) also gets ``messaging.destination.temporary``
-    and, when its prefix is known, ``messaging.destination.template``
-    ``<prefix>.>``; a JetStream direct get by subject gets the template of its
-    stream. Metrics keep the template and never the name of a temporary one.
+    destination (see :func:`is_temporary`, a subject under one of
+    ``reply_prefixes``, or ``temporary=True``: a reply subject, whatever its
+    prefix) also gets ``messaging.destination.temporary`` and, when its prefix
+    is known, ``messaging.destination.template`` ``<prefix>.>``; a JetStream
+    direct get by subject gets the template of its stream. Metrics keep the
+    template and never the name of a subject.
 
     Args:
         subject: the subject (not a pattern).
         inbox_prefix: the client's inbox prefix.
         temporary: the caller knows the subject is a reply subject.
+        reply_prefixes: inbox prefixes of other clients, each ending with ``.``.
     """
     attrs: dict[str, Any] = {MESSAGING_DESTINATION_NAME: subject}
-    prefix = _temporary_prefix(subject, inbox_prefix)
+    prefix = _temporary_prefix(subject, inbox_prefix, reply_prefixes)
+    if prefix is None and temporary:
+        prefix = inbox_of(subject)
     if prefix is not None or temporary:
         attrs[MESSAGING_DESTINATION_TEMPORARY] = True
         if prefix is not None:

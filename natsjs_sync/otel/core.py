@@ -13,21 +13,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
-from opentelemetry.trace import SpanKind
 
 from . import attributes as a
 from .spans import (
-    _destination,
-    _message_prefix,
+    _call_with_context,
+    _headers_ok,
     _operation,
     _Param,
     _receive,
-    _size,
+    _send_kind,
     _State,
     _takes_callback,
     _traced_handler,
     _unless_suppressed,
-    _with_context,
 )
 
 if TYPE_CHECKING:
@@ -50,13 +48,15 @@ def _wrap_publish(s: _State, fn: Callable[..., Any], op_name: str = "publish") -
         if not isinstance(subject, str):
             return wrapped(*args, **kwargs)  # refused by the client, as without instrumentation
         payload, headers = payload_p.get(args, kwargs, b""), headers_p.get(args, kwargs)
+        if not _headers_ok(headers):
+            return wrapped(*args, **kwargs)  # refused by the client, as without instrumentation
         attrs = s.client_attrs(client)
-        attrs.update(_destination(subject, "send", op_name, s.inbox_prefix(client)))
-        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
-        with _operation(s, a.span_name(op_name, attrs), SpanKind.PRODUCER, attrs, op_name, sent=1) as span:
+        attrs.update(s.destination(subject, client, "send", op_name))
+        s.body_size(attrs, payload)
+        kind, links = _send_kind(headers, waits=op_name == "request")
+        with _operation(s, a.span_name(op_name, attrs), kind, attrs, op_name, sent=1, links=links) as span:
             s.run_publish_hook(span, subject, payload, headers)
-            args, kwargs = _with_context(headers_p, args, kwargs)
-            return wrapped(*args, **kwargs)
+            return _call_with_context(s, op_name, wrapped, headers_p, args, kwargs)
     return wrapper
 
 
@@ -73,13 +73,15 @@ def _wrap_respond(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
         if not is_instrumentation_enabled() or not msg.reply:
             return wrapped(*args, **kwargs)
         data, headers = data_p.get(args, kwargs, b""), headers_p.get(args, kwargs)
-        attrs = _destination(msg.reply, "send", "respond", _message_prefix(s, msg), temporary=True)
+        if not _headers_ok(headers):
+            return wrapped(*args, **kwargs)  # refused by the client, as without instrumentation
+        attrs = s.destination(msg.reply, getattr(msg, "_conn", None), "send", "respond", temporary=True)
         attrs[a.MESSAGING_SYSTEM] = a.SYSTEM
-        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(data)
-        with _operation(s, a.span_name("respond", attrs), SpanKind.PRODUCER, attrs, "respond", sent=1) as span:
+        s.body_size(attrs, data)
+        kind, links = _send_kind(headers, waits=False)
+        with _operation(s, a.span_name("respond", attrs), kind, attrs, "respond", sent=1, links=links) as span:
             s.run_publish_hook(span, msg.reply, data, headers)
-            args, kwargs = _with_context(headers_p, args, kwargs)
-            return wrapped(*args, **kwargs)
+            return _call_with_context(s, "respond", wrapped, headers_p, args, kwargs)
     return wrapper
 
 

@@ -14,7 +14,11 @@ What each operation records (span name ``<operation> <destination>``):
 The span kinds are those of the conventions' version :data:`.attributes.SCHEMA_VERSION`
 (the schema URL): a send whose context the message carries PRODUCER, a
 receive (asked for by the application) and a settle CLIENT, a process
-(a callback) CONSUMER.
+(a callback) CONSUMER. A send whose caller already put a valid trace context
+in the headers (a relayed message) keeps it as the creation context and links
+to it: CLIENT for a call that waits on the server (``request``,
+``JetStream.publish``), PRODUCER otherwise. NATS-specific attributes are under
+``messaging.nats.``; metrics carry only attributes of bounded cardinality.
 
 ==============================================  ==========  ===============  =========
 call                                            kind        operation type   name
@@ -91,7 +95,7 @@ from .jetstream import (
     _wrap_settle,
 )
 from .metrics import Metrics
-from .spans import _consumer_attrs, _delivery_name, _Live, _message_prefix, _processing, _State
+from .spans import _consumer_attrs, _delivery_name, _Live, _processing, _State
 from .stores_services import _wrap_add_endpoint, _wrap_kv_decode, _wrap_kv_publish, _wrap_store
 
 if TYPE_CHECKING:
@@ -155,12 +159,15 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             meter_provider: where metrics go (default: the global provider).
             publish_hook: :data:`PublishHook`, to enrich producer spans.
             consume_hook: :data:`ConsumeHook`, to enrich receive and process spans.
+            message_body_size: record ``messaging.message.body.size`` (off by default: the
+                conventions make it opt-in).
         """
         tracer = trace.get_tracer(__name__, __version__, tracer_provider=kwargs.get("tracer_provider"),
                                   schema_url=_SCHEMA_URL)
         meter = otel_metrics.get_meter(__name__, __version__, meter_provider=kwargs.get("meter_provider"),
                                        schema_url=_SCHEMA_URL)
-        s = _State(tracer, Metrics(meter), kwargs.get("publish_hook"), kwargs.get("consume_hook"))
+        s = _State(tracer, Metrics(meter), kwargs.get("publish_hook"), kwargs.get("consume_hook"),
+                   bool(kwargs.get("message_body_size", False)))
         from ..client import Client
         from ..jetstream.consumer import Consumer
         from ..jetstream.context import JetStream
@@ -242,8 +249,9 @@ def _targets(s: _State, c: _Classes) -> list[tuple[str, str, Callable[..., Any]]
         ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe", _wrap_js_subscribe(s, c.names.subscribe)),
         ("natsjs_sync.jetstream.nats_py", "NatsPyNames.subscribe_bind",
          _wrap_js_subscribe(s, c.names.subscribe_bind)),
-        ("natsjs_sync.micro.service", "Service.add_endpoint", _wrap_add_endpoint(s)),
-        ("natsjs_sync.micro.service", "Group.add_endpoint", _wrap_add_endpoint(s)),
+        # Where every endpoint is made (a service's, a group's, the decorator's): one wrapper, on the
+        # class that defines it, so uninstrument() leaves the classes as they were.
+        ("natsjs_sync.micro.service", "Service._add_endpoint", _wrap_add_endpoint(s)),
     ]
     for module, cls, kind in (("natsjs_sync.jetstream.batch", "BatchPublisher", "atomic"),
                               ("natsjs_sync.jetstream.fastbatch", "FastBatchPublisher", "fast")):
@@ -278,7 +286,7 @@ def _targets(s: _State, c: _Classes) -> list[tuple[str, str, Callable[..., Any]]
 
 @contextlib.contextmanager
 def process(msg: Msg, name: str | None = None) -> Iterator[Span]:
-    """Run the application's handling of a message as a child of its producer's span.
+    """Run the application's handling of a message in a process span linked to its producer's.
 
     For messages read from an iterator (``next_msg``, ``fetch``,
     ``messages()``), where the library cannot know where handling ends::
@@ -286,6 +294,11 @@ def process(msg: Msg, name: str | None = None) -> Iterator[Span]:
         for msg in sub:
             with natsjs_sync.otel.process(msg):
                 handle(msg)
+
+    The span links to the message's creation context, as the conventions say.
+    Its parent is the span current at the call when there is one (a web
+    request's, a batch job's); otherwise the producer's span, so the trace goes
+    on from producer to consumer.
 
     Args:
         msg: the message being handled.
@@ -298,7 +311,7 @@ def process(msg: Msg, name: str | None = None) -> Iterator[Span]:
     if s is None or not is_instrumentation_enabled():
         yield trace.INVALID_SPAN
         return
-    attrs = _consumer_attrs(msg, None, None, "process", _message_prefix(s, msg))
+    attrs = _consumer_attrs(s, msg, None, None, "process")
     with _processing(s, msg, name or _delivery_name("process", attrs), SpanKind.CONSUMER, attrs,
                      count=False) as span:
         yield span

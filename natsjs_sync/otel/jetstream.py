@@ -22,18 +22,22 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind
 
 from . import attributes as a
+from .propagation import creation_context
 from .spans import (
     _ACK_PREFIX,
-    _destination,
+    _call_with_context,
     _fail,
+    _fits_with_context,
+    _headers_ok,
     _js_attrs,
+    _Live,
     _message_id,
     _now_ns,
     _operation,
     _Param,
     _receive,
     _receive_span,
-    _size,
+    _send_kind,
     _State,
     _takes_callback,
     _traced_handler,
@@ -49,8 +53,11 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------- publishing
 
 
-def _describe_ack(span: Span, ack: Any) -> None:
-    """The stream and sequence a JetStream publish was stored at."""
+def _describe_ack(span: Span, ack: Any, attrs: dict[str, Any] | None = None) -> None:
+    """The stream and sequence a JetStream publish was stored at (the stream also into the
+    operation's ``attrs``, for its metrics: a bounded name where the subject is not)."""
+    if attrs is not None:
+        attrs[a.NATS_STREAM] = ack.stream
     span.set_attribute(a.NATS_STREAM, ack.stream)
     span.set_attribute(a.NATS_STREAM_SEQUENCE, ack.seq)
 
@@ -66,15 +73,18 @@ class _PublishParams:
 
     def attrs(self, s: _State, js: Any, args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> tuple[str, Any, Any, dict[str, Any]] | None:
-        """Subject, payload, headers and span attributes (None for a subject that is no str:
-        the call goes on untraced and is refused as it is without instrumentation)."""
+        """Subject, payload, headers and span attributes (None for a subject that is no str, or
+        headers the client refuses: the call goes on untraced and is refused as it is without
+        instrumentation)."""
         subject = self.subject.get(args, kwargs)
         if not isinstance(subject, str):
             return None
         payload, headers = self.payload.get(args, kwargs, b""), self.headers.get(args, kwargs)
+        if not _headers_ok(headers):
+            return None
         attrs = s.client_attrs(js.nc)
-        attrs.update(_destination(subject, "send", "publish", s.inbox_prefix(js.nc)))
-        attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
+        attrs.update(s.destination(subject, js.nc, "send", "publish"))
+        s.body_size(attrs, payload)
         msg_id = self.msg_id.get(args, kwargs) or _message_id(headers)
         if msg_id:
             attrs[a.MESSAGING_MESSAGE_ID] = str(msg_id)
@@ -90,13 +100,13 @@ def _wrap_js_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
         if described is None:
             return wrapped(*args, **kwargs)
         subject, payload, headers, attrs = described
-        with _operation(s, a.span_name("publish", attrs), SpanKind.PRODUCER, attrs, "publish", sent=1) as span:
+        kind, links = _send_kind(headers, waits=True)
+        with _operation(s, a.span_name("publish", attrs), kind, attrs, "publish", sent=1, links=links) as span:
             s.run_publish_hook(span, subject, payload, headers)
-            args, kwargs = _with_context(params.headers, args, kwargs)
-            ack = wrapped(*args, **kwargs)
-            _describe_ack(span, ack)
+            ack = _call_with_context(s, "publish", wrapped, params.headers, args, kwargs)
+            _describe_ack(span, ack, attrs)
             if ack.duplicate:
-                span.set_attribute("nats.duplicate", True)
+                span.set_attribute(a.NATS_DUPLICATE, True)
             return ack
     return wrapper
 
@@ -114,12 +124,13 @@ def _wrap_js_publish_async(s: _State, fn: Callable[..., Any]) -> Callable[..., A
         started = timeit.default_timer()
         # The span lives until the ack settles, on whichever thread that happens: it is
         # never made current here, only put in the context the headers carry.
-        span = s.tracer.start_span(a.span_name("publish", attrs), kind=SpanKind.PRODUCER, attributes=attrs)
+        kind, links = _send_kind(headers, waits=False)
+        span = s.tracer.start_span(a.span_name("publish", attrs), kind=kind, attributes=attrs, links=links)
         s.run_publish_hook(span, subject, payload, headers)
-        args, kwargs = _with_context(params.headers, args, kwargs, trace.set_span_in_context(span))
         try:
             with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-                fut = wrapped(*args, **kwargs)
+                fut = _call_with_context(s, "publish", wrapped, params.headers, args, kwargs,
+                                         trace.set_span_in_context(span))
         except BaseException as exc:
             _fail(span, exc)
             span.end()
@@ -131,7 +142,7 @@ def _wrap_js_publish_async(s: _State, fn: Callable[..., Any]) -> Callable[..., A
             if exc is not None:
                 _fail(span, exc)
             else:
-                _describe_ack(span, f.result(0))
+                _describe_ack(span, f.result(0), attrs)
             s.record("publish", attrs, started, exc, sent=1)
             span.end()  # last: whoever sees the span ended also sees it counted
 
@@ -154,7 +165,7 @@ class _BatchSpan:
         self.s = s
         nc = getattr(getattr(publisher, "_js", None), "nc", None)
         self.attrs = attrs = s.client_attrs(nc)
-        attrs.update(_destination(subject, "send", "publish", s.inbox_prefix(nc)))
+        attrs.update(s.destination(subject, nc, "send", "publish"))
         attrs[a.NATS_BATCH_ID] = publisher.batch_id
         attrs[a.NATS_BATCH_KIND] = kind
         self.started = timeit.default_timer()
@@ -196,18 +207,30 @@ def _batch_span(s: _State, publisher: Any, kind: str, subject: str | None) -> _B
 def _wrap_batch_send(s: _State, kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``add``/``commit`` of an atomic or fast batch: each message carries the batch span's context;
     the span ends when the batch is over (committed and acknowledged, or refused)."""
-    subject_p, headers_p = _Param(fn, "subject"), _Param(fn, "headers")
+    subject_p, payload_p, headers_p = _Param(fn, "subject"), _Param(fn, "payload"), _Param(fn, "headers")
 
     @_unless_suppressed
     def wrapper(wrapped: Callable[..., Any], publisher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         subject = subject_p.get(args, kwargs)
-        if subject is not None and not isinstance(subject, str):
+        headers = headers_p.get(args, kwargs)
+        if (subject is not None and not isinstance(subject, str)) or not _headers_ok(headers):
             return wrapped(*args, **kwargs)  # refused by the publisher, as without instrumentation
         b = _batch_span(s, publisher, kind, subject)
         if b is None or b.ended:
             return wrapped(*args, **kwargs)
-        if subject is not None:  # a commit without a subject carries no message, and no headers
-            args, kwargs = _with_context(headers_p, args, kwargs, b.context)
+        # A commit without a subject carries no message, and no headers. A batch changes its state
+        # before it sends: a message is never tried twice, the trace context is left out beforehand
+        # when it might not fit.
+        if subject is not None:
+            custom = creation_context(headers)
+            if custom is not None:  # a message relayed with its own creation context: the batch span links to it
+                b.span.add_link(custom)
+            nc = getattr(getattr(publisher, "_js", None), "nc", None)
+            limit = nc.max_payload if nc is not None else 0
+            if _fits_with_context(limit, payload_p.get(args, kwargs, b""), headers, b.context):
+                args, kwargs = _with_context(headers_p, args, kwargs, b.context)
+            else:
+                s.metrics.skipped.add(1, {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_NAME: "publish"})
         result: Any = None
         error: BaseException | None = None
         try:
@@ -252,12 +275,13 @@ def _wrap_settle(s: _State, kind: str) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], msg: Msg, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not is_instrumentation_enabled() or not msg.reply.startswith(_ACK_PREFIX):
             return wrapped(*args, **kwargs)
-        attrs: dict[str, Any] = {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_TYPE: "settle",
-                                 a.MESSAGING_OPERATION_NAME: kind, a.NATS_ACK_KIND: kind}
+        # The destination of the message settled, as its receive and process spans name it.
+        attrs = s.destination(msg.subject, getattr(msg, "_conn", None), "settle", kind)
+        attrs[a.MESSAGING_SYSTEM] = a.SYSTEM
+        attrs[a.NATS_ACK_KIND] = kind
         js = _js_attrs(msg)
         attrs.update(js)
         if js:
-            attrs[a.MESSAGING_DESTINATION_NAME] = js[a.NATS_STREAM]
             attrs[a.MESSAGING_CONSUMER_GROUP_NAME] = js[a.NATS_CONSUMER]
         with _operation(s, f"{kind} {js.get(a.NATS_STREAM, 'jetstream')}", SpanKind.CLIENT, attrs, kind):
             return wrapped(*args, **kwargs)
@@ -272,13 +296,15 @@ def _wrap_batch_iter(s: _State) -> Callable[..., Any]:
 
 
 def _traced_iter(s: _State, it: Iterator[Msg]) -> Iterator[Msg]:
+    """A batch's messages with a receive span each while ``s`` is the live instrumentation: an
+    iterator made before ``uninstrument()`` goes on handing out messages, and records nothing."""
     while True:
         started = _now_ns()
         try:
             msg = next(it)
         except StopIteration:
             return
-        if is_instrumentation_enabled():
+        if _Live.current is s and is_instrumentation_enabled():
             _receive_span(s, msg, None, None, started)
         yield msg
 
@@ -313,9 +339,20 @@ def _wrap_consume(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
         handler = handler_p.get(args, kwargs)
         # Checked first, wrapped after: a handler the consumer refuses reaches it as it is.
         if _takes_callback(handler, "handler"):
-            args, kwargs = handler_p.replace(args, kwargs, _traced_handler(s, handler, None, None, None))
+            traced = _traced_handler(s, handler, None, None, None, durable=_is_durable(consumer))
+            args, kwargs = handler_p.replace(args, kwargs, traced)
         return wrapped(*args, **kwargs)
     return wrapper
+
+
+def _is_durable(consumer: Any) -> bool:
+    """Whether a consumer handle is of a durable consumer (its name is an operator's, not made at
+    random per consumer as an ephemeral or ordered consumer's is). An ordered consumer has no
+    ``cached_info``: never durable."""
+    try:
+        return bool(consumer.cached_info.config.durable_name)
+    except Exception:
+        return False
 
 
 def _wrap_js_subscribe(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -353,13 +390,13 @@ def _api_request_event(subject: str, payload: bytes) -> None:
     """JetStream API traffic as events of the span of the operation that made it (the caller's thread)."""
     span = trace.get_current_span()
     if span.is_recording():
-        span.add_event("nats.jetstream.api.request", {"nats.api.subject": subject,
+        span.add_event("nats.jetstream.api.request", {a.NATS_API_SUBJECT: subject,
                                                      a.MESSAGING_MESSAGE_BODY_SIZE: len(payload)})
 
 
 def _api_response_event(subject: str, payload: bytes, headers: Mapping[str, Any] | None) -> None:
     span = trace.get_current_span()
     if span.is_recording():
-        span.add_event("nats.jetstream.api.response", {"nats.api.subject": subject,
+        span.add_event("nats.jetstream.api.response", {a.NATS_API_SUBJECT: subject,
                                                       a.MESSAGING_MESSAGE_BODY_SIZE: len(payload)})
 

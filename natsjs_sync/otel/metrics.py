@@ -20,7 +20,17 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
 
 from .._core import fork
-from .attributes import MESSAGING_CONSUMER_GROUP_NAME, MESSAGING_DESTINATION_SUBSCRIPTION_NAME, MESSAGING_SYSTEM, SYSTEM
+from .attributes import (
+    MESSAGING_CONSUMER_GROUP_NAME,
+    MESSAGING_DESTINATION_SUBSCRIPTION_NAME,
+    MESSAGING_DESTINATION_TEMPLATE,
+    MESSAGING_DESTINATION_TEMPORARY,
+    MESSAGING_SYSTEM,
+    NATS_CLIENT_NAME,
+    NATS_CONNECTION_STATE,
+    SYSTEM,
+    destination,
+)
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -38,6 +48,7 @@ __all__ = [
     "SLOW_CONSUMER_DROPPED",
     "SUB_PENDING_BYTES",
     "SUB_PENDING_MESSAGES",
+    "TRACE_CONTEXT_SKIPPED",
     "Metrics",
 ]
 
@@ -53,6 +64,7 @@ SUB_PENDING_MESSAGES = "nats.subscription.pending.messages"
 SUB_PENDING_BYTES = "nats.subscription.pending.bytes"
 SLOW_CONSUMER_DROPPED = "nats.subscription.dropped.messages"
 JS_PUBLISH_PENDING = "nats.jetstream.publish.pending"
+TRACE_CONTEXT_SKIPPED = "nats.client.trace_context.skipped"
 
 #: Buckets for operation durations, in seconds (the conventions' advice).
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
@@ -82,6 +94,10 @@ class Metrics:
             meter, OPERATION_DURATION,
             "Duration of a messaging operation initiated by a producer or consumer client.")
         self.process = _durations(meter, PROCESS_DURATION, "Duration of processing operation.")
+        self.skipped = meter.create_counter(
+            TRACE_CONTEXT_SKIPPED, unit="{message}",
+            description="Messages sent without trace context: with it they would have exceeded the server's"
+                        " max_payload.")
         self._lock = threading.Lock()
         self._clients: weakref.WeakSet[Client] = weakref.WeakSet()
         self._subs: weakref.WeakSet[Subscription] = weakref.WeakSet()
@@ -137,7 +153,7 @@ class Metrics:
     def _client_attrs(client: Client) -> Mapping[str, Any]:
         attrs: dict[str, Any] = {MESSAGING_SYSTEM: SYSTEM}
         if client.name:
-            attrs["nats.client.name"] = client.name
+            attrs[NATS_CLIENT_NAME] = client.name
         return attrs
 
     def _reconnects(self, options: CallbackOptions) -> Iterable[Observation]:
@@ -156,12 +172,19 @@ class Metrics:
                 now = "reconnecting"
             for state in _STATES:
                 out.append(Observation(1 if state == now else 0,
-                                       {**self._client_attrs(c), "nats.connection.state": state}))
+                                       {**self._client_attrs(c), NATS_CONNECTION_STATE: state}))
         return out
 
     @staticmethod
     def _sub_attrs(sub: Subscription) -> Mapping[str, Any]:
-        attrs: dict[str, Any] = {MESSAGING_SYSTEM: SYSTEM, MESSAGING_DESTINATION_SUBSCRIPTION_NAME: sub.subject}
+        attrs: dict[str, Any] = {MESSAGING_SYSTEM: SYSTEM}
+        where = destination(sub.subject)
+        if where.get(MESSAGING_DESTINATION_TEMPORARY):
+            # A subscription to an inbox (one per request, per client): its template, never its subject.
+            if MESSAGING_DESTINATION_TEMPLATE in where:
+                attrs[MESSAGING_DESTINATION_TEMPLATE] = where[MESSAGING_DESTINATION_TEMPLATE]
+        else:
+            attrs[MESSAGING_DESTINATION_SUBSCRIPTION_NAME] = sub.subject
         if sub.queue:
             attrs[MESSAGING_CONSUMER_GROUP_NAME] = sub.queue
         return attrs

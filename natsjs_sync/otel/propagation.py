@@ -2,9 +2,16 @@
 
 The globally configured propagator (``traceparent``, ``tracestate`` and
 ``baggage`` by default) writes into a copy of the caller's headers: the
-caller's mapping is never changed and a header the caller set is never
-replaced. Header names are those of the propagator, lower case, as nats-py's
+caller's mapping is never changed and a valid trace context the caller set is
+never replaced. Header names are those of the propagator, lower case, as nats-py's
 and natsio's instrumentations write them, so traces cross clients.
+
+A message whose headers already carry a valid trace context (the caller set
+``traceparent``: a relayed message) keeps it: that is the message's creation
+context, and the conventions say it is not to be modified
+(:func:`creation_context` reads it, for the producer span to link to). A trace
+context field that carries no valid context (a malformed ``traceparent``) is
+replaced by ours, whatever its case, never sent beside it.
 
 The propagation fields are matched without regard to case, in both
 directions: NATS keeps a header's case as sent and compares it exactly
@@ -20,13 +27,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from opentelemetry import propagate
+from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter, Setter
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
 
 from ..protocol.headers import Headers, HeadersInput
 
-__all__ = ["HeadersGetter", "HeadersSetter", "extract", "inject"]
+__all__ = ["HeadersGetter", "HeadersSetter", "creation_context", "extract", "inject"]
 
 
 class HeadersSetter(Setter[dict[str, Any]]):
@@ -69,6 +77,9 @@ _GETTER = HeadersGetter()
 def inject(headers: HeadersInput | None, context: Context | None = None) -> HeadersInput | None:
     """The headers to send: ``headers`` plus the trace context of ``context`` (default: the current one).
 
+    A valid trace context already in ``headers`` is kept as it is (the caller's
+    creation context); trace context fields that carry none are replaced.
+
     Args:
         headers: the caller's headers (left unchanged), or None.
         context: the context to propagate.
@@ -81,11 +92,57 @@ def inject(headers: HeadersInput | None, context: Context | None = None) -> Head
     if headers is not None and not isinstance(headers, Mapping):
         return headers
     merged: dict[str, Any] = dict(_items(headers)) if headers else {}
+    changed = False
+    span_fields = _span_fields()
+    stale = [k for k in merged if isinstance(k, str) and k.casefold() in span_fields]
+    if stale and creation_context(headers) is None:
+        # Fields of a context that is not valid (a malformed traceparent): those ours has replace them.
+        ours = {key.casefold() for key in _fields(context)}
+        for key in stale:
+            if key.casefold() in ours:
+                del merged[key]
+                changed = True
     before = len(merged)
     propagate.inject(merged, context=context, setter=_SETTER)
-    if len(merged) == before:
+    if not changed and len(merged) == before:
         return headers
     return merged
+
+
+def creation_context(headers: Any) -> SpanContext | None:
+    """The valid span context ``headers`` already carry (a caller's creation context), or None."""
+    if not headers or not isinstance(headers, Mapping):
+        return None
+    try:
+        found = trace.get_current_span(extract(headers)).get_span_context()
+    except Exception:  # headers a propagator cannot read: none
+        return None
+    return found if found.is_valid else None
+
+
+def _fields(context: Context | None) -> list[str]:
+    """The fields the global propagator writes for ``context``."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=context)
+    return list(carrier)
+
+
+# A span context that is valid, to ask the propagator which of its fields carry one.
+_PROBE = trace.set_span_in_context(NonRecordingSpan(SpanContext(
+    trace_id=1, span_id=1, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    trace_state=TraceState([("k", "v")]))), Context())
+_span_fields_of: tuple[Any, frozenset[str]] | None = None
+
+
+def _span_fields() -> frozenset[str]:
+    """The fields (case folded) the global propagator writes for a span context alone
+    (``traceparent``, ``tracestate`` for W3C): what a caller's invalid context is made of."""
+    global _span_fields_of
+    propagator = propagate.get_global_textmap()
+    cached = _span_fields_of
+    if cached is None or cached[0] is not propagator:
+        cached = _span_fields_of = (propagator, frozenset(k.casefold() for k in _fields(_PROBE)))
+    return cached[1]
 
 
 def _items(headers: HeadersInput) -> Iterable[tuple[str, Any]]:

@@ -35,9 +35,11 @@ from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 from .._core import fork
 from .._core.logs import mark_raised_in
 from ..client import check_callback
+from ..errors import MaxPayloadError
+from ..protocol.headers import encode_headers
 from . import attributes as a
 from .metrics import Metrics
-from .propagation import extract, inject
+from .propagation import creation_context, extract, inject
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -61,12 +63,17 @@ class _State:
     """What the wrappers of one :meth:`NatsjsSyncInstrumentor.instrument` call share. Thread-safe."""
 
     def __init__(self, tracer: trace.Tracer, metrics: Metrics, publish_hook: PublishHook | None,
-                 consume_hook: ConsumeHook | None):
+                 consume_hook: ConsumeHook | None, message_body_size: bool = False):
         self.tracer = tracer
         self.metrics = metrics
         self.publish_hook = publish_hook
         self.consume_hook = consume_hook
+        # messaging.message.body.size is opt-in by the conventions.
+        self.message_body_size = message_body_size
         self._lock = threading.Lock()
+        # Inbox prefixes seen in the reply subjects of received messages (other clients' inboxes):
+        # a publish to one of them is to a temporary destination. Bounded.
+        self.reply_prefixes: tuple[str, ...] = ()
         # Subscriptions the application made without a callback: only their next_msg
         # gets receive spans (the library's own subscriptions use next_msg too).
         self.user_subs: set[int] = set()
@@ -119,6 +126,27 @@ class _State:
                 pass
         return prefix
 
+    def body_size(self, attrs: dict[str, Any], payload: Any) -> None:
+        """``messaging.message.body.size`` of ``payload`` into ``attrs``, when opted in."""
+        if self.message_body_size:
+            attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
+
+    def learn_reply(self, reply: str) -> None:
+        """Remember the inbox prefix of a received message's reply subject (see :func:`.attributes.inbox_of`)."""
+        if (not reply or reply.startswith(self.reply_prefixes) or reply.startswith(_ACK_PREFIX)
+                or len(self.reply_prefixes) >= _MAX_REPLY_PREFIXES):
+            return  # known, an ack subject (temporary already), or as many as are kept
+        prefix = a.inbox_of(reply)
+        if prefix is not None:
+            with self._lock:
+                if prefix + "." not in self.reply_prefixes and len(self.reply_prefixes) < _MAX_REPLY_PREFIXES:
+                    self.reply_prefixes = (*self.reply_prefixes, prefix + ".")
+
+    def destination(self, subject: str, owner: Any, op_type: str, op_name: str,
+                    temporary: bool = False) -> dict[str, Any]:
+        """Operation and destination attributes of ``subject`` sent or received by ``owner`` (a client)."""
+        return _destination(subject, op_type, op_name, self.inbox_prefix(owner), temporary, self.reply_prefixes)
+
     def run_publish_hook(self, span: Span, subject: str, payload: Any, headers: Any) -> None:
         if self.publish_hook is not None and span.is_recording():
             try:
@@ -140,9 +168,9 @@ class _State:
         weakref.finalize(sub, self.user_subs.discard, id(sub))
 
     def record(self, op: str, attrs: Mapping[str, Any], started: float, error: BaseException | None,
-               sent: int = 0, consumed: int = 0) -> None:
-        """The metrics of one finished operation."""
-        m = _metric_attrs(attrs, op, error)
+               sent: int = 0, consumed: int = 0, named: bool = False) -> None:
+        """The metrics of one finished operation (``named``: see :func:`_metric_attrs`)."""
+        m = _metric_attrs(attrs, op, error, named)
         self.metrics.duration.record(timeit.default_timer() - started, m)
         if sent:
             self.metrics.sent.add(sent, m)
@@ -150,11 +178,14 @@ class _State:
             self.metrics.consumed.add(consumed, m)
 
 
-# Attributes kept on metrics: low cardinality only (no message ids, sequences or sizes).
+#: Reply-subject inbox prefixes remembered at most (a bound on the learning, not on correctness).
+_MAX_REPLY_PREFIXES = 64
+
+# Attributes kept on metrics: bounded ones only (no subjects, message ids, sequences, sizes or
+# consumer names, see _metric_attrs).
 _METRIC_KEYS = frozenset({
-    a.MESSAGING_SYSTEM, a.MESSAGING_DESTINATION_NAME, a.MESSAGING_DESTINATION_TEMPLATE,
-    a.MESSAGING_CONSUMER_GROUP_NAME, a.MESSAGING_DESTINATION_SUBSCRIPTION_NAME, a.SERVER_ADDRESS,
-    a.SERVER_PORT, a.MESSAGING_OPERATION_TYPE, a.NATS_STREAM, a.NATS_CONSUMER,
+    a.MESSAGING_SYSTEM, a.MESSAGING_DESTINATION_TEMPLATE, a.MESSAGING_DESTINATION_SUBSCRIPTION_NAME,
+    a.SERVER_ADDRESS, a.SERVER_PORT, a.MESSAGING_OPERATION_TYPE, a.NATS_STREAM,
 })
 
 
@@ -177,16 +208,26 @@ def _log_inside(span: Span, exc: BaseException) -> None:
                                           set_status_on_exception=False))
 
 
-# Attributes that name one exchange when the destination is temporary: metrics keep the template only.
-_TEMPORARY_NAMES = (a.MESSAGING_DESTINATION_NAME, a.MESSAGING_DESTINATION_SUBSCRIPTION_NAME)
+def _metric_attrs(attrs: Mapping[str, Any], op: str, error: BaseException | None = None,
+                  named: bool = False, durable: bool = False) -> dict[str, Any]:
+    """The bounded part of a span's attributes, with the operation and the error: a metric's.
 
-
-def _metric_attrs(attrs: Mapping[str, Any], op: str, error: BaseException | None = None) -> dict[str, Any]:
-    """The low-cardinality part of a span's attributes, with the operation and the error: a metric's."""
+    ``messaging.destination.name`` goes on a metric only when ``named``: the
+    destination is a stream or a bucket (few, made by an operator), never a
+    subject (one per order id, inbox or key, as the application makes them); a
+    subject is represented by its template where there is one. A JetStream
+    consumer's name goes on only when ``durable``: ephemeral and ordered
+    consumers are named at random, one name per consumer made.
+    """
     m = {k: v for k, v in attrs.items() if k in _METRIC_KEYS}
+    if named and a.MESSAGING_DESTINATION_NAME in attrs:
+        m[a.MESSAGING_DESTINATION_NAME] = attrs[a.MESSAGING_DESTINATION_NAME]
+    if durable or a.NATS_CONSUMER not in attrs:
+        group = attrs.get(a.MESSAGING_CONSUMER_GROUP_NAME)
+        if group is not None:
+            m[a.MESSAGING_CONSUMER_GROUP_NAME] = group  # a queue group, or a durable consumer
     if attrs.get(a.MESSAGING_DESTINATION_TEMPORARY):
-        for key in _TEMPORARY_NAMES:
-            m.pop(key, None)
+        m.pop(a.MESSAGING_DESTINATION_SUBSCRIPTION_NAME, None)
     m[a.MESSAGING_OPERATION_NAME] = op
     if error is not None:
         m[a.ERROR_TYPE] = _error_type(error)
@@ -195,15 +236,16 @@ def _metric_attrs(attrs: Mapping[str, Any], op: str, error: BaseException | None
 
 @contextlib.contextmanager
 def _operation(s: _State, name: str, kind: SpanKind, attrs: dict[str, Any], op: str, *, sent: int = 0,
-               consumed: int = 0) -> Iterator[Span]:
+               consumed: int = 0, links: list[Link] | None = None, named: bool = False) -> Iterator[Span]:
     """The current span of one operation of the caller's (publish, request, settle, a KV or object call).
 
     A failure marks the span (``error.type``, status) and goes on; the operation's
-    metrics are recorded when it ends, ``sent`` always, ``consumed`` only on success.
+    metrics are recorded when it ends, ``sent`` always, ``consumed`` only on success
+    (``named``: the destination is a stream or a bucket, see :func:`_metric_attrs`).
     """
     started = timeit.default_timer()
     error: BaseException | None = None
-    with s.tracer.start_as_current_span(name, kind=kind, attributes=attrs, record_exception=False,
+    with s.tracer.start_as_current_span(name, kind=kind, attributes=attrs, links=links, record_exception=False,
                                         set_status_on_exception=False) as span:
         try:
             yield span
@@ -212,22 +254,32 @@ def _operation(s: _State, name: str, kind: SpanKind, attrs: dict[str, Any], op: 
             _fail(span, exc)
             raise
         finally:
-            s.record(op, attrs, started, error, sent=sent, consumed=0 if error is not None else consumed)
+            s.record(op, attrs, started, error, sent=sent, consumed=0 if error is not None else consumed, named=named)
 
 
 @contextlib.contextmanager
 def _processing(s: _State, msg: Msg, name: str, kind: SpanKind, attrs: dict[str, Any],
-                count: bool) -> Iterator[Span]:
-    """The current span of the application's handling of ``msg``, child of its producer's context.
+                count: bool, durable: bool = False) -> Iterator[Span]:
+    """The current span of the application's handling of ``msg``, linked to its creation context.
 
-    A failure marks the span, and a record that logs the exception later on this
-    thread is emitted inside the span (see :func:`_log_inside`). ``count``: the
-    delivery counts as consumed here (a callback; an iterator counted it already).
+    Its parent is the span current where the handling runs, when there is one
+    (the application's, around :func:`process`); otherwise the message's
+    creation context (a callback on a dispatcher thread), so a trace goes on
+    from producer to consumer either way. A failure marks the span, and a
+    record that logs the exception later on this thread is emitted inside the
+    span (see :func:`_log_inside`). ``count``: the delivery counts as consumed
+    here (a callback; an iterator counted it already). ``durable``: see
+    :func:`_metric_attrs`.
     """
     started = timeit.default_timer()
     error: BaseException | None = None
-    with s.tracer.start_as_current_span(name, context=extract(_headers_of(msg)), kind=kind, attributes=attrs,
-                                        record_exception=False, set_status_on_exception=False) as span:
+    created = extract(_headers_of(msg))
+    creation = trace.get_current_span(created).get_span_context()
+    links = [Link(creation)] if creation.is_valid else None
+    ambient = trace.get_current_span().get_span_context().is_valid
+    with s.tracer.start_as_current_span(name, context=None if ambient else created, kind=kind, attributes=attrs,
+                                        links=links, record_exception=False,
+                                        set_status_on_exception=False) as span:
         s.run_consume_hook(span, msg)
         try:
             yield span
@@ -237,16 +289,16 @@ def _processing(s: _State, msg: Msg, name: str, kind: SpanKind, attrs: dict[str,
             _log_inside(span, exc)
             raise
         finally:
-            m = _metric_attrs(attrs, "process", error)
+            m = _metric_attrs(attrs, "process", error, durable=durable)
             s.metrics.process.record(timeit.default_timer() - started, m)
             if count:
                 s.metrics.consumed.add(1, m)
 
 
 def _destination(subject: str, op_type: str, op_name: str, inbox_prefix: str = a.DEFAULT_INBOX_PREFIX,
-                 temporary: bool = False) -> dict[str, Any]:
+                 temporary: bool = False, reply_prefixes: tuple[str, ...] = ()) -> dict[str, Any]:
     """Operation and destination attributes (see :func:`.attributes.destination`)."""
-    attrs = a.destination(subject, inbox_prefix, temporary=temporary)
+    attrs = a.destination(subject, inbox_prefix, temporary=temporary, reply_prefixes=reply_prefixes)
     attrs[a.MESSAGING_OPERATION_TYPE] = op_type
     attrs[a.MESSAGING_OPERATION_NAME] = op_name
     return attrs
@@ -349,6 +401,68 @@ def _with_context(param: _Param, args: tuple[Any, ...], kwargs: dict[str, Any],
     return param.replace(args, kwargs, injected)
 
 
+def _headers_ok(headers: Any) -> bool:
+    """Whether the client will take ``headers``: the protocol's own check (encoding them), made
+    before anything is wrapped. Headers it refuses reach it untouched and untraced, so it raises
+    its own error at its own moment, and nothing is sent, as without instrumentation."""
+    if headers is None:
+        return True
+    try:
+        encode_headers(headers)
+    except Exception:
+        return False
+    return True
+
+
+def _send_kind(headers: Any, waits: bool) -> tuple[SpanKind, list[Link] | None]:
+    """Kind and links of a send span, by the conventions: PRODUCER when its context becomes the
+    message's creation context. A caller's own valid context in the headers (a relayed message)
+    stays the creation context and the span links to it; the span is then CLIENT when the call
+    waits on the server (a request, a JetStream publish), PRODUCER otherwise."""
+    custom = creation_context(headers)
+    if custom is None:
+        return SpanKind.PRODUCER, None
+    return (SpanKind.CLIENT if waits else SpanKind.PRODUCER), [Link(custom)]
+
+
+def _call_with_context(s: _State, op: str, wrapped: Callable[..., Any], param: _Param, args: tuple[Any, ...],
+                       kwargs: dict[str, Any], context: Any = None) -> Any:
+    """Call ``wrapped`` with the trace context in its message's headers, never changing the outcome.
+
+    The client measures the message it sends (with headers of its own, such as
+    JetStream options) against the server's ``max_payload`` before it sends or
+    registers anything: a message it refuses only because of the trace context
+    is sent without it (counted in ``nats.client.trace_context.skipped``). Used
+    for calls that send one message and change nothing before that check.
+    """
+    sent_args, sent_kwargs = _with_context(param, args, kwargs, context)
+    if sent_args is args and sent_kwargs is kwargs:
+        return wrapped(*args, **kwargs)
+    try:
+        return wrapped(*sent_args, **sent_kwargs)
+    except MaxPayloadError:
+        s.metrics.skipped.add(1, {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_NAME: op})
+    return wrapped(*args, **kwargs)  # outside the handler: an error of its own carries no other as context
+
+
+#: Room kept for the headers a batch publisher adds to a message (batch id, sequence, commit):
+#: a batch changes its state before it sends, so a message is never sent twice.
+_BATCH_HEADER_ROOM = 512
+
+
+def _fits_with_context(max_payload: int, payload: Any, headers: Any, context: Any) -> bool:
+    """Whether a batch message still fits ``max_payload`` with the trace context added (and room
+    for the publisher's own headers)."""
+    injected = inject(headers, context)
+    if injected is headers:
+        return True
+    try:
+        size = len(payload) + len(encode_headers(injected))
+    except Exception:
+        return False
+    return size + _BATCH_HEADER_ROOM <= max_payload
+
+
 def _takes_callback(cb: Any, what: str = "cb") -> bool:
     """Whether the client will take ``cb`` as a callback: the client's own check, made first.
 
@@ -368,11 +482,14 @@ def _takes_callback(cb: Any, what: str = "cb") -> bool:
 # ---------------------------------------------------------------------- deliveries (callbacks, iterators)
 
 
-def _consumer_attrs(msg: Msg, pattern: str | None, queue: str | None, op_type: str,
-                    inbox_prefix: str = a.DEFAULT_INBOX_PREFIX) -> dict[str, Any]:
-    attrs = _destination(msg.subject, op_type, op_type, inbox_prefix)
+def _consumer_attrs(s: _State, msg: Msg, pattern: str | None, queue: str | None, op_type: str,
+                    client: Client | None = None) -> dict[str, Any]:
+    """The attributes of a delivery of ``msg`` (its reply subject's inbox prefix is learned)."""
+    owner = client if client is not None else getattr(msg, "_conn", None)
+    s.learn_reply(msg.reply)
+    attrs = s.destination(msg.subject, owner, op_type, op_type)
     attrs[a.MESSAGING_SYSTEM] = a.SYSTEM
-    attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = len(msg.data)
+    s.body_size(attrs, msg.data)
     if pattern is not None and pattern != msg.subject:
         attrs.setdefault(a.MESSAGING_DESTINATION_TEMPLATE, pattern)  # an inbox's template stays its prefix's
     if pattern is not None:
@@ -397,18 +514,13 @@ def _delivery_name(operation: str, attrs: Mapping[str, Any]) -> str:
     return f"{operation} {stream}" if stream is not None else a.span_name(operation, attrs)
 
 
-def _message_prefix(s: _State, msg: Msg, client: Client | None = None) -> str:
-    """The inbox prefix of the client a message came through."""
-    return s.inbox_prefix(client if client is not None else getattr(msg, "_conn", None))
-
-
 def _same(msg: Any) -> Msg:
     return msg  # type: ignore[no-any-return]
 
 
 def _traced_handler(s: _State, handler: Callable[[Any], Any], pattern: str | None, queue: str | None,
                     client: Client | None, server_kind: str | None = None,
-                    msg_of: Callable[[Any], Msg] = _same) -> Callable[[Any], Any]:
+                    msg_of: Callable[[Any], Msg] = _same, durable: bool = False) -> Callable[[Any], Any]:
     """``handler`` run inside a process span whose parent is the producer's context.
 
     Args:
@@ -416,6 +528,7 @@ def _traced_handler(s: _State, handler: Callable[[Any], Any], pattern: str | Non
         pattern, queue: the subscription's subject and queue group.
         server_kind: for a service endpoint: the span's name (kind SERVER).
         msg_of: the message inside what the handler gets (a service request holds one).
+        durable: the JetStream consumer delivering is durable (its name is bounded).
     """
 
     @functools.wraps(handler)
@@ -424,10 +537,10 @@ def _traced_handler(s: _State, handler: Callable[[Any], Any], pattern: str | Non
             return handler(arg)
         msg = msg_of(arg)
         attrs = s.client_attrs(client)
-        attrs.update(_consumer_attrs(msg, pattern, queue, "process", _message_prefix(s, msg, client)))
+        attrs.update(_consumer_attrs(s, msg, pattern, queue, "process", client))
         name = _delivery_name("process", attrs) if server_kind is None else server_kind
         kind = SpanKind.CONSUMER if server_kind is None else SpanKind.SERVER
-        with _processing(s, msg, name, kind, attrs, count=True):
+        with _processing(s, msg, name, kind, attrs, count=True, durable=durable):
             return handler(arg)
 
     return traced
@@ -437,7 +550,7 @@ def _receive_span(s: _State, msg: Msg, pattern: str | None, queue: str | None, s
                   client: Client | None = None) -> None:
     """A finished receive span for a message an iterator handed to the application, linked to its producer."""
     attrs = s.client_attrs(client)
-    attrs.update(_consumer_attrs(msg, pattern, queue, "receive", _message_prefix(s, msg, client)))
+    attrs.update(_consumer_attrs(s, msg, pattern, queue, "receive", client))
     producer = trace.get_current_span(extract(_headers_of(msg))).get_span_context()
     links = [Link(producer)] if producer.is_valid else None
     # A receive is asked for by the application (pull): CLIENT, as the conventions' span kinds say.

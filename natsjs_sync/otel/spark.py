@@ -48,8 +48,9 @@ def _task_attributes() -> dict[str, Any]:
         return {}
     if ctx is None:
         return {}
-    return {"nats.spark.partition_id": ctx.partitionId(), "nats.spark.attempt_number": ctx.attemptNumber(),
-            "nats.spark.task_attempt_id": ctx.taskAttemptId()}
+    return {a.NATS_SPARK_PARTITION_ID: ctx.partitionId(),
+            a.NATS_SPARK_ATTEMPT_NUMBER: ctx.attemptNumber(),
+            a.NATS_SPARK_TASK_ATTEMPT_ID: ctx.taskAttemptId()}
 
 
 def _tracer() -> trace.Tracer:
@@ -81,8 +82,9 @@ def _read_method(base: Callable[[Any, Any], Iterator[Any]]) -> Callable[[Any, An
             return
         attrs: dict[str, Any] = {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_TYPE: "receive",
                                  a.MESSAGING_OPERATION_NAME: "receive", a.MESSAGING_DESTINATION_NAME: partition.stream,
-                                 a.NATS_STREAM: partition.stream, "nats.spark.first_sequence": partition.start,
-                                 "nats.spark.last_sequence": partition.end, **_task_attributes()}
+                                 a.NATS_STREAM: partition.stream,
+                                 a.NATS_SPARK_FIRST_SEQUENCE: partition.start,
+                                 a.NATS_SPARK_LAST_SEQUENCE: partition.end, **_task_attributes()}
         tracer = _tracer()
         count = 0
         with tracer.start_as_current_span(f"receive {partition.stream}", context=extract(self._otel_carrier),
@@ -122,7 +124,7 @@ def _write_method(base: Callable[[Any, Iterator[Any]], Any]) -> Callable[[Any, I
                 _fail(span, exc)
                 raise
             span.set_attribute(a.MESSAGING_BATCH_MESSAGE_COUNT, commit.published)
-            span.set_attribute("nats.duplicates", commit.duplicates)
+            span.set_attribute(a.NATS_SPARK_DUPLICATES, commit.duplicates)
             return commit
 
     return write

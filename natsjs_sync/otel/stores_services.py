@@ -19,6 +19,7 @@ from opentelemetry.trace import Span, SpanKind
 from . import attributes as a
 from .propagation import extract
 from .spans import (
+    _call_with_context,
     _headers_of,
     _Live,
     _metric_attrs,
@@ -28,7 +29,6 @@ from .spans import (
     _State,
     _traced_handler,
     _unless_suppressed,
-    _with_context,
 )
 
 if TYPE_CHECKING:
@@ -47,8 +47,7 @@ def _wrap_kv_publish(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], kv: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _Live.current is not s:
             return wrapped(*args, **kwargs)
-        args, kwargs = _with_context(headers_p, args, kwargs)
-        return wrapped(*args, **kwargs)
+        return _call_with_context(s, "publish", wrapped, headers_p, args, kwargs)
     return wrapper
 
 
@@ -69,14 +68,14 @@ def _wrap_kv_decode(s: _State) -> Callable[..., Any]:
         attrs = s.client_attrs(None)
         attrs.update({a.MESSAGING_OPERATION_TYPE: "receive", a.MESSAGING_OPERATION_NAME: "receive",
                       a.MESSAGING_DESTINATION_NAME: entry.bucket, a.NATS_KV_BUCKET: entry.bucket,
-                      a.NATS_KV_KEY: entry.key, a.NATS_STREAM_SEQUENCE: entry.revision,
-                      a.MESSAGING_MESSAGE_BODY_SIZE: len(msg.data)})
+                      a.NATS_KV_KEY: entry.key, a.NATS_STREAM_SEQUENCE: entry.revision})
+        s.body_size(attrs, msg.data)
         # A watcher's update is read by the application's call (next, iteration): a receive, CLIENT.
         span = s.tracer.start_span(f"receive {entry.bucket}", context=parent, kind=SpanKind.CLIENT,
                                    attributes=attrs, start_time=started)
         s.run_consume_hook(span, msg)
         span.end()
-        s.metrics.consumed.add(1, _metric_attrs(attrs, "receive"))
+        s.metrics.consumed.add(1, _metric_attrs(attrs, "receive", named=True))  # a bucket
         return decoded
     return wrapper
 
@@ -109,24 +108,27 @@ def _wrap_store(s: _State, op: str, op_type: str | None, bucket_key: str, name_k
         elif name is not None and hasattr(name, "name"):
             attrs[name_key] = str(name.name)
         with _operation(s, f"{op} {bucket}", kind, attrs, op, sent=int(op_type == "send"),
-                        consumed=int(op_type == "receive")) as span:
+                        consumed=int(op_type == "receive"), named=True) as span:
             with suppress_instrumentation():
                 result = wrapped(*args, **kwargs)
             if hands_out:
                 s.internal.discard(id(result))
-            _describe_result(span, result)
+            _describe_result(span, result, s.message_body_size)
             return result
     return wrapper
 
 
-def _describe_result(span: Span, result: Any) -> None:
-    """Revision of a KV write or entry, size of an object (whatever the result says)."""
+def _describe_result(span: Span, result: Any, body_size: bool) -> None:
+    """Revision of a KV write or entry, size of a value or object (whatever the result says; sizes
+    only when opted in)."""
     if isinstance(result, int) and not isinstance(result, bool):
         span.set_attribute(a.NATS_STREAM_SEQUENCE, result)
         return
     revision = getattr(result, "revision", None)
     if isinstance(revision, int):
         span.set_attribute(a.NATS_STREAM_SEQUENCE, revision)
+    if not body_size:
+        return
     value = getattr(result, "value", None)
     if isinstance(value, (bytes, bytearray)):
         span.set_attribute(a.MESSAGING_MESSAGE_BODY_SIZE, len(value))

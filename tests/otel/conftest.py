@@ -64,15 +64,16 @@ class Telemetry:
 
 
 @pytest.fixture
-def otel() -> Iterator[Telemetry]:
-    """natsjs_sync instrumented into a private SDK for the duration of one test."""
+def otel(request: pytest.FixtureRequest) -> Iterator[Telemetry]:
+    """natsjs_sync instrumented into a private SDK for the duration of one test (options of
+    ``instrument()`` by indirect parametrization)."""
     exporter = InMemorySpanExporter()
     tp = TracerProvider()
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
     mp = MeterProvider(metric_readers=[reader])
     inst = NatsjsSyncInstrumentor()
-    inst.instrument(tracer_provider=tp, meter_provider=mp)
+    inst.instrument(tracer_provider=tp, meter_provider=mp, **getattr(request, "param", {}))
     try:
         yield Telemetry(exporter, reader, tp, mp)
     finally:

@@ -61,6 +61,6 @@ def test_instrumentor_puts_api_exchanges_on_the_current_span(otel: Telemetry, nc
         js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
     js.delete_stream(name)
     setup = otel.span("setup")
-    events = [(e.name, e.attributes["nats.api.subject"]) for e in setup.events]
+    events = [(e.name, e.attributes["messaging.nats.api.subject"]) for e in setup.events]
     create = f"$JS.API.STREAM.CREATE.{name}"
     assert events == [("nats.jetstream.api.request", create), ("nats.jetstream.api.response", create)]

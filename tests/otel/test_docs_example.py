@@ -37,9 +37,9 @@ def test_flask_jetstream_worker_trace(nats_server: NatsServer) -> None:
     assert pub.parent.span_id == web.context.span_id
     assert proc.parent.span_id == pub.context.span_id
     assert ack.parent.span_id == proc.context.span_id
-    assert pub.attributes["messaging.message.id"] == "o-1" and pub.attributes["nats.stream"] == "ORDERS"
+    assert pub.attributes["messaging.message.id"] == "o-1" and pub.attributes["messaging.nats.stream"] == "ORDERS"
     assert proc.attributes["messaging.consumer.group.name"] == "billing"
-    assert proc.attributes["nats.delivery_count"] == 1 and ack.attributes["nats.ack.kind"] == "ack"
+    assert proc.attributes["messaging.nats.delivery_count"] == 1 and ack.attributes["messaging.nats.ack.kind"] == "ack"
     assert recv.parent is None and [link.context.span_id for link in recv.links] == [pub.context.span_id]
     # the kinds the page draws
     assert [span.kind.name for span in (web, pub, proc, ack, recv)] == [

@@ -16,6 +16,7 @@ from natsjs_sync.testing import NatsServer
 from .conftest import Telemetry
 
 
+@pytest.mark.parametrize("otel", [{"message_body_size": True}], indirect=True)
 def test_kv_put_get_watch(otel: Telemetry, nc: nats.Client) -> None:
     js = nc.jetstream()
     bucket = "B" + next_nuid()
@@ -54,6 +55,7 @@ def test_kv_put_get_watch(otel: Telemetry, nc: nats.Client) -> None:
         js.delete_key_value(bucket)
 
 
+@pytest.mark.parametrize("otel", [{"message_body_size": True}], indirect=True)
 def test_object_put_get_one_span_each(otel: Telemetry, nc: nats.Client) -> None:
     js = nc.jetstream()
     bucket = "O" + next_nuid()
