@@ -235,6 +235,9 @@ class OrderedSubscription:
             self._ctx = oc.consume(cb, error_cb=error_cb, heartbeat=idle_heartbeat)
         else:
             self._it = oc.messages(error_cb=error_cb, heartbeat=idle_heartbeat)
+            # Delivery starts now, as a push subscription's does: the server's heartbeats
+            # flow before the first read, so a consumer lost meanwhile is made anew.
+            self._it.start()
 
     def next_msg(self, timeout: TimeoutArg = 1.0) -> Msg:
         """The next message in stream order. Raises TimeoutError."""
