@@ -314,9 +314,9 @@ class JetStream(NatsPyNames):
     def _consumer_request(self, stream: str, cfg: ConsumerConfig, action: str,
                           timeout: TimeoutArg) -> Consumer:
         check_name(stream, "stream")
+        # A durable_name other than the name is the server's to refuse (error 10017,
+        # BadRequestError), as nats-py and nats.go let it: one rule, the server's.
         name = cfg.name or cfg.durable_name
-        if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
-            raise ValueError("name and durable_name differ")
         level = self._require(*_features.consumer_config_features(cfg))
         if name:
             check_name(name, "consumer")
