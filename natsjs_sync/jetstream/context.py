@@ -23,7 +23,7 @@ from .consumer_config import ConsumerConfig, ConsumerInfo, ConsumerPauseResponse
 from .counter import Counter
 from .fastbatch import FastBatchPublisher
 from .kv import KeyValue, KeyValueConfig, KeyValueStatus, create_key_value, kv_config, open_key_value
-from .nats_py import NatsPyNames
+from .nats_py import NatsPyNames, _consumer_name, _stream_name
 from .object_models import ObjectStoreConfig, ObjectStoreStatus
 from .object_store import ObjectStore, create_object_store, obj_config, open_object_store
 from .publish import RETRY_BACKOFF, PubAck, publish_sync
@@ -263,7 +263,9 @@ class JetStream(NatsPyNames):
     def update_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                       **kwargs: Unpack[StreamConfigFields]) -> Stream:
         """Change a stream's config. Raises StreamNotFoundError."""
-        return self._stream_request("UPDATE", _config(StreamConfig, config, kwargs), timeout)
+        cfg = _config(StreamConfig, config, kwargs)
+        _stream_name(cfg.name)  # nats-py's texts (this name is nats-py's too)
+        return self._stream_request("UPDATE", cfg, timeout)
 
     def create_or_update_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                                 **kwargs: Unpack[StreamConfigFields]) -> Stream:
@@ -277,7 +279,7 @@ class JetStream(NatsPyNames):
 
     def delete_stream(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> bool:
         """Delete a stream and its messages. Raises StreamNotFoundError."""
-        check_name(name, "stream")
+        _stream_name(name)  # nats-py's texts (this name is nats-py's too)
         return bool(self._api.request(f"STREAM.DELETE.{name}", None, timeout).get("success"))
 
     def stream(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> Stream:
@@ -404,8 +406,8 @@ class JetStream(NatsPyNames):
         Raises:
             ConsumerNotFoundError: no such consumer.
         """
-        check_name(stream, "stream")
-        check_name(name, "consumer")
+        _stream_name(stream)  # nats-py's texts (this name is nats-py's too)
+        _consumer_name(name)
         return bool(self._api.request(f"CONSUMER.DELETE.{stream}.{name}", None, timeout).get("success"))
 
     def list_consumers(self, stream: str, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[ConsumerInfo]:
