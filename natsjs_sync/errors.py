@@ -589,7 +589,14 @@ class KeyExistsError(KeyValueError, BadRequestError):
 
 class KeyWrongLastSequenceError(KeyExistsError, WrongLastSequenceError):
     """A key-value write whose revision condition failed: ``create`` of a key with a
-    value, ``update`` (or ``delete``/``purge`` with ``last=``) after the key moved on."""
+    value, ``update`` (or ``delete``/``purge`` with ``last=``) after the key moved on.
+
+    ``description`` is the server's (``wrong last sequence: 3``) and the text is
+    nats-py's, ``nats:`` before it.
+    """
+
+    def __str__(self) -> str:
+        return f"nats: {self.description}"
 
 
 class InvalidKeyError(KeyValueError, ValueError):

@@ -237,6 +237,7 @@ class Connection:
             NoServersError, AuthorizationError, SecureConnRequiredError.
         """
         errors: list[str] = []
+        failures: list[Exception] = []
         last: Exception | None = None
         for entry in list(self.pool.entries):
             if deadline is not None and deadline.expired():
@@ -254,6 +255,7 @@ class Connection:
             except NatsError as exc:
                 self.pool.failed(entry)
                 errors.append(f"{entry.addr.url}: {exc}")
+                failures.append(exc)
                 last = exc
                 continue
             with self.lock:
@@ -261,6 +263,10 @@ class Connection:
             self.start_reader(opened)
             self.writer.start()
             self.after_attach(opened.info, initial=True)
+            # The servers that failed before this one worked, each to error_cb (as nats-py
+            # reports every failed attempt); a connect that fails raises them instead.
+            for failure in failures:
+                self.report_error(failure)
             self.log.info("connected to %s (server %s, version %s)", entry.addr, opened.info.get("server_name")
                           or opened.info.get("server_id"), opened.info.get("version"))
             return

@@ -105,39 +105,57 @@ class Server:
 ReconnectToServerHandler = Callable[[list[Server], dict[str, Any]], tuple[Server | None, float]]
 
 
+#: Semantic versioning 2.0.0's own expression (semver.org), as nats-py parses a version.
+_SEMVER = re.compile(
+    r"^(?P<major>0|[1-9]\d*)\.(?P<minor>0|[1-9]\d*)\.(?P<patch>0|[1-9]\d*)"
+    r"(?:-(?P<prerelease>(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+(?P<build>[0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
+
+
 class ServerVersion:
-    """The connected server's version (``nc.connected_server_version``), as nats-py gives it."""
+    """The connected server's version (``nc.connected_server_version``), as nats-py gives it.
+
+    The string is parsed when a part is first read: one that is no semantic version
+    raises ValueError then (``'<version> is not a valid Semantic Version'``).
+    ``dev`` is the pre-release, with the build metadata after a ``+`` when there is some.
+    """
 
     def __init__(self, server_version: str):
         self._version = server_version
-        m = re.match(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+([0-9A-Za-z.-]+))?", server_version or "")
-        self._parts: tuple[int, int, int] = (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else (0, 0, 0)
-        self._prerelease = (m.group(4) or "") if m else ""
-        self._build = (m.group(5) or "") if m else ""
+        self._parsed: tuple[int, int, int, str, str] | None = None
+
+    def _parts(self) -> tuple[int, int, int, str, str]:
+        if self._parsed is None:
+            m = _SEMVER.match(self._version)
+            if m is None:
+                raise ValueError(f"{self._version} is not a valid Semantic Version")
+            self._parsed = (int(m["major"]), int(m["minor"]), int(m["patch"]), m["prerelease"] or "", m["build"] or "")
+        return self._parsed
 
     @property
     def major(self) -> int:
-        return self._parts[0]
+        return self._parts()[0]
 
     @property
     def minor(self) -> int:
-        return self._parts[1]
+        return self._parts()[1]
 
     @property
     def patch(self) -> int:
-        return self._parts[2]
+        return self._parts()[2]
 
     @property
     def prerelease(self) -> str:
-        return self._prerelease
+        return self._parts()[3]
 
     @property
     def build(self) -> str:
-        return self._build
+        return self._parts()[4]
 
     @property
     def dev(self) -> str:
-        return self._prerelease
+        _, _, _, pre, build = self._parts()
+        return f"{pre}+{build}" if build else pre
 
     def __repr__(self) -> str:
         return f"<nats server v{self._version}>"
@@ -266,6 +284,9 @@ class Client(_NativeClient):
 
     def __init__(self, options: ConnectOptions | None = None):
         self._unstarted = options is None
+        # A first connect that failed leaves the callbacks of a close owed (nats-py's
+        # close() then calls disconnected_cb and closed_cb once).
+        self._close_cbs_owed = False
         super().__init__(options if options is not None else ConnectOptions.build("nats://127.0.0.1:4222"))
 
     def connect(self, servers: str | Sequence[str] | None = None, **options: Any) -> None:
@@ -301,9 +322,27 @@ class Client(_NativeClient):
             self._conn.start(deadline)
         except NatsError as exc:
             self._conn.last_error = exc
+            self._close_cbs_owed = True
             if self._options.error_cb is not None:
                 self._options.error_cb(exc)
             raise
+
+    def close(self) -> None:
+        """:meth:`natsjs_sync.Client.close`; after a failed first connect it calls
+        ``disconnected_cb`` and then ``closed_cb`` once, on the caller's thread (the
+        client's threads ended with the attempt), as nats-py's close() does."""
+        if not self._close_cbs_owed:
+            super().close()
+            return
+        self._close_cbs_owed = False
+        for cb in (self._options.disconnected_cb, self._options.closed_cb):
+            if cb is None:
+                continue
+            try:
+                cb()
+            except Exception as exc:  # a callback's bug goes to error_cb, as on the event thread
+                if self._options.error_cb is not None:
+                    self._options.error_cb(exc)
 
     # ------------------------------------------------------------------ nats-py's arguments
 
@@ -402,13 +441,19 @@ class Client(_NativeClient):
 
     @property
     def connected_server_version(self) -> ServerVersion:
-        """The version of the server we are connected to."""
-        return ServerVersion(str(self._conn.info.get("version", "")))
+        """The version of the server we are connected to (``0.0.0-unknown`` before
+        any server answered, as in nats-py)."""
+        return ServerVersion(str(self._conn.info.get("version") or "0.0.0-unknown"))
 
     @property
     def client_ip(self) -> str | None:
-        """Our address as the server sees it."""
-        return self._conn.info.get("client_ip")
+        """Our address as the server sees it (``None`` once closed, as in nats-py)."""
+        return None if self.is_closed else self._conn.info.get("client_ip")
+
+    @property
+    def client_id(self) -> int | None:
+        """The id the server gave this connection (``None`` once closed, as in nats-py)."""
+        return None if self.is_closed else super().client_id
 
     @property
     def options(self) -> dict[str, Any]:

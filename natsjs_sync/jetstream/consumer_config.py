@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from .stream_config import ClusterInfo, _Open
+from .stream_config import ClusterInfo, _Open, equal_but_ts
 
 
 class DeliverPolicy(str, enum.Enum):
@@ -190,6 +190,9 @@ class ConsumerInfo(_Open, kw_only=True):
     pause_remaining: float | None = None
     priority_groups: list[PriorityGroupState] | None = None
     ts: datetime.datetime | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return equal_but_ts(self, other)
 
 
 class ConsumerPauseResponse(_Open, kw_only=True):

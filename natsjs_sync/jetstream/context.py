@@ -23,7 +23,7 @@ from .consumer_config import ConsumerConfig, ConsumerInfo, ConsumerPauseResponse
 from .counter import Counter
 from .fastbatch import FastBatchPublisher
 from .kv import KeyValue, KeyValueConfig, KeyValueStatus, create_key_value, kv_config, open_key_value
-from .nats_py import NatsPyNames
+from .nats_py import NatsPyNames, _consumer_name, _stream_name
 from .object_models import ObjectStoreConfig, ObjectStoreStatus
 from .object_store import ObjectStore, create_object_store, obj_config, open_object_store
 from .publish import RETRY_BACKOFF, PubAck, publish_sync
@@ -263,7 +263,9 @@ class JetStream(NatsPyNames):
     def update_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                       **kwargs: Unpack[StreamConfigFields]) -> Stream:
         """Change a stream's config. Raises StreamNotFoundError."""
-        return self._stream_request("UPDATE", _config(StreamConfig, config, kwargs), timeout)
+        cfg = _config(StreamConfig, config, kwargs)
+        _stream_name(cfg.name)  # nats-py's texts (this name is nats-py's too)
+        return self._stream_request("UPDATE", cfg, timeout)
 
     def create_or_update_stream(self, config: StreamConfig | None = None, timeout: TimeoutArg = USE_DEFAULT,
                                 **kwargs: Unpack[StreamConfigFields]) -> Stream:
@@ -277,7 +279,7 @@ class JetStream(NatsPyNames):
 
     def delete_stream(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> bool:
         """Delete a stream and its messages. Raises StreamNotFoundError."""
-        check_name(name, "stream")
+        _stream_name(name)  # nats-py's texts (this name is nats-py's too)
         return bool(self._api.request(f"STREAM.DELETE.{name}", None, timeout).get("success"))
 
     def stream(self, name: str, timeout: TimeoutArg = USE_DEFAULT) -> Stream:
@@ -314,9 +316,9 @@ class JetStream(NatsPyNames):
     def _consumer_request(self, stream: str, cfg: ConsumerConfig, action: str,
                           timeout: TimeoutArg) -> Consumer:
         check_name(stream, "stream")
+        # A durable_name other than the name is the server's to refuse (error 10017,
+        # BadRequestError), as nats-py and nats.go let it: one rule, the server's.
         name = cfg.name or cfg.durable_name
-        if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
-            raise ValueError("name and durable_name differ")
         level = self._require(*_features.consumer_config_features(cfg))
         if name:
             check_name(name, "consumer")
@@ -404,8 +406,8 @@ class JetStream(NatsPyNames):
         Raises:
             ConsumerNotFoundError: no such consumer.
         """
-        check_name(stream, "stream")
-        check_name(name, "consumer")
+        _stream_name(stream)  # nats-py's texts (this name is nats-py's too)
+        _consumer_name(name)
         return bool(self._api.request(f"CONSUMER.DELETE.{stream}.{name}", None, timeout).get("success"))
 
     def list_consumers(self, stream: str, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[ConsumerInfo]:

@@ -80,6 +80,11 @@ def validate_key(key: object, filter: bool = False) -> str:  # noqa: A002
     return key
 
 
+
+#: nats-py's text of a key that is not there (never set, deleted or purged), which
+#: programs match on; the exception's ``entry`` and ``op`` tell a deleted one apart.
+_KEY_NOT_FOUND = "nats: key not found"
+
 class KeyValueOp(str, enum.Enum):
     """What a revision of a key is: a value (``PUT``), a delete marker (``DEL``) or a purge marker
     (``PURGE``, which also removed the key's history).
@@ -369,10 +374,9 @@ class KeyValue:
                 raw = None
             entry = self._entry_from_raw(key, raw) if raw is not None and raw.subject == subject else None
         if entry is None:
-            raise KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+            raise KeyNotFoundError(_KEY_NOT_FOUND)
         if entry.operation is not KeyValueOp.PUT:
-            err = KeyDeletedError(f"key {key!r} was {'purged' if entry.operation is KeyValueOp.PURGE else 'deleted'}"
-                                  f" (revision {entry.revision})")
+            err = KeyDeletedError(_KEY_NOT_FOUND)  # nats-py's get() says the same of a deleted key
             err.entry = entry
             err.op = entry.operation.value  # a plain str, as nats-py's: it prints as "DEL", not "KeyValueOp.DEL"
             raise err
@@ -387,8 +391,7 @@ class KeyValue:
             ack = self._js.publish(subject, bytes(value), headers=headers, expected_last_subject_seq=last,
                                    timeout=timeout)
         except WrongLastSequenceError as exc:
-            raise KeyWrongLastSequenceError(f"key {key!r} in bucket {self.bucket!r}: {exc.description}",
-                                            code=exc.code, err_code=exc.err_code) from None
+            raise KeyWrongLastSequenceError(exc.description, code=exc.code, err_code=exc.err_code) from None
         return ack.seq
 
     def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: TimeoutArg = USE_DEFAULT, *,
@@ -437,8 +440,7 @@ class KeyValue:
                     return self._publish(key, data, headers, entry.revision, deadline, validate_keys)
                 except WrongLastSequenceError:
                     pass
-            raise KeyWrongLastSequenceError(f"key {key!r} exists in bucket {self.bucket!r}", code=exc.code,
-                                            err_code=exc.err_code) from None
+            raise KeyWrongLastSequenceError(exc.description, code=exc.code, err_code=exc.err_code) from None
 
     def delete(self, key: str, last: int | None = None, timeout: TimeoutArg = USE_DEFAULT, *,
                msg_ttl: float | str | None = None, validate_keys: bool = True) -> int:
@@ -546,19 +548,22 @@ class KeyValue:
         """
         entries = self._initial(key, include_history=True, timeout=timeout)
         if not entries:
-            raise KeyHistoryNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}")
+            raise KeyHistoryNotFoundError("nats: no keys found")  # nats-py's text (its NoKeysError)
         return entries
 
     def watch(self, *keys: str, include_history: bool = False, ignore_deletes: bool = False,
-              updates_only: bool = False, meta_only: bool = False, resume_from_revision: int | None = None
-              ) -> KeyWatcher:
+              updates_only: bool = False, meta_only: bool = False, resume_from_revision: int | None = None,
+              headers_only: bool = False, inactive_threshold: float | None = None) -> KeyWatcher:
         """Follow ``keys`` (filters allowed; none: every key).
 
         Yields the current values first (all revisions with
         ``include_history``), then ``None`` once (end of the initial values),
         then every change as it happens. ``updates_only`` skips the initial
         values (and the ``None``); ``resume_from_revision`` starts at that
-        revision instead.
+        revision instead. ``meta_only`` leaves the values out; ``headers_only`` is
+        taken and, as in nats-py, changes nothing. ``inactive_threshold`` (seconds,
+        default 300) is how long the server keeps the watch's consumer once nobody
+        is there to read it.
         """
         if include_history and updates_only:
             raise ValueError("include_history and updates_only do not go together")
@@ -571,6 +576,9 @@ class KeyValue:
             policy = {"deliver_policy": "all"}
         else:
             policy = {"deliver_policy": "last_per_subject"}
+        if inactive_threshold is not None:
+            policy["inactive_threshold"] = inactive_threshold
+        del headers_only  # nats-py's watch takes it and sends meta_only instead
         oc = self._js.ordered_consumer(self.stream_name, filter_subjects=subjects, headers_only=meta_only,
                                        **policy)
         return KeyWatcher(self, oc, ignore_deletes, initial=not updates_only)

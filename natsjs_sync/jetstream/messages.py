@@ -12,6 +12,7 @@ stops asking first and hands out what it was sent.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import threading
@@ -157,7 +158,10 @@ class MessagesContext:
         self._retry_at = 0.0
         self._failures = 0
         self._last_activity = time.monotonic()
-        self._held: Msg | None = None
+        # Messages the background heal of an idle ordered iterator took from the inbox
+        # (it reads the inbox to see the heartbeats behind them); next() hands them out
+        # first. At most what pull requests asked for: the heal pulls only when it is empty.
+        self._held: collections.deque[Msg] = collections.deque()
         self._lock = threading.Lock()
         self._busy = threading.Lock()  # held while the handler runs (callback mode)
         self._lane: Lane[object] | None = None
@@ -291,11 +295,12 @@ class MessagesContext:
     def _heal_idle(self) -> None:
         """Take the bookkeeping queued ahead of the first message (heartbeats, a
         ``409 Consumer Deleted``), then re-create the consumer if it is gone or silent."""
-        if self._held is not None or self._idle_error is not None:
+        if self._idle_error is not None:
             return  # the reader has something to see first
         sub = self._owned.sub
         if sub is None:
             return
+        held = self._held
         for _ in range(10_000):  # bounded: heartbeats keep coming while this runs
             try:
                 msg = sub.poll()
@@ -305,14 +310,15 @@ class MessagesContext:
                 break
             out = self._on_msg(msg)
             if out is not None:
-                self._held = out  # a message for the reader: it is not silent
-                return
+                # Kept for the reader, in order; the heartbeats queued behind it are
+                # read too, so a consumer deleted while messages wait is still noticed.
+                held.append(out)
         if not self._needs_reset:
             if self._acct.pending_msgs <= 0:
                 # The requests expired unanswered: ask again as a reader would (a consumer
                 # gone meanwhile answers "no responders", healed on the next tick); never
-                # before the first read asked.
-                if self._pulled:
+                # before the first request, nor while messages wait for the reader.
+                if self._pulled and not held:
                     self._maybe_pull()
                 return
             self._check_heartbeat()
@@ -322,7 +328,8 @@ class MessagesContext:
             if self._stopped:  # stop() came while the consumer was being made: undo what the reset made
                 self._owned.release()
                 return
-            self._maybe_pull()
+            if not held:  # else the reader asks once it has read them (what is held stays bounded)
+                self._maybe_pull()
 
     def _reset(self, deadline: Deadline | None = None) -> None:
         self._acct.reset()
@@ -571,9 +578,8 @@ class MessagesContext:
                 err, self._idle_error = self._idle_error, None
                 self.stop()
                 raise err
-            if self._held is not None:
-                msg, self._held = self._held, None
-                return msg
+            if self._held:
+                return self._held.popleft()
             while True:
                 if self._stopped:
                     raise BadSubscriptionError("the messages iterator is stopped")
@@ -679,7 +685,7 @@ class MessagesContext:
             self._maybe_pull()
             if hold_first is not None:
                 try:
-                    self._held = self.next(timeout=hold_first)
+                    self._held.append(self.next(timeout=hold_first))
                 except TimeoutError:
                     pass
 
@@ -694,7 +700,7 @@ class MessagesContext:
     def _drained(self) -> bool:
         sub = self._owned.sub
         pending = sub.pending_msgs if sub is not None else 0
-        return pending == 0 and self._drain_quiet_left() == 0.0
+        return pending == 0 and not self._held and self._drain_quiet_left() == 0.0
 
     def __iter__(self) -> Iterator[Msg]:
         # The check of next() is settled at construction: each message costs one call less.

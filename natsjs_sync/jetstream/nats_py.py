@@ -43,6 +43,7 @@ from ..protocol.jetstream.status import Kind
 from ..protocol.nuid import next_nuid
 from ..subscription import MsgHandler
 from ._api import from_wire
+from .consumer import Consumer
 from .consumer_config import ConsumerConfig, ConsumerInfo
 from .pull import MessageBatch, pull_request, server_expiry, status_of
 from .push import OrderedSubscription, PushSubscription, subscribe_push
@@ -50,7 +51,6 @@ from .stream import direct_get
 from .stream_config import RawStreamMsg, StreamConfig, StreamInfo
 
 if TYPE_CHECKING:
-    from .consumer import Consumer
     from .context import JetStream
 
 
@@ -71,6 +71,24 @@ class PullSubscription:
     def __init__(self, consumer: Consumer, owns_consumer: bool):
         self._consumer = consumer
         self._owns = owns_consumer
+        self._unsubscribed = False
+        self._delivered = 0
+
+    @property
+    def pending_msgs(self) -> int:
+        """Messages received and not yet handed out by :meth:`fetch`: always 0 here
+        (each fetch takes what its own request brought in)."""
+        return 0
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes received and not yet handed out by :meth:`fetch`: always 0 here."""
+        return 0
+
+    @property
+    def delivered(self) -> int:
+        """How many messages :meth:`fetch` has returned so far."""
+        return self._delivered
 
     def fetch(self, batch: int = 1, timeout: float | None = 5.0, heartbeat: float | None = None) -> list[Msg]:
         """Up to ``batch`` messages: those available now, else the first to arrive
@@ -101,6 +119,12 @@ class PullSubscription:
             raise ValueError("nats: invalid fetch timeout")
         wait = 5.0 if timeout is None else check_seconds(timeout, "timeout")  # None here: inf, or beyond any wait
         deadline = Deadline(wait)
+        if self._unsubscribed:
+            # nats-py's fetch asks on an inbox nobody listens to any more and times out;
+            # the same, without asking the server for messages nobody could receive.
+            left = deadline.remaining()
+            threading.Event().wait(5.0 if left is None else left)
+            raise FetchTimeoutError("nats: timeout")
         # nats-py's rule, to the nanosecond: expires is the timeout less 100 us, and the
         # server refuses a heartbeat over half of it (or with no expires at all).
         if heartbeat is not None and (wait is None or int(heartbeat * 1e9) * 2 > int(wait * 1e9) - 100_000):
@@ -108,7 +132,9 @@ class PullSubscription:
         attempt = 0
         while True:
             try:
-                return self._fetch(batch, wait, deadline, heartbeat)
+                msgs = self._fetch(batch, wait, deadline, heartbeat)
+                self._delivered += len(msgs)
+                return msgs
             except JetStreamError as exc:
                 if exc.code != 409:
                     raise
@@ -193,7 +219,9 @@ class PullSubscription:
         return self._consumer.info(timeout)
 
     def unsubscribe(self) -> None:
-        """Forget the subscription; an ephemeral consumer it made is deleted."""
+        """Forget the subscription (a later :meth:`fetch` times out, as in nats-py);
+        an ephemeral consumer it made is deleted."""
+        self._unsubscribed = True
         if self._owns:
             self._owns = False
             try:
@@ -531,16 +559,23 @@ class NatsPyNames:
         """A pull subscription on an existing consumer (``durable=`` and ``name=`` are
         nats-py's older names for ``consumer``).
 
+        As in nats-py nothing is asked of the server here: a user allowed only to pull
+        (``CONSUMER.MSG.NEXT``) can bind, and a consumer that does not exist shows
+        when fetching.
+
         Raises:
-            ValueError: no stream or no consumer named.
-            NotFoundError: no such consumer.
+            ValueError: no stream named (``nats: stream name is required``, nats-py's
+                text) or no consumer named.
         """
         name = durable or name or consumer
         if not stream:
-            raise ValueError("pull_subscribe_bind needs stream")
+            raise ValueError("nats: stream name is required")
         if not name:
-            raise ValueError("pull_subscribe_bind needs the consumer's name")
-        return PullSubscription(_js(self).consumer(stream, name), owns_consumer=False)
+            raise ValueError("nats: consumer name is required")
+        js = _js(self)
+        return PullSubscription(Consumer(js, ConsumerInfo(stream_name=stream, name=name,
+                                                          config=ConsumerConfig(durable_name=name))),
+                                owns_consumer=False)
 
     def subscribe_bind(self, stream: str, config: ConsumerConfig, consumer: str, cb: MsgHandler | None = None,
                        manual_ack: bool = False, ordered_consumer: bool = False,

@@ -32,15 +32,19 @@ import msgspec
 from .._core.logs import of_msg
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import (
+    BucketNotFoundError,
     DigestMismatchError,
     InvalidObjectNameError,
     MsgNotFoundError,
     NatsConnectionError,
     NatsError,
+    NoRespondersError,
     NotSentError,
+    ObjectAlreadyExists,
     ObjectDeletedError,
     ObjectNotFoundError,
     ObjectStoreError,
+    StreamNotFoundError,
     TimeoutError,
     WrongLastSequenceError,
 )
@@ -360,6 +364,13 @@ class ObjectStore:
             raise ObjectDeletedError(f"object {name!r} was deleted from bucket {self.bucket!r}")
         return info
 
+    def _raise_if_gone(self, timeout: TimeoutArg) -> None:
+        """Raises BucketNotFoundError (a NotFoundError) when the bucket's stream is gone."""
+        try:
+            self._stream.info(timeout=timeout)
+        except StreamNotFoundError:
+            raise BucketNotFoundError(f"object store {self.bucket!r} not found", code=404) from None
+
     def _last_meta(self, name: str, timeout: TimeoutArg) -> tuple[ObjectInfo | None, int]:
         """The newest info of ``name`` (deleted ones too) and its stream sequence; ``(None, 0)``
         when there is none (0 is what ``Nats-Expected-Last-Subject-Sequence`` says for "none")."""
@@ -367,6 +378,11 @@ class ObjectStore:
             raw = self._stream.get_last_msg_for_subject(self._meta_subject(name), timeout=timeout)
         except MsgNotFoundError:
             return None, 0
+        except NoRespondersError:
+            # A direct get nobody answers: the bucket's stream may be gone (nats-py, which
+            # asks the API, raises NotFoundError then). Ask the API which it is.
+            self._raise_if_gone(timeout)
+            raise
         info = decode_info(raw.data, f"object {name!r} in bucket {self.bucket!r}")
         if raw.time is not None:
             info = info.replace(mtime=raw.time)
@@ -657,12 +673,17 @@ class ObjectStore:
         """Change description, headers, metadata, or the name (a rename).
 
         Raises:
-            ObjectNotFoundError: there is no object of that name.
-            ObjectDeletedError: the object was deleted (nats-py's class for this call).
-            ObjectStoreError: another object has the new name.
+            ObjectDeletedError: there is no object of that name, or it was deleted (an
+                ObjectNotFoundError; nats-py raises this class for both).
+            ObjectAlreadyExists: another object has the new name (an ObjectStoreError).
         """
         timeout = self._js._api.deadline(timeout)  # one budget for every step
-        info = self.get_info(name, timeout=timeout)
+        try:
+            info = self.get_info(name, timeout=timeout)
+        except ObjectDeletedError:
+            raise
+        except ObjectNotFoundError as exc:
+            raise ObjectDeletedError(str(exc)) from None
         new_name = meta.name or name
         if new_name != name:
             try:
@@ -670,7 +691,7 @@ class ObjectStore:
             except ObjectNotFoundError:
                 other = None
             if other is not None and not other.deleted:
-                raise ObjectStoreError(f"an object named {new_name!r} exists already")
+                raise ObjectAlreadyExists(f"an object named {new_name!r} exists already")
         updated = info.replace(name=new_name, description=meta.description, headers=meta.headers,
                                metadata=meta.metadata)
         self._publish_meta(updated, timeout)

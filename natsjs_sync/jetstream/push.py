@@ -207,11 +207,17 @@ def _existing(js: JetStream, stream: str, durable: str | None, queue: str | None
         return None
     if not info.config.deliver_subject:
         raise JetStreamError(f"consumer {durable!r} is a pull consumer: use pull_subscribe")
+    # nats-py's texts, which programs match on.
     group = info.config.deliver_group
-    if queue != group:
-        raise JetStreamError(f"consumer {durable!r} has deliver group {group!r}, not queue {queue!r}")
-    if not queue and info.push_bound:
-        raise JetStreamError(f"consumer {durable!r} is already bound to a subscription")
+    if not group:
+        if queue:
+            raise JetStreamError("cannot create a queue subscription for a consumer without a deliver group")
+        if info.push_bound:
+            raise JetStreamError("consumer is already bound to a subscription")
+    elif not queue:
+        raise JetStreamError(f"cannot create a subscription for a consumer with a deliver group {group}")
+    elif queue != group:
+        raise JetStreamError(f"cannot create a queue subscription {queue} for a consumer with a deliver group {group}")
     return info
 
 
@@ -235,6 +241,9 @@ class OrderedSubscription:
             self._ctx = oc.consume(cb, error_cb=error_cb, heartbeat=idle_heartbeat)
         else:
             self._it = oc.messages(error_cb=error_cb, heartbeat=idle_heartbeat)
+            # Delivery starts now, as a push subscription's does: the server's heartbeats
+            # flow before the first read, so a consumer lost meanwhile is made anew.
+            self._it.start()
 
     def next_msg(self, timeout: TimeoutArg = 1.0) -> Msg:
         """The next message in stream order. Raises TimeoutError."""

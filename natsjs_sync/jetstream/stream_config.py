@@ -76,6 +76,15 @@ def _none_is_no_limit(model: msgspec.Struct, limits: dict[str, Any]) -> None:
             msgspec.structs.force_setattr(model, field, unlimited)
 
 
+def equal_but_ts(a: msgspec.Struct, b: object) -> bool:
+    """Two answers of the server equal in everything but the time they were answered
+    (``ts``), as nats-py's info classes, which have no ``ts``, compare."""
+    if type(a) is not type(b):
+        return False
+    assert isinstance(b, msgspec.Struct)
+    return all(getattr(a, f) == getattr(b, f) for f in a.__struct_fields__ if f != "ts")
+
+
 class _Open(_Model, kw_only=True, dict=True):
     """A model that keeps the JSON fields it does not know (see the module docstring).
 
@@ -244,7 +253,8 @@ class PersistMode(str, enum.Enum):
 
 
 class StreamConfig(_Open, kw_only=True):
-    """How a stream stores messages. Only ``name`` is required.
+    """How a stream stores messages. Only ``name`` is required (to send it: a config
+    may be built without one and named later, as nats-py's ``StreamConfig()``).
 
     Options a server older than the one they need would silently drop
     (``allow_msg_ttl``, ``subject_delete_marker_ttl``: 2.11; ``allow_msg_counter``,
@@ -295,7 +305,7 @@ class StreamConfig(_Open, kw_only=True):
         template_owner: the stream template that made it (templates are gone from new servers).
     """
 
-    name: str
+    name: str = ""
     description: str | None = None
     subjects: list[str] | None = None
     retention: str = "limits"
@@ -405,6 +415,18 @@ class ClusterInfo(_Open, kw_only=True):
         """nats-py's name for :attr:`traffic_account`."""
         return self.traffic_account
 
+    @classmethod
+    def from_response(cls, resp: dict[str, Any]) -> ClusterInfo:
+        """Decode the server's JSON form; nats-py's key ``traffic_acc`` is read as
+        ``traffic_account`` (nats-py's from_response takes its own field names).
+
+        Raises:
+            InvalidResponseError: ``resp`` does not fit this class.
+        """
+        if "traffic_acc" in resp and "traffic_account" not in resp:
+            resp = {("traffic_account" if k == "traffic_acc" else k): v for k, v in resp.items()}
+        return super().from_response(resp)
+
 
 class StreamSourceInfo(_Open, kw_only=True):
     name: str
@@ -435,6 +457,9 @@ class StreamInfo(_Open, kw_only=True):
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] | None = None
     ts: datetime.datetime | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return equal_but_ts(self, other)
 
 
 class RawStreamMsg:

@@ -103,7 +103,8 @@ def server_error(text: str) -> ServerError | AuthorizationError:
     """The exception a ``-ERR`` text means (during the handshake or after it)."""
     low = text.lower()
     if low.startswith("permissions violation"):
-        return PermissionsError(text)
+        # nats-py's text, which programs match on: its parser lower-cases the line.
+        return PermissionsError(f"nats: {low}")
     if "authorization" in low or "authentication" in low or "expired" in low:
         return AuthorizationError(f"server refused the connection: {text}")
     return ServerError(text)

@@ -85,6 +85,12 @@ class Headers(dict):  # type: ignore[type-arg]
 def _check_key(key: object) -> str:
     if not isinstance(key, str) or not key:
         raise BadHeaderError(f"header key must be a non-empty str, got {key!r}")
+    if key[0] in " \t" or key[-1] in " \t":
+        # Padding around a key is dropped, as nats-py drops it; blanks inside are refused.
+        stripped = key.strip(" \t")
+        if not stripped:
+            raise BadHeaderError(f"header key must be a non-empty str, got {key!r}")
+        key = stripped
     for ch in key:
         if ch == ":" or ch <= " " or ch == "\x7f":
             raise BadHeaderError(f"header key {key!r} contains ':', whitespace or a control character")
