@@ -220,6 +220,29 @@ def test_stop_during_a_heal_in_next_deletes_what_the_heal_made(clients: tuple[na
         relay.close()
 
 
+def test_stop_during_a_heal_of_consume_deletes_what_the_heal_made(clients: tuple[nats.Client, nats.Client]) -> None:
+    """The same for consume(), whose heal runs on an errand thread."""
+    reader, admin = clients
+    ajs = admin.jetstream()
+    relay = ApiRelay(admin, hold_for=BOUND)
+    try:
+        name = _stream(ajs, 3)
+        oc = reader.jetstream(api_prefix=relay.prefix, timeout=BOUND).ordered_consumer(name)
+        got: list[int] = []
+        ctx = oc.consume(lambda msg: got.append(int(msg.data)), max_messages=10)
+        assert wait_until(lambda: len(got) == 3, timeout=BOUND)
+        relay.hold.set()
+        current = oc.name
+        assert current is not None
+        ajs.delete_consumer(name, current)  # the consumer is made anew: the create waits at the relay
+        assert relay.holding.wait(BOUND)
+        ctx.stop()
+        relay.release.set()  # the create goes on, after the stop
+        assert wait_until(lambda: _consumers(ajs, name) == 0, timeout=BOUND)
+    finally:
+        relay.close()
+
+
 def test_next_keeps_its_timeout_while_a_heal_waits(clients: tuple[nats.Client, nats.Client]) -> None:
     reader, admin = clients
     ajs = admin.jetstream()
