@@ -214,11 +214,14 @@ class Dispatcher:
             if len(self._workers) >= self.max_workers:
                 self._unclaimed += 1
                 return
-            # Not counted idle: it starts on the lane it was made for.
+            # Not counted idle: it starts on the lane it was made for. Started under the
+            # lock: close() joins every worker it finds, and joining a thread not yet
+            # started raises (a close racing a spawn failed with RuntimeError). The new
+            # thread takes the lock only once it runs, so starting it here cannot deadlock.
             t = threading.Thread(target=self._work, name=f"natsjs-{self._role}-{self.name}-{next(self._serial)}",
                                  daemon=True)
             self._workers.add(t)
-        t.start()
+            t.start()
 
     def _claim_unclaimed(self) -> bool:
         """A worker that finished: take a lane queued with no worker promised, if any."""
