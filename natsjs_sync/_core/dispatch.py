@@ -145,12 +145,19 @@ class Dispatcher:
             dispatcher of user code).
         keep_one: keep the first worker while idle (the dispatcher of user code
             does); otherwise the last worker ends too after ``idle_timeout``.
+        batch: items a lane runs before it lets the other lanes queued have the
+            worker. Many quick items (messages) pass cheaply in batches; items
+            that each may wait long (errands) take turns one by one, so one
+            owner's work never keeps other owners' waiting behind all of its own.
     """
 
     def __init__(self, name: str, max_workers: int = 64, idle_timeout: float = 10.0, role: str = "dispatch",
-                 keep_one: bool = True):
+                 keep_one: bool = True, batch: int = _BATCH):
         if max_workers < 1:
             raise ValueError("max_workers must be >= 1")
+        if batch < 1:
+            raise ValueError("batch must be >= 1")
+        self._batch = batch
         self.name = name
         self.max_workers = max_workers
         self._role = role
@@ -207,11 +214,14 @@ class Dispatcher:
             if len(self._workers) >= self.max_workers:
                 self._unclaimed += 1
                 return
-            # Not counted idle: it starts on the lane it was made for.
+            # Not counted idle: it starts on the lane it was made for. Started under the
+            # lock: close() joins every worker it finds, and joining a thread not yet
+            # started raises (a close racing a spawn failed with RuntimeError). The new
+            # thread takes the lock only once it runs, so starting it here cannot deadlock.
             t = threading.Thread(target=self._work, name=f"natsjs-{self._role}-{self.name}-{next(self._serial)}",
                                  daemon=True)
             self._workers.add(t)
-        t.start()
+            t.start()
 
     def _claim_unclaimed(self) -> bool:
         """A worker that finished: take a lane queued with no worker promised, if any."""
@@ -251,7 +261,7 @@ class Dispatcher:
                     return
                 _local.lane = lane
                 try:
-                    more = lane._run(_BATCH)
+                    more = lane._run(self._batch)
                 finally:
                     _local.lane = None
                 if more:

@@ -158,6 +158,10 @@ class CoreLink(Protocol):
     def is_connected(self) -> bool: ...
 
     @property
+    def is_closed(self) -> bool:
+        """True once the client is closed (by the user, or after giving up reconnecting)."""
+
+    @property
     def server_info(self) -> dict[str, Any]: ...
 
     @property

@@ -11,8 +11,14 @@ Each client has one small pool of threads of its own for it
 (``natsjs-errand-<client>-N``, at most :data:`ERRAND_THREADS`, none while
 idle), and each owner one lane on it: an owner's errands run one at a time
 and in order, and an errand that waits holds back only other errands, never
-a user callback, a timer or the reader. Errands call no user code: what
-they find goes back to the owner's own dispatcher lane.
+a user callback, a timer or the reader. Lanes take turns one errand at a
+time: an owner whose heals keep failing (each waiting out its budget, the
+next queued as the last ends) holds one thread at most while others wait,
+and gives it up after each errand to the lanes queued behind it, so every
+owner's errands (a heal, a consumer check, a drain's flush) are served in
+the order their lanes came. Each owner keeps at most one heal queued or
+running. Errands call no user code: what they find goes back to the owner's
+own dispatcher lane.
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ class Errands:
 
     def __init__(self, core: CoreLink):
         self._core = core
-        self._pool = Dispatcher(core.tag, ERRAND_THREADS, idle_timeout=_IDLE, role="errand", keep_one=False)
+        # batch=1: an owner's lane goes to the back of the queue after each errand.
+        self._pool = Dispatcher(core.tag, ERRAND_THREADS, idle_timeout=_IDLE, role="errand", keep_one=False,
+                                batch=1)
         self._pool.log = core.logs.to("natsjs_sync.dispatch")
         core.on_close(self._close)
 

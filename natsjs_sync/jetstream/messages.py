@@ -65,20 +65,21 @@ class _Owned:
     together (also by a finalizer, on the client's timer thread: nothing here waits
     for the server; an ordered consumer's server-side consumer is only asked to go)."""
 
-    __slots__ = ("inbox", "ordered", "reconnect", "route", "sub", "timer")
+    __slots__ = ("drain_timer", "inbox", "ordered", "reconnect", "route", "sub", "timer")
 
     def __init__(self, ordered: OrderedHooks | None) -> None:
         self.sub: Subscription | None = None
         self.route: Handle | None = None
         self.reconnect: Handle | None = None
         self.timer: TimerHandle | None = None
+        self.drain_timer: TimerHandle | None = None
         self.inbox = ""
         self.ordered = ordered
 
     def release(self) -> None:
         route, self.route = self.route, None
-        _release(self.sub, route, self.reconnect, self.timer)
-        self.reconnect = self.timer = None
+        _release(self.sub, route, self.reconnect, self.timer, self.drain_timer)
+        self.reconnect = self.timer = self.drain_timer = None
         if self.ordered is not None:
             self.ordered.cancel()
 
@@ -237,6 +238,10 @@ class MessagesContext:
         self._report_now(exc)
 
     def _report_now(self, exc: Exception) -> None:
+        if self._stopped or self._core.is_closed:
+            # Ended by the user (a stop, a close of the client): what the machinery still
+            # meets on the way out (the connection closed under a heal) is no news to them.
+            return
         if self._error_cb is None:
             if self._handler is not None:
                 self._core.report_error(exc)
@@ -324,10 +329,7 @@ class MessagesContext:
             self._check_heartbeat()
         if self._needs_reset and not self._stopped:
             self._needs_reset = False
-            self._reset(Deadline(HEAL_BUDGET))
-            if self._stopped:  # stop() came while the consumer was being made: undo what the reset made
-                self._owned.release()
-                return
+            self._reset(Deadline(HEAL_BUDGET))  # a stop meanwhile: the consumer made is deleted, and it raises
             if not held:  # else the reader asks once it has read them (what is held stays bounded)
                 self._maybe_pull()
 
@@ -363,12 +365,10 @@ class MessagesContext:
         ordered, lane = self._ordered, self._lane
         assert ordered is not None and lane is not None
         try:
-            ordered.recreate(Deadline(HEAL_BUDGET))
+            ordered.recreate(Deadline(HEAL_BUDGET))  # a stop meanwhile: the consumer made is deleted, and it raises
         except NatsError as exc:
             lane.put(_Control(functools.partial(self._not_remade, exc)))
             return
-        if self._stopped:  # stop() came while the consumer was being made: undo it
-            ordered.cancel()
         lane.put(_Control(self._remade))
 
     def _remade(self) -> None:
@@ -532,7 +532,10 @@ class MessagesContext:
     def _check_heartbeat(self) -> NoHeartbeatError | None:
         """Missed heartbeats: report, ask again; raises ConsumerDeletedError when it is gone."""
         hb = self._heartbeat
-        if not hb or self._draining or time.monotonic() - self._last_activity < 2 * hb:
+        # No pull request is out while an ordered consumer is made anew, so nothing is
+        # missed then: counted, a make slower than two heartbeats was thrown away and
+        # started again on its completion, for ever (nats.go skips a reset while one runs).
+        if not hb or self._draining or self._remaking or time.monotonic() - self._last_activity < 2 * hb:
             return None
         err = NoHeartbeatError(f"missed idle heartbeats from consumer {self._consumer.name!r}: pulling again")
         self._report(err)
@@ -823,12 +826,19 @@ class MessagesContext:
         self._settle(deadline)
 
     def _drain_later(self, deadline: Deadline) -> None:
-        """Callback mode, from the handler: ask for no more, and flush on the errand
-        lane; what the server sent before the flush's answer is queued on the lane
-        ahead of the step that ends the drain (:meth:`_drain_step`)."""
+        """Callback mode, from the handler: ask for no more, and flush on an errand
+        lane of the drain's own (not behind a heal of this consumer); what the server
+        sent before the flush's answer is queued on the lane ahead of the step that
+        ends the drain (:meth:`_drain_step`). Consumption stops at the deadline
+        whatever is still waiting then (a flush not yet served, a handler still busy)."""
         self._stop_asking()
-        lane, errand = self._lane, self._errand
-        assert lane is not None and errand is not None
+        lane = self._lane
+        assert lane is not None
+        left = deadline.remaining()
+        if left is not None:
+            ref = weakref.ref(self)
+            self._owned.drain_timer = self._core.call_later(left, _weak(ref, "stop"))
+        errand = Errands.of(self._core).lane(f"{lane.name}-drain")
 
         def flush() -> None:
             try:

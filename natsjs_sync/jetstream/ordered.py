@@ -143,7 +143,12 @@ class OrderedConsumer:
         # Failed re-creations in a row, across calls: a heal has a budget of its own
         # (a few seconds), and max_reset_attempts counts what its heals tried together.
         self._failures = 0
-        self._cancel = threading.Event()
+        # The read that owns the current consumer (an iteration, or a one-shot read).
+        # A read's stop cancels that read alone and deletes the consumer only while it
+        # still owns it: an earlier iteration released late (collected on the timer
+        # thread, or stopped after the next began) leaves the next one alone.
+        self._lock = threading.Lock()
+        self._owner: _Read | None = None
 
     # ------------------------------------------------------------------ the current consumer
 
@@ -175,7 +180,7 @@ class OrderedConsumer:
             ConsumerNotFoundError: it is gone (the next read makes a new one).
         """
         deadline = Deadline.of(timeout, self._js.timeout)
-        self._ensure(deadline)
+        self._ensure(deadline, self._owner or self._claim())
         assert self._current is not None
         return self._current.info(timeout=deadline.remaining())
 
@@ -209,20 +214,32 @@ class OrderedConsumer:
             **kwargs,
         )
 
-    def _recreate(self, deadline: Deadline | None = None) -> None:
-        """Delete the current consumer (best effort) and make the next one.
+    def _claim(self) -> _Read:
+        """A new read that owns the consumer from now on (the one before it is left alone)."""
+        read = _Read(self)
+        with self._lock:
+            self._owner = read
+        return read
+
+    def _recreate(self, deadline: Deadline | None, read: _Read) -> None:
+        """Delete the current consumer (best effort) and make the next one for ``read``.
 
         Transient failures (server away, no JetStream leader yet, timeouts) are
         retried with back-off, for ever unless ``max_reset_attempts`` or the
         deadline says otherwise; a permanent one (stream deleted, bad config)
-        is raised at once.
+        is raised at once. A stop of ``read`` wins: a consumer made after it is
+        deleted at once, and :class:`~natsjs_sync.BadSubscriptionError` raised.
         """
-        old = self._current
-        self._current = None
+        with self._lock:
+            old, self._current = self._current, None
+            self._owner = read
         self._ack_prefix = "\0"
         if old is not None:
             self._discard(old.name)
+        stopped = read.stopped
         while True:
+            if stopped.is_set():
+                raise BadSubscriptionError("the ordered consumer was stopped")
             self._serial += 1
             try:
                 cons = self._js.create_consumer(self.stream, self._config(),
@@ -236,13 +253,22 @@ class OrderedConsumer:
                 wait = RECREATE_BACKOFF.delay(self._failures)
                 left = deadline.remaining() if deadline is not None else None
                 if left is not None and left <= wait:
-                    self._cancel.wait(left)  # spend the rest rather than retry in a tight loop
+                    stopped.wait(left)  # spend the rest rather than retry in a tight loop
                     made = "re-created" if old is not None else "created"
                     raise TimeoutError(f"ordered consumer could not be {made} in time: {exc}") from exc
-                if self._cancel.wait(wait):  # back-off, cut short by stop()
+                if stopped.wait(wait):  # back-off, cut short by a stop
                     raise BadSubscriptionError("the ordered consumer was stopped") from exc
                 continue
-            self._current = cons
+            # Under the lock with release(): either the stop sees the new consumer and
+            # deletes it, or this sees the stop and does; never neither (a leak until
+            # inactive_threshold).
+            with self._lock:
+                kept = not stopped.is_set()
+                if kept:
+                    self._current = cons
+            if not kept:
+                self._discard(cons.name)
+                raise BadSubscriptionError("the ordered consumer was stopped")
             self._failures = 0
             self._ack_prefix = f"$JS.ACK.{self.stream}.{cons.name}"
             self._consumer_seq = 0
@@ -252,9 +278,22 @@ class OrderedConsumer:
                                              self.stream, self._stream_seq + 1, self.resets)
             return
 
-    def _ensure(self, deadline: Deadline | None = None) -> None:
+    def _ensure(self, deadline: Deadline | None, read: _Read) -> None:
         if self._current is None:
-            self._recreate(deadline)
+            self._recreate(deadline, read)
+
+    def _release(self, read: _Read) -> None:
+        """``read`` has ended: cut its re-creation short and ask the server to delete
+        the consumer, if ``read`` still owns it (without waiting: see ``_discard``)."""
+        read.stopped.set()
+        with self._lock:
+            if self._owner is not read:
+                return  # a later read owns the consumer now
+            current, self._current = self._current, None
+            self._owner = None
+        if current is not None:
+            self._ack_prefix = "\0"
+            self._discard(current.name)
 
     def _delete(self, name: str | None) -> None:
         if name is not None:
@@ -269,8 +308,13 @@ class OrderedConsumer:
         The one rule of every clean-up an iteration makes (a stop, a reset, a
         collected key lister released on the timer thread): it is a request
         nobody waits for, as nats.go deletes from a goroutine of its own, so
-        it never holds the thread that ends the iteration. A delete that does
-        not arrive costs nothing: the consumer expires after ``inactive_threshold``.
+        it never holds the thread that ends the iteration. Made while the client
+        is reconnecting, it waits in the write buffer and goes out once the
+        connection is back (as nats.go's delete waits in its reconnect buffer).
+        One that cannot arrive (the client closed, the buffer full or off with
+        ``pending_size=0``, or written to a connection that was already dead)
+        leaves the consumer to the server's ``inactive_threshold`` (300 s by
+        default, nats.go's 5 minutes), which every ordered consumer carries.
         """
         if name is not None:
             try:
@@ -300,20 +344,6 @@ class OrderedConsumer:
         self._stream_seq = seq.stream_seq
         return "ok"
 
-    def recreate(self, deadline: Deadline | None = None) -> None:
-        """Make a new server-side consumer from the sequence after the last one delivered
-        (blocks with back-off until ``deadline``; raises when that cannot be done in time).
-        """
-        self._recreate(deadline)
-
-    def cancel(self) -> None:
-        """Stop: cut a re-creation's back-off short and ask the server to delete the
-        server-side consumer (without waiting: see ``_discard``)."""
-        self._cancel.set()
-        current, self._current = self._current, None
-        self._ack_prefix = "\0"
-        if current is not None:
-            self._discard(current.name)
 
     # ------------------------------------------------------------------ one-shot reads
 
@@ -321,10 +351,10 @@ class OrderedConsumer:
               fetch: Callable[[Consumer, float | None], MessageBatch]) -> list[Msg]:
         """One fetch on the current consumer, in order; a lost consumer is made anew
         (with back-off) and asked again while time is left."""
-        self._cancel.clear()
+        read = self._claim()
         attempt = 0
         while True:
-            self._ensure(deadline)
+            self._ensure(deadline, read)
             assert self._current is not None
             out: list[Msg] = []
             with fetch(self._current, deadline.remaining()) as batch:
@@ -333,7 +363,7 @@ class OrderedConsumer:
                     if verdict == "ok":
                         out.append(msg)
                     elif verdict == "gap":
-                        self._recreate(deadline)
+                        self._recreate(deadline, read)
                         return out
                     if len(out) >= limit:
                         return out
@@ -346,9 +376,9 @@ class OrderedConsumer:
                 left = deadline.remaining()
                 if left is not None and left <= wait:
                     return out
-                if wait and self._cancel.wait(wait):
+                if wait and read.stopped.wait(wait):
                     return out
-                self._recreate(deadline)
+                self._recreate(deadline, read)
                 continue
             if batch.error is not None:
                 raise batch.error
@@ -407,10 +437,10 @@ class OrderedConsumer:
                 context's API timeout (``JetStream.timeout``).
         """
         check_callback(error_cb, "error_cb")
-        self._cancel.clear()
-        self._ensure(Deadline(self._js.timeout))  # the first create: one API call's time
+        read = self._claim()
+        self._ensure(Deadline(self._js.timeout), read)  # the first create: one API call's time
         return MessagesContext(self, self._core, max_messages, max_bytes, expires, _heartbeat(expires, heartbeat),
-                               error_cb=error_cb, ordered=self)
+                               error_cb=error_cb, ordered=read)
 
     def consume(self, handler: Callable[[Msg], None], max_messages: int = 500, expires: float = 30.0,
                 heartbeat: float | None = None, error_cb: ErrorHandler | None = None) -> ConsumeContext:
@@ -424,10 +454,10 @@ class OrderedConsumer:
         """
         check_callback(handler, "handler")
         check_callback(error_cb, "error_cb")
-        self._cancel.clear()
-        self._ensure(Deadline(self._js.timeout))  # the first create: one API call's time
+        read = self._claim()
+        self._ensure(Deadline(self._js.timeout), read)  # the first create: one API call's time
         it = MessagesContext(self, self._core, max_messages, None, expires, _heartbeat(expires, heartbeat),
-                             error_cb=error_cb, ordered=self, handler=handler, name=f"ordered-{self.stream}")
+                             error_cb=error_cb, ordered=read, handler=handler, name=f"ordered-{self.stream}")
         return ConsumeContext(it)
 
     def delete(self) -> None:
@@ -439,6 +469,29 @@ class OrderedConsumer:
 
     def __repr__(self) -> str:
         return f"<OrderedConsumer {self.stream} at stream seq {self._stream_seq}>"
+
+
+class _Read:
+    """One read of an ordered consumer (an iteration, or a one-shot read): the
+    :class:`~natsjs_sync.jetstream.pull.OrderedHooks` of its iteration. Its stop
+    touches only what it made. Thread-safe."""
+
+    __slots__ = ("_oc", "accept", "stopped")
+
+    def __init__(self, oc: OrderedConsumer):
+        self._oc = oc
+        self.accept = oc.accept  # bound once: it runs for every message
+        self.stopped = threading.Event()  #: set once the read has ended
+
+    def recreate(self, deadline: Deadline | None = None) -> None:
+        """Make a new server-side consumer from the sequence after the last one delivered
+        (blocks with back-off until ``deadline``; raises when that cannot be done in time,
+        :class:`~natsjs_sync.BadSubscriptionError` once stopped)."""
+        self._oc._recreate(deadline, self)
+
+    def cancel(self) -> None:
+        """Stop: cut a re-creation short and delete the server-side consumer this read made."""
+        self._oc._release(self)
 
 
 #: The iterator an ordered consumer's :meth:`~OrderedConsumer.messages` returns.

@@ -120,16 +120,20 @@ class PullTarget(Protocol):
 
 
 class OrderedHooks(Protocol):
-    """How an ordered consumer steers continuous pulling."""
+    """How an ordered consumer steers continuous pulling: one per iteration (its stop
+    touches nothing a later iteration of the same ordered consumer uses)."""
 
     def accept(self, msg: Msg) -> str:
         """``"ok"`` to deliver, ``"stale"`` to drop, ``"gap"`` to start over."""
 
     def recreate(self, deadline: Deadline | None = None) -> None:
-        """Make the next consumer (blocks, with back-off; raises when it cannot be done in time)."""
+        """Make the next consumer (blocks, with back-off; raises when it cannot be done
+        in time, and :class:`~natsjs_sync.BadSubscriptionError` once cancelled, after
+        deleting a consumer made meanwhile)."""
 
     def cancel(self) -> None:
-        """Cut a re-creation's back-off short (stop)."""
+        """Stop: cut a re-creation short and ask the server to delete the consumer this
+        iteration made (never waits for the server)."""
 
 
 # ---------------------------------------------------------------------- one-shot
