@@ -527,9 +527,12 @@ class ObjectStore:
           stored one as a duplicate;
         - any other refusal: nothing points at the new chunks, they are purged.
 
-        Only the newest info of a name points at chunks, so every version an
-        attempt expected to replace is unreferenced once this info is stored,
-        except the newest another writer stored after it.
+        What a put replaced is what the attempt that was stored expected: the
+        current one's, or, when an earlier attempt that went unconfirmed was
+        stored (a duplicate answer, or this put's own info read back), what the
+        unconfirmed attempts expected. An attempt refused for a wrong last
+        sequence replaced nothing: what it expected may live on under another
+        name (a rename keeps the nuid), so its chunks are never purged here.
 
         Raises:
             TimeoutError: no attempt was confirmed in time (chunks kept: the info may
@@ -540,9 +543,8 @@ class ObjectStore:
         # The expectation of the attempts that went unconfirmed; a duplicate answer
         # means one of them was stored, and it replaced what they expected.
         unconfirmed_seq: int | None = None
-        expected_nuids: set[str] = set()  # what the attempts expected to replace (chunks only)
+        expected_nuids: set[str] = set()  # what the unconfirmed attempts expected to replace (chunks only)
         while True:
-            expected_nuids |= _chunk_nuids(existing)
             attempt = _meta_attempt(deadline)
             if unconfirmed is not None and attempt is None:
                 self._left_behind(info, expected_nuids)
@@ -550,11 +552,13 @@ class ObjectStore:
             try:
                 ack = self._publish_meta(info, attempt or deadline, msg_id=nuid,
                                          expected_last_subject_seq=existing_seq)
-                if ack.duplicate and unconfirmed_seq != existing_seq:
+                if not ack.duplicate:
+                    return _chunk_nuids(existing)  # no earlier attempt was stored: only this one's
+                if unconfirmed_seq != existing_seq:
                     # Stored by an attempt made before another writer's info was read:
                     # that writer's info (the newest read) replaced this one and keeps its chunks.
                     return expected_nuids - _chunk_nuids(existing)
-                return expected_nuids
+                return expected_nuids | _chunk_nuids(existing)
             except WrongLastSequenceError:
                 try:
                     existing, existing_seq = self._last_meta(name, deadline)
@@ -577,9 +581,10 @@ class ObjectStore:
                 if unconfirmed is None:
                     unconfirmed_seq = existing_seq
                 unconfirmed = exc
+                expected_nuids |= _chunk_nuids(existing)
             except NatsConnectionError as exc:
                 # Sent or not, nobody can tell now: keep the chunks the info may point at.
-                self._left_behind(info, expected_nuids)
+                self._left_behind(info, expected_nuids | _chunk_nuids(existing))
                 raise TimeoutError(f"object {name!r}: the connection failed before its info was confirmed;"
                                    f" it may be stored (chunks under nuid {nuid} are kept): {exc}") from exc
             except BaseException:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.jetstream import ObjectStore
+from natsjs_sync.jetstream import ObjectMeta, ObjectStore
 from natsjs_sync.jetstream.client_trace import ClientTrace, add_client_trace
 from natsjs_sync.jetstream.object_store import _Leftovers
 from natsjs_sync.testing import FaultProxy, NatsServer
@@ -334,3 +334,23 @@ def test_what_is_kept_for_one_object_is_bounded() -> None:
     assert len(kept.of(key)) == _Leftovers.MAX_PER_OBJECT
     kept.settled(key, {"nuid0000"})
     assert len(kept.of(key)) == _Leftovers.MAX_PER_OBJECT - 1
+
+
+def test_a_put_does_not_purge_the_chunks_of_an_object_renamed_away_meanwhile(rig: Rig) -> None:
+    """While a put of "doc" writes its chunks, the object is renamed to "kept": the
+    info's first attempt is refused (the name's last info changed), and the put
+    stores its info as the first of a now empty name. It replaced nothing; the old
+    code purged the version its refused attempt had expected, which "kept" still
+    points at: "kept" could no longer be read."""
+    rig.obs.put("doc", b"version one")
+    renamed = [False]
+
+    def rename_meanwhile(sent: int, size: int | None) -> None:
+        if not renamed[0]:
+            renamed[0] = True
+            rig.witness.jetstream().object_store("F").update_meta("doc", ObjectMeta(name="kept"))
+
+    rig.obs.put("doc", b"version two", progress=rename_meanwhile, timeout=10)
+    assert renamed[0]
+    assert rig.obs.get_bytes("doc", timeout=10) == b"version two"
+    assert rig.obs.get_bytes("kept", timeout=5) == b"version one"
