@@ -263,7 +263,7 @@ def test_chunks_whose_purge_after_a_replace_was_lost_go_with_the_next_put(rig: R
     one = rig.obs.put("doc", b"version one")
     cancel = _lose_the_purge_of(rig, [one.nuid])
     try:
-        rig.obs.put("doc", b"version two", timeout=1)  # stored; only its clean-up was lost
+        rig.obs.put("doc", b"version two", timeout=3)  # stored; only its clean-up was lost
     finally:
         cancel()
     _drop_what_was_held(rig)
@@ -289,7 +289,7 @@ def test_chunks_of_a_failed_put_whose_purge_was_lost_go_with_the_next_put(rig: R
     cancel = _lose_the_purge_of(rig, nuid)
     try:
         with pytest.raises(KeyboardInterrupt):
-            rig.obs.put("doc", os.urandom(300), chunk_size=100, progress=fail_after_a_stored_chunk, timeout=1)
+            rig.obs.put("doc", os.urandom(300), chunk_size=100, progress=fail_after_a_stored_chunk, timeout=3)
     finally:
         cancel()
     assert len(nuid) == 1
@@ -314,7 +314,7 @@ def test_leftovers_whose_purge_was_lost_are_not_forgotten(rig: Rig) -> None:
     _drop_what_was_held(rig)  # the info never lands: version one is the object
     cancel = _lose_the_purge_of(rig, [one.nuid])
     try:
-        rig.obs.put("doc", b"version three", timeout=1)
+        rig.obs.put("doc", b"version three", timeout=3)
     finally:
         cancel()
     _drop_what_was_held(rig)
