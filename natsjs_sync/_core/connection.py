@@ -526,14 +526,16 @@ class Connection:
         with self.lock:
             if machine.state is not _CONNECTED:
                 self.check_writable(len(frame))
+            at = len(writer.buffer)  # this frame goes here, or after plain publishes appended meanwhile
             writer.buffer += frame
             outlet = writer.outlet
             outlet.out_msgs += 1
             outlet.out_bytes += size
             if now:
-                mine = writer.mark_locked()
-                if waiter is not None:
-                    waiter.end = mine
+                if waiter is None:
+                    mine = writer.mark_locked()
+                else:
+                    mine = waiter.end = writer.end_of_locked(frame, at)
                 claimed = writer.claim_locked()
                 # A request whose bytes another thread is sending: that thread
                 # sends them before it lets go of the send lock, so there is

@@ -172,6 +172,24 @@ class Writer:
             return self.taken + len(self.buffer) - self._front + sum(n for _, n in self._holes)
         return self.taken + len(self.buffer)
 
+    def end_of_locked(self, frame: bytes, at: int) -> int:
+        """Lock held, ``frame`` just buffered at position ``at`` or later: the stream
+        offset past it, exactly (what :meth:`withdraw_locked` needs).
+
+        While connected, plain publishes append without the lock: one may come
+        between reading ``at`` and this frame's append, or after it, before this
+        is called, and :meth:`mark_locked` would then point past the frame. A
+        request's frame holds its own reply subject, so the first copy from
+        ``at`` on is this one.
+        """
+        buffer = self.buffer
+        if not buffer.startswith(frame, at):
+            found = buffer.find(frame, at)
+            at = found if found >= 0 else len(buffer) - len(frame)
+        # Every withdrawn frame (a hole) was buffered before this one; what was put in
+        # front holds no offsets.
+        return self.taken - self._front + sum(n for _, n in self._holes) + at + len(frame)
+
     def prepend_locked(self, data: bytes) -> None:
         """Lock held: put ``data`` in front of everything buffered (a reconnect's
         subscriptions). It takes no stream offsets: those of the buffered frames stay."""

@@ -35,6 +35,7 @@ from ..errors import (
     BucketNotFoundError,
     DigestMismatchError,
     InvalidObjectNameError,
+    JetStreamError,
     MsgNotFoundError,
     NatsConnectionError,
     NatsError,
@@ -292,17 +293,29 @@ class _Leftovers:
     previous version: both versions' chunks are kept. The next put (or delete)
     of that object on the same client that is confirmed is newer than both, so
     it purges them (:meth:`ObjectStore.put`): a retry leaves nothing behind.
+    Chunks nothing points at whose purge went unanswered (lost with the
+    connection, withdrawn, timed out) are kept here too, for that next put or
+    delete to purge again; a nuid leaves once the server answers its purge.
     """
 
     KEY = "natsjs_sync.jetstream.object_store.leftovers"
+    #: The most nuids kept for one object. Each confirmed put of it asks for all of
+    #: them to be purged; where purges are never answered (the client may not purge)
+    #: the set would grow by one a put, and so would every put's requests.
+    MAX_PER_OBJECT = 32
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_object: dict[tuple[str, str, str], set[str]] = {}
 
     def add(self, key: tuple[str, str, str], nuids: set[str]) -> None:
+        """Keep ``nuids`` for ``key``, up to :attr:`MAX_PER_OBJECT` (the rest stay logged only)."""
         with self._lock:
-            self._by_object.setdefault(key, set()).update(nuids)
+            kept = self._by_object.setdefault(key, set())
+            for nuid in sorted(nuids):
+                if len(kept) >= self.MAX_PER_OBJECT:
+                    break
+                kept.add(nuid)
 
     def of(self, key: tuple[str, str, str]) -> set[str]:
         """The nuids left behind for ``key`` (a copy)."""
@@ -394,11 +407,16 @@ class ObjectStore:
         return self._js.publish(self._meta_subject(info.name), data, headers={"Nats-Rollup": "sub"},
                                 timeout=timeout, **options)
 
-    def _purge_quietly(self, subject: str, deadline: Deadline, why: str) -> None:
+    def _purge_quietly(self, subject: str, deadline: Deadline, why: str) -> bool:
         """Purge ``subject`` within what is left of ``deadline``; a failure is logged, not raised.
 
         The purge request is sent even when no time is left (it is only not
         waited for), so the server still cleans up after a put that ran out of time.
+
+        Returns:
+            True when the server answered: it purged, or refused (asking again
+            would be refused again); False when it may not have happened
+            (unanswered, withdrawn, lost with the connection).
         """
         try:
             try:
@@ -413,6 +431,19 @@ class ObjectStore:
         except NatsError as exc:
             self._js._core.logs.to(_log).warning("object store %s: %s (%s) may be left behind: %s", self.bucket,
                                                  subject, why, exc)
+            return isinstance(exc, JetStreamError)
+        return True
+
+    def _purge_chunks_of(self, name: str, nuid: str, deadline: Deadline, why: str) -> None:
+        """Purge the chunks under ``nuid``, which nothing points at (any more); a failure
+        is logged, and when the server did not answer the nuid is kept for the next
+        put or delete of ``name`` that is confirmed to purge again (:class:`_Leftovers`):
+        a purge lost with the connection or left unanswered left them in the bucket for ever."""
+        key = self._object_key(name)
+        if self._purge_quietly(f"$O.{self.bucket}.C.{nuid}", deadline, why):
+            self._leftovers.settled(key, {nuid})
+        else:
+            self._leftovers.add(key, {nuid})
 
     # ------------------------------------------------------------------ put
 
@@ -464,7 +495,7 @@ class ObjectStore:
             sent, chunks, digest = self._put_chunks(chunk_subject, source, size, total, progress, deadline)
         except BaseException as exc:
             # No info points at the new chunks yet: they go, whatever went wrong.
-            self._purge_quietly(chunk_subject, deadline, f"chunks of a failed put of {name!r}")
+            self._purge_chunks_of(name, nuid, deadline, f"chunks of a failed put of {name!r}")
             if isinstance(exc, builtins.TimeoutError):
                 # Ours or the bare one of a chunk's future (concurrent.futures): the
                 # caller gets ours, naming the object.
@@ -482,7 +513,6 @@ class ObjectStore:
         # A failed clean-up is logged, never raised (a caller told "failed" would put
         # again what is already stored).
         self._purge_chunks(name, (unreferenced | leftovers) - {nuid}, deadline)
-        self._leftovers.settled(self._object_key(name), leftovers)
         return info.replace(mtime=datetime.datetime.now(datetime.timezone.utc))
 
     def _object_key(self, name: str) -> tuple[str, str, str]:
@@ -490,7 +520,7 @@ class ObjectStore:
 
     def _purge_chunks(self, name: str, nuids: Iterable[str], deadline: Deadline) -> None:
         for old in sorted(nuids):
-            self._purge_quietly(f"$O.{self.bucket}.C.{old}", deadline, f"chunks of an older version of {name!r}")
+            self._purge_chunks_of(name, old, deadline, f"chunks of an older version of {name!r}")
 
     def _left_behind(self, info: ObjectInfo, nuids: set[str]) -> None:
         """A put whose info went unconfirmed: its chunks, and those of the versions its
@@ -513,9 +543,12 @@ class ObjectStore:
           stored one as a duplicate;
         - any other refusal: nothing points at the new chunks, they are purged.
 
-        Only the newest info of a name points at chunks, so every version an
-        attempt expected to replace is unreferenced once this info is stored,
-        except the newest another writer stored after it.
+        What a put replaced is what the attempt that was stored expected: the
+        current one's, or, when an earlier attempt that went unconfirmed was
+        stored (a duplicate answer, or this put's own info read back), what the
+        unconfirmed attempts expected. An attempt refused for a wrong last
+        sequence replaced nothing: what it expected may live on under another
+        name (a rename keeps the nuid), so its chunks are never purged here.
 
         Raises:
             TimeoutError: no attempt was confirmed in time (chunks kept: the info may
@@ -526,9 +559,8 @@ class ObjectStore:
         # The expectation of the attempts that went unconfirmed; a duplicate answer
         # means one of them was stored, and it replaced what they expected.
         unconfirmed_seq: int | None = None
-        expected_nuids: set[str] = set()  # what the attempts expected to replace (chunks only)
+        expected_nuids: set[str] = set()  # what the unconfirmed attempts expected to replace (chunks only)
         while True:
-            expected_nuids |= _chunk_nuids(existing)
             attempt = _meta_attempt(deadline)
             if unconfirmed is not None and attempt is None:
                 self._left_behind(info, expected_nuids)
@@ -536,11 +568,13 @@ class ObjectStore:
             try:
                 ack = self._publish_meta(info, attempt or deadline, msg_id=nuid,
                                          expected_last_subject_seq=existing_seq)
-                if ack.duplicate and unconfirmed_seq != existing_seq:
+                if not ack.duplicate:
+                    return _chunk_nuids(existing)  # no earlier attempt was stored: only this one's
+                if unconfirmed_seq != existing_seq:
                     # Stored by an attempt made before another writer's info was read:
                     # that writer's info (the newest read) replaced this one and keeps its chunks.
                     return expected_nuids - _chunk_nuids(existing)
-                return expected_nuids
+                return expected_nuids | _chunk_nuids(existing)
             except WrongLastSequenceError:
                 try:
                     existing, existing_seq = self._last_meta(name, deadline)
@@ -563,9 +597,10 @@ class ObjectStore:
                 if unconfirmed is None:
                     unconfirmed_seq = existing_seq
                 unconfirmed = exc
+                expected_nuids |= _chunk_nuids(existing)
             except NatsConnectionError as exc:
                 # Sent or not, nobody can tell now: keep the chunks the info may point at.
-                self._left_behind(info, expected_nuids)
+                self._left_behind(info, expected_nuids | _chunk_nuids(existing))
                 raise TimeoutError(f"object {name!r}: the connection failed before its info was confirmed;"
                                    f" it may be stored (chunks under nuid {nuid} are kept): {exc}") from exc
             except BaseException:
@@ -580,7 +615,7 @@ class ObjectStore:
         if unconfirmed is not None:
             self._left_behind(info, expected_nuids)
             return True
-        self._purge_quietly(f"$O.{self.bucket}.C.{info.nuid}", deadline, f"chunks of a failed put of {info.name!r}")
+        self._purge_chunks_of(info.name, info.nuid, deadline, f"chunks of a failed put of {info.name!r}")
         return False
 
     def _put_chunks(self, subject: str, source: Callable[[int], bytes], size: int, total: int | None,
@@ -712,14 +747,19 @@ class ObjectStore:
         info = self.get_info(name, show_deleted=True, timeout=timeout)
         if info.deleted:
             if info.nuid:
-                self._purge_quietly(f"$O.{self.bucket}.C.{info.nuid}", timeout,
-                                    "the chunks of a deleted object")
+                self._purge_chunks_of(name, info.nuid, timeout, "the chunks of a deleted object")
             raise ObjectDeletedError(f"object {name!r} was deleted from bucket {self.bucket!r} already")
         leftovers = self._leftovers.of(self._object_key(name))
         self._publish_meta(info.replace(deleted=True, size=0, chunks=0, digest=None), timeout)
-        self._stream.purge(subject=f"$O.{self.bucket}.C.{info.nuid}", timeout=timeout)
+        try:
+            self._stream.purge(subject=f"$O.{self.bucket}.C.{info.nuid}", timeout=timeout)
+        except NatsError as exc:
+            if not isinstance(exc, JetStreamError):
+                # Unanswered, and the marker is stored: a later put of the name reads
+                # no chunks from it, so it purges them from what is remembered here.
+                self._leftovers.add(self._object_key(name), {info.nuid})
+            raise
         self._purge_chunks(name, leftovers - {info.nuid}, timeout)  # older than the marker, as after a put
-        self._leftovers.settled(self._object_key(name), leftovers)
 
     def add_link(self, name: str, target: ObjectInfo, timeout: TimeoutArg = USE_DEFAULT) -> ObjectInfo:
         """A link called ``name`` to the object ``target`` (here or in another bucket)."""

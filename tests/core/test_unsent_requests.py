@@ -11,8 +11,10 @@ the caller had been told it failed, and a retry without msg_id stored it twice.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -283,6 +285,70 @@ def test_requests_during_a_blackhole_do_not_pile_up_and_the_client_works_after_i
                 t.join(BOUND)
 
 
+def test_a_request_is_withdrawn_though_a_publish_was_appended_right_behind_it(
+        proxy: FaultProxy, witness: nats.Client) -> None:
+    """A plain publish appends without the connection's lock while connected: one
+    appended between a request's own append and the reading of where that frame
+    ends made the request's end offset point past its frame. At the deadline
+    the withdrawal then found other bytes there and gave up: the request raised
+    a plain TimeoutError and stayed in the buffer, to be sent after its deadline.
+    The interleaving is forced: the requesting thread stops (a profile hook) at
+    its first call after its append, until another thread's publish is in the buffer."""
+    big = bytes(range(256)) * (48 * 1024 * 1024 // 256)  # more than every buffer on the way
+    requests = witness.subscribe("wd.req")
+    witness.flush(timeout=5)
+    nc = _client(proxy, write_timeout=60.0)
+    publisher = requester = None
+    outcome: list[BaseException | nats.Msg] = []
+    try:
+        nc.publish("wd.big", b"")  # known subjects: these publishes take the lock-free path
+        nc.publish("wd.noise", b"before")
+        nc.flush(timeout=5)
+        proxy.stop_reading()
+        publisher = threading.Thread(target=nc.publish, args=("wd.big", big), name="test-big-publisher")
+        publisher.start()  # its write stalls and holds the send lock: the request stays buffered
+        assert wait_until(lambda: nc.stats.out_bytes >= len(big) and nc.pending_data_size == 0, timeout=BOUND)
+        published = nc.stats.out_msgs
+        noise: list[threading.Thread] = []
+
+        def publish_in_between(frame: FrameType, event: str, arg: object) -> None:
+            # The first call the requesting thread makes once its frame is buffered and
+            # counted: the one that reads where the frame ends.
+            if event == "call" and nc.stats.out_msgs > published and not noise:
+                sys.setprofile(None)
+                t = threading.Thread(target=nc.publish, args=("wd.noise", b"in between"), name="test-noise")
+                noise.append(t)
+                t.start()  # it appends, then waits for the lock this thread holds to wake the flusher
+                assert wait_until(lambda: nc.stats.out_msgs >= published + 2, timeout=BOUND)
+
+        def ask() -> None:
+            sys.setprofile(publish_in_between)
+            try:
+                outcome.append(nc.request("wd.req", b"withdrawn", timeout=0.5))
+            except BaseException as exc:  # what it was is the point of the test
+                outcome.append(exc)
+            finally:
+                sys.setprofile(None)
+
+        requester = threading.Thread(target=ask, name="test-requester")
+        requester.start()
+        requester.join(BOUND)
+        assert noise, "the hook never ran"
+        noise[0].join(BOUND)
+        assert len(outcome) == 1 and isinstance(outcome[0], NotSentError), outcome
+        proxy.heal()
+        nc.flush(timeout=30)
+        witness.flush(timeout=5)
+        assert requests.pending_msgs == 0 and requests.delivered == 0, "the timed-out request was sent after all"
+        assert nc.is_connected and nc.stats.reconnects == 0
+    finally:
+        proxy.heal()
+        nc.close()
+        for t in (publisher, requester):
+            if t is not None:
+                t.join(BOUND)
+
+
 # ---------------------------------------------------------------------- no server: the offsets
 
 
@@ -297,10 +363,10 @@ _OPS = st.lists(st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(_OPS)
 def test_a_withdrawal_takes_out_exactly_its_frame(ops: list[tuple[str, int]]) -> None:
-    """Frames appended, frames withdrawn anywhere, bytes put in front (a reconnect's
-    subscriptions) and takes, in any order: what the writes take is exactly what
-    was buffered minus what was withdrawn, in order, and a frame already taken is
-    never withdrawn."""
+    """Frames appended (some followed at once by another thread's publish), frames
+    withdrawn anywhere, bytes put in front (a reconnect's subscriptions) and takes,
+    in any order: what the writes take is exactly what was buffered minus what was
+    withdrawn, in order, and a frame already taken is never withdrawn."""
     writer = Connection(ConnectOptions.build("nats://mem:4222")).writer  # nothing started: no thread
     model: list[bytes] = []  # what is buffered, in order
     frames: list[tuple[bytes, int]] = []  # every appended frame and its end offset
@@ -311,10 +377,17 @@ def test_a_withdrawal_takes_out_exactly_its_frame(ops: list[tuple[str, int]]) ->
         with writer.lock:
             if op == "append":
                 frame = b"PUB f%d %d\r\n%b\r\n" % (n, arg, bytes([65 + n % 26]) * arg)
+                at = len(writer.buffer)
                 writer.buffer += frame
                 appended += len(frame)
-                frames.append((frame, writer.mark_locked()))
                 model.append(frame)
+                if arg % 3 == 0:
+                    # A plain publish appended (without the lock) before the end is read.
+                    noise = b"PUB n%d 0\r\n\r\n" % n
+                    writer.buffer += noise
+                    appended += len(noise)
+                    model.append(noise)
+                frames.append((frame, writer.end_of_locked(frame, at)))
             elif op == "prepend":
                 front = b"SUB p%d %d\r\n" % (n, arg)
                 writer.prepend_locked(front)

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.jetstream import ObjectStore
+from natsjs_sync.jetstream import ObjectMeta, ObjectStore
+from natsjs_sync.jetstream.client_trace import ClientTrace, add_client_trace
+from natsjs_sync.jetstream.object_store import _Leftovers
 from natsjs_sync.testing import FaultProxy, NatsServer
 
 from ..conftest import wait_until
@@ -228,3 +230,127 @@ def test_a_failed_purge_of_the_old_chunks_does_not_fail_a_stored_put() -> None:
             assert obs.get_info("doc").nuid == info.nuid
     finally:
         server.close()
+
+
+def _chunk_subjects(rig: Rig) -> dict[str, int]:
+    info = rig.witness.jetstream().stream("OBJ_F").info(subjects_filter="$O.F.C.>")
+    return dict(info.state.subjects or {})
+
+
+def _lose_the_purge_of(rig: Rig, nuid: list[str]) -> Callable[[], None]:
+    """A client trace that holds (blackholes) the connection as the purge of the chunks
+    under ``nuid[0]`` goes out; returns the trace's cancel."""
+
+    def sent(subject: str, payload: bytes) -> None:
+        if subject.startswith("$JS.API.STREAM.PURGE.") and nuid and nuid[0].encode() in payload:
+            rig.proxy.blackhole()
+
+    return add_client_trace(ClientTrace(request_sent=sent)).cancel
+
+
+def _drop_what_was_held(rig: Rig) -> None:
+    before = rig.nc.stats.reconnects
+    rig.proxy.cut()  # what was held goes with the connection: it never reaches the server
+    rig.proxy.heal()
+    assert wait_until(lambda: rig.nc.stats.reconnects > before and rig.nc.is_connected, timeout=15)
+
+
+def test_chunks_whose_purge_after_a_replace_was_lost_go_with_the_next_put(rig: Rig) -> None:
+    """The purge of the replaced version's chunks is lost with the connection: the
+    put succeeded and says so, and the next put of the name that is confirmed purges
+    them. The old code logged them as "may be left behind" and forgot them: version
+    one's chunk stayed in the bucket for ever."""
+    one = rig.obs.put("doc", b"version one")
+    cancel = _lose_the_purge_of(rig, [one.nuid])
+    try:
+        rig.obs.put("doc", b"version two", timeout=3)  # stored; only its clean-up was lost
+    finally:
+        cancel()
+    _drop_what_was_held(rig)
+    assert f"$O.F.C.{one.nuid}" in _chunk_subjects(rig)
+    three = rig.obs.put("doc", b"version three", timeout=10)
+    assert rig.obs.get_bytes("doc", timeout=10) == b"version three"
+    assert _chunk_subjects(rig) == {f"$O.F.C.{three.nuid}": 1}, "chunks of an older version were left behind"
+
+
+def test_chunks_of_a_failed_put_whose_purge_was_lost_go_with_the_next_put(rig: Rig) -> None:
+    """A put fails after a chunk was stored and the purge of its chunks is lost:
+    the next put of the name that is confirmed purges them (the old code never did)."""
+    rig.obs.put("doc", b"version one")
+    nuid: list[str] = []
+    stored = rig.messages()
+
+    def fail_after_a_stored_chunk(sent: int, size: int | None) -> None:
+        assert wait_until(lambda: rig.messages() > stored, timeout=10)
+        nuid.extend(s.split(".")[-1] for s in _chunk_subjects(rig) if s.split(".")[-1] not in seen)
+        raise KeyboardInterrupt  # the caller gives up: a BaseException, as from a signal
+
+    seen = {s.split(".")[-1] for s in _chunk_subjects(rig)}
+    cancel = _lose_the_purge_of(rig, nuid)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rig.obs.put("doc", os.urandom(300), chunk_size=100, progress=fail_after_a_stored_chunk, timeout=3)
+    finally:
+        cancel()
+    assert len(nuid) == 1
+    _drop_what_was_held(rig)
+    assert f"$O.F.C.{nuid[0]}" in _chunk_subjects(rig)
+    three = rig.obs.put("doc", b"version three", timeout=10)
+    assert _chunk_subjects(rig) == {f"$O.F.C.{three.nuid}": 1}, "chunks of the failed put were left behind"
+
+
+def test_leftovers_whose_purge_was_lost_are_not_forgotten(rig: Rig) -> None:
+    """A put's info goes unconfirmed (both versions' chunks are kept); the next put is
+    confirmed but the purge of those chunks is lost: the put after it purges them.
+    The old code counted them purged once the purge was tried."""
+    one = rig.obs.put("doc", b"version one")
+    second = os.urandom(1000)
+
+    def hold_the_info() -> None:
+        rig.proxy.blackhole("to_server")
+
+    with pytest.raises(nats.TimeoutError, match="may still be stored"):
+        rig.obs.put("doc", second, progress=_after_last_chunk_acked(rig, len(second), hold_the_info), timeout=3)
+    _drop_what_was_held(rig)  # the info never lands: version one is the object
+    cancel = _lose_the_purge_of(rig, [one.nuid])
+    try:
+        rig.obs.put("doc", b"version three", timeout=3)
+    finally:
+        cancel()
+    _drop_what_was_held(rig)
+    assert f"$O.F.C.{one.nuid}" in _chunk_subjects(rig)
+    four = rig.obs.put("doc", b"version four", timeout=10)
+    assert wait_until(lambda: _chunk_subjects(rig) == {f"$O.F.C.{four.nuid}": 1}, timeout=10), \
+        f"chunks left behind: {_chunk_subjects(rig)}"
+
+
+def test_what_is_kept_for_one_object_is_bounded() -> None:
+    """Where purges are never answered (the client may not purge), each put would
+    keep one more nuid and ask for all of them to be purged on every later put."""
+    kept = _Leftovers()
+    key = ("$JS.API", "OBJ_F", "doc")
+    for i in range(3 * _Leftovers.MAX_PER_OBJECT):
+        kept.add(key, {f"nuid{i:04d}"})
+    assert len(kept.of(key)) == _Leftovers.MAX_PER_OBJECT
+    kept.settled(key, {"nuid0000"})
+    assert len(kept.of(key)) == _Leftovers.MAX_PER_OBJECT - 1
+
+
+def test_a_put_does_not_purge_the_chunks_of_an_object_renamed_away_meanwhile(rig: Rig) -> None:
+    """While a put of "doc" writes its chunks, the object is renamed to "kept": the
+    info's first attempt is refused (the name's last info changed), and the put
+    stores its info as the first of a now empty name. It replaced nothing; the old
+    code purged the version its refused attempt had expected, which "kept" still
+    points at: "kept" could no longer be read."""
+    rig.obs.put("doc", b"version one")
+    renamed = [False]
+
+    def rename_meanwhile(sent: int, size: int | None) -> None:
+        if not renamed[0]:
+            renamed[0] = True
+            rig.witness.jetstream().object_store("F").update_meta("doc", ObjectMeta(name="kept"))
+
+    rig.obs.put("doc", b"version two", progress=rename_meanwhile, timeout=10)
+    assert renamed[0]
+    assert rig.obs.get_bytes("doc", timeout=10) == b"version two"
+    assert rig.obs.get_bytes("kept", timeout=5) == b"version one"
