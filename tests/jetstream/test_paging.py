@@ -83,3 +83,50 @@ def test_a_range_read_gives_every_stored_row_once_when_the_server_cuts_its_pages
     assert js.stream(name).info().state.consumer_count == 0  # nothing left behind
     assert "Slow Consumer" not in small_pending_server.read_log()
     js.delete_stream(name)
+
+
+def _keys_stream(js: JetStream, keys: int) -> tuple[str, int]:
+    """A stream of one ``BODY``-byte message on each of ``<name>.k<i>`` (more than a page holds); returns
+    its name and its last sequence."""
+    name = "ML" + next_nuid()[-10:]
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=True, storage="memory")
+    for i in range(keys):
+        js.publish_async(f"{name}.k{i}", i.to_bytes(4, "big") * (BODY // 4))
+    js.publish_async_complete(timeout=60)
+    return name, keys
+
+
+@pytest.mark.server("2.11")
+@pytest.mark.parametrize("batch", [None, 100], ids=["server's limit", "batch of 100"])
+def test_the_newest_message_of_many_subjects_is_given_for_every_subject_when_the_server_cuts_its_answer(
+        small_pending_server: NatsServer, small_js: JetStream, batch: int | None) -> None:
+    """600 subjects of 3,000 bytes: 1.8 MB, past the server's 1 MiB ``max_pending``. Each answer is cut,
+    and a write made meanwhile does not change what is given (the first answer's ``up_to_seq`` holds)."""
+    js = small_js
+    name, last = _keys_stream(js, 600)
+    st = js.stream(name)
+    got = []
+    for raw in st.direct_get_last_for_subjects([f"{name}.>"], batch=batch, timeout=30):
+        if not got:
+            js.publish(f"{name}.k599", b"newer")  # after up_to_seq: not given
+        got.append((raw.seq, raw.subject, raw.data))
+    assert [seq for seq, _, _ in got] == list(range(1, last + 1))
+    assert all(subject == f"{name}.k{seq - 1}" and data == (seq - 1).to_bytes(4, "big") * (BODY // 4)
+               for seq, subject, data in got)
+    assert "Slow Consumer" not in small_pending_server.read_log()
+    js.delete_stream(name)
+
+
+@pytest.mark.server("2.11")
+def test_a_batched_direct_get_past_the_servers_limit_gives_the_whole_batch(
+        small_pending_server: NatsServer, small_js: JetStream) -> None:
+    js = small_js
+    name, _ = _keys_stream(js, 600)
+    st = js.stream(name)
+    assert [m.seq for m in st.direct_get_batch(seq=3, batch=550, timeout=30)] == list(range(3, 553))
+    assert [m.seq for m in st.direct_get_batch(seq=590, batch=550, subject=f"{name}.*", timeout=30)] == list(
+        range(590, 601))  # fewer stored: what there is
+    # With max_bytes: one answer, what the server sends before that many bytes (and the message crossing it).
+    assert [m.seq for m in st.direct_get_batch(seq=1, batch=550, max_bytes=2 * BODY, timeout=30)] == [1, 2]
+    assert "Slow Consumer" not in small_pending_server.read_log()
+    js.delete_stream(name)
