@@ -175,10 +175,18 @@ def page_bytes(core: CoreLink) -> int:
 
 
 def pull_bytes(core: CoreLink) -> int:
-    """The bytes one pull of a range read through a consumer asks for: :func:`page_bytes`, plus room
-    for the subject and reply subject the server counts with each message, so that any message the
-    stream holds fits in one pull (a pull too small for the next message would end with nothing)."""
-    return page_bytes(core) + 2 * _CONTROL_LINE
+    """The bytes one pull through a consumer asks for: the server's ``max_payload`` (8 MiB when
+    unknown), plus room for the subject and reply subject the server counts with each message, so
+    that any message the stream holds fits in one pull (a pull too small for the next message ends
+    with nothing, and asking again would be refused the same way for ever).
+
+    Unlike :func:`page_bytes` it is not capped at 8 MiB: a server may take messages larger than that.
+    """
+    try:
+        limit = int(core.max_payload)
+    except (TypeError, ValueError):
+        limit = 0
+    return (limit if limit > 0 else _PAGE_BYTES) + 2 * _CONTROL_LINE
 
 
 def read_range_rows(js: JetStream, stream: str, start: int = 1, end: int | None = None,
@@ -613,13 +621,19 @@ def _time_us(value: bytes) -> int:
     return (t - _EPOCH) // datetime.timedelta(microseconds=1)
 
 
-def _request_ended(hdr: bytes, reply: str | None, stream: str) -> bool:
-    """A status message of a pull: True when its request ended early (ask again), False for a heartbeat.
+def _request_ended(hdr: bytes, reply: str | None, stream: str, budget: int) -> bool:
+    """A status message of a pull of ``budget`` bytes: True when its request ended early (ask
+    again), False for a heartbeat.
 
     Raises:
+        JetStreamError: the pull took nothing, the next message being larger than a whole pull
+            (asking again would be refused the same way at once, for ever).
         NatsError: the error the status stands for (a gap when it has none).
     """
     st = classify(hdr, reply)
+    if st.too_large and st.pending_bytes >= budget:
+        raise JetStreamError(f"reading {stream!r}: the next message is larger than a pull of {budget} bytes",
+                             code=409, stream=stream)
     if st.kind in (Kind.REQUEST_ENDED, Kind.LIMIT, Kind.RESET):
         return True
     if st.kind is Kind.HEARTBEAT:
@@ -715,7 +729,7 @@ def _pulled(core: CoreLink, js: JetStream, stream: str, start: int, end: int, su
             for msg in _take(cond, box, wait, f"reading {stream!r} from {start}"):
                 hdr = msg.raw_headers
                 if hdr is not None and hdr[8:9] == b" ":  # a status line: the server speaking
-                    if _request_ended(hdr, msg.reply, stream):
+                    if _request_ended(hdr, msg.reply, stream, budget):
                         served = served_bytes = 0
                         core.publish(subject, body, reply=inbox)  # the pull ended early: ask again
                     continue

@@ -130,3 +130,33 @@ def test_a_batched_direct_get_past_the_servers_limit_gives_the_whole_batch(
     assert [m.seq for m in st.direct_get_batch(seq=1, batch=550, max_bytes=2 * BODY, timeout=30)] == [1, 2]
     assert "Slow Consumer" not in small_pending_server.read_log()
     js.delete_stream(name)
+
+
+def test_a_message_larger_than_8_mib_is_read_through_a_consumer_and_watched() -> None:
+    """A server taking 16 MiB messages: a pull is sized to hold any message it stores (a pull too small
+    for the next message is answered at once with 409 and nothing else; asking again spun for ever)."""
+    import threading
+
+    big = b"y" * (10 * 1024 * 1024)
+    with NatsServer(config={"max_payload": 16 * 1024 * 1024}) as server, \
+            nats.connect(server.url, name="paging-big") as nc:
+        js = nc.jetstream()
+        name = "BIG" + next_nuid()[-8:]
+        js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=False, storage="memory")
+        for data in (b"a", big, b"c"):
+            js.publish(f"{name}.x", data)
+        kv = js.create_key_value(bucket="BIG" + next_nuid()[-8:])
+        kv.put("k", big)
+        got: list[object] = []
+
+        def read() -> None:
+            got.append([row[4] for row in read_range_rows(js, name, 1, 3, timeout=10, retry_timeout=0,
+                                                          direct=False)])
+            with kv.watch_all() as w:
+                entry = w.next(timeout=10)
+                got.append(entry.value if entry is not None else None)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(60)  # a bound, not a wait: the read takes a fraction of a second
+        assert got == [[b"a", big, b"c"], big]
