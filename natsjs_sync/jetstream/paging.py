@@ -689,6 +689,18 @@ def _read_pulled(js: JetStream, stream: str, start: int, end: int, subjects: lis
         _delete_consumer(js, stream, made, wait)
 
 
+def _drained(js: JetStream, stream: str, consumer: str, received: int, wait: float) -> bool:
+    """Has a range read's consumer nothing left to give (asked when a pull ended, or idled, with nothing)?
+
+    The rest of the range may be gone: purged, deleted or expired after the
+    last message came, which said more were pending. Nothing can be added at
+    or before the range's end, so a consumer with none pending that has
+    delivered only the ``received`` messages (none still on the way) is done.
+    """
+    info = js.consumer(stream, consumer, timeout=wait).cached_info
+    return info.num_pending == 0 and info.delivered.consumer_seq <= received
+
+
 def _delete_consumer(js: JetStream, stream: str, made: list[str], wait: float) -> None:
     """Delete the read's consumer and wait for the answer (the task's end must not leave it behind)."""
     if made:
@@ -710,6 +722,9 @@ def _pulled(core: CoreLink, js: JetStream, stream: str, start: int, end: int, su
     as a slow consumer. The next pull goes out when the server ended the last
     one (a status), or when it has sent the pull's messages or bytes (counted
     as the server counts them, which ends such a pull without a status).
+    A pull that ends or idles with nothing asks whether the consumer is
+    drained (:func:`_drained`): the rest of the range may have been removed
+    after the last message said more were pending.
     """
     try:
         consumer = js.create_consumer(
@@ -729,7 +744,10 @@ def _pulled(core: CoreLink, js: JetStream, stream: str, start: int, end: int, su
             for msg in _take(cond, box, wait, f"reading {stream!r} from {start}"):
                 hdr = msg.raw_headers
                 if hdr is not None and hdr[8:9] == b" ":  # a status line: the server speaking
-                    if _request_ended(hdr, msg.reply, stream, budget):
+                    ended = _request_ended(hdr, msg.reply, stream, budget)
+                    if served == 0 and _drained(js, stream, made[0], expected - 1, wait):
+                        return
+                    if ended:
                         served = served_bytes = 0
                         core.publish(subject, body, reply=inbox)  # the pull ended early: ask again
                     continue

@@ -160,3 +160,24 @@ def test_a_message_larger_than_8_mib_is_read_through_a_consumer_and_watched() ->
         reader.start()
         reader.join(60)  # a bound, not a wait: the read takes a fraction of a second
         assert got == [[b"a", big, b"c"], big]
+
+
+def test_a_read_through_a_consumer_ends_when_the_rest_of_its_range_is_purged_meanwhile(
+        small_pending_server: NatsServer, small_js: JetStream) -> None:
+    """The last message received said more were pending, then they were purged: nothing can come at or
+    before the range's end any more, so the read ends (it pulled again at every expiry, for ever)."""
+    import threading
+
+    js = small_js
+    name, _ = _stream(js, allow_direct=False)
+    rows = read_range_rows(js, name, 1, ROWS, timeout=2.0, retry_timeout=0.0, direct=False)
+    first = next(rows)[1]
+    js.stream(name).purge()
+    rest: list[int] = []
+    reader = threading.Thread(target=lambda: rest.extend(row[1] for row in rows), daemon=True)
+    reader.start()
+    reader.join(30)  # a bound: the read ends at the consumer's next heartbeat
+    assert not reader.is_alive()
+    assert first == 4 and 0 < len(rest) < ROWS  # what was on its way before the purge
+    assert rest == sorted(rest)
+    js.delete_stream(name)
