@@ -94,12 +94,14 @@ if TYPE_CHECKING:
     from .context import JetStream
     from .stream_config import StreamInfo
 
-__all__ = ["ReadGap", "Row", "page_bytes", "pull_bytes", "read_range_rows", "reads_directly", "ride_out",
+__all__ = ["ReadGap", "Removed", "Row", "page_bytes", "pull_bytes", "read_range_rows", "reads_directly", "ride_out",
            "transient"]
 
 #: A row of a range: ``(subject, sequence, time in µs since the epoch, headers, data)``. The headers
 #: are None, a :class:`Headers`, or the header block as received (``bytes``, not parsed).
 Row = tuple[str, int, int, "Headers | bytes | None", bytes]
+#: Told the first sequence not yet given when messages a read was still to give were removed meanwhile.
+Removed = Callable[[int], None]
 T = TypeVar("T")
 
 _RIDE_OUT = Backoff(0.2, 2.0, jitter=0.2)
@@ -191,7 +193,8 @@ def pull_bytes(core: CoreLink) -> int:
 
 def read_range_rows(js: JetStream, stream: str, start: int = 1, end: int | None = None,
                     subjects: Sequence[str] | None = None, *, batch: int = 500, timeout: float = 10.0,
-                    retry_timeout: float = 60.0, direct: bool | None = None) -> Iterator[Row]:
+                    retry_timeout: float = 60.0, direct: bool | None = None,
+                    removed: Removed | None = None) -> Iterator[Row]:
     """The stream's messages with ``start <= seq <= end`` (to the current end when ``end``
     is None), optionally only on ``subjects``, in order, page by page (see the module).
 
@@ -209,6 +212,11 @@ def read_range_rows(js: JetStream, stream: str, start: int = 1, end: int | None 
             the stream's leader. With it and ``end``, a read makes no request to the leader
             at all (a thousand tasks asking at once queue on its JetStream API). After a
             failure the next attempt asks the leader again.
+        removed: called with the first sequence not yet given when messages the read was still to
+            give were removed while it read (a purge, deletes, expiry: the server's count of the
+            messages pending after the last one given fell by more than the messages given since,
+            or the read ended while it said some were pending). It may raise to fail the read;
+            a count lowered by the removal of messages past ``end`` calls it too.
 
     Returns:
         Rows ``(subject, seq, time in µs, headers, data)``, the message's own header
@@ -231,7 +239,7 @@ def read_range_rows(js: JetStream, stream: str, start: int = 1, end: int | None 
         try:
             if direct is None:  # after a failure: the stream may have changed (allow_direct turned off)
                 direct = ride_out(retry_timeout, lambda: reads_directly(js, js.stream(stream).cached_info))
-            for item in _attempt(js, stream, nxt, end, filters, filter_here, direct, batch, timeout):
+            for item in _attempt(js, stream, nxt, end, filters, filter_here, direct, batch, timeout, removed):
                 nxt = item[1] + 1
                 until, attempt = None, 0
                 yield item
@@ -249,14 +257,14 @@ def read_range_rows(js: JetStream, stream: str, start: int = 1, end: int | None 
 
 
 def _attempt(js: JetStream, stream: str, start: int, end: int, filters: list[str], filter_here: list[str] | None,
-             direct: bool, batch: int, wait: float) -> Iterator[Row]:
+             direct: bool, batch: int, wait: float, removed: Removed | None) -> Iterator[Row]:
     """One attempt at ``start..end``, by direct get or through a consumer."""
     if direct:
-        yield from _read_direct_subjects(js, stream, start, end, filters, batch, wait)
+        yield from _read_direct_subjects(js, stream, start, end, filters, batch, wait, removed)
     elif filter_here is None:
-        yield from _read_pulled(js, stream, start, end, filters, batch, wait)
+        yield from _read_pulled(js, stream, start, end, filters, batch, wait, removed)
     else:  # filters a consumer refuses together: read it all, keep what matches
-        for item in _read_pulled(js, stream, start, end, [], batch, wait):
+        for item in _read_pulled(js, stream, start, end, [], batch, wait, removed):
             if any(subject_matches(p, item[0]) for p in filter_here):
                 yield item
 
@@ -317,18 +325,18 @@ def _take(cond: threading.Condition, box: list[list[Msg]], wait: float, what: st
 
 
 def _read_direct_subjects(js: JetStream, stream: str, start: int, end: int, subjects: list[str], batch: int,
-                          wait: float) -> Iterator[Row]:
+                          wait: float, removed: Removed | None) -> Iterator[Row]:
     """The range by batched direct get: unfiltered, on one filter, or merged in order from several.
 
     A direct get takes one filter subject, so several are read side by side and
     merged by sequence (a message matching two filters is given once).
     """
     if len(subjects) <= 1:
-        yield from _read_direct(js, stream, start, end, subjects[0] if subjects else None, batch, wait)
+        yield from _read_direct(js, stream, start, end, subjects[0] if subjects else None, batch, wait, removed)
         return
     with contextlib.ExitStack() as stack:
         reads = [stack.enter_context(contextlib.closing(
-            _read_direct(js, stream, start, end, subject, batch, wait))) for subject in subjects]
+            _read_direct(js, stream, start, end, subject, batch, wait, removed))) for subject in subjects]
         last = start - 1
         for item in heapq.merge(*reads, key=lambda row: row[1]):
             if item[1] != last:
@@ -337,7 +345,7 @@ def _read_direct_subjects(js: JetStream, stream: str, start: int, end: int, subj
 
 
 def _read_direct(js: JetStream, stream: str, start: int, end: int, subject: str | None, batch: int,
-                 wait: float) -> Generator[Row, None, None]:
+                 wait: float, removed: Removed | None) -> Generator[Row, None, None]:
     """The range (optionally on one filter ``subject``) by batched direct get: no consumer.
 
     Each page has a reply subject of its own under one routed inbox, its
@@ -361,7 +369,7 @@ def _read_direct(js: JetStream, stream: str, start: int, end: int, subject: str 
     handle = core.route_internal(prefix + ".*", route)
     with core.releasing(handle.cancel):
         pages = _Pages(core, f"{js.api_prefix}.DIRECT.GET.{stream}", stream, subject, batch, page_bytes(core),
-                       wait, prefix, cond, box)
+                       wait, prefix, cond, box, removed)
         last = yield from pages.read(start, end)
         if last < end:  # the replica ran out first (a message past ``end`` would have shown it had all)
             after = _next_stored(js, stream, last + 1, subject, wait)
@@ -397,7 +405,8 @@ class _Pages:
     """
 
     def __init__(self, core: CoreLink, api: str, stream: str, subject: str | None, batch: int, max_bytes: int,
-                 wait: float, prefix: str, cond: threading.Condition, box: list[list[Msg]]) -> None:
+                 wait: float, prefix: str, cond: threading.Condition, box: list[list[Msg]],
+                 removed: Removed | None = None) -> None:
         self.core, self.api, self.stream, self.wait = core, api, stream, wait
         # ">" steps over deleted messages on every server (2.11.0-2.11.9 answer 404 for a plain
         # batch whose first sequence is deleted); it is what newer servers do unfiltered anyway.
@@ -408,6 +417,9 @@ class _Pages:
         self.serial = itertools.count()
         self.asks: collections.deque[_Ask] = collections.deque()  # oldest first
         self.by_reply: dict[str, _Ask] = {}
+        self.removed = removed
+        #: The server's count of messages (on the filter) after the last one given, None before the first.
+        self.pending: int | None = None
 
     def read(self, start: int, end: int) -> Generator[Row, None, int]:
         """Every page from ``start`` until ``end`` or the stream's end.
@@ -435,14 +447,22 @@ class _Pages:
                 assert hdr is not None  # _answers checked it
                 if hdr[8:9] == b" ":  # a status line: the page ended
                     if not self._more(front, hdr, last):
+                        if self.pending and self.removed is not None:  # some were pending after the last one
+                            self.removed(last + 1)
                         return last
                     break
                 front.answered += 1
-                subj, seq, ts_us, own, _ = _direct_fields(hdr, self.stream)
+                subj, seq, ts_us, own, left = _direct_fields(hdr, self.stream)
                 if seq <= last:
                     continue  # also in the window before (deleted messages made that page reach into this one)
                 if seq > end:
                     return end
+                if self.removed is not None and left is not None:
+                    # Each count is the page's own (taken when the server began it): between pages it falls
+                    # by one a message given, and by more when messages still to give were removed.
+                    if self.pending is not None and left < self.pending - 1:
+                        self.removed(last + 1)
+                    self.pending = left
                 yield subj, seq, ts_us, own, msg.data
                 last = seq
                 if seq >= end:
@@ -654,7 +674,7 @@ def _reply_sequences(reply: str, stream: str) -> tuple[int, int, int, int]:
 
 
 def _read_pulled(js: JetStream, stream: str, start: int, end: int, subjects: list[str], batch: int,
-                 wait: float) -> Iterator[Row]:
+                 wait: float, removed: Removed | None) -> Iterator[Row]:
     """The range through an ephemeral consumer whose messages are taken in bulk.
 
     The client's reader thread appends each delivered message to a list; this
@@ -685,7 +705,7 @@ def _read_pulled(js: JetStream, stream: str, start: int, end: int, subjects: lis
             core.publish(f"{js.api_prefix}.CONSUMER.DELETE.{stream}.{made.pop()}", b"", reply=core.new_inbox())
 
     with core.releasing(release):
-        yield from _pulled(core, js, stream, start, end, subjects, batch, wait, inbox, cond, box, made)
+        yield from _pulled(core, js, stream, start, end, subjects, batch, wait, inbox, cond, box, made, removed)
         _delete_consumer(js, stream, made, wait)
 
 
@@ -712,8 +732,8 @@ def _delete_consumer(js: JetStream, stream: str, made: list[str], wait: float) -
 
 
 def _pulled(core: CoreLink, js: JetStream, stream: str, start: int, end: int, subjects: list[str], batch: int,
-            wait: float, inbox: str, cond: threading.Condition, box: list[list[Msg]], made: list[str]
-            ) -> Iterator[Row]:
+            wait: float, inbox: str, cond: threading.Condition, box: list[list[Msg]], made: list[str],
+            removed: Removed | None) -> Iterator[Row]:
     """The body of :func:`_read_pulled`: creates the consumer (named in ``made``) and reads it.
 
     One pull is outstanding at a time, asking for at most ``batch`` messages
@@ -740,12 +760,15 @@ def _pulled(core: CoreLink, js: JetStream, stream: str, start: int, end: int, su
         core.publish(subject, body, reply=inbox)
         expected = 1  # the next consumer sequence
         served = served_bytes = 0  # what came since the last pull went out
+        last, left = start - 1, None  # the last sequence given and the consumer's count pending after it
         while True:
             for msg in _take(cond, box, wait, f"reading {stream!r} from {start}"):
                 hdr = msg.raw_headers
                 if hdr is not None and hdr[8:9] == b" ":  # a status line: the server speaking
                     ended = _request_ended(hdr, msg.reply, stream, budget)
                     if served == 0 and _drained(js, stream, made[0], expected - 1, wait):
+                        if left and removed is not None:  # some were pending after the last one
+                            removed(last + 1)
                         return
                     if ended:
                         served = served_bytes = 0
@@ -758,6 +781,9 @@ def _pulled(core: CoreLink, js: JetStream, stream: str, start: int, end: int, su
                 expected += 1
                 if seq > end:
                     return
+                if removed is not None and left is not None and pending < left - 1:
+                    removed(last + 1)  # the consumer's count fell by more than this message
+                last, left = seq, pending
                 yield msg.subject, seq, ts_ns // 1000, hdr, msg.data
                 if seq >= end or pending == 0:
                     return
