@@ -263,9 +263,9 @@ class Stream:
 
         Without ``max_bytes`` every message up to ``batch`` is given: the
         server ends a batch early at its byte limit, so the read asks again
-        after the last message received, each request for at most
-        :func:`~natsjs_sync.jetstream.paging.page_bytes` bytes (an answer past
-        the server's ``max_pending`` would disconnect the client as a slow
+        after the last message received, each request for at most the
+        server's ``max_payload`` bytes (8 MiB at most: an answer past the
+        server's ``max_pending`` would disconnect the client as a slow
         consumer). With ``max_bytes`` it is one request, and what the server
         sends before that many bytes is what is given.
 
