@@ -94,12 +94,14 @@ if TYPE_CHECKING:
     from .context import JetStream
     from .stream_config import StreamInfo
 
-__all__ = ["ReadGap", "Row", "page_bytes", "pull_bytes", "read_range_rows", "reads_directly", "ride_out",
+__all__ = ["ReadGap", "Removed", "Row", "page_bytes", "pull_bytes", "read_range_rows", "reads_directly", "ride_out",
            "transient"]
 
 #: A row of a range: ``(subject, sequence, time in µs since the epoch, headers, data)``. The headers
 #: are None, a :class:`Headers`, or the header block as received (``bytes``, not parsed).
 Row = tuple[str, int, int, "Headers | bytes | None", bytes]
+#: Told the first sequence not yet given when messages a read was still to give were removed meanwhile.
+Removed = Callable[[int], None]
 T = TypeVar("T")
 
 _RIDE_OUT = Backoff(0.2, 2.0, jitter=0.2)
@@ -175,15 +177,24 @@ def page_bytes(core: CoreLink) -> int:
 
 
 def pull_bytes(core: CoreLink) -> int:
-    """The bytes one pull of a range read through a consumer asks for: :func:`page_bytes`, plus room
-    for the subject and reply subject the server counts with each message, so that any message the
-    stream holds fits in one pull (a pull too small for the next message would end with nothing)."""
-    return page_bytes(core) + 2 * _CONTROL_LINE
+    """The bytes one pull through a consumer asks for: the server's ``max_payload`` (8 MiB when
+    unknown), plus room for the subject and reply subject the server counts with each message, so
+    that any message the stream holds fits in one pull (a pull too small for the next message ends
+    with nothing, and asking again would be refused the same way for ever).
+
+    Unlike :func:`page_bytes` it is not capped at 8 MiB: a server may take messages larger than that.
+    """
+    try:
+        limit = int(core.max_payload)
+    except (TypeError, ValueError):
+        limit = 0
+    return (limit if limit > 0 else _PAGE_BYTES) + 2 * _CONTROL_LINE
 
 
 def read_range_rows(js: JetStream, stream: str, start: int = 1, end: int | None = None,
                     subjects: Sequence[str] | None = None, *, batch: int = 500, timeout: float = 10.0,
-                    retry_timeout: float = 60.0, direct: bool | None = None) -> Iterator[Row]:
+                    retry_timeout: float = 60.0, direct: bool | None = None,
+                    removed: Removed | None = None) -> Iterator[Row]:
     """The stream's messages with ``start <= seq <= end`` (to the current end when ``end``
     is None), optionally only on ``subjects``, in order, page by page (see the module).
 
@@ -201,6 +212,11 @@ def read_range_rows(js: JetStream, stream: str, start: int = 1, end: int | None 
             the stream's leader. With it and ``end``, a read makes no request to the leader
             at all (a thousand tasks asking at once queue on its JetStream API). After a
             failure the next attempt asks the leader again.
+        removed: called with the first sequence not yet given when messages the read was still to
+            give were removed while it read (a purge, deletes, expiry: the server's count of the
+            messages pending after the last one given fell by more than the messages given since,
+            or the read ended while it said some were pending). It may raise to fail the read;
+            a count lowered by the removal of messages past ``end`` calls it too.
 
     Returns:
         Rows ``(subject, seq, time in µs, headers, data)``, the message's own header
@@ -223,7 +239,7 @@ def read_range_rows(js: JetStream, stream: str, start: int = 1, end: int | None 
         try:
             if direct is None:  # after a failure: the stream may have changed (allow_direct turned off)
                 direct = ride_out(retry_timeout, lambda: reads_directly(js, js.stream(stream).cached_info))
-            for item in _attempt(js, stream, nxt, end, filters, filter_here, direct, batch, timeout):
+            for item in _attempt(js, stream, nxt, end, filters, filter_here, direct, batch, timeout, removed):
                 nxt = item[1] + 1
                 until, attempt = None, 0
                 yield item
@@ -241,14 +257,14 @@ def read_range_rows(js: JetStream, stream: str, start: int = 1, end: int | None 
 
 
 def _attempt(js: JetStream, stream: str, start: int, end: int, filters: list[str], filter_here: list[str] | None,
-             direct: bool, batch: int, wait: float) -> Iterator[Row]:
+             direct: bool, batch: int, wait: float, removed: Removed | None) -> Iterator[Row]:
     """One attempt at ``start..end``, by direct get or through a consumer."""
     if direct:
-        yield from _read_direct_subjects(js, stream, start, end, filters, batch, wait)
+        yield from _read_direct_subjects(js, stream, start, end, filters, batch, wait, removed)
     elif filter_here is None:
-        yield from _read_pulled(js, stream, start, end, filters, batch, wait)
+        yield from _read_pulled(js, stream, start, end, filters, batch, wait, removed)
     else:  # filters a consumer refuses together: read it all, keep what matches
-        for item in _read_pulled(js, stream, start, end, [], batch, wait):
+        for item in _read_pulled(js, stream, start, end, [], batch, wait, removed):
             if any(subject_matches(p, item[0]) for p in filter_here):
                 yield item
 
@@ -309,18 +325,18 @@ def _take(cond: threading.Condition, box: list[list[Msg]], wait: float, what: st
 
 
 def _read_direct_subjects(js: JetStream, stream: str, start: int, end: int, subjects: list[str], batch: int,
-                          wait: float) -> Iterator[Row]:
+                          wait: float, removed: Removed | None) -> Iterator[Row]:
     """The range by batched direct get: unfiltered, on one filter, or merged in order from several.
 
     A direct get takes one filter subject, so several are read side by side and
     merged by sequence (a message matching two filters is given once).
     """
     if len(subjects) <= 1:
-        yield from _read_direct(js, stream, start, end, subjects[0] if subjects else None, batch, wait)
+        yield from _read_direct(js, stream, start, end, subjects[0] if subjects else None, batch, wait, removed)
         return
     with contextlib.ExitStack() as stack:
         reads = [stack.enter_context(contextlib.closing(
-            _read_direct(js, stream, start, end, subject, batch, wait))) for subject in subjects]
+            _read_direct(js, stream, start, end, subject, batch, wait, removed))) for subject in subjects]
         last = start - 1
         for item in heapq.merge(*reads, key=lambda row: row[1]):
             if item[1] != last:
@@ -329,7 +345,7 @@ def _read_direct_subjects(js: JetStream, stream: str, start: int, end: int, subj
 
 
 def _read_direct(js: JetStream, stream: str, start: int, end: int, subject: str | None, batch: int,
-                 wait: float) -> Generator[Row, None, None]:
+                 wait: float, removed: Removed | None) -> Generator[Row, None, None]:
     """The range (optionally on one filter ``subject``) by batched direct get: no consumer.
 
     Each page has a reply subject of its own under one routed inbox, its
@@ -353,7 +369,7 @@ def _read_direct(js: JetStream, stream: str, start: int, end: int, subject: str 
     handle = core.route_internal(prefix + ".*", route)
     with core.releasing(handle.cancel):
         pages = _Pages(core, f"{js.api_prefix}.DIRECT.GET.{stream}", stream, subject, batch, page_bytes(core),
-                       wait, prefix, cond, box)
+                       wait, prefix, cond, box, removed)
         last = yield from pages.read(start, end)
         if last < end:  # the replica ran out first (a message past ``end`` would have shown it had all)
             after = _next_stored(js, stream, last + 1, subject, wait)
@@ -389,7 +405,8 @@ class _Pages:
     """
 
     def __init__(self, core: CoreLink, api: str, stream: str, subject: str | None, batch: int, max_bytes: int,
-                 wait: float, prefix: str, cond: threading.Condition, box: list[list[Msg]]) -> None:
+                 wait: float, prefix: str, cond: threading.Condition, box: list[list[Msg]],
+                 removed: Removed | None = None) -> None:
         self.core, self.api, self.stream, self.wait = core, api, stream, wait
         # ">" steps over deleted messages on every server (2.11.0-2.11.9 answer 404 for a plain
         # batch whose first sequence is deleted); it is what newer servers do unfiltered anyway.
@@ -400,6 +417,9 @@ class _Pages:
         self.serial = itertools.count()
         self.asks: collections.deque[_Ask] = collections.deque()  # oldest first
         self.by_reply: dict[str, _Ask] = {}
+        self.removed = removed
+        #: The server's count of messages (on the filter) after the last one given, None before the first.
+        self.pending: int | None = None
 
     def read(self, start: int, end: int) -> Generator[Row, None, int]:
         """Every page from ``start`` until ``end`` or the stream's end.
@@ -427,14 +447,22 @@ class _Pages:
                 assert hdr is not None  # _answers checked it
                 if hdr[8:9] == b" ":  # a status line: the page ended
                     if not self._more(front, hdr, last):
+                        if self.pending and self.removed is not None:  # some were pending after the last one
+                            self.removed(last + 1)
                         return last
                     break
                 front.answered += 1
-                subj, seq, ts_us, own, _ = _direct_fields(hdr, self.stream)
+                subj, seq, ts_us, own, left = _direct_fields(hdr, self.stream)
                 if seq <= last:
                     continue  # also in the window before (deleted messages made that page reach into this one)
                 if seq > end:
                     return end
+                if self.removed is not None and left is not None:
+                    # Each count is the page's own (taken when the server began it): between pages it falls
+                    # by one a message given, and by more when messages still to give were removed.
+                    if self.pending is not None and left < self.pending - 1:
+                        self.removed(last + 1)
+                    self.pending = left
                 yield subj, seq, ts_us, own, msg.data
                 last = seq
                 if seq >= end:
@@ -613,13 +641,19 @@ def _time_us(value: bytes) -> int:
     return (t - _EPOCH) // datetime.timedelta(microseconds=1)
 
 
-def _request_ended(hdr: bytes, reply: str | None, stream: str) -> bool:
-    """A status message of a pull: True when its request ended early (ask again), False for a heartbeat.
+def _request_ended(hdr: bytes, reply: str | None, stream: str, budget: int) -> bool:
+    """A status message of a pull of ``budget`` bytes: True when its request ended early (ask
+    again), False for a heartbeat.
 
     Raises:
+        JetStreamError: the pull took nothing, the next message being larger than a whole pull
+            (asking again would be refused the same way at once, for ever).
         NatsError: the error the status stands for (a gap when it has none).
     """
     st = classify(hdr, reply)
+    if st.too_large and st.pending_bytes >= budget:
+        raise JetStreamError(f"reading {stream!r}: the next message is larger than a pull of {budget} bytes",
+                             code=409, stream=stream)
     if st.kind in (Kind.REQUEST_ENDED, Kind.LIMIT, Kind.RESET):
         return True
     if st.kind is Kind.HEARTBEAT:
@@ -640,7 +674,7 @@ def _reply_sequences(reply: str, stream: str) -> tuple[int, int, int, int]:
 
 
 def _read_pulled(js: JetStream, stream: str, start: int, end: int, subjects: list[str], batch: int,
-                 wait: float) -> Iterator[Row]:
+                 wait: float, removed: Removed | None) -> Iterator[Row]:
     """The range through an ephemeral consumer whose messages are taken in bulk.
 
     The client's reader thread appends each delivered message to a list; this
@@ -671,8 +705,20 @@ def _read_pulled(js: JetStream, stream: str, start: int, end: int, subjects: lis
             core.publish(f"{js.api_prefix}.CONSUMER.DELETE.{stream}.{made.pop()}", b"", reply=core.new_inbox())
 
     with core.releasing(release):
-        yield from _pulled(core, js, stream, start, end, subjects, batch, wait, inbox, cond, box, made)
+        yield from _pulled(core, js, stream, start, end, subjects, batch, wait, inbox, cond, box, made, removed)
         _delete_consumer(js, stream, made, wait)
+
+
+def _drained(js: JetStream, stream: str, consumer: str, received: int, wait: float) -> bool:
+    """Has a range read's consumer nothing left to give (asked when a pull ended, or idled, with nothing)?
+
+    The rest of the range may be gone: purged, deleted or expired after the
+    last message came, which said more were pending. Nothing can be added at
+    or before the range's end, so a consumer with none pending that has
+    delivered only the ``received`` messages (none still on the way) is done.
+    """
+    info = js.consumer(stream, consumer, timeout=wait).cached_info
+    return info.num_pending == 0 and info.delivered.consumer_seq <= received
 
 
 def _delete_consumer(js: JetStream, stream: str, made: list[str], wait: float) -> None:
@@ -686,8 +732,8 @@ def _delete_consumer(js: JetStream, stream: str, made: list[str], wait: float) -
 
 
 def _pulled(core: CoreLink, js: JetStream, stream: str, start: int, end: int, subjects: list[str], batch: int,
-            wait: float, inbox: str, cond: threading.Condition, box: list[list[Msg]], made: list[str]
-            ) -> Iterator[Row]:
+            wait: float, inbox: str, cond: threading.Condition, box: list[list[Msg]], made: list[str],
+            removed: Removed | None) -> Iterator[Row]:
     """The body of :func:`_read_pulled`: creates the consumer (named in ``made``) and reads it.
 
     One pull is outstanding at a time, asking for at most ``batch`` messages
@@ -696,6 +742,9 @@ def _pulled(core: CoreLink, js: JetStream, stream: str, start: int, end: int, su
     as a slow consumer. The next pull goes out when the server ended the last
     one (a status), or when it has sent the pull's messages or bytes (counted
     as the server counts them, which ends such a pull without a status).
+    A pull that ends or idles with nothing asks whether the consumer is
+    drained (:func:`_drained`): the rest of the range may have been removed
+    after the last message said more were pending.
     """
     try:
         consumer = js.create_consumer(
@@ -711,11 +760,17 @@ def _pulled(core: CoreLink, js: JetStream, stream: str, start: int, end: int, su
         core.publish(subject, body, reply=inbox)
         expected = 1  # the next consumer sequence
         served = served_bytes = 0  # what came since the last pull went out
+        last, left = start - 1, None  # the last sequence given and the consumer's count pending after it
         while True:
             for msg in _take(cond, box, wait, f"reading {stream!r} from {start}"):
                 hdr = msg.raw_headers
                 if hdr is not None and hdr[8:9] == b" ":  # a status line: the server speaking
-                    if _request_ended(hdr, msg.reply, stream):
+                    ended = _request_ended(hdr, msg.reply, stream, budget)
+                    if served == 0 and _drained(js, stream, made[0], expected - 1, wait):
+                        if left and removed is not None:  # some were pending after the last one
+                            removed(last + 1)
+                        return
+                    if ended:
                         served = served_bytes = 0
                         core.publish(subject, body, reply=inbox)  # the pull ended early: ask again
                     continue
@@ -726,6 +781,9 @@ def _pulled(core: CoreLink, js: JetStream, stream: str, start: int, end: int, su
                 expected += 1
                 if seq > end:
                     return
+                if removed is not None and left is not None and pending < left - 1:
+                    removed(last + 1)  # the consumer's count fell by more than this message
+                last, left = seq, pending
                 yield msg.subject, seq, ts_ns // 1000, hdr, msg.data
                 if seq >= end or pending == 0:
                     return

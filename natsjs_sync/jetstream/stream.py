@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .._timeout import USE_DEFAULT, TimeoutArg
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import InvalidResponseError, JetStreamError, MsgNotFoundError
 from ..msg import Msg
 from ..protocol.headers import Headers, parse_headers
@@ -109,6 +109,64 @@ _DIRECT_META = frozenset({"Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp", "Na
                           "Nats-Last-Sequence", "Nats-Num-Pending", "Nats-UpTo-Sequence"})
 
 
+class _DirectPage:
+    """What one answer of a batched or multi-last direct get held, to tell whether to ask again."""
+
+    __slots__ = ("bytes", "count", "last", "pending", "up_to")
+
+    def __init__(self) -> None:
+        self.count = self.bytes = self.last = 0
+        self.pending: int | None = None  #: the end of batch's Nats-Num-Pending
+        self.up_to: int | None = None  #: the end of batch's Nats-UpTo-Sequence (multi-last)
+
+    def add(self, msg: Msg, stream: str) -> bool:
+        """Count a message of the answer; True when it ends the answer (the end of batch or 404).
+
+        Raises:
+            JetStreamError: the server refused the request.
+        """
+        status = msg.status
+        if status is None:
+            hdr = msg.raw_headers or b""
+            i = hdr.rfind(b"\r\nNats-Stream:")
+            own = i + 4 if i > 8 else 0  # the message's own header block, which the server counts
+            self.count += 1
+            self.bytes += len(msg.subject) + own + len(msg.data)
+            seq = msg.headers.get("Nats-Sequence") if msg.headers is not None else None
+            self.last = int(seq) if seq else self.last
+            return False
+        if status == _EOB:
+            h = msg.headers
+            if h is not None:
+                self.pending = _int_or_none(h.get("Nats-Num-Pending"))
+                self.up_to = _int_or_none(h.get("Nats-UpTo-Sequence"))
+            return True
+        if status == 404:
+            return True
+        raise JetStreamError(msg.description or f"direct get failed with {status}", code=status, stream=stream)
+
+    def more(self, body: dict[str, Any], left: int | None) -> bool:
+        """Is there more to ask for after this answer?
+
+        The end of batch's pending count is exact from 2.12 on; a multi-last
+        answer of 2.11 counts one too few, so there an answer cut at its
+        ``batch`` or byte limit is followed up even when it says none are left.
+        """
+        if self.count == 0 or (left is not None and left <= 0):
+            return False
+        if self.pending:
+            return True
+        cut = self.bytes >= int(body.get("max_bytes") or 0) or self.count == body.get("batch")
+        return self.pending == 0 and "multi_last" in body and cut
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
 class Stream:
     """A handle on one stream. Thread-safe; cheap to keep."""
 
@@ -201,7 +259,15 @@ class Stream:
 
     def direct_get_batch(self, seq: int = 1, batch: int = 100, subject: str | None = None,
                          max_bytes: int | None = None, timeout: TimeoutArg = USE_DEFAULT) -> Iterator[RawStreamMsg]:
-        """Up to ``batch`` messages from ``seq`` on, in one direct-get request.
+        """Up to ``batch`` messages from ``seq`` on (on ``subject``), by batched direct get.
+
+        Without ``max_bytes`` every message up to ``batch`` is given: the
+        server ends a batch early at its byte limit, so the read asks again
+        after the last message received, each request for at most the
+        server's ``max_payload`` bytes (8 MiB at most: an answer past the
+        server's ``max_pending`` would disconnect the client as a slow
+        consumer). With ``max_bytes`` it is one request, and what the server
+        sends before that many bytes is what is given.
 
         Needs ``allow_direct`` on the stream and a server with batched direct get (2.11+).
 
@@ -217,16 +283,31 @@ class Stream:
             body["next_by_subj"] = subject
         if max_bytes:
             body["max_bytes"] = max_bytes
-        yield from self._direct_multi(body, timeout)
+            yield from self._direct_pages(body, self._js._api.deadline(timeout), one_page=True)
+            return
+        yield from self._direct_pages(body, self._js._api.deadline(timeout))
 
     def direct_get_last_for_subjects(self, subjects: Sequence[str], up_to_seq: int | None = None,
                                      batch: int | None = None, timeout: TimeoutArg = USE_DEFAULT
                                      ) -> Iterator[RawStreamMsg]:
-        """The newest message of each of ``subjects`` (wildcards allowed), multi-last direct get (2.11+).
+        """The newest message of each of ``subjects`` (wildcards allowed) up to ``up_to_seq`` (the
+        stream's last sequence when the first answer came), multi-last direct get (2.11+), in
+        sequence order.
+
+        The server ends an answer at its byte limit (its ``max_pending``) or
+        after ``batch`` messages; the read then asks again after the last
+        message received, with the same ``up_to_seq``, until every subject is
+        given. ``timeout`` bounds the whole read.
+
+        Args:
+            subjects: filters; the server refuses more than 1024 matching subjects (413).
+            up_to_seq: the newest at or before this sequence.
+            batch: messages asked for per request (all of them are given either way).
+            timeout: as every JetStream call takes it.
 
         Raises:
             FeatureNotSupportedError: the server is older than 2.11 (nothing is sent).
-            JetStreamError: the stream does not allow direct get.
+            JetStreamError: the stream does not allow direct get, or the server refused.
         """
         if isinstance(subjects, str) or not subjects:
             raise ValueError("subjects must be a non-empty list of subjects")
@@ -236,7 +317,7 @@ class Stream:
             body["up_to_seq"] = up_to_seq
         if batch is not None:
             body["batch"] = batch
-        yield from self._direct_multi(body, timeout)
+        yield from self._direct_pages(body, self._js._api.deadline(timeout))
 
     def _check_direct_batch(self) -> None:
         # A server without batched direct get answers one message and never the
@@ -245,26 +326,46 @@ class Stream:
         if not self._info.config.allow_direct:
             raise JetStreamError(f"stream {self.name!r} does not allow direct get (allow_direct)")
 
-    def _direct_multi(self, body: dict[str, Any], timeout: TimeoutArg) -> Iterator[RawStreamMsg]:
+    def _direct_pages(self, body: dict[str, Any], deadline: Deadline, one_page: bool = False
+                      ) -> Iterator[RawStreamMsg]:
+        """The answers to a batched or multi-last direct get, asked for again after the last
+        message received while the server says more are pending (see :mod:`.paging`).
+
+        ``batch`` in ``body`` is the whole read's for a batch get (each page asks
+        for what is left), a page's for a multi-last get (which pins
+        ``up_to_seq`` from the first answer, so later writes do not change it).
+        """
+        from .paging import page_bytes
+
         api = self._js._api
-        deadline = api.deadline(timeout)
         core = api.core
+        multi = "multi_last" in body
+        body = dict(body)
+        if not one_page:
+            body["max_bytes"] = page_bytes(core)
+        left = None if multi else int(body["batch"])
         inbox = core.new_inbox()
         sub = core.subscribe_internal(inbox)
         # Unsubscribes at the end; a close by the garbage collector hands it to a core thread.
         with core.releasing(sub.unsubscribe):
-            core.publish_now(api.subject(f"DIRECT.GET.{self.name}"), msgspec.json.encode(body), reply=inbox)
             while True:
-                msg = sub.next_msg(timeout=deadline.remaining())
-                status = msg.status
-                if status == _EOB:
+                core.publish_now(api.subject(f"DIRECT.GET.{self.name}"), msgspec.json.encode(body), reply=inbox)
+                page = _DirectPage()
+                while True:
+                    msg = sub.next_msg(timeout=deadline.remaining())
+                    if page.add(msg, self.name):
+                        break
+                    raw = _raw_from_direct(msg, self.name)
+                    yield raw
+                if left is not None:
+                    left -= page.count
+                if one_page or not page.more(body, left):
                     return
-                if status == 404:
-                    return
-                if status is not None and status >= 400:
-                    raise JetStreamError(msg.description or f"direct get failed with {status}", code=status,
-                                 stream=self.name)
-                yield _raw_from_direct(msg, self.name)
+                body["seq"] = page.last + 1
+                if multi:
+                    body.setdefault("up_to_seq", page.up_to)
+                else:
+                    body["batch"] = left
 
     def delete_msg(self, seq: int, secure: bool = False, timeout: TimeoutArg = USE_DEFAULT) -> bool:
         """Delete the message at ``seq``; ``secure`` overwrites its bytes on disk."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from .._timeout import Deadline, TimeoutArg
 from ..errors import BadSubscriptionError
 from ..msg import Msg
+from .paging import pull_bytes
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -29,7 +30,9 @@ class Watcher(Generic[T]):
     def __init__(self, oc: OrderedConsumer, ignore_deletes: bool, initial: bool):
         self._oc = oc
         self._ignore_deletes = ignore_deletes
-        self._it: MessagesContext = oc.messages(max_messages=256)
+        # Each pull is bounded by bytes too: a pull's messages are sent at once, and 256 values of up
+        # to max_payload bytes pass a server's max_pending, which disconnects the client (a slow consumer).
+        self._it: MessagesContext = oc.messages(max_messages=256, max_bytes=pull_bytes(oc._core))
         self._init_done = not initial
         info = oc.cached_info
         # Nothing to catch up on: the marker comes first.

@@ -11,7 +11,7 @@ import datetime
 from collections.abc import Iterator, Sequence
 
 from ..jetstream import RawStreamMsg
-from ..jetstream.paging import Row, read_range_rows, reads_directly
+from ..jetstream.paging import Removed, Row, read_range_rows, reads_directly
 from ..protocol.headers import parse_headers
 from .config import NatsConfig
 
@@ -46,7 +46,7 @@ def read_range(cfg: NatsConfig, stream: str, start_seq: int = 1, end_seq: int | 
 
 def iter_range(cfg: NatsConfig, stream: str, start_seq: int = 1, end_seq: int | None = None,
                subjects: Sequence[str] | None = None, batch: int = 500, timeout: float | None = None,
-               direct: bool | None = None) -> Iterator[Row]:
+               direct: bool | None = None, removed: Removed | None = None) -> Iterator[Row]:
     """:func:`read_range` as plain tuples ``(subject, seq, time in µs since the
     epoch, headers, data)``: what the data source turns into columns. The
     headers are None or the header block as received (``bytes``, not parsed:
@@ -56,10 +56,12 @@ def iter_range(cfg: NatsConfig, stream: str, start_seq: int = 1, end_seq: int | 
         direct: read by batched direct get (True) or through a consumer
             (False), as the caller already knows from the stream's info
             (:func:`reads_directly`); None asks the stream's leader.
+        removed: called when messages still to give were removed while the range was read
+            (see :func:`~natsjs_sync.jetstream.paging.read_range_rows`).
 
     Raises:
         NatsError: a failure that lasted ``cfg.retry_timeout``, or one that is not transient.
     """
     return read_range_rows(cfg.jetstream(), stream, start_seq, end_seq, subjects, batch=batch,
                            timeout=cfg.timeout if timeout is None else timeout,
-                           retry_timeout=cfg.retry_timeout, direct=direct)
+                           retry_timeout=cfg.retry_timeout, direct=direct, removed=removed)

@@ -26,7 +26,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from ..errors import JetStreamError, MsgNotFoundError, NatsError, StreamNotFoundError, jetstream_error
 from ..jetstream import StreamInfo
 from .config import NatsConfig
-from .data_loss import no_loss_at_start
+from .data_loss import no_loss_at_start, removed_check
 from .options import _EARLIEST, _LATEST, Position, ReadOptions
 from .pushdown import Narrowing, push_filters
 from .ranges import iter_range, reads_directly
@@ -279,9 +279,10 @@ _RowTuple = tuple[str, int, int, Any, bytes]  # subject, seq, time in µs, heade
 
 
 def _rows(ro: ReadOptions, part: SequenceRange) -> Iterator[_RowTuple]:
-    """The partition's messages as :func:`iter_range` gives them."""
+    """The partition's messages as :func:`iter_range` gives them (failing with ``failOnDataLoss``
+    when messages still to read are purged or expired meanwhile: :func:`removed_check`)."""
     return iter_range(ro.cfg, part.stream, part.start, part.end, part.subjects or None, batch=_PULL,
-                      direct=part.direct)
+                      direct=part.direct, removed=removed_check(ro, part) if ro.fail_on_data_loss else None)
 
 
 def _batches(ro: ReadOptions, part: SequenceRange, rows_in: Iterator[_RowTuple] | None = None) -> Iterator[Any]:

@@ -83,3 +83,101 @@ def test_a_range_read_gives_every_stored_row_once_when_the_server_cuts_its_pages
     assert js.stream(name).info().state.consumer_count == 0  # nothing left behind
     assert "Slow Consumer" not in small_pending_server.read_log()
     js.delete_stream(name)
+
+
+def _keys_stream(js: JetStream, keys: int) -> tuple[str, int]:
+    """A stream of one ``BODY``-byte message on each of ``<name>.k<i>`` (more than a page holds); returns
+    its name and its last sequence."""
+    name = "ML" + next_nuid()[-10:]
+    js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=True, storage="memory")
+    for i in range(keys):
+        js.publish_async(f"{name}.k{i}", i.to_bytes(4, "big") * (BODY // 4))
+    js.publish_async_complete(timeout=60)
+    return name, keys
+
+
+@pytest.mark.server("2.11")
+@pytest.mark.parametrize("batch", [None, 100], ids=["server's limit", "batch of 100"])
+def test_the_newest_message_of_many_subjects_is_given_for_every_subject_when_the_server_cuts_its_answer(
+        small_pending_server: NatsServer, small_js: JetStream, batch: int | None) -> None:
+    """600 subjects of 3,000 bytes: 1.8 MB, past the server's 1 MiB ``max_pending``. Each answer is cut,
+    and a write made meanwhile does not change what is given (the first answer's ``up_to_seq`` holds)."""
+    js = small_js
+    name, last = _keys_stream(js, 600)
+    st = js.stream(name)
+    got = []
+    for raw in st.direct_get_last_for_subjects([f"{name}.>"], batch=batch, timeout=30):
+        if not got:
+            js.publish(f"{name}.k599", b"newer")  # after up_to_seq: not given
+        got.append((raw.seq, raw.subject, raw.data))
+    assert [seq for seq, _, _ in got] == list(range(1, last + 1))
+    assert all(subject == f"{name}.k{seq - 1}" and data == (seq - 1).to_bytes(4, "big") * (BODY // 4)
+               for seq, subject, data in got)
+    assert "Slow Consumer" not in small_pending_server.read_log()
+    js.delete_stream(name)
+
+
+@pytest.mark.server("2.11")
+def test_a_batched_direct_get_past_the_servers_limit_gives_the_whole_batch(
+        small_pending_server: NatsServer, small_js: JetStream) -> None:
+    js = small_js
+    name, _ = _keys_stream(js, 600)
+    st = js.stream(name)
+    assert [m.seq for m in st.direct_get_batch(seq=3, batch=550, timeout=30)] == list(range(3, 553))
+    assert [m.seq for m in st.direct_get_batch(seq=590, batch=550, subject=f"{name}.*", timeout=30)] == list(
+        range(590, 601))  # fewer stored: what there is
+    # With max_bytes: one answer, what the server sends before that many bytes (and the message crossing it).
+    assert [m.seq for m in st.direct_get_batch(seq=1, batch=550, max_bytes=2 * BODY, timeout=30)] == [1, 2]
+    assert "Slow Consumer" not in small_pending_server.read_log()
+    js.delete_stream(name)
+
+
+def test_a_message_larger_than_8_mib_is_read_through_a_consumer_and_watched() -> None:
+    """A server taking 16 MiB messages: a pull is sized to hold any message it stores (a pull too small
+    for the next message is answered at once with 409 and nothing else; asking again spun for ever)."""
+    import threading
+
+    big = b"y" * (10 * 1024 * 1024)
+    with NatsServer(config={"max_payload": 16 * 1024 * 1024}) as server, \
+            nats.connect(server.url, name="paging-big") as nc:
+        js = nc.jetstream()
+        name = "BIG" + next_nuid()[-8:]
+        js.create_stream(name=name, subjects=[f"{name}.>"], allow_direct=False, storage="memory")
+        for data in (b"a", big, b"c"):
+            js.publish(f"{name}.x", data)
+        kv = js.create_key_value(bucket="BIG" + next_nuid()[-8:])
+        kv.put("k", big)
+        got: list[object] = []
+
+        def read() -> None:
+            got.append([row[4] for row in read_range_rows(js, name, 1, 3, timeout=10, retry_timeout=0,
+                                                          direct=False)])
+            with kv.watch_all() as w:
+                entry = w.next(timeout=10)
+                got.append(entry.value if entry is not None else None)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(60)  # a bound, not a wait: the read takes a fraction of a second
+        assert got == [[b"a", big, b"c"], big]
+
+
+def test_a_read_through_a_consumer_ends_when_the_rest_of_its_range_is_purged_meanwhile(
+        small_pending_server: NatsServer, small_js: JetStream) -> None:
+    """The last message received said more were pending, then they were purged: nothing can come at or
+    before the range's end any more, so the read ends (it pulled again at every expiry, for ever)."""
+    import threading
+
+    js = small_js
+    name, _ = _stream(js, allow_direct=False)
+    rows = read_range_rows(js, name, 1, ROWS, timeout=2.0, retry_timeout=0.0, direct=False)
+    first = next(rows)[1]
+    js.stream(name).purge()
+    rest: list[int] = []
+    reader = threading.Thread(target=lambda: rest.extend(row[1] for row in rows), daemon=True)
+    reader.start()
+    reader.join(30)  # a bound: the read ends at the consumer's next heartbeat
+    assert not reader.is_alive()
+    assert first == 4 and 0 < len(rest) < ROWS  # what was on its way before the purge
+    assert rest == sorted(rest)
+    js.delete_stream(name)

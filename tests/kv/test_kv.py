@@ -318,3 +318,25 @@ def test_none_means_no_limit_for_every_optional_limit(js: JetStream) -> None:
         assert js.update_stream(cfg.replace(max_bytes=None, max_age=None)).config.max_bytes == -1
     finally:
         js.delete_stream(bucket)
+
+
+def test_a_watch_of_values_past_the_servers_max_pending_stays_connected(small_pending_server: object) -> None:
+    """100 values of 60 KB (6 MB) on a server whose ``max_pending`` is 1 MiB: a watcher's pulls are bounded
+    by bytes, so the server never queues more than it allows and never cuts the client off as a slow
+    consumer (which made the watch heal over and over: 25 s for the initial values)."""
+    from natsjs_sync.testing import NatsServer
+
+    assert isinstance(small_pending_server, NatsServer)
+    errors: list[BaseException] = []
+    with nats.connect(small_pending_server.url, name="kv-watch-bytes", error_cb=errors.append) as nc:
+        kv = nc.jetstream().create_key_value(bucket="WB" + next_nuid()[-8:], history=1)
+        for i in range(100):
+            kv.put(f"k{i}", i.to_bytes(4, "big") * 15_000)
+        with kv.watch_all() as w:
+            values = {}
+            while (entry := w.next(timeout=10)) is not None:
+                values[entry.key] = entry.value
+        assert values == {f"k{i}": i.to_bytes(4, "big") * 15_000 for i in range(100)}
+        assert errors == []
+        assert "Slow Consumer" not in small_pending_server.read_log()
+        nc.jetstream().delete_key_value(kv.bucket)

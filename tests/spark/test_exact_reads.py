@@ -117,3 +117,86 @@ def test_rows_whose_data_and_subject_run_together_keep_ids_of_their_own_across_a
     stored = sorted((m.subject, m.data) for m in (st.get_msg(s) for s in (1, 2)))
     assert stored == sorted([one, other])  # each row once
     assert st.info().state.messages == 2
+
+
+def _read_task(server: NatsServer, name: str, fail: bool, subjects: str | None,
+               meanwhile: Any, after: int = 30, ending: int | None = None) -> list[int]:
+    """Plan one partition of ``name`` and read it as a task does (its rows, before Arrow), calling
+    ``meanwhile()`` once ``after`` rows are read: the pages read ahead by then hold a few dozen."""
+    from natsjs_sync.spark.data_loss import no_loss_at_start
+    from natsjs_sync.spark.options import read_options
+    from natsjs_sync.spark.reader import JetStreamBatchReader, _rows
+
+    options = {"servers": server.url, "stream": name, "retryTimeout": "2"}
+    if subjects:
+        options["subjects"] = subjects
+    if not fail:
+        options["failOnDataLoss"] = "false"
+    if ending is not None:
+        options["endingSequence"] = str(ending)  # included
+    ro = read_options(options, streaming=False)
+    (part,) = JetStreamBatchReader(ro).partitions()
+    seqs = []
+    for row in no_loss_at_start(ro, part, _rows(ro, part)):
+        seqs.append(row[1])
+        if len(seqs) == after:
+            meanwhile()
+    return seqs
+
+
+def _big_stream(js: JetStream, allow_direct: bool, count: int = 1_000) -> str:
+    """``count`` messages of 3,000 bytes on ``<name>.0`` and ``<name>.1`` in turn: a page of the small
+    pending server holds about twenty."""
+    name = "EX" + next_nuid()[-8:]
+    js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory", allow_direct=allow_direct)
+    for i in range(count):
+        js.publish_async(f"{name}.{i % 2}", b"x" * 3_000)
+    js.publish_async_complete(timeout=30)
+    return name
+
+
+@pytest.mark.parametrize("filtered", [False, True], ids=["all subjects", "one subject"])
+@pytest.mark.parametrize("allow_direct", [True, False], ids=["direct get", "consumer"])
+def test_a_batch_read_of_messages_purged_while_it_reads_fails_naming_them(
+        small_pending_server: NatsServer, allow_direct: bool, filtered: bool) -> None:
+    """Pages are read one after another: a purge between two of them (after the task's first rows)
+    removed 500 rows of the range without a word."""
+    from natsjs_sync.spark.datasource import DataLossError
+
+    with nats.connect(small_pending_server.url, name="exact-reads-test") as nc:
+        js = nc.jetstream()
+        name = _big_stream(js, allow_direct)
+        subjects = f"{name}.0" if filtered else None
+        with pytest.raises(DataLossError, match=r"messages \d+\.\.600 were removed while they were being read"):
+            _read_task(small_pending_server, name, True, subjects, lambda: js.stream(name).purge(keep=400))
+        js.delete_stream(name)
+        name = _big_stream(js, allow_direct)
+        subjects = f"{name}.0" if filtered else None
+        got = _read_task(small_pending_server, name, False, subjects, lambda: js.stream(name).purge(keep=400))
+        assert got[:30] == list(range(1, 60, 2) if filtered else range(1, 31))
+        assert got[-200 if filtered else -400:] == list(range(601, 1_001, 2) if filtered else range(601, 1_001))
+        js.delete_stream(name)
+
+
+@pytest.mark.parametrize("allow_direct", [True, False], ids=["direct get", "consumer"])
+def test_a_batch_read_with_messages_deleted_and_written_past_its_range_meanwhile_is_exact(
+        small_pending_server: NatsServer, allow_direct: bool) -> None:
+    """Messages deleted on their own before planning are gaps; messages written, or deleted past the
+    range's end, while it reads change the server's pending count: not a loss either."""
+    with nats.connect(small_pending_server.url, name="exact-reads-test") as nc:
+        js = nc.jetstream()
+        name = _big_stream(js, allow_direct, 1_200)
+        st = js.stream(name)
+        for seq in range(40, 1_001, 37):
+            st.delete_msg(seq)
+        want = [s for s in range(1, 1_001) if s < 40 or (s - 40) % 37]
+
+        def meanwhile() -> None:
+            for seq in range(1_002, 1_201, 2):
+                st.delete_msg(seq)  # past the range's end (1,000)
+            for _ in range(50):
+                js.publish(f"{name}.0", b"later")
+
+        got = _read_task(small_pending_server, name, True, None, meanwhile, ending=1_000)
+        assert got == want
+        js.delete_stream(name)
