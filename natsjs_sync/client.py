@@ -293,9 +293,18 @@ class Client:
         While reconnecting, this waits (within ``timeout``) for the reconnect and
         for the server to confirm what was buffered.
 
+        A flush that returns vouches for every message published before it. When a
+        connection is lost with messages written to it and not yet confirmed (by a
+        PONG, or a reply to a later request), they may never have arrived: every
+        flush asked for before the next PONG then raises instead, those made during
+        the outage included. Publish again what must arrive (or use JetStream, whose
+        acks say what was stored); the next flush vouches again.
+
         Raises:
             TimeoutError: no PONG within ``timeout`` seconds.
-            NatsConnectionError: the connection broke after the PING was sent.
+            NatsConnectionError: the connection broke after the PING was sent, or
+                messages published before this flush may have been lost with a
+                connection ("may not have arrived").
             ConnectionClosedError: the client is closed.
         """
         self._conn.flush(Deadline.of(timeout, 10.0))

@@ -352,14 +352,16 @@ class Connection:
     def send_pong(self) -> None:
         with self.lock:
             if self.transport is not None:
-                self.writer.buffer += commands.PONG
+                pong = commands.PONG
+                self.writer.buffer += self.ledger.control_out(pong, self.writer.mark_locked() + len(pong))
                 self.writer.wake()
 
     def on_pong(self) -> None:
         with self.lock:
-            waiter = self.ledger.pong()
+            waiter, vouched = self.ledger.pong()
         if waiter is not None:
-            waiter.set(True)
+            waiter.set(True if vouched else NatsConnectionError(
+                "the connection was lost before this flush: messages published before it may not have arrived"))
 
     def on_info(self, options: dict[str, Any], transport: Transport) -> None:
         """An INFO after the handshake: cluster changes, lame duck mode."""
@@ -390,7 +392,7 @@ class Connection:
             transport = self.transport
             if transport is None or self.machine.state not in (ConnState.CONNECTED, ConnState.DRAINING_SUBS):
                 return
-            ping = self.ledger.keepalive()
+            ping = self.ledger.keepalive(self.writer.mark_locked() + len(commands.PING))
             if ping is not None:
                 self.writer.buffer += ping
                 self.writer.wake()
@@ -594,7 +596,7 @@ class Connection:
         """Lock held: queue SUB/UNSUB bytes. Without a connection they are not
         needed: a reconnect restores the subscriptions from the registry."""
         if self.transport is not None and self.machine.state in UP:
-            self.writer.buffer += data
+            self.writer.buffer += self.ledger.control_out(data, self.writer.mark_locked() + len(data))
             self.writer.wake()
 
     # ------------------------------------------------------------------ subscriptions
@@ -852,7 +854,7 @@ class Connection:
         with self.lock:
             if self.machine.state is ConnState.CLOSED:
                 raise ConnectionClosedError("the connection is closed")
-            self.writer.buffer += self.ledger.ping(waiter)
+            self.writer.buffer += self.ledger.ping(waiter, self.writer.mark_locked() + len(commands.PING))
             mine = self.writer.claim_locked()
         if mine:
             # What the socket takes before the deadline; a failed write fails the PONG waiter.

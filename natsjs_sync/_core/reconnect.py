@@ -62,8 +62,9 @@ class Reconnector:
             reconnect = conn.options.allow_reconnect and state is ConnState.CONNECTED
             if reconnect:
                 conn.machine.to(ConnState.RECONNECTING)
-            # PINGs on the wire will never be answered; buffered ones go out after the reconnect.
-            failed = conn.ledger.lost()
+            # PINGs on the wire will never be answered; buffered ones go out after the
+            # reconnect, but their PONGs vouch for nothing the lost connection swallowed.
+            failed = conn.ledger.lost(conn.writer.taken, conn.requests.replied_to)
             # Likewise requests: a reply to one in flight may be lost with the connection,
             # one still buffered is sent on the next (or withdrawn at its deadline).
             failed += conn.requests.take_sent(conn.writer.taken)

@@ -46,6 +46,8 @@ class ResponseMux:
         self.prefix_len = 0
         self.sid: int | None = None
         self.waiting: dict[str, Waiter] = {}
+        #: The furthest write-stream offset a reply confirmed the server had read.
+        self.replied_to = 0
         self._tokens = itertools.count(1)
 
     def start(self, prefix: str, sid: int) -> None:
@@ -66,6 +68,10 @@ class ResponseMux:
         """Reader thread: wake the request this reply is for."""
         waiter = self.waiting.pop(msg.subject[self.prefix_len :], None)
         if waiter is not None:
+            # The server took everything written before the request (it reads a connection
+            # in order): a flush after a loss need not fear for those bytes.
+            if waiter.end > self.replied_to:
+                self.replied_to = waiter.end
             waiter.set(msg)
 
     def fail_all(self, exc: Exception) -> None:

@@ -204,65 +204,121 @@ class Handshake:
 
 
 class PingLedger(Generic[W]):
-    """PINGs in the order they go out, and who waits for each PONG.
+    """PINGs in the order they go out, who waits for each PONG, and what a PONG vouches for.
 
     A PING is first *buffered* (in the write buffer, not yet on the wire), then
     *sent* when the buffer goes out. The server answers PINGs in order, so a
-    PONG belongs to the oldest sent PING. When the connection is lost the sent
-    PINGs will never be answered; the buffered ones are sent on the next
-    connection. Keep-alive PINGs have no waiter; when ``max_outstanding`` of
-    them go unanswered the connection is stale. Not locked: the owner locks.
+    PONG belongs to the oldest sent PING. Keep-alive PINGs have no waiter; when
+    ``max_outstanding`` of them go unanswered the connection is stale. Not
+    locked: the owner locks.
+
+    A flush's PONG tells its caller that everything published before it reached
+    the server. When a connection is lost with message bytes written since the
+    last confirmation (they may never have arrived), that no longer holds for any flush
+    asked for before the next PONG: those on the wire fail at once, the
+    buffered ones too (their PINGs still go out, so the PONGs keep pairing),
+    and one asked for after the loss fails when its PONG comes, as the first
+    PONG on the new connection vouches only for what was sent there. nats.go
+    fails the flushes pending at a disconnect; this also covers a flush asked
+    for during the outage, after a publish that the outage swallowed.
+
+    Only message bytes count: PINGs, PONGs and the SUB/UNSUB frames the owner
+    reports with :meth:`control_out` (a reconnect restores subscriptions) are
+    not messages; and a reply to a request confirms what went before the
+    request as a PONG does (the owner passes the furthest such point to
+    :meth:`lost`).
+
+    Positions are write-stream offsets (bytes since the start, as the owner
+    counts them): ``at`` is where a frame ends, ``taken`` how far the stream
+    went to the socket.
     """
 
-    __slots__ = ("_entries", "_keepalives", "_unsent", "max_outstanding")
+    __slots__ = ("_confirmed_to", "_control", "_entries", "_keepalives", "_lossy", "_unsent", "max_outstanding")
+
+    #: Control frames remembered past the confirmed point, at most (older ones are forgotten:
+    #: a loss then counts them as message bytes, which can only fail a flush, never pass one).
+    CONTROL_REMEMBERED = 1024
 
     def __init__(self, max_outstanding: int = 2):
-        self._entries: deque[W | None] = deque()
+        #: [waiter, end offset, asked for after a lossy loss and before the next PONG]
+        self._entries: deque[list[Any]] = deque()
         self._unsent = 0
         self._keepalives = 0
+        self._confirmed_to = 0
+        self._lossy = False
+        self._control: deque[tuple[int, int]] = deque()  # (end offset, length) of control frames
         self.max_outstanding = max_outstanding
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def ping(self, waiter: W | None = None) -> bytes:
-        """Record a PING appended to the write buffer; returns its bytes."""
-        self._entries.append(waiter)
+    def ping(self, waiter: W | None = None, at: int = 0) -> bytes:
+        """Record a PING appended to the write buffer, ending at stream offset ``at``; returns its bytes."""
+        self._entries.append([waiter, at, self._lossy])
         self._unsent += 1
         return commands.PING
 
-    def keepalive(self) -> bytes | None:
-        """A keep-alive PING's bytes, or None when the connection is stale."""
+    def keepalive(self, at: int = 0) -> bytes | None:
+        """A keep-alive PING's bytes (ending at ``at``), or None when the connection is stale."""
         if self._keepalives >= self.max_outstanding:
             return None
         self._keepalives += 1
-        return self.ping(None)
+        return self.ping(None, at)
+
+    def control_out(self, data: bytes, at: int) -> bytes:
+        """Record control frames (a PONG answering the server, SUB, UNSUB) appended and
+        ending at ``at``: no message is lost if only they are; returns ``data``."""
+        self._control.append((at, len(data)))
+        if len(self._control) > self.CONTROL_REMEMBERED:
+            self._control.popleft()
+        return data
 
     def buffer_sent(self) -> None:
         """The write buffer (with every buffered PING) went to the socket."""
         self._unsent = 0
 
-    def pong(self) -> W | None:
-        """A PONG came: the waiter of the oldest sent PING (None for a keep-alive)."""
+    def pong(self) -> tuple[W | None, bool]:
+        """A PONG came: the waiter of the oldest sent PING (None for a keep-alive),
+        and whether it vouches for what its caller published (False: a loss came first)."""
         self._keepalives = 0
-        if len(self._entries) > self._unsent:
-            return self._entries.popleft()
-        return None
+        if len(self._entries) <= self._unsent:
+            return None, True
+        waiter, at, tainted = self._entries.popleft()
+        self._confirmed_to = max(self._confirmed_to, at)
+        self._lossy = False
+        while self._control and self._control[0][0] <= self._confirmed_to:
+            self._control.popleft()
+        return waiter, not tainted
 
-    def lost(self) -> list[W]:
-        """The connection broke: the waiters of PINGs that were on the wire."""
+    def lost(self, taken: int = 0, replied_to: int = 0) -> list[W]:
+        """The connection broke after the stream went to the socket up to ``taken``
+        (and replies confirmed it up to ``replied_to``): the waiters that will not be
+        told their messages arrived (see the class)."""
+        self._confirmed_to = max(self._confirmed_to, min(replied_to, taken))
         failed: list[W] = []
+        control = 0
         for _ in range(len(self._entries) - self._unsent):
-            w = self._entries.popleft()
-            if w is not None:
-                failed.append(w)
+            waiter = self._entries.popleft()[0]
+            control += len(commands.PING)
+            if waiter is not None:
+                failed.append(waiter)
+        control += sum(n for at, n in self._control if self._confirmed_to < at <= taken)
+        if taken - self._confirmed_to > control:
+            self._lossy = True  # message bytes went out unconfirmed: maybe lost
+            for entry in self._entries:
+                if entry[0] is not None:
+                    failed.append(entry[0])
+                    entry[0] = None
+        self._confirmed_to = max(self._confirmed_to, taken)
+        self._control.clear()
         self._keepalives = 0
         return failed
 
     def clear(self) -> list[W]:
         """Closing or forking: every waiter, sent or not."""
-        waiters = [w for w in self._entries if w is not None]
+        waiters = [e[0] for e in self._entries if e[0] is not None]
         self._entries.clear()
+        self._control.clear()
         self._unsent = 0
         self._keepalives = 0
         return waiters

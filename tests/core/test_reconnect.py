@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.testing import NatsCluster, NatsServer
+from natsjs_sync.testing import FaultProxy, NatsCluster, NatsServer
 
 from ..conftest import wait_until
 
@@ -258,3 +258,32 @@ def test_lame_duck_moves_the_client_to_another_server() -> None:
             nc.flush()
         finally:
             nc.close()
+
+
+def test_a_flush_after_an_outage_that_swallowed_a_publish_fails() -> None:
+    # A publish written to the socket, then the connection lost before any PONG: the message
+    # may be gone with it. A flush asked for during the outage (or just after it) must not
+    # then report success on the next connection's PONG (it did: the message never arrived).
+    ev = Events()
+    with NatsServer(jetstream=False) as server, FaultProxy(server.url) as proxy:
+        watcher = nats.connect(server.url)
+        nc = nats.connect(proxy.url, **FAST, **ev.kwargs())  # type: ignore[arg-type]
+        try:
+            sub = watcher.subscribe("swallowed")
+            watcher.flush()
+            nc.flush()
+            proxy.blackhole("to_server")
+            nc.publish("swallowed", b"lost")
+            assert wait_until(lambda: proxy.client_frames("PUB") >= 1, timeout=10)  # left the client
+            proxy.cut()  # the held bytes die with the connection
+            proxy.heal()
+            assert ev.disconnected.wait(10)
+            with pytest.raises(nats.ConnectionError, match="may not have arrived"):
+                nc.flush(timeout=30)
+            assert ev.reconnected.is_set()
+            nc.flush(timeout=10)  # the next one vouches for the new connection again
+            with pytest.raises(nats.TimeoutError):
+                sub.next_msg(timeout=0.5)  # it was indeed lost
+        finally:
+            nc.close()
+            watcher.close()

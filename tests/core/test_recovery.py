@@ -130,7 +130,11 @@ def test_a_peer_that_stops_reading_is_detected_and_the_client_reconnects(proxy: 
         assert write.error is None or isinstance(write.error, nats.NatsError), write.error
         proxy.heal()
         assert ev.reconnected.wait(10)
-        nc.flush(timeout=5)
+        try:
+            nc.flush(timeout=5)
+        except nats.ConnectionError as exc:  # the stalled publish may be lost: said once, before a PONG
+            assert "may not have arrived" in str(exc)
+            nc.flush(timeout=5)
     finally:
         proxy.cut()
         assert _close_within(nc, 10)

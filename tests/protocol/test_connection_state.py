@@ -105,18 +105,52 @@ def test_ledger_pairs_pongs_with_pings_in_order() -> None:
     ledger.ping("a")
     ledger.ping("b")
     ledger.buffer_sent()
-    assert ledger.pong() == "a" and ledger.pong() == "b" and ledger.pong() is None
+    assert ledger.pong() == ("a", True) and ledger.pong() == ("b", True) and ledger.pong() == (None, True)
 
 
-def test_ledger_fails_sent_pings_on_loss_and_keeps_buffered_ones() -> None:
+PUB = len(b"PUB x 1\r\na\r\n")
+PING = len(b"PING\r\n")
+
+
+def test_ledger_keeps_buffered_pings_when_the_lost_connection_took_no_message() -> None:
     ledger: PingLedger[str] = PingLedger()
-    ledger.ping("sent")
+    ledger.ping("confirmed", at=PUB + PING)
     ledger.buffer_sent()
-    ledger.ping("buffered")
-    assert ledger.lost() == ["sent"]
+    assert ledger.pong() == ("confirmed", True)
+    ledger.keepalive(at=PUB + 2 * PING)  # only a keep-alive went out since: no message lost
+    ledger.buffer_sent()
+    ledger.ping("buffered", at=PUB + 3 * PING)
+    assert ledger.lost(taken=PUB + 2 * PING) == []
     assert len(ledger) == 1  # goes out after the reconnect
     ledger.buffer_sent()
-    assert ledger.pong() == "buffered"
+    assert ledger.pong() == ("buffered", True)
+
+
+def test_ledger_fails_every_flush_asked_for_before_a_pong_when_messages_went_out_unconfirmed() -> None:
+    # A publish written to the socket, then the connection lost: a flush on the wire, one
+    # still buffered and one asked for during the outage may not say the message arrived.
+    ledger: PingLedger[str] = PingLedger()
+    ledger.ping("on the wire", at=PUB + PING)
+    ledger.buffer_sent()
+    ledger.ping("buffered", at=PUB + 2 * PING)
+    assert ledger.lost(taken=PUB + PING) == ["on the wire", "buffered"]
+    ledger.ping("during the outage", at=PUB + 3 * PING)
+    ledger.buffer_sent()  # both PINGs go out on the new connection and are answered in order
+    assert ledger.pong() == (None, True)  # the buffered one's, waited for by nobody now
+    assert ledger.pong() == ("during the outage", False)
+    ledger.ping("after a pong", at=PUB + 4 * PING)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("after a pong", True)
+
+
+def test_ledger_counts_pongs_it_wrote_as_no_message() -> None:
+    ledger: PingLedger[str] = PingLedger()
+    ledger.control_out(b"PONG\r\n", at=PING)  # the answer to the server's PING
+    ledger.buffer_sent()
+    ledger.ping("buffered", at=2 * PING)
+    assert ledger.lost(taken=PING) == []
+    ledger.buffer_sent()
+    assert ledger.pong() == ("buffered", True)
 
 
 def test_unanswered_keepalives_make_the_connection_stale() -> None:
@@ -149,7 +183,7 @@ def test_ledger_never_answers_a_ping_that_is_not_on_the_wire(ops: list[str]) -> 
             buffered = []
         elif op == "pong":
             expected = on_wire.pop(0) if on_wire else None
-            assert ledger.pong() == expected
+            assert ledger.pong() == (expected, True)  # no offsets given: never a lossy loss
         else:
             assert ledger.lost() == [w for w in on_wire if w is not None]
             on_wire = []
@@ -158,3 +192,13 @@ def test_ledger_never_answers_a_ping_that_is_not_on_the_wire(ops: list[str]) -> 
 def test_replay_frames_restore_subscriptions_with_what_remains() -> None:
     frames = replay_frames([SubRecord(1, "a.*"), SubRecord(2, "b", "q"), SubRecord(7, "c", None, 3)])
     assert frames == b"SUB a.* 1\r\nSUB b q 2\r\nSUB c 7\r\nUNSUB 7 3\r\n"
+
+
+def test_ledger_takes_a_reply_to_a_request_as_confirming_what_went_before() -> None:
+    ledger: PingLedger[str] = PingLedger()
+    ledger.ping("buffered", at=2 * PUB + PING)  # after two requests, both answered
+    assert ledger.lost(taken=2 * PUB, replied_to=2 * PUB) == []
+    ledger.buffer_sent()
+    assert ledger.pong() == ("buffered", True)
+    ledger.ping("after an unanswered request", at=4 * PUB + 2 * PING)
+    assert ledger.lost(taken=4 * PUB + PING, replied_to=3 * PUB) == ["after an unanswered request"]
