@@ -603,7 +603,7 @@ class MessagesContext:
                 err, self._idle_error = self._idle_error, None
                 self.stop()
                 raise err
-            if self._held:
+            if self._held and not self._stopped:  # stopped: what was held is dropped (see stop())
                 return self._held.popleft()
             while True:
                 if self._stopped:
@@ -742,6 +742,7 @@ class MessagesContext:
             if self._stopped:
                 return
             self._stopped = True
+        self._held.clear()  # received, not read: dropped with the rest
         self._drain_group.discard(self)
         self._release()  # the inbox, the reconnect hook, the timer, an ordered consumer's server-side one
         if self._lane is not None:

@@ -232,3 +232,16 @@ def test_a_consumer_deleted_while_its_messages_wait_unread_is_made_anew(js: JetS
 
         assert wait_until(made_anew, timeout=20, interval=0.05), "no consumer made anew while nobody read"
         assert [int(it.next(timeout=5).data) for _ in range(8)] == list(range(8))
+
+
+def test_stop_drops_the_messages_an_idle_heal_kept(js: JetStream, stream: Stream) -> None:
+    """Messages the background heal took for the reader are received and not read:
+    stop() drops them, and next() raises BadSubscriptionError as it does for the rest."""
+    _publish(js, f"{stream.name}.a", 3)
+    oc = js.ordered_consumer(stream.name)
+    it = oc.messages(max_messages=10, heartbeat=0.2)
+    it.start()
+    assert wait_until(lambda: len(it._held) == 3, timeout=20), "the heal kept nothing"
+    it.stop()
+    with pytest.raises(nats.BadSubscriptionError):
+        it.next(timeout=1)
