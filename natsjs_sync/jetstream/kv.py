@@ -561,9 +561,9 @@ class KeyValue:
         then every change as it happens. ``updates_only`` skips the initial
         values (and the ``None``); ``resume_from_revision`` starts at that
         revision instead. ``meta_only`` leaves the values out; ``headers_only`` is
-        taken and, as in nats-py, changes nothing. ``inactive_threshold`` (seconds,
-        default 300) is how long the server keeps the watch's consumer once nobody
-        is there to read it.
+        taken and, as in nats-py, changes nothing. ``inactive_threshold`` (seconds;
+        0 or None: the default, 300) is how long the server keeps the watch's
+        consumer once nobody is there to read it.
         """
         if include_history and updates_only:
             raise ValueError("include_history and updates_only do not go together")
@@ -576,7 +576,7 @@ class KeyValue:
             policy = {"deliver_policy": "all"}
         else:
             policy = {"deliver_policy": "last_per_subject"}
-        if inactive_threshold is not None:
+        if inactive_threshold:  # 0 is nats-py's "the default" too (the server would take 5 s)
             policy["inactive_threshold"] = inactive_threshold
         del headers_only  # nats-py's watch takes it and sends meta_only instead
         oc = self._js.ordered_consumer(self.stream_name, filter_subjects=subjects, headers_only=meta_only,

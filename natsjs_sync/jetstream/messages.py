@@ -320,18 +320,43 @@ class MessagesContext:
                 held.append(out)
         if not self._needs_reset:
             if self._acct.pending_msgs <= 0:
-                # The requests expired unanswered: ask again as a reader would (a consumer
-                # gone meanwhile answers "no responders", healed on the next tick); never
-                # before the first request, nor while messages wait for the reader.
-                if self._pulled and not held:
-                    self._maybe_pull()
-                return
-            self._check_heartbeat()
+                if held:
+                    # Messages wait for the reader and no request is out (none is sent
+                    # until they are read, to keep what is held bounded), so no heartbeat
+                    # tells whether the consumer still exists: ask the server instead.
+                    self._ask_while_held()
+                    if not self._needs_reset:
+                        return
+                else:
+                    # The requests expired unanswered: ask again as a reader would (a consumer
+                    # gone meanwhile answers "no responders", healed on the next tick); never
+                    # before the first request.
+                    if self._pulled:
+                        self._maybe_pull()
+                    return
+            else:
+                self._check_heartbeat()
         if self._needs_reset and not self._stopped:
             self._needs_reset = False
             self._reset(Deadline(HEAL_BUDGET))  # a stop meanwhile: the consumer made is deleted, and it raises
             if not held:  # else the reader asks once it has read them (what is held stays bounded)
                 self._maybe_pull()
+
+    def _ask_while_held(self) -> None:
+        """Errand lane (an idle ordered iterator holding unread messages): once per two
+        heartbeat intervals, the silence that counts as missed heartbeats elsewhere, ask
+        whether the consumer still exists; a deleted one is made anew by the caller."""
+        hb = self._heartbeat
+        now = time.monotonic()
+        if not hb or now - self._last_activity < 2 * hb:
+            return
+        self._last_activity = now
+        try:
+            self._consumer.info(timeout=HEAL_BUDGET)
+        except ConsumerNotFoundError:
+            self._needs_reset = True
+        except NatsError:
+            pass  # the server is away or slow: the next tick asks again
 
     def _reset(self, deadline: Deadline | None = None) -> None:
         self._acct.reset()
@@ -581,7 +606,7 @@ class MessagesContext:
                 err, self._idle_error = self._idle_error, None
                 self.stop()
                 raise err
-            if self._held:
+            if self._held and not self._stopped:  # stopped: what was held is dropped (see stop())
                 return self._held.popleft()
             while True:
                 if self._stopped:
@@ -720,6 +745,7 @@ class MessagesContext:
             if self._stopped:
                 return
             self._stopped = True
+        self._held.clear()  # received, not read: dropped with the rest
         self._drain_group.discard(self)
         self._release()  # the inbox, the reconnect hook, the timer, an ordered consumer's server-side one
         if self._lane is not None:

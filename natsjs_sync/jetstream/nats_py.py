@@ -29,11 +29,13 @@ from .._backoff import Backoff
 from .._timeout import Deadline, check_seconds
 from ..client import check_callback
 from ..errors import (
+    APIError,
     BadSubjectError,
     ConsumerNotFoundError,
     JetStreamError,
     NatsError,
     NoMessagesError,
+    ServiceUnavailableError,
     TimeoutError,
     jetstream_error,
 )
@@ -111,7 +113,8 @@ class PullSubscription:
             TimeoutError: not even one message arrived (as nats-py does; text ``nats: timeout``).
             ValueError: ``batch`` is not a positive int (``nats: invalid batch size``) or
                 ``timeout`` is not positive (``nats: invalid fetch timeout``), as in nats-py.
-            APIError: the server refused the pull (a ``heartbeat`` over half of ``timeout``).
+            APIError: the server refused the pull (a ``heartbeat`` over half of ``timeout``);
+                ServiceUnavailableError when nobody served it (no such consumer), as in nats-py.
         """
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError("nats: invalid batch size")
@@ -136,6 +139,12 @@ class PullSubscription:
                 self._delivered += len(msgs)
                 return msgs
             except JetStreamError as exc:
+                if exc.code == 503 and not isinstance(exc, APIError):
+                    # Nobody served the pull: no such consumer (a bind asks nothing first),
+                    # or JetStream is away. nats-py's class for it, an APIError.
+                    cons = self._consumer
+                    raise ServiceUnavailableError(exc.description, code=503, stream=cons.stream,
+                                                  consumer=cons.name) from exc
                 if exc.code != 409:
                     raise
                 refused = exc

@@ -187,7 +187,11 @@ class SystemClient:
         """
         self.nc.flush(deadline)
         err = self.nc.last_error
-        if err is not earlier and isinstance(err, PermissionsError) and (subject in str(err) or inbox in str(err)):
+        # The error's text is lower-cased (nats-py's text), the subjects are not: compare
+        # without case (an inbox differing only in case from ours is not in use).
+        text = str(err).lower()
+        if err is not earlier and isinstance(err, PermissionsError) and (subject.lower() in text
+                                                                        or inbox.lower() in text):
             raise PermissionsError(f"the server refused the monitoring request {subject}: {err}") from err
 
     @staticmethod

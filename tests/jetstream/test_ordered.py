@@ -213,3 +213,35 @@ def test_start_hold_first_keeps_the_second_message_from_a_heal(js: JetStream, st
     del it.next  # type: ignore[method-assign]
     with it:
         assert [it.next(timeout=5).data for _ in range(3)] == [b"0", b"1", b"2"]
+
+
+def test_a_consumer_deleted_while_its_messages_wait_unread_is_made_anew(js: JetStream, stream: Stream) -> None:
+    """The pull was answered in full and its messages wait for a reader: no request is out,
+    so no heartbeat can go missing. The consumer, deleted meanwhile, is still made anew in
+    the background while nobody reads (as with heartbeats), and nothing is lost or repeated."""
+    _publish(js, f"{stream.name}.a", 8)
+    oc = js.ordered_consumer(stream.name)
+    with oc.messages(max_messages=5, expires=30.0, heartbeat=0.5) as it:
+        it.start()  # one request for 5: answered at once, the next is sent once they are read
+        first = oc.name
+        assert wait_until(lambda: oc.info().delivered.stream_seq == 5, timeout=10)
+        js.delete_consumer(stream.name, first)  # type: ignore[arg-type]
+
+        def made_anew() -> bool:
+            return any(c.name != first for c in js.consumers_info(stream.name))
+
+        assert wait_until(made_anew, timeout=20, interval=0.05), "no consumer made anew while nobody read"
+        assert [int(it.next(timeout=5).data) for _ in range(8)] == list(range(8))
+
+
+def test_stop_drops_the_messages_an_idle_heal_kept(js: JetStream, stream: Stream) -> None:
+    """Messages the background heal took for the reader are received and not read:
+    stop() drops them, and next() raises BadSubscriptionError as it does for the rest."""
+    _publish(js, f"{stream.name}.a", 3)
+    oc = js.ordered_consumer(stream.name)
+    it = oc.messages(max_messages=10, heartbeat=0.2)
+    it.start()
+    assert wait_until(lambda: len(it._held) == 3, timeout=20), "the heal kept nothing"
+    it.stop()
+    with pytest.raises(nats.BadSubscriptionError):
+        it.next(timeout=1)
