@@ -111,7 +111,8 @@ def delete_static(js: JetStream, stream: str, group: str) -> None:
     Exactly the group's own consumers go, ``"<group>-<member>"`` for each member
     its config names; never another group's whose name merely starts the same
     (group ``orders-eu`` when deleting ``orders``), nor one another group's
-    config also names. When the config is already gone (an earlier attempt got
+    config also names, nor one without the group's ``PCG`` priority group (no
+    member made it: it is left alone, as a member leaves it). When the config is already gone (an earlier attempt got
     that far), the consumers found are those named ``"<group>-..."`` with the
     group's priority group that no other static group of the stream names.
 
@@ -130,6 +131,11 @@ def delete_static(js: JetStream, stream: str, group: str) -> None:
     failed = []
     for name in _own_consumers(js, kv, stream, group, cfg):
         try:
+            # The config names the members; only the server knows whose a consumer of
+            # that name is: one without the group's priority group (a user's durable
+            # that happens to be called "<group>-<member>") is no member's and stays.
+            if PRIORITY_GROUP not in (js.consumer(stream, name).cached_info.config.priority_groups or ()):
+                continue
             js.delete_consumer(stream, name)
         except ConsumerNotFoundError:
             continue

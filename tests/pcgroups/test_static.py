@@ -224,6 +224,24 @@ def test_a_member_never_takes_over_a_consumer_another_group_or_a_user_owns(js: J
     assert js.consumer(pstream, "billing-a").cached_info.config.filter_subject == f"0.{pstream}.k1"
 
 
+def test_deleting_a_group_leaves_a_consumer_of_a_members_name_that_no_member_made(js: JetStream,
+                                                                                    pstream: str) -> None:
+    # A user's durable called "<group>-<member>" (no PCG priority group): members refuse it, and so
+    # does the group's deletion.
+    js.create_consumer(pstream, ConsumerConfig(durable_name="billing-a", filter_subject=f"0.{pstream}.k1"))
+    pcgroups.create_static(js, pstream, "billing", 2, members=["a", "b"])
+    pcgroups.static_consume(js, pstream, "billing", "b", lambda m: m.ack(), ConsumerConfig(ack_wait=2.0)).stop()
+    assert "billing-b" in set(js.consumer_names(pstream))
+    pcgroups.delete_static(js, pstream, "billing")
+    assert set(js.consumer_names(pstream)) == {"billing-a"}
+    assert js.consumer(pstream, "billing-a").cached_info.config.filter_subject == f"0.{pstream}.k1"
+    # Also when the config went first (a deletion that stopped half-way).
+    pcgroups.create_static(js, pstream, "billing", 2, members=["a"])
+    js.key_value(pcgroups.STATIC_BUCKET).delete(f"{pstream}.billing")
+    pcgroups.delete_static(js, pstream, "billing")
+    assert set(js.consumer_names(pstream)) == {"billing-a"}
+
+
 @pytest.mark.parametrize("bad", ["a.b", "", "a b", "x*", ">"])
 def test_member_names_that_are_not_nats_tokens_are_refused_before_anything_is_written(
         js: JetStream, pstream: str, bad: str) -> None:
