@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..errors import ConsumerNotFoundError, KeyNotFoundError, NatsError
+from ..errors import ConsumerNotFoundError, InvalidKeyError, KeyNotFoundError, NatsError
 from ..jetstream import ConsumerConfig, JetStream, KeyValue
 from ._buckets import create_config, delete_config, encode, group_names, open_bucket, read_entry, require_names
 from .config import PRIORITY_GROUP, STATIC_BUCKET, MemberMapping, StaticConsumerGroupConfig, validate_static_config
@@ -149,6 +149,36 @@ def _consumer_names(group: str, cfg: StaticConsumerGroupConfig) -> set[str]:
     return {compose_static_consumer_name(group, m) for m in member_names(cfg.members, cfg.member_mappings)}
 
 
+def _shared_names(kv: KeyValue, stream: str, group: str, names: set[str]) -> dict[str, str]:
+    """The names in ``names`` another static group of ``stream`` also derives, each with that group.
+
+    ``"<group>-<member>"`` can only be derived by a group whose name is the part
+    before one of its ``-`` (group and member are never empty): those few keys
+    are read, one get each, and the bucket's groups are never listed, so a
+    member's start costs the same with thousands of groups on the stream. A
+    name with a single ``-`` has no other candidate and costs nothing.
+    """
+    derived: dict[str, set[str]] = {}  # a candidate group's consumer names (empty: no such group)
+    shared = {}
+    for name in sorted(names):
+        for cut in (i for i in range(1, len(name) - 1) if name[i] == "-"):
+            other = name[:cut]
+            if other == group:
+                continue
+            if other not in derived:
+                try:
+                    derived[other] = _consumer_names(other, StaticConsumerGroupConfig.from_json(
+                        kv.get(compose_key(stream, other)).value))
+                except (KeyNotFoundError, InvalidKeyError, ConsumerGroupError):
+                    # no such group (or gone meanwhile), a name no key can hold, or an
+                    # unreadable config (its members cannot run either)
+                    derived[other] = set()
+            if name in derived[other]:
+                shared[name] = other
+                break
+    return shared
+
+
 def _require_own_consumer_names(kv: KeyValue, stream: str, group: str, names: set[str]) -> None:
     """Refuse consumer names another static group of ``stream`` also derives.
 
@@ -159,44 +189,23 @@ def _require_own_consumer_names(kv: KeyValue, stream: str, group: str, names: se
     Raises:
         ConsumerGroupExistsError: a name in ``names`` is another group's too.
     """
-    # A name with a single "-" splits into one (group, member) only: no other group
-    # can derive it, and the common case costs no listing of the groups.
-    names = {n for n in names if n.count("-") > 1}
-    if not names:
-        return
-    for other in group_names(kv, stream):
-        if other == group:
-            continue
-        try:
-            theirs = _consumer_names(other, StaticConsumerGroupConfig.from_json(
-                kv.get(compose_key(stream, other)).value))
-        except (KeyNotFoundError, ConsumerGroupError):
-            continue  # gone meanwhile, or unreadable (its members cannot run either)
-        clash = sorted(names & theirs)
-        if clash:
-            raise ConsumerGroupExistsError(
-                f"consumer name {', '.join(clash)} of static consumer group {group!r} on stream {stream!r} is also "
-                f"one of static consumer group {other!r} ('<group>-<member>'); choose another group or member name")
+    shared = _shared_names(kv, stream, group, names)
+    if shared:
+        name, other = next(iter(shared.items()))
+        raise ConsumerGroupExistsError(
+            f"consumer name {name} of static consumer group {group!r} on stream {stream!r} is also "
+            f"one of static consumer group {other!r} ('<group>-<member>'); choose another group or member name")
 
 
 def _own_consumers(js: JetStream, kv: KeyValue, stream: str, group: str,
                    cfg: StaticConsumerGroupConfig | None) -> list[str]:
     """The consumers of ``group`` on ``stream`` that no other static group of the stream names."""
-    others: set[str] = set()
-    for other in group_names(kv, stream):
-        if other == group:
-            continue
-        try:
-            others |= _consumer_names(other, StaticConsumerGroupConfig.from_json(
-                kv.get(compose_key(stream, other)).value))
-        except (KeyNotFoundError, ConsumerGroupError):
-            continue
     if cfg is not None:
         mine = _consumer_names(group, cfg)
     else:
         mine = {info.name for info in js.list_consumers(stream) if info.name.startswith(f"{group}-")
                 and PRIORITY_GROUP in (info.config.priority_groups or ())}
-    return sorted(mine - others)
+    return sorted(mine - _shared_names(kv, stream, group, mine).keys())
 
 
 def list_static_groups(js: JetStream, stream: str) -> list[str]:

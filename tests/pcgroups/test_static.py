@@ -192,6 +192,29 @@ def test_a_group_whose_consumer_names_are_another_groups_is_refused(js: JetStrea
     assert pcgroups.list_static_groups(js, pstream) == ["orders"]
 
 
+def test_the_consumer_name_check_reads_only_the_groups_that_could_share_a_name(nc: nats.Client, js: JetStream,
+                                                                              pstream: str) -> None:
+    # Many groups of the stream with "-" in their names: checking one group's consumer names
+    # reads the few groups that could derive them, never every group of the stream.
+    for i in range(30):
+        pcgroups.create_static(js, pstream, f"orders-r{i}", 2, members=["m1"])
+
+    def requests(call: Callable[[], object]) -> int:
+        before = nc.stats["out_msgs"]
+        call()
+        return nc.stats["out_msgs"] - before
+
+    assert requests(lambda: pcgroups.create_static(js, pstream, "orders-new", 2, members=["m1", "x-y"])) <= 10
+    assert requests(lambda: pcgroups.delete_static(js, pstream, "orders-new")) <= 10
+    # A name shared at its second "-" is still found.
+    pcgroups.create_static(js, pstream, "a-b-c", 2, members=["d"])
+    with pytest.raises(pcgroups.ConsumerGroupExistsError, match="a-b-c-d"):
+        pcgroups.create_static(js, pstream, "a", 2, members=["b-c-d"])
+    with pytest.raises(pcgroups.ConsumerGroupExistsError, match="a-b-c-d"):
+        pcgroups.create_static(js, pstream, "a-b", 2, members=["c-d"])
+    pcgroups.create_static(js, pstream, "a-b", 2, members=["c-e"])
+
+
 def test_a_member_never_takes_over_a_consumer_another_group_or_a_user_owns(js: JetStream, pstream: str) -> None:
     got = threading.Semaphore(0)
 
