@@ -371,3 +371,14 @@ def test_member_names_that_are_not_nats_tokens_are_refused_before_anything_is_wr
     assert [(s.member, s.consumer_exists) for s in pcgroups.list_elastic_members(js, estream, "g")] == [
         (bad, False), ("ok", False)]
     assert pcgroups.delete_members(js, estream, "g", [bad]) == ["ok"]
+
+
+@pytest.mark.parametrize("bad", ["grüße", "a:b", "a@b", "a,b"])
+def test_group_names_no_kv_key_can_hold_are_refused_as_config_errors(js: JetStream, estream: str, bad: str) -> None:
+    # The config's key is "<stream>.<group>": a name the server takes as a stream name but no
+    # client's KV takes as a key token is refused up front, as the other invalid names are.
+    with pytest.raises(pcgroups.ConsumerGroupConfigError, match="invalid consumer group name"):
+        pcgroups.create_elastic(js, estream, bad, 2, _filters(estream))
+    with pytest.raises(pcgroups.ConsumerGroupConfigError, match="invalid consumer group name"):
+        pcgroups.create_static(js, estream, bad, 2, members=["m1"])
+    assert f"{estream}-{bad}" not in set(js.stream_names())
