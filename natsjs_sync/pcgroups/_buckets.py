@@ -10,7 +10,6 @@ from ..jetstream import Entry, JetStream, KeyValue, StreamConfig
 from .errors import ConsumerGroupConfigError, ConsumerGroupError, ConsumerGroupNotFoundError
 from .partitions import compose_key, is_valid_name
 
-
 # A group's config is the KV key "<stream>.<group>": each name is one key token
 # (what every client's KV allows: letters, digits, "-", "_", "=" and "/") and a
 # stream or consumer name (no "/"). Checked before anything is written, the

@@ -29,6 +29,7 @@ from .members import MemberState, member_names, member_states
 from .partitions import (
     compose_key,
     compose_static_consumer_name,
+    is_valid_name,
     member_partitions,
     require_member_names,
     static_get_partition_filters,
@@ -201,7 +202,9 @@ def _own_consumers(js: JetStream, kv: KeyValue, stream: str, group: str,
                    cfg: StaticConsumerGroupConfig | None) -> list[str]:
     """The consumers of ``group`` on ``stream`` that no other static group of the stream names."""
     if cfg is not None:
-        mine = _consumer_names(group, cfg)
+        # A member name another client let through that no consumer can have (white
+        # space, "."): nothing of that name exists to delete.
+        mine = {name for name in _consumer_names(group, cfg) if is_valid_name(name)}
     else:
         mine = {info.name for info in js.list_consumers(stream) if info.name.startswith(f"{group}-")
                 and PRIORITY_GROUP in (info.config.priority_groups or ())}

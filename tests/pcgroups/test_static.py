@@ -265,6 +265,18 @@ def test_deleting_a_group_leaves_a_consumer_of_a_members_name_that_no_member_mad
     assert set(js.consumer_names(pstream)) == {"billing-a"}
 
 
+def test_deleting_a_group_another_client_wrote_with_a_member_name_no_consumer_can_have(js: JetStream,
+                                                                                        pstream: str) -> None:
+    pcgroups.create_static(js, pstream, "g", 2, members=["c"])
+    pcgroups.static_consume(js, pstream, "g", "c", lambda m: m.ack(), ConsumerConfig(ack_wait=2.0)).stop()
+    # natsio-pcgroups checks no member names: "a b" is stored, and no consumer "g-a b" can exist.
+    js.key_value(pcgroups.STATIC_BUCKET).put(f"{pstream}.g", b'{"max_members":2,"members":["a b","c"]}')
+    pcgroups.delete_static(js, pstream, "g")
+    assert "g-c" not in set(js.consumer_names(pstream))
+    with pytest.raises(pcgroups.ConsumerGroupNotFoundError):
+        pcgroups.get_static_config(js, pstream, "g")
+
+
 @pytest.mark.parametrize("bad", ["a.b", "", "a b", "x*", ">"])
 def test_member_names_that_are_not_nats_tokens_are_refused_before_anything_is_written(
         js: JetStream, pstream: str, bad: str) -> None:
