@@ -72,7 +72,9 @@ def create_static(js: JetStream, stream: str, group: str, max_members: int, filt
         ConsumerGroupExistsError: the group exists with another config; or a
             member's consumer name ``"<group>-<member>"`` is one another static
             group of the stream uses (group ``a`` with member ``b-c`` and group
-            ``a-b`` with member ``c`` would share ``a-b-c``; nothing is written).
+            ``a-b`` with member ``c`` would share ``a-b-c``; nothing is written,
+            or, when the two are created at once, the later one's config is
+            removed again: one of them stays).
         StreamNotFoundError: no such stream.
     """
     require_names(stream, group)
@@ -86,8 +88,20 @@ def create_static(js: JetStream, stream: str, group: str, max_members: int, filt
     except ConsumerGroupNotFoundError:
         pass  # no static group yet: no name is taken
     # Created compare-and-set: a creator with another config fails, never overwrites.
-    _, entry, _ = create_config(js, STATIC_BUCKET, stream, group, encode(cfg.to_json()))
+    _, entry, revision = create_config(js, STATIC_BUCKET, stream, group, encode(cfg.to_json()))
     if entry is None:
+        # The creators of two groups sharing a consumer name may both have passed
+        # the check above (each read before the other wrote): the later creation
+        # gives way, so one of them stays and the other is told.
+        kv = open_bucket(js, STATIC_BUCKET)
+        try:
+            _require_own_consumer_names(kv, stream, group, _consumer_names(group, cfg), before=revision)
+        except ConsumerGroupExistsError:
+            try:
+                kv.delete(compose_key(stream, group), last=revision)
+            except NatsError:
+                pass  # changed meanwhile: left as it is (its members refuse to start)
+            raise
         return cfg
     existing = StaticConsumerGroupConfig.from_json(entry.value)
     if not existing.same_group(cfg):
@@ -150,8 +164,10 @@ def _consumer_names(group: str, cfg: StaticConsumerGroupConfig) -> set[str]:
     return {compose_static_consumer_name(group, m) for m in member_names(cfg.members, cfg.member_mappings)}
 
 
-def _shared_names(kv: KeyValue, stream: str, group: str, names: set[str]) -> dict[str, str]:
-    """The names in ``names`` another static group of ``stream`` also derives, each with that group.
+def _shared_names(kv: KeyValue, stream: str, group: str, names: set[str],
+                  before: int | None = None) -> dict[str, str]:
+    """The names in ``names`` another static group of ``stream`` also derives, each with that group
+    (with ``before``: only groups whose config was stored at an earlier revision).
 
     ``"<group>-<member>"`` can only be derived by a group whose name is the part
     before one of its ``-`` (group and member are never empty): those few keys
@@ -168,8 +184,10 @@ def _shared_names(kv: KeyValue, stream: str, group: str, names: set[str]) -> dic
                 continue
             if other not in derived:
                 try:
-                    derived[other] = _consumer_names(other, StaticConsumerGroupConfig.from_json(
-                        kv.get(compose_key(stream, other)).value))
+                    entry = kv.get(compose_key(stream, other))
+                    earlier = before is None or entry.revision < before
+                    derived[other] = _consumer_names(other, StaticConsumerGroupConfig.from_json(entry.value)) \
+                        if earlier else set()
                 except (KeyNotFoundError, InvalidKeyError, ConsumerGroupError):
                     # no such group (or gone meanwhile), a name no key can hold, or an
                     # unreadable config (its members cannot run either)
@@ -180,8 +198,10 @@ def _shared_names(kv: KeyValue, stream: str, group: str, names: set[str]) -> dic
     return shared
 
 
-def _require_own_consumer_names(kv: KeyValue, stream: str, group: str, names: set[str]) -> None:
-    """Refuse consumer names another static group of ``stream`` also derives.
+def _require_own_consumer_names(kv: KeyValue, stream: str, group: str, names: set[str],
+                                before: int | None = None) -> None:
+    """Refuse consumer names another static group of ``stream`` also derives
+    (with ``before``: one stored at an earlier revision).
 
     orbit.go's ``"<group>-<member>"`` is not unique across groups when names
     hold ``-``; two groups sharing a consumer would delete and re-create each
@@ -190,7 +210,7 @@ def _require_own_consumer_names(kv: KeyValue, stream: str, group: str, names: se
     Raises:
         ConsumerGroupExistsError: a name in ``names`` is another group's too.
     """
-    shared = _shared_names(kv, stream, group, names)
+    shared = _shared_names(kv, stream, group, names, before)
     if shared:
         name, other = next(iter(shared.items()))
         raise ConsumerGroupExistsError(

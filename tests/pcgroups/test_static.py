@@ -6,6 +6,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -213,6 +214,40 @@ def test_the_consumer_name_check_reads_only_the_groups_that_could_share_a_name(n
     with pytest.raises(pcgroups.ConsumerGroupExistsError, match="a-b-c-d"):
         pcgroups.create_static(js, pstream, "a-b", 2, members=["c-d"])
     pcgroups.create_static(js, pstream, "a-b", 2, members=["c-e"])
+
+
+def _create_at_once(js: JetStream, stream: str, group: str, members: list[str], start: threading.Barrier,
+                    outcome: dict[str, str]) -> None:
+    start.wait(10)
+    try:
+        pcgroups.create_static(js, stream, group, 2, members=members)
+        outcome[group] = "created"
+    except pcgroups.ConsumerGroupExistsError as exc:
+        outcome[group] = f"refused: {exc}"
+
+
+def test_of_two_groups_sharing_a_consumer_name_created_at_once_exactly_one_stays(js: JetStream, pstream: str,
+                                                                                 shared_server: Any) -> None:
+    # Both creators check before either writes; the later creation gives way and is told.
+    conns = [nats.connect(shared_server.url) for _ in range(2)]
+    try:
+        for r in range(10):
+            specs = [(f"a{r}", ["b-c"]), (f"a{r}-b", ["c"])]
+            start = threading.Barrier(2)
+            outcome: dict[str, str] = {}
+            threads = [threading.Thread(target=_create_at_once, args=(conns[i].jetstream(), pstream, *specs[i],
+                                                                      start, outcome)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            created = {g for g, what in outcome.items() if what == "created"}
+            refused = [what for what in outcome.values() if what.startswith("refused")]
+            assert len(created) == 1 and len(refused) == 1 and f"a{r}-b-c" in refused[0], (r, outcome)
+            assert set(pcgroups.list_static_groups(js, pstream)) & {g for g, _ in specs} == created
+    finally:
+        for c in conns:
+            c.close()
 
 
 def test_a_member_never_takes_over_a_consumer_another_group_or_a_user_owns(js: JetStream, pstream: str) -> None:
