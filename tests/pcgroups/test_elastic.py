@@ -382,3 +382,16 @@ def test_group_names_no_kv_key_can_hold_are_refused_as_config_errors(js: JetStre
     with pytest.raises(pcgroups.ConsumerGroupConfigError, match="invalid consumer group name"):
         pcgroups.create_static(js, estream, bad, 2, members=["m1"])
     assert f"{estream}-{bad}" not in set(js.stream_names())
+
+
+def test_a_group_whose_stream_cannot_be_made_leaves_no_config(js: JetStream, estream: str) -> None:
+    # More buffer than any server has memory for (the group's stream is stored like its memory
+    # source): the server refuses the stream after the config was stored.
+    with pytest.raises(nats.JetStreamError, match="insufficient"):
+        pcgroups.create_elastic(js, estream, "g", 2, _filters(estream), max_buffered_bytes=2 ** 50)
+    with pytest.raises(pcgroups.ConsumerGroupNotFoundError):
+        pcgroups.get_elastic_config(js, estream, "g")
+    # So the group can be made with other settings at once.
+    cfg = pcgroups.create_elastic(js, estream, "g", 2, _filters(estream), max_buffered_bytes=1 << 20)
+    assert cfg.max_buffered_bytes == 1 << 20
+    assert js.stream(f"{estream}-g").cached_info.config.max_bytes == 1 << 20
