@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 
 from ..errors import BucketExistsError, BucketNotFoundError, KeyExistsError, KeyNotFoundError, NoKeysError
 from ..jetstream import Entry, JetStream, KeyValue, StreamConfig
 from .errors import ConsumerGroupConfigError, ConsumerGroupError, ConsumerGroupNotFoundError
 from .partitions import compose_key, is_valid_name
+
+# A group's config is the KV key "<stream>.<group>": each name is one key token
+# (what every client's KV allows: letters, digits, "-", "_", "=" and "/") and a
+# stream or consumer name (no "/"). Checked before anything is written, the
+# bucket included.
+_GROUP_KEY_TOKEN = re.compile(r"[-_=a-zA-Z0-9]+")
 
 
 def require_names(stream: str, group: str) -> None:
@@ -15,13 +22,15 @@ def require_names(stream: str, group: str) -> None:
 
     Raises:
         ConsumerGroupConfigError: (a ``ValueError``) ``stream`` or ``group`` is
-            empty or not a NATS name token (``.``, ``*``, ``>``, ``/``, ``\\``,
-            white space).
+            not a NATS name token (``.``, ``*``, ``>``, ``/``, ``\\``, white
+            space), or holds a character no KV key can (the config's key is
+            ``"<stream>.<group>"``: letters, digits, ``-``, ``_`` and ``=``).
     """
     for what, name in (("stream", stream), ("consumer group", group)):
-        if not is_valid_name(name):
-            raise ConsumerGroupConfigError(f"invalid {what} name {name!r}: a non-empty NATS name token, without "
-                                           "'.', '*', '>', '/', '\\', white space or control characters")
+        if not is_valid_name(name) or not _GROUP_KEY_TOKEN.fullmatch(name):
+            raise ConsumerGroupConfigError(
+                f"invalid {what} name {name!r}: a consumer group needs ASCII letters, digits, '-', '_' and '=' "
+                "only (each name is a token of the group's KV key; no client can store another)")
 
 
 def open_bucket(js: JetStream, bucket: str) -> KeyValue:

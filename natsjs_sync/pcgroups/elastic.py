@@ -105,6 +105,8 @@ def create_elastic(js: JetStream, stream: str, group: str, max_members: int,
             a stream ``"<stream>-<group>"`` exists that is not this group's work
             queue (then nothing is written), or is one made with other settings.
         StreamNotFoundError: no such stream.
+        JetStreamError: the group's stream could not be made (the config this
+            call stored is removed again).
     """
     require_names(stream, group)
     cfg = ElasticConsumerGroupConfig(max_members=max_members,
@@ -151,6 +153,13 @@ def create_elastic(js: JetStream, stream: str, group: str, max_members: int,
         raise ConsumerGroupExistsError(
             f"stream {name!r} exists with another configuration than elastic consumer group {group!r} on stream "
             f"{stream!r} makes; delete the group (or that stream) and create it again") from exc
+    except NatsError:
+        # Refused (no room for its limits, the account's stream limit, ...) or no
+        # answer: a config without its stream is a group members join and cannot
+        # consume from, and one with other settings could not be made again.
+        if entry is None:
+            _withdraw_config(js, stream, group, revision)
+        raise
     return stored
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..errors import ConsumerNotFoundError, KeyNotFoundError, NatsError
+from ..errors import ConsumerNotFoundError, InvalidKeyError, KeyNotFoundError, NatsError
 from ..jetstream import ConsumerConfig, JetStream, KeyValue
 from ._buckets import create_config, delete_config, encode, group_names, open_bucket, read_entry, require_names
 from .config import PRIORITY_GROUP, STATIC_BUCKET, MemberMapping, StaticConsumerGroupConfig, validate_static_config
@@ -29,6 +29,7 @@ from .members import MemberState, member_names, member_states
 from .partitions import (
     compose_key,
     compose_static_consumer_name,
+    is_valid_name,
     member_partitions,
     require_member_names,
     static_get_partition_filters,
@@ -71,7 +72,9 @@ def create_static(js: JetStream, stream: str, group: str, max_members: int, filt
         ConsumerGroupExistsError: the group exists with another config; or a
             member's consumer name ``"<group>-<member>"`` is one another static
             group of the stream uses (group ``a`` with member ``b-c`` and group
-            ``a-b`` with member ``c`` would share ``a-b-c``; nothing is written).
+            ``a-b`` with member ``c`` would share ``a-b-c``; nothing is written,
+            or, when the two are created at once, the later one's config is
+            removed again: one of them stays).
         StreamNotFoundError: no such stream.
     """
     require_names(stream, group)
@@ -85,8 +88,20 @@ def create_static(js: JetStream, stream: str, group: str, max_members: int, filt
     except ConsumerGroupNotFoundError:
         pass  # no static group yet: no name is taken
     # Created compare-and-set: a creator with another config fails, never overwrites.
-    _, entry, _ = create_config(js, STATIC_BUCKET, stream, group, encode(cfg.to_json()))
+    _, entry, revision = create_config(js, STATIC_BUCKET, stream, group, encode(cfg.to_json()))
     if entry is None:
+        # The creators of two groups sharing a consumer name may both have passed
+        # the check above (each read before the other wrote): the later creation
+        # gives way, so one of them stays and the other is told.
+        kv = open_bucket(js, STATIC_BUCKET)
+        try:
+            _require_own_consumer_names(kv, stream, group, _consumer_names(group, cfg), before=revision)
+        except ConsumerGroupExistsError:
+            try:
+                kv.delete(compose_key(stream, group), last=revision)
+            except NatsError:
+                pass  # changed meanwhile: left as it is (its members refuse to start)
+            raise
         return cfg
     existing = StaticConsumerGroupConfig.from_json(entry.value)
     if not existing.same_group(cfg):
@@ -111,7 +126,8 @@ def delete_static(js: JetStream, stream: str, group: str) -> None:
     Exactly the group's own consumers go, ``"<group>-<member>"`` for each member
     its config names; never another group's whose name merely starts the same
     (group ``orders-eu`` when deleting ``orders``), nor one another group's
-    config also names. When the config is already gone (an earlier attempt got
+    config also names, nor one without the group's ``PCG`` priority group (no
+    member made it: it is left alone, as a member leaves it). When the config is already gone (an earlier attempt got
     that far), the consumers found are those named ``"<group>-..."`` with the
     group's priority group that no other static group of the stream names.
 
@@ -130,6 +146,11 @@ def delete_static(js: JetStream, stream: str, group: str) -> None:
     failed = []
     for name in _own_consumers(js, kv, stream, group, cfg):
         try:
+            # The config names the members; only the server knows whose a consumer of
+            # that name is: one without the group's priority group (a user's durable
+            # that happens to be called "<group>-<member>") is no member's and stays.
+            if PRIORITY_GROUP not in (js.consumer(stream, name).cached_info.config.priority_groups or ()):
+                continue
             js.delete_consumer(stream, name)
         except ConsumerNotFoundError:
             continue
@@ -143,8 +164,44 @@ def _consumer_names(group: str, cfg: StaticConsumerGroupConfig) -> set[str]:
     return {compose_static_consumer_name(group, m) for m in member_names(cfg.members, cfg.member_mappings)}
 
 
-def _require_own_consumer_names(kv: KeyValue, stream: str, group: str, names: set[str]) -> None:
-    """Refuse consumer names another static group of ``stream`` also derives.
+def _shared_names(kv: KeyValue, stream: str, group: str, names: set[str],
+                  before: int | None = None) -> dict[str, str]:
+    """The names in ``names`` another static group of ``stream`` also derives, each with that group
+    (with ``before``: only groups whose config was stored at an earlier revision).
+
+    ``"<group>-<member>"`` can only be derived by a group whose name is the part
+    before one of its ``-`` (group and member are never empty): those few keys
+    are read, one get each, and the bucket's groups are never listed, so a
+    member's start costs the same with thousands of groups on the stream. A
+    name with a single ``-`` has no other candidate and costs nothing.
+    """
+    derived: dict[str, set[str]] = {}  # a candidate group's consumer names (empty: no such group)
+    shared = {}
+    for name in sorted(names):
+        for cut in (i for i in range(1, len(name) - 1) if name[i] == "-"):
+            other = name[:cut]
+            if other == group:
+                continue
+            if other not in derived:
+                try:
+                    entry = kv.get(compose_key(stream, other))
+                    earlier = before is None or entry.revision < before
+                    derived[other] = _consumer_names(other, StaticConsumerGroupConfig.from_json(entry.value)) \
+                        if earlier else set()
+                except (KeyNotFoundError, InvalidKeyError, ConsumerGroupError):
+                    # no such group (or gone meanwhile), a name no key can hold, or an
+                    # unreadable config (its members cannot run either)
+                    derived[other] = set()
+            if name in derived[other]:
+                shared[name] = other
+                break
+    return shared
+
+
+def _require_own_consumer_names(kv: KeyValue, stream: str, group: str, names: set[str],
+                                before: int | None = None) -> None:
+    """Refuse consumer names another static group of ``stream`` also derives
+    (with ``before``: one stored at an earlier revision).
 
     orbit.go's ``"<group>-<member>"`` is not unique across groups when names
     hold ``-``; two groups sharing a consumer would delete and re-create each
@@ -153,44 +210,25 @@ def _require_own_consumer_names(kv: KeyValue, stream: str, group: str, names: se
     Raises:
         ConsumerGroupExistsError: a name in ``names`` is another group's too.
     """
-    # A name with a single "-" splits into one (group, member) only: no other group
-    # can derive it, and the common case costs no listing of the groups.
-    names = {n for n in names if n.count("-") > 1}
-    if not names:
-        return
-    for other in group_names(kv, stream):
-        if other == group:
-            continue
-        try:
-            theirs = _consumer_names(other, StaticConsumerGroupConfig.from_json(
-                kv.get(compose_key(stream, other)).value))
-        except (KeyNotFoundError, ConsumerGroupError):
-            continue  # gone meanwhile, or unreadable (its members cannot run either)
-        clash = sorted(names & theirs)
-        if clash:
-            raise ConsumerGroupExistsError(
-                f"consumer name {', '.join(clash)} of static consumer group {group!r} on stream {stream!r} is also "
-                f"one of static consumer group {other!r} ('<group>-<member>'); choose another group or member name")
+    shared = _shared_names(kv, stream, group, names, before)
+    if shared:
+        name, other = next(iter(shared.items()))
+        raise ConsumerGroupExistsError(
+            f"consumer name {name} of static consumer group {group!r} on stream {stream!r} is also "
+            f"one of static consumer group {other!r} ('<group>-<member>'); choose another group or member name")
 
 
 def _own_consumers(js: JetStream, kv: KeyValue, stream: str, group: str,
                    cfg: StaticConsumerGroupConfig | None) -> list[str]:
     """The consumers of ``group`` on ``stream`` that no other static group of the stream names."""
-    others: set[str] = set()
-    for other in group_names(kv, stream):
-        if other == group:
-            continue
-        try:
-            others |= _consumer_names(other, StaticConsumerGroupConfig.from_json(
-                kv.get(compose_key(stream, other)).value))
-        except (KeyNotFoundError, ConsumerGroupError):
-            continue
     if cfg is not None:
-        mine = _consumer_names(group, cfg)
+        # A member name another client let through that no consumer can have (white
+        # space, "."): nothing of that name exists to delete.
+        mine = {name for name in _consumer_names(group, cfg) if is_valid_name(name)}
     else:
         mine = {info.name for info in js.list_consumers(stream) if info.name.startswith(f"{group}-")
                 and PRIORITY_GROUP in (info.config.priority_groups or ())}
-    return sorted(mine - others)
+    return sorted(mine - _shared_names(kv, stream, group, mine).keys())
 
 
 def list_static_groups(js: JetStream, stream: str) -> list[str]:

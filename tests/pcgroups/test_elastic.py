@@ -371,3 +371,27 @@ def test_member_names_that_are_not_nats_tokens_are_refused_before_anything_is_wr
     assert [(s.member, s.consumer_exists) for s in pcgroups.list_elastic_members(js, estream, "g")] == [
         (bad, False), ("ok", False)]
     assert pcgroups.delete_members(js, estream, "g", [bad]) == ["ok"]
+
+
+@pytest.mark.parametrize("bad", ["grüße", "a:b", "a@b", "a,b"])
+def test_group_names_no_kv_key_can_hold_are_refused_as_config_errors(js: JetStream, estream: str, bad: str) -> None:
+    # The config's key is "<stream>.<group>": a name the server takes as a stream name but no
+    # client's KV takes as a key token is refused up front, as the other invalid names are.
+    with pytest.raises(pcgroups.ConsumerGroupConfigError, match="invalid consumer group name"):
+        pcgroups.create_elastic(js, estream, bad, 2, _filters(estream))
+    with pytest.raises(pcgroups.ConsumerGroupConfigError, match="invalid consumer group name"):
+        pcgroups.create_static(js, estream, bad, 2, members=["m1"])
+    assert f"{estream}-{bad}" not in set(js.stream_names())
+
+
+def test_a_group_whose_stream_cannot_be_made_leaves_no_config(js: JetStream, estream: str) -> None:
+    # More buffer than any server has memory for (the group's stream is stored like its memory
+    # source): the server refuses the stream after the config was stored.
+    with pytest.raises(nats.JetStreamError, match="insufficient"):
+        pcgroups.create_elastic(js, estream, "g", 2, _filters(estream), max_buffered_bytes=2 ** 50)
+    with pytest.raises(pcgroups.ConsumerGroupNotFoundError):
+        pcgroups.get_elastic_config(js, estream, "g")
+    # So the group can be made with other settings at once.
+    cfg = pcgroups.create_elastic(js, estream, "g", 2, _filters(estream), max_buffered_bytes=1 << 20)
+    assert cfg.max_buffered_bytes == 1 << 20
+    assert js.stream(f"{estream}-g").cached_info.config.max_bytes == 1 << 20

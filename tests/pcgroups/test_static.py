@@ -6,6 +6,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,6 +193,63 @@ def test_a_group_whose_consumer_names_are_another_groups_is_refused(js: JetStrea
     assert pcgroups.list_static_groups(js, pstream) == ["orders"]
 
 
+def test_the_consumer_name_check_reads_only_the_groups_that_could_share_a_name(nc: nats.Client, js: JetStream,
+                                                                              pstream: str) -> None:
+    # Many groups of the stream with "-" in their names: checking one group's consumer names
+    # reads the few groups that could derive them, never every group of the stream.
+    for i in range(30):
+        pcgroups.create_static(js, pstream, f"orders-r{i}", 2, members=["m1"])
+
+    def requests(call: Callable[[], object]) -> int:
+        before = nc.stats["out_msgs"]
+        call()
+        return nc.stats["out_msgs"] - before
+
+    assert requests(lambda: pcgroups.create_static(js, pstream, "orders-new", 2, members=["m1", "x-y"])) <= 10
+    assert requests(lambda: pcgroups.delete_static(js, pstream, "orders-new")) <= 10
+    # A name shared at its second "-" is still found.
+    pcgroups.create_static(js, pstream, "a-b-c", 2, members=["d"])
+    with pytest.raises(pcgroups.ConsumerGroupExistsError, match="a-b-c-d"):
+        pcgroups.create_static(js, pstream, "a", 2, members=["b-c-d"])
+    with pytest.raises(pcgroups.ConsumerGroupExistsError, match="a-b-c-d"):
+        pcgroups.create_static(js, pstream, "a-b", 2, members=["c-d"])
+    pcgroups.create_static(js, pstream, "a-b", 2, members=["c-e"])
+
+
+def _create_at_once(js: JetStream, stream: str, group: str, members: list[str], start: threading.Barrier,
+                    outcome: dict[str, str]) -> None:
+    start.wait(10)
+    try:
+        pcgroups.create_static(js, stream, group, 2, members=members)
+        outcome[group] = "created"
+    except pcgroups.ConsumerGroupExistsError as exc:
+        outcome[group] = f"refused: {exc}"
+
+
+def test_of_two_groups_sharing_a_consumer_name_created_at_once_exactly_one_stays(js: JetStream, pstream: str,
+                                                                                 shared_server: Any) -> None:
+    # Both creators check before either writes; the later creation gives way and is told.
+    conns = [nats.connect(shared_server.url) for _ in range(2)]
+    try:
+        for r in range(10):
+            specs = [(f"a{r}", ["b-c"]), (f"a{r}-b", ["c"])]
+            start = threading.Barrier(2)
+            outcome: dict[str, str] = {}
+            threads = [threading.Thread(target=_create_at_once, args=(conns[i].jetstream(), pstream, *specs[i],
+                                                                      start, outcome)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            created = {g for g, what in outcome.items() if what == "created"}
+            refused = [what for what in outcome.values() if what.startswith("refused")]
+            assert len(created) == 1 and len(refused) == 1 and f"a{r}-b-c" in refused[0], (r, outcome)
+            assert set(pcgroups.list_static_groups(js, pstream)) & {g for g, _ in specs} == created
+    finally:
+        for c in conns:
+            c.close()
+
+
 def test_a_member_never_takes_over_a_consumer_another_group_or_a_user_owns(js: JetStream, pstream: str) -> None:
     got = threading.Semaphore(0)
 
@@ -222,6 +280,36 @@ def test_a_member_never_takes_over_a_consumer_another_group_or_a_user_owns(js: J
     with pytest.raises(pcgroups.ConsumerGroupExistsError, match="billing-a"):
         pcgroups.static_consume(js, pstream, "billing", "a", lambda m: m.ack(), tmpl)
     assert js.consumer(pstream, "billing-a").cached_info.config.filter_subject == f"0.{pstream}.k1"
+
+
+def test_deleting_a_group_leaves_a_consumer_of_a_members_name_that_no_member_made(js: JetStream,
+                                                                                    pstream: str) -> None:
+    # A user's durable called "<group>-<member>" (no PCG priority group): members refuse it, and so
+    # does the group's deletion.
+    js.create_consumer(pstream, ConsumerConfig(durable_name="billing-a", filter_subject=f"0.{pstream}.k1"))
+    pcgroups.create_static(js, pstream, "billing", 2, members=["a", "b"])
+    pcgroups.static_consume(js, pstream, "billing", "b", lambda m: m.ack(), ConsumerConfig(ack_wait=2.0)).stop()
+    assert "billing-b" in set(js.consumer_names(pstream))
+    pcgroups.delete_static(js, pstream, "billing")
+    assert set(js.consumer_names(pstream)) == {"billing-a"}
+    assert js.consumer(pstream, "billing-a").cached_info.config.filter_subject == f"0.{pstream}.k1"
+    # Also when the config went first (a deletion that stopped half-way).
+    pcgroups.create_static(js, pstream, "billing", 2, members=["a"])
+    js.key_value(pcgroups.STATIC_BUCKET).delete(f"{pstream}.billing")
+    pcgroups.delete_static(js, pstream, "billing")
+    assert set(js.consumer_names(pstream)) == {"billing-a"}
+
+
+def test_deleting_a_group_another_client_wrote_with_a_member_name_no_consumer_can_have(js: JetStream,
+                                                                                        pstream: str) -> None:
+    pcgroups.create_static(js, pstream, "g", 2, members=["c"])
+    pcgroups.static_consume(js, pstream, "g", "c", lambda m: m.ack(), ConsumerConfig(ack_wait=2.0)).stop()
+    # natsio-pcgroups checks no member names: "a b" is stored, and no consumer "g-a b" can exist.
+    js.key_value(pcgroups.STATIC_BUCKET).put(f"{pstream}.g", b'{"max_members":2,"members":["a b","c"]}')
+    pcgroups.delete_static(js, pstream, "g")
+    assert "g-c" not in set(js.consumer_names(pstream))
+    with pytest.raises(pcgroups.ConsumerGroupNotFoundError):
+        pcgroups.get_static_config(js, pstream, "g")
 
 
 @pytest.mark.parametrize("bad", ["a.b", "", "a b", "x*", ">"])
