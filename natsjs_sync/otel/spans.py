@@ -445,14 +445,21 @@ def _call_with_context(s: _State, op: str, wrapped: Callable[..., Any], param: _
     return wrapped(*args, **kwargs)  # outside the handler: an error of its own carries no other as context
 
 
-#: Room kept for the headers a batch publisher adds to a message (batch id, sequence, commit):
-#: a batch changes its state before it sends, so a message is never sent twice.
+#: Room kept for the headers a batch publisher adds to a message of its own accord (batch id,
+#: sequence, commit): a batch changes its state before it sends, so a message is never sent twice.
 _BATCH_HEADER_ROOM = 512
+#: Room kept per option of a batch message (``msg_id``, ``expected_*``, ``ttl``) on top of its value:
+#: each becomes a header, whose name (at most 43 characters) and framing fit in it.
+_OPTION_HEADER_ROOM = 96
+# Arguments of a batch's add/commit that become no header.
+_NOT_HEADERS = frozenset({"subject", "payload", "headers", "timeout", "ack"})
 
 
-def _fits_with_context(max_payload: int, payload: Any, headers: Any, context: Any) -> bool:
-    """Whether a batch message still fits ``max_payload`` with the trace context added (and room
-    for the publisher's own headers)."""
+def _fits_with_context(max_payload: int, payload: Any, headers: Any, context: Any,
+                       options: Mapping[str, Any] | None = None) -> bool:
+    """Whether a batch message still fits ``max_payload`` with the trace context added, with room
+    for the headers the publisher adds: its own, and one per option given in ``options`` (the
+    call's keyword arguments), as long as its value."""
     injected = inject(headers, context)
     if injected is headers:
         return True
@@ -460,6 +467,9 @@ def _fits_with_context(max_payload: int, payload: Any, headers: Any, context: An
         size = len(payload) + len(encode_headers(injected))
     except Exception:
         return False
+    for name, value in (options or {}).items():
+        if name not in _NOT_HEADERS and value is not None and value is not False:
+            size += _OPTION_HEADER_ROOM + len(str(value))
     return size + _BATCH_HEADER_ROOM <= max_payload
 
 
