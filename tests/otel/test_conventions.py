@@ -96,6 +96,28 @@ def test_a_publish_to_another_clients_reply_inbox_is_temporary(otel: Telemetry, 
             if s.get(M.MESSAGING_DESTINATION_TEMPLATE) == "_THEIRS.app.>"]
 
 
+
+def test_a_reply_subject_from_another_client_never_makes_ordinary_subjects_temporary(
+        otel: Telemetry, nc: nats.Client, shared_server: NatsServer) -> None:
+    """Any client may send any reply subject: one shaped like an inbox under ``orders`` teaches
+    the prefix, and a publish to an inbox under it is temporary, but ``orders.created`` (no NUID
+    after the prefix) keeps its own name, on the span and off the template."""
+    sub = nc.subscribe("work.poisoned")
+    nc.flush()
+    with nats.connect(shared_server.url) as other:
+        other.publish("work.poisoned", b"", reply="orders.AAAAAAAAAAAAAAAAAAAAAA")
+        other.flush()
+    assert sub.next_msg(timeout=10).reply == "orders.AAAAAAAAAAAAAAAAAAAAAA"
+    nc.publish("orders.created", b"")
+    nc.publish("orders.BBBBBBBBBBBBBBBBBBBBBB", b"")
+    created = otel.span("publish orders.created")
+    assert M.MESSAGING_DESTINATION_TEMPORARY not in created.attributes
+    assert M.MESSAGING_DESTINATION_TEMPLATE not in created.attributes
+    inbox = otel.span("publish orders.>")
+    assert inbox.attributes[M.MESSAGING_DESTINATION_NAME] == "orders.BBBBBBBBBBBBBBBBBBBBBB"
+    assert inbox.attributes[M.MESSAGING_DESTINATION_TEMPORARY] is True
+
+
 # ---------------------------------------------------------------------- a caller's traceparent
 
 
