@@ -6,6 +6,7 @@ import threading
 
 import pytest
 from opentelemetry.semconv._incubating.attributes import messaging_attributes as M
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 import natsjs_sync as nats
@@ -119,6 +120,33 @@ def test_a_reply_subject_from_another_client_never_makes_ordinary_subjects_tempo
 
 
 # ---------------------------------------------------------------------- a caller's traceparent
+
+
+
+def test_a_callers_trace_context_gets_no_field_of_ours_beside_it(otel: Telemetry, nc: nats.Client) -> None:
+    """The fields of one trace context go together: beside a caller's valid ``traceparent`` no
+    ``tracestate`` of the sender's own trace is added, and a caller's ``tracestate`` beside a
+    malformed ``traceparent`` (which ours replaces) does not stay to describe our context."""
+    sub = nc.subscribe("relay.state")
+    nc.flush()
+    ours = trace.SpanContext(trace_id=0xABC, span_id=0xDEF, is_remote=True,
+                             trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+                             trace_state=trace.TraceState([("ours", "1")]))
+    tracer = otel.tracer_provider.get_tracer("app")
+    with tracer.start_as_current_span("relay", context=trace.set_span_in_context(trace.NonRecordingSpan(ours))):
+        nc.publish("relay.state", b"", headers={"Traceparent": CALLER_TRACEPARENT})
+        nc.publish("relay.state", b"", headers={"traceparent": "garbage", "tracestate": "theirs=1"})
+    with tracer.start_as_current_span("fresh"):  # a new trace: no tracestate of ours
+        nc.publish("relay.state", b"", headers={"traceparent": "garbage", "TraceState": "theirs=1"})
+    kept = sub.next_msg(timeout=10).headers
+    assert kept is not None and kept.get("Traceparent") == CALLER_TRACEPARENT
+    assert [k for k in kept if k.lower() == "tracestate"] == []
+    replaced = sub.next_msg(timeout=10).headers
+    assert replaced is not None and replaced.get("traceparent") != "garbage"
+    assert replaced.get("tracestate") == "ours=1"
+    fresh = sub.next_msg(timeout=10).headers
+    assert fresh is not None and fresh.get("traceparent") != "garbage"
+    assert [k for k in fresh if k.lower() in ("traceparent", "tracestate")] == ["traceparent"]
 
 
 def test_a_callers_traceparent_is_the_creation_context_linked_from_the_send(otel: Telemetry,
