@@ -441,8 +441,11 @@ def _call_with_context(s: _State, op: str, wrapped: Callable[..., Any], param: _
     try:
         return wrapped(*sent_args, **sent_kwargs)
     except MaxPayloadError:
-        s.metrics.skipped.add(1, {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_NAME: op})
-    return wrapped(*args, **kwargs)  # outside the handler: an error of its own carries no other as context
+        pass
+    result = wrapped(*args, **kwargs)  # outside the handler: an error of its own carries no other as context
+    # Counted once sent: a message too big even without the trace context was not sent at all.
+    s.metrics.skipped.add(1, {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_NAME: op})
+    return result
 
 
 #: Room kept for the headers a batch publisher adds to a message of its own accord (batch id,

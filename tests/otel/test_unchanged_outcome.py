@@ -126,6 +126,7 @@ def test_a_message_that_fits_only_without_trace_headers_is_sent_without_them(
         # one byte too many is refused as uninstrumented: the same error, the same text
         with pytest.raises(nats.MaxPayloadError, match=f"message of {MAX_PAYLOAD + 1} bytes"):
             nc.publish("big.core", full + b"x")
+        assert _skipped(otel) == 3  # not sent at all: not counted as sent without the trace context
         # a message with room to spare still carries the trace context
         nc.publish("big.core", b"small")
         assert "traceparent" in (sub.next_msg(timeout=10).headers or {})
