@@ -77,6 +77,19 @@ def test_subscriptions_to_inboxes_are_one_series_of_pending_counts(otel: Telemet
     assert [attrs.get(M.MESSAGING_DESTINATION_TEMPLATE) for attrs, _ in pending].count("_INBOX.>") == 1
 
 
+def test_subscriptions_to_inboxes_of_a_custom_prefix_are_one_series_of_pending_counts(
+        otel: Telemetry, shared_server: NatsServer) -> None:
+    """A client with its own ``inbox_prefix``: its inbox subscriptions are one series too, by its
+    prefix's template, never one per inbox subject."""
+    with nats.connect(shared_server.url, inbox_prefix="_MINE.app") as mine:
+        for _ in range(3):
+            mine.subscribe(mine.new_inbox())
+        pending = otel.metrics()["nats.subscription.pending.messages"]
+    names = [attrs.get(M.MESSAGING_DESTINATION_SUBSCRIPTION_NAME) for attrs, _ in pending]
+    assert not [n for n in names if str(n).startswith("_MINE.")], names
+    assert [attrs.get(M.MESSAGING_DESTINATION_TEMPLATE) for attrs, _ in pending].count("_MINE.app.>") == 1
+
+
 def test_a_publish_to_another_clients_reply_inbox_is_temporary(otel: Telemetry, nc: nats.Client,
                                                                shared_server: NatsServer) -> None:
     """A reply made with a plain publish to the reply subject of a request from a client with
