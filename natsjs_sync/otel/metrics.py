@@ -99,6 +99,7 @@ class Metrics:
             TRACE_CONTEXT_SKIPPED, unit="{message}",
             description="Messages sent without trace context: with it they would have exceeded the server's"
                         " max_payload.")
+        self._meter = meter
         self._lock = threading.Lock()
         self._clients: weakref.WeakSet[Client] = weakref.WeakSet()
         # Each subscription with its attributes, made once (its subject never changes).
@@ -151,6 +152,32 @@ class Metrics:
         with self._lock:
             return list(items)
 
+    # -- which instrumentation the observers report --------------------------------
+
+    #: The metrics of the live instrumentation (None when uninstrumented).
+    live: Metrics | None = None
+
+    def start(self) -> None:
+        """Make these the metrics the observers report (instrument())."""
+        Metrics.live = self
+
+    def stop(self) -> None:
+        """Report nothing more of what these watch (uninstrument())."""
+        if Metrics.live is self:
+            Metrics.live = None
+
+    def _source(self) -> Metrics | None:
+        """The metrics an observer of these reports: the live ones when they are of the same meter.
+        A meter keeps the observable instruments first made on it (and their callbacks) when an
+        instrumentation after an uninstrument() makes them again: those report what the live one
+        watches. None when uninstrumented, or the live instrumentation reports to another meter."""
+        live = Metrics.live
+        return live if live is not None and live._meter is self._meter else None
+
+    def _clients_now(self) -> list[Client]:
+        src = self._source()
+        return src._snapshot(src._clients) if src is not None else []
+
     # -- observers (run on the reader's collection thread) -------------------------
 
     @staticmethod
@@ -161,11 +188,11 @@ class Metrics:
         return attrs
 
     def _reconnects(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(c.stats.reconnects, self._client_attrs(c)) for c in self._snapshot(self._clients)]
+        return [Observation(c.stats.reconnects, self._client_attrs(c)) for c in self._clients_now()]
 
     def _states(self, options: CallbackOptions) -> Iterable[Observation]:
         out = []
-        for c in self._snapshot(self._clients):
+        for c in self._clients_now():
             if c.is_closed:
                 now = "closed"
             elif c.is_draining:
@@ -194,7 +221,10 @@ class Metrics:
         return attrs
 
     def _live_subs(self) -> list[tuple[Subscription, Mapping[str, Any]]]:
-        return [(s, attrs) for s, attrs in self._snapshot(self._subs.items()) if s.is_valid]
+        src = self._source()
+        if src is None:
+            return []
+        return [(s, attrs) for s, attrs in src._snapshot(src._subs.items()) if s.is_valid]
 
     def _pending_msgs(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(s.pending_msgs, attrs) for s, attrs in self._live_subs()]
@@ -206,5 +236,8 @@ class Metrics:
         return [Observation(s.dropped, attrs) for s, attrs in self._live_subs()]
 
     def _js_pending(self, options: CallbackOptions) -> Iterable[Observation]:
+        src = self._source()
+        if src is None:
+            return []
         return [Observation(int(js.publish_async_pending), {MESSAGING_SYSTEM: SYSTEM})
-                for js in self._snapshot(self._contexts)]
+                for js in src._snapshot(src._contexts)]
