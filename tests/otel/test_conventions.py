@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from opentelemetry.semconv._incubating.attributes import messaging_attributes as M
 from opentelemetry import trace
+from opentelemetry.semconv._incubating.attributes import messaging_attributes as M
 from opentelemetry.trace import SpanKind
 
 import natsjs_sync as nats
