@@ -183,7 +183,8 @@ def destination(subject: str, inbox_prefix: str = DEFAULT_INBOX_PREFIX, *,
     destination (see :func:`is_temporary`, an inbox under one of
     ``reply_prefixes``: the prefix, then a NUID token, or ``temporary=True``: a reply subject, whatever its
     prefix) also gets ``messaging.destination.temporary`` and, when its prefix
-    is known, ``messaging.destination.template`` ``<prefix>.>``; a JetStream
+    is one of those (never one read in the subject alone: the sender chose it),
+    ``messaging.destination.template`` ``<prefix>.>``; a JetStream
     direct get by subject gets the template of its stream. Metrics keep the
     template and never the name of a subject.
 
@@ -195,8 +196,6 @@ def destination(subject: str, inbox_prefix: str = DEFAULT_INBOX_PREFIX, *,
     """
     attrs: dict[str, Any] = {MESSAGING_DESTINATION_NAME: subject}
     prefix = _temporary_prefix(subject, inbox_prefix, reply_prefixes)
-    if prefix is None and temporary:
-        prefix = inbox_of(subject)
     if prefix is not None or temporary:
         attrs[MESSAGING_DESTINATION_TEMPORARY] = True
         if prefix is not None:

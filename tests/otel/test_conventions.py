@@ -111,6 +111,43 @@ def test_a_publish_to_another_clients_reply_inbox_is_temporary(otel: Telemetry, 
 
 
 
+def test_answers_to_requesters_of_many_prefixes_stay_a_bounded_number_of_series(
+        otel: Telemetry, nc: nats.Client, shared_server: NatsServer) -> None:
+    """Another client sends 100 requests with reply subjects under 100 inbox prefixes (its choice)
+    and the application answers each: the metrics of its answers are at most 64 templates and
+    one series without, never a series per prefix."""
+    nc.subscribe("svc.crowd", cb=lambda m: m.respond(b"ok"))
+    nc.flush()
+    with nats.connect(shared_server.url) as other:
+        for i in range(100):
+            other.publish("svc.crowd", b"", reply=f"_P{i}.{next_nuid()}")
+        other.flush()
+        otel.wait_for(lambda ss: sum(s.name.startswith("respond") for s in ss) == 100)
+    answers = _series(otel, "messaging.client.sent.messages", "respond")
+    templates = [s.get(M.MESSAGING_DESTINATION_TEMPLATE) for s in answers]
+    assert len(answers) == 65 and templates.count(None) == 1, templates
+
+
+def test_reply_subjects_of_many_prefixes_do_not_crowd_out_a_requester(
+        otel: Telemetry, nc: nats.Client, shared_server: NatsServer) -> None:
+    """Another client sends 100 messages with reply subjects under 100 inbox prefixes, which the
+    application does not answer: a requester coming after them is still named by its prefix's
+    template when the application answers it with a plain publish."""
+    seen = threading.Semaphore(0)
+    nc.subscribe("svc.ignored", cb=lambda m: seen.release())
+    nc.subscribe("svc.manual2", cb=lambda m: nc.publish(m.reply, b"ok"))
+    nc.flush()
+    with nats.connect(shared_server.url) as other:
+        for i in range(100):
+            other.publish("svc.ignored", b"", reply=f"_Q{i}.{next_nuid()}")
+        other.flush()
+        for _ in range(100):
+            assert seen.acquire(timeout=10)
+    with nats.connect(shared_server.url, inbox_prefix="_LATE.app") as requester:
+        assert requester.request("svc.manual2", b"", timeout=10).data == b"ok"
+    assert otel.span("publish _LATE.app.>").attributes[M.MESSAGING_DESTINATION_TEMPORARY] is True
+
+
 def test_a_reply_subject_from_another_client_never_makes_ordinary_subjects_temporary(
         otel: Telemetry, nc: nats.Client, shared_server: NatsServer) -> None:
     """Any client may send any reply subject: one shaped like an inbox under ``orders`` teaches
