@@ -538,6 +538,11 @@ def _consumer_attrs(s: _State, msg: Msg, pattern: str | None, queue: str | None,
     attrs = s.destination(msg.subject, owner, op_type, op_type)
     attrs[a.MESSAGING_SYSTEM] = a.SYSTEM
     s.body_size(attrs, msg.data)
+    if pattern is not None and not attrs.get(a.MESSAGING_DESTINATION_TEMPORARY) \
+            and a.is_temporary(pattern, s.inbox_prefix(owner)):
+        # Delivered to an inbox for messages of other subjects (a push consumer's deliver subject,
+        # one per consumer): it names neither the destination's template nor, on metrics, the subscription.
+        pattern = None
     if pattern is not None and pattern != msg.subject:
         attrs.setdefault(a.MESSAGING_DESTINATION_TEMPLATE, pattern)  # an inbox's template stays its prefix's
     if pattern is not None:

@@ -67,6 +67,22 @@ def test_ordered_and_ephemeral_consumer_names_stay_off_metrics(otel: Telemetry, 
     assert [p.get(M.MESSAGING_CONSUMER_GROUP_NAME) for p in processed] == ["billing"]
 
 
+def test_push_consumers_read_with_next_msg_are_one_series(otel: Telemetry, js: JetStream, stream: Stream) -> None:
+    """nats-py style push subscriptions read with ``next_msg``: each has a deliver inbox of its
+    own, which names neither the template nor the subscription on the metrics: one series."""
+    js.publish(f"{stream.name}.a", b"1")
+    for _ in range(3):
+        sub = js.subscribe(f"{stream.name}.>")
+        try:
+            sub.next_msg(timeout=10).ack()
+        finally:
+            sub.unsubscribe()
+    receives = _series(otel, "messaging.client.consumed.messages", "receive")
+    assert len(receives) == 1, receives
+    assert M.MESSAGING_DESTINATION_SUBSCRIPTION_NAME not in receives[0], receives
+    assert not str(receives[0].get(M.MESSAGING_DESTINATION_TEMPLATE, "")).startswith("_INBOX."), receives
+
+
 def test_subscriptions_to_inboxes_are_one_series_of_pending_counts(otel: Telemetry, nc: nats.Client) -> None:
     for _ in range(3):
         nc.subscribe(nc.new_inbox())
