@@ -134,9 +134,11 @@ def _temporary_prefix(subject: str, inbox_prefix: str, reply_prefixes: tuple[str
         if subject.startswith(prefix) and subject[len(prefix):len(prefix) + 1] == ".":
             return prefix
     if reply_prefixes and subject.startswith(reply_prefixes):
-        for dotted in reply_prefixes:
-            if subject.startswith(dotted):
-                return dotted[:-1]
+        # Only an inbox under a learned prefix (the prefix, then a NUID token): any client may send
+        # any reply subject, and one such as ``orders.<nuid>`` must not make ``orders.created`` temporary.
+        learned = inbox_of(subject)
+        if learned is not None and learned + "." in reply_prefixes:
+            return learned
     return None
 
 
@@ -178,10 +180,11 @@ def destination(subject: str, inbox_prefix: str = DEFAULT_INBOX_PREFIX, *,
     """The destination attributes of ``subject``, as the conventions' span name reads them.
 
     ``messaging.destination.name`` is the subject itself. A temporary
-    destination (see :func:`is_temporary`, a subject under one of
-    ``reply_prefixes``, or ``temporary=True``: a reply subject, whatever its
+    destination (see :func:`is_temporary`, an inbox under one of
+    ``reply_prefixes``: the prefix, then a NUID token, or ``temporary=True``: a reply subject, whatever its
     prefix) also gets ``messaging.destination.temporary`` and, when its prefix
-    is known, ``messaging.destination.template`` ``<prefix>.>``; a JetStream
+    is one of those (never one read in the subject alone: the sender chose it),
+    ``messaging.destination.template`` ``<prefix>.>``; a JetStream
     direct get by subject gets the template of its stream. Metrics keep the
     template and never the name of a subject.
 
@@ -193,8 +196,6 @@ def destination(subject: str, inbox_prefix: str = DEFAULT_INBOX_PREFIX, *,
     """
     attrs: dict[str, Any] = {MESSAGING_DESTINATION_NAME: subject}
     prefix = _temporary_prefix(subject, inbox_prefix, reply_prefixes)
-    if prefix is None and temporary:
-        prefix = inbox_of(subject)
     if prefix is not None or temporary:
         attrs[MESSAGING_DESTINATION_TEMPORARY] = True
         if prefix is not None:

@@ -99,7 +99,7 @@ def _wrap_subscribe(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
             args, kwargs = cb_p.replace(args, kwargs, traced)
         sub: Subscription = wrapped(*args, **kwargs)
         s.metrics.watch_client(client)
-        s.metrics.watch_subscription(sub)
+        s.metrics.watch_subscription(sub, s.inbox_prefix(client))
         if cb is None:
             s.track_user_sub(sub)
         return sub

@@ -186,12 +186,17 @@ class NatsjsSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         # Live before the import hook is registered: with the data source already imported,
         # the hook runs at once, and it wraps only for the live instrumentation.
         _Live.current = s
+        s.metrics.start()
         wrapt.when_imported("natsjs_sync.spark.datasource")(functools.partial(_instrument_spark, s))
         self._api_trace = add_client_trace(ClientTrace(request_sent=_api_request_event,
                                                        response_received=_api_response_event))
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        """Restore the library's own methods; callbacks wrapped earlier call straight through from now on."""
+        """Restore the library's own methods; callbacks wrapped earlier call straight through from now on,
+        and the observable metrics report nothing more."""
+        live = _Live.current
+        if live is not None:
+            live.metrics.stop()
         _Live.current = None
         api_trace = getattr(self, "_api_trace", None)
         if api_trace is not None:

@@ -227,7 +227,7 @@ def _wrap_batch_send(s: _State, kind: str, fn: Callable[..., Any]) -> Callable[.
                 b.span.add_link(custom)
             nc = getattr(getattr(publisher, "_js", None), "nc", None)
             limit = nc.max_payload if nc is not None else 0
-            if _fits_with_context(limit, payload_p.get(args, kwargs, b""), headers, b.context):
+            if _fits_with_context(limit, payload_p.get(args, kwargs, b""), headers, b.context, kwargs):
                 args, kwargs = _with_context(headers_p, args, kwargs, b.context)
             else:
                 s.metrics.skipped.add(1, {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_NAME: "publish"})

@@ -21,6 +21,7 @@ from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
 
 from .._core import fork
 from .attributes import (
+    DEFAULT_INBOX_PREFIX,
     MESSAGING_CONSUMER_GROUP_NAME,
     MESSAGING_DESTINATION_SUBSCRIPTION_NAME,
     MESSAGING_DESTINATION_TEMPLATE,
@@ -98,9 +99,11 @@ class Metrics:
             TRACE_CONTEXT_SKIPPED, unit="{message}",
             description="Messages sent without trace context: with it they would have exceeded the server's"
                         " max_payload.")
+        self._meter = meter
         self._lock = threading.Lock()
         self._clients: weakref.WeakSet[Client] = weakref.WeakSet()
-        self._subs: weakref.WeakSet[Subscription] = weakref.WeakSet()
+        # Each subscription with its attributes, made once (its subject never changes).
+        self._subs: weakref.WeakKeyDictionary[Subscription, Mapping[str, Any]] = weakref.WeakKeyDictionary()
         self._contexts: weakref.WeakSet[JetStream] = weakref.WeakSet()
         fork.track(self)
         meter.create_observable_counter(RECONNECTS, [self._reconnects], unit="{reconnect}",
@@ -133,10 +136,12 @@ class Metrics:
             with self._lock:
                 self._clients.add(client)
 
-    def watch_subscription(self, sub: Subscription) -> None:
-        """Report this subscription's pending counts and drops from now on."""
+    def watch_subscription(self, sub: Subscription, inbox_prefix: str = DEFAULT_INBOX_PREFIX) -> None:
+        """Report this subscription's pending counts and drops from now on (``inbox_prefix``: its
+        client's, so a subscription to one of its inboxes is reported by the template)."""
+        attrs = self._sub_attrs(sub, inbox_prefix)
         with self._lock:
-            self._subs.add(sub)
+            self._subs[sub] = attrs
 
     def watch_jetstream(self, js: JetStream) -> None:
         """Report this context's publishes in flight from now on."""
@@ -146,6 +151,32 @@ class Metrics:
     def _snapshot(self, items: Iterable[Any]) -> list[Any]:
         with self._lock:
             return list(items)
+
+    # -- which instrumentation the observers report --------------------------------
+
+    #: The metrics of the live instrumentation (None when uninstrumented).
+    live: Metrics | None = None
+
+    def start(self) -> None:
+        """Make these the metrics the observers report (instrument())."""
+        Metrics.live = self
+
+    def stop(self) -> None:
+        """Report nothing more of what these watch (uninstrument())."""
+        if Metrics.live is self:
+            Metrics.live = None
+
+    def _source(self) -> Metrics | None:
+        """The metrics an observer of these reports: the live ones when they are of the same meter.
+        A meter keeps the observable instruments first made on it (and their callbacks) when an
+        instrumentation after an uninstrument() makes them again: those report what the live one
+        watches. None when uninstrumented, or the live instrumentation reports to another meter."""
+        live = Metrics.live
+        return live if live is not None and live._meter is self._meter else None
+
+    def _clients_now(self) -> list[Client]:
+        src = self._source()
+        return src._snapshot(src._clients) if src is not None else []
 
     # -- observers (run on the reader's collection thread) -------------------------
 
@@ -157,11 +188,11 @@ class Metrics:
         return attrs
 
     def _reconnects(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(c.stats.reconnects, self._client_attrs(c)) for c in self._snapshot(self._clients)]
+        return [Observation(c.stats.reconnects, self._client_attrs(c)) for c in self._clients_now()]
 
     def _states(self, options: CallbackOptions) -> Iterable[Observation]:
         out = []
-        for c in self._snapshot(self._clients):
+        for c in self._clients_now():
             if c.is_closed:
                 now = "closed"
             elif c.is_draining:
@@ -176,9 +207,9 @@ class Metrics:
         return out
 
     @staticmethod
-    def _sub_attrs(sub: Subscription) -> Mapping[str, Any]:
+    def _sub_attrs(sub: Subscription, inbox_prefix: str) -> Mapping[str, Any]:
         attrs: dict[str, Any] = {MESSAGING_SYSTEM: SYSTEM}
-        where = destination(sub.subject)
+        where = destination(sub.subject, inbox_prefix)
         if where.get(MESSAGING_DESTINATION_TEMPORARY):
             # A subscription to an inbox (one per request, per client): its template, never its subject.
             if MESSAGING_DESTINATION_TEMPLATE in where:
@@ -189,18 +220,24 @@ class Metrics:
             attrs[MESSAGING_CONSUMER_GROUP_NAME] = sub.queue
         return attrs
 
-    def _live_subs(self) -> list[Subscription]:
-        return [s for s in self._snapshot(self._subs) if s.is_valid]
+    def _live_subs(self) -> list[tuple[Subscription, Mapping[str, Any]]]:
+        src = self._source()
+        if src is None:
+            return []
+        return [(s, attrs) for s, attrs in src._snapshot(src._subs.items()) if s.is_valid]
 
     def _pending_msgs(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(s.pending_msgs, self._sub_attrs(s)) for s in self._live_subs()]
+        return [Observation(s.pending_msgs, attrs) for s, attrs in self._live_subs()]
 
     def _pending_bytes(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(s.pending_bytes, self._sub_attrs(s)) for s in self._live_subs()]
+        return [Observation(s.pending_bytes, attrs) for s, attrs in self._live_subs()]
 
     def _dropped(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(s.dropped, self._sub_attrs(s)) for s in self._live_subs()]
+        return [Observation(s.dropped, attrs) for s, attrs in self._live_subs()]
 
     def _js_pending(self, options: CallbackOptions) -> Iterable[Observation]:
+        src = self._source()
+        if src is None:
+            return []
         return [Observation(int(js.publish_async_pending), {MESSAGING_SYSTEM: SYSTEM})
-                for js in self._snapshot(self._contexts)]
+                for js in src._snapshot(src._contexts)]

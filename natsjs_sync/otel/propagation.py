@@ -78,7 +78,8 @@ def inject(headers: HeadersInput | None, context: Context | None = None) -> Head
     """The headers to send: ``headers`` plus the trace context of ``context`` (default: the current one).
 
     A valid trace context already in ``headers`` is kept as it is (the caller's
-    creation context); trace context fields that carry none are replaced.
+    creation context), with no span context field of ours beside it; trace context
+    fields that carry none are all replaced.
 
     Args:
         headers: the caller's headers (left unchanged), or None.
@@ -91,19 +92,27 @@ def inject(headers: HeadersInput | None, context: Context | None = None) -> Head
     """
     if headers is not None and not isinstance(headers, Mapping):
         return headers
+    ours: dict[str, Any] = {}
+    propagate.inject(ours, context=context, setter=_SETTER)
+    if not ours:
+        return headers
     merged: dict[str, Any] = dict(_items(headers)) if headers else {}
     changed = False
     span_fields = _span_fields()
-    stale = [k for k in merged if isinstance(k, str) and k.casefold() in span_fields]
-    if stale and creation_context(headers) is None:
-        # Fields of a context that is not valid (a malformed traceparent): those ours has replace them.
-        ours = {key.casefold() for key in _fields(context)}
-        for key in stale:
-            if key.casefold() in ours:
-                del merged[key]
-                changed = True
+    theirs = [k for k in merged if isinstance(k, str) and k.casefold() in span_fields]
+    if theirs and creation_context(headers) is None and any(k.casefold() in span_fields for k in ours):
+        # Fields of a context that is not valid (a malformed traceparent): ours replaces all of them,
+        # those ours has no value for included (a tracestate of theirs would describe our traceparent).
+        for key in theirs:
+            del merged[key]
+        changed = True
+        theirs = []
     before = len(merged)
-    propagate.inject(merged, context=context, setter=_SETTER)
+    for key, value in ours.items():
+        # The caller's valid context stays whole: beside it, only fields of ours that are no part
+        # of a span context (baggage), never a tracestate of another trace.
+        if not theirs or key.casefold() not in span_fields:
+            _SETTER.set(merged, key, value)
     if not changed and len(merged) == before:
         return headers
     return merged

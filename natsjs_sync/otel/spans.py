@@ -17,6 +17,7 @@ them in place.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import inspect
@@ -71,9 +72,12 @@ class _State:
         # messaging.message.body.size is opt-in by the conventions.
         self.message_body_size = message_body_size
         self._lock = threading.Lock()
-        # Inbox prefixes seen in the reply subjects of received messages (other clients' inboxes):
-        # a publish to one of them is to a temporary destination. Bounded.
-        self.reply_prefixes: tuple[str, ...] = ()
+        # Inbox prefixes of other clients, learned in two steps, both bounded: seen in the reply
+        # subject of a received message (any client may send any reply subject: the latest few
+        # are kept), then confirmed when this process sends to an inbox under one (a reply), and
+        # kept; a send to an inbox under a confirmed prefix is named by the prefix's template.
+        self.reply_prefixes: tuple[str, ...] = ()  # confirmed, each ending with "."
+        self._seen_prefixes: collections.OrderedDict[str, None] = collections.OrderedDict()
         # Subscriptions the application made without a callback: only their next_msg
         # gets receive spans (the library's own subscriptions use next_msg too).
         self.user_subs: set[int] = set()
@@ -132,20 +136,50 @@ class _State:
             attrs[a.MESSAGING_MESSAGE_BODY_SIZE] = _size(payload)
 
     def learn_reply(self, reply: str) -> None:
-        """Remember the inbox prefix of a received message's reply subject (see :func:`.attributes.inbox_of`)."""
-        if (not reply or reply.startswith(self.reply_prefixes) or reply.startswith(_ACK_PREFIX)
-                or len(self.reply_prefixes) >= _MAX_REPLY_PREFIXES):
-            return  # known, an ack subject (temporary already), or as many as are kept
+        """Note the inbox prefix of a received message's reply subject (see :func:`.attributes.inbox_of`):
+        the latest :data:`_MAX_REPLY_PREFIXES` seen are kept until a send confirms one."""
+        if not reply or reply.startswith(_ACK_PREFIX):
+            return  # none, or an ack subject (temporary already)
         prefix = a.inbox_of(reply)
-        if prefix is not None:
-            with self._lock:
-                if prefix + "." not in self.reply_prefixes and len(self.reply_prefixes) < _MAX_REPLY_PREFIXES:
-                    self.reply_prefixes = (*self.reply_prefixes, prefix + ".")
+        if prefix is None or prefix + "." in self.reply_prefixes:
+            return
+        with self._lock:
+            seen = self._seen_prefixes
+            seen[prefix] = None
+            seen.move_to_end(prefix)
+            if len(seen) > _MAX_REPLY_PREFIXES:
+                seen.popitem(last=False)
+
+    def _confirm(self, prefix: str) -> bool | None:
+        """A send to an inbox under ``prefix``: True when the prefix is (now) confirmed, False when
+        it was seen but as many as are kept are confirmed, None when it was not seen."""
+        with self._lock:
+            if prefix not in self._seen_prefixes:
+                return None
+            if len(self.reply_prefixes) >= _MAX_REPLY_PREFIXES:
+                return False
+            del self._seen_prefixes[prefix]
+            self.reply_prefixes = (*self.reply_prefixes, prefix + ".")
+            return True
 
     def destination(self, subject: str, owner: Any, op_type: str, op_name: str,
                     temporary: bool = False) -> dict[str, Any]:
-        """Operation and destination attributes of ``subject`` sent or received by ``owner`` (a client)."""
-        return _destination(subject, op_type, op_name, self.inbox_prefix(owner), temporary, self.reply_prefixes)
+        """Operation and destination attributes of ``subject`` sent or received by ``owner`` (a client).
+
+        ``temporary``: a reply subject (whatever its prefix). A send to an inbox of another
+        client is temporary, and named by its prefix's template once the prefix is confirmed (at
+        most :data:`_MAX_REPLY_PREFIXES` of them: the prefix of a reply subject is the sender's
+        choice, and a template per prefix would be a metric series per requester).
+        """
+        attrs = _destination(subject, op_type, op_name, self.inbox_prefix(owner), temporary, self.reply_prefixes)
+        if op_type == "send" and a.MESSAGING_DESTINATION_TEMPLATE not in attrs and (temporary or self._seen_prefixes):
+            prefix = a.inbox_of(subject)
+            confirmed = self._confirm(prefix) if prefix is not None else None
+            if confirmed is not None:
+                attrs[a.MESSAGING_DESTINATION_TEMPORARY] = True
+            if confirmed:
+                attrs[a.MESSAGING_DESTINATION_TEMPLATE] = f"{prefix}.>"
+        return attrs
 
     def run_publish_hook(self, span: Span, subject: str, payload: Any, headers: Any) -> None:
         if self.publish_hook is not None and span.is_recording():
@@ -178,7 +212,8 @@ class _State:
             self.metrics.consumed.add(consumed, m)
 
 
-#: Reply-subject inbox prefixes remembered at most (a bound on the learning, not on correctness).
+#: Inbox prefixes of other clients kept at most, seen and confirmed each (a bound on the learning,
+#: not on correctness: beyond it, a send to an inbox is temporary without a template).
 _MAX_REPLY_PREFIXES = 64
 
 # Attributes kept on metrics: bounded ones only (no subjects, message ids, sequences, sizes or
@@ -441,18 +476,28 @@ def _call_with_context(s: _State, op: str, wrapped: Callable[..., Any], param: _
     try:
         return wrapped(*sent_args, **sent_kwargs)
     except MaxPayloadError:
-        s.metrics.skipped.add(1, {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_NAME: op})
-    return wrapped(*args, **kwargs)  # outside the handler: an error of its own carries no other as context
+        pass
+    result = wrapped(*args, **kwargs)  # outside the handler: an error of its own carries no other as context
+    # Counted once sent: a message too big even without the trace context was not sent at all.
+    s.metrics.skipped.add(1, {a.MESSAGING_SYSTEM: a.SYSTEM, a.MESSAGING_OPERATION_NAME: op})
+    return result
 
 
-#: Room kept for the headers a batch publisher adds to a message (batch id, sequence, commit):
-#: a batch changes its state before it sends, so a message is never sent twice.
+#: Room kept for the headers a batch publisher adds to a message of its own accord (batch id,
+#: sequence, commit): a batch changes its state before it sends, so a message is never sent twice.
 _BATCH_HEADER_ROOM = 512
+#: Room kept per option of a batch message (``msg_id``, ``expected_*``, ``ttl``) on top of its value:
+#: each becomes a header, whose name (at most 43 characters) and framing fit in it.
+_OPTION_HEADER_ROOM = 96
+# Arguments of a batch's add/commit that become no header.
+_NOT_HEADERS = frozenset({"subject", "payload", "headers", "timeout", "ack"})
 
 
-def _fits_with_context(max_payload: int, payload: Any, headers: Any, context: Any) -> bool:
-    """Whether a batch message still fits ``max_payload`` with the trace context added (and room
-    for the publisher's own headers)."""
+def _fits_with_context(max_payload: int, payload: Any, headers: Any, context: Any,
+                       options: Mapping[str, Any] | None = None) -> bool:
+    """Whether a batch message still fits ``max_payload`` with the trace context added, with room
+    for the headers the publisher adds: its own, and one per option given in ``options`` (the
+    call's keyword arguments), as long as its value."""
     injected = inject(headers, context)
     if injected is headers:
         return True
@@ -460,6 +505,9 @@ def _fits_with_context(max_payload: int, payload: Any, headers: Any, context: An
         size = len(payload) + len(encode_headers(injected))
     except Exception:
         return False
+    for name, value in (options or {}).items():
+        if name not in _NOT_HEADERS and value is not None and value is not False:
+            size += _OPTION_HEADER_ROOM + len(str(value))
     return size + _BATCH_HEADER_ROOM <= max_payload
 
 
@@ -490,6 +538,11 @@ def _consumer_attrs(s: _State, msg: Msg, pattern: str | None, queue: str | None,
     attrs = s.destination(msg.subject, owner, op_type, op_type)
     attrs[a.MESSAGING_SYSTEM] = a.SYSTEM
     s.body_size(attrs, msg.data)
+    if pattern is not None and not attrs.get(a.MESSAGING_DESTINATION_TEMPORARY) \
+            and a.is_temporary(pattern, s.inbox_prefix(owner)):
+        # Delivered to an inbox for messages of other subjects (a push consumer's deliver subject,
+        # one per consumer): it names neither the destination's template nor, on metrics, the subscription.
+        pattern = None
     if pattern is not None and pattern != msg.subject:
         attrs.setdefault(a.MESSAGING_DESTINATION_TEMPLATE, pattern)  # an inbox's template stays its prefix's
     if pattern is not None:

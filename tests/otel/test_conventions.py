@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.semconv._incubating.attributes import messaging_attributes as M
 from opentelemetry.trace import SpanKind
 
@@ -66,6 +67,22 @@ def test_ordered_and_ephemeral_consumer_names_stay_off_metrics(otel: Telemetry, 
     assert [p.get(M.MESSAGING_CONSUMER_GROUP_NAME) for p in processed] == ["billing"]
 
 
+def test_push_consumers_read_with_next_msg_are_one_series(otel: Telemetry, js: JetStream, stream: Stream) -> None:
+    """nats-py style push subscriptions read with ``next_msg``: each has a deliver inbox of its
+    own, which names neither the template nor the subscription on the metrics: one series."""
+    js.publish(f"{stream.name}.a", b"1")
+    for _ in range(3):
+        sub = js.subscribe(f"{stream.name}.>")
+        try:
+            sub.next_msg(timeout=10).ack()
+        finally:
+            sub.unsubscribe()
+    receives = _series(otel, "messaging.client.consumed.messages", "receive")
+    assert len(receives) == 1, receives
+    assert M.MESSAGING_DESTINATION_SUBSCRIPTION_NAME not in receives[0], receives
+    assert not str(receives[0].get(M.MESSAGING_DESTINATION_TEMPLATE, "")).startswith("_INBOX."), receives
+
+
 def test_subscriptions_to_inboxes_are_one_series_of_pending_counts(otel: Telemetry, nc: nats.Client) -> None:
     for _ in range(3):
         nc.subscribe(nc.new_inbox())
@@ -74,6 +91,19 @@ def test_subscriptions_to_inboxes_are_one_series_of_pending_counts(otel: Telemet
     names = [attrs.get(M.MESSAGING_DESTINATION_SUBSCRIPTION_NAME) for attrs, _ in pending]
     assert "named.sub" in names and not [n for n in names if str(n).startswith("_INBOX.")], names
     assert [attrs.get(M.MESSAGING_DESTINATION_TEMPLATE) for attrs, _ in pending].count("_INBOX.>") == 1
+
+
+def test_subscriptions_to_inboxes_of_a_custom_prefix_are_one_series_of_pending_counts(
+        otel: Telemetry, shared_server: NatsServer) -> None:
+    """A client with its own ``inbox_prefix``: its inbox subscriptions are one series too, by its
+    prefix's template, never one per inbox subject."""
+    with nats.connect(shared_server.url, inbox_prefix="_MINE.app") as mine:
+        for _ in range(3):
+            mine.subscribe(mine.new_inbox())
+        pending = otel.metrics()["nats.subscription.pending.messages"]
+    names = [attrs.get(M.MESSAGING_DESTINATION_SUBSCRIPTION_NAME) for attrs, _ in pending]
+    assert not [n for n in names if str(n).startswith("_MINE.")], names
+    assert [attrs.get(M.MESSAGING_DESTINATION_TEMPLATE) for attrs, _ in pending].count("_MINE.app.>") == 1
 
 
 def test_a_publish_to_another_clients_reply_inbox_is_temporary(otel: Telemetry, nc: nats.Client,
@@ -96,7 +126,93 @@ def test_a_publish_to_another_clients_reply_inbox_is_temporary(otel: Telemetry, 
             if s.get(M.MESSAGING_DESTINATION_TEMPLATE) == "_THEIRS.app.>"]
 
 
+
+def test_answers_to_requesters_of_many_prefixes_stay_a_bounded_number_of_series(
+        otel: Telemetry, nc: nats.Client, shared_server: NatsServer) -> None:
+    """Another client sends 100 requests with reply subjects under 100 inbox prefixes (its choice)
+    and the application answers each: the metrics of its answers are at most 64 templates and
+    one series without, never a series per prefix."""
+    nc.subscribe("svc.crowd", cb=lambda m: m.respond(b"ok"))
+    nc.flush()
+    with nats.connect(shared_server.url) as other:
+        for i in range(100):
+            other.publish("svc.crowd", b"", reply=f"_P{i}.{next_nuid()}")
+        other.flush()
+        otel.wait_for(lambda ss: sum(s.name.startswith("respond") for s in ss) == 100)
+    answers = _series(otel, "messaging.client.sent.messages", "respond")
+    templates = [s.get(M.MESSAGING_DESTINATION_TEMPLATE) for s in answers]
+    assert len(answers) == 65 and templates.count(None) == 1, templates
+
+
+def test_reply_subjects_of_many_prefixes_do_not_crowd_out_a_requester(
+        otel: Telemetry, nc: nats.Client, shared_server: NatsServer) -> None:
+    """Another client sends 100 messages with reply subjects under 100 inbox prefixes, which the
+    application does not answer: a requester coming after them is still named by its prefix's
+    template when the application answers it with a plain publish."""
+    seen = threading.Semaphore(0)
+    nc.subscribe("svc.ignored", cb=lambda m: seen.release())
+    nc.subscribe("svc.manual2", cb=lambda m: nc.publish(m.reply, b"ok"))
+    nc.flush()
+    with nats.connect(shared_server.url) as other:
+        for i in range(100):
+            other.publish("svc.ignored", b"", reply=f"_Q{i}.{next_nuid()}")
+        other.flush()
+        for _ in range(100):
+            assert seen.acquire(timeout=10)
+    with nats.connect(shared_server.url, inbox_prefix="_LATE.app") as requester:
+        assert requester.request("svc.manual2", b"", timeout=10).data == b"ok"
+    assert otel.span("publish _LATE.app.>").attributes[M.MESSAGING_DESTINATION_TEMPORARY] is True
+
+
+def test_a_reply_subject_from_another_client_never_makes_ordinary_subjects_temporary(
+        otel: Telemetry, nc: nats.Client, shared_server: NatsServer) -> None:
+    """Any client may send any reply subject: one shaped like an inbox under ``orders`` teaches
+    the prefix, and a publish to an inbox under it is temporary, but ``orders.created`` (no NUID
+    after the prefix) keeps its own name, on the span and off the template."""
+    sub = nc.subscribe("work.poisoned")
+    nc.flush()
+    with nats.connect(shared_server.url) as other:
+        other.publish("work.poisoned", b"", reply="orders.AAAAAAAAAAAAAAAAAAAAAA")
+        other.flush()
+    assert sub.next_msg(timeout=10).reply == "orders.AAAAAAAAAAAAAAAAAAAAAA"
+    nc.publish("orders.created", b"")
+    nc.publish("orders.BBBBBBBBBBBBBBBBBBBBBB", b"")
+    created = otel.span("publish orders.created")
+    assert M.MESSAGING_DESTINATION_TEMPORARY not in created.attributes
+    assert M.MESSAGING_DESTINATION_TEMPLATE not in created.attributes
+    inbox = otel.span("publish orders.>")
+    assert inbox.attributes[M.MESSAGING_DESTINATION_NAME] == "orders.BBBBBBBBBBBBBBBBBBBBBB"
+    assert inbox.attributes[M.MESSAGING_DESTINATION_TEMPORARY] is True
+
+
 # ---------------------------------------------------------------------- a caller's traceparent
+
+
+
+def test_a_callers_trace_context_gets_no_field_of_ours_beside_it(otel: Telemetry, nc: nats.Client) -> None:
+    """The fields of one trace context go together: beside a caller's valid ``traceparent`` no
+    ``tracestate`` of the sender's own trace is added, and a caller's ``tracestate`` beside a
+    malformed ``traceparent`` (which ours replaces) does not stay to describe our context."""
+    sub = nc.subscribe("relay.state")
+    nc.flush()
+    ours = trace.SpanContext(trace_id=0xABC, span_id=0xDEF, is_remote=True,
+                             trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+                             trace_state=trace.TraceState([("ours", "1")]))
+    tracer = otel.tracer_provider.get_tracer("app")
+    with tracer.start_as_current_span("relay", context=trace.set_span_in_context(trace.NonRecordingSpan(ours))):
+        nc.publish("relay.state", b"", headers={"Traceparent": CALLER_TRACEPARENT})
+        nc.publish("relay.state", b"", headers={"traceparent": "garbage", "tracestate": "theirs=1"})
+    with tracer.start_as_current_span("fresh"):  # a new trace: no tracestate of ours
+        nc.publish("relay.state", b"", headers={"traceparent": "garbage", "TraceState": "theirs=1"})
+    kept = sub.next_msg(timeout=10).headers
+    assert kept is not None and kept.get("Traceparent") == CALLER_TRACEPARENT
+    assert [k for k in kept if k.lower() == "tracestate"] == []
+    replaced = sub.next_msg(timeout=10).headers
+    assert replaced is not None and replaced.get("traceparent") != "garbage"
+    assert replaced.get("tracestate") == "ours=1"
+    fresh = sub.next_msg(timeout=10).headers
+    assert fresh is not None and fresh.get("traceparent") != "garbage"
+    assert [k for k in fresh if k.lower() in ("traceparent", "tracestate")] == ["traceparent"]
 
 
 def test_a_callers_traceparent_is_the_creation_context_linked_from_the_send(otel: Telemetry,

@@ -148,6 +148,44 @@ def test_callbacks_wrapped_before_uninstrument_stop_tracing(otel: Telemetry, nc:
     inst.instrument(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
 
 
+def test_client_state_metrics_stop_at_uninstrument_and_follow_a_new_instrumentation(
+        shared_server: NatsServer) -> None:
+    """The observable metrics report nothing once uninstrumented; instrumented again into the same
+    meter provider (whose meter keeps the instruments made first, with their callbacks), they
+    report the clients the new instrumentation sees."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+
+    reader = InMemoryMetricReader()
+    mp, tp = MeterProvider(metric_readers=[reader]), TracerProvider()
+
+    def connected() -> list[object]:
+        data = reader.get_metrics_data()
+        return [] if data is None else [
+            dict(p.attributes or {}).get("messaging.nats.client.name")
+            for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+            if m.name == "nats.client.connection.state"
+            for p in m.data.data_points  # type: ignore[attr-defined]
+            if dict(p.attributes or {}).get("messaging.nats.connection.state") == "connected" and p.value]
+
+    inst = NatsjsSyncInstrumentor()
+    inst.instrument(tracer_provider=tp, meter_provider=mp)
+    try:
+        with nats.connect(shared_server.url, name="first") as first:
+            first.publish("state.x", b"")
+            assert connected() == ["first"]
+            inst.uninstrument()
+            assert connected() == []
+            inst.instrument(tracer_provider=tp, meter_provider=mp)
+            with nats.connect(shared_server.url, name="second") as second:
+                second.publish("state.x", b"")
+                assert connected() == ["second"]
+    finally:
+        inst.uninstrument()
+        mp.shutdown()
+
+
 def test_metrics_count_sent_consumed_and_durations(otel: Telemetry, nc: nats.Client) -> None:
     done = threading.Event()
     nc.subscribe("m.x", cb=lambda m: done.set())

@@ -126,6 +126,7 @@ def test_a_message_that_fits_only_without_trace_headers_is_sent_without_them(
         # one byte too many is refused as uninstrumented: the same error, the same text
         with pytest.raises(nats.MaxPayloadError, match=f"message of {MAX_PAYLOAD + 1} bytes"):
             nc.publish("big.core", full + b"x")
+        assert _skipped(otel) == 3  # not sent at all: not counted as sent without the trace context
         # a message with room to spare still carries the trace context
         nc.publish("big.core", b"small")
         assert "traceparent" in (sub.next_msg(timeout=10).headers or {})
@@ -151,3 +152,48 @@ def test_a_batch_message_near_max_payload_goes_without_trace_headers(
             assert _skipped(otel) == 1
         finally:
             js.delete_stream("BATCH")
+
+
+def _commit_near_max_payload(js: JetStream, subject: str, msg_id: str) -> str:
+    """An atomic batch whose commit, with a long ``msg_id``, is exactly max_payload as the batch sends it."""
+    def run() -> Any:
+        with js.atomic_batch() as batch:
+            batch.add(subject, b"small")
+            own = len(encode_headers({"Nats-Msg-Id": msg_id, "Nats-Batch-Id": batch.batch_id,
+                                      "Nats-Batch-Sequence": "2", "Nats-Batch-Commit": "1"}))
+            return batch.commit(subject, b"z" * (MAX_PAYLOAD - own), msg_id=msg_id).batch_size
+    return _outcome(run)
+
+
+def test_a_batch_message_whose_options_fill_max_payload_goes_without_trace_headers(
+        small_server: NatsServer) -> None:
+    """The headers a batch message's options make (a long ``msg_id``) count: a commit that fits
+    max_payload uninstrumented is stored instrumented too, where the trace context made it fail
+    with MaxPayloadError after the batch was over."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+
+    with nats.connect(small_server.url) as nc:
+        js = nc.jetstream()
+        try:
+            js.create_stream(name="BATCHOPT", subjects=["batchopt.>"], storage="memory", allow_atomic=True)
+        except nats.FeatureNotSupportedError:
+            pytest.skip("atomic batches need nats-server 2.12")
+        try:
+            assert _commit_near_max_payload(js, "batchopt.a", "a" * 600) == "ok"
+            reader = InMemoryMetricReader()
+            inst = NatsjsSyncInstrumentor()
+            inst.instrument(tracer_provider=TracerProvider(), meter_provider=MeterProvider(metric_readers=[reader]))
+            try:
+                assert _commit_near_max_payload(js, "batchopt.b", "b" * 600) == "ok"
+                # the small first message carried the trace context, the commit went without it
+                stream = js.stream("BATCHOPT")
+                assert stream.get_msg(3).header("traceparent") is not None
+                assert stream.get_msg(4).header("traceparent") is None
+                skipped = reader.get_metrics_data()
+                assert skipped is not None and "nats.client.trace_context.skipped" in skipped.to_json()
+            finally:
+                inst.uninstrument()
+        finally:
+            js.delete_stream("BATCHOPT")
