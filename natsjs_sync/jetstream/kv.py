@@ -384,6 +384,11 @@ class KeyValue:
 
     # ------------------------------------------------------------------ writing
 
+    def _wrong_last(self, exc: WrongLastSequenceError, key: str) -> KeyWrongLastSequenceError:
+        err = KeyWrongLastSequenceError(exc.description, code=exc.code, err_code=exc.err_code)
+        err.key, err.bucket = key, self.bucket
+        return err
+
     def _publish(self, key: str, value: bytes | bytearray | memoryview, headers: dict[str, str] | None,
                  last: int | None, timeout: TimeoutArg, validate: bool = True) -> int:
         subject = self._put_pre + (validate_key(key) if validate else key)
@@ -391,7 +396,7 @@ class KeyValue:
             ack = self._js.publish(subject, bytes(value), headers=headers, expected_last_subject_seq=last,
                                    timeout=timeout)
         except WrongLastSequenceError as exc:
-            raise KeyWrongLastSequenceError(exc.description, code=exc.code, err_code=exc.err_code) from None
+            raise self._wrong_last(exc, key) from None
         return ack.seq
 
     def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: TimeoutArg = USE_DEFAULT, *,
@@ -440,7 +445,7 @@ class KeyValue:
                     return self._publish(key, data, headers, entry.revision, deadline, validate_keys)
                 except WrongLastSequenceError:
                     pass
-            raise KeyWrongLastSequenceError(exc.description, code=exc.code, err_code=exc.err_code) from None
+            raise self._wrong_last(exc, key) from None
 
     def delete(self, key: str, last: int | None = None, timeout: TimeoutArg = USE_DEFAULT, *,
                msg_ttl: float | str | None = None, validate_keys: bool = True) -> int:

@@ -103,7 +103,7 @@ def _pulled(cfg: NatsConfig, name: str, start: int, end: int, subjects: list[str
     """The same range through a consumer (what a server before 2.11 reads with)."""
     out = []
     for subject, seq, ts_us, hdrs, data in _read_pulled(cfg.jetstream(), name, start, end, list(subjects or []),
-                                                        5, 10.0):
+                                                        5, 10.0, None):
         own = parse_headers(hdrs)[2] if hdrs else None
         out.append((subject, seq, ts_us, list(own.items_all()) if own else None, data))
     return out
