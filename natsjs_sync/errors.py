@@ -592,16 +592,16 @@ class KeyWrongLastSequenceError(KeyExistsError, WrongLastSequenceError):
     value, ``update`` (or ``delete``/``purge`` with ``last=``) after the key moved on.
 
     ``description`` is the server's (``wrong last sequence: 3``) and the text is
-    nats-py's, ``nats:`` before it, then the key and bucket when known
-    (:attr:`key`, :attr:`bucket`).
+    nats-py's, ``nats:`` before it (programs compare it); :attr:`key` and
+    :attr:`bucket` say which write failed.
     """
 
+    #: The key written, and its bucket (None when not known).
     key: str | None = None
     bucket: str | None = None
 
     def __str__(self) -> str:
-        where = f" (key {self.key!r} in bucket {self.bucket!r})" if self.key is not None else ""
-        return f"nats: {self.description}{where}"
+        return f"nats: {self.description}"
 
 
 class InvalidKeyError(KeyValueError, ValueError):
