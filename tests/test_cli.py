@@ -601,6 +601,29 @@ def test_sigterm_stops_a_long_running_command_with_exit_code_143(tmp_path: Path,
         proc.communicate(timeout=30)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_pubsub_bench_prints_no_traceback_of_its_subscriber(tmp_path: Path, nats_server: NatsServer,
+                                                                     sig: int) -> None:
+    # The scenario's subscriber reads on a thread of its own; stopping the command closes its
+    # connection under that thread, which is no error to report.
+    proc = _cli("bench", "pubsub", "--msgs", "1000000000", "--server", nats_server.url, home=tmp_path)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        with natsjs_sync.connect(nats_server.url) as nc:
+            flowing = nc.subscribe("bench.ps", max_msgs=1)
+            nc.flush()
+            line = proc.stdout.readline()
+            assert line.startswith("using the server given by --server"), (line, proc.stderr.read())
+            flowing.next_msg(timeout=30)  # publishing: the subscriber thread runs
+        proc.send_signal(sig)
+        assert proc.wait(60) == 128 + sig
+        assert proc.stderr.read() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
 def test_a_server_started_for_a_command_is_out_of_reach_of_its_terminals_ctrl_c() -> None:
     # Ctrl-C goes to the terminal's foreground process group: the command's, not its server's,
     # which the command stops itself once done with it.
