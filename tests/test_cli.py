@@ -693,7 +693,14 @@ def test_a_missing_seed_file_is_named_as_a_file() -> None:
     ["pub", "x", "y", "--timeout", "soon"], ["pub", "x", "y", "--timeout=-1s"], ["--timeout", "0", "pub", "x", "y"],
     ["sub", "x", "--timeout", "later"], ["bench", "--msgs", "0"], ["bench", "--msgs", "-5"],
     ["bench", "--sync-msgs", "0"], ["bench", "--size", "-1"], ["bench", "--size", "1XB"], ["demo", "--count", "0"],
-    ["pub", "x", "y", "--count", "0"], ["consumer", "next", "S", "C", "--count", "-1"]])
+    ["pub", "x", "y", "--count", "0"], ["consumer", "next", "S", "C", "--count", "-1"],
+    # Durations past what a wait can take (Go's longest is 2562047h47m16.854775807s) or infinite.
+    ["reply", "x", "--timeout", "1e12"], ["--timeout", "1e12", "pub", "x", "y"], ["pub", "x", "--timeout", "2562048h"],
+    ["kv", "add", "B", "--ttl", "inf"], ["kv", "add", "B", "--ttl", "nan"],
+    ["stream", "add", "S", "--subjects", "s", "--max-age", "inf"], ["stream", "add", "S", "--subjects", "s",
+                                                                    "--dupe-window", "-1"],
+    ["consumer", "add", "S", "C", "--ack-wait", "1e300"], ["service", "ls", "--stall", "0"],
+    ["service", "ping", "--stall", "nan"], ["server", "ls", "--expect", "0"]])
 def test_bad_option_values_give_one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(argv)

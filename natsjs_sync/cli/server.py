@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._connect import connect
+from .._timeout import WAIT_MAX
 from ..client import Client
 from ..errors import NatsError
 
@@ -126,11 +127,15 @@ def _connect(args: argparse.Namespace) -> Client:
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+#: No duration reaches this: the longest wait Python's clocks take (about 292 years, a hair under the
+#: longest Go's ``time.Duration`` holds, past which the nats CLI's ``ParseDuration`` fails too).
+MAX_DURATION = WAIT_MAX
 
 
 def duration(text: str) -> float:
     """Seconds from ``"1.5"``, ``"500ms"``, ``"2s"``, ``"1m30s"`` (Go's duration syntax, as the nats CLI
-    takes); never negative. argparse's ``type``: a mistake is an :class:`argparse.ArgumentTypeError`."""
+    takes); never negative, always under :data:`MAX_DURATION`. argparse's ``type``: a mistake is an
+    :class:`argparse.ArgumentTypeError`."""
     text = text.strip()
     try:
         seconds = float(text)
@@ -139,7 +144,7 @@ def duration(text: str) -> float:
     else:
         if not math.isfinite(seconds) or seconds < 0:
             raise argparse.ArgumentTypeError(f"not a duration: {text!r} (give seconds, or e.g. 500ms, 2s, 1m)")
-        return seconds
+        return _not_too_long(seconds, text)
     pos, total = 0, 0.0
     for m in _DURATION.finditer(text):
         if m.start() != pos:
@@ -148,7 +153,13 @@ def duration(text: str) -> float:
         pos = m.end()
     if pos != len(text) or not text:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (give seconds, or e.g. 500ms, 2s, 1m)")
-    return total
+    return _not_too_long(total, text)
+
+
+def _not_too_long(seconds: float, text: str) -> float:
+    if seconds >= MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} is not under {MAX_DURATION:.0f} s (292 years)")
+    return seconds
 
 
 # ---------------------------------------------------------------------------------------------- ls, info
@@ -395,6 +406,8 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add ``server`` (and its ``ls``, ``info``, ``check``) to the command line's subcommands."""
+    from . import positive_int
+
     p = sub.add_parser("server", help="run an embedded nats-server until Ctrl-C; ls, info, check running ones",
                        description="Without a subcommand: run an embedded nats-server until Ctrl-C.")
     p.add_argument("--port", type=int, default=4222, help="the port to listen on (default 4222)")
@@ -405,7 +418,7 @@ def register(sub: Any) -> None:
     actions = p.add_subparsers(dest="server_action", metavar="{ls,info,check}")
 
     q = actions.add_parser("ls", help="list every server of the cluster (system account)")
-    q.add_argument("--expect", type=int, default=None, metavar="N",
+    q.add_argument("--expect", type=positive_int, default=None, metavar="N",
                    help="wait for N servers; exit 1 when fewer answer")
     q.set_defaults(func=cmd_ls)
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _print, client_for, count_or_zero, timeout_of
+from .server import duration
 
 if TYPE_CHECKING:
     from ..micro.models import _Model
@@ -142,6 +143,14 @@ def service_ping(args: argparse.Namespace) -> int:
     return 0
 
 
+def positive_duration(text: str) -> float:
+    """A duration that must be more than 0 (``--stall``): argparse's ``type``."""
+    seconds = duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive duration: {text!r}")
+    return seconds
+
+
 def _common(p: argparse.ArgumentParser, name_required: bool, with_id: bool) -> None:
     if name_required:
         p.add_argument("name", help="the service name")
@@ -151,7 +160,7 @@ def _common(p: argparse.ArgumentParser, name_required: bool, with_id: bool) -> N
         p.add_argument("id", nargs="?", help="one instance's id")
     else:
         p.set_defaults(id=None)
-    p.add_argument("--stall", type=float, default=0.5,
+    p.add_argument("--stall", type=positive_duration, default=0.5, metavar="DURATION",
                    help="seconds without another answer after which all have answered (default 0.5); the "
                         "first answer is waited for up to --timeout (default 2s here)")
 

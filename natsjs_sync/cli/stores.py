@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ObjectNotFoundError, TimeoutError
 from . import STOP_AFTER, _note, _print, client_for, count_or_zero, payload_text, positive_int, read_stdin, when
+from .server import duration
 
 
 class ProgressBar:
@@ -224,7 +225,8 @@ def register(sub: Any) -> None:
     p = kv.add_parser("add", help="create a bucket")
     p.add_argument("bucket", help=bucket_help)
     p.add_argument("--history", type=positive_int, default=1, help="values kept per key (default 1)")
-    p.add_argument("--ttl", type=float, default=0.0, help="seconds a value lives (0: for ever)")
+    p.add_argument("--ttl", type=duration, default=0.0, metavar="DURATION",
+                   help="how long a value lives: seconds, or e.g. 90s, 24h (0: for ever)")
     p.add_argument("--storage", choices=["file", "memory"], default="file",
                    help="where values are kept (default: file)")
     p.set_defaults(func=kv_add)
