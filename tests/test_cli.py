@@ -697,10 +697,12 @@ def test_a_missing_seed_file_is_named_as_a_file() -> None:
     # Durations past what a wait can take (Go's longest is 2562047h47m16.854775807s) or infinite.
     ["reply", "x", "--timeout", "1e12"], ["--timeout", "1e12", "pub", "x", "y"], ["pub", "x", "--timeout", "2562048h"],
     ["kv", "add", "B", "--ttl", "inf"], ["kv", "add", "B", "--ttl", "nan"],
-    ["stream", "add", "S", "--subjects", "s", "--max-age", "inf"], ["stream", "add", "S", "--subjects", "s",
-                                                                    "--dupe-window", "-1"],
+    ["stream", "add", "S", "--subjects", "s", "--max-age", "inf"],
+    ["stream", "add", "S", "--subjects", "s", "--dupe-window", "-1"],
     ["consumer", "add", "S", "C", "--ack-wait", "1e300"], ["service", "ls", "--stall", "0"],
-    ["service", "ping", "--stall", "nan"], ["server", "ls", "--expect", "0"]])
+    ["service", "ping", "--stall", "nan"], ["server", "ls", "--expect", "0"],
+    # A payload no server takes, which the command would make before asking one.
+    ["bench", "--size", "99999999999MB"], ["bench", "--size", "65MiB"]])
 def test_bad_option_values_give_one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(argv)
@@ -713,7 +715,8 @@ def test_bad_option_values_give_one_line(capsys: pytest.CaptureFixture[str], arg
 def test_bench_sizes_take_the_nats_cli_units() -> None:
     from natsjs_sync.cli.bench import message_size
 
-    assert [message_size(s) for s in ("0", "128", "128B", "1KB", "2k", "1MiB")] == [0, 128, 128, 1024, 2048, 1 << 20]
+    assert [message_size(s) for s in ("0", "128", "128B", "1KB", "2k", "1MiB", "64MB")] == [
+        0, 128, 128, 1024, 2048, 1 << 20, 64 << 20]
 
 
 @pytest.mark.parametrize("argv", [

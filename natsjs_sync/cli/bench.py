@@ -126,6 +126,9 @@ def run_scenario(url: str, scenario: str, n: int, size: int, context: str | None
         return _js(nc, scenario, n, payload)
 
 
+#: The largest payload a nats-server can be configured to take (its max_pending, 64 MiB).
+MAX_MESSAGE_SIZE = 64 << 20
+
 _SIZE = re.compile(r"(\d+)\s*([a-z]*)", re.IGNORECASE)
 _SIZE_UNITS = {"": 0, "b": 0, "k": 10, "kb": 10, "kib": 10, "m": 20, "mb": 20, "mib": 20}
 
@@ -136,7 +139,10 @@ def message_size(text: str) -> int:
     m = _SIZE.fullmatch(text.strip())
     if not m or m.group(2).lower() not in _SIZE_UNITS:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (give bytes, or e.g. 512B, 1KB, 1MB)")
-    return int(m.group(1)) << _SIZE_UNITS[m.group(2).lower()]
+    size = int(m.group(1)) << _SIZE_UNITS[m.group(2).lower()]
+    if size > MAX_MESSAGE_SIZE:  # the payload is made before any server is asked for its max_payload
+        raise argparse.ArgumentTypeError(f"{text!r} is more than 64MB, the most a nats-server takes")
+    return size
 
 
 # ---------------------------------------------------------------------- chart
