@@ -689,6 +689,16 @@ def test_a_missing_seed_file_is_named_as_a_file() -> None:
         natsjs_sync.connect("nats://127.0.0.1:1", nkeys_seed="/no/such/dir/u.nk")
 
 
+@pytest.mark.parametrize("value", ["SUAMWJCL7I3VQ2WNUSQ6MZ3XPZ5TQYNMX7GWRFLWXWNAFM", "s3cret-t0ken", "pass word"])
+def test_a_secret_given_as_creds_is_not_quoted(capsys: pytest.CaptureFixture[str], contexts: Path,
+                                               value: str) -> None:
+    # One line that is no path: a seed cut short or a token pasted in the wrong place, as likely as
+    # a missing file's name. A connect never gets that far (nothing is sent).
+    code, out, err = run(capsys, "pub", "x", "y", "--server", "nats://127.0.0.1:1", "--creds", value)
+    assert code == 1 and out == "", err
+    assert value not in err and err.startswith("error: user_credentials is neither a credentials file"), err
+
+
 @pytest.mark.parametrize("argv", [
     ["pub", "x", "y", "--timeout", "soon"], ["pub", "x", "y", "--timeout=-1s"], ["--timeout", "0", "pub", "x", "y"],
     ["sub", "x", "--timeout", "later"], ["bench", "--msgs", "0"], ["bench", "--msgs", "-5"],
