@@ -586,6 +586,30 @@ def test_sigterm_and_sighup_stop_a_command_and_its_embedded_server(tmp_path: Pat
         proc.communicate(timeout=30)
 
 
+@linux_only
+def test_the_server_command_fails_when_its_nats_server_dies(tmp_path: Path) -> None:
+    # A crash (or the OOM killer) is no clean stop: a service manager restarts on a non-zero exit.
+    from natsjs_sync.testing import free_port
+
+    proc = _cli("server", "--port", str(free_port()), "--no-jetstream", home=tmp_path)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        assert line.startswith("nats-server listening on"), (line, proc.stderr.read())
+        pidfd = _embedded_server_of(proc)
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        finally:
+            os.close(pidfd)
+        assert proc.wait(60) == 1
+        err = proc.stderr.read()
+        assert err.startswith("error: nats-server ended by itself") and "Traceback" not in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
 def test_sigterm_stops_a_long_running_command_with_exit_code_143(tmp_path: Path, nats_server: NatsServer) -> None:
     proc = _cli("sub", "never.>", "--server", nats_server.url, home=tmp_path)
     try:

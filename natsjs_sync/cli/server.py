@@ -53,7 +53,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     Returns:
         0 after SIGTERM (a service manager's stop), 130 after Ctrl-C and 129 after SIGHUP
-        (128 + the signal, as a shell reports it).
+        (128 + the signal, as a shell reports it); 1 when the nats-server ends by itself.
     """
     from ..testing import NatsServer
     from . import STOP_SIGNALS
@@ -86,6 +86,14 @@ def cmd_server(args: argparse.Namespace) -> int:
                        "stops (keep it with --store-dir DIR)")
         while not signals and server.is_running:
             time.sleep(0.5)
+        if not signals:  # it ended of itself (a crash, the OOM killer, a kill): no clean stop
+            assert server.proc is not None
+            code = server.proc.returncode
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            last = [line for line in server.read_log().splitlines() if line.strip()][-5:]
+            print(f"error: nats-server ended by itself ({how}); the end of its log:"
+                  + "".join(f"\n  {line}" for line in last), file=sys.stderr)
+            return 1
     finally:
         server.stop()  # SIGTERM: the server writes its store out (SIGKILL after 10 s)
         server.close()
