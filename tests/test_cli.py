@@ -401,6 +401,31 @@ def test_obj_get_refuses_to_overwrite_and_writes_stdout(capsys: pytest.CaptureFi
     assert (tmp_path / "notes.txt").read_text() == "shared notes\n"
 
 
+def test_a_stopped_obj_get_leaves_no_truncated_file(nats_server: NatsServer, tmp_path: Path) -> None:
+    source = tmp_path / "big.bin"
+    source.write_bytes(os.urandom(8 << 20))
+    assert main(["obj", "add", "files", "--server", nats_server.url]) == 0
+    assert main(["obj", "put", "files", str(source), "--name", "big.bin", "--server", nats_server.url]) == 0
+    target = tmp_path / "copy.bin"
+    target.write_bytes(b"the copy from yesterday")  # replaced only by a whole, verified object
+    with FaultProxy(nats_server.url) as proxy:
+        proxy.trickle(chunk_size=4096, pause=0.005)  # 8 MiB take many seconds now
+        proc = _cli("obj", "get", "files", "big.bin", "-o", str(target), "--force", "--progress",
+                    "--server", proxy.url, home=tmp_path)
+        try:
+            assert proc.stderr is not None
+            assert os.read(proc.stderr.fileno(), 200).startswith(b"\rget big.bin ["), "no transfer under way"
+            proxy.blackhole()  # and it never ends
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 143
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=30)
+    assert target.read_bytes() == b"the copy from yesterday"
+    assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob(".*.part"))  # the partial copy is gone
+
+
 def test_kv_put_on_a_terminal_says_it_reads_stdin(capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch, nats_server: NatsServer) -> None:
     class Terminal(io.TextIOWrapper):
