@@ -713,6 +713,8 @@ def test_user_token_nkey_and_creds_options(capsys: pytest.CaptureFixture[str], c
 
     with NatsServer(jetstream=False, token="tok-3Fz") as server:
         assert run(capsys, "pub", "t.x", "y", "--server", server.url, "--user", "tok-3Fz")[0] == 0  # a token
+        code, _, err = run(capsys, "pub", "t.x", "y", "--server", server.url, "--user", "tok-3Fz", "--password", "")
+        assert code == 0, err  # an empty password is none ($NATS_PASSWORD set empty, say)
     user = KeyPair.generate()
     seed = tmp_path / "user.nk"
     seed.write_text(user.seed + "\n")

@@ -116,12 +116,12 @@ DEFAULT_TIMEOUT = 5.0
 
 def connect_options(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`~natsjs_sync.connect`'s keywords for the global connection options given:
-    ``--user`` (a token when no ``--password`` is given, as the nats CLI takes it),
+    ``--user`` (a token when no ``--password``, or an empty one, is given, as the nats CLI takes it),
     ``--password``, ``--creds``, ``--nkey`` and ``--timeout`` (the connect's timeout).
     Credentials given here replace a context's as a group; the others of the context stay."""
     options: dict[str, Any] = {"connect_timeout": timeout_of(args)}
     user, password = getattr(args, "user", None), getattr(args, "password", None)
-    if user is not None and password is None:
+    if user and not password:  # an empty --password is none, as for the nats CLI (Go's empty string)
         options["token"] = user
     elif user is not None or password is not None:
         options["user"], options["password"] = user or "", password or ""
