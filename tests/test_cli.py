@@ -426,6 +426,16 @@ def test_a_stopped_obj_get_leaves_no_truncated_file(nats_server: NatsServer, tmp
     assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob(".*.part"))  # the partial copy is gone
 
 
+def test_service_ping_says_no_service_runs_without_claiming_it_waited(capsys: pytest.CaptureFixture[str],
+                                                                     nats_server: NatsServer) -> None:
+    # The server answers "no responders" at once: nobody was waited for 30 s.
+    for argv in (["service", "ping"], ["service", "ping", "calc"]):
+        code, out, err = run(capsys, *argv, "--timeout", "30s", "--server", nats_server.url)
+        assert code == 1 and out == "", (argv, out)
+        assert err.endswith("did not answer: none is running (no responders)\n") or \
+            err == "error: no service answered: none is running (no responders)\n", (argv, err)
+
+
 def test_kv_put_on_a_terminal_says_it_reads_stdin(capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch, nats_server: NatsServer) -> None:
     class Terminal(io.TextIOWrapper):

@@ -42,12 +42,15 @@ def _dump(docs: Sequence[_Model]) -> None:
     _print(json.dumps([d.to_dict() for d in docs], indent=2))
 
 
-def _none_answered(args: argparse.Namespace) -> int:
+def _none_answered(args: argparse.Namespace, none_listening: bool = False) -> int:
+    """The error when no service answered; ``none_listening``: the server said at once that no one
+    listens (no responders), so no time was waited."""
+    waited = "none is running (no responders)" if none_listening else f"within {timeout_of(args, _TIMEOUT):g} s"
     if args.name:
         who = f"service {args.name}" + (f" instance {args.id}" if args.id else "")
-        print(f"error: {who} did not answer within {timeout_of(args, _TIMEOUT):g} s", file=sys.stderr)
+        print(f"error: {who} did not answer: {waited}", file=sys.stderr)
     else:
-        print(f"error: no service answered within {timeout_of(args, _TIMEOUT):g} s", file=sys.stderr)
+        print(f"error: no service answered: {waited}", file=sys.stderr)
     return 1
 
 
@@ -134,9 +137,11 @@ def service_ping(args: argparse.Namespace) -> int:
                 for msg in replies:
                     answers.append((ServicePing.from_json(msg.data), time.perf_counter() - start))
             except NoRespondersError:
-                pass  # no service at all: reported below
+                none_listening = True  # no service at all: reported below
+            else:
+                none_listening = False
     if not answers:
-        return _none_answered(args)
+        return _none_answered(args, none_listening)
     for ping, rtt in answers:
         _print(f"{ping.name:20} {ping.version:12} {ping.id:24} {rtt * 1000:8.2f} ms")
     _print(f"{len(answers)} answer(s)")
