@@ -683,6 +683,37 @@ def test_a_stopped_pubsub_bench_prints_no_traceback_of_its_subscriber(tmp_path: 
         proc.communicate(timeout=30)
 
 
+def _ignoring_sighup() -> None:  # a preexec_fn: the command starts as under nohup
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(("argv", "first_line", "code"), [
+    (("sub", "never.>"), "listening on never.>", 143),
+    (("server", "--no-jetstream"), "nats-server listening on", 0),
+])
+def test_a_command_started_under_nohup_outlives_its_terminal(tmp_path: Path, nats_server: NatsServer,
+                                                             argv: tuple[str, ...], first_line: str, code: int) -> None:
+    from natsjs_sync.testing import free_port
+
+    argv = (*argv, "--port", str(free_port())) if argv[0] == "server" else (*argv, "--server", nats_server.url)
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "NATS_CONTEXT")}
+    env.update(PYTHONPATH=str(REPO), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / ".config"))
+    proc = subprocess.Popen([sys.executable, "-m", "natsjs_sync", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, preexec_fn=_ignoring_sighup)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        assert line.startswith(first_line), (line, proc.stderr.read())
+        proc.send_signal(signal.SIGHUP)  # the terminal closed: ignored, as nohup asked
+        proc.send_signal(signal.SIGTERM)  # what stops it, in the order sent
+        assert proc.wait(60) == code
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
 def test_a_server_started_for_a_command_is_out_of_reach_of_its_terminals_ctrl_c() -> None:
     # Ctrl-C goes to the terminal's foreground process group: the command's, not its server's,
     # which the command stops itself once done with it.

@@ -583,21 +583,31 @@ class _Stopped(BaseException):
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
+def heeded(signals: Sequence[int]) -> tuple[int, ...]:
+    """Those of ``signals`` that this process was not started ignoring: a command run under
+    ``nohup`` (SIGHUP ignored) outlives its terminal, and one run in the background by a shell
+    (SIGINT ignored) is no Ctrl-C's to stop."""
+    return tuple(sig for sig in signals if signal.getsignal(sig) is not signal.SIG_IGN)
+
+
 @contextlib.contextmanager
 def _stop_on_signals() -> Iterator[None]:
     """While the command runs, SIGTERM and SIGHUP raise :class:`_Stopped` in the main thread, so
     every ``finally`` runs (an embedded server is stopped) instead of the process just dying. A
-    second signal during that clean-up is ignored. Outside the main thread nothing changes."""
+    second signal during that clean-up is ignored, and so is a signal the process was started
+    ignoring (:func:`heeded`). Outside the main thread nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
+    handled = heeded(STOP_SIGNALS)
+
     def stop(signum: int, _frame: object) -> None:
-        for sig in STOP_SIGNALS:
+        for sig in handled:
             signal.signal(sig, signal.SIG_IGN)
         raise _Stopped(signum)
 
-    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, stop) for sig in handled}
     try:
         yield
     finally:

@@ -56,7 +56,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         (128 + the signal, as a shell reports it); 1 when the nats-server ends by itself.
     """
     from ..testing import NatsServer
-    from . import STOP_SIGNALS
+    from . import STOP_SIGNALS, heeded
 
     if not _port_is_free(args.port):
         raise SystemExit(f"error: port {args.port} is in use (another nats-server?): choose one with --port")
@@ -70,7 +70,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     # threading.Event from a handler can deadlock on its lock.
     signals: list[int] = []
     previous = {sig: signal.signal(sig, lambda signum, _frame: signals.append(signum))
-                for sig in (signal.SIGINT, *STOP_SIGNALS)}
+                for sig in heeded((signal.SIGINT, *STOP_SIGNALS))}
     try:
         try:
             server.start()
