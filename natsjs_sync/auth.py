@@ -132,8 +132,11 @@ class Credentials:
         if self.user_credentials is not None:
             creds = _read_secret(self.user_credentials, "credentials")
             if creds is self.user_credentials and "\n" not in creds:
-                # One line is no file's content (its blocks span lines): a path, and no such file.
-                raise AuthorizationError(f"the credentials file {redact(creds)!r} does not exist")
+                # One line is no file's content (its blocks span lines), nor a path (_read_secret read
+                # those): a missing file named without a path, or a secret given in the wrong place (a
+                # token, a seed cut short), which no pattern of redact() recognises: never quoted.
+                raise AuthorizationError("user_credentials is neither a credentials file (no such file) nor the "
+                                         "content of one")
             parse_creds(creds)
         if self.user_jwt_cb is not None and self.signature_cb is None:
             raise ValueError("user_jwt_cb needs signature_cb to sign the server's nonce")

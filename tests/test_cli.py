@@ -401,6 +401,41 @@ def test_obj_get_refuses_to_overwrite_and_writes_stdout(capsys: pytest.CaptureFi
     assert (tmp_path / "notes.txt").read_text() == "shared notes\n"
 
 
+def test_a_stopped_obj_get_leaves_no_truncated_file(nats_server: NatsServer, tmp_path: Path) -> None:
+    source = tmp_path / "big.bin"
+    source.write_bytes(os.urandom(8 << 20))
+    assert main(["obj", "add", "files", "--server", nats_server.url]) == 0
+    assert main(["obj", "put", "files", str(source), "--name", "big.bin", "--server", nats_server.url]) == 0
+    target = tmp_path / "copy.bin"
+    target.write_bytes(b"the copy from yesterday")  # replaced only by a whole, verified object
+    with FaultProxy(nats_server.url) as proxy:
+        proxy.trickle(chunk_size=4096, pause=0.005)  # 8 MiB take many seconds now
+        proc = _cli("obj", "get", "files", "big.bin", "-o", str(target), "--force", "--progress",
+                    "--server", proxy.url, home=tmp_path)
+        try:
+            assert proc.stderr is not None
+            assert os.read(proc.stderr.fileno(), 200).startswith(b"\rget big.bin ["), "no transfer under way"
+            proxy.blackhole()  # and it never ends
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 143
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=30)
+    assert target.read_bytes() == b"the copy from yesterday"
+    assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob(".*.part"))  # the partial copy is gone
+
+
+def test_service_ping_says_no_service_runs_without_claiming_it_waited(capsys: pytest.CaptureFixture[str],
+                                                                     nats_server: NatsServer) -> None:
+    # The server answers "no responders" at once: nobody was waited for 30 s.
+    for argv in (["service", "ping"], ["service", "ping", "calc"]):
+        code, out, err = run(capsys, *argv, "--timeout", "30s", "--server", nats_server.url)
+        assert code == 1 and out == "", (argv, out)
+        assert err.endswith("did not answer: none is running (no responders)\n") or \
+            err == "error: no service answered: none is running (no responders)\n", (argv, err)
+
+
 def test_kv_put_on_a_terminal_says_it_reads_stdin(capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch, nats_server: NatsServer) -> None:
     class Terminal(io.TextIOWrapper):
@@ -586,6 +621,30 @@ def test_sigterm_and_sighup_stop_a_command_and_its_embedded_server(tmp_path: Pat
         proc.communicate(timeout=30)
 
 
+@linux_only
+def test_the_server_command_fails_when_its_nats_server_dies(tmp_path: Path) -> None:
+    # A crash (or the OOM killer) is no clean stop: a service manager restarts on a non-zero exit.
+    from natsjs_sync.testing import free_port
+
+    proc = _cli("server", "--port", str(free_port()), "--no-jetstream", home=tmp_path)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        assert line.startswith("nats-server listening on"), (line, proc.stderr.read())
+        pidfd = _embedded_server_of(proc)
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        finally:
+            os.close(pidfd)
+        assert proc.wait(60) == 1
+        err = proc.stderr.read()
+        assert err.startswith("error: nats-server ended by itself") and "Traceback" not in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
 def test_sigterm_stops_a_long_running_command_with_exit_code_143(tmp_path: Path, nats_server: NatsServer) -> None:
     proc = _cli("sub", "never.>", "--server", nats_server.url, home=tmp_path)
     try:
@@ -594,6 +653,60 @@ def test_sigterm_stops_a_long_running_command_with_exit_code_143(tmp_path: Path,
         assert line.strip() == "listening on never.>", (line, proc.stderr.read())
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 143
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_pubsub_bench_prints_no_traceback_of_its_subscriber(tmp_path: Path, nats_server: NatsServer,
+                                                                     sig: int) -> None:
+    # The scenario's subscriber reads on a thread of its own; stopping the command closes its
+    # connection under that thread, which is no error to report.
+    proc = _cli("bench", "pubsub", "--msgs", "1000000000", "--server", nats_server.url, home=tmp_path)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        with natsjs_sync.connect(nats_server.url) as nc:
+            flowing = nc.subscribe("bench.ps", max_msgs=1)
+            nc.flush()
+            line = proc.stdout.readline()
+            assert line.startswith("using the server given by --server"), (line, proc.stderr.read())
+            flowing.next_msg(timeout=30)  # publishing: the subscriber thread runs
+        proc.send_signal(sig)
+        assert proc.wait(60) == 128 + sig
+        assert proc.stderr.read() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
+def _ignoring_sighup() -> None:  # a preexec_fn: the command starts as under nohup
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(("argv", "first_line", "code"), [
+    (("sub", "never.>"), "listening on never.>", 143),
+    (("server", "--no-jetstream"), "nats-server listening on", 0),
+])
+def test_a_command_started_under_nohup_outlives_its_terminal(tmp_path: Path, nats_server: NatsServer,
+                                                             argv: tuple[str, ...], first_line: str, code: int) -> None:
+    from natsjs_sync.testing import free_port
+
+    argv = (*argv, "--port", str(free_port())) if argv[0] == "server" else (*argv, "--server", nats_server.url)
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "NATS_CONTEXT")}
+    env.update(PYTHONPATH=str(REPO), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / ".config"))
+    proc = subprocess.Popen([sys.executable, "-m", "natsjs_sync", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, preexec_fn=_ignoring_sighup)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        assert line.startswith(first_line), (line, proc.stderr.read())
+        proc.send_signal(signal.SIGHUP)  # the terminal closed: ignored, as nohup asked
+        proc.send_signal(signal.SIGTERM)  # what stops it, in the order sent
+        assert proc.wait(60) == code
         assert "Traceback" not in proc.stderr.read()
     finally:
         if proc.poll() is None:
@@ -641,6 +754,8 @@ def test_user_token_nkey_and_creds_options(capsys: pytest.CaptureFixture[str], c
 
     with NatsServer(jetstream=False, token="tok-3Fz") as server:
         assert run(capsys, "pub", "t.x", "y", "--server", server.url, "--user", "tok-3Fz")[0] == 0  # a token
+        code, _, err = run(capsys, "pub", "t.x", "y", "--server", server.url, "--user", "tok-3Fz", "--password", "")
+        assert code == 0, err  # an empty password is none ($NATS_PASSWORD set empty, say)
     user = KeyPair.generate()
     seed = tmp_path / "user.nk"
     seed.write_text(user.seed + "\n")
@@ -666,11 +781,30 @@ def test_a_missing_seed_file_is_named_as_a_file() -> None:
         natsjs_sync.connect("nats://127.0.0.1:1", nkeys_seed="/no/such/dir/u.nk")
 
 
+@pytest.mark.parametrize("value", ["SUAMWJCL7I3VQ2WNUSQ6MZ3XPZ5TQYNMX7GWRFLWXWNAFM", "s3cret-t0ken", "pass word"])
+def test_a_secret_given_as_creds_is_not_quoted(capsys: pytest.CaptureFixture[str], contexts: Path,
+                                               value: str) -> None:
+    # One line that is no path: a seed cut short or a token pasted in the wrong place, as likely as
+    # a missing file's name. A connect never gets that far (nothing is sent).
+    code, out, err = run(capsys, "pub", "x", "y", "--server", "nats://127.0.0.1:1", "--creds", value)
+    assert code == 1 and out == "", err
+    assert value not in err and err.startswith("error: user_credentials is neither a credentials file"), err
+
+
 @pytest.mark.parametrize("argv", [
     ["pub", "x", "y", "--timeout", "soon"], ["pub", "x", "y", "--timeout=-1s"], ["--timeout", "0", "pub", "x", "y"],
     ["sub", "x", "--timeout", "later"], ["bench", "--msgs", "0"], ["bench", "--msgs", "-5"],
     ["bench", "--sync-msgs", "0"], ["bench", "--size", "-1"], ["bench", "--size", "1XB"], ["demo", "--count", "0"],
-    ["pub", "x", "y", "--count", "0"], ["consumer", "next", "S", "C", "--count", "-1"]])
+    ["pub", "x", "y", "--count", "0"], ["consumer", "next", "S", "C", "--count", "-1"],
+    # Durations past what a wait can take (Go's longest is 2562047h47m16.854775807s) or infinite.
+    ["reply", "x", "--timeout", "1e12"], ["--timeout", "1e12", "pub", "x", "y"], ["pub", "x", "--timeout", "2562048h"],
+    ["kv", "add", "B", "--ttl", "inf"], ["kv", "add", "B", "--ttl", "nan"],
+    ["stream", "add", "S", "--subjects", "s", "--max-age", "inf"],
+    ["stream", "add", "S", "--subjects", "s", "--dupe-window", "-1"],
+    ["consumer", "add", "S", "C", "--ack-wait", "1e300"], ["service", "ls", "--stall", "0"],
+    ["service", "ping", "--stall", "nan"], ["server", "ls", "--expect", "0"],
+    # A payload no server takes, which the command would make before asking one.
+    ["bench", "--size", "99999999999MB"], ["bench", "--size", "65MiB"]])
 def test_bad_option_values_give_one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(argv)
@@ -683,7 +817,8 @@ def test_bad_option_values_give_one_line(capsys: pytest.CaptureFixture[str], arg
 def test_bench_sizes_take_the_nats_cli_units() -> None:
     from natsjs_sync.cli.bench import message_size
 
-    assert [message_size(s) for s in ("0", "128", "128B", "1KB", "2k", "1MiB")] == [0, 128, 128, 1024, 2048, 1 << 20]
+    assert [message_size(s) for s in ("0", "128", "128B", "1KB", "2k", "1MiB", "64MB")] == [
+        0, 128, 128, 1024, 2048, 1 << 20, 64 << 20]
 
 
 @pytest.mark.parametrize("argv", [

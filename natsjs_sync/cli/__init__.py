@@ -116,12 +116,12 @@ DEFAULT_TIMEOUT = 5.0
 
 def connect_options(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`~natsjs_sync.connect`'s keywords for the global connection options given:
-    ``--user`` (a token when no ``--password`` is given, as the nats CLI takes it),
+    ``--user`` (a token when no ``--password``, or an empty one, is given, as the nats CLI takes it),
     ``--password``, ``--creds``, ``--nkey`` and ``--timeout`` (the connect's timeout).
     Credentials given here replace a context's as a group; the others of the context stay."""
     options: dict[str, Any] = {"connect_timeout": timeout_of(args)}
     user, password = getattr(args, "user", None), getattr(args, "password", None)
-    if user is not None and password is None:
+    if user and not password:  # an empty --password is none, as for the nats CLI (Go's empty string)
         options["token"] = user
     elif user is not None or password is not None:
         options["user"], options["password"] = user or "", password or ""
@@ -583,21 +583,31 @@ class _Stopped(BaseException):
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
+def heeded(signals: Sequence[int]) -> tuple[int, ...]:
+    """Those of ``signals`` that this process was not started ignoring: a command run under
+    ``nohup`` (SIGHUP ignored) outlives its terminal, and one run in the background by a shell
+    (SIGINT ignored) is no Ctrl-C's to stop."""
+    return tuple(sig for sig in signals if signal.getsignal(sig) is not signal.SIG_IGN)
+
+
 @contextlib.contextmanager
 def _stop_on_signals() -> Iterator[None]:
     """While the command runs, SIGTERM and SIGHUP raise :class:`_Stopped` in the main thread, so
     every ``finally`` runs (an embedded server is stopped) instead of the process just dying. A
-    second signal during that clean-up is ignored. Outside the main thread nothing changes."""
+    second signal during that clean-up is ignored, and so is a signal the process was started
+    ignoring (:func:`heeded`). Outside the main thread nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
+    handled = heeded(STOP_SIGNALS)
+
     def stop(signum: int, _frame: object) -> None:
-        for sig in STOP_SIGNALS:
+        for sig in handled:
             signal.signal(sig, signal.SIG_IGN)
         raise _Stopped(signum)
 
-    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, stop) for sig in handled}
     try:
         yield
     finally:

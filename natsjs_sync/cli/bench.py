@@ -18,6 +18,7 @@ from typing import Any
 
 from .._connect import connect
 from ..client import Client
+from ..errors import NatsError
 from . import _print, connect_options, own_server_unless_named, positive_int
 
 SCENARIOS = ("pub", "pubsub", "req", "js-pub", "js-pub-async", "js-consume")
@@ -37,11 +38,19 @@ def _pubsub(url: str, context: str | None, n: int, payload: bytes, options: dict
         sub = sub_nc.subscribe("bench.ps", pending_msgs_limit=n + 1)
         sub_nc.flush()
         done = threading.Event()
+        failed: list[NatsError] = []
 
         def consume() -> None:
-            for _ in range(n):
-                sub.next_msg(timeout=30)
-            done.set()
+            # Its errors are the scenario's, raised by the thread that runs it: here one would only
+            # be printed as a thread's traceback, as when the command is stopped (Ctrl-C, SIGTERM)
+            # and closes the connection under it.
+            try:
+                for _ in range(n):
+                    sub.next_msg(timeout=30)
+            except NatsError as exc:
+                failed.append(exc)
+            finally:
+                done.set()
 
         t = threading.Thread(target=consume, daemon=True)
         t.start()
@@ -51,6 +60,8 @@ def _pubsub(url: str, context: str | None, n: int, payload: bytes, options: dict
         pub_nc.flush(timeout=60)
         if not done.wait(120):
             raise TimeoutError("subscriber did not get every message")
+        if failed:
+            raise failed[0]
         return n / (time.perf_counter() - start)
 
 
@@ -115,6 +126,9 @@ def run_scenario(url: str, scenario: str, n: int, size: int, context: str | None
         return _js(nc, scenario, n, payload)
 
 
+#: The largest payload a nats-server can be configured to take (its max_pending, 64 MiB).
+MAX_MESSAGE_SIZE = 64 << 20
+
 _SIZE = re.compile(r"(\d+)\s*([a-z]*)", re.IGNORECASE)
 _SIZE_UNITS = {"": 0, "b": 0, "k": 10, "kb": 10, "kib": 10, "m": 20, "mb": 20, "mib": 20}
 
@@ -125,7 +139,10 @@ def message_size(text: str) -> int:
     m = _SIZE.fullmatch(text.strip())
     if not m or m.group(2).lower() not in _SIZE_UNITS:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (give bytes, or e.g. 512B, 1KB, 1MB)")
-    return int(m.group(1)) << _SIZE_UNITS[m.group(2).lower()]
+    size = int(m.group(1)) << _SIZE_UNITS[m.group(2).lower()]
+    if size > MAX_MESSAGE_SIZE:  # the payload is made before any server is asked for its max_payload
+        raise argparse.ArgumentTypeError(f"{text!r} is more than 64MB, the most a nats-server takes")
+    return size
 
 
 # ---------------------------------------------------------------------- chart

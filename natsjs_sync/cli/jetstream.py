@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import TimeoutError
 from . import _print, client_for, positive_int, timeout_of
 from . import when as _when
+from .server import duration
 
 
 def _value(v: Any) -> str:
@@ -170,10 +171,12 @@ def register(sub: Any) -> None:
     p.add_argument("--retention", choices=["limits", "interest", "workqueue"], default="limits",
                    help="when messages are removed: by the limits, once every consumer acked, once one "
                         "consumer acked (default: limits)")
-    p.add_argument("--max-age", type=float, default=0.0, help="seconds (0: no limit)")
+    p.add_argument("--max-age", type=duration, default=0.0, metavar="DURATION",
+                   help="how long a message is kept: seconds, or e.g. 90s, 24h (0: no limit)")
     p.add_argument("--max-msgs", type=int, default=-1, help="the most messages kept (-1: no limit)")
     p.add_argument("--replicas", type=int, default=1, help="copies of each message in a cluster (default 1)")
-    p.add_argument("--dupe-window", type=float, default=120.0, help="seconds")
+    p.add_argument("--dupe-window", type=duration, default=120.0, metavar="DURATION",
+                   help="how long a message id is remembered to drop duplicates: seconds, or e.g. 2m (default 2m)")
     p.set_defaults(func=stream_add)
     p = stream.add_parser("rm", help="delete a stream")
     p.add_argument("name", help=name_help)
@@ -206,7 +209,8 @@ def register(sub: Any) -> None:
                    help="the ack policy (default: explicit, each message acked)")
     p.add_argument("--deliver", choices=["all", "new", "last", "last_per_subject"], default="all",
                    help="where delivery starts (default: all, the first message)")
-    p.add_argument("--ack-wait", type=float, help="seconds before an unacked message is delivered again")
+    p.add_argument("--ack-wait", type=duration, metavar="DURATION",
+                   help="how long before an unacked message is delivered again: seconds, or e.g. 30s")
     p.add_argument("--max-deliver", type=int, help="the most times a message is delivered")
     p.set_defaults(func=consumer_add)
     p = consumer.add_parser("rm", help="delete a consumer")

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._connect import connect
+from .._timeout import WAIT_MAX
 from ..client import Client
 from ..errors import NatsError
 
@@ -52,10 +53,10 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     Returns:
         0 after SIGTERM (a service manager's stop), 130 after Ctrl-C and 129 after SIGHUP
-        (128 + the signal, as a shell reports it).
+        (128 + the signal, as a shell reports it); 1 when the nats-server ends by itself.
     """
     from ..testing import NatsServer
-    from . import STOP_SIGNALS
+    from . import STOP_SIGNALS, heeded
 
     if not _port_is_free(args.port):
         raise SystemExit(f"error: port {args.port} is in use (another nats-server?): choose one with --port")
@@ -69,7 +70,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     # threading.Event from a handler can deadlock on its lock.
     signals: list[int] = []
     previous = {sig: signal.signal(sig, lambda signum, _frame: signals.append(signum))
-                for sig in (signal.SIGINT, *STOP_SIGNALS)}
+                for sig in heeded((signal.SIGINT, *STOP_SIGNALS))}
     try:
         try:
             server.start()
@@ -85,6 +86,14 @@ def cmd_server(args: argparse.Namespace) -> int:
                        "stops (keep it with --store-dir DIR)")
         while not signals and server.is_running:
             time.sleep(0.5)
+        if not signals:  # it ended of itself (a crash, the OOM killer, a kill): no clean stop
+            assert server.proc is not None
+            code = server.proc.returncode
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            last = [line for line in server.read_log().splitlines() if line.strip()][-5:]
+            print(f"error: nats-server ended by itself ({how}); the end of its log:"
+                  + "".join(f"\n  {line}" for line in last), file=sys.stderr)
+            return 1
     finally:
         server.stop()  # SIGTERM: the server writes its store out (SIGKILL after 10 s)
         server.close()
@@ -126,11 +135,15 @@ def _connect(args: argparse.Namespace) -> Client:
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+#: No duration reaches this: the longest wait Python's clocks take (about 292 years, a hair under the
+#: longest Go's ``time.Duration`` holds, past which the nats CLI's ``ParseDuration`` fails too).
+MAX_DURATION = WAIT_MAX
 
 
 def duration(text: str) -> float:
     """Seconds from ``"1.5"``, ``"500ms"``, ``"2s"``, ``"1m30s"`` (Go's duration syntax, as the nats CLI
-    takes); never negative. argparse's ``type``: a mistake is an :class:`argparse.ArgumentTypeError`."""
+    takes); never negative, always under :data:`MAX_DURATION`. argparse's ``type``: a mistake is an
+    :class:`argparse.ArgumentTypeError`."""
     text = text.strip()
     try:
         seconds = float(text)
@@ -139,7 +152,7 @@ def duration(text: str) -> float:
     else:
         if not math.isfinite(seconds) or seconds < 0:
             raise argparse.ArgumentTypeError(f"not a duration: {text!r} (give seconds, or e.g. 500ms, 2s, 1m)")
-        return seconds
+        return _not_too_long(seconds, text)
     pos, total = 0, 0.0
     for m in _DURATION.finditer(text):
         if m.start() != pos:
@@ -148,7 +161,13 @@ def duration(text: str) -> float:
         pos = m.end()
     if pos != len(text) or not text:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (give seconds, or e.g. 500ms, 2s, 1m)")
-    return total
+    return _not_too_long(total, text)
+
+
+def _not_too_long(seconds: float, text: str) -> float:
+    if seconds >= MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} is not under {MAX_DURATION:.0f} s (292 years)")
+    return seconds
 
 
 # ---------------------------------------------------------------------------------------------- ls, info
@@ -395,6 +414,8 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add ``server`` (and its ``ls``, ``info``, ``check``) to the command line's subcommands."""
+    from . import positive_int
+
     p = sub.add_parser("server", help="run an embedded nats-server until Ctrl-C; ls, info, check running ones",
                        description="Without a subcommand: run an embedded nats-server until Ctrl-C.")
     p.add_argument("--port", type=int, default=4222, help="the port to listen on (default 4222)")
@@ -405,7 +426,7 @@ def register(sub: Any) -> None:
     actions = p.add_subparsers(dest="server_action", metavar="{ls,info,check}")
 
     q = actions.add_parser("ls", help="list every server of the cluster (system account)")
-    q.add_argument("--expect", type=int, default=None, metavar="N",
+    q.add_argument("--expect", type=positive_int, default=None, metavar="N",
                    help="wait for N servers; exit 1 when fewer answer")
     q.set_defaults(func=cmd_ls)
 

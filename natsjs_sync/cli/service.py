@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _print, client_for, count_or_zero, timeout_of
+from .server import duration
 
 if TYPE_CHECKING:
     from ..micro.models import _Model
@@ -41,12 +42,15 @@ def _dump(docs: Sequence[_Model]) -> None:
     _print(json.dumps([d.to_dict() for d in docs], indent=2))
 
 
-def _none_answered(args: argparse.Namespace) -> int:
+def _none_answered(args: argparse.Namespace, none_listening: bool = False) -> int:
+    """The error when no service answered; ``none_listening``: the server said at once that no one
+    listens (no responders), so no time was waited."""
+    waited = "none is running (no responders)" if none_listening else f"within {timeout_of(args, _TIMEOUT):g} s"
     if args.name:
         who = f"service {args.name}" + (f" instance {args.id}" if args.id else "")
-        print(f"error: {who} did not answer within {timeout_of(args, _TIMEOUT):g} s", file=sys.stderr)
+        print(f"error: {who} did not answer: {waited}", file=sys.stderr)
     else:
-        print(f"error: no service answered within {timeout_of(args, _TIMEOUT):g} s", file=sys.stderr)
+        print(f"error: no service answered: {waited}", file=sys.stderr)
     return 1
 
 
@@ -133,13 +137,23 @@ def service_ping(args: argparse.Namespace) -> int:
                 for msg in replies:
                     answers.append((ServicePing.from_json(msg.data), time.perf_counter() - start))
             except NoRespondersError:
-                pass  # no service at all: reported below
+                none_listening = True  # no service at all: reported below
+            else:
+                none_listening = False
     if not answers:
-        return _none_answered(args)
+        return _none_answered(args, none_listening)
     for ping, rtt in answers:
         _print(f"{ping.name:20} {ping.version:12} {ping.id:24} {rtt * 1000:8.2f} ms")
     _print(f"{len(answers)} answer(s)")
     return 0
+
+
+def positive_duration(text: str) -> float:
+    """A duration that must be more than 0 (``--stall``): argparse's ``type``."""
+    seconds = duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive duration: {text!r}")
+    return seconds
 
 
 def _common(p: argparse.ArgumentParser, name_required: bool, with_id: bool) -> None:
@@ -151,7 +165,7 @@ def _common(p: argparse.ArgumentParser, name_required: bool, with_id: bool) -> N
         p.add_argument("id", nargs="?", help="one instance's id")
     else:
         p.set_defaults(id=None)
-    p.add_argument("--stall", type=float, default=0.5,
+    p.add_argument("--stall", type=positive_duration, default=0.5, metavar="DURATION",
                    help="seconds without another answer after which all have answered (default 0.5); the "
                         "first answer is waited for up to --timeout (default 2s here)")
 

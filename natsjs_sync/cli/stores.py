@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -10,6 +11,7 @@ from typing import Any
 
 from ..errors import ObjectNotFoundError, TimeoutError
 from . import STOP_AFTER, _note, _print, client_for, count_or_zero, payload_text, positive_int, read_stdin, when
+from .server import duration
 
 
 class ProgressBar:
@@ -189,8 +191,21 @@ def obj_get(args: argparse.Namespace) -> int:
         out = args.output or os.path.basename(args.name)
         if os.path.exists(out) and not args.force:
             raise SystemExit(f"error: {out} exists: pass --force to overwrite it, or -o to choose another file")
-        with ProgressBar(f"get {args.name}", force=args.progress) as bar:
-            info = obs.get_file(args.name, out, progress=bar)
+        # Written beside it and renamed once whole and verified: a get that fails or is stopped
+        # (Ctrl-C, SIGTERM) leaves no truncated file under the name, nor harms the one --force
+        # replaces. What is not a plain file (a device, a pipe, a link) is written through.
+        through = os.path.islink(out) or (os.path.exists(out) and not os.path.isfile(out))
+        part = out if through else os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.{os.getpid()}.part")
+        try:
+            with ProgressBar(f"get {args.name}", force=args.progress) as bar:
+                info = obs.get_file(args.name, part, progress=bar)
+            if part != out:
+                os.replace(part, out)
+        except BaseException:
+            if part != out:
+                with contextlib.suppress(OSError):
+                    os.unlink(part)
+            raise
         _print(f"wrote {out}: {info.size:,} bytes (digest verified)")
     return 0
 
@@ -224,7 +239,8 @@ def register(sub: Any) -> None:
     p = kv.add_parser("add", help="create a bucket")
     p.add_argument("bucket", help=bucket_help)
     p.add_argument("--history", type=positive_int, default=1, help="values kept per key (default 1)")
-    p.add_argument("--ttl", type=float, default=0.0, help="seconds a value lives (0: for ever)")
+    p.add_argument("--ttl", type=duration, default=0.0, metavar="DURATION",
+                   help="how long a value lives: seconds, or e.g. 90s, 24h (0: for ever)")
     p.add_argument("--storage", choices=["file", "memory"], default="file",
                    help="where values are kept (default: file)")
     p.set_defaults(func=kv_add)
