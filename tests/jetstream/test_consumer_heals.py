@@ -42,6 +42,7 @@ class ApiRelay:
         self.hold = threading.Event()
         self.release = threading.Event()
         self.holding = threading.Event()
+        self.asked = 0  #: consumer creates asked for while held back (counted on arrival)
         self._nc = nc
         self._hold_for = hold_for
         # Two subscriptions (two callback lanes): a held create never holds back a pull request.
@@ -62,6 +63,8 @@ class ApiRelay:
     def _other(self, msg: Msg) -> None:
         if ".CONSUMER.CREATE." not in msg.subject:
             self._pass_on(msg)
+        elif self.hold.is_set():
+            self.asked += 1
 
     def close(self) -> None:
         self.release.set()
@@ -357,3 +360,37 @@ def test_nothing_is_reported_after_close(nats_server: NatsServer) -> None:
         # Once the client's threads are gone nothing more can be reported.
         assert wait_until(lambda: not [t for t in threading.enumerate() if "-closing" in t.name], timeout=BOUND)
         assert [exc for after, exc in seen if after] == []
+
+
+def test_a_create_that_timed_out_leaves_no_consumer_behind(clients: tuple[nats.Client, nats.Client]) -> None:
+    """A heal whose creates time out (JetStream slow) and a JetStream that makes
+    them all later: each attempt had a name of its own, so every late create left a
+    consumer nobody used until its inactive threshold (5 min). nats.go asks for the
+    same consumer again until one is made."""
+    reader, admin = clients
+    ajs = admin.jetstream()
+    relay = ApiRelay(admin, hold_for=BOUND)
+    try:
+        name = _stream(ajs, 1)
+        rjs = reader.jetstream(api_prefix=relay.prefix, timeout=0.3)
+        it = rjs.ordered_consumer(name).messages(max_messages=10, expires=2.0, heartbeat=HB)
+        with it:
+            assert it.next(timeout=BOUND).data == b"0"
+            relay.hold.set()
+            ajs.delete_consumer(name, _only_consumer(ajs, name))
+            assert wait_until(lambda: relay.asked >= 3, timeout=BOUND)  # two creates timed out, a third waits
+            relay.hold.clear()
+            relay.release.set()
+            _publish(ajs, name, 1, 1)
+            assert it.next(timeout=BOUND).data == b"1"  # healed
+            ajs.publish(f"{name}.sync", b"")  # every create held was served before this answer
+            assert _consumers(ajs, name) == 1
+        assert wait_until(lambda: _consumers(ajs, name) == 0, timeout=BOUND)
+    finally:
+        relay.close()
+
+
+def _only_consumer(js: JetStream, stream: str) -> str:
+    names = [info.name for info in js.list_consumers(stream)]
+    assert len(names) == 1
+    return names[0]
