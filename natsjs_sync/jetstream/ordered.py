@@ -236,13 +236,17 @@ class OrderedConsumer:
         is raised at once. A stop of ``read`` wins: a consumer made after it is
         deleted at once, and :class:`~natsjs_sync.BadSubscriptionError` raised.
         """
+        stopped = read.stopped
         with self._lock:
+            if stopped.is_set():
+                # A heal of a read already stopped (it ran on an errand thread): a
+                # later read may own the consumer now, and it is not this one's to drop.
+                raise BadSubscriptionError("the ordered consumer was stopped")
             old, self._current = self._current, None
             self._owner = read
         self._ack_prefix = "\0"
         if old is not None:
             self._discard(old.name)
-        stopped = read.stopped
         while True:
             if stopped.is_set():
                 self._forget_tried()

@@ -17,6 +17,7 @@ import pytest
 import natsjs_sync as nats
 from natsjs_sync import Msg
 from natsjs_sync._core.spi import link
+from natsjs_sync._timeout import Deadline
 from natsjs_sync.errors import NoHeartbeatError
 from natsjs_sync.jetstream import ConsumeContext, JetStream
 from natsjs_sync.jetstream._errands import ERRAND_THREADS, Errands
@@ -394,3 +395,25 @@ def _only_consumer(js: JetStream, stream: str) -> str:
     names = [info.name for info in js.list_consumers(stream)]
     assert len(names) == 1
     return names[0]
+
+
+def test_a_heal_of_a_stopped_iteration_leaves_the_next_alone(clients: tuple[nats.Client, nats.Client]) -> None:
+    """The heal of an iteration reaches the ordered consumer after that iteration was
+    stopped and the next one began (the heal runs on an errand thread): it took the
+    next iteration's consumer as its own and deleted it before it saw the stop."""
+    reader, admin = clients
+    ajs = admin.jetstream()
+    name = _stream(ajs, 2)
+    oc = reader.jetstream().ordered_consumer(name)
+    first = oc.messages(max_messages=1)
+    assert first.next(timeout=BOUND).data == b"0"
+    hooks = first._ordered  # what the first iteration's heal calls
+    assert hooks is not None
+    first.stop()
+    with oc.messages(max_messages=1) as second:
+        assert second.next(timeout=BOUND).data == b"1"
+        current = oc.name
+        with pytest.raises(nats.errors.BadSubscriptionError):
+            hooks.recreate(Deadline(BOUND))  # the late heal of the first iteration
+        assert oc.name == current
+        assert [info.name for info in ajs.list_consumers(name)] == [current]
