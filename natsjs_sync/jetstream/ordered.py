@@ -133,6 +133,12 @@ class OrderedConsumer:
         self._prefix = name_prefix or next_nuid()
         self._metadata = metadata
         self._serial = 0
+        # The stream sequence the create of the current serial's name was last tried
+        # from, while that create's outcome is unknown (it failed: a timeout may still
+        # make it on the server later). The next attempt asks for the same consumer
+        # again (a create of an identical config is answered with the one made), as
+        # nats.go does, rather than leave one behind per attempt until inactive_threshold.
+        self._tried: int | None = None
         self._current: Consumer | None = None
         # "$JS.ACK.<stream>.<consumer>" of the current consumer: the common
         # (domain-less) ack subject is recognised by one comparison.
@@ -230,21 +236,27 @@ class OrderedConsumer:
         is raised at once. A stop of ``read`` wins: a consumer made after it is
         deleted at once, and :class:`~natsjs_sync.BadSubscriptionError` raised.
         """
+        stopped = read.stopped
         with self._lock:
+            if stopped.is_set():
+                # A heal of a read already stopped (it ran on an errand thread): a
+                # later read may own the consumer now, and it is not this one's to drop.
+                raise BadSubscriptionError("the ordered consumer was stopped")
             old, self._current = self._current, None
             self._owner = read
         self._ack_prefix = "\0"
         if old is not None:
             self._discard(old.name)
-        stopped = read.stopped
         while True:
             if stopped.is_set():
+                self._forget_tried()
                 raise BadSubscriptionError("the ordered consumer was stopped")
-            self._serial += 1
+            self._next_name()
             try:
                 cons = self._js.create_consumer(self.stream, self._config(),
                                                 timeout=deadline.min(self._js.timeout) if deadline else USE_DEFAULT)
             except NatsError as exc:
+                self._tried = self._stream_seq
                 if not _transient(exc, bool(self._core.server_info.get("jetstream"))):
                     raise
                 self._failures += 1
@@ -257,8 +269,10 @@ class OrderedConsumer:
                     made = "re-created" if old is not None else "created"
                     raise TimeoutError(f"ordered consumer could not be {made} in time: {exc}") from exc
                 if stopped.wait(wait):  # back-off, cut short by a stop
+                    self._forget_tried()
                     raise BadSubscriptionError("the ordered consumer was stopped") from exc
                 continue
+            self._tried = None
             # Under the lock with release(): either the stop sees the new consumer and
             # deletes it, or this sees the stop and does; never neither (a leak until
             # inactive_threshold).
@@ -278,6 +292,21 @@ class OrderedConsumer:
                                              self.stream, self._stream_seq + 1, self.resets)
             return
 
+    def _next_name(self) -> None:
+        """The name of the next create: the one tried last while its outcome is
+        unknown and the consumer asked for the same, else a new one."""
+        if self._tried is not None and self._tried == self._stream_seq:
+            return
+        self._forget_tried()
+        self._serial += 1
+
+    def _forget_tried(self) -> None:
+        """A create whose outcome is unknown will not be asked again: have the
+        consumer it may have made deleted (without waiting; see ``_discard``)."""
+        if self._tried is not None:
+            self._tried = None
+            self._discard(f"{self._prefix}_{self._serial}")
+
     def _ensure(self, deadline: Deadline | None, read: _Read) -> None:
         if self._current is None:
             self._recreate(deadline, read)
@@ -291,7 +320,9 @@ class OrderedConsumer:
                 return  # a later read owns the consumer now
             current, self._current = self._current, None
             self._owner = None
-        if current is not None:
+        if current is None:
+            self._forget_tried()  # a create that timed out may have made it after all
+        else:
             self._ack_prefix = "\0"
             self._discard(current.name)
 

@@ -17,6 +17,7 @@ import pytest
 import natsjs_sync as nats
 from natsjs_sync import Msg
 from natsjs_sync._core.spi import link
+from natsjs_sync._timeout import Deadline
 from natsjs_sync.errors import NoHeartbeatError
 from natsjs_sync.jetstream import ConsumeContext, JetStream
 from natsjs_sync.jetstream._errands import ERRAND_THREADS, Errands
@@ -42,6 +43,7 @@ class ApiRelay:
         self.hold = threading.Event()
         self.release = threading.Event()
         self.holding = threading.Event()
+        self.asked = 0  #: consumer creates asked for while held back (counted on arrival)
         self._nc = nc
         self._hold_for = hold_for
         # Two subscriptions (two callback lanes): a held create never holds back a pull request.
@@ -62,6 +64,8 @@ class ApiRelay:
     def _other(self, msg: Msg) -> None:
         if ".CONSUMER.CREATE." not in msg.subject:
             self._pass_on(msg)
+        elif self.hold.is_set():
+            self.asked += 1
 
     def close(self) -> None:
         self.release.set()
@@ -357,3 +361,59 @@ def test_nothing_is_reported_after_close(nats_server: NatsServer) -> None:
         # Once the client's threads are gone nothing more can be reported.
         assert wait_until(lambda: not [t for t in threading.enumerate() if "-closing" in t.name], timeout=BOUND)
         assert [exc for after, exc in seen if after] == []
+
+
+def test_a_create_that_timed_out_leaves_no_consumer_behind(clients: tuple[nats.Client, nats.Client]) -> None:
+    """A heal whose creates time out (JetStream slow) and a JetStream that makes
+    them all later: each attempt had a name of its own, so every late create left a
+    consumer nobody used until its inactive threshold (5 min). nats.go asks for the
+    same consumer again until one is made."""
+    reader, admin = clients
+    ajs = admin.jetstream()
+    relay = ApiRelay(admin, hold_for=BOUND)
+    try:
+        name = _stream(ajs, 1)
+        rjs = reader.jetstream(api_prefix=relay.prefix, timeout=0.3)
+        it = rjs.ordered_consumer(name).messages(max_messages=10, expires=2.0, heartbeat=HB)
+        with it:
+            assert it.next(timeout=BOUND).data == b"0"
+            relay.hold.set()
+            ajs.delete_consumer(name, _only_consumer(ajs, name))
+            assert wait_until(lambda: relay.asked >= 3, timeout=BOUND)  # two creates timed out, a third waits
+            relay.hold.clear()
+            relay.release.set()
+            _publish(ajs, name, 1, 1)
+            assert it.next(timeout=BOUND).data == b"1"  # healed
+        # Every create held was passed on before the one answered (the relay serves them
+        # in order), so none comes after the stop's delete: nothing may be left.
+        assert wait_until(lambda: _consumers(ajs, name) == 0, timeout=BOUND)
+    finally:
+        relay.close()
+
+
+def _only_consumer(js: JetStream, stream: str) -> str:
+    names = [info.name for info in js.list_consumers(stream)]
+    assert len(names) == 1
+    return names[0]
+
+
+def test_a_heal_of_a_stopped_iteration_leaves_the_next_alone(clients: tuple[nats.Client, nats.Client]) -> None:
+    """The heal of an iteration reaches the ordered consumer after that iteration was
+    stopped and the next one began (the heal runs on an errand thread): it took the
+    next iteration's consumer as its own and deleted it before it saw the stop."""
+    reader, admin = clients
+    ajs = admin.jetstream()
+    name = _stream(ajs, 2)
+    oc = reader.jetstream().ordered_consumer(name)
+    first = oc.messages(max_messages=1)
+    assert first.next(timeout=BOUND).data == b"0"
+    hooks = first._ordered  # what the first iteration's heal calls
+    assert hooks is not None
+    first.stop()
+    with oc.messages(max_messages=1) as second:
+        assert second.next(timeout=BOUND).data == b"1"
+        current = oc.name
+        with pytest.raises(nats.errors.BadSubscriptionError):
+            hooks.recreate(Deadline(BOUND))  # the late heal of the first iteration
+        assert oc.name == current
+        assert [info.name for info in ajs.list_consumers(name)] == [current]
