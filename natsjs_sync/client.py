@@ -296,7 +296,7 @@ class Client:
         A flush that returns vouches for every message published before it. When a
         connection is lost with messages written to it and not yet confirmed (by a
         PONG, or a reply to a later request), they may never have arrived: every
-        flush asked for before the next PONG then raises instead, those made during
+        flush asked for until one has said so then raises instead, those made during
         the outage included. Publish again what must arrive (or use JetStream, whose
         acks say what was stored); the next flush vouches again.
 

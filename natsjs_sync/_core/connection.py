@@ -835,6 +835,8 @@ class Connection:
         """
         with self.lock:
             withdrawn = waiter.end > 0 and self.writer.withdraw_locked(frame, waiter.end)
+            if withdrawn:  # its offsets stay in the stream: a later loss must not count it as a message
+                self.ledger.not_sent(waiter.end, len(frame))
         if withdrawn:
             where = ("the connection was down" if self.machine.state is not ConnState.CONNECTED
                      else "behind writes the server had not taken")
