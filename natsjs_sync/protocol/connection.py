@@ -329,10 +329,14 @@ class PingLedger(Generic[W]):
         return failed
 
     def clear(self) -> list[W]:
-        """Closing or forking: every waiter, sent or not."""
+        """Closing or forking: every waiter, sent or not. The stream offsets start
+        again from 0 (a forked child's writer counts its own stream), and nothing
+        of the parent's was lost in the child."""
         waiters = [e[0] for e in self._entries if e[0] is not None]
         self._entries.clear()
         self._control.clear()
+        self._confirmed_to = 0
+        self._lossy = False
         self._unsent = 0
         self._keepalives = 0
         return waiters

@@ -241,3 +241,17 @@ def test_ledger_remembers_control_frames_still_buffered_at_a_loss() -> None:
     ledger.ping("after", at=sub + PUB + PING)
     ledger.buffer_sent()
     assert ledger.pong() == ("after", True)
+
+
+def test_ledger_forgets_the_parents_offsets_when_cleared_for_a_fork() -> None:
+    # The parent confirmed a long stream; the child's writer counts from 0 again: a
+    # publish the child's lost connection swallowed is not covered by the parent's PONG.
+    ledger: PingLedger[str] = PingLedger()
+    ledger.ping("parent", at=100 * PUB)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("parent", True)
+    assert ledger.clear() == []
+    assert ledger.lost(taken=PUB) == []  # the child's first connection, a publish unconfirmed
+    ledger.ping("child", at=PUB + PING)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("child", False)
