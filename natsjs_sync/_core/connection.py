@@ -725,7 +725,7 @@ class Connection:
             with self.lock:
                 self.control_locked(commands.unsub(sub.sid))
             try:
-                self.flush(deadline)  # after the PONG nothing more can arrive for this sid
+                self.flush(deadline, vouch=False)  # after the PONG nothing more can arrive for this sid
             finally:
                 # Left registered on a failed flush, it stayed "draining" for good:
                 # a retry skipped the flush and a reconnect subscribed it again.
@@ -846,8 +846,13 @@ class Connection:
             return  # the reply came as the wait ran out
         raise TimeoutError(f"no reply on {subject!r} in time; the request was sent and may have been acted on")
 
-    def flush(self, deadline: Deadline | TimeoutArg = 10.0) -> None:
-        """Send everything buffered and wait for the server's PONG (within ``deadline``)."""
+    def flush(self, deadline: Deadline | TimeoutArg = 10.0, vouch: bool = True) -> None:
+        """Send everything buffered and wait for the server's PONG (within ``deadline``).
+
+        ``vouch=False``: a barrier only (an UNSUB took effect, what the server sent before
+        the PONG arrived): it does not raise, nor use up, the word that an earlier loss may
+        have swallowed messages (see :class:`~natsjs_sync.protocol.connection.PingLedger`);
+        that is for the user's next flush."""
         if not isinstance(deadline, Deadline):
             deadline = Deadline.of(deadline, 10.0)
         if self.machine.state is not ConnState.CONNECTED:
@@ -856,7 +861,7 @@ class Connection:
         with self.lock:
             if self.machine.state is ConnState.CLOSED:
                 raise ConnectionClosedError("the connection is closed")
-            self.writer.buffer += self.ledger.ping(waiter, self.writer.mark_locked() + len(commands.PING))
+            self.writer.buffer += self.ledger.ping(waiter, self.writer.mark_locked() + len(commands.PING), vouch)
             mine = self.writer.claim_locked()
         if mine:
             # What the socket takes before the deadline; a failed write fails the PONG waiter.
@@ -913,7 +918,7 @@ class Connection:
                 for sub in subs:
                     sub.mark_draining()
                     self.control_locked(commands.unsub(sub.sid))
-            self.flush(deadline)
+            self.flush(deadline, vouch=False)  # the UNSUBs took effect; the last flush vouches
             for sub in subs:
                 self.remove_subscription(sub.sid)
                 sub.finish_drained()

@@ -215,11 +215,14 @@ class PingLedger(Generic[W]):
     A flush's PONG tells its caller that everything published before it reached
     the server. When a connection is lost with message bytes written since the
     last confirmation (they may never have arrived), that no longer holds for any flush
-    asked for before the next flush's PONG: those on the wire fail at once, the
+    asked for before the next flush's PONG: those on the wire fail at once (as
+    every PING's waiter does, the connection being gone), the
     buffered ones too (their PINGs still go out, so the PONGs keep pairing),
     and one asked for after the loss fails when its PONG comes, as the first
     PONG on the new connection vouches only for what was sent there. A
-    keep-alive's PONG ends nothing: it tells nobody of the loss. nats.go fails the flushes pending at a
+    keep-alive's PONG ends nothing: it tells nobody of the loss, nor does
+    the PONG of a PING asked for as a barrier only (``vouches=False``: the
+    library's own flushes before it stops a subscription or a pull). nats.go fails the flushes pending at a
     disconnect; this also covers a flush asked for during the outage (or after
     it), after a publish that the outage swallowed.
 
@@ -241,7 +244,7 @@ class PingLedger(Generic[W]):
     CONTROL_REMEMBERED = 1024
 
     def __init__(self, max_outstanding: int = 2):
-        #: [waiter, end offset, asked for after a lossy loss and before a flush's PONG, a flush's]
+        #: [waiter, end offset, asked for after a lossy loss and before a flush's PONG, vouches]
         self._entries: deque[list[Any]] = deque()
         self._unsent = 0
         self._keepalives = 0
@@ -253,9 +256,14 @@ class PingLedger(Generic[W]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def ping(self, waiter: W | None = None, at: int = 0) -> bytes:
-        """Record a PING appended to the write buffer, ending at stream offset ``at``; returns its bytes."""
-        self._entries.append([waiter, at, self._lossy, waiter is not None])
+    def ping(self, waiter: W | None = None, at: int = 0, vouches: bool = True) -> bytes:
+        """Record a PING appended to the write buffer, ending at stream offset ``at``; returns its bytes.
+
+        ``vouches=False``: its waiter only needs the PONG as a barrier (what the server
+        sent before it has arrived, an UNSUB took effect), not as word that messages
+        arrived: a loss neither fails it nor is reported (and so used up) through it."""
+        vouches = vouches and waiter is not None
+        self._entries.append([waiter, at, self._lossy and vouches, vouches])
         self._unsent += 1
         return commands.PING
 
@@ -292,9 +300,9 @@ class PingLedger(Generic[W]):
         self._keepalives = 0
         if len(self._entries) <= self._unsent:
             return None, True
-        waiter, at, tainted, flush = self._entries.popleft()
+        waiter, at, tainted, vouches = self._entries.popleft()
         self._confirmed_to = max(self._confirmed_to, at)
-        if flush:  # its caller was told of the loss (or asked before it): a keep-alive told nobody
+        if vouches:  # its caller was told of the loss (or asked before it): a keep-alive told nobody
             self._lossy = False
         while self._control and self._control[0][0] <= self._confirmed_to:
             self._control.popleft()
@@ -316,7 +324,7 @@ class PingLedger(Generic[W]):
         if taken - self._confirmed_to > control:
             self._lossy = True  # message bytes went out unconfirmed: maybe lost
             for entry in self._entries:
-                if entry[0] is not None:
+                if entry[0] is not None and entry[3]:
                     failed.append(entry[0])
                     entry[0] = None
         self._confirmed_to = max(self._confirmed_to, taken)

@@ -343,3 +343,32 @@ def test_a_request_withdrawn_during_an_outage_is_no_message_a_later_loss_swallow
             nc.flush(timeout=10)
         finally:
             nc.close()
+
+
+def test_draining_a_subscription_after_an_outage_neither_fails_nor_uses_up_the_word_of_a_loss() -> None:
+    # The drain's flush is a barrier for its UNSUB: a publish the outage swallowed is not
+    # its business (it raised), and the user's next flush must still say so (it vouched).
+    ev = Events()
+    with NatsServer(jetstream=False) as server, FaultProxy(server.url) as proxy:
+        watcher = nats.connect(server.url)
+        nc = nats.connect(proxy.url, **FAST, **ev.kwargs())  # type: ignore[arg-type]
+        try:
+            lost = watcher.subscribe("swallowed")
+            watcher.flush()
+            sub = nc.subscribe("drained")
+            nc.flush()
+            proxy.blackhole("to_server")
+            nc.publish("swallowed", b"lost")
+            assert wait_until(lambda: proxy.client_frames("PUB") >= 1, timeout=10)  # left the client
+            proxy.cut()
+            proxy.heal()
+            assert ev.reconnected.wait(10)
+            sub.drain(timeout=10)
+            with pytest.raises(nats.ConnectionError, match="may not have arrived"):
+                nc.flush(timeout=10)
+            nc.flush(timeout=10)
+            with pytest.raises(nats.TimeoutError):
+                lost.next_msg(timeout=0.2)  # it was indeed lost
+        finally:
+            nc.close()
+            watcher.close()

@@ -255,3 +255,18 @@ def test_ledger_forgets_the_parents_offsets_when_cleared_for_a_fork() -> None:
     ledger.ping("child", at=PUB + PING)
     ledger.buffer_sent()
     assert ledger.pong() == ("child", False)
+
+
+def test_ledger_a_barrier_ping_neither_fails_on_a_lossy_loss_nor_uses_up_its_word() -> None:
+    # The library's own flushes (before a subscription or a pull stops) wait for a PONG
+    # as a barrier: a lost publish is the next user flush's to report, not theirs.
+    ledger: PingLedger[str] = PingLedger()
+    ledger.ping("buffered barrier", at=PUB + PING, vouches=False)
+    assert ledger.lost(taken=PUB) == []
+    ledger.ping("barrier", at=PUB + 2 * PING, vouches=False)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("buffered barrier", True)
+    assert ledger.pong() == ("barrier", True)
+    ledger.ping("user", at=PUB + 3 * PING)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("user", False)
