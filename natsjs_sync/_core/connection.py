@@ -928,7 +928,14 @@ class Connection:
                     raise TimeoutError(f"drain: subscription {sub.subject!r} did not finish in time")
             with self.lock:
                 self.machine.move((ConnState.DRAINING_SUBS,), ConnState.DRAINING_PUBS)
-            self.flush(deadline)
+            try:
+                self.flush(deadline)
+            except NatsConnectionError as exc:
+                if self.machine.state is not ConnState.DRAINING_PUBS:
+                    raise  # the connection broke (and closed): nothing more to drain
+                # An earlier outage may have swallowed publishes: error_cb hears it, and the
+                # drain still waits for what its hooks wait for (publish acks) before the close.
+                self.report_error(exc)
             self.drain_hooks.run(deadline)
         except TimeoutError as exc:
             # As nats-py: a drain timeout goes to error_cb (before the close); the caller hears it too.

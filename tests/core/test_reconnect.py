@@ -372,3 +372,24 @@ def test_draining_a_subscription_after_an_outage_neither_fails_nor_uses_up_the_w
         finally:
             nc.close()
             watcher.close()
+
+
+def test_a_drain_after_an_outage_that_swallowed_a_publish_tells_error_cb_and_drains() -> None:
+    # The drain's last flush hears that a publish may be lost: it raised that (a drain
+    # raises only TimeoutError) and skipped what the drain waits for before the close.
+    ev = Events()
+    with NatsServer(jetstream=False) as server, FaultProxy(server.url) as proxy:
+        nc = nats.connect(proxy.url, **FAST, **ev.kwargs())  # type: ignore[arg-type]
+        try:
+            nc.flush()
+            proxy.blackhole("to_server")
+            nc.publish("swallowed", b"lost")
+            assert wait_until(lambda: proxy.client_frames("PUB") >= 1, timeout=10)  # left the client
+            proxy.cut()
+            proxy.heal()
+            assert ev.reconnected.wait(10)
+            nc.drain(timeout=10)
+            assert ev.closed.wait(10)
+            assert any("may not have arrived" in str(e) for e in ev.errors), ev.errors
+        finally:
+            nc.close()
