@@ -326,7 +326,9 @@ class Client:
 
         Called from a callback of this client (where waiting would wait for
         that very callback), the drain goes on in the background and this
-        returns at once; a drain failure then goes to ``error_cb``.
+        returns at once; a drain failure then goes to ``error_cb``. When its
+        flush says an earlier outage may have swallowed publishes (see
+        :meth:`flush`), that goes to ``error_cb`` too and the drain goes on.
 
         Raises:
             TimeoutError: draining took longer than ``timeout`` (default: the
