@@ -296,7 +296,7 @@ class Client:
         A flush that returns vouches for every message published before it. When a
         connection is lost with messages written to it and not yet confirmed (by a
         PONG, or a reply to a later request), they may never have arrived: every
-        flush asked for before the next PONG then raises instead, those made during
+        flush asked for until one has said so then raises instead, those made during
         the outage included. Publish again what must arrive (or use JetStream, whose
         acks say what was stored); the next flush vouches again.
 
@@ -326,7 +326,9 @@ class Client:
 
         Called from a callback of this client (where waiting would wait for
         that very callback), the drain goes on in the background and this
-        returns at once; a drain failure then goes to ``error_cb``.
+        returns at once; a drain failure then goes to ``error_cb``. When its
+        flush says an earlier outage may have swallowed publishes (see
+        :meth:`flush`), that goes to ``error_cb`` too and the drain goes on.
 
         Raises:
             TimeoutError: draining took longer than ``timeout`` (default: the

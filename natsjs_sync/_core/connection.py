@@ -725,7 +725,7 @@ class Connection:
             with self.lock:
                 self.control_locked(commands.unsub(sub.sid))
             try:
-                self.flush(deadline)  # after the PONG nothing more can arrive for this sid
+                self.flush(deadline, vouch=False)  # after the PONG nothing more can arrive for this sid
             finally:
                 # Left registered on a failed flush, it stayed "draining" for good:
                 # a retry skipped the flush and a reconnect subscribed it again.
@@ -835,6 +835,8 @@ class Connection:
         """
         with self.lock:
             withdrawn = waiter.end > 0 and self.writer.withdraw_locked(frame, waiter.end)
+            if withdrawn:  # its offsets stay in the stream: a later loss must not count it as a message
+                self.ledger.not_sent(waiter.end, len(frame))
         if withdrawn:
             where = ("the connection was down" if self.machine.state is not ConnState.CONNECTED
                      else "behind writes the server had not taken")
@@ -844,8 +846,13 @@ class Connection:
             return  # the reply came as the wait ran out
         raise TimeoutError(f"no reply on {subject!r} in time; the request was sent and may have been acted on")
 
-    def flush(self, deadline: Deadline | TimeoutArg = 10.0) -> None:
-        """Send everything buffered and wait for the server's PONG (within ``deadline``)."""
+    def flush(self, deadline: Deadline | TimeoutArg = 10.0, vouch: bool = True) -> None:
+        """Send everything buffered and wait for the server's PONG (within ``deadline``).
+
+        ``vouch=False``: a barrier only (an UNSUB took effect, what the server sent before
+        the PONG arrived): it does not raise, nor use up, the word that an earlier loss may
+        have swallowed messages (see :class:`~natsjs_sync.protocol.connection.PingLedger`);
+        that is for the user's next flush."""
         if not isinstance(deadline, Deadline):
             deadline = Deadline.of(deadline, 10.0)
         if self.machine.state is not ConnState.CONNECTED:
@@ -854,7 +861,7 @@ class Connection:
         with self.lock:
             if self.machine.state is ConnState.CLOSED:
                 raise ConnectionClosedError("the connection is closed")
-            self.writer.buffer += self.ledger.ping(waiter, self.writer.mark_locked() + len(commands.PING))
+            self.writer.buffer += self.ledger.ping(waiter, self.writer.mark_locked() + len(commands.PING), vouch)
             mine = self.writer.claim_locked()
         if mine:
             # What the socket takes before the deadline; a failed write fails the PONG waiter.
@@ -911,7 +918,7 @@ class Connection:
                 for sub in subs:
                     sub.mark_draining()
                     self.control_locked(commands.unsub(sub.sid))
-            self.flush(deadline)
+            self.flush(deadline, vouch=False)  # the UNSUBs took effect; the last flush vouches
             for sub in subs:
                 self.remove_subscription(sub.sid)
                 sub.finish_drained()
@@ -921,7 +928,14 @@ class Connection:
                     raise TimeoutError(f"drain: subscription {sub.subject!r} did not finish in time")
             with self.lock:
                 self.machine.move((ConnState.DRAINING_SUBS,), ConnState.DRAINING_PUBS)
-            self.flush(deadline)
+            try:
+                self.flush(deadline)
+            except NatsConnectionError as exc:
+                if self.machine.state is not ConnState.DRAINING_PUBS:
+                    raise  # the connection broke (and closed): nothing more to drain
+                # An earlier outage may have swallowed publishes: error_cb hears it, and the
+                # drain still waits for what its hooks wait for (publish acks) before the close.
+                self.report_error(exc)
             self.drain_hooks.run(deadline)
         except TimeoutError as exc:
             # As nats-py: a drain timeout goes to error_cb (before the close); the caller hears it too.

@@ -96,6 +96,7 @@ class ResponseMux:
     def reset(self) -> None:
         """A forked child: no inbox yet, nobody waiting."""
         self.waiting.clear()
+        self.replied_to = 0  # the child's write stream starts again
         self.sid = None
         self.prefix = ""
         self.prefix_len = 0

@@ -770,7 +770,7 @@ class MessagesContext:
         if not self._core.on_reader_thread():  # there a flush could not be answered
             try:
                 # The PONG comes after every message the server had sent us.
-                self._core.flush(timeout)
+                self._core.flush(timeout, vouch=False)
             except NatsError:
                 pass
         self._flushed()
@@ -868,7 +868,7 @@ class MessagesContext:
 
         def flush() -> None:
             try:
-                self._core.flush(deadline.min(5.0))  # the PONG comes after every message sent before it
+                self._core.flush(deadline.min(5.0), vouch=False)  # the PONG comes after every message sent before it
             except NatsError:
                 pass  # a broken connection: nothing more is coming anyway
             lane.put(_Control(functools.partial(self._drain_step, deadline, True)))
@@ -956,7 +956,7 @@ class _DrainGroup:
         for m in live:
             m._stop_asking()
         try:
-            self._core.flush(deadline.min(5.0))
+            self._core.flush(deadline.min(5.0), vouch=False)
         except NatsError:
             pass  # a broken connection: nothing more is coming anyway
         for m in live:

@@ -628,7 +628,7 @@ class Service(_EndpointAdder):
                 raise
             self._verb_subs = subs
             self._started = datetime.now(timezone.utc)
-        self._client.flush(timeout=deadline.remaining())
+        self._core.flush(deadline.remaining(), vouch=False)  # the SUBs took effect
         return self
 
     def stop(self, timeout: TimeoutArg = USE_DEFAULT) -> None:

@@ -215,18 +215,22 @@ class PingLedger(Generic[W]):
     A flush's PONG tells its caller that everything published before it reached
     the server. When a connection is lost with message bytes written since the
     last confirmation (they may never have arrived), that no longer holds for any flush
-    asked for before the next PONG: those on the wire fail at once, the
+    asked for before the next flush's PONG: those on the wire fail at once (as
+    every PING's waiter does, the connection being gone), the
     buffered ones too (their PINGs still go out, so the PONGs keep pairing),
     and one asked for after the loss fails when its PONG comes, as the first
-    PONG on the new connection vouches only for what was sent there. nats.go
-    fails the flushes pending at a disconnect; this also covers a flush asked
-    for during the outage, after a publish that the outage swallowed.
+    PONG on the new connection vouches only for what was sent there. A
+    keep-alive's PONG ends nothing: it tells nobody of the loss, nor does
+    the PONG of a PING asked for as a barrier only (``vouches=False``: the
+    library's own flushes before it stops a subscription or a pull). nats.go fails the flushes pending at a
+    disconnect; this also covers a flush asked for during the outage (or after
+    it), after a publish that the outage swallowed.
 
     Only message bytes count: PINGs, PONGs and the SUB/UNSUB frames the owner
     reports with :meth:`control_out` (a reconnect restores subscriptions) are
-    not messages; and a reply to a request confirms what went before the
-    request as a PONG does (the owner passes the furthest such point to
-    :meth:`lost`).
+    not messages, and a withdrawn frame (:meth:`not_sent`) never went out;
+    a reply to a request confirms what went before the request as a PONG does
+    (the owner passes the furthest such point to :meth:`lost`).
 
     Positions are write-stream offsets (bytes since the start, as the owner
     counts them): ``at`` is where a frame ends, ``taken`` how far the stream
@@ -240,7 +244,7 @@ class PingLedger(Generic[W]):
     CONTROL_REMEMBERED = 1024
 
     def __init__(self, max_outstanding: int = 2):
-        #: [waiter, end offset, asked for after a lossy loss and before the next PONG]
+        #: [waiter, end offset, asked for after a lossy loss and before a flush's PONG, vouches]
         self._entries: deque[list[Any]] = deque()
         self._unsent = 0
         self._keepalives = 0
@@ -252,9 +256,14 @@ class PingLedger(Generic[W]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def ping(self, waiter: W | None = None, at: int = 0) -> bytes:
-        """Record a PING appended to the write buffer, ending at stream offset ``at``; returns its bytes."""
-        self._entries.append([waiter, at, self._lossy])
+    def ping(self, waiter: W | None = None, at: int = 0, vouches: bool = True) -> bytes:
+        """Record a PING appended to the write buffer, ending at stream offset ``at``; returns its bytes.
+
+        ``vouches=False``: its waiter only needs the PONG as a barrier (what the server
+        sent before it has arrived, an UNSUB took effect), not as word that messages
+        arrived: a loss neither fails it nor is reported (and so used up) through it."""
+        vouches = vouches and waiter is not None
+        self._entries.append([waiter, at, self._lossy and vouches, vouches])
         self._unsent += 1
         return commands.PING
 
@@ -273,6 +282,14 @@ class PingLedger(Generic[W]):
             self._control.popleft()
         return data
 
+    def not_sent(self, at: int, length: int) -> None:
+        """Record that the ``length`` bytes ending at stream offset ``at`` were taken back
+        out of the buffer (a withdrawn request): they keep their offsets, but no loss can
+        have swallowed them."""
+        self._control.append((at, length))
+        if len(self._control) > self.CONTROL_REMEMBERED:
+            self._control.popleft()
+
     def buffer_sent(self) -> None:
         """The write buffer (with every buffered PING) went to the socket."""
         self._unsent = 0
@@ -283,9 +300,10 @@ class PingLedger(Generic[W]):
         self._keepalives = 0
         if len(self._entries) <= self._unsent:
             return None, True
-        waiter, at, tainted = self._entries.popleft()
+        waiter, at, tainted, vouches = self._entries.popleft()
         self._confirmed_to = max(self._confirmed_to, at)
-        self._lossy = False
+        if vouches:  # its caller was told of the loss (or asked before it): a keep-alive told nobody
+            self._lossy = False
         while self._control and self._control[0][0] <= self._confirmed_to:
             self._control.popleft()
         return waiter, not tainted
@@ -306,19 +324,27 @@ class PingLedger(Generic[W]):
         if taken - self._confirmed_to > control:
             self._lossy = True  # message bytes went out unconfirmed: maybe lost
             for entry in self._entries:
-                if entry[0] is not None:
+                if entry[0] is not None and entry[3]:
                     failed.append(entry[0])
                     entry[0] = None
         self._confirmed_to = max(self._confirmed_to, taken)
-        self._control.clear()
+        # What is still buffered goes out on the next connection: its records still count there.
+        while self._control and self._control[0][0] <= taken:
+            self._control.popleft()
+        if any(at <= taken for at, _ in self._control):  # a withdrawn frame's, recorded out of order
+            self._control = deque(c for c in self._control if c[0] > taken)
         self._keepalives = 0
         return failed
 
     def clear(self) -> list[W]:
-        """Closing or forking: every waiter, sent or not."""
+        """Closing or forking: every waiter, sent or not. The stream offsets start
+        again from 0 (a forked child's writer counts its own stream), and nothing
+        of the parent's was lost in the child."""
         waiters = [e[0] for e in self._entries if e[0] is not None]
         self._entries.clear()
         self._control.clear()
+        self._confirmed_to = 0
+        self._lossy = False
         self._unsent = 0
         self._keepalives = 0
         return waiters

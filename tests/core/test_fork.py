@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
+import threading
 
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing import FaultProxy, NatsServer
 
+from ..conftest import wait_until
 from ..fork_kit import run_in_child
 
 # Forking a process that has threads is what these tests are about (3.12+ warns).
@@ -121,3 +124,63 @@ def test_a_fork_while_another_thread_makes_a_log_adapter_leaves_the_child_able_t
         assert result == {"made": True}
     finally:
         nc.close()
+
+
+def test_a_flush_in_the_child_does_not_vouch_for_a_publish_its_lost_connection_swallowed(
+        shared_server: NatsServer) -> None:
+    # The parent's connection confirmed far more bytes than the child will write: the
+    # child's offsets count from 0 again, and must not be taken as confirmed by the parent's.
+    watcher = nats.connect(shared_server.url)
+    sub = watcher.subscribe("fork.swallowed")
+    watcher.flush()
+    to_parent_r, to_parent_w = os.pipe()
+    to_child_r, to_child_w = os.pipe()
+    with FaultProxy(shared_server.url) as proxy:
+        nc = nats.connect(proxy.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1)
+        try:
+            for _ in range(100):
+                nc.publish("fork.filler", b"x" * 1000)
+            nc.flush()
+
+            def child() -> dict[str, object]:
+                nc.flush(timeout=10)  # the child's own connection, confirmed once
+                os.write(to_parent_w, b"r")
+                os.read(to_child_r, 1)  # blackholed
+                nc.publish("fork.swallowed", b"lost")
+                os.write(to_parent_w, b"p")
+                os.read(to_child_r, 1)  # cut and healed
+                try:
+                    nc.flush(timeout=20)
+                    outcome = "vouched"
+                except nats.ConnectionError as exc:
+                    outcome = str(exc)
+                return {"outcome": outcome}
+
+            def heard() -> bool:  # bounded: a child that failed early says nothing more
+                return bool(select.select([to_parent_r], [], [], 30)[0]) and bool(os.read(to_parent_r, 1))
+
+            def orchestrate() -> None:
+                if not heard():
+                    return
+                pubs = proxy.client_frames("PUB")
+                proxy.blackhole("to_server")
+                os.write(to_child_w, b"b")
+                if not heard():
+                    return
+                wait_until(lambda: proxy.client_frames("PUB") > pubs, timeout=10)  # left the child
+                proxy.cut()
+                proxy.heal()
+                os.write(to_child_w, b"c")
+
+            helper = threading.Thread(target=orchestrate, daemon=True)
+            helper.start()
+            result = run_in_child(child)
+            helper.join(10)
+            assert "may not have arrived" in str(result.get("outcome")), result
+            with pytest.raises(nats.TimeoutError):
+                sub.next_msg(timeout=0.2)  # it was indeed lost
+        finally:
+            nc.close()
+            watcher.close()
+            for fd in (to_parent_r, to_parent_w, to_child_r, to_child_w):
+                os.close(fd)

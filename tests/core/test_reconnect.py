@@ -287,3 +287,109 @@ def test_a_flush_after_an_outage_that_swallowed_a_publish_fails() -> None:
         finally:
             nc.close()
             watcher.close()
+
+
+def test_a_keepalive_pong_after_an_outage_does_not_vouch_for_a_swallowed_publish() -> None:
+    # The new connection's first PONG answered a keep-alive, not a flush: nobody was told
+    # that the publish may be gone, so the flush after it must still say so (it returned).
+    ev = Events()
+    with NatsServer(jetstream=False) as server, FaultProxy(server.url) as proxy:
+        watcher = nats.connect(server.url)
+        nc = nats.connect(proxy.url, ping_interval=0.1, max_outstanding_pings=1000,  # type: ignore[arg-type]
+                          **FAST, **ev.kwargs())
+        try:
+            sub = watcher.subscribe("swallowed")
+            watcher.subscribe("echo", cb=lambda m: m.respond(b"ok"))
+            watcher.flush()
+            nc.flush()
+            proxy.blackhole("to_server")
+            nc.publish("swallowed", b"lost")
+            assert wait_until(lambda: proxy.client_frames("PUB") >= 1, timeout=10)  # left the client
+            proxy.cut()
+            proxy.heal()
+            assert ev.reconnected.wait(10)
+            pongs = proxy.server_frames("PONG")  # the handshake's included
+            assert wait_until(lambda: proxy.server_frames("PONG") > pongs, timeout=10)  # a keep-alive's
+            nc.request("echo", b"?", timeout=10)  # its reply came after that PONG: the client read it
+            with pytest.raises(nats.ConnectionError, match="may not have arrived"):
+                nc.flush(timeout=10)
+            nc.flush(timeout=10)  # said once: the next one vouches again
+            with pytest.raises(nats.TimeoutError):
+                sub.next_msg(timeout=0.2)  # it was indeed lost
+        finally:
+            nc.close()
+            watcher.close()
+
+
+def test_a_request_withdrawn_during_an_outage_is_no_message_a_later_loss_swallowed() -> None:
+    # A withdrawn request never went out, though its bytes keep their stream offsets:
+    # losing the next connection, on which nothing but restored subscriptions was
+    # written, loses no message, and the flush after it must succeed (it failed).
+    ev = Events()
+    with NatsServer(jetstream=False) as server, FaultProxy(server.url) as proxy:
+        nc = nats.connect(proxy.url, **FAST, **ev.kwargs())  # type: ignore[arg-type]
+        try:
+            nc.flush()
+            proxy.refuse_new()
+            proxy.cut()
+            assert ev.disconnected.wait(10)
+            with pytest.raises(nats.NotSentError):
+                nc.request("nobody", b"?", timeout=0.2)
+            proxy.heal()
+            assert ev.reconnected.wait(10)
+            ev.reconnected.clear()
+            proxy.cut()
+            assert ev.reconnected.wait(10)
+            nc.flush(timeout=10)
+        finally:
+            nc.close()
+
+
+def test_draining_a_subscription_after_an_outage_neither_fails_nor_uses_up_the_word_of_a_loss() -> None:
+    # The drain's flush is a barrier for its UNSUB: a publish the outage swallowed is not
+    # its business (it raised), and the user's next flush must still say so (it vouched).
+    ev = Events()
+    with NatsServer(jetstream=False) as server, FaultProxy(server.url) as proxy:
+        watcher = nats.connect(server.url)
+        nc = nats.connect(proxy.url, **FAST, **ev.kwargs())  # type: ignore[arg-type]
+        try:
+            lost = watcher.subscribe("swallowed")
+            watcher.flush()
+            sub = nc.subscribe("drained")
+            nc.flush()
+            proxy.blackhole("to_server")
+            nc.publish("swallowed", b"lost")
+            assert wait_until(lambda: proxy.client_frames("PUB") >= 1, timeout=10)  # left the client
+            proxy.cut()
+            proxy.heal()
+            assert ev.reconnected.wait(10)
+            sub.drain(timeout=10)
+            with pytest.raises(nats.ConnectionError, match="may not have arrived"):
+                nc.flush(timeout=10)
+            nc.flush(timeout=10)
+            with pytest.raises(nats.TimeoutError):
+                lost.next_msg(timeout=0.2)  # it was indeed lost
+        finally:
+            nc.close()
+            watcher.close()
+
+
+def test_a_drain_after_an_outage_that_swallowed_a_publish_tells_error_cb_and_drains() -> None:
+    # The drain's last flush hears that a publish may be lost: it raised that (a drain
+    # raises only TimeoutError) and skipped what the drain waits for before the close.
+    ev = Events()
+    with NatsServer(jetstream=False) as server, FaultProxy(server.url) as proxy:
+        nc = nats.connect(proxy.url, **FAST, **ev.kwargs())  # type: ignore[arg-type]
+        try:
+            nc.flush()
+            proxy.blackhole("to_server")
+            nc.publish("swallowed", b"lost")
+            assert wait_until(lambda: proxy.client_frames("PUB") >= 1, timeout=10)  # left the client
+            proxy.cut()
+            proxy.heal()
+            assert ev.reconnected.wait(10)
+            nc.drain(timeout=10)
+            assert ev.closed.wait(10)
+            assert any("may not have arrived" in str(e) for e in ev.errors), ev.errors
+        finally:
+            nc.close()

@@ -202,3 +202,71 @@ def test_ledger_takes_a_reply_to_a_request_as_confirming_what_went_before() -> N
     assert ledger.pong() == ("buffered", True)
     ledger.ping("after an unanswered request", at=4 * PUB + 2 * PING)
     assert ledger.lost(taken=4 * PUB + PING, replied_to=3 * PUB) == ["after an unanswered request"]
+
+
+def test_ledger_a_keepalive_pong_tells_nobody_of_a_lossy_loss() -> None:
+    # The first PONG after the loss answered a keep-alive: the next flush is the first
+    # to hear that a message may have been lost, so it must not vouch for it.
+    ledger: PingLedger[str] = PingLedger()
+    assert ledger.lost(taken=PUB) == []
+    ledger.keepalive(at=PUB + PING)
+    ledger.buffer_sent()
+    assert ledger.pong()[0] is None
+    ledger.ping("first flush after", at=PUB + 2 * PING)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("first flush after", False)
+    ledger.ping("told already", at=PUB + 3 * PING)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("told already", True)
+
+
+def test_ledger_counts_a_withdrawn_frame_as_no_message() -> None:
+    ledger: PingLedger[str] = PingLedger()
+    ledger.not_sent(at=PUB, length=PUB)  # a request taken back out of the buffer
+    assert ledger.lost(taken=PUB) == []
+    ledger.ping("after", at=PUB + PING)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("after", True)
+
+
+def test_ledger_remembers_control_frames_still_buffered_at_a_loss() -> None:
+    # A SUB buffered when the connection broke goes out on the next one: losing that
+    # one too loses no message.
+    sub = len(b"SUB x 1\r\n")
+    ledger: PingLedger[str] = PingLedger()
+    ledger.control_out(b"SUB x 1\r\n", at=sub)
+    ledger.not_sent(at=sub + PUB, length=PUB)
+    assert ledger.lost(taken=0) == []
+    assert ledger.lost(taken=sub + PUB) == []
+    ledger.ping("after", at=sub + PUB + PING)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("after", True)
+
+
+def test_ledger_forgets_the_parents_offsets_when_cleared_for_a_fork() -> None:
+    # The parent confirmed a long stream; the child's writer counts from 0 again: a
+    # publish the child's lost connection swallowed is not covered by the parent's PONG.
+    ledger: PingLedger[str] = PingLedger()
+    ledger.ping("parent", at=100 * PUB)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("parent", True)
+    assert ledger.clear() == []
+    assert ledger.lost(taken=PUB) == []  # the child's first connection, a publish unconfirmed
+    ledger.ping("child", at=PUB + PING)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("child", False)
+
+
+def test_ledger_a_barrier_ping_neither_fails_on_a_lossy_loss_nor_uses_up_its_word() -> None:
+    # The library's own flushes (before a subscription or a pull stops) wait for a PONG
+    # as a barrier: a lost publish is the next user flush's to report, not theirs.
+    ledger: PingLedger[str] = PingLedger()
+    ledger.ping("buffered barrier", at=PUB + PING, vouches=False)
+    assert ledger.lost(taken=PUB) == []
+    ledger.ping("barrier", at=PUB + 2 * PING, vouches=False)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("buffered barrier", True)
+    assert ledger.pong() == ("barrier", True)
+    ledger.ping("user", at=PUB + 3 * PING)
+    ledger.buffer_sent()
+    assert ledger.pong() == ("user", False)
