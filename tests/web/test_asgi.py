@@ -301,9 +301,11 @@ def test_sigterm_drains_the_client_and_exits_0(nats_server: NatsServer, tmp_path
             statuses = list(pool.map(lambda i: call("POST", f"{base}/async/notes", {"n": i})[0], range(300)))
         assert set(statuses) == {202}
         # Core publishes: answered once buffered. The drain at shutdown is what sends them.
-        assert stop(proc, signal.SIGTERM, timeout=30) == 0, log.read_text()
+        code = stop(proc, signal.SIGTERM, timeout=30)
     text = log.read_text()
-    assert "Application shutdown complete" in text, text
+    # uvicorn 0.29+ ends a clean shutdown by raising the signal it caught again (-SIGTERM), older ones exit 0.
+    assert code in (0, -signal.SIGTERM), text
+    assert "Application shutdown complete" in text and "Finished server process" in text, text
     assert wait_until(lambda: _stored(nats_server, "notes.new") == 300, timeout=10), _stored(nats_server, "notes.new")
 
 
