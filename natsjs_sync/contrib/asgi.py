@@ -41,7 +41,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from .._core import fork
 from .process import ProcessClient
@@ -51,7 +51,6 @@ __all__ = ["DEFAULT_MAX_WORKERS", "NatsLifespan", "get_executor", "run_sync", "s
 
 log = logging.getLogger("natsjs_sync.contrib")
 
-P = ParamSpec("P")
 T = TypeVar("T")
 
 Scope = MutableMapping[str, Any]
@@ -136,11 +135,11 @@ def shutdown_executor(wait: bool = True) -> None:
     _POOL.replace(_POOL.max_workers, wait=wait)
 
 
-async def run_sync(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+async def run_sync(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run a blocking call (``fn(*args, **kwargs)``) on this module's thread pool and await its result.
 
     The caller's context variables go with it (an OpenTelemetry span, a
-    request id), as with :func:`asyncio.to_thread`. If the awaiting task is
+    request id), as with ``asyncio.to_thread``. If the awaiting task is
     cancelled (the client went away), the call itself still runs to its end,
     bounded by its own timeout; its result is dropped.
 
