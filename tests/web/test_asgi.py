@@ -26,7 +26,7 @@ from natsjs_sync.testing import FaultProxy, NatsServer, free_port
 
 from ..conftest import wait_until
 from ..fork_kit import run_in_child
-from ._kit import call, django_project, stop, uvicorn_start
+from ._kit import call, django_project, gunicorn_start, stop, uvicorn_start
 
 pytest.importorskip("uvicorn")
 
@@ -329,3 +329,20 @@ def test_the_asgi_module_imports_no_asyncio_client() -> None:
     out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert json.loads(out) == []
+
+
+def test_gunicorn_asgi_workers_each_connect_and_drain(nats_server: NatsServer, tmp_path: Path) -> None:
+    """gunicorn's ASGI worker, pre-forked from a master that imported the app (--preload)."""
+    log = tmp_path / "gunicorn.log"
+    env = _shop(tmp_path, nats_server.url)
+    args = ("-k", "asgi", "-w", "2", "--preload", "--graceful-timeout", "20", "--timeout", "60")
+    with gunicorn_start("shop.asgi:application", env, log, chdir=tmp_path, args=args) as (proc, base):
+        assert base is not None, log.read_text()
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            answers = list(pool.map(lambda i: call("POST", f"{base}/async/orders", {"id": i}), range(100)))
+            notes = list(pool.map(lambda i: call("POST", f"{base}/async/notes", {"n": i})[0], range(100)))
+        assert {status for status, _ in answers} == {201} and set(notes) == {202}, (answers, notes)
+        assert call("GET", f"{base}/healthz/nats")[0] == 200
+        assert stop(proc, signal.SIGTERM, timeout=60) == 0, log.read_text()
+    assert _stored(nats_server, "orders.new") == 100
+    assert wait_until(lambda: _stored(nats_server, "notes.new") == 100, timeout=10)
