@@ -300,7 +300,7 @@ def test_sigterm_drains_the_client_and_exits_0(nats_server: NatsServer, tmp_path
         with ThreadPoolExecutor(max_workers=20) as pool:
             statuses = list(pool.map(lambda i: call("POST", f"{base}/async/notes", {"n": i})[0], range(300)))
         assert set(statuses) == {202}
-        # Core publishes: answered once buffered. The drain at shutdown is what sends them.
+        # Core publishes: answered once buffered, sent by the drain at shutdown.
         code = stop(proc, signal.SIGTERM, timeout=30)
     text = log.read_text()
     # uvicorn 0.29+ ends a clean shutdown by raising the signal it caught again (-SIGTERM), older ones exit 0.
