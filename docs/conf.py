@@ -35,7 +35,7 @@ nitpicky = True
 nitpick_ignore = [
     # the standard library: abstract collections and callables in type hints
     *(("py:class", f"collections.abc.{name}") for name in
-      ("Callable", "Collection", "Iterable", "Iterator", "Mapping", "MutableMapping", "Sequence")),
+      ("Awaitable", "Callable", "Collection", "Iterable", "Iterator", "Mapping", "MutableMapping", "Sequence")),
     # the standard library: values the API takes or returns
     ("py:class", "datetime.datetime"),
     ("py:class", "os.PathLike"),
@@ -44,6 +44,7 @@ nitpick_ignore = [
     ("py:class", "ssl.SSLContext"),
     ("py:class", "subprocess.Popen"),
     ("py:class", "concurrent.futures.Future"),
+    ("py:class", "concurrent.futures.thread.ThreadPoolExecutor"),
     ("py:class", "concurrent.futures._base.Future"),  # Future's defining module, as typing names it
     # the standard library: exceptions the docs compare ours with or say are raised
     ("py:class", "ssl.SSLError"),

@@ -115,14 +115,12 @@ def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float 
 
 
 @contextmanager
-def gunicorn_start(app: str, env: dict[str, str], log: Path, *, chdir: Path = EXAMPLES,
-                   args: tuple[str, ...] = ()) -> Iterator[tuple[subprocess.Popen[bytes], str | None]]:
-    """Start ``app`` under gunicorn; yields ``(process, base URL)`` once it listens, or
-    ``(process, None)`` once it exited instead (a bad setting stopped it at start-up)."""
-    port = free_port()
+def serving(cmd: list[str], port: int, env: dict[str, str], log: Path, *,
+            cwd: Path | None = None) -> Iterator[tuple[subprocess.Popen[bytes], str | None]]:
+    """Start a server process that will listen on ``port``; yields ``(process, base URL)`` once it
+    listens, or ``(process, None)`` once it exited instead (a bad setting stopped it at start-up)."""
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", *args, "-b", f"127.0.0.1:{port}",
-                                 "--chdir", str(chdir), app], env=env, stdout=subprocess.DEVNULL, stderr=out)
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=out)
     try:
         def exited_or_serving() -> bool:
             if proc.poll() is not None:
@@ -140,6 +138,71 @@ def gunicorn_start(app: str, env: dict[str, str], log: Path, *, chdir: Path = EX
         stop(proc, timeout=15)
 
 
+@contextmanager
+def gunicorn_start(app: str, env: dict[str, str], log: Path, *, chdir: Path = EXAMPLES,
+                   args: tuple[str, ...] = ()) -> Iterator[tuple[subprocess.Popen[bytes], str | None]]:
+    """Start ``app`` under gunicorn; yields ``(process, base URL)`` once it listens, or
+    ``(process, None)`` once it exited instead (a bad setting stopped it at start-up)."""
+    port = free_port()
+    with serving([sys.executable, "-m", "gunicorn", *args, "-b", f"127.0.0.1:{port}", "--chdir", str(chdir), app],
+                 port, env, log) as started:
+        yield started
+
+
+@contextmanager
+def uvicorn_start(app: str, env: dict[str, str], log: Path, *, cwd: Path,
+                  args: tuple[str, ...] = ()) -> Iterator[tuple[subprocess.Popen[bytes], str | None]]:
+    """Start the ASGI ``app`` under uvicorn (one process, one event loop), as :func:`gunicorn_start`."""
+    port = free_port()
+    with serving([sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
+                  *args, app], port, env, log, cwd=cwd) as started:
+        yield started
+
+
+#: The project's async views (served under an ASGI server): each NATS call goes through run_sync.
+_ASYNC_VIEWS = '''import json, os, threading
+
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from natsjs_sync.contrib.asgi import run_sync
+from natsjs_sync.contrib.django import get_client, get_jetstream
+
+CALL_TIMEOUT = float(os.environ.get("SHOP_CALL_TIMEOUT", "5"))
+_lock = threading.Lock()
+publishing = 0  # JetStream publishes waiting for their ack now
+
+
+def _publish(subject, body, msg_id):
+    global publishing
+    with _lock:
+        publishing += 1
+    try:
+        return get_jetstream(timeout=CALL_TIMEOUT).publish(subject, body, msg_id=msg_id)
+    finally:
+        with _lock:
+            publishing -= 1
+
+
+@csrf_exempt
+async def place_order(request):
+    order = json.loads(request.body)
+    ack = await run_sync(_publish, "orders.new", request.body, f"order-{order['id']}")
+    return JsonResponse({"seq": ack.seq, "duplicate": ack.duplicate}, status=201)
+
+
+@csrf_exempt
+async def note(request):
+    await run_sync(lambda: get_client().publish("notes.new", request.body))
+    return JsonResponse({}, status=202)
+
+
+async def state(request):
+    connected = await run_sync(lambda: get_client().is_connected)
+    return JsonResponse({"connected": connected, "publishing": publishing,
+                         "on_loop_thread": threading.current_thread() is threading.main_thread()})
+'''
+
 #: A Django project of its own files (not one module configuring itself, as examples/django_app.py):
 #: ``settings.NATS`` comes from the environment variable SHOP_NATS (JSON).
 _DJANGO_PROJECT = {
@@ -155,10 +218,23 @@ _DJANGO_PROJECT = {
                          "MIDDLEWARE = ['natsjs_sync.contrib.django.middleware.NatsErrorMiddleware']\n"
                          "NATS = json.loads(os.environ['SHOP_NATS'])\n"),
     "shop/auth.py": "def operators_only(request):\n    return request.headers.get('X-Ops') == 'yes'\n",
-    "shop/nats.py": "declared = []\n\ndef declare_streams(nc):\n    declared.append(nc)\n",
+    "shop/nats.py": ("declared = []\n\ndef declare_streams(nc):\n    declared.append(nc)\n\n"
+                     "def declare_shop(nc):\n"
+                     "    nc.jetstream().create_or_update_stream(name='SHOP', subjects=['orders.>', 'notes.>'])\n"),
     "shop/urls.py": ("from django.http import HttpResponse\nfrom django.urls import include, path\n"
+                     "from shop import views\n"
                      "urlpatterns = [path('healthz/nats', include('natsjs_sync.contrib.django.urls')),\n"
-                     "               path('livez', lambda request: HttpResponse('ok'))]\n"),
+                     "               path('livez', lambda request: HttpResponse('ok')),\n"
+                     "               path('async/orders', views.place_order),\n"
+                     "               path('async/notes', views.note),\n"
+                     "               path('async/state', views.state)]\n"),
+    "shop/views.py": _ASYNC_VIEWS,
+    "shop/asgi.py": ("import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'shop.settings')\n"
+                     "from django.core.asgi import get_asgi_application\n"
+                     "from natsjs_sync.contrib.asgi import NatsLifespan\n"
+                     "from natsjs_sync.contrib.django import get_holder, get_settings\n"
+                     "application = NatsLifespan(get_asgi_application(), get_holder,\n"
+                     "                           drain_timeout=get_settings().drain_timeout)\n"),
     "shop/wsgi.py": ("import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'shop.settings')\n"
                      "from django.core.wsgi import get_wsgi_application\napplication = get_wsgi_application()\n"),
 }
@@ -168,7 +244,7 @@ def django_project(root: Path, nats: dict[str, Any]) -> dict[str, str]:
     """Write a small Django project ``shop`` under ``root`` with ``settings.NATS = nats``.
 
     Returns:
-        The environment to run its ``manage.py`` or ``shop.wsgi:application`` in.
+        The environment to run its ``manage.py``, ``shop.wsgi:application`` or ``shop.asgi:application`` in.
     """
     for name, text in _DJANGO_PROJECT.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
