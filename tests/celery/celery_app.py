@@ -58,6 +58,16 @@ def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
             time.sleep(0.05)
         return os.getpid()
 
+    @app.task(name="t.flaky", bind=True, max_retries=3)
+    def flaky(self, path: str) -> int:  # type: ignore[no-untyped-def]
+        # Fails its first two runs, retried one second later each time.
+        with open(path, "a") as f:
+            f.write("run\n")
+        runs = Path(path).read_text().count("run")
+        if runs < 3:
+            raise self.retry(countdown=1, exc=RuntimeError(f"run {runs} fails"))
+        return runs
+
     return app
 
 

@@ -116,12 +116,16 @@ def test_layout_names_match_the_nats_py_transport() -> None:
     assert odd.startswith("STREAM_abc_reply_celery_pidbox__") and len(odd.rsplit("__", 1)[1]) == 12
 
 
-def test_tasks_run_results_return_and_chords_count(url: str, server: NatsServer, workers: Workers) -> None:
+def test_tasks_run_results_return_and_chords_count(url: str, server: NatsServer, workers: Workers,
+                                                   tmp_path: Path) -> None:
     app = make_app(url)
     try:
         workers.start("w1", "--pool=threads", "-c", "4")
         results = [app.send_task("t.add", (i, i)) for i in range(20)]
         assert [r.get(timeout=60) for r in results] == [2 * i for i in range(20)]
+        # countdown: the worker holds the message until it is due; retries go the same way.
+        assert app.send_task("t.add", (1, 1), countdown=1).get(timeout=60) == 2
+        assert app.send_task("t.flaky", (str(tmp_path / "flaky.txt"),)).get(timeout=60) == 3
         sig = chord([app.signature("t.add", (i, 1)) for i in range(5)], app.signature("t.tsum"))
         assert sig.apply_async().get(timeout=60) == sum(i + 1 for i in range(5))
         # The queue is a work-queue stream read by one durable consumer; results are KV keys.
@@ -185,11 +189,34 @@ def test_sigkilled_worker_task_runs_again_elsewhere_and_acked_ones_do_not(
         close_app(app)
 
 
+def test_pool_child_killed_task_is_rejected_and_runs_again(url: str, tmp_path: Path, workers: Workers) -> None:
+    # acks_late + task_reject_on_worker_lost: the pool child dies mid-task, the worker rejects
+    # the message with requeue, the nak makes the server hand it out again at once.
+    app = make_app(url)
+    held = tmp_path / "held.txt"
+    try:
+        workers.start("w1", "--pool=prefork", "-c", "1")
+        task = app.send_task("t.hold", (str(held),))
+
+        def starts() -> list[int]:
+            text = held.read_text() if held.exists() else ""
+            return [int(line.split()[1]) for line in text.splitlines() if line.startswith("start")]
+
+        child = wait_for(starts, what="the held task to start")[0]
+        os.kill(child, signal.SIGKILL)
+        again = wait_for(lambda: starts()[1:], what="the task to start again")[0]
+        assert again != child
+        Path(str(held) + ".go").touch()
+        assert task.get(timeout=60) == again
+    finally:
+        close_app(app)
+
+
 def test_long_task_is_kept_by_in_progress_acks(url: str, tmp_path: Path, workers: Workers) -> None:
-    # Ack wait 2 s, the task holds its message much longer: in-progress acks keep it from
+    # Ack wait 3 s, the task holds its message much longer: in-progress acks keep it from
     # going to the other worker while the first one works on it.
-    workers.visibility = 2.0
-    app = make_app(url, visibility_timeout=2.0)
+    workers.visibility = 3.0
+    app = make_app(url, visibility_timeout=3.0)
     held = tmp_path / "held.txt"
     try:
         workers.start("one", "--pool=solo")
@@ -199,7 +226,7 @@ def test_long_task_is_kept_by_in_progress_acks(url: str, tmp_path: Path, workers
         with natsjs_sync.connect(url.replace("natsjs://", "nats://")) as nc:
             consumer = nc.jetstream().consumer("STREAM_celery", "CONSUMER_celery")
             # Several ack waits pass with the message held, never redelivered.
-            deadline = time.monotonic() + 8
+            deadline = time.monotonic() + 7
             while time.monotonic() < deadline:
                 info = consumer.info()
                 assert info.num_redelivered == 0, "redelivered while its worker was working on it"
