@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -275,4 +276,29 @@ def test_results_expire_with_the_bucket_ttl(url: str, server: NatsServer, worker
 
             wait_for(gone, timeout=30, what="the result to expire")
     finally:
+        close_app(app)
+
+
+def test_celery_events_reach_a_receiver(url: str, workers: Workers) -> None:
+    # What `celery events` does: a receiver's queue bound to the celeryev topic exchange, the
+    # worker (-E) publishing to it through the bindings it reads from the server.
+    app = make_app(url)
+    seen: list[str] = []
+    conn = app.connection_for_read()
+    receiver = app.events.Receiver(conn, handlers={"*": lambda event: seen.append(event["type"])})
+    listener = threading.Thread(target=lambda: receiver.capture(limit=None, timeout=None, wakeup=False),
+                                daemon=True)
+    try:
+        listener.start()
+        workers.start("w1", "--pool=solo", "-E")
+        for i in range(50):  # until the receiver's binding is in place: bounded
+            assert app.send_task("t.add", (i, 0)).get(timeout=60) == i
+            if "task-succeeded" in seen:
+                break
+        wait_for(lambda: "task-succeeded" in seen, what="a task-succeeded event")
+        assert "task-received" in seen
+    finally:
+        receiver.should_stop = True
+        listener.join(timeout=30)
+        conn.close()
         close_app(app)

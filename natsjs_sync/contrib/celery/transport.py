@@ -32,6 +32,7 @@ import json
 import logging
 import queue as queue_module
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -65,6 +66,9 @@ _HASH_LEN = 12
 
 #: The key-value bucket holding the bindings of direct and topic exchanges.
 BINDINGS_BUCKET = "kombu-bindings"
+
+#: Seconds between two bucket reads for lookups of one exchange that find no queue.
+MISS_REFRESH_INTERVAL = 1.0
 
 #: Messages pulled at once when the channel has no prefetch limit.
 UNLIMITED_PULL = 100
@@ -130,6 +134,7 @@ class BindingRegistry:
         self._watcher: Any = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._refreshed: dict[str, float] = {}  # exchange -> when a miss last read the bucket
 
     def _bucket(self) -> Any:
         with self._lock:
@@ -201,6 +206,19 @@ class BindingRegistry:
             found.add((_untoken(rk_t), _untoken(queue_t)))
         with self._lock:
             self._table[exchange] = found
+
+    def refresh_missing(self, exchange: str) -> None:
+        """:meth:`refresh` after a lookup found no queue, at most every
+        :data:`MISS_REFRESH_INTERVAL` seconds per exchange: events published to an exchange
+        nobody listens to must not cost a bucket read each (the watcher still brings new
+        bindings in meanwhile)."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._refreshed.get(exchange)
+            if last is not None and now - last < MISS_REFRESH_INTERVAL:
+                return
+            self._refreshed[exchange] = now
+        self.refresh(exchange)
 
     def close(self) -> None:
         self._stop.set()
@@ -440,7 +458,7 @@ class Channel(virtual.Channel):
             except KeyError:
                 found = set()
             if not found:
-                self.connection.bindings.refresh(exchange)
+                self.connection.bindings.refresh_missing(exchange)
         return super()._lookup(exchange, routing_key, default)
 
     def _fanout_only(self, queue: str) -> bool:
