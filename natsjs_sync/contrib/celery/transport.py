@@ -419,12 +419,9 @@ class Channel(virtual.Channel):
 
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         self._ensure_stream(queue)
-        headers = None
-        expiration = (message.get("properties") or {}).get("expiration")
-        if expiration:
-            # Honoured where the stream allows per-message TTLs; ignored otherwise.
-            headers = {"Nats-TTL": f"{int(float(expiration))}ms"}
-        self.js.publish(queue, dumps(message).encode(), headers=headers)
+        # No Nats-TTL header for Kombu's ``expiration``: a stream that does not allow
+        # per-message TTLs (the default, and every server before 2.11) refuses the publish.
+        self.js.publish(queue, dumps(message).encode())
 
     def _put_fanout(self, exchange: str, message: dict[str, Any], routing_key: str, **kwargs: Any) -> None:
         self.connection.nats().publish(fanout_subject(exchange), dumps(message).encode())
@@ -534,13 +531,19 @@ class Channel(virtual.Channel):
             if free <= 0 and not stop.is_set():
                 self._lock.wait(self.fetch_wait)
                 free = self._free()
-            free = max(0, free)
-            self._reserved += free
-            return free
+            # Each queue's puller gets its share, so one idle queue's open pull request cannot
+            # hold every slot while another queue has messages waiting.
+            pullers = max(1, len(self._pullers))
+            share = max(1, -(-self._limit() // pullers))
+            take = max(0, min(free, share))
+            self._reserved += take
+            return take
+
+    def _limit(self) -> int:
+        return int(self.qos.prefetch_count or UNLIMITED_PULL * max(1, len(self._pullers)))
 
     def _free(self) -> int:
-        limit = self.qos.prefetch_count or UNLIMITED_PULL
-        return int(limit) - len(self._unsettled) - self._reserved
+        return self._limit() - len(self._unsettled) - self._reserved
 
     def _release_slots(self, n: int) -> None:
         with self._lock:
