@@ -63,3 +63,22 @@ def test_another_process_routes_by_bindings_it_did_not_declare(nats_server: Nats
             other.Producer().publish({"reply": 1}, exchange=exchange, routing_key="client-1", declare=[exchange])
         drain_until(conn, got, 1)
     assert got == [{"reply": 1}]
+
+
+def test_a_nats_context_names_the_server(nats_server: NatsServer, tmp_path: Any,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # natsjs:// with no host and the context transport option: the context's URL is used.
+    import json
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ctx = tmp_path / "nats" / "context"
+    ctx.mkdir(parents=True)
+    (ctx / "work.json").write_text(json.dumps({"url": nats_server.url}))
+    got: list[Any] = []
+    queue = Queue("ctxq")
+    with Connection("natsjs://", transport_options={"context": "work"}) as conn, \
+            conn.Consumer([queue], callbacks=[lambda b, m: (got.append(b), m.ack())]):
+        conn.Producer().publish({"via": "context"}, routing_key="ctxq", declare=[queue])
+        drain_until(conn, got, 1)
+    assert got == [{"via": "context"}]
