@@ -588,7 +588,7 @@ class Transport(virtual.Transport):
     ``"memory"``, for streams this transport creates), ``stream_config`` and
     ``consumer_config`` (extra fields for them), ``stream_name_prefix``,
     ``consumer_name_prefix``, ``fetch_wait``, ``context`` (a nats CLI context name, used
-    when the URL names no host), and ``connect_options`` (keywords for
+    when the URL names no host; without it such a URL means ``NATS_URL``), and ``connect_options`` (keywords for
     :func:`natsjs_sync.connect`).
     """
 
@@ -638,7 +638,9 @@ class Transport(virtual.Transport):
         opts.setdefault("max_reconnect_attempts", -1)
         context = conninfo.transport_options.get("context")
         host = conninfo.hostname
-        if context and (not host or host == "localhost") and not conninfo.port:
+        if not host and not conninfo.port:
+            # natsjs:// alone: the context named, else NATS_URL, else 127.0.0.1:4222, as
+            # natsjs_sync.connect() chooses.
             return natsjs_sync.connect(context=context, **opts)
         port = conninfo.port or self.default_port
         auth = ""
