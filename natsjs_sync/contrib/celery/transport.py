@@ -1,0 +1,704 @@
+"""A Kombu transport on JetStream: ``natsjs://host:port``.
+
+Layout (the same names and subjects as the nats-py transport proposed for Kombu, so producers
+and workers of either can share a server):
+
+- a Kombu queue ``Q`` is the JetStream stream ``STREAM_Q`` (work-queue retention) on the one
+  subject ``Q``, read through the durable pull consumer ``CONSUMER_Q`` (explicit acks); names
+  that are not valid JetStream names (dots, wildcards) become ``<cleaned>__<sha1 prefix>``;
+- direct and topic exchanges are routed by Kombu from its bindings, as every virtual transport
+  does: the message is published to the subject of each queue the routing key reaches;
+- a fanout exchange ``E`` is the core NATS subject ``celery.fanout.E`` (no stream: what
+  nobody listens to is gone, as with AMQP's non-durable broadcast); Celery's remote control
+  and events use it.
+
+Acknowledgements are JetStream's: :meth:`Channel.basic_ack` acks the JetStream message,
+a reject with requeue naks it (redelivered at once), a reject without requeue terminates it.
+The consumer's ack wait is the visibility timeout; while this process holds a message
+unacknowledged it sends in-progress acks, so a long task is not redelivered, and a worker that
+dies (SIGKILL) stops sending them: its messages are redelivered to another worker one ack wait
+later. A channel pulls at most its QoS prefetch count of messages that it has not settled.
+
+Thread-safety: a channel is used by one thread, as Kombu's virtual channels are; acks may come
+from another thread (Celery's pool callbacks), and the pullers and the in-progress ticker are
+threads of their own (``natsjs-celery-pull-<queue>``, ``natsjs-celery-progress``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import queue as queue_module
+import threading
+import time
+import uuid
+from typing import Any
+
+from kombu.transport import virtual
+from kombu.utils.json import dumps, loads
+
+import natsjs_sync
+from natsjs_sync.errors import (
+    APIError,
+    ConsumerExistsError,
+    NatsConnectionError,
+    NatsError,
+    NoKeysError,
+    NotFoundError,
+    StreamNameInUseError,
+)
+from natsjs_sync.jetstream import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+
+log = logging.getLogger(__name__)
+
+#: Prefix of the stream of each queue (the nats-py transport's default).
+STREAM_PREFIX = "STREAM_"
+#: Prefix of the durable consumer of each queue (the nats-py transport's default).
+CONSUMER_PREFIX = "CONSUMER_"
+#: Prefix of the core NATS subject of each fanout exchange.
+FANOUT_PREFIX = "celery.fanout."
+
+_NAME_FORBIDDEN = frozenset(".*>/\\")
+_NAME_MAX = 240
+_HASH_LEN = 12
+
+#: The key-value bucket holding the bindings of direct and topic exchanges.
+BINDINGS_BUCKET = "kombu-bindings"
+
+#: Seconds between two bucket reads for lookups of one exchange that find no queue.
+MISS_REFRESH_INTERVAL = 1.0
+
+#: Messages pulled at once when the channel has no prefetch limit.
+UNLIMITED_PULL = 100
+
+
+def resource_name(name: str) -> str:
+    """``name`` as a JetStream stream or consumer name: kept when valid, else a readable stem
+    plus a hash of the whole name (the nats-py transport's rule, so both find the same stream).
+    """
+    if name and name.isprintable() and not any(c.isspace() or c in _NAME_FORBIDDEN for c in name):
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:_HASH_LEN]
+    stem = "".join(c if c.isprintable() and not c.isspace() and c not in _NAME_FORBIDDEN else "_"
+                   for c in name).strip("_") or "js"
+    return f"{stem[:_NAME_MAX - _HASH_LEN - 2]}__{digest}"
+
+
+def stream_name(queue: str, prefix: str = STREAM_PREFIX) -> str:
+    """The stream holding Kombu queue ``queue``."""
+    return resource_name(prefix + queue)
+
+
+def consumer_name(queue: str, prefix: str = CONSUMER_PREFIX) -> str:
+    """The durable consumer reading Kombu queue ``queue``."""
+    return resource_name(prefix + queue)
+
+
+def fanout_subject(exchange: str) -> str:
+    """The core NATS subject of fanout exchange ``exchange``."""
+    return FANOUT_PREFIX + exchange
+
+
+def _token(text: str) -> str:
+    # Any text as one key token: exchange and queue names may hold characters keys may not.
+    return "_" + base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _untoken(token: str) -> str:
+    raw = token[1:]
+    return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
+
+
+def binding_key(exchange: str, routing_key: str, queue: str) -> str:
+    """The key of one binding in :data:`BINDINGS_BUCKET`."""
+    return f"{_token(exchange)}.{_token(queue)}.{_token(routing_key)}"
+
+
+class BindingRegistry:
+    """The bindings of direct and topic exchanges, shared by every process through a
+    key-value bucket, as Kombu's Redis transport shares them through Redis: a worker replying
+    to a ``celery inspect`` must route to a reply queue only the asking process declared.
+
+    A watcher thread (``natsjs-celery-bindings``) mirrors the bucket; a lookup that finds no
+    queue reads the bucket again before giving up, so a binding made just before the
+    publish is never missed. Thread-safe.
+    """
+
+    def __init__(self, transport: Transport):
+        self._transport = transport
+        self._lock = threading.Lock()
+        self._table: dict[str, set[tuple[str, str]]] = {}  # exchange -> {(routing key, queue)}
+        self._kv: Any = None
+        self._watcher: Any = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._refreshed: dict[str, float] = {}  # exchange -> when a miss last read the bucket
+
+    def _bucket(self) -> Any:
+        with self._lock:
+            if self._kv is None:
+                js = self._transport.jetstream()
+                try:
+                    self._kv = js.create_key_value(bucket=BINDINGS_BUCKET, history=1)
+                except APIError:
+                    self._kv = js.key_value(BINDINGS_BUCKET)
+                self._thread = threading.Thread(target=self._follow, name="natsjs-celery-bindings", daemon=True)
+                self._thread.start()
+            return self._kv
+
+    def _apply(self, key: str, present: bool) -> None:
+        try:
+            ex_t, queue_t, rk_t = key.split(".")
+            exchange, queue, routing_key = _untoken(ex_t), _untoken(queue_t), _untoken(rk_t)
+        except ValueError:
+            return  # not one of ours
+        with self._lock:
+            entries = self._table.setdefault(exchange, set())
+            if present:
+                entries.add((routing_key, queue))
+            else:
+                entries.discard((routing_key, queue))
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._watcher = watcher = self._kv.watch_all()
+                for entry in watcher:
+                    if self._stop.is_set():
+                        break
+                    if entry is not None:
+                        self._apply(entry.key, entry.operation.value == "PUT")
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                log.warning("natsjs: following the bindings failed (%s); following again", exc)
+                self._stop.wait(1.0)
+
+    def add(self, exchange: str, routing_key: str, queue: str) -> None:
+        self._bucket().put(binding_key(exchange, routing_key, queue), b"")
+        self._apply(binding_key(exchange, routing_key, queue), True)
+
+    def remove(self, exchange: str, routing_key: str, queue: str) -> None:
+        try:
+            self._bucket().delete(binding_key(exchange, routing_key, queue))
+        except NotFoundError:
+            pass
+        self._apply(binding_key(exchange, routing_key, queue), False)
+
+    def of(self, exchange: str) -> set[tuple[str, str]]:
+        """The ``(routing key, queue)`` bindings of ``exchange`` known here."""
+        self._bucket()
+        with self._lock:
+            return set(self._table.get(exchange, ()))
+
+    def refresh(self, exchange: str) -> None:
+        """Read the bindings of ``exchange`` from the server now."""
+        kv = self._bucket()
+        try:
+            keys = kv.keys(f"{_token(exchange)}.>")
+        except (NotFoundError, NoKeysError):
+            keys = []
+        found: set[tuple[str, str]] = set()
+        for key in keys:
+            _ex, queue_t, rk_t = key.split(".")
+            found.add((_untoken(rk_t), _untoken(queue_t)))
+        with self._lock:
+            self._table[exchange] = found
+
+    def refresh_missing(self, exchange: str) -> None:
+        """:meth:`refresh` after a lookup found no queue, at most every
+        :data:`MISS_REFRESH_INTERVAL` seconds per exchange: events published to an exchange
+        nobody listens to must not cost a bucket read each (the watcher still brings new
+        bindings in meanwhile)."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._refreshed.get(exchange)
+            if last is not None and now - last < MISS_REFRESH_INTERVAL:
+                return
+            self._refreshed[exchange] = now
+        self.refresh(exchange)
+
+    def close(self) -> None:
+        self._stop.set()
+        watcher = self._watcher
+        if watcher is not None:
+            try:
+                watcher.stop()
+            except NatsError:
+                pass
+
+
+class QoS(virtual.QoS):
+    """Prefetch accounting with JetStream acks; settled by any thread."""
+
+    channel: Channel
+
+    def ack(self, delivery_tag: str) -> None:
+        self.channel._settle(delivery_tag, "ack")
+        super().ack(delivery_tag)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        # Not the base's reject: it would publish a copy; a nak makes the server redeliver.
+        self.channel._settle(delivery_tag, "nak" if requeue else "term")
+        self._quick_ack(delivery_tag)
+
+    def restore_unacked(self) -> list[tuple[Exception, Any]]:
+        """Hand every unsettled message back to the server (nak: redelivered at once)."""
+        self._flush()
+        errors: list[tuple[Exception, Any]] = []
+        while self._delivered:
+            tag, _message = self._delivered.popitem()
+            try:
+                self.channel._settle(tag, "nak")
+            except Exception as exc:
+                errors.append((exc, tag))
+        return errors
+
+    def restore_visible(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to do: the server redelivers what nobody acknowledged within the ack wait."""
+
+
+class _Puller:
+    """Pulls one queue's durable consumer into the transport's inbox, within the channel's
+    free prefetch slots. Not thread-safe; started and stopped by its channel."""
+
+    def __init__(self, channel: Channel, queue: str):
+        self.channel = channel
+        self.queue = queue
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"natsjs-celery-pull-{queue}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.channel._slots_changed()
+
+    def _run(self) -> None:
+        channel, stop = self.channel, self.stop_event
+        consumer = None
+        while not stop.is_set():
+            try:
+                if consumer is None:
+                    consumer = channel._ensure_consumer(self.queue)
+                want = channel._reserve_slots(stop)
+                if not want:
+                    continue
+                try:
+                    batch = consumer.fetch(want, max_wait=channel.fetch_wait)
+                    for msg in batch:
+                        channel._receive(self.queue, msg)
+                finally:
+                    # Those received are counted as unsettled now; the rest are free again.
+                    channel._release_slots(want)
+                if batch.error is not None:
+                    raise batch.error
+            except Exception as exc:
+                if stop.is_set():
+                    break
+                log.warning("natsjs: pulling %r failed (%s: %s); retrying", self.queue, type(exc).__name__, exc)
+                if isinstance(exc, NotFoundError):
+                    channel._forget_queue(self.queue)
+                    consumer = None
+                stop.wait(channel.retry_wait)
+
+
+class Channel(virtual.Channel):
+    """A Kombu channel on JetStream. Used by one thread (Kombu's rule for channels); its
+    acks may come from others."""
+
+    QoS = QoS
+    supports_fanout = True
+    connection: Transport
+
+    #: Seconds a pull request stays open.
+    fetch_wait = 5.0
+    #: Seconds a puller waits after an error before trying again.
+    retry_wait = 1.0
+
+    def __init__(self, connection: Transport, **kwargs: Any):
+        super().__init__(connection, **kwargs)
+        self._lock = threading.Condition()
+        self._unsettled: dict[str, Any] = {}  # delivery tag -> JetStream Msg
+        self._reserved = 0
+        self._pullers: dict[str, _Puller] = {}
+        self._fanout_subs: dict[str, Any] = {}  # exchange -> Subscription
+        self._fanout_queues: dict[str, set[str]] = {}  # exchange -> bound queues
+        self._known_streams: set[str] = set()
+        self._consumers_by_queue: dict[str, Any] = {}
+        client: Any = self.connection.client
+        opts = client.transport_options
+        self.stream_prefix = opts.get("stream_name_prefix", STREAM_PREFIX)
+        self.consumer_prefix = opts.get("consumer_name_prefix", CONSUMER_PREFIX)
+        self.visibility_timeout = self.connection.visibility_timeout
+        self.fetch_wait = float(opts.get("fetch_wait", self.fetch_wait))
+        self.storage = StorageType(opts.get("storage", "file"))
+        self.max_ack_pending = int(opts.get("max_ack_pending", -1))
+        self.stream_options: dict[str, Any] = dict(opts.get("stream_config") or {})
+        self.consumer_options: dict[str, Any] = dict(opts.get("consumer_config") or {})
+
+    # ------------------------------------------------------------------ resources
+
+    @property
+    def js(self) -> Any:
+        return self.connection.jetstream()
+
+    def _ensure_stream(self, queue: str) -> str:
+        name = stream_name(queue, self.stream_prefix)
+        if name in self._known_streams:
+            return name
+        cfg = StreamConfig(name=name, subjects=[queue], retention=RetentionPolicy.WORK_QUEUE,
+                           storage=self.storage, **self.stream_options)
+        try:
+            self.js.create_stream(cfg)
+        except StreamNameInUseError:
+            pass  # made by another worker, or by an operator with other limits: use it as it is
+        self._known_streams.add(name)
+        return name
+
+    def _ensure_consumer(self, queue: str) -> Any:
+        consumer = self._consumers_by_queue.get(queue)
+        if consumer is not None:
+            return consumer
+        stream = self._ensure_stream(queue)
+        name = consumer_name(queue, self.consumer_prefix)
+        cfg = ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT, filter_subject=queue,
+                             ack_wait=self.visibility_timeout, max_deliver=-1,
+                             max_ack_pending=self.max_ack_pending, **self.consumer_options)
+        try:
+            consumer = self.js.create_consumer(stream, cfg)
+        except ConsumerExistsError:
+            consumer = self.js.consumer(stream, name)
+        self._consumers_by_queue[queue] = consumer
+        return consumer
+
+    def _forget_queue(self, queue: str) -> None:
+        self._known_streams.discard(stream_name(queue, self.stream_prefix))
+        self._consumers_by_queue.pop(queue, None)
+
+    def _new_queue(self, queue: str, **kwargs: Any) -> None:
+        # Streams are made when a message is put or a consumer starts: a queue bound only to
+        # a fanout exchange (Celery's pidbox) never needs one.
+        pass
+
+    def _has_queue(self, queue: str, **kwargs: Any) -> bool:
+        try:
+            self.js.stream(stream_name(queue, self.stream_prefix))
+        except NotFoundError:
+            return False
+        return True
+
+    def _delete(self, queue: str, exchange: str | None = None, routing_key: str | None = None,
+                *args: Any, **kwargs: Any) -> None:
+        if exchange and self.typeof(exchange).type != "fanout":
+            self.connection.bindings.remove(exchange, routing_key or "", queue)
+        self._forget_queue(queue)
+        try:
+            self.js.delete_stream(stream_name(queue, self.stream_prefix))
+        except NotFoundError:
+            pass
+
+    def _size(self, queue: str) -> int:
+        try:
+            info = self.js.stream(stream_name(queue, self.stream_prefix)).info()
+        except NotFoundError:
+            return 0
+        return int(info.state.messages)
+
+    def _purge(self, queue: str) -> int:
+        try:
+            stream = self.js.stream(stream_name(queue, self.stream_prefix))
+        except NotFoundError:
+            return 0
+        return int(stream.purge())
+
+    # ------------------------------------------------------------------ publishing
+
+    def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
+        self._ensure_stream(queue)
+        # No Nats-TTL header for Kombu's ``expiration``: a stream that does not allow
+        # per-message TTLs (the default, and every server before 2.11) refuses the publish.
+        self.js.publish(queue, dumps(message).encode())
+
+    def _put_fanout(self, exchange: str, message: dict[str, Any], routing_key: str, **kwargs: Any) -> None:
+        self.connection.nats().publish(fanout_subject(exchange), dumps(message).encode())
+
+    def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
+        if self.typeof(exchange).type != "fanout":
+            self.connection.bindings.add(exchange, routing_key, queue)
+            return
+        self._fanout_queues.setdefault(exchange, set()).add(queue)
+        if exchange not in self._fanout_subs:
+            def on_fanout(msg: Any, exchange: str = exchange) -> None:
+                payload = loads(msg.data)
+                for bound in tuple(self._fanout_queues.get(exchange, ())):
+                    self.connection._inbox.put((bound, dict(payload), self))
+            self._fanout_subs[exchange] = self.connection.nats().subscribe(fanout_subject(exchange), cb=on_fanout)
+
+    def get_table(self, exchange: str) -> list[tuple[str, Any, str]]:
+        """The local bindings of ``exchange`` and those other processes made."""
+        table = list(super().get_table(exchange))
+        etype = self.typeof(exchange)
+        if etype.type != "fanout":
+            seen = {(rk, q) for rk, _p, q in table}
+            for routing_key, queue in self.connection.bindings.of(exchange) - seen:
+                table.append(etype.prepare_bind(queue, exchange, routing_key, None))
+        return table
+
+    def _lookup(self, exchange: str, routing_key: str, default: str | None = None) -> Any:
+        if exchange and self.typeof(exchange).type != "fanout":
+            try:
+                found = self.typeof(exchange).lookup(self.get_table(exchange), exchange, routing_key, default)
+            except KeyError:
+                found = set()
+            if not found:
+                self.connection.bindings.refresh_missing(exchange)
+        return super()._lookup(exchange, routing_key, default)
+
+    def _fanout_only(self, queue: str) -> bool:
+        bindings = list(self.state.queue_bindings(queue))
+        return bool(bindings) and all(self.typeof(b.exchange).type == "fanout" for b in bindings)
+
+    # ------------------------------------------------------------------ consuming
+
+    def basic_consume(self, queue: str, no_ack: bool, callback: Any, consumer_tag: str, **kwargs: Any) -> Any:
+        result = super().basic_consume(queue, no_ack, callback, consumer_tag, **kwargs)
+        if queue not in self._pullers and not self._fanout_only(queue):
+            self._ensure_consumer(queue)  # fail here, in the caller, when the server refuses
+            puller = self._pullers[queue] = _Puller(self, queue)
+            puller.start()
+        return result
+
+    def basic_cancel(self, consumer_tag: str) -> Any:
+        queue = self._tag_to_queue.get(consumer_tag)
+        result = super().basic_cancel(consumer_tag)
+        if queue is not None and queue not in self._active_queues:
+            puller = self._pullers.pop(queue, None)
+            if puller is not None:
+                puller.stop()
+        return result
+
+    def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
+        # basic_get: one message, now or within a short wait.
+        consumer = self._ensure_consumer(queue)
+        for msg in consumer.fetch(1, max_wait=timeout or 1.0):
+            return self._payload(msg)
+        raise queue_module.Empty()
+
+    def _get_many(self, queues: Any, timeout: float | None = None) -> None:
+        # Only Transport.drain_events delivers (from the shared inbox); nothing to poll here.
+        raise queue_module.Empty()
+
+    def _payload(self, msg: Any) -> dict[str, Any]:
+        payload: dict[str, Any] = loads(msg.data)
+        props = payload.setdefault("properties", {})
+        # A fresh tag per delivery: a redelivered message must not collide with its earlier copy.
+        tag = props["delivery_tag"] = uuid.uuid4().hex
+        try:
+            payload["redelivered"] = msg.metadata.num_delivered > 1
+        except NatsError:
+            pass
+        with self._lock:
+            self._unsettled[tag] = msg
+        return payload
+
+    def _receive(self, queue: str, msg: Any) -> None:
+        try:
+            payload = self._payload(msg)
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            log.error("natsjs: %r: dropping a message that is not a Kombu message (%s)", queue, exc)
+            msg.term("not a Kombu message")
+            return
+        self.connection._inbox.put((queue, payload, self))
+
+    def _settle(self, tag: str, how: str) -> None:
+        with self._lock:
+            msg = self._unsettled.pop(tag, None)
+            self._lock.notify_all()
+        if msg is None:
+            return  # a fanout message: nothing to settle
+        getattr(msg, how)()
+
+    # ------------------------------------------------------------------ prefetch slots
+
+    def _reserve_slots(self, stop: threading.Event) -> int:
+        """Up to the channel's free prefetch slots (waits a bounded while for one)."""
+        with self._lock:
+            free = self._free()
+            if free <= 0 and not stop.is_set():
+                self._lock.wait(self.fetch_wait)
+                free = self._free()
+            # Each queue's puller gets its share, so one idle queue's open pull request cannot
+            # hold every slot while another queue has messages waiting.
+            pullers = max(1, len(self._pullers))
+            share = max(1, -(-self._limit() // pullers))
+            take = max(0, min(free, share))
+            self._reserved += take
+            return take
+
+    def _limit(self) -> int:
+        return int(self.qos.prefetch_count or UNLIMITED_PULL * max(1, len(self._pullers)))
+
+    def _free(self) -> int:
+        return self._limit() - len(self._unsettled) - self._reserved
+
+    def _release_slots(self, n: int) -> None:
+        with self._lock:
+            self._reserved -= n
+            self._lock.notify_all()
+
+    def _slots_changed(self) -> None:
+        with self._lock:
+            self._lock.notify_all()
+
+    def basic_qos(self, prefetch_size: int = 0, prefetch_count: int = 0, apply_global: bool = False) -> None:
+        super().basic_qos(prefetch_size, prefetch_count, apply_global)
+        self._slots_changed()
+
+    def _progress(self) -> None:
+        """Reset the ack wait of every message this channel holds unsettled."""
+        with self._lock:
+            held = list(self._unsettled.values())
+        for msg in held:
+            msg.in_progress()
+
+    def close(self) -> None:
+        for puller in self._pullers.values():
+            puller.stop()
+        self._pullers.clear()
+        for sub in self._fanout_subs.values():
+            try:
+                sub.unsubscribe()
+            except NatsError:
+                pass
+        self._fanout_subs.clear()
+        super().close()
+
+
+class Transport(virtual.Transport):
+    """Kombu transport for ``natsjs://[user:password@]host[:port]`` (one NATS connection per
+    Kombu connection, shared by its channels). Thread-safe as Kombu's virtual transports are.
+
+    Transport options (``broker_transport_options`` in Celery): ``visibility_timeout``
+    (seconds, the consumers' ack wait, default 1800), ``max_ack_pending`` (per durable
+    consumer, all workers together; default -1: unlimited), ``storage`` (``"file"`` or
+    ``"memory"``, for streams this transport creates), ``stream_config`` and
+    ``consumer_config`` (extra fields for them), ``stream_name_prefix``,
+    ``consumer_name_prefix``, ``fetch_wait``, ``context`` (a nats CLI context name, used
+    when the URL names no host; without it such a URL means ``NATS_URL``), and ``connect_options`` (keywords for
+    :func:`natsjs_sync.connect`).
+    """
+
+    Channel = Channel
+    default_port = 4222  # type: ignore[assignment]
+    driver_type = "natsjs"
+    driver_name = "natsjs_sync"
+    polling_interval = None  # type: ignore[assignment]  # drain_events waits on the inbox
+    implements = virtual.Transport.implements.extend(
+        asynchronous=False, exchange_type=frozenset(["direct", "topic", "fanout"]), heartbeats=False)
+    connection_errors = (*virtual.Transport.connection_errors, NatsConnectionError, TimeoutError)  # type: ignore[assignment]
+    channel_errors = (*virtual.Transport.channel_errors, APIError)  # type: ignore[assignment]
+
+    def __init__(self, client: Any, **kwargs: Any):
+        super().__init__(client, **kwargs)
+        self._nc: Any = None
+        self._js: Any = None
+        self._nc_lock = threading.Lock()
+        # (queue, payload, channel that received it); None wakes a drain at close.
+        self._inbox: queue_module.Queue[tuple[str, dict[str, Any], Channel] | None] = queue_module.Queue()
+        self._ticker_stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        #: Seconds a consumer waits for an ack before redelivering (its ack wait).
+        self.visibility_timeout = float(client.transport_options.get("visibility_timeout", 1800.0))
+        #: Bindings of direct and topic exchanges, shared through the server.
+        self.bindings = BindingRegistry(self)
+
+    def nats(self) -> Any:
+        """The NATS client of this connection, connected on first use."""
+        with self._nc_lock:
+            if self._nc is None:
+                self._nc = self._connect()
+            return self._nc
+
+    def jetstream(self) -> Any:
+        nc = self.nats()
+        with self._nc_lock:
+            if self._js is None:
+                self._js = nc.jetstream()
+            return self._js
+
+    def _connect(self) -> Any:
+        conninfo: Any = self.client
+        opts = dict(conninfo.transport_options.get("connect_options") or {})
+        opts.setdefault("name", "celery")
+        # A worker must outlive any outage: keep reconnecting.
+        opts.setdefault("max_reconnect_attempts", -1)
+        context = conninfo.transport_options.get("context")
+        host = conninfo.hostname
+        if not host and not conninfo.port:
+            # natsjs:// alone: the context named, else NATS_URL, else 127.0.0.1:4222, as
+            # natsjs_sync.connect() chooses.
+            return natsjs_sync.connect(context=context, **opts)
+        port = conninfo.port or self.default_port
+        auth = ""
+        if conninfo.userid:
+            auth = conninfo.userid + (f":{conninfo.password}" if conninfo.password else "") + "@"
+        scheme = "tls" if conninfo.ssl else "nats"
+        return natsjs_sync.connect(f"{scheme}://{auth}{host or '127.0.0.1'}:{port}", **opts)
+
+    def establish_connection(self) -> Any:
+        self.nats()
+        if self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="natsjs-celery-progress", daemon=True)
+            self._ticker.start()
+        return super().establish_connection()
+
+    def _tick(self) -> None:
+        # Three in-progress acks per ack wait: one lost or late still leaves two.
+        interval = max(0.2, self.visibility_timeout / 3)
+        while True:
+            if self._ticker_stop.wait(interval):
+                return
+            for channel in list(self.channels):
+                try:
+                    channel._progress()
+                except Exception as exc:
+                    log.debug("natsjs: in-progress acks failed: %s", exc)
+
+    def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
+        try:
+            item = self._inbox.get(timeout=timeout)
+        except queue_module.Empty:
+            raise TimeoutError() from None
+        if item is None:
+            raise TimeoutError()
+        queue, payload, channel = item
+        if queue not in self._callbacks:
+            # Its consumer was cancelled since: hand it back to the server for another.
+            channel._settle(payload["properties"]["delivery_tag"], "nak")
+            raise TimeoutError()
+        self._deliver(payload, queue)
+
+    def close_connection(self, connection: Any) -> None:
+        super().close_connection(connection)
+        self._ticker_stop.set()
+        self.bindings.close()
+        self._inbox.put(None)
+        with self._nc_lock:
+            nc, self._nc, self._js = self._nc, None, None
+        if nc is not None:
+            try:
+                nc.close()
+            except NatsError as exc:
+                log.debug("natsjs: close: %s", exc)
+
+    def verify_connection(self, connection: Any) -> bool:
+        nc = self._nc
+        return nc is not None and bool(nc.is_connected)
+
+    @property
+    def default_connection_params(self) -> dict[str, Any]:
+        return {"port": self.default_port, "hostname": "127.0.0.1"}
