@@ -592,8 +592,8 @@ class KeyWrongLastSequenceError(KeyExistsError, WrongLastSequenceError):
     value, ``update`` (or ``delete``/``purge`` with ``last=``) after the key moved on.
 
     ``description`` is the server's (``wrong last sequence: 3``) and the text is
-    nats-py's, ``nats:`` before it (programs compare it); :attr:`key` and
-    :attr:`bucket` say which write failed.
+    nats-py's, ``nats:`` before it (programs compare it); ``key`` and
+    ``bucket`` say which write failed.
     """
 
     #: The key written, and its bucket (None when not known).
