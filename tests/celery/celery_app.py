@@ -15,6 +15,8 @@ from celery import Celery
 import natsjs_sync.contrib.celery  # noqa: F401  # registers natsjs:// with Kombu
 
 
+# Tasks are not shared: a test process that makes a second app (another URL) would otherwise
+# give it the first app's callables under the same names (Celery warns, the suite fails).
 def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
     app = Celery("celery_app", broker=url, backend=url)
     app.conf.update(
@@ -25,29 +27,29 @@ def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
         worker_prefetch_multiplier=1,
     )
 
-    @app.task(name="t.add")
+    @app.task(name="t.add", shared=False)
     def add(x: int, y: int) -> int:
         return x + y
 
-    @app.task(name="t.tsum")
+    @app.task(name="t.tsum", shared=False)
     def tsum(values: list[int]) -> int:
         return sum(values)
 
-    @app.task(name="t.record", bind=True)
+    @app.task(name="t.record", bind=True, shared=False)
     def record(self, path: str, tag: str) -> str:  # type: ignore[no-untyped-def]
         with open(path, "a") as f:
             f.write(f"{tag} {os.getpid()}\n")
         return str(self.request.hostname)
 
-    @app.task(name="t.where_alpha", bind=True)
+    @app.task(name="t.where_alpha", bind=True, shared=False)
     def where_alpha(self) -> str:  # type: ignore[no-untyped-def]
         return str(self.request.hostname)
 
-    @app.task(name="t.where_beta", bind=True)
+    @app.task(name="t.where_beta", bind=True, shared=False)
     def where_beta(self) -> str:  # type: ignore[no-untyped-def]
         return str(self.request.hostname)
 
-    @app.task(name="t.hold", acks_late=True, reject_on_worker_lost=True)
+    @app.task(name="t.hold", shared=False, acks_late=True, reject_on_worker_lost=True)
     def hold(path: str) -> int:
         # Says it started, then waits (bounded) for the test to let it finish.
         with open(path, "a") as f:
@@ -58,7 +60,7 @@ def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
             time.sleep(0.05)
         return os.getpid()
 
-    @app.task(name="t.flaky", bind=True, max_retries=3)
+    @app.task(name="t.flaky", shared=False, bind=True, max_retries=3)
     def flaky(self, path: str) -> int:  # type: ignore[no-untyped-def]
         # Fails its first two runs, retried one second later each time.
         with open(path, "a") as f:
