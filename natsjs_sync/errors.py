@@ -608,6 +608,34 @@ class InvalidKeyError(KeyValueError, ValueError):
     """A key (or key filter) that the key-value store cannot hold."""
 
 
+class KvCodecError(KeyValueError, ValueError):
+    """A key or value codec (:mod:`natsjs_sync.kvcodec`) could not encode or decode."""
+
+
+class KeyEncodeError(KvCodecError):
+    """A key codec could not encode a key (nothing was sent)."""
+
+
+class KeyDecodeError(KvCodecError):
+    """A stored key is not what the bucket's key codec reads back (written without it?)."""
+
+
+class ValueEncodeError(KvCodecError):
+    """A value codec could not encode a value (nothing was sent)."""
+
+
+class ValueDecodeError(KvCodecError):
+    """A stored value is not what the bucket's value codec reads back."""
+
+
+class WildcardNotSupportedError(KvCodecError):
+    """A filter with ``*`` or ``>`` given to a key codec that cannot encode filters."""
+
+
+class NoCodecsError(KvCodecError):
+    """A chain codec made of no codecs."""
+
+
 class InvalidBucketNameError(JetStreamError, ValueError):
     """A bucket name with characters other than letters, digits, ``_`` and ``-``."""
 

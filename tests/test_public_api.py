@@ -18,7 +18,7 @@ import natsjs_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC_MODULES = ["natsjs_sync", "natsjs_sync.jetstream", "natsjs_sync.micro", "natsjs_sync.spark",
-                  "natsjs_sync.testing"]
+                  "natsjs_sync.testing", "natsjs_sync.kvcodec"]
 
 # The contract of API.md, name by name.
 CONTRACT: dict[str, list[str]] = {
@@ -42,6 +42,8 @@ CONTRACT: dict[str, list[str]] = {
     ],
     "natsjs_sync.spark": ["NatsConfig", "publish_partition", "JetStreamDataSource"],
     "natsjs_sync.testing": ["NatsServer", "NatsCluster"],
+    "natsjs_sync.kvcodec": ["KeyCodec", "ValueCodec", "FilterableKeyCodec", "Base64KeyCodec", "PathKeyCodec",
+                            "ChainKeyCodec", "Base64ValueCodec", "ZlibValueCodec", "ChainValueCodec"],
 }
 
 METHODS: dict[str, list[str]] = {
@@ -68,7 +70,7 @@ METHODS: dict[str, list[str]] = {
     "natsjs_sync.jetstream.Consumer": ["info", "cached_info", "fetch", "fetch_bytes", "fetch_no_wait", "next",
                                        "messages", "consume"],
     "natsjs_sync.jetstream.KeyValue": ["put", "create", "update", "get", "delete", "purge", "purge_deletes",
-                                       "keys", "history", "watch", "watch_all", "status"],
+                                       "keys", "history", "watch", "watch_all", "status", "with_codecs"],
     "natsjs_sync.jetstream.ObjectStore": [
         "put", "put_bytes", "put_string", "put_file", "get", "get_bytes", "get_string", "get_file", "get_info",
         "update_meta", "delete", "add_link", "add_bucket_link", "list", "watch", "seal", "status",
