@@ -38,7 +38,7 @@ import base64
 import binascii
 import zlib
 from collections.abc import Callable
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from .errors import (
     KeyDecodeError,
@@ -56,6 +56,8 @@ __all__ = [
     "PathKeyCodec", "ValueCodec", "ValueDecodeError", "ValueEncodeError", "WildcardNotSupportedError",
     "ZlibValueCodec",
 ]
+
+_T = TypeVar("_T", str, bytes)
 
 #: Whole-token subject wildcards, passed through by every filter encoding.
 _WILDCARDS = frozenset({"*", ">"})
@@ -184,7 +186,34 @@ class PathKeyCodec:
         return "PathKeyCodec()"
 
 
-class ChainKeyCodec:
+class _Chain(Generic[_T]):
+    """Codecs in sequence: encoded first to last, decoded last to first (orbit.go's chain codecs)."""
+
+    _kind: ClassVar[type]  # the protocol each link must follow
+
+    def __init__(self, *codecs: Any) -> None:
+        if not codecs:
+            raise NoCodecsError("at least one codec must be provided")
+        for codec in codecs:
+            if not isinstance(codec, self._kind):
+                raise TypeError(f"not a {self._kind.__name__}: {codec!r}")
+        self._codecs = codecs
+
+    def encode(self, data: _T) -> _T:
+        for codec in self._codecs:
+            data = codec.encode(data)
+        return data
+
+    def decode(self, data: _T) -> _T:
+        for codec in reversed(self._codecs):
+            data = codec.decode(data)
+        return data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(map(repr, self._codecs))})"
+
+
+class ChainKeyCodec(_Chain[str]):
     """Key codecs in sequence: encoded first to last, decoded last to first.
 
     It encodes filters only when every codec in it can
@@ -195,34 +224,18 @@ class ChainKeyCodec:
         TypeError: something that is not a key codec.
     """
 
+    _kind = KeyCodec
+
     def __init__(self, *codecs: KeyCodec) -> None:
-        if not codecs:
-            raise NoCodecsError("at least one codec must be provided")
-        for codec in codecs:
-            if not isinstance(codec, KeyCodec):
-                raise TypeError(f"not a key codec (encode/decode of str): {codec!r}")
-        self._codecs = codecs
-
-    def encode(self, key: str) -> str:
-        for codec in self._codecs:
-            key = codec.encode(key)
-        return key
-
-    def decode(self, key: str) -> str:
-        for codec in reversed(self._codecs):
-            key = codec.decode(key)
-        return key
+        super().__init__(*codecs)
 
     def encode_filter(self, key_filter: str) -> str:
         for i, codec in enumerate(self._codecs):
             if not isinstance(codec, FilterableKeyCodec):
                 raise WildcardNotSupportedError(f"codec {i} of the chain ({codec!r}) cannot encode a filter")
         for codec in self._codecs:
-            key_filter = codec.encode_filter(key_filter)  # type: ignore[attr-defined]
+            key_filter = codec.encode_filter(key_filter)
         return key_filter
-
-    def __repr__(self) -> str:
-        return f"ChainKeyCodec({', '.join(map(repr, self._codecs))})"
 
 
 class Base64ValueCodec:
@@ -267,7 +280,7 @@ class ZlibValueCodec:
         return f"ZlibValueCodec(level={self._level})"
 
 
-class ChainValueCodec:
+class ChainValueCodec(_Chain[bytes]):
     """Value codecs in sequence: encoded first to last, decoded last to first.
 
     Raises:
@@ -275,26 +288,10 @@ class ChainValueCodec:
         TypeError: something that is not a value codec.
     """
 
+    _kind = ValueCodec
+
     def __init__(self, *codecs: ValueCodec) -> None:
-        if not codecs:
-            raise NoCodecsError("at least one codec must be provided")
-        for codec in codecs:
-            if not isinstance(codec, ValueCodec):
-                raise TypeError(f"not a value codec (encode/decode of bytes): {codec!r}")
-        self._codecs = codecs
-
-    def encode(self, value: bytes) -> bytes:
-        for codec in self._codecs:
-            value = codec.encode(value)
-        return value
-
-    def decode(self, value: bytes) -> bytes:
-        for codec in reversed(self._codecs):
-            value = codec.decode(value)
-        return value
-
-    def __repr__(self) -> str:
-        return f"ChainValueCodec({', '.join(map(repr, self._codecs))})"
+        super().__init__(*codecs)
 
 
 class BucketCodecs:
@@ -348,9 +345,6 @@ class BucketCodecs:
         if self.value is None:
             return value
         return _call(self.value.decode, value, ValueDecodeError, f"value of key {key!r}")
-
-
-_T = TypeVar("_T", str, bytes)
 
 
 def _call(fn: Callable[[_T], _T], arg: _T, error: type[KvCodecError], what: str) -> _T:
