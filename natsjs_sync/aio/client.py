@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import re
+from collections import UserString
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +25,8 @@ from .._core.connection import Connection
 from .._core.options import ConnectOptions
 from .._core.pool import PoolEntry, ServerAddress, check_one_transport
 from .._timeout import Deadline, TimeoutArg
+from .._version import __version__
+from ..auth import jwt_and_seed_files
 from ..client import Client as _NativeClient
 from ..errors import NatsConnectionError, NatsError, NoRespondersError
 from ..msg import Msg
@@ -36,7 +40,8 @@ if TYPE_CHECKING:
     from ..jetstream import JetStream
 
 __all__ = ["DEFAULT_SUB_PENDING_BYTES_LIMIT", "DEFAULT_SUB_PENDING_MSGS_LIMIT", "NATS", "URL", "Client",
-           "ReconnectToServerHandler", "Server", "ServerVersion", "translate_options"]
+           "Credentials", "RawCredentials", "ReconnectToServerHandler", "Server", "ServerVersion", "__version__",
+           "translate_options"]
 
 DEFAULT_PENDING_SIZE = 2 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = 2
@@ -90,6 +95,16 @@ class URL(str):
 
     def geturl(self) -> str:
         return str(self)
+
+
+class RawCredentials(UserString):
+    """The content of a ``.creds`` file, given as ``user_credentials=`` instead of its path
+    (nats-py's class: a :class:`collections.UserString`)."""
+
+
+#: What nats-py's ``user_credentials=`` takes: a ``.creds`` file's path, its content as
+#: :class:`RawCredentials`, or a ``(jwt_file, nkey_seed_file)`` pair of paths.
+Credentials = str | tuple[str, str] | RawCredentials | os.PathLike[str]
 
 
 @dataclass
@@ -191,6 +206,14 @@ def translate_options(kwargs: dict[str, Any]) -> dict[str, Any]:
     flush_timeout = kwargs.pop("flush_timeout", None)
     if flush_timeout is not None and "write_timeout" not in kwargs:
         kwargs["write_timeout"] = flush_timeout
+    creds = kwargs.get("user_credentials")
+    if isinstance(creds, UserString):  # RawCredentials: the file's content, never a path
+        kwargs["user_credentials"] = creds.data
+    elif isinstance(creds, tuple):
+        if len(creds) != 2:
+            raise TypeError("user_credentials as a tuple is (jwt_file, nkey_seed_file)")
+        del kwargs["user_credentials"]
+        kwargs["user_jwt_cb"], kwargs["signature_cb"] = jwt_and_seed_files(*creds)
     seed = kwargs.pop("nkeys_seed_str", None)
     if seed is not None:
         kwargs["nkeys_seed"] = seed
