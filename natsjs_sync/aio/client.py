@@ -319,23 +319,33 @@ class Client(_NativeClient):
         :attr:`last_error` before it is raised. As in nats-py, the servers may
         not mix WebSocket and TCP URLs (:func:`natsjs_sync.connect` allows it).
 
+        A closed client (by :meth:`close`, a drain, or a failed connect) may
+        connect again, as in nats-py: with the arguments of this call, as a new
+        connection. Subscriptions and JetStream contexts of the closed one stay
+        closed; make them again.
+
         Raises:
+            NatsConnectionError: the client is connected (or reconnecting) already.
             NoServersError, AuthorizationError, SecureConnRequiredError: as :func:`natsjs_sync.connect`.
             InvalidServerUrlError: a bad server URL, or ``ws://``/``wss://`` mixed with
                 ``nats://``/``tls://`` (a ValueError; nats-py's ``nats.errors.Error``).
             TypeError, ValueError: a bad argument.
         """
-        if not self._unstarted:
-            raise NatsConnectionError("this client has connected already")
+        if not self.is_closed and not self._unstarted:
+            raise NatsConnectionError("this client has connected already (close() it before connecting again)")
         from .._connect import connect_options
 
         opts = connect_options(servers, **options)
         check_one_transport(opts.servers)
+        # A new core: the closed one ended its threads in close() and keeps its state
+        # (counters, last error) for whoever still holds its subscriptions.
         self._conn = Connection(opts)
+        self._outlet = self._conn.writer.outlet
         self._options = opts
         self.name = opts.name
         spi.register(self, self._conn)
         self._unstarted = False
+        self._close_cbs_owed = False
         self._start()
 
     def _start(self, deadline: Deadline | None = None) -> None:
