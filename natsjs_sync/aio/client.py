@@ -319,6 +319,11 @@ class Client(_NativeClient):
         :attr:`last_error` before it is raised. As in nats-py, the servers may
         not mix WebSocket and TCP URLs (:func:`natsjs_sync.connect` allows it).
 
+        A ``tls://`` URL uses TLS when the server requires it, as in nats-py (as
+        ``nats://`` does); :func:`natsjs_sync.connect` requires TLS for it. With
+        ``tls=`` given, TLS is required here too (nats-py would go on in plain
+        text with a server that does not offer it).
+
         A closed client (by :meth:`close`, a drain, or a failed connect) may
         connect again, as in nats-py: with the arguments of this call, as a new
         connection. Subscriptions and JetStream contexts of the closed one stay
@@ -337,6 +342,10 @@ class Client(_NativeClient):
 
         opts = connect_options(servers, **options)
         check_one_transport(opts.servers)
+        if opts.tls is None:
+            # nats-py's connect(): tls:// alone uses TLS when the server requires it, as nats://
+            # does. With tls= given, TLS stays required (nats-py would go on without it).
+            opts.tls_url_requires_tls = False
         # A new core: the closed one ended its threads in close() and keeps its state
         # (counters, last error) for whoever still holds its subscriptions.
         self._conn = Connection(opts)
