@@ -172,11 +172,8 @@ class ServerVersion:
         _, _, _, pre, build = self._parts()
         return f"{pre}+{build}" if build else pre
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # also its str(), as in nats-py
         return f"<nats server v{self._version}>"
-
-    def __str__(self) -> str:
-        return self._version
 
 
 #: What a handler's choice outside the pool maps to: the reconnect loop reports
