@@ -12,12 +12,13 @@
     │   │       NoServersTlsError or NoServersTlsCertificateError after such a last error
     │   ├── ConnectRefusedError       also a builtin ConnectionRefusedError
     │   ├── AuthorizationError        the server refused our credentials
+    │   │   └── InvalidUserCredentialsError  a credentials file without a user JWT and seed
     │   ├── SecureConnRequiredError, SecureConnWantedError, SecureConnFailedError
     │   │   └── TlsHandshakeError     also an ssl.SSLError
     │   │       └── TlsCertificateError  also an ssl.SSLCertVerificationError
     │   ├── StaleConnectionError      too many PINGs went unanswered
     │   │   └── UnexpectedEOF         the server closed the connection
-    │   ├── ConnectionReconnectingError, InvalidUserCredentialsError
+    │   ├── ConnectionReconnectingError
     │   └── OutboundBufferLimitError  reconnecting, and the reconnect buffer is full
     ├── TimeoutError                  also a builtin (and asyncio's) TimeoutError
     │   ├── NotSentError              the request was withdrawn unsent at its deadline: safe to retry
@@ -118,6 +119,14 @@ class AuthorizationError(NatsConnectionError):
     """The server rejected the credentials (its text is in the message)."""
 
 
+class InvalidUserCredentialsError(AuthorizationError, ValueError):
+    """Credentials (a ``.creds`` file or its content) that hold no user JWT and nkey seed.
+
+    Its text starts as nats-py's (``nats: invalid user credentials``); an
+    :class:`AuthorizationError` too, which this client raised for it before.
+    """
+
+
 class SecureConnRequiredError(NatsConnectionError):
     """The server requires TLS but the client was told not to use it."""
 
@@ -150,8 +159,6 @@ class ConnectionReconnectingError(NatsConnectionError):
     """The client is reconnecting."""
 
 
-class InvalidUserCredentialsError(NatsConnectionError, ValueError):
-    """A credentials file that cannot be read."""
 
 
 class InvalidServerUrlError(NatsError, ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import MsgAlreadyAckdError, NotJSMessageError
+from .errors import MsgAlreadyAckdError, NotJSMessageError, ProtocolError
 from .protocol import _compiled
 from .protocol.headers import Headers, HeadersInput, parse_headers, status_of
 from .protocol.jetstream.ackreply import ACK, ACK_PREFIX, NAK, TERM, WPI, MsgMetadata, parse_metadata
@@ -85,6 +85,13 @@ class Msg:
 
         The reply skips the write buffer's flusher thread: somebody is waiting for it.
 
+        Args:
+            data: the reply's payload.
+            headers: the reply's headers. When not given, the reply carries this
+                message's own :attr:`headers`, changes made to them included, as
+                nats-py's ``respond()`` does (none when the message had none or
+                its header block cannot be read); ``{}`` sends none.
+
         Raises:
             ValueError: the message has no reply subject.
         """
@@ -92,9 +99,14 @@ class Msg:
             raise ValueError("message has no reply subject")
         if self._conn is None:
             raise ValueError("message is not bound to a client")
+        if headers is None and self.raw_headers is not None:
+            try:
+                headers = self.headers
+            except ProtocolError:
+                headers = None  # a malformed block is not passed on; the answer still goes
         # The reply subject is the server's, sent back byte for byte (one that
         # was not UTF-8 on the wire included); only the headers are checked.
-        self._conn.publish_now(self.reply, data, headers=headers, trusted=True)
+        self._conn.publish_now(self.reply, data, headers=headers or None, trusted=True)
 
     # ------------------------------------------------------------ JetStream
 
