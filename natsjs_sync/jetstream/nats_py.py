@@ -502,8 +502,19 @@ class NatsPyNames:
         ``manual_ack``) each message is acked after ``cb`` returns. Any other
         ConsumerConfig field may be passed by name (``opt_start_seq=...``).
         ``ordered_consumer=True`` gives an ordered consumer (no acks).
+
+        Raises:
+            JetStreamError: nats-py's refusals, with its texts as ``description``:
+                a ``queue`` other than ``durable`` (``cannot create queue subscription
+                'q' to consumer 'd'``), a bound consumer without a deliver group, a
+                deliver group that does not fit ``queue``.
         """
         check_callback(cb)
+        if queue and durable and durable != queue:
+            # nats-py refuses this before asking for the consumer (the queue names the
+            # consumer of a queue subscription), once the stream is found; its text.
+            stream = stream or _js(self).stream_name_by_subject(subject)
+            raise JetStreamError(f"cannot create queue subscription '{queue}' to consumer '{durable}'")
         if ordered_consumer:
             st = stream or _js(self).stream_name_by_subject(subject)
             opts: dict[str, Any] = {"filter_subjects": [subject]}
