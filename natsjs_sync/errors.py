@@ -663,6 +663,11 @@ class ObjectDeletedError(ObjectNotFoundError):
     """The object was deleted."""
 
 
+class ObjectBucketNotFoundError(BucketNotFoundError, ObjectNotFoundError):
+    """An object read from a store whose bucket is gone (deleted): BucketNotFoundError
+    (what is missing) and ObjectNotFoundError (what nats-py raises for it)."""
+
+
 class ObjectAlreadyExists(ObjectStoreError):
     """An object of that name exists."""
 

@@ -48,7 +48,9 @@ class Msg:
 
     @property
     def headers(self) -> Headers | None:
-        """The headers (a :class:`~natsjs_sync.Headers` dict), or ``None``.
+        """The headers (a :class:`~natsjs_sync.Headers` dict), or ``None``: also for a
+        header block that holds neither a header nor a status (``NATS/1.0`` alone, as
+        a publisher sends an empty set of headers), as nats-py reads it.
 
         Raises:
             ProtocolError: the header block is malformed. The server passes on
@@ -59,7 +61,8 @@ class Msg:
         try:
             return self._headers
         except AttributeError:
-            self._headers: Headers = parse_headers(self.raw_headers)[2]
+            status, _, parsed = parse_headers(self.raw_headers)
+            self._headers: Headers | None = parsed if parsed or status is not None else None
             return self._headers
 
     @property

@@ -398,7 +398,9 @@ class KeyValue:
 
         Raises:
             InvalidKeyError: ``key`` is not a valid key (``validate_keys`` on).
-            KeyNotFoundError: no such key (or revision).
+            KeyNotFoundError: no such key (or revision); when ``revision`` is another
+                key's, the text names both subjects, as nats-py's: ``nats: key not found:
+                expected '$KV.<bucket>.<key>', but got '$KV.<bucket>.<other>'``.
             KeyDeletedError: (a KeyNotFoundError) the key was deleted or purged; its
                 ``entry`` is the marker's entry and ``op`` its operation, ``"DEL"`` or
                 ``"PURGE"`` (as nats-py's KeyNotFoundError carries them).
@@ -411,7 +413,10 @@ class KeyValue:
                 raw = self._stream.get_msg(revision, timeout=timeout)
             except MsgNotFoundError:
                 raw = None
-            entry = self._entry_from_raw(key, raw) if raw is not None and raw.subject == subject else None
+            if raw is not None and raw.subject != subject:
+                # nats-py's text names both subjects (the revision is another key's)
+                raise KeyNotFoundError(f"{_KEY_NOT_FOUND}: expected '{subject}', but got '{raw.subject}'")
+            entry = self._entry_from_raw(key, raw) if raw is not None else None
         if entry is None:
             raise KeyNotFoundError(_KEY_NOT_FOUND)
         if entry.operation is not KeyValueOp.PUT:
