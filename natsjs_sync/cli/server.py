@@ -449,7 +449,8 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
 
     p = add_kind("server", "one server by name answers and is healthy (system account)")
     p.add_argument("--name", required=True, help="the server's name")
-    for flag, param, what in (("cpu", "cpu", "percent of CPU"), ("conn", "connections", "client connections"),
+    for flag, param, what in (("cpu", "cpu", "percent of CPU"), ("mem", "memory", "bytes of memory"),
+                              ("conn", "connections", "client connections"),
                               ("subs", "subscriptions", "subscriptions")):
         kind: dict[str, Any] = dict(type=float) if flag == "cpu" else dict(type=int)
         p.add_argument(f"--{flag}-warn", **kind, dest=f"{param}_warn", default=None, metavar="N",

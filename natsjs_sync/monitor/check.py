@@ -519,21 +519,70 @@ def check_jetstream(
         ("streams", info.streams, limits.max_streams, streams_warn, streams_critical),
         ("consumers", info.consumers, limits.max_consumers, consumers_warn, consumers_critical),
     ):
-        result.perf(what, used)
+        unit = "B" if what in ("memory", "storage") else ""
+        result.perf(what, used, unit, description=f"JetStream {what} resource usage")
         pct = _percent(used, limit)
+        # Always written, as by the nats CLI (0 without a limit): a dashboard finds every series.
+        result.perf(f"{what}_pct", 0 if pct is None else round(pct, 2), "%", warn, crit,
+                    description=f"JetStream {what} resource usage in percent")
         if pct is not None:
-            result.perf(f"{what}_pct", round(pct, 2), "%", warn, crit)
             _threshold(result, f"{what} use", pct, warn, crit, lambda v: f"{v:.0f}%")
     result.ok(f"{info.streams} streams, {info.consumers} consumers, {info.memory} B memory, "
               f"{info.storage} B storage")
     if replicas:
         try:
-            for stream in js.list_streams():
-                _check_group(result, f"stream {stream.config.name}", stream.cluster, replica_lag_critical,
-                             replica_seen_critical)
+            streams = list(js.list_streams())
         except (NatsError, OSError) as exc:
             result.critical(f"cannot list the streams: {exc}")
+            return result
+        for stream in streams:
+            _check_group(result, f"stream {stream.config.name}", stream.cluster, replica_lag_critical,
+                         replica_seen_critical)
+        _replica_counts(result, streams, replica_lag_critical, replica_seen_critical)
     return result
+
+
+def _replica_counts(result: CheckResult, streams: Sequence[Any], lag_critical: int | None,
+                    seen_critical: float | None) -> None:
+    """The nats CLI's perfdata of the streams' replicas: how many streams are healthy, without a
+    leader, short of replicas, with a replica lagging, unseen or offline (the findings are
+    :func:`_check_group`'s)."""
+    counts = dict.fromkeys(("ok", "no_leader", "missing_replicas", "lagged", "not_seen", "fail"), 0)
+    for info in streams:
+        cluster = info.cluster
+        if info.config.num_replicas <= 1:
+            counts["ok"] += 1
+        elif cluster is None:
+            counts["fail"] += 1
+        elif not cluster.leader:
+            counts["no_leader"] += 1
+        elif len(cluster.replicas or ()) != info.config.num_replicas - 1:
+            counts["missing_replicas"] += 1
+        else:
+            healthy = True
+            for peer in cluster.replicas or ():
+                if peer.offline:
+                    counts["fail"] += 1
+                elif seen_critical and peer.active > seen_critical:
+                    counts["not_seen"] += 1
+                elif lag_critical and peer.lag > lag_critical:
+                    counts["lagged"] += 1
+                else:
+                    continue
+                healthy = False
+            counts["ok"] += healthy
+    helps = {"ok": "Streams with healthy cluster state", "no_leader": "Streams with no leader elected",
+             "missing_replicas": "Streams where there are fewer known replicas than configured",
+             "lagged": "Streams with lagged replicas", "not_seen": "Streams with replicas not seen recently",
+             "fail": "Streams unhealthy cluster state"}
+    for key, count in counts.items():
+        warn_crit: tuple[float | None, float | None] = (None, None)
+        unit = ""
+        if key == "lagged":
+            warn_crit = (None, lag_critical)
+        elif key == "not_seen":
+            warn_crit, unit = (None, seen_critical), "s"
+        result.perf(f"replicas_{key}", count, unit, *warn_crit, description=helps[key])
 
 
 def _age(t: datetime.datetime | None) -> float | None:
@@ -1130,6 +1179,8 @@ def check_server(
     *,
     cpu_warn: float | None = None,
     cpu_critical: float | None = None,
+    memory_warn: int | None = None,
+    memory_critical: int | None = None,
     connections_warn: int | None = None,
     connections_critical: int | None = None,
     subscriptions_warn: int | None = None,
@@ -1147,6 +1198,7 @@ def check_server(
         nc: a connected client of a system-account user (any server of the cluster).
         name: the server's name.
         cpu_warn, cpu_critical: CPU use in percent.
+        memory_warn, memory_critical: memory use in bytes.
         connections_warn, connections_critical: client connections.
         subscriptions_warn, subscriptions_critical: subscriptions.
         uptime_warn, uptime_critical: up for less than this many seconds (it restarted).
@@ -1181,10 +1233,11 @@ def check_server(
     else:
         result.critical(f"unhealthy ({health.status}): {health.error or health.errors or health.status_code}")
     result.perf("cpu", varz.cpu, "%", cpu_warn, cpu_critical)
-    result.perf("mem", varz.mem, "", description="NATS Server memory usage in bytes")
+    result.perf("mem", varz.mem, "", memory_warn, memory_critical, description="NATS Server memory usage in bytes")
     result.perf("connections", varz.connections, "", connections_warn, connections_critical)
     result.perf("subscriptions", varz.subscriptions, "", subscriptions_warn, subscriptions_critical)
     _threshold(result, "cpu", varz.cpu, cpu_warn, cpu_critical, lambda v: f"{v:.0f}%")
+    _threshold(result, "memory", varz.mem, memory_warn, memory_critical, lambda v: f"{v:.0f} B")
     _threshold(result, "connections", varz.connections, connections_warn, connections_critical)
     _threshold(result, "subscriptions", varz.subscriptions, subscriptions_warn, subscriptions_critical)
     if varz.start is not None and varz.now is not None:
@@ -1247,8 +1300,16 @@ def check_meta(
     size = meta.cluster_size or 1 + len(peers)
     current = _current_peers(peers)
     result.ok(f"leader {meta.leader}, {current} of {size} peers current")
-    result.perf("peers", size, "", None, expect)
+    result.perf("peers", size, "", expect, expect, description="Configured RAFT peers")
     result.perf("peers_current", current)
+    for label, count, what in (
+        ("peer_offline", sum(1 for p in peers if p.offline), "Offline RAFT peers"),
+        ("peer_not_current", sum(1 for p in peers if not p.current), "RAFT peers that are not current"),
+        ("peer_inactive", sum(1 for p in peers if seen_critical and p.active > seen_critical), "Inactive RAFT peers"),
+        ("peer_lagged", sum(1 for p in peers if lag_critical and p.lag > lag_critical),
+         "RAFT peers that are lagged more than configured threshold"),
+    ):
+        result.perf(label, count, description=what)
     if expect is not None and size != expect:
         result.critical(f"{size} peers, {expect} expected")
     _check_peers(result, "the meta group", "peer", peers, size, lag_critical, seen_critical)

@@ -487,3 +487,24 @@ def test_every_format_of_a_check_run_by_the_command_line(capsys: pytest.CaptureF
         assert code == 1
     finally:
         js.delete_key_value("FMT")
+
+
+def test_jetstream_check_perfdata_has_the_nats_cli_names(capsys: pytest.CaptureFixture[str], server: NatsServer,
+                                                         js: Any) -> None:
+    js.create_stream(name="ONE", subjects=["one.>"], storage="memory")
+    try:
+        code, out = run(capsys, "server", "check", "js", "--format", "prometheus", "--server", server.url)
+        metrics = parse_prometheus(out)
+        prefix = "nats_server_check_jetstream_"
+        expected = {f"{prefix}{what}{pct}" for what in ("memory", "storage", "streams", "consumers")
+                    for pct in ("", "_pct")}
+        expected |= {f"{prefix}replicas_{what}" for what in ("ok", "no_leader", "missing_replicas", "lagged",
+                                                             "not_seen", "fail")}
+        assert code == 0 and set(metrics) == expected | {f"{prefix}status_code"}, sorted(metrics)
+        assert metrics[f"{prefix}status_code"][1] == {"item": "JetStream", "status": "OK"}
+        assert metrics[f"{prefix}replicas_ok"][2] >= 1 and metrics[f"{prefix}streams"][2] >= 1
+        code, out = run(capsys, "server", "check", "js", "--server", server.url)
+        perf = parse_nagios(out)["perf"]
+        assert code == 0 and perf["memory"][1] == "B" and perf["memory_pct"] == (0.0, "%", "75", "90"), out
+    finally:
+        js.delete_stream("ONE")

@@ -217,6 +217,12 @@ def test_check_server_and_meta(capsys: pytest.CaptureFixture[str], cluster: Nats
     assert eventually(lambda: run(capsys, "server", "check", "meta", "--expect", "3", *s)[0] == 0, 30.0)
     code, out, _ = run(capsys, "server", "check", "meta", "--expect", "5", *s)
     assert code == 2 and "3 peers, 5 expected" in out
+    perf = out.partition(" | ")[2].split()
+    assert [p.partition("=")[0] for p in perf] == ["peers", "peers_current", "peer_offline", "peer_not_current",
+                                                   "peer_inactive", "peer_lagged"], out
+    assert perf[0] == "peers=3;5;5"
+    code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n2", "--mem-critical", "1", *s)
+    assert code == 2 and "Crit:memory " in out and " mem=" in out and ";;1 " in out, out
     # Outside the system account these checks cannot run at all: UNKNOWN.
     code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n1", "--server", cluster.url, *APP)
     assert code == 3 and out.startswith("UNKNOWN chk-n1 Unknown:") and "system account" in out
