@@ -4,7 +4,7 @@
   nats-server until Ctrl-C (the ``server`` extra);
 - ``server ls`` lists every server of the cluster, ``server info`` shows one
   (both through the system account's monitoring requests);
-- ``server check connection|jetstream|stream|consumer|message|kv|credential|server|meta``
+- ``server check connection|jetstream|stream|consumer|message|kv|request|credential|server|meta``
   prints what it found as the nats CLI's ``server check`` does (Nagios text, JSON, Prometheus
   text) and exits with the Nagios code (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN), for cron
   jobs, Nagios, Prometheus and Kubernetes probes.
@@ -293,9 +293,10 @@ _CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "consumer": ("check_consumer", ("stream", "consumer")),
     "message": ("check_message", ("stream",)),
     "kv": ("check_kv", ("bucket",)),
+    "request": ("check_request", ("subject",)),
 }
 #: Each kind's aliases, as the nats CLI's.
-_ALIASES = {"connection": ["conn"], "meta": ["raft"], "jetstream": ["js"]}
+_ALIASES = {"connection": ["conn"], "meta": ["raft"], "jetstream": ["js"], "request": ["req"]}
 
 
 def _thresholds(check: Callable[..., Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -320,7 +321,7 @@ def _empty_result(kind: str, args: argparse.Namespace) -> CheckResult:
         "meta": ("meta", "JetStream Meta Cluster"), "message": ("message", "Stream Message"),
         "credential": ("credential", "Credential"),
         "stream": ("stream", getattr(args, "stream", None)), "kv": ("kv", getattr(args, "bucket", None)),
-        "server": ("server", getattr(args, "name", None)),
+        "server": ("server", getattr(args, "name", None)), "request": ("request", getattr(args, "subject", None)),
         "consumer": ("consumer", f"{getattr(args, 'stream', '')}_{getattr(args, 'consumer', '')}"),
     }
     return CheckResult(*names.get(kind, (kind, None)))
@@ -392,6 +393,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         _print(text)
     return result.exit_code(args.format)
+
+
+def _header(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` or ``KEY:VALUE`` (the nats CLI's map flags): argparse's ``type``."""
+    m = re.fullmatch(r"([^:=]+)[:=](.*)", text, re.DOTALL)
+    if not m:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return m.group(1), m.group(2)
+
+
+class _HeaderMap(argparse.Action):
+    """Collects repeated ``KEY=VALUE`` options into one dict."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        current = dict(getattr(namespace, self.dest, None) or {})
+        key, value = values
+        current[key] = value
+        setattr(namespace, self.dest, current)
 
 
 def _add_output_options(p: argparse.ArgumentParser, top: bool) -> None:
@@ -522,6 +542,18 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
                    help="WARNING with N values or more (N or fewer when below --values-critical); -1: off")
     p.add_argument("--values-critical", type=int, default=-1, metavar="N",
                    help="CRITICAL with N values or more (N or fewer when below --values-warn); -1: off")
+
+    p = add_kind("request", "a request-reply service: it answers, in time, with the body and headers expected")
+    p.add_argument("--subject", required=True, help="the subject to send the request to")
+    p.add_argument("--payload", default="", help="the request's body")
+    p.add_argument("--headers", type=_header, action=_HeaderMap, default=None, metavar="KEY=VALUE",
+                   help="a header of the request (repeatable; KEY:VALUE too)")
+    p.add_argument("--match-payload", default=None, metavar="REGEX",
+                   help="CRITICAL unless the reply's body contains a match of this regular expression")
+    p.add_argument("--match-headers", type=_header, action=_HeaderMap, default=None, metavar="KEY=VALUE",
+                   help="CRITICAL unless the reply has this header with this value (repeatable)")
+    p.add_argument("--response-warn", **optional_secs, help="WARNING when the answer takes longer")
+    p.add_argument("--response-critical", **optional_secs, help="CRITICAL when the answer takes longer")
 
     p = add_kind("credential", "a credentials file's or JWT's expiry (offline: reads only the file)")
     p.add_argument("--credential", required=True, metavar="FILE", help="the .creds file (or a file with a JWT)")

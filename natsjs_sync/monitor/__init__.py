@@ -20,6 +20,7 @@ from .check import (
     check_kv,
     check_message,
     check_meta,
+    check_request,
     check_server,
     check_stream,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "check_kv",
     "check_message",
     "check_meta",
+    "check_request",
     "check_server",
     "check_stream",
 ]

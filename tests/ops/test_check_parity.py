@@ -508,3 +508,33 @@ def test_jetstream_check_perfdata_has_the_nats_cli_names(capsys: pytest.CaptureF
         assert code == 0 and perf["memory"][1] == "B" and perf["memory_pct"] == (0.0, "%", "75", "90"), out
     finally:
         js.delete_stream("ONE")
+
+
+def test_request_check(capsys: pytest.CaptureFixture[str], server: NatsServer) -> None:
+    with nats.connect(server.url) as nc:
+        def answer(msg: Any) -> None:
+            who = msg.headers.get("Who") if msg.headers else None
+            msg.respond(b"pong " + msg.data, headers={"Served-By": "svc-1", "Who": who or "-"})
+
+        nc.subscribe("svc.ping", cb=answer)
+        nc.flush()
+        s = ("--server", server.url)
+        code, out = run(capsys, "server", "check", "req", "--subject", "svc.ping", "--payload", "hi",
+                        "--headers", "Who=me", "--match-payload", "^pong hi$", "--match-headers", "Served-By:svc-1",
+                        "--match-headers", "Who=me", "--response-warn", "20s", "--response-critical", "30s", *s)
+        line = parse_nagios(out)
+        assert code == 0 and line["name"] == "svc.ping" and line["findings"]["OK"] == ["Valid response"], out
+        value, unit, warn, crit = line["perf"]["time"]
+        assert unit == "s" and value < 20 and (warn, crit) == ("20.0000", "30.0000")
+        code, out = run(capsys, "server", "check", "request", "--subject", "svc.ping", "--match-payload", "nope",
+                        "--match-headers", "Served-By=svc-2", *s)
+        assert code == 2 and parse_nagios(out)["findings"]["Crit"] == [
+            "response does not match regexp", 'invalid header "Served-By" = "svc-1"'], out
+        # Nobody answers: CRITICAL, whatever the format's exit code says.
+        code, out = run(capsys, "server", "check", "request", "--subject", "svc.nobody", "--timeout", "2", *s,
+                        "--format", "json")
+        doc = json.loads(out)
+        assert code == 2 and doc["check_suite"] == "request" and doc["critical"][0].startswith("could not send"), doc
+        code, out = run(capsys, "server", "check", "request", "--subject", "svc.nobody", "--timeout", "2", *s,
+                        "--format", "prometheus")
+        assert code == 0 and parse_prometheus(out)["nats_server_check_request_status_code"][2] == 2.0

@@ -117,6 +117,8 @@ SUCCESS: tuple[tuple[str, ...], ...] = (
     ("server", "check", "js"),
     ("server", "check", "raft", *SYS),
     ("server", "check", "credential", "--credential", "{file}"),
+    ("server", "check", "request", "--subject", "svc.echo", "--payload", "hi", "--match-payload", "hi"),
+    ("server", "check", "req", "--subject", "svc.echo", "--format", "json"),
     ("group", "ls", "S"),
     ("group", "info", "S", "G"),
     ("group", "add", "S", "G", "m1"),

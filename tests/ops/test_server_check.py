@@ -127,6 +127,7 @@ def test_check_arguments_it_cannot_use_are_unknown(capsys: pytest.CaptureFixture
     ("connection", ()), ("jetstream", ()), ("server", ("--name", "n")), ("meta", ()),
     ("stream", ("--stream", "S")), ("consumer", ("--stream", "S", "--consumer", "C")),
     ("message", ("--stream", "S")), ("kv", ("--bucket", "B")), ("credential", ("--credential", "f.creds")),
+    ("request", ("--subject", "svc.ping")),
 ])
 def test_every_check_parameter_has_an_option(kind: str, needed: tuple[str, ...]) -> None:
     # The dispatch hands each check its keyword-only parameters by name from the parsed
