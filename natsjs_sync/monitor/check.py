@@ -199,9 +199,13 @@ class CheckResult:
              **({"unit": unit} if unit else {})}
             for label, value, unit, w, c in self._perf_items()
         ]
-        # As Go's encoding/json writes it: <, > and & escaped (a parser reads the same text either way).
+        # As Go's encoding/json writes it: <, >, & and the line separators escaped (a parser reads the
+        # same text either way).
         text = json.dumps(doc, indent=2, ensure_ascii=False)
-        return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+                              ("\u2029", "\\u2029")):
+            text = text.replace(char, escaped)
+        return text
 
     def _prometheus(self, namespace: str) -> str:
         item = _prom_label(self._item.replace('"', "."))
@@ -927,7 +931,9 @@ def _check_pinned(result: CheckResult, info: Any, required: bool) -> None:
 # ---------------------------------------------------------------------------------------------- messages, KV
 
 
-_LITERAL_SUBJECT = re.compile(r"[^\s*>.]+(?:\.[^\s*>.]+)*")
+#: A subject without wildcards, as nats-server's ``IsValidLiteralSubject`` takes it: no empty token,
+#: no white space, no token that is ``*`` or ``>`` (``a*`` is a literal token).
+_LITERAL_SUBJECT = re.compile(r"(?:(?![*>](?:\.|$))[^\s.]+)(?:\.(?![*>](?:\.|$))[^\s.]+)*")
 
 
 def check_message(

@@ -538,3 +538,10 @@ def test_request_check(capsys: pytest.CaptureFixture[str], server: NatsServer) -
         code, out = run(capsys, "server", "check", "request", "--subject", "svc.nobody", "--timeout", "2", *s,
                         "--format", "prometheus")
         assert code == 0 and parse_prometheus(out)["nats_server_check_request_status_code"][2] == 2.0
+
+
+def test_a_message_subject_is_literal_as_the_server_takes_it() -> None:
+    from natsjs_sync.monitor.check import _LITERAL_SUBJECT
+
+    assert [s for s in ("a", "a.b", "a*b.c", "a>", "orders.eu-1") if not _LITERAL_SUBJECT.fullmatch(s)] == []
+    assert [s for s in (">", "a.>", "a.*", "*.a", "a..b", ".a", "a.", "a b", "") if _LITERAL_SUBJECT.fullmatch(s)] == []
