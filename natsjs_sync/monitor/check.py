@@ -1176,7 +1176,7 @@ def _jwt_claims(text: str) -> dict[str, Any]:
         raise ValueError(f"unexpected JWT algorithm {header.get('alg')!r}")
     try:
         _, issuer = decode_public(str(claims.get("iss", "")))
-    except Exception as exc:  # any flaw of the issuer key is a flaw of the credential
+    except ValueError as exc:  # InvalidNkeyError, or base32 that does not decode
         raise ValueError(f"the JWT's issuer is not a public nkey: {exc}") from None
     if not ed25519_verify(issuer, f"{parts[0]}.{parts[1]}".encode(), signature):
         raise ValueError("the JWT's signature is not its issuer's")
@@ -1228,13 +1228,16 @@ def check_credential(
         return result
     until = int(expires) - int(time.time())
     result.perf("expiry", until, "s", validity_warn, validity_critical, description="Expiry time in seconds")
-    at = _go_time(datetime.datetime.fromtimestamp(int(expires), datetime.timezone.utc))
-    if validity_critical and until <= validity_critical:
+    try:
+        at = _go_time(datetime.datetime.fromtimestamp(int(expires), datetime.timezone.utc))
+    except (OverflowError, OSError, ValueError):  # past the year 9999
+        at = f"{int(expires)} (Unix time)"
+    if until <= 0:
+        result.critical(f"expired at {at}")
+    elif validity_critical and until <= validity_critical:
         result.critical(f"expires sooner than {_human_duration(validity_critical)}")
     elif validity_warn and until <= validity_warn:
         result.warning(f"expires sooner than {_human_duration(validity_warn)}")
-    elif until <= 0:
-        result.critical(f"expired at {at}")
     else:
         result.ok(f"expires in {at}")
     return result

@@ -286,6 +286,8 @@ def test_credential_check_offline(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert code == 0 and line["findings"]["OK"] == ["never expires"]
     code, line = check("--credential", expired)
     assert code == 2 and line["findings"]["Crit"][0].startswith("expired at "), line
+    code, line = check("--credential", expired, "--validity-warn", "1d")  # expired: more than a warning
+    assert code == 2 and line["findings"]["Crit"][0].startswith("expired at "), line
     # The JWT alone, as a file of its own, is read as well.
     jwt = Path(week).read_text().split("\n")[1]
     (tmp_path / "user.jwt").write_text(jwt + "\n")
