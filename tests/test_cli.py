@@ -119,7 +119,7 @@ def test_global_options_work_before_and_after_the_command(capsys: pytest.Capture
                        "--server", auth_server.url, "--rtt-warn", "10s", "--rtt-critical", "20s",
                        "--connect-warn", "10s", "--connect-critical", "20s", "--req-warn", "10s",
                        "--req-critical", "20s")
-    assert code == 0 and out.startswith("OK connection"), out
+    assert code == 0 and out.startswith("OK Connection "), out
 
 
 def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("natsjs-sync",)

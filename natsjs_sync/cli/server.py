@@ -4,9 +4,10 @@
   nats-server until Ctrl-C (the ``server`` extra);
 - ``server ls`` lists every server of the cluster, ``server info`` shows one
   (both through the system account's monitoring requests);
-- ``server check connection|jetstream|stream|consumer|server|meta`` prints one line that
-  starts with the status word and exits with the Nagios code (0 OK, 1 WARNING,
-  2 CRITICAL, 3 UNKNOWN), for cron jobs and Kubernetes probes.
+- ``server check connection|jetstream|stream|consumer|message|kv|request|credential|server|meta``
+  prints what it found as the nats CLI's ``server check`` does (Nagios text, JSON, Prometheus
+  text) and exits with the Nagios code (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN), for cron
+  jobs, Nagios, Prometheus and Kubernetes probes.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._connect import connect
 from .._timeout import WAIT_MAX
 from ..client import Client
 from ..errors import NatsError
+
+if TYPE_CHECKING:
+    from ..monitor.check import CheckResult
 
 
 def _print(*args: object) -> None:
@@ -164,6 +168,21 @@ def duration(text: str) -> float:
     return _not_too_long(total, text)
 
 
+def check_duration(text: str) -> float:
+    """Seconds from a check's duration option: :func:`duration`'s syntax and the nats CLI's longer
+    units, ``d``, ``w``, ``M`` (30 days) and ``y`` (365 days), as in ``2d`` or ``1w1d``."""
+    from ..monitor.check import metadata_duration
+
+    try:
+        return duration(text)
+    except argparse.ArgumentTypeError:
+        try:
+            return _not_too_long(metadata_duration(text), text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (give seconds, or e.g. 500ms, 2s, 1m, "
+                                             "2h, 7d, 1w)") from None
+
+
 def _not_too_long(seconds: float, text: str) -> float:
     if seconds >= MAX_DURATION:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} is not under {MAX_DURATION:.0f} s (292 years)")
@@ -272,7 +291,12 @@ _CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "meta": ("check_meta", ()),
     "stream": ("check_stream", ("stream",)),
     "consumer": ("check_consumer", ("stream", "consumer")),
+    "message": ("check_message", ("stream",)),
+    "kv": ("check_kv", ("bucket",)),
+    "request": ("check_request", ("subject",)),
 }
+#: Each kind's aliases, as the nats CLI's.
+_ALIASES = {"connection": ["conn"], "meta": ["raft"], "jetstream": ["js"], "request": ["req"]}
 
 
 def _thresholds(check: Callable[..., Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -288,56 +312,145 @@ def _thresholds(check: Callable[..., Any], args: argparse.Namespace) -> dict[str
             for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    """Run one check; print its line; return its Nagios status. Never a traceback."""
+def _empty_result(kind: str, args: argparse.Namespace) -> CheckResult:
+    """The result a check of ``kind`` would have, with no findings yet: the nats CLI's suite and name."""
+    from ..monitor.check import CheckResult
+
+    names = {
+        "connection": ("connections", "Connection"), "jetstream": ("jetstream", "JetStream"),
+        "meta": ("meta", "JetStream Meta Cluster"), "message": ("message", "Stream Message"),
+        "credential": ("credential", "Credential"),
+        "stream": ("stream", getattr(args, "stream", None)), "kv": ("kv", getattr(args, "bucket", None)),
+        "server": ("server", getattr(args, "name", None)), "request": ("request", getattr(args, "subject", None)),
+        "consumer": ("consumer", f"{getattr(args, 'stream', '')}_{getattr(args, 'consumer', '')}"),
+    }
+    return CheckResult(*names.get(kind, (kind, None)))
+
+
+def _run_check(kind: str, args: argparse.Namespace) -> CheckResult:
+    """Run the check of ``kind`` with the parsed arguments; never raises."""
     from ..monitor import check as checks
-    from ..monitor.check import CheckResult, without_credentials
+    from ..monitor.check import without_credentials
     from . import connect_options
 
-    what = args.check
     try:
+        if kind == "credential":
+            return checks.check_credential(args.credential, **_thresholds(checks.check_credential, args))
         url, context = _target(args)
         if not url:
-            result = CheckResult(what)
+            result = _empty_result(kind, args)
             result.unknown("no server given: pass --server URL or --context NAME, or set NATS_URL")
-        elif what == "connection":
+            return result
+        if kind == "connection":
             options = connect_options(args)
             del options["connect_timeout"]  # the check's timeout, one of its thresholds
-            result = checks.check_connection(url, **_thresholds(checks.check_connection, args), context=context,
-                                             **options)
-        else:
-            try:
-                nc = _connect(args)
-            except (NatsError, OSError) as exc:
-                result = CheckResult(what, getattr(args, "stream", None) or getattr(args, "name", None))
-                result.critical(f"cannot connect to {without_credentials(url)}: {without_credentials(str(exc))}")
-            else:
-                name, positional = _CHECKS[what]
-                check = getattr(checks, name)
-                with nc:
-                    result = check(nc, *(getattr(args, a) for a in positional), **_thresholds(check, args))
+            return checks.check_connection(url, **_thresholds(checks.check_connection, args), context=context,
+                                           **options)
+        try:
+            nc = _connect(args)
+        except (NatsError, OSError) as exc:
+            result = _empty_result(kind, args)
+            result.critical(f"cannot connect to {without_credentials(url)}: {without_credentials(str(exc))}")
+            return result
+        name, positional = _CHECKS[kind]
+        check: Callable[..., CheckResult] = getattr(checks, name)
+        with nc:
+            return check(nc, *(getattr(args, a) for a in positional), **_thresholds(check, args))
     except Exception as exc:  # a probe must answer with a status line, never a traceback
-        result = CheckResult(what)
+        result = _empty_result(kind, args)
         result.unknown(f"the check itself failed: {type(exc).__name__}: {exc}")
-    _print(result.line())
-    return int(result.status)
+        return result
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed over it (mode 0600), as the nats
+    CLI's ``--outfile``: a collector reading the file never sees half of it."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run one check; print it (or write it to ``--outfile``) in ``--format``; return the exit code
+    the nats CLI's would (the Nagios status; 0 in Prometheus format). Never a traceback."""
+    result = _run_check(args.kind, args)
+    text = result.render(args.format, args.namespace)
+    if args.outfile:
+        try:
+            _write_atomically(args.outfile, text + "\n")
+        except OSError as exc:
+            print(f"error: cannot write {args.outfile}: {exc}", file=sys.stderr, flush=True)
+            return 1
+    else:
+        _print(text)
+    return result.exit_code(args.format)
+
+
+def _header(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` or ``KEY:VALUE`` (the nats CLI's map flags): argparse's ``type``."""
+    m = re.fullmatch(r"([^:=]+)[:=](.*)", text, re.DOTALL)
+    if not m:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return m.group(1), m.group(2)
+
+
+class _HeaderMap(argparse.Action):
+    """Collects repeated ``KEY=VALUE`` options into one dict."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        current = dict(getattr(namespace, self.dest, None) or {})
+        key, value = values
+        current[key] = value
+        setattr(namespace, self.dest, current)
+
+
+def _add_output_options(p: argparse.ArgumentParser, top: bool) -> None:
+    """``--format``, ``--namespace``, ``--outfile``: on ``check`` (with their defaults) and on each
+    kind (given there, they win), so they go before or after the kind, as with the nats CLI."""
+    from ..monitor.check import DEFAULT_NAMESPACE, FORMATS
+
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    p.add_argument("--format", choices=FORMATS, default=default("nagios"),
+                   help="render the result as Nagios text (default), JSON, Prometheus text or a table for people")
+    p.add_argument("--namespace", default=default(DEFAULT_NAMESPACE), metavar="NAME",
+                   help=f"the prefix of the Prometheus metric names (default {DEFAULT_NAMESPACE})")
+    p.add_argument("--outfile", default=default(None), metavar="FILE",
+                   help="write the result to FILE (replaced whole, mode 0600) instead of stdout")
 
 
 def _register_checks(check: argparse.ArgumentParser) -> None:
+    _add_output_options(check, top=True)
     kinds = check.add_subparsers(dest="check", required=True, metavar="KIND")
     optional_int: dict[str, Any] = dict(type=int, default=None)
-    optional_secs: dict[str, Any] = dict(type=duration, default=None, metavar="DURATION")
+    optional_secs: dict[str, Any] = dict(type=check_duration, default=None, metavar="DURATION")
 
-    p = kinds.add_parser("connection", help="connect, measure the round trip, request through the server")
+    def add_kind(name: str, help: str) -> argparse.ArgumentParser:  # noqa: A002 - argparse's keyword
+        parser = kinds.add_parser(name, help=help, aliases=_ALIASES.get(name, []))
+        _add_output_options(parser, top=False)
+        parser.set_defaults(func=cmd_check, kind=name)
+        return parser
+
+    p = add_kind("connection", "connect, measure the round trip, request through the server")
     for name, warn, crit, what in (("connect", 0.5, 1.0, "connecting"), ("rtt", 0.5, 1.0, "the round trip"),
                                    ("req", 0.5, 1.0, "a request answered through the server")):
-        p.add_argument(f"--{name}-warn", type=duration, default=warn, metavar="DURATION",
+        p.add_argument(f"--{name}-warn", type=check_duration, default=warn, metavar="DURATION",
                        help=f"WARNING when {what} takes this long (default {warn * 1000:.0f}ms)")
-        p.add_argument(f"--{name}-critical", type=duration, default=crit, metavar="DURATION",
+        p.add_argument(f"--{name}-critical", type=check_duration, default=crit, metavar="DURATION",
                        help=f"CRITICAL when {what} takes this long (default {crit:.0f}s)")
-    p.set_defaults(func=cmd_check)
 
-    p = kinds.add_parser("jetstream", help="the account's JetStream: limits and every stream's replicas")
+    p = add_kind("jetstream", "the account's JetStream: limits and every stream's replicas")
     limits: tuple[tuple[str, float | None, float | None], ...] = (
         ("mem", 75, 90), ("store", 75, 90), ("streams", None, None), ("consumers", None, None))
     for name, pct_warn, pct_crit in limits:
@@ -353,11 +466,11 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
                    help="CRITICAL when a stream replica is this many operations behind")
     p.add_argument("--replica-seen-critical", **optional_secs,
                    help="CRITICAL when a stream replica was not seen for this long")
-    p.set_defaults(func=cmd_check)
 
-    p = kinds.add_parser("server", help="one server by name answers and is healthy (system account)")
+    p = add_kind("server", "one server by name answers and is healthy (system account)")
     p.add_argument("--name", required=True, help="the server's name")
-    for flag, param, what in (("cpu", "cpu", "percent of CPU"), ("conn", "connections", "client connections"),
+    for flag, param, what in (("cpu", "cpu", "percent of CPU"), ("mem", "memory", "bytes of memory"),
+                              ("conn", "connections", "client connections"),
                               ("subs", "subscriptions", "subscriptions")):
         kind: dict[str, Any] = dict(type=float) if flag == "cpu" else dict(type=int)
         p.add_argument(f"--{flag}-warn", **kind, dest=f"{param}_warn", default=None, metavar="N",
@@ -369,16 +482,15 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     p.add_argument("--js-required", action="store_true", help="CRITICAL without JetStream")
     p.add_argument("--auth-required", action="store_true", help="CRITICAL when it does not require authentication")
     p.add_argument("--tls-required", action="store_true", help="CRITICAL when it does not require TLS")
-    p.set_defaults(func=cmd_check)
 
-    p = kinds.add_parser("meta", help="the JetStream meta group: leader, peers, quorum (system account)")
+    p = add_kind("meta", "the JetStream meta group: leader, peers, quorum (system account)")
     p.add_argument("--expect", **optional_int, metavar="N", help="CRITICAL unless the group has N servers")
     p.add_argument("--lag-critical", **optional_int, metavar="OPS",
                    help="CRITICAL when a peer is this many operations behind")
     p.add_argument("--seen-critical", **optional_secs, help="CRITICAL when a peer was not seen for this long")
-    p.set_defaults(func=cmd_check)
 
-    p = kinds.add_parser("stream", help="a stream: leader, replicas, messages, mirror and sources")
+    p = add_kind("stream", "a stream: leader, replicas, messages, mirror and sources "
+                           "(thresholds also from its metadata)")
     p.add_argument("--stream", required=True, help="the stream to check")
     p.add_argument("--peer-expect", **optional_int, metavar="N", help="CRITICAL unless it has N replicas")
     p.add_argument("--peer-lag-critical", **optional_int, metavar="OPS",
@@ -394,9 +506,9 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
                    help="CRITICAL when a mirror or source was not seen for this long")
     p.add_argument("--min-sources", **optional_int, metavar="N", help="CRITICAL with fewer sources")
     p.add_argument("--max-sources", **optional_int, metavar="N", help="CRITICAL with more sources")
-    p.set_defaults(func=cmd_check)
 
-    p = kinds.add_parser("consumer", help="a consumer: leader, replicas, pending, waiting, redelivered")
+    p = add_kind("consumer", "a consumer: pending, ack pending, redelivered, waiting, last delivery and ack "
+             "(thresholds also from its metadata)")
     p.add_argument("--stream", required=True, help="the consumer's stream")
     p.add_argument("--consumer", required=True, help="the consumer to check")
     p.add_argument("--outstanding-ack-critical", **optional_int, metavar="N",
@@ -409,7 +521,46 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     p.add_argument("--last-delivery-critical", **optional_secs,
                    help="CRITICAL when nothing was delivered for this long")
     p.add_argument("--last-ack-critical", **optional_secs, help="CRITICAL when nothing was acked for this long")
-    p.set_defaults(func=cmd_check)
+    p.add_argument("--pinned", action="store_true", default=None,
+                   help="CRITICAL unless the consumer has the pinned_client priority policy and every group a "
+                        "pinned client")
+
+    p = add_kind("message", "a stream's last message on a subject: its age and its body")
+    p.add_argument("--stream", required=True, help="the stream holding the message")
+    p.add_argument("--subject", default=">", help="the subject to read the last message of (a literal subject)")
+    p.add_argument("--age-warn", **optional_secs, help="WARNING when the message is older than this")
+    p.add_argument("--age-critical", **optional_secs, help="CRITICAL when the message is older than this")
+    p.add_argument("--content", default=".", metavar="REGEX",
+                   help="CRITICAL unless the body contains a match of this regular expression")
+    p.add_argument("--body-timestamp", action="store_true",
+                   help="the body is a Unix time in seconds: the message's age is taken from it")
+
+    p = add_kind("kv", "a key-value bucket: it exists, a key has a value, how many values")
+    p.add_argument("--bucket", required=True, help="the bucket to check")
+    p.add_argument("--key", default=None, help="CRITICAL unless this key has a value (not deleted or purged)")
+    p.add_argument("--values-warn", type=int, default=-1, metavar="N",
+                   help="WARNING with N values or more (N or fewer when below --values-critical); -1: off")
+    p.add_argument("--values-critical", type=int, default=-1, metavar="N",
+                   help="CRITICAL with N values or more (N or fewer when below --values-warn); -1: off")
+
+    p = add_kind("request", "a request-reply service: it answers, in time, with the body and headers expected")
+    p.add_argument("--subject", required=True, help="the subject to send the request to")
+    p.add_argument("--payload", default="", help="the request's body")
+    p.add_argument("--headers", type=_header, action=_HeaderMap, default=None, metavar="KEY=VALUE",
+                   help="a header of the request (repeatable; KEY:VALUE too)")
+    p.add_argument("--match-payload", default=None, metavar="REGEX",
+                   help="CRITICAL unless the reply's body contains a match of this regular expression")
+    p.add_argument("--match-headers", type=_header, action=_HeaderMap, default=None, metavar="KEY=VALUE",
+                   help="CRITICAL unless the reply has this header with this value (repeatable)")
+    p.add_argument("--response-warn", **optional_secs, help="WARNING when the answer takes longer")
+    p.add_argument("--response-critical", **optional_secs, help="CRITICAL when the answer takes longer")
+
+    p = add_kind("credential", "a credentials file's or JWT's expiry (offline: reads only the file)")
+    p.add_argument("--credential", required=True, metavar="FILE", help="the .creds file (or a file with a JWT)")
+    p.add_argument("--validity-warn", **optional_secs, help="WARNING when it expires within this")
+    p.add_argument("--validity-critical", **optional_secs, help="CRITICAL when it expires within this")
+    p.add_argument("--require-expiry", action=argparse.BooleanOptionalAction, default=True,
+                   help="CRITICAL when it never expires (default; --no-require-expiry allows it)")
 
 
 def register(sub: Any) -> None:
@@ -435,8 +586,10 @@ def register(sub: Any) -> None:
                    help="the server's name or id (default: the one connected to)")
     q.set_defaults(func=cmd_info)
 
-    q = actions.add_parser("check", help="a health check: one status line, Nagios exit code (0/1/2/3)",
-                           description="A health check: one line that starts with the status word, and the "
-                                       "Nagios exit code (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN); a usage "
-                                       "error is UNKNOWN too.", nagios=True)
+    q = actions.add_parser("check", help="a health check as the nats CLI's: Nagios, JSON or Prometheus output",
+                           description="A health check, as the nats CLI's 'server check': one Nagios line "
+                                       "that starts with the status word (or JSON, Prometheus text: "
+                                       "--format), and the Nagios exit code (0 OK, 1 WARNING, 2 CRITICAL, "
+                                       "3 UNKNOWN; 0 in Prometheus format); a usage error is UNKNOWN too.",
+                           nagios=True)
     _register_checks(q)

@@ -7,12 +7,20 @@ Stands above the client in the import graph; nothing in the client imports it.
 from __future__ import annotations
 
 from .check import (
+    CONSUMER_METADATA,
+    DEFAULT_NAMESPACE,
+    FORMATS,
+    STREAM_METADATA,
     CheckResult,
     Status,
     check_connection,
     check_consumer,
+    check_credential,
     check_jetstream,
+    check_kv,
+    check_message,
     check_meta,
+    check_request,
     check_server,
     check_stream,
 )
@@ -39,9 +47,13 @@ from .models import (
 )
 
 __all__ = [
+    "CONSUMER_METADATA",
+    "DEFAULT_NAMESPACE",
     "DEFAULT_STALL",
     "DEFAULT_TIMEOUT",
+    "FORMATS",
     "KINDS",
+    "STREAM_METADATA",
     "AccountJetStream",
     "Accountz",
     "CheckResult",
@@ -68,8 +80,12 @@ __all__ = [
     "Varz",
     "check_connection",
     "check_consumer",
+    "check_credential",
     "check_jetstream",
+    "check_kv",
+    "check_message",
     "check_meta",
+    "check_request",
     "check_server",
     "check_stream",
 ]

@@ -111,7 +111,14 @@ SUCCESS: tuple[tuple[str, ...], ...] = (
     ("server", "check", "server", "--name", SERVER_NAME, *SYS),
     ("server", "check", "meta", *SYS),
     ("server", "check", "stream", "--stream", "S"),
-    ("server", "check", "consumer", "--stream", "S", "--consumer", "C"),
+    ("server", "check", "consumer", "--stream", "S", "--consumer", "C", "--format", "json"),
+    ("server", "check", "message", "--stream", "S", "--subject", "s.one", "--format", "text"),
+    ("server", "check", "conn", "--connect-critical", "20s", "--rtt-critical", "20s", "--req-critical", "20s"),
+    ("server", "check", "js"),
+    ("server", "check", "raft", *SYS),
+    ("server", "check", "credential", "--credential", "{file}"),
+    ("server", "check", "request", "--subject", "svc.echo", "--payload", "hi", "--match-payload", "hi"),
+    ("server", "check", "req", "--subject", "svc.echo", "--format", "json"),
     ("group", "ls", "S"),
     ("group", "info", "S", "G"),
     ("group", "add", "S", "G", "m1"),
@@ -122,6 +129,7 @@ SUCCESS: tuple[tuple[str, ...], ...] = (
     ("kv", "add", "B", "--storage", "memory"),
     ("kv", "put", "B", "k", "v"),
     ("kv", "get", "B", "k"),
+    ("server", "check", "kv", "--bucket", "B", "--key", "k", "--format", "json"),
     ("kv", "ls", "B"),
     ("kv", "history", "B", "k"),
     ("kv", "watch", "B", "k", "--count", "1", "--timeout", "5"),
@@ -148,7 +156,9 @@ SUCCESS: tuple[tuple[str, ...], ...] = (
     ("context", "rm", "other"),
 )
 #: Checks exit with their Nagios code (a single server's meta group is not a healthy cluster).
-ANY_CODE = {("server", "check", "meta")}
+ANY_CODE = {("server", "check", "meta"), ("server", "check", "raft")}
+#: Not a credential: "{file}" is a document (the check reads it offline, and says CRITICAL).
+ANY_CODE |= {("server", "check", "credential")}
 #: No group "G" exists: these take their error path (its output is swept too).
 ANY_CODE |= {("group", "info"), ("group", "add"), ("group", "drop")}
 #: Not run: ``server`` alone runs an embedded nats-server until Ctrl-C; it takes no credentials

@@ -71,13 +71,13 @@ def test_check_connection_ok_warning_critical(capsys: pytest.CaptureFixture[str]
     s = ("--server", cluster.nodes[0].url, *APP)
     generous = GENEROUS
     code, out, _ = run(capsys, "server", "check", "connection", *s, *generous)
-    assert code == 0 and out.startswith("OK connection ") and out.count("\n") == 1
+    assert code == 0 and out.startswith("OK Connection ") and out.count("\n") == 1
     assert "| connect_time=" in out and " rtt=" in out and " request_time=" in out
     # A round trip always takes at least 0 s: the thresholds decide the level.
     code, out, _ = run(capsys, "server", "check", "connection", *s, *generous, "--rtt-warn", "0")
-    assert code == 1 and out.startswith("WARNING connection ")
+    assert code == 1 and out.startswith("WARNING Connection ")
     code, out, _ = run(capsys, "server", "check", "connection", *s, "--req-critical", "0s")
-    assert code == 2 and out.startswith("CRITICAL connection ")
+    assert code == 2 and out.startswith("CRITICAL Connection ")
 
 
 def test_check_on_a_server_that_does_not_answer_is_critical() -> None:
@@ -90,7 +90,8 @@ def test_check_on_a_server_that_does_not_answer_is_critical() -> None:
         proc = subprocess.run([sys.executable, "-m", "natsjs_sync", "server", "check", *argv, "--server", url,
                                "--timeout", "2"], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
         assert proc.returncode == 2, (argv, proc.stdout, proc.stderr)
-        assert proc.stdout.startswith(f"CRITICAL {argv[0]}"), proc.stdout
+        name = {"connection": "Connection", "jetstream": "JetStream", "stream": "ORDERS", "consumer": "ORDERS_c"}
+        assert proc.stdout.startswith(f"CRITICAL {name[argv[0]]} Crit:"), proc.stdout
         assert proc.stdout.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
@@ -117,14 +118,16 @@ def test_check_arguments_it_cannot_use_are_unknown(capsys: pytest.CaptureFixture
     env.update(PYTHONPATH=str(REPO), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / ".config"))
     proc = subprocess.run([sys.executable, "-m", "natsjs_sync", "server", "check", "jetstream"],
                           capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
-    assert proc.returncode == 3 and proc.stdout.startswith("UNKNOWN jetstream: no server given"), proc.stdout
+    assert proc.returncode == 3 and proc.stdout.startswith("UNKNOWN JetStream Unknown:no server given"), proc.stdout
     code, out, _ = run(capsys, "--context", "nosuchcontext", "server", "check", "jetstream")
-    assert code == 3 and out.startswith("UNKNOWN jetstream: ") and "nosuchcontext" in out
+    assert code == 3 and out.startswith("UNKNOWN JetStream Unknown:") and "nosuchcontext" in out
 
 
 @pytest.mark.parametrize(("kind", "needed"), [
     ("connection", ()), ("jetstream", ()), ("server", ("--name", "n")), ("meta", ()),
     ("stream", ("--stream", "S")), ("consumer", ("--stream", "S", "--consumer", "C")),
+    ("message", ("--stream", "S")), ("kv", ("--bucket", "B")), ("credential", ("--credential", "f.creds")),
+    ("request", ("--subject", "svc.ping")),
 ])
 def test_every_check_parameter_has_an_option(kind: str, needed: tuple[str, ...]) -> None:
     # The dispatch hands each check its keyword-only parameters by name from the parsed
@@ -140,7 +143,7 @@ def test_every_check_parameter_has_an_option(kind: str, needed: tuple[str, ...])
     check = getattr(checks, f"check_{kind}")
     given = _thresholds(check, args)
     wanted = [p.name for p in inspect.signature(check).parameters.values() if p.kind is p.KEYWORD_ONLY]
-    assert sorted(given) == sorted(wanted) and "timeout" in given
+    assert sorted(given) == sorted(wanted) and ("timeout" in given or kind == "credential")  # offline
     if kind == "server":
         assert given["connections_warn"] == 7
 
@@ -158,11 +161,11 @@ def test_ls_and_check_use_the_nats_context(capsys: pytest.CaptureFixture[str], c
     assert code == 0 and out.splitlines()[-1].startswith("3 server(s)"), err
     code, out, _ = run(capsys, "--context", "system", "server", "check", "server", "--name", "chk-n1",
                        "--timeout", "20")
-    assert code == 0 and out.startswith("OK server chk-n1: "), out
+    assert code == 0 and out.startswith("OK chk-n1 OK:"), out
     # The selected context is used when nothing else names a server, as by the nats CLI.
     natscontext.select("system")
     code, out, _ = run(capsys, "server", "check", "meta", "--timeout", "20")
-    assert out.startswith(("OK meta: ", "WARNING meta: ")) and code in (0, 1), out
+    assert out.startswith(("OK JetStream Meta Cluster ", "WARNING JetStream Meta Cluster ")) and code in (0, 1), out
 
 
 def test_check_stream_and_consumer_thresholds(capsys: pytest.CaptureFixture[str], cluster: NatsCluster) -> None:
@@ -179,23 +182,25 @@ def test_check_stream_and_consumer_thresholds(capsys: pytest.CaptureFixture[str]
             assert eventually(lambda: run(capsys, "server", "check", "consumer", "--stream", "THRESH",
                                           "--consumer", "slow", *s)[0] == 0, 30)
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "THRESH", "--peer-expect", "3", *s)
-            assert code == 0 and out.startswith("OK stream THRESH: 3 messages"), out
-            assert "messages=3;" in out
+            assert code == 0 and out.startswith("OK THRESH OK:3 messages"), out
+            assert " messages=3 " in out  # no thresholds: none written, as by the nats CLI
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "THRESH", "--msgs-warn", "5", *s)
-            assert code == 1 and out.startswith("WARNING stream THRESH: messages 3 < 5"), out
+            assert code == 1 and out.startswith("WARNING THRESH Warn:messages 3 < 5"), out
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "THRESH", "--peer-expect", "5", *s)
             assert code == 2 and "3 replicas, 5 expected" in out
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "MISSING", *s)
-            assert code == 2 and out.startswith("CRITICAL stream MISSING: stream not found")
+            assert code == 2 and out.startswith("CRITICAL MISSING Crit:stream not found")
             code, out, _ = run(capsys, "server", "check", "consumer", "--stream", "THRESH", "--consumer", "slow", *s)
-            assert code == 0 and out.startswith("OK consumer THRESH/slow: 3 unprocessed"), out
+            # No thresholds, no findings: the nats CLI's line is the name and the perfdata.
+            assert code == 0 and out.startswith("OK THRESH_slow | ") and " pending=3 " in out, out
             code, out, _ = run(capsys, "server", "check", "consumer", "--stream", "THRESH", "--consumer", "slow",
                                "--unprocessed-critical", "2", "--last-delivery-critical", "1h", *s)
-            assert code == 2 and "unprocessed 3 >= 2" in out and "no delivery yet" in out
+            assert code == 2 and "Crit:Unprocessed Messages: 3" in out and "Crit:No deliveries" in out, out
             code, out, _ = run(capsys, "server", "check", "consumer", "--stream", "THRESH", "--consumer", "gone", *s)
-            assert code == 2 and "consumer not found" in out
+            assert code == 2 and out.startswith("CRITICAL THRESH_gone Crit:could not load info: "), out
+            assert "not found" in out
             code, out, _ = run(capsys, "server", "check", "jetstream", *s)
-            assert code == 0 and out.startswith("OK jetstream: ")
+            assert code == 0 and out.startswith("OK JetStream ")
         finally:
             js.delete_stream("THRESH")
 
@@ -203,19 +208,25 @@ def test_check_stream_and_consumer_thresholds(capsys: pytest.CaptureFixture[str]
 def test_check_server_and_meta(capsys: pytest.CaptureFixture[str], cluster: NatsCluster) -> None:
     s = ("--server", cluster.url, *SYS, "--timeout", "20")
     code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n2", "--js-required", "--auth-required", *s)
-    assert code == 0 and out.startswith("OK server chk-n2: healthy, version "), out
+    assert code == 0 and out.startswith("OK chk-n2 OK:healthy, version "), out
     code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n2", "--tls-required",
                        "--uptime-warn", "1h", *s)
     assert code == 2 and "TLS is not required" in out and "uptime " in out, out
     code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n9", "--server", cluster.url, *SYS,
                        "--timeout", "2")
-    assert code == 2 and out.startswith("CRITICAL server chk-n9: server chk-n9 did not answer"), out
+    assert code == 2 and out.startswith("CRITICAL chk-n9 Crit:server chk-n9 did not answer"), out
     assert eventually(lambda: run(capsys, "server", "check", "meta", "--expect", "3", *s)[0] == 0, 30.0)
     code, out, _ = run(capsys, "server", "check", "meta", "--expect", "5", *s)
     assert code == 2 and "3 peers, 5 expected" in out
+    perf = out.partition(" | ")[2].split()
+    assert [p.partition("=")[0] for p in perf] == ["peers", "peers_current", "peer_offline", "peer_not_current",
+                                                   "peer_inactive", "peer_lagged"], out
+    assert perf[0] == "peers=3;5;5"
+    code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n2", "--mem-critical", "1", *s)
+    assert code == 2 and "Crit:memory " in out and " mem=" in out and ";;1 " in out, out
     # Outside the system account these checks cannot run at all: UNKNOWN.
     code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n1", "--server", cluster.url, *APP)
-    assert code == 3 and out.startswith("UNKNOWN server chk-n1: ") and "system account" in out
+    assert code == 3 and out.startswith("UNKNOWN chk-n1 Unknown:") and "system account" in out
 
 
 def test_check_exit_codes_for_healthy_degraded_and_down(capsys: pytest.CaptureFixture[str]) -> None:
@@ -233,7 +244,7 @@ def test_check_exit_codes_for_healthy_degraded_and_down(capsys: pytest.CaptureFi
 
         # Healthy (once the new stream's replicas are current).
         assert eventually(lambda: status("stream", "--stream", "HDD")[0] == 0, 30.0)
-        assert status("stream", "--stream", "HDD")[1].startswith("OK stream HDD: ")
+        assert status("stream", "--stream", "HDD")[1].startswith("OK HDD ")
         assert eventually(lambda: status("jetstream")[0] == 0, 30.0)
         assert eventually(lambda: system("meta", "--expect", "3")[0] == 0, 30.0)
         gone = str(cluster.nodes[victims[0]].server_name)
@@ -243,10 +254,10 @@ def test_check_exit_codes_for_healthy_degraded_and_down(capsys: pytest.CaptureFi
         cluster.kill_node(victims[0])
         assert eventually(lambda: status("stream", "--stream", "HDD")[0] == 1, 30.0)
         code, out = status("stream", "--stream", "HDD")
-        assert out.startswith("WARNING stream HDD: ") and "replica" in out, out
+        assert out.startswith("WARNING HDD ") and "replica" in out, out
         assert eventually(lambda: status("jetstream")[0] == 1, 30.0)
         assert eventually(lambda: system("meta", "--expect", "3")[0] == 1, 30.0)
-        assert system("server", "--name", gone) == (2, f"CRITICAL server {gone}: server {gone} did not answer "
+        assert system("server", "--name", gone) == (2, f"CRITICAL {gone} Crit:server {gone} did not answer "
                                                        "within 5.0 s\n")
         code, out, err = run(capsys, "server", "ls", "--server", cluster.url, *SYS, "--expect", "3", "--timeout", "3")
         assert code == 1 and "2 of the 3 expected servers answered" in err
@@ -256,9 +267,9 @@ def test_check_exit_codes_for_healthy_degraded_and_down(capsys: pytest.CaptureFi
         # Down: quorum lost, then no server at all.
         cluster.kill_node(victims[1])
         assert eventually(lambda: status("stream", "--stream", "HDD")[0] == 2, 60.0)
-        assert status("stream", "--stream", "HDD")[1].startswith("CRITICAL stream HDD: ")
+        assert status("stream", "--stream", "HDD")[1].startswith("CRITICAL HDD ")
         assert eventually(lambda: system("meta", "--expect", "3")[0] == 2, 60.0)
         cluster.kill_node(next(i for i in range(3) if i not in victims))
         code, out = status("connection")
-        assert code == 2 and out.startswith("CRITICAL connection ") and "cannot connect" in out
+        assert code == 2 and out.startswith("CRITICAL Connection ") and "cannot connect" in out
         assert status("stream", "--stream", "HDD")[0] == 2
