@@ -42,6 +42,8 @@ nitpick_ignore = [
     ("py:class", "pathlib.Path"),
     ("py:class", "threading.Event"),
     ("py:class", "ssl.SSLContext"),
+    ("py:class", "socket.socket"),
+    ("py:func", "socket.create_connection"),
     ("py:class", "subprocess.Popen"),
     ("py:class", "concurrent.futures.Future"),
     ("py:class", "concurrent.futures.thread.ThreadPoolExecutor"),

@@ -12,6 +12,7 @@ from ._core.options import (
     DEFAULT_PENDING_BYTES_LIMIT,
     DEFAULT_PENDING_MSGS_LIMIT,
     ConnectOptions,
+    Dialer,
     ErrorCallback,
     EventCallback,
 )
@@ -61,6 +62,12 @@ def connect(
     closed_cb: EventCallback | None = None,
     discovered_server_cb: EventCallback | None = None,
     lame_duck_mode_cb: EventCallback | None = None,
+    socks_proxy: str | None = None,
+    custom_dialer: Dialer | None = None,
+    source_address: str | tuple[str, int] | None = None,
+    ignore_discovered_servers: bool = False,
+    ws_compression: bool = False,
+    ws_proxy_path: str | None = None,
     context: str | None = None,
     **nats_py_options: Any,
 ) -> Client:
@@ -136,6 +143,23 @@ def connect(
         closed_cb: called once when the client is closed for good.
         discovered_server_cb: called when the server announces new cluster members.
         lame_duck_mode_cb: called when the server enters lame duck mode.
+        socks_proxy: reach every server through this SOCKS5 proxy,
+            ``socks5://[user:password@]host[:port]`` (port 1080 by default; the user
+            name and password of RFC 1929, percent-encoded). The proxy resolves the
+            servers' host names. ``connect_timeout`` covers the proxy's handshake.
+        custom_dialer: makes the connections instead of a TCP connect: called as
+            ``custom_dialer(host, port, timeout)`` (``timeout``: the seconds left of
+            ``connect_timeout``, or ``None``), it returns a connected, blocking
+            :class:`socket.socket`; what it raises fails that attempt (the next
+            server is tried). TLS and the WebSocket upgrade still follow as the URL says.
+        source_address: the local address connections are made from: a host
+            (``"10.0.0.5"``), or ``(host, port)`` as :func:`socket.create_connection` takes it.
+        ignore_discovered_servers: use only the servers given here: the cluster members
+            a server announces are not added to the pool (nor is ``discovered_server_cb`` called).
+        ws_compression: offer permessage-deflate on ``ws://``/``wss://`` connections;
+            used when the server has WebSocket ``compression`` turned on.
+        ws_proxy_path: the path of the WebSocket upgrade request instead of the URL's
+            (a proxy in front of the server routing on it; ``/`` is added in front when missing).
         context: the name of a NATS context (the ``nats`` CLI's saved settings,
             see :doc:`contexts`), an absolute path of a context file, or ``""``
             for the one ``$NATS_CONTEXT`` names, else the one the nats CLI

@@ -84,7 +84,6 @@ _FILE_SECRET_FIELDS = ("creds", "nkey")
 _CREDENTIAL_KINDS = ("user", "creds", "nkey", "nsc", "user_jwt")
 #: Settings other clients honour that this one cannot, and why.
 _UNSUPPORTED = {
-    "socks_proxy": "connections through a SOCKS proxy are not supported",
     "windows_cert_store": "Windows certificate stores are not supported: give cert, key and ca files",
     "windows_cert_match_by": "Windows certificate stores are not supported: give cert, key and ca files",
     "windows_cert_match": "Windows certificate stores are not supported: give cert, key and ca files",
@@ -560,7 +559,7 @@ class NatsContext:
         Returns:
             The keyword arguments ``servers``, ``user``, ``password``, ``token``,
             ``user_credentials``, ``nkeys_seed``, ``user_jwt_cb``, ``signature_cb``,
-            ``tls``, ``tls_handshake_first``, ``inbox_prefix``, ``jetstream_domain``,
+            ``tls``, ``tls_handshake_first``, ``socks_proxy``, ``inbox_prefix``, ``jetstream_domain``,
             ``jetstream_api_prefix``.
 
         Raises:
@@ -587,7 +586,14 @@ class NatsContext:
             options["tls"] = tls
         if self._flag("tls_first"):
             options["tls_handshake_first"] = True
-        for key in ("inbox_prefix", "jetstream_domain", "jetstream_api_prefix"):
+        if self.get("socks_proxy"):
+            from ._core.dial import SocksProxy
+
+            try:
+                SocksProxy.parse(self.get("socks_proxy"))
+            except ValueError as exc:
+                raise self._error("socks_proxy", str(exc)) from None
+        for key in ("socks_proxy", "inbox_prefix", "jetstream_domain", "jetstream_api_prefix"):
             if self.get(key):
                 options[key] = self.get(key)
         return options

@@ -335,7 +335,7 @@ class Connection:
 
     def _add_discovered(self, info: dict[str, Any], announce: bool = True) -> None:
         urls = info.get("connect_urls")
-        if not urls:
+        if not urls or self.options.ignore_discovered_servers:
             return
         scheme = self.addr.scheme if self.addr is not None else "nats"
         added = self.pool.add_discovered(urls, scheme)

@@ -17,6 +17,7 @@ from .._version import __version__
 from ..errors import NatsError, SecureConnRequiredError, connect_error
 from ..protocol.connection import Established, Handshake
 from ..protocol.parser import Parser
+from .dial import DIRECT, Network
 from .logs import handshake_fields
 from .options import ConnectOptions
 from .pool import ServerAddress
@@ -86,17 +87,19 @@ def connect_fields(options: ConnectOptions, info: dict[str, Any], addr: ServerAd
 #: Opens a transport to one server within a deadline, doing TLS first when
 #: given a context (tests plug in an in-memory one). Arguments: the address, the
 #: deadline, the TLS context or None, the TLS host name or None, and for a
-#: WebSocket with extra upgrade headers, those headers.
+#: WebSocket with extra upgrade headers, those headers; the keyword ``network``
+#: only when a proxy, a dialer, a local address or WebSocket settings were given.
 TransportFactory = Callable[..., Any]
 
 
 def open_transport(addr: ServerAddress, deadline: Deadline, tls_first: ssl.SSLContext | None,
-                   hostname: str | None, ws_headers: dict[str, str] | None = None) -> TcpTransport:
+                   hostname: str | None, ws_headers: dict[str, str] | None = None,
+                   network: Network = DIRECT) -> TcpTransport:
     """The transport for ``addr``'s scheme: TCP, or a WebSocket for ``ws://``/``wss://``
-    (with ``ws_headers`` added to its upgrade request)."""
+    (with ``ws_headers`` added to its upgrade request), its socket made as ``network`` says."""
     if addr.websocket:
-        return WebSocketTransport.open_ws(addr, deadline, tls_first, hostname, ws_headers)
-    transport = TcpTransport.open(addr, deadline)
+        return WebSocketTransport.open_ws(addr, deadline, tls_first, hostname, ws_headers, network)
+    transport = TcpTransport.open(addr, deadline, network)
     if tls_first is not None:
         try:
             transport.upgrade_tls(tls_first, hostname, deadline)
@@ -138,8 +141,12 @@ def _open_server(addr: ServerAddress, options: ConnectOptions, tls: TlsPolicy,
         first = tls.context(addr, None)  # a WebSocket does TLS before its upgrade, or never
     else:
         first = None
-    if addr.websocket and options.ws_headers:
-        transport = factory(addr, deadline, first, options.tls_hostname, options.ws_headers)
+    ws_headers = options.ws_headers if addr.websocket else None
+    network = options.network
+    if network != DIRECT:
+        transport = factory(addr, deadline, first, options.tls_hostname, ws_headers, network=network)
+    elif ws_headers:
+        transport = factory(addr, deadline, first, options.tls_hostname, ws_headers)
     else:
         transport = factory(addr, deadline, first, options.tls_hostname)
     try:

@@ -13,6 +13,8 @@ from .._redact import split_server_urls
 from .._timeout import check_seconds
 from ..auth import Credentials
 from ..errors import InvalidCallbackTypeError
+from .dial import DIRECT, Network, SocksProxy
+from .dial import Dialer as Dialer
 from .pool import PoolEntry, ServerAddress, parse_server_url
 
 ErrorCallback = Callable[[Exception], None]
@@ -189,9 +191,35 @@ class ConnectOptions:
     #: Extra headers of the WebSocket upgrade request (nats-py's ``ws_connection_headers``);
     #: left out of ``repr``: they may carry credentials (an ``Authorization`` header).
     ws_headers: dict[str, str] | None = field(default=None, repr=False)
+    #: Returns a connected socket given (host, port, seconds left); instead of a TCP connect.
+    custom_dialer: Dialer | None = None
+    #: ``socks5://[user:password@]host:port``; left out of ``repr``: it may hold a password.
+    socks_proxy: str | None = field(default=None, repr=False)
+    #: The local address connections are made from: a host, or (host, port).
+    source_address: str | tuple[str, int] | None = None
+    #: Keep to the given servers: those a server announces are not added to the pool.
+    ignore_discovered_servers: bool = False
+    #: Offer permessage-deflate on ``ws://``/``wss://`` connections.
+    ws_compression: bool = False
+    #: The path of the WebSocket upgrade request (a proxy's), instead of the URL's.
+    ws_proxy_path: str | None = None
     #: The JetStream domain and API prefix of a NATS context: the defaults of ``nc.jetstream()``.
     jetstream_domain: str | None = None
     jetstream_api_prefix: str | None = None
+
+    @property
+    def network(self) -> Network:
+        """How sockets to the servers are made (see :mod:`natsjs_sync._core.dial`)."""
+        if (self.custom_dialer is None and self.socks_proxy is None and self.source_address is None
+                and not self.ws_compression and self.ws_proxy_path is None):
+            return DIRECT
+        return Network(
+            dialer=self.custom_dialer,
+            socks_proxy=SocksProxy.parse(self.socks_proxy) if self.socks_proxy is not None else None,
+            source_address=_source_address(self.source_address),
+            ws_compression=self.ws_compression,
+            ws_proxy_path=_proxy_path(self.ws_proxy_path),
+        )
 
     @property
     def uses_tls(self) -> bool:
@@ -229,6 +257,7 @@ class ConnectOptions:
             check_callback(kwargs.get(key), key)
         if kwargs.get("choose_server") is not None and not callable(kwargs["choose_server"]):
             raise TypeError("reconnect_to_server_handler must be callable")
+        _check_network(kwargs)
         for key, default in (("pending_msgs_limit", DEFAULT_PENDING_MSGS_LIMIT),
                              ("pending_bytes_limit", DEFAULT_PENDING_BYTES_LIMIT)):
             if key in kwargs:
@@ -260,6 +289,60 @@ class ConnectOptions:
             elif kwargs.get(key, defaults.get(key)) == defaults.get(key):
                 kwargs[key] = value
         return servers if servers is not None else context_servers
+
+
+def _source_address(value: object) -> tuple[str, int] | None:
+    """``source_address`` as :func:`socket.create_connection` takes it: ``(host, port)``.
+
+    Raises:
+        TypeError, ValueError: naming the option.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = (value, 0)
+    if (not isinstance(value, tuple) or len(value) != 2 or not isinstance(value[0], str)
+            or isinstance(value[1], bool) or not isinstance(value[1], int)):
+        raise TypeError(f"source_address must be a host (str) or a (host, port) tuple, not {value!r}")
+    if not 0 <= value[1] < 65536:
+        raise ValueError(f"source_address's port must be 0 to 65535, got {value[1]}")
+    return (value[0], value[1])
+
+
+def _proxy_path(value: object) -> str | None:
+    """``ws_proxy_path`` with its leading ``/`` (added when missing, as nats.go does).
+
+    Raises:
+        TypeError, ValueError: naming the option.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"ws_proxy_path must be a str, not {type(value).__name__}")
+    if not value or any(c.isspace() or ord(c) < 0x20 or c == "\x7f" for c in value):
+        raise ValueError("ws_proxy_path must be a non-empty path without spaces or control characters")
+    return value if value.startswith("/") else "/" + value
+
+
+def _check_network(kwargs: dict[str, Any]) -> None:
+    """The proxy, dialer, local address and WebSocket options, before anything is opened.
+
+    Raises:
+        TypeError, ValueError, InvalidCallbackTypeError: naming the option.
+    """
+    for key in ("ignore_discovered_servers", "ws_compression"):
+        if key in kwargs and not isinstance(kwargs[key], bool):
+            raise TypeError(f"{key} must be a bool, not {type(kwargs[key]).__name__}")
+    dialer = kwargs.get("custom_dialer")
+    check_callback(dialer, "custom_dialer")
+    if kwargs.get("socks_proxy") is not None:
+        SocksProxy.parse(kwargs["socks_proxy"])
+    _source_address(kwargs.get("source_address"))
+    _proxy_path(kwargs.get("ws_proxy_path"))
+    if dialer is not None and kwargs.get("socks_proxy") is not None:
+        raise ValueError("give custom_dialer or socks_proxy, not both: the dialer makes the whole connection")
+    if dialer is not None and kwargs.get("source_address") is not None:
+        raise ValueError("give custom_dialer or source_address, not both: the dialer binds its own socket")
 
 
 def _credentials(kwargs: dict[str, Any]) -> Credentials:

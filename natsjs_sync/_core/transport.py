@@ -24,6 +24,7 @@ from typing import Protocol
 from .._timeout import Deadline
 from ..errors import NatsConnectionError, ProtocolError, TimeoutError
 from ..protocol import websocket as ws
+from .dial import DIRECT, Network, dial
 from .pool import ServerAddress
 
 _RECV_SIZE = 256 * 1024
@@ -98,20 +99,14 @@ class TcpTransport:
         self._write_timeout: float | None = None
 
     @classmethod
-    def open(cls, addr: ServerAddress, deadline: Deadline) -> TcpTransport:
-        """Connect with Nagle off (we coalesce writes ourselves).
+    def open(cls, addr: ServerAddress, deadline: Deadline, network: Network = DIRECT) -> TcpTransport:
+        """Connect with Nagle off (we coalesce writes ourselves), as ``network`` says
+        (directly, through a SOCKS5 proxy, or with a custom dialer).
 
         Raises:
             TimeoutError, NatsConnectionError.
         """
-        try:
-            sock = socket.create_connection((addr.host, addr.port), timeout=deadline.remaining())
-        except builtins.TimeoutError as exc:
-            raise TimeoutError(f"connecting to {addr.url} timed out") from exc
-        except OSError as exc:
-            raise NatsConnectionError(f"cannot connect to {addr.url}: {exc.strerror or exc}") from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(sock, addr)
+        return cls(dial(addr.host, addr.port, addr.url, deadline, network), addr)
 
     def upgrade_tls(self, ctx: ssl.SSLContext, hostname: str | None, deadline: Deadline) -> None:
         """Wrap the socket in TLS, verifying ``hostname`` when the context asks for it.
@@ -278,7 +273,7 @@ class WebSocketTransport(TcpTransport):
     """NATS over a WebSocket (``ws://``, ``wss://``): TCP, TLS for ``wss``, the HTTP
     upgrade, then binary frames (see :mod:`natsjs_sync.protocol.websocket`)."""
 
-    __slots__ = ("_early", "_frames", "_olock", "_owed", "_upgraded", "_wlock")
+    __slots__ = ("_compress", "_early", "_frames", "_olock", "_owed", "_upgraded", "_wlock")
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         super().__init__(sock, addr)
@@ -290,31 +285,36 @@ class WebSocketTransport(TcpTransport):
         self._olock = threading.Lock()
         self._early = b""  # frame bytes that came with the upgrade answer
         self._upgraded = False
+        self._compress = False  # permessage-deflate, when the server agreed to it
 
     @classmethod
     def open_ws(cls, addr: ServerAddress, deadline: Deadline, tls_ctx: ssl.SSLContext | None,
-                hostname: str | None, headers: dict[str, str] | None = None) -> WebSocketTransport:
-        """Connect, do TLS when given a context, and upgrade to WebSocket.
+                hostname: str | None, headers: dict[str, str] | None = None,
+                network: Network = DIRECT) -> WebSocketTransport:
+        """Connect, do TLS when given a context, and upgrade to WebSocket (asking for
+        compression and using the proxy path when ``network`` says so).
 
         Raises:
             TimeoutError, NatsConnectionError, ProtocolError (the server refused the upgrade).
         """
-        tcp = TcpTransport.open(addr, deadline)
+        tcp = TcpTransport.open(addr, deadline, network)
         t = cls(tcp._sock, addr)
         try:
             if tls_ctx is not None:
                 t.upgrade_tls(tls_ctx, hostname, deadline)
             key = ws.new_key()
             t._sock.settimeout(deadline.remaining())
-            TcpTransport.write(t, ws.upgrade_request(addr.host, addr.port, addr.path, key, tls_ctx is not None,
-                                                     headers))
+            path = network.ws_proxy_path if network.ws_proxy_path is not None else addr.path
+            TcpTransport.write(t, ws.upgrade_request(addr.host, addr.port, path, key, tls_ctx is not None,
+                                                     headers, compression=network.ws_compression))
             head = bytearray()
             while b"\r\n\r\n" not in head:
                 head += TcpTransport.read_with_deadline(t, deadline, "the WebSocket upgrade")
                 if len(head) > 65536:
                     raise ProtocolError("the WebSocket upgrade answer is too long")
             end = head.index(b"\r\n\r\n")
-            ws.check_upgrade_response(bytes(head[:end]), key)
+            t._compress = ws.check_upgrade_response(bytes(head[:end]), key, network.ws_compression)
+            t._frames = ws.FrameReader(compression=t._compress)
             t._early = bytes(head[end + 4 :])
             t._upgraded = True
         except BaseException:
@@ -391,4 +391,6 @@ class WebSocketTransport(TcpTransport):
     def write(self, data: bytes | bytearray | memoryview, deadline: Deadline | None = None) -> bool:
         # The frame is made whole before the send: what a deadline leaves unsent
         # is wire bytes, and the next frame (a PONG too) goes after them.
+        if self._compress:
+            return self.write_frame(ws.frame(ws.OP_BINARY, ws.deflate(data), compressed=True), deadline)
         return self.write_frame(ws.frame(ws.OP_BINARY, data), deadline)

@@ -522,7 +522,7 @@ def build_parser() -> CommandParser:
     p.add_argument("--timeout", **STOP_AFTER)
     p.set_defaults(func=cmd_reply)
 
-    from . import bench, context, groups, jetstream, server, service, stores
+    from . import bench, context, groups, jetstream, server, service, stores, trace
 
     server.register(sub)
     jetstream.register(sub)
@@ -531,6 +531,7 @@ def build_parser() -> CommandParser:
     service.register(sub)
     context.register(sub)
     groups.register(sub)
+    trace.register(sub)
     return parser
 
 

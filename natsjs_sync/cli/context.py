@@ -31,7 +31,7 @@ _SAVE_OPTIONS = (
     (("--tlscert",), "cert", "client certificate file (PEM)"),
     (("--tlskey",), "key", "client certificate's key file (PEM)"),
     (("--tlsca",), "ca", "CA certificate file (PEM) to verify the server with"),
-    (("--socks-proxy",), "socks_proxy", "a SOCKS5 proxy (kept for the nats CLI; this client cannot use one)"),
+    (("--socks-proxy",), "socks_proxy", "SOCKS5 proxy to reach the servers through: socks5://[user:password@]host:port"),
     (("--inbox-prefix",), "inbox_prefix", "prefix of reply inboxes"),
     (("--js-domain",), "jetstream_domain", "JetStream domain"),
     (("--js-api-prefix",), "jetstream_api_prefix", "JetStream API prefix"),

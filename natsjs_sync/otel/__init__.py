@@ -15,6 +15,8 @@ See the "Observability" page of the documentation.
 from __future__ import annotations
 
 from .instrumentor import ConsumeHook, NatsjsSyncInstrumentor, PublishHook, process
+from .msgtrace import record_message_trace
 from .propagation import extract, inject
 
-__all__ = ["ConsumeHook", "NatsjsSyncInstrumentor", "PublishHook", "extract", "inject", "process"]
+__all__ = ["ConsumeHook", "NatsjsSyncInstrumentor", "PublishHook", "extract", "inject", "process",
+           "record_message_trace"]

@@ -58,6 +58,16 @@ __all__ = [
     "NATS_SPARK_TASK_ATTEMPT_ID",
     "NATS_STREAM",
     "NATS_STREAM_SEQUENCE",
+    "NATS_TRACE_ACCOUNT",
+    "NATS_TRACE_CONNECTION_ID",
+    "NATS_TRACE_CONNECTION_KIND",
+    "NATS_TRACE_CONNECTION_NAME",
+    "NATS_TRACE_HOP",
+    "NATS_TRACE_HOPS",
+    "NATS_TRACE_NO_INTEREST",
+    "NATS_TRACE_SERVER_CLUSTER",
+    "NATS_TRACE_SERVER_ID",
+    "NATS_TRACE_SERVER_NAME",
     "SCHEMA_URL",
     "SCHEMA_VERSION",
     "SERVER_ADDRESS",
@@ -118,6 +128,17 @@ NATS_SPARK_TASK_ATTEMPT_ID = "messaging.nats.spark.task_attempt_id"
 NATS_SPARK_FIRST_SEQUENCE = "messaging.nats.spark.first_sequence"
 NATS_SPARK_LAST_SEQUENCE = "messaging.nats.spark.last_sequence"
 NATS_SPARK_DUPLICATES = "messaging.nats.duplicates"
+# Message tracing (ADR-41): the server that reported, and the connections of its steps.
+NATS_TRACE_SERVER_NAME = "messaging.nats.trace.server.name"
+NATS_TRACE_SERVER_ID = "messaging.nats.trace.server.id"
+NATS_TRACE_SERVER_CLUSTER = "messaging.nats.trace.server.cluster"
+NATS_TRACE_HOP = "messaging.nats.trace.hop"
+NATS_TRACE_HOPS = "messaging.nats.trace.hops"
+NATS_TRACE_ACCOUNT = "messaging.nats.trace.account"
+NATS_TRACE_CONNECTION_KIND = "messaging.nats.trace.connection.kind"
+NATS_TRACE_CONNECTION_ID = "messaging.nats.trace.connection.id"
+NATS_TRACE_CONNECTION_NAME = "messaging.nats.trace.connection.name"
+NATS_TRACE_NO_INTEREST = "messaging.nats.trace.no_interest"
 
 #: The prefix of the reply inboxes a client makes unless told otherwise (``inbox_prefix``).
 DEFAULT_INBOX_PREFIX = "_INBOX"

@@ -3,8 +3,11 @@
 The NATS protocol rides in binary frames as a plain byte stream (frame
 boundaries mean nothing to it). The client masks every frame it sends; the
 server's frames are unmasked. Control frames: a PING is answered with a PONG
-carrying the same payload, a CLOSE ends the stream. No extension (compression)
-is negotiated.
+carrying the same payload, a CLOSE ends the stream.
+
+Compression (RFC 7692's permessage-deflate) is offered when asked for, without
+context takeover either way (as nats.go and the server do): each message is
+deflated and inflated on its own, so a lost frame never poisons the next one.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import base64
 import hashlib
 import os
 import struct
+import zlib
 from collections.abc import Mapping
 
 from ..errors import ProtocolError
@@ -27,7 +31,12 @@ OP_PING = 0x9
 OP_PONG = 0xA
 
 _FIN = 0x80
+_RSV1 = 0x40  # RFC 7692: the message is compressed
 _MASK = 0x80
+#: What we offer for compression: a fresh deflate stream per message, both ways.
+PERMESSAGE_DEFLATE = "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
+#: RFC 7692 7.2.1: the empty stored block a sender strips off each message's end.
+_DEFLATE_TAIL = b"\x00\x00\xff\xff"
 #: The largest frame payload a server may send us before we call it an attack.
 MAX_FRAME = 64 * 1024 * 1024 + 64 * 1024
 
@@ -43,8 +52,9 @@ def accept_for(key: str) -> str:
 
 
 def upgrade_request(host: str, port: int, path: str, key: str, tls: bool,
-                    extra_headers: Mapping[str, str] | None = None) -> bytes:
-    """The HTTP/1.1 request that asks the server to switch to WebSocket."""
+                    extra_headers: Mapping[str, str] | None = None, compression: bool = False) -> bytes:
+    """The HTTP/1.1 request that asks the server to switch to WebSocket (offering
+    permessage-deflate when ``compression``)."""
     default_port = 443 if tls else 80
     host_header = host if port == default_port else f"{host}:{port}"
     if ":" in host and not host.startswith("["):
@@ -57,6 +67,8 @@ def upgrade_request(host: str, port: int, path: str, key: str, tls: bool,
         f"Sec-WebSocket-Key: {key}",
         "Sec-WebSocket-Version: 13",
     ]
+    if compression:
+        lines.append(f"Sec-WebSocket-Extensions: {PERMESSAGE_DEFLATE}")
     for name, value in (extra_headers or {}).items():
         if "\r" in name or "\n" in name or "\r" in value or "\n" in value:
             raise ValueError(f"header {name!r} contains CR or LF")
@@ -64,11 +76,15 @@ def upgrade_request(host: str, port: int, path: str, key: str, tls: bool,
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
-def check_upgrade_response(head: bytes, key: str) -> None:
+def check_upgrade_response(head: bytes, key: str, offered_compression: bool = False) -> bool:
     """Validate the server's answer (the bytes up to the blank line).
 
+    Returns:
+        Whether messages are compressed from now on: we offered permessage-deflate
+        and the server accepted it (a server without compression turned on declines).
+
     Raises:
-        ProtocolError: not a 101 with the right accept key.
+        ProtocolError: not a 101 with the right accept key, or an extension we did not offer.
     """
     lines = head.decode("latin-1").split("\r\n")
     status = lines[0].split(" ", 2)
@@ -83,6 +99,34 @@ def check_upgrade_response(head: bytes, key: str) -> None:
         raise ProtocolError("the server's answer is not a WebSocket upgrade")
     if headers.get("sec-websocket-accept") != accept_for(key):
         raise ProtocolError("the server's Sec-WebSocket-Accept does not match our key")
+    extensions = [e.split(";")[0].strip().lower() for e in headers.get("sec-websocket-extensions", "").split(",")]
+    extensions = [e for e in extensions if e]
+    if any(e != "permessage-deflate" for e in extensions) or (extensions and not offered_compression):
+        raise ProtocolError(f"the server chose WebSocket extensions we did not offer: {', '.join(extensions)}")
+    return bool(extensions)
+
+
+def deflate(payload: bytes | bytearray | memoryview) -> bytes:
+    """One message's payload compressed on its own (RFC 7692 7.2.1), its end marker stripped."""
+    packer = zlib.compressobj(1, zlib.DEFLATED, -zlib.MAX_WBITS)  # level 1: as nats.go, speed first
+    out = packer.compress(payload) + packer.flush(zlib.Z_SYNC_FLUSH)
+    return out[:-4] if out.endswith(_DEFLATE_TAIL) else out
+
+
+def inflate(payload: bytes, limit: int = 0) -> bytes:
+    """One compressed message's payload (RFC 7692 7.2.2), at most ``limit`` bytes (0: any).
+
+    Raises:
+        ProtocolError: not deflate data, or it inflates past ``limit``.
+    """
+    unpacker = zlib.decompressobj(-zlib.MAX_WBITS)
+    try:
+        out = unpacker.decompress(payload + _DEFLATE_TAIL, limit)
+    except zlib.error as exc:
+        raise ProtocolError(f"a compressed WebSocket message does not inflate: {exc}") from None
+    if unpacker.unconsumed_tail:
+        raise ProtocolError(f"a compressed WebSocket message inflates past {limit} bytes")
+    return out
 
 
 def _mask(payload: bytes | bytearray | memoryview, key: bytes) -> bytes:
@@ -94,28 +138,36 @@ def _mask(payload: bytes | bytearray | memoryview, key: bytes) -> bytes:
     return (int.from_bytes(payload, "little") ^ int.from_bytes(stream, "little")).to_bytes(n, "little")
 
 
-def frame(opcode: int, payload: bytes | bytearray | memoryview = b"", key: bytes | None = None) -> bytes:
-    """One final, masked frame (client to server)."""
+def frame(opcode: int, payload: bytes | bytearray | memoryview = b"", key: bytes | None = None,
+          compressed: bool = False) -> bytes:
+    """One final, masked frame (client to server); ``compressed``: the payload is
+    :func:`deflate`'s (the RSV1 bit is set)."""
     key = key if key is not None else os.urandom(4)
     n = len(payload)
+    b0 = _FIN | opcode | (_RSV1 if compressed else 0)
     if n < 126:
-        head = struct.pack("!BB", _FIN | opcode, _MASK | n)
+        head = struct.pack("!BB", b0, _MASK | n)
     elif n < 65536:
-        head = struct.pack("!BBH", _FIN | opcode, _MASK | 126, n)
+        head = struct.pack("!BBH", b0, _MASK | 126, n)
     else:
-        head = struct.pack("!BBQ", _FIN | opcode, _MASK | 127, n)
+        head = struct.pack("!BBQ", b0, _MASK | 127, n)
     return head + key + _mask(payload, key)
 
 
 class FrameReader:
     """Server frames in, NATS bytes and control actions out. Not thread-safe (one reader).
 
-    :meth:`feed` returns the data bytes of every complete data frame; PINGs
-    to answer are kept in :attr:`pongs` (payloads), and :attr:`closed` is set
-    by a CLOSE frame.
+    :meth:`feed` returns the data bytes of every complete data frame (of every
+    complete message, when compressed); PINGs to answer are kept in :attr:`pongs`
+    (payloads), and :attr:`closed` is set by a CLOSE frame. With ``compression``
+    (negotiated in the upgrade), a message whose first frame has RSV1 set is
+    inflated once its last frame is in.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, compression: bool = False) -> None:
+        self._compression = compression
+        #: The frames so far of a compressed message not yet finished (None: none under way).
+        self._deflated: list[bytes] | None = None
         self._buf = bytearray()
         self.pongs: list[bytes] = []
         self.closed = False
@@ -129,7 +181,7 @@ class FrameReader:
         n = len(buf)
         while n - pos >= 2:
             b0, b1 = buf[pos], buf[pos + 1]
-            if b0 & 0x70:
+            if b0 & 0x70 and not (self._compression and b0 & 0x70 == _RSV1):
                 raise ProtocolError("WebSocket frame with RSV bits set (no extension was negotiated)")
             opcode = b0 & 0x0F
             masked = b1 & _MASK
@@ -159,7 +211,15 @@ class FrameReader:
             if key:
                 payload = _mask(payload, key)
             pos += head + length
-            if opcode in (OP_BINARY, OP_TEXT, OP_CONTINUATION):
+            if b0 & _RSV1 and opcode not in (OP_BINARY, OP_TEXT):
+                raise ProtocolError("a WebSocket control or continuation frame with RSV1 set")
+            if b0 & _RSV1 or (opcode == OP_CONTINUATION and self._deflated is not None):
+                parts = self._deflated = (self._deflated or []) if opcode == OP_CONTINUATION else []
+                parts.append(payload)
+                if b0 & _FIN:
+                    self._deflated = None
+                    out += inflate(b"".join(parts), MAX_FRAME)
+            elif opcode in (OP_BINARY, OP_TEXT, OP_CONTINUATION):
                 out += payload
             elif opcode == OP_PING:
                 self.pongs.append(payload)

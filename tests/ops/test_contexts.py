@@ -328,7 +328,7 @@ def test_unknown_context(listener: tuple[str, socket.socket]) -> None:
     ({"nkey": "~/missing.nk"}, "nkey"),
     ({"ca": "/nonexistent/ca.pem"}, "ca"),
     ({"cert": "/nonexistent/client.pem"}, "key"),
-    ({"socks_proxy": "127.0.0.1:1080"}, "socks_proxy"),
+    ({"socks_proxy": "http://127.0.0.1:3128"}, "socks_proxy"),
     ({"windows_cert_store": "windowscurrentuser"}, "windows_cert_store"),
     ({"tls_first": "yes"}, "tls_first"),
     ({"token": 42}, "token"),

@@ -1,0 +1,174 @@
+"""How a connected socket to a server is made: directly (from a chosen local
+address), through a SOCKS5 proxy, or by the user's own dialer.
+
+The connect timeout bounds all of it, the proxy's handshake included. Every
+``OSError`` becomes a natsjs_sync error here, with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+from .._timeout import Deadline
+from ..errors import NatsConnectionError, TimeoutError
+from ..protocol.socks5 import Socks5Handshake
+
+#: A custom dialer: given the server's host, port and the seconds left of the
+#: connect timeout (``None``: no limit), returns a connected socket (blocking mode).
+Dialer = Callable[[str, int, "float | None"], socket.socket]
+
+
+@dataclass(frozen=True)
+class SocksProxy:
+    """A SOCKS5 proxy: ``socks5://[user:password@]host[:port]`` (port 1080 by default)."""
+
+    host: str
+    port: int = 1080
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def parse(cls, url: str) -> SocksProxy:
+        """Read a proxy URL: ``socks5://`` or ``socks5h://`` (the name is resolved by the
+        proxy either way), or a bare ``host:port`` as the nats CLI allows.
+
+        Raises:
+            TypeError: not a str.
+            ValueError: another scheme, no host, a bad port, or a user name without a
+                password (the message never quotes the password).
+        """
+        if not isinstance(url, str):
+            raise TypeError(f"socks_proxy must be a str such as 'socks5://host:1080', not {type(url).__name__}")
+        text = url.strip()
+        if "://" not in text:
+            text = "socks5://" + text
+        parts = urlsplit(text)
+        if parts.scheme.lower() not in ("socks5", "socks5h"):
+            raise ValueError(f"socks_proxy must be a socks5:// URL, not {parts.scheme}://")
+        try:
+            port = parts.port or 1080
+        except ValueError as exc:
+            raise ValueError(f"socks_proxy has a bad port: {exc}") from None
+        if not parts.hostname:
+            raise ValueError("socks_proxy names no host")
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ValueError("socks_proxy must be socks5://[user:password@]host[:port], with no path")
+        username = unquote(parts.username) if parts.username is not None else None
+        password = unquote(parts.password) if parts.password is not None else None
+        if username is not None and password is None:
+            raise ValueError("socks_proxy has a user name but no password (socks5://user:password@host:port)")
+        if username is not None and password is not None:
+            for text_, what in ((username, "user name"), (password, "password")):
+                if not 1 <= len(text_.encode()) <= 255:
+                    raise ValueError(f"socks_proxy's {what} must be 1 to 255 bytes long")
+        return cls(parts.hostname, port, username, password)
+
+    @property
+    def url(self) -> str:
+        """The proxy's URL, the password left out."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        user = f"{self.username}:***@" if self.username is not None else ""
+        return f"socks5://{user}{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Network:
+    """What stands between the client and its servers (all optional).
+
+    ``ws_compression`` and ``ws_proxy_path`` apply to ``ws://``/``wss://`` servers only.
+    """
+
+    dialer: Dialer | None = None
+    socks_proxy: SocksProxy | None = None
+    source_address: tuple[str, int] | None = None
+    ws_compression: bool = False
+    ws_proxy_path: str | None = None
+
+
+#: No proxy, no dialer, no local address: a plain TCP connect.
+DIRECT = Network()
+
+
+def dial(host: str, port: int, url: str, deadline: Deadline, network: Network = DIRECT) -> socket.socket:
+    """A connected TCP socket to ``host:port`` (``url`` names it in errors), Nagle off.
+
+    Raises:
+        TimeoutError: the connect (and the proxy's handshake) did not finish in time.
+        NatsConnectionError: refused, unreachable, the proxy refused, or the dialer failed.
+    """
+    if network.dialer is not None:
+        sock = _custom(network.dialer, host, port, url, deadline)
+    elif network.socks_proxy is not None:
+        sock = _through_socks(network.socks_proxy, host, port, url, deadline, network.source_address)
+    else:
+        sock = _tcp(host, port, url, deadline, network.source_address)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass  # a dialer's socket may be no TCP socket (a Unix socket to a local relay)
+    return sock
+
+
+def _tcp(host: str, port: int, url: str, deadline: Deadline, source: tuple[str, int] | None,
+         what: str = "") -> socket.socket:
+    try:
+        return socket.create_connection((host, port), timeout=deadline.remaining(), source_address=source)
+    except builtins.TimeoutError as exc:
+        raise TimeoutError(f"connecting to {url}{what} timed out") from exc
+    except OSError as exc:
+        raise NatsConnectionError(f"cannot connect to {url}{what}: {exc.strerror or exc}") from exc
+
+
+def _custom(dialer: Dialer, host: str, port: int, url: str, deadline: Deadline) -> socket.socket:
+    try:
+        sock = dialer(host, port, deadline.remaining())
+    except builtins.TimeoutError as exc:
+        raise TimeoutError(f"connecting to {url} timed out (custom dialer)") from exc
+    except (TimeoutError, NatsConnectionError):
+        raise
+    except Exception as exc:  # any failure of the user's dialer is a failed connect: the pool tries the next server
+        raise NatsConnectionError(f"the custom dialer could not connect to {url}: {exc!r}") from exc
+    if not isinstance(sock, socket.socket):
+        raise NatsConnectionError(f"the custom dialer returned {type(sock).__name__}, not a connected socket.socket")
+    return sock
+
+
+def _through_socks(proxy: SocksProxy, host: str, port: int, url: str, deadline: Deadline,
+                   source: tuple[str, int] | None) -> socket.socket:
+    via = f" through the SOCKS5 proxy {proxy.url}"
+    sock = _tcp(proxy.host, proxy.port, url, deadline, source, via)
+    try:
+        handshake = Socks5Handshake(host, port, proxy.username, proxy.password)
+        out = handshake.start()
+        while True:
+            if out:
+                sock.settimeout(deadline.remaining())
+                sock.sendall(out)
+            if handshake.done:
+                break
+            remaining = deadline.remaining()
+            if remaining is not None and remaining <= 0:
+                raise builtins.TimeoutError
+            sock.settimeout(remaining)
+            data = sock.recv(handshake.needed)  # never past the reply: the server's INFO follows it
+            if not data:
+                raise NatsConnectionError("the proxy closed the connection during its handshake")
+            out = handshake.receive(data)
+        sock.settimeout(deadline.remaining())
+        return sock
+    except builtins.TimeoutError as exc:
+        sock.close()
+        raise TimeoutError(f"connecting to {url}{via} timed out during the proxy's handshake") from exc
+    except NatsConnectionError as exc:
+        sock.close()
+        raise NatsConnectionError(f"cannot connect to {url}{via}: {exc}") from exc
+    except OSError as exc:
+        sock.close()
+        raise NatsConnectionError(f"cannot connect to {url}{via}: {exc.strerror or exc}") from exc
+    except BaseException:
+        sock.close()
+        raise
