@@ -16,10 +16,12 @@ translated here, with ``raise ... from exc``.
 from __future__ import annotations
 
 import builtins
+import select
 import socket
 import ssl
 import threading
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from .._timeout import Deadline
 from ..errors import NatsConnectionError, ProtocolError, TimeoutError
@@ -33,6 +35,12 @@ _RECV_SIZE = 256 * 1024
 _MIN_WAIT = 0.001
 #: A deadline already passed: one short attempt, the rest kept for the next write.
 _AT_ONCE = Deadline(0.0)
+#: poll() where the platform (or a green-thread library's select) has it, else select().
+_HAVE_POLL = hasattr(select, "poll")
+#: What a call into a non-blocking TLS socket gives when OpenSSL needs the socket first.
+_WANT_READ, _WANT_WRITE = -1, -2
+_R = TypeVar("_R")
+_A = TypeVar("_A")
 
 
 class Transport(Protocol):
@@ -86,9 +94,17 @@ class Transport(Protocol):
 
 
 class TcpTransport:
-    """A TCP socket, optionally upgraded to TLS. Thread-safe for one reader and one writer."""
+    """A TCP socket, optionally upgraded to TLS. Thread-safe for one reader and one writer.
 
-    __slots__ = ("_backlog", "_sock", "_write_timeout", "addr", "is_tls")
+    A TLS socket is one OpenSSL connection object, which two threads may not use
+    at once: a read that ran beside a write could take OpenSSL's state for an end
+    of stream (``recv`` gave ``b""`` with the server still there) and drop the
+    connection. After the handshake it is therefore non-blocking, every call into
+    it is made under ``_tls`` (held only for that call, never while waiting), and
+    the waits for the socket happen outside the lock (``_tls_wait``).
+    """
+
+    __slots__ = ("_backlog", "_sock", "_tls", "_write_timeout", "addr", "is_tls")
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         self._sock = sock
@@ -97,6 +113,8 @@ class TcpTransport:
         #: Wire bytes a deadline-bounded write left unsent; the next write sends them first.
         self._backlog: bytes = b""
         self._write_timeout: float | None = None
+        #: Held around every call into the TLS connection (None: plain TCP).
+        self._tls: threading.Lock | None = None
 
     @classmethod
     def open(cls, addr: ServerAddress, deadline: Deadline, network: Network = DIRECT) -> TcpTransport:
@@ -126,15 +144,61 @@ class TcpTransport:
         except (ssl.SSLError, OSError) as exc:
             raise NatsConnectionError(f"TLS handshake with {self.addr.url} failed: {exc}") from exc
         self.is_tls = True
+        self._sock.setblocking(False)
+        self._tls = threading.Lock()
+
+    # ------------------------------------------------------------------ TLS: one call at a time
+
+    def _tls_call(self, call: Callable[[_A], _R], arg: _A) -> _R | int:
+        """``call(arg)`` on the TLS socket under the lock; the poll event to wait for when OpenSSL
+        wants the socket first (it may want to write to read, and the other way round)."""
+        assert self._tls is not None
+        with self._tls:
+            try:
+                return call(arg)
+            except ssl.SSLWantReadError:
+                return _WANT_READ
+            except ssl.SSLWantWriteError:
+                return _WANT_WRITE
+
+    def _tls_wait(self, want: int, timeout: float | None) -> bool:
+        """Wait (no lock held) until the socket is ready for ``want``; False when ``timeout`` passed."""
+        fd = self._sock.fileno()
+        if fd < 0:
+            return True  # closed under us: the next call reports it
+        if _HAVE_POLL:
+            poller = select.poll()
+            poller.register(fd, (select.POLLIN if want == _WANT_READ else select.POLLOUT) | select.POLLERR
+                            | select.POLLHUP)
+            return bool(poller.poll(None if timeout is None else max(timeout, 0.0) * 1000.0))
+        ready = select.select([fd] if want == _WANT_READ else [], [fd] if want == _WANT_WRITE else [], [fd],
+                              None if timeout is None else max(timeout, 0.0))
+        return any(ready)
+
+    def _tls_recv(self, deadline: Deadline | None) -> bytes:
+        """The next bytes (``b""``: the server closed); TimeoutError when ``deadline`` passed first."""
+        recv = self._sock.recv
+        while True:
+            got = self._tls_call(recv, _RECV_SIZE)
+            if not isinstance(got, int):
+                return got
+            remaining = None if deadline is None else deadline.remaining()
+            if remaining is not None and remaining <= 0:
+                raise builtins.TimeoutError
+            if not self._tls_wait(got, remaining) and deadline is not None:
+                raise builtins.TimeoutError
 
     def read_with_deadline(self, deadline: Deadline, what: str) -> bytes:
         """One read bounded by ``deadline`` (the handshake's reads)."""
         remaining = deadline.remaining()
         if remaining is not None and remaining <= 0:
             raise TimeoutError(f"timed out waiting for {what} from {self.addr.url}")
-        self._sock.settimeout(remaining)
         try:
-            data = self._sock.recv(65536)
+            if self._tls is not None:
+                data = self._tls_recv(deadline)
+            else:
+                self._sock.settimeout(remaining)
+                data = self._sock.recv(65536)
         except builtins.TimeoutError as exc:
             raise TimeoutError(f"timed out waiting for {what} from {self.addr.url}") from exc
         except ssl.SSLError as exc:
@@ -147,19 +211,31 @@ class TcpTransport:
 
     def write_with_deadline(self, data: bytes, deadline: Deadline) -> None:
         """One write bounded by ``deadline`` (the handshake's writes)."""
-        self._sock.settimeout(deadline.remaining())
-        self.write(data)
+        if self._tls is None:
+            self._sock.settimeout(deadline.remaining())
+            self.write(data)
+        elif not self.write(data, deadline):
+            raise TimeoutError(f"write to {self.addr.url} timed out")
 
     def set_write_timeout(self, seconds: float | None) -> None:
         # One timeout serves both directions of a socket; a read that times out
         # is simply retried (see read), so this only bounds writes in effect.
         self._write_timeout = seconds
+        if self._tls is not None:
+            return  # non-blocking: the waits are bounded by the write timeout (_send_until)
         try:
             self._sock.settimeout(seconds)
         except OSError as exc:  # closed under us (the reader closes it when the connection ends)
             raise NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}") from exc
 
     def read(self) -> bytes:
+        if self._tls is not None:
+            try:
+                return self._tls_recv(None)
+            except ssl.SSLError as exc:
+                raise NatsConnectionError(f"TLS error on the connection to {self.addr.url}: {exc}") from exc
+            except OSError as exc:
+                raise NatsConnectionError(f"connection to {self.addr.url} lost: {exc.strerror or exc}") from exc
         recv = self._sock.recv
         while True:
             try:
@@ -173,7 +249,7 @@ class TcpTransport:
 
     def write(self, data: bytes | bytearray | memoryview, deadline: Deadline | None = None) -> bool:
         """See :meth:`Transport.write`. One writer at a time (the connection's send lock)."""
-        if deadline is None and not self._backlog:
+        if deadline is None and not self._backlog and self._tls is None:
             self._send_all(data)  # the flusher's common case: one C call, bounded by the write timeout
             return True
         return self._send_until(data, deadline)
@@ -208,6 +284,7 @@ class TcpTransport:
         stall = Deadline(self._write_timeout)
         own = deadline if deadline is not None and deadline.at is not None else None
         sock = self._sock
+        tls = self._tls is not None
         tried = False
         try:
             while sent < total:
@@ -222,6 +299,15 @@ class TcpTransport:
                     left = mine
                 elif left is not None and left <= 0 and tried:
                     raise self._stalled()
+                if tls:
+                    # Unsent bytes after a "want" are handed to OpenSSL again, as it requires.
+                    tried = True
+                    got = self._tls_call(sock.send, view[sent:])
+                    if got >= 0:
+                        sent += got
+                    else:
+                        self._tls_wait(got, left)  # the loop decides on a timeout
+                    continue
                 # One timeout serves the reader's recv too, which retries when it times out.
                 sock.settimeout(None if left is None else max(left, _MIN_WAIT))
                 tried = True
@@ -235,7 +321,7 @@ class TcpTransport:
         except OSError as exc:
             raise self._write_failed(exc) from exc
         finally:
-            if tried:
+            if tried and not tls:
                 try:
                     sock.settimeout(self._write_timeout)
                 except OSError:
@@ -303,10 +389,13 @@ class WebSocketTransport(TcpTransport):
             if tls_ctx is not None:
                 t.upgrade_tls(tls_ctx, hostname, deadline)
             key = ws.new_key()
-            t._sock.settimeout(deadline.remaining())
+            if t._tls is None:
+                t._sock.settimeout(deadline.remaining())
             path = network.ws_proxy_path if network.ws_proxy_path is not None else addr.path
-            TcpTransport.write(t, ws.upgrade_request(addr.host, addr.port, path, key, tls_ctx is not None,
-                                                     headers, compression=network.ws_compression))
+            request = ws.upgrade_request(addr.host, addr.port, path, key, tls_ctx is not None, headers,
+                                         compression=network.ws_compression)
+            if not TcpTransport.write(t, request, deadline if t._tls is not None else None):
+                raise TimeoutError(f"WebSocket upgrade with {addr.url} timed out")
             head = bytearray()
             while b"\r\n\r\n" not in head:
                 head += TcpTransport.read_with_deadline(t, deadline, "the WebSocket upgrade")
