@@ -16,7 +16,7 @@ reads, so messages go both ways.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ..errors import PayloadDecodeError
@@ -60,6 +60,20 @@ class Codec:
                 ``type_`` (its ``field`` says where).
         """
         raise NotImplementedError
+
+    def _raw_decoder(self, type_: Any) -> Callable[[Any], Any]:
+        """A function from bytes to ``type_`` for the hot path of readers.
+
+        It may raise anything on bad input: the caller then calls :meth:`decode`
+        to get the :class:`~natsjs_sync.errors.PayloadDecodeError`. The default
+        is :meth:`decode` itself; the msgspec codecs give their decoder's method.
+        """
+        decode = self.decode
+
+        def raw(data: Any) -> Any:
+            return decode(data, type_)
+
+        return raw
 
     @property
     def headers(self) -> Headers:

@@ -95,6 +95,9 @@ class _MsgspecCodec(Codec):
                     from None
             raise
 
+    def _raw_decoder(self, type_: Any) -> Callable[[Any], Any]:
+        return self._decoders.get(type_) or self._decoder_for(type_)
+
     def _decoder_for(self, type_: Any) -> Callable[[Any], Any]:
         with self._lock:
             decode = self._decoders.get(type_)

@@ -20,13 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .._core import spi
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import PayloadDecodeError, TimeoutError
-from ..protocol.headers import Headers, HeadersInput
+from ..protocol.headers import Headers, HeadersInput, encode_headers
+from ..protocol.subjects import publish_subject
 from .base import Codec, codec_for, codec_of_block, content_type_of, unknown_content_type
 from .msgspec_codecs import JSON
 
 if TYPE_CHECKING:
+    from .._core.spi import CoreLink
     from ..client import Client
     from ..jetstream.context import JetStream
     from ..jetstream.kv import Entry, KeyValue, KeyValueOp
@@ -195,38 +198,50 @@ class TypedMsg(Generic[T]):
 
 
 class _Decoding(Generic[T]):
-    """A type, a codec for messages without a content type, and the dead-letter callback."""
+    """A type, a codec for messages without a content type, and the dead-letter callback.
 
-    __slots__ = ("codec", "on_decode_error", "type")
+    Decoding a message costs a dict look-up of its header block and the codec's
+    own decoder: the codecs met so far, by the exact block they write, are kept
+    with their decoder for the type. Anything else (other headers, bad
+    payloads) takes :meth:`_slow`, which also makes the error.
+    """
+
+    __slots__ = ("_blocks", "_plain", "codec", "on_decode_error", "type")
 
     def __init__(self, type_: type[T], codec: Codec | None, on_decode_error: DecodeErrorHandler | None):
         self.type = type_
         self.codec = codec
         self.on_decode_error = on_decode_error
+        plain = codec or JSON
+        self._plain = (plain, plain._raw_decoder(type_))
+        self._blocks: dict[bytes, tuple[Codec, Callable[[Any], Any]]] = {}
 
     def __call__(self, msg: Msg) -> TypedMsg[T] | None:
         """``msg`` decoded, or ``None`` when it went to the dead-letter callback."""
         raw = msg.raw_headers
-        codec = self.codec
-        # The common cases first: no header, or exactly the block a codec writes.
         if raw is None:
-            chosen: Codec | None = codec or JSON
+            codec, decode = self._plain
         else:
-            chosen = codec_of_block(raw)
-            if chosen is None:
-                try:
-                    chosen = pick_codec(raw, lambda: msg.headers, codec, self.type)
-                except PayloadDecodeError as exc:
-                    self._failed(msg, _located(exc, msg.subject, _stream_sequence(msg.reply)))
-                    return None
-            elif codec is not None and chosen.content_type == codec.content_type:
-                chosen = codec
-        assert chosen is not None
+            hit = self._blocks.get(raw)
+            if hit is None:
+                return self._slow(msg)
+            codec, decode = hit
         try:
-            return TypedMsg(msg, chosen.decode(msg.data, self.type), chosen)
+            return TypedMsg(msg, decode(msg.data), codec)
+        except Exception:  # the codec's own error: _slow makes ours of it
+            return self._slow(msg)
+
+    def _slow(self, msg: Msg) -> TypedMsg[T] | None:
+        raw = msg.raw_headers
+        try:
+            chosen = pick_codec(raw, lambda: msg.headers, self.codec, self.type)
+            value = chosen.decode(msg.data, self.type)
         except PayloadDecodeError as exc:
             self._failed(msg, _located(exc, msg.subject, _stream_sequence(msg.reply)))
             return None
+        if raw is not None and codec_of_block(raw) is not None and len(self._blocks) < 16:
+            self._blocks[raw] = (chosen, chosen._raw_decoder(self.type))
+        return TypedMsg(msg, value, chosen)
 
     def _failed(self, msg: Msg, exc: PayloadDecodeError) -> None:
         if self.on_decode_error is None:
@@ -293,7 +308,10 @@ class TypedReader(Generic[T]):
 
     def next_msg(self, timeout: TimeoutArg = 1.0) -> TypedMsg[T]:
         """The next message of a subscription, decoded (``Subscription.next_msg``'s arguments)."""
-        return self._first(self._source.next_msg, timeout, 1.0)
+        typed = self._decoding(self._source.next_msg(timeout))
+        if typed is not None:
+            return typed
+        return self._first(self._source.next_msg, timeout, 1.0)  # that one was a dead letter: read on
 
     def next(self, timeout: TimeoutArg = USE_DEFAULT) -> TypedMsg[T]:
         """The next message of a consumer or ``messages()`` iterator, decoded."""
@@ -362,6 +380,16 @@ class TypedSubject(Generic[T]):
         self.type = type_
         self.codec = codec or JSON
         self.reply_type = reply_type
+        # A plain publish on a client lays out its HPUB frame here, with the subject
+        # validated and the header block encoded once for the view: per message
+        # only the payload is encoded (the general path would encode the headers
+        # again each time, which costs more than the payload).
+        self._core: CoreLink | None = None
+        if target is self._client:
+            self._core = spi.link(target)
+            self._subject_bytes = publish_subject(subject)
+            self._block = encode_headers(self.codec.headers)
+            self._block_len = len(self._block)
 
     def publish(self, value: T, headers: HeadersInput | None = None, **kwargs: Any) -> Any:
         """Publish ``value`` (the codec's content type in the headers).
@@ -378,6 +406,14 @@ class TypedSubject(Generic[T]):
             PayloadEncodeError: the codec cannot encode ``value``.
             As the target's ``publish``.
         """
+        core = self._core
+        if core is not None and headers is None and not kwargs:
+            data = self.codec.encode(value)
+            total = self._block_len + len(data)
+            if total <= core.max_payload:
+                core.publish_frames(b"HPUB %b %d %d\r\n%b%b\r\n" % (self._subject_bytes, self._block_len, total,
+                                                                     self._block, data), 1)
+                return None
         data, hdrs = self.codec.encode_message(value, headers)
         return self._target.publish(self.subject, data, headers=hdrs, **kwargs)
 
@@ -392,10 +428,17 @@ class TypedSubject(Generic[T]):
 
         Raises:
             PayloadDecodeError: the reply does not decode.
+            ServiceError: a service answered with an error (its ``Nats-Service-Error`` headers).
             NoRespondersError, TimeoutError: as :meth:`Client.request <natsjs_sync.Client.request>`.
         """
         data, hdrs = self.codec.encode_message(value, headers)
         reply = self._client.request(self.subject, data, timeout=timeout, headers=hdrs)
+        if reply.raw_headers is not None and codec_of_block(reply.raw_headers) is None:
+            from ..micro.client import service_error
+
+            error = service_error(reply)
+            if error is not None:
+                raise error
         typed = _Decoding(reply_type if reply_type is not None else self.reply_type, self.codec, None)(reply)
         assert typed is not None  # no dead-letter callback: a failure raised
         return typed
