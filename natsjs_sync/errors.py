@@ -312,7 +312,7 @@ def _rebuild_decode_error(reason: str, type: object, field: str | None, content_
 class PayloadEncodeError(NatsError, TypeError):
     """A value a codec cannot encode (an unsupported type, an int too large for JSON).
 
-    Also a :class:`TypeError`, as :func:`json.dumps` raises for such values.
+    Also a :class:`TypeError`, as ``json.dumps`` raises for such values.
     """
 
 

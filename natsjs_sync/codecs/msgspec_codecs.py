@@ -65,6 +65,11 @@ class _MsgspecCodec(Codec):
         self._lock = threading.Lock()
 
     def encode(self, value: Any) -> bytes:
+        """``value`` as bytes (a pydantic model through its JSON-compatible dump).
+
+        Raises:
+            PayloadEncodeError: a value of a type msgspec cannot encode, or out of the format's range.
+        """
         try:
             return self._encoder.encode(value)  # type: ignore[no-any-return]
         except (TypeError, OverflowError, msgspec.EncodeError) as exc:
@@ -77,6 +82,12 @@ class _MsgspecCodec(Codec):
         return self._encoder.encode(value.model_dump(mode="json"))  # type: ignore[no-any-return]
 
     def decode(self, data: bytes | bytearray | memoryview, type_: type[T]) -> T:
+        """``data`` as a ``type_``, validated (msgspec's decoder for the type, made once and kept).
+
+        Raises:
+            PayloadDecodeError: not this format, or not a ``type_`` (``field`` says where).
+            TypeError: a type neither msgspec nor pydantic can decode into.
+        """
         decode = self._decoders.get(type_)
         if decode is None:
             decode = self._decoder_for(type_)
@@ -123,7 +134,7 @@ class _MsgspecCodec(Codec):
 
 
 class JsonCodec(_MsgspecCodec):
-    """JSON (``application/json``) through :mod:`msgspec.json`. Thread-safe.
+    """JSON (``application/json``) through ``msgspec.json``. Thread-safe.
 
     Decodes into anything msgspec knows (Structs, dataclasses, TypedDicts, plain
     types) and pydantic models. Use the shared instance :data:`JSON`.
@@ -141,7 +152,7 @@ class JsonCodec(_MsgspecCodec):
 
 
 class MsgPackCodec(_MsgspecCodec):
-    """MessagePack (``application/msgpack``) through :mod:`msgspec.msgpack`. Thread-safe.
+    """MessagePack (``application/msgpack``) through ``msgspec.msgpack``. Thread-safe.
 
     Reads ``application/x-msgpack`` and ``application/vnd.msgpack`` too (both are
     in use for the same format). Use the shared instance :data:`MSGPACK`.

@@ -24,6 +24,7 @@ from .._core import spi
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import PayloadDecodeError, TimeoutError
 from ..protocol.headers import Headers, HeadersInput, encode_headers
+from ..protocol.jetstream.ackreply import MsgMetadata
 from ..protocol.subjects import publish_subject
 from .base import Codec, codec_for, codec_of_block, content_type_of, unknown_content_type
 from .msgspec_codecs import JSON
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from ..jetstream.object_models import ObjectInfo, ObjectMeta
     from ..jetstream.object_store import ObjectStore
     from ..msg import Msg
-    from ..protocol.jetstream.ackreply import MsgMetadata
     from ..subscription import Subscription
 
 T = TypeVar("T")
@@ -365,7 +365,7 @@ class TypedSubject(Generic[T]):
         target: a :class:`~natsjs_sync.Client`, or a JetStream context (then
             :meth:`publish` waits for the stream's PubAck and returns it).
         subject: where values are published (and, for :meth:`subscribe`, a filter).
-        type_: the type of the values (for :meth:`subscribe` and replies to :meth:`respond`).
+        type_: the type of the values (for :meth:`subscribe`).
         codec: how values are encoded (default :data:`~natsjs_sync.codecs.JSON`);
             received messages with a ``content-type`` header decode by that.
         reply_type: the type :meth:`request` decodes replies to (default ``Any``:
@@ -403,8 +403,7 @@ class TypedSubject(Generic[T]):
             ``None`` on a client; the :class:`~natsjs_sync.PubAck` on JetStream.
 
         Raises:
-            PayloadEncodeError: the codec cannot encode ``value``.
-            As the target's ``publish``.
+            PayloadEncodeError: the codec cannot encode ``value``; otherwise what the target's ``publish`` raises.
         """
         core = self._core
         if core is not None and headers is None and not kwargs:
@@ -445,7 +444,7 @@ class TypedSubject(Generic[T]):
 
     def subscribe(self, handler: Callable[[TypedMsg[T]], object] | None = None, queue: str | None = None,
                   on_decode_error: DecodeErrorHandler | None = None, **kwargs: Any) -> TypedReader[T]:
-        """Subscribe to :attr:`subject` (wildcards allowed) on the client, decoding each message.
+        """Subscribe to ``subject`` (wildcards allowed) on the client, decoding each message.
 
         Args:
             handler: ``handler(typed_msg)`` on the dispatcher; without it, read

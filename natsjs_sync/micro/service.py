@@ -186,11 +186,6 @@ class EndpointConfig:
     response_type: Any = None
     codec: Codec | None = None
 
-    @property
-    def is_typed(self) -> bool:
-        """A typed endpoint (``request_type``, ``response_type`` or ``codec`` given)."""
-        return self.request_type is not None or self.response_type is not None or self.codec is not None
-
     def __post_init__(self) -> None:
         _check_name("endpoint", self.name)
         _check_handler(self.handler)
@@ -781,7 +776,7 @@ class Service(_EndpointAdder):
         queue, _ = _resolve_queue(config.queue_group, parent_queue, config.queue_group_disabled, parent_disabled)
         validate_subscribe_subject(subject, queue or None)
         handler, metadata = config.handler, config.metadata
-        if config.is_typed:
+        if config.request_type is not None or config.response_type is not None or config.codec is not None:
             from ..codecs import JSON
             from .typed import schema_metadata, typed_handler
 

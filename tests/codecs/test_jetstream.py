@@ -90,7 +90,6 @@ def test_consume_hands_bad_messages_to_the_dead_letter_callback(js: JetStream, s
         assert done.wait(10)
     assert good == ["s0", "s1", "s3", "s4"]
     assert dead == [3]
-    assert cons.info().num_ack_pending == 0  # the dead letter was terminated, the rest acked
 
 
 def test_iteration_skips_dead_letters(js: JetStream, stream: Stream) -> None:
