@@ -61,6 +61,15 @@ class Codec:
         """
         raise NotImplementedError
 
+    def _raw_encoder(self) -> Callable[[Any], bytes]:
+        """A function from values to bytes for the hot path of publishers.
+
+        It may raise anything on a value it cannot encode: the caller then calls
+        :meth:`encode` to get the :class:`~natsjs_sync.errors.PayloadEncodeError`.
+        The default is :meth:`encode` itself; the msgspec codecs give their encoder's method.
+        """
+        return self.encode
+
     def _raw_decoder(self, type_: Any) -> Callable[[Any], Any]:
         """A function from bytes to ``type_`` for the hot path of readers.
 

@@ -106,6 +106,9 @@ class _MsgspecCodec(Codec):
                     from None
             raise
 
+    def _raw_encoder(self) -> Callable[[Any], bytes]:
+        return self._encoder.encode  # type: ignore[no-any-return]
+
     def _raw_decoder(self, type_: Any) -> Callable[[Any], Any]:
         return self._decoders.get(type_) or self._decoder_for(type_)
 

@@ -30,7 +30,6 @@ from .base import Codec, codec_for, codec_of_block, content_type_of, unknown_con
 from .msgspec_codecs import JSON
 
 if TYPE_CHECKING:
-    from .._core.spi import CoreLink
     from ..client import Client
     from ..jetstream.context import JetStream
     from ..jetstream.kv import Entry, KeyValue, KeyValueOp
@@ -380,16 +379,16 @@ class TypedSubject(Generic[T]):
         self.type = type_
         self.codec = codec or JSON
         self.reply_type = reply_type
-        # A plain publish on a client lays out its HPUB frame here, with the subject
-        # validated and the header block encoded once for the view: per message
-        # only the payload is encoded (the general path would encode the headers
-        # again each time, which costs more than the payload).
-        self._core: CoreLink | None = None
+        # A plain publish on a client sends the header block encoded once for the
+        # view, laid out with the payload by the connection's outlet (compiled
+        # where built): per message only the payload is encoded. The general
+        # path would encode the headers each time, which costs more than the payload.
+        self._headed: Callable[[str, bytes, bytes], None] | None = None
+        self._encode = self.codec._raw_encoder()
         if target is self._client:
-            self._core = spi.link(target)
-            self._subject_bytes = publish_subject(subject)
+            publish_subject(subject)  # validated now (and cached, which the outlet needs)
+            self._headed = spi.link(target).publish_headed
             self._block = encode_headers(self.codec.headers)
-            self._block_len = len(self._block)
 
     def publish(self, value: T, headers: HeadersInput | None = None, **kwargs: Any) -> Any:
         """Publish ``value`` (the codec's content type in the headers).
@@ -405,14 +404,13 @@ class TypedSubject(Generic[T]):
         Raises:
             PayloadEncodeError: the codec cannot encode ``value``; otherwise what the target's ``publish`` raises.
         """
-        core = self._core
-        if core is not None and headers is None and not kwargs:
-            data = self.codec.encode(value)
-            total = self._block_len + len(data)
-            if total <= core.max_payload:
-                core.publish_frames(b"HPUB %b %d %d\r\n%b%b\r\n" % (self._subject_bytes, self._block_len, total,
-                                                                     self._block, data), 1)
-                return None
+        if self._headed is not None and headers is None and not kwargs:
+            try:
+                data = self._encode(value)
+            except Exception:  # the codec's own error: encode() makes ours of it
+                data = self.codec.encode(value)
+            self._headed(self.subject, data, self._block)
+            return None
         data, hdrs = self.codec.encode_message(value, headers)
         return self._target.publish(self.subject, data, headers=hdrs, **kwargs)
 

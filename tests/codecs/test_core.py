@@ -118,3 +118,20 @@ def test_a_failing_handler_is_reported_not_fatal(nc: nats.Client) -> None:
     nc.typed(subject, Order).publish(Order(5, "e"))
     assert got.wait(10)
     assert values == [5]
+
+
+def test_typed_publish_takes_the_general_path_when_the_outlet_declines(nc: nats.Client) -> None:
+    """A subject gone from the validated-subject cache, a payload past max_payload: same frame, or the error."""
+    from natsjs_sync.protocol import subjects
+
+    subject = "general." + next_nuid()
+    view = nc.typed(subject, Order)
+    sub = nc.subscribe(subject)
+    subjects.PUB_SUBJECTS.pop(subject, None)  # as when the cache was cleared for being full
+    view.publish(Order(1, "tea"))
+    msg = sub.next_msg(5)
+    assert (msg.headers, msg.decode(Order)) == ({"content-type": "application/json"}, Order(1, "tea"))
+    with pytest.raises(nats.MaxPayloadError):
+        view.publish(Order(2, "x" * nc.max_payload))
+    with pytest.raises(nats.BadSubjectError):
+        nc.typed("bad subject", Order)  # checked when the view is made
