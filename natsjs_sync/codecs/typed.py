@@ -585,7 +585,8 @@ class TypedKeyValue(Generic[T]):
 class TypedWatcher(Generic[T]):
     """A KV watch yielding :class:`TypedEntry`, then ``None`` once at the end of the initial values.
 
-    Iterate it, or call :meth:`next`/:meth:`updates`; :meth:`stop` from any thread.
+    Iterate it, or call :meth:`next`/:meth:`updates`; :meth:`stop` from any thread
+    (thread-safe as the :class:`~natsjs_sync.jetstream.KeyWatcher` it wraps).
     A value that does not decode raises :class:`~natsjs_sync.errors.PayloadDecodeError`
     unless the view has an ``on_decode_error`` callback (then it is skipped).
     """
