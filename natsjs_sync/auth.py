@@ -14,7 +14,7 @@ from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from ._redact import MASK, decoded, redact
-from .errors import AuthorizationError
+from .errors import AuthorizationError, InvalidUserCredentialsError
 from .nkeys import InvalidNkeyError, KeyPair, sign_nonce
 
 # A .creds file holds the user JWT and then the user's nkey seed, each between
@@ -26,14 +26,17 @@ def parse_creds(text: str) -> tuple[str, str]:
     """Split ``.creds`` content into ``(jwt, seed)``.
 
     Raises:
-        AuthorizationError: the content is not a creds file (nothing of it is quoted).
+        InvalidUserCredentialsError: the content is not a creds file (nothing of it is quoted);
+            an AuthorizationError.
     """
     blocks = _CREDS_BLOCK.findall(text)
     if len(blocks) < 2:
-        raise AuthorizationError("credentials file has no user JWT and nkey seed blocks")
+        raise InvalidUserCredentialsError(
+            "nats: invalid user credentials: credentials file has no user JWT and nkey seed blocks")
     jwt, seed = blocks[0], blocks[1]
     if not seed.startswith("SU"):
-        raise AuthorizationError("credentials file does not hold a user nkey seed")
+        raise InvalidUserCredentialsError("nats: invalid user credentials: credentials file does not hold a "
+                                          "user nkey seed")
     return jwt, seed
 
 
@@ -71,6 +74,47 @@ def _read_secret(value: SecretSource, what: str) -> str:
             raise AuthorizationError(f"the {what} file {redact(path)!r} is no UTF-8 text")
         return text.replace("\r\n", "\n").replace("\r", "\n")  # line ends as open() in text mode reads them
     return value
+
+
+def jwt_and_seed_files(jwt_file: SecretSource, seed_file: SecretSource) -> tuple[
+        Callable[[], str], Callable[[str], str]]:
+    """``user_jwt_cb`` and ``signature_cb`` reading a user JWT file and an nkey seed file
+    at every (re)connect (nats-py's ``user_credentials=(jwt_file, seed_file)``). Both
+    files are read once here, so a bad one fails before anything is sent.
+
+    Raises:
+        AuthorizationError: a file is missing, unreadable or no UTF-8 text, or the seed
+            file holds no nkey seed (nothing of either file is quoted).
+    """
+    def user_jwt() -> str:
+        return _read_secret(_as_path(jwt_file), "user JWT").strip()
+
+    def signature(nonce: str) -> str:
+        return sign_nonce(_seed_in(_read_secret(_as_path(seed_file), "nkey seed")), nonce)
+
+    if not user_jwt():
+        raise AuthorizationError(f"the user JWT file {redact(os.fspath(jwt_file))!r} is empty")
+    try:
+        KeyPair.from_seed(_seed_in(_read_secret(_as_path(seed_file), "nkey seed")))
+    except InvalidNkeyError as exc:
+        raise AuthorizationError(f"the nkey seed file {redact(os.fspath(seed_file))!r} holds no valid nkey "
+                                 f"seed: {exc}") from None
+    return user_jwt, signature
+
+
+def _as_path(value: SecretSource) -> os.PathLike[str]:
+    """A str named as a file's path (never taken for the secret itself)."""
+    from pathlib import Path
+
+    return value if isinstance(value, os.PathLike) else Path(os.path.expanduser(value))
+
+
+def _seed_in(text: str) -> str:
+    """The seed of a seed file, or of a ``.creds`` file given in its place."""
+    try:
+        return parse_creds(text)[1]
+    except AuthorizationError:
+        return text.strip()
 
 
 @dataclass

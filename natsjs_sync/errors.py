@@ -12,12 +12,13 @@
     │   │       NoServersTlsError or NoServersTlsCertificateError after such a last error
     │   ├── ConnectRefusedError       also a builtin ConnectionRefusedError
     │   ├── AuthorizationError        the server refused our credentials
+    │   │   └── InvalidUserCredentialsError  a credentials file without a user JWT and seed
     │   ├── SecureConnRequiredError, SecureConnWantedError, SecureConnFailedError
     │   │   └── TlsHandshakeError     also an ssl.SSLError
     │   │       └── TlsCertificateError  also an ssl.SSLCertVerificationError
     │   ├── StaleConnectionError      too many PINGs went unanswered
     │   │   └── UnexpectedEOF         the server closed the connection
-    │   ├── ConnectionReconnectingError, InvalidUserCredentialsError
+    │   ├── ConnectionReconnectingError
     │   └── OutboundBufferLimitError  reconnecting, and the reconnect buffer is full
     ├── TimeoutError                  also a builtin (and asyncio's) TimeoutError
     │   ├── NotSentError              the request was withdrawn unsent at its deadline: safe to retry
@@ -120,6 +121,14 @@ class AuthorizationError(NatsConnectionError):
     """The server rejected the credentials (its text is in the message)."""
 
 
+class InvalidUserCredentialsError(AuthorizationError, ValueError):
+    """Credentials (a ``.creds`` file or its content) that hold no user JWT and nkey seed.
+
+    Its text starts as nats-py's (``nats: invalid user credentials``); an
+    :class:`AuthorizationError` too, which this client raised for it before.
+    """
+
+
 class SecureConnRequiredError(NatsConnectionError):
     """The server requires TLS but the client was told not to use it."""
 
@@ -152,8 +161,6 @@ class ConnectionReconnectingError(NatsConnectionError):
     """The client is reconnecting."""
 
 
-class InvalidUserCredentialsError(NatsConnectionError, ValueError):
-    """A credentials file that cannot be read."""
 
 
 class InvalidServerUrlError(NatsError, ValueError):
@@ -662,6 +669,34 @@ class InvalidKeyError(KeyValueError, ValueError):
     """A key (or key filter) that the key-value store cannot hold."""
 
 
+class KvCodecError(KeyValueError, ValueError):
+    """A key or value codec (:mod:`natsjs_sync.kvcodec`) could not encode or decode."""
+
+
+class KeyEncodeError(KvCodecError):
+    """A key codec could not encode a key (nothing was sent)."""
+
+
+class KeyDecodeError(KvCodecError):
+    """A stored key is not what the bucket's key codec reads back (written without it?)."""
+
+
+class ValueEncodeError(KvCodecError):
+    """A value codec could not encode a value (nothing was sent)."""
+
+
+class ValueDecodeError(KvCodecError):
+    """A stored value is not what the bucket's value codec reads back."""
+
+
+class WildcardNotSupportedError(KvCodecError):
+    """A filter with ``*`` or ``>`` given to a key codec that cannot encode filters."""
+
+
+class NoCodecsError(KvCodecError):
+    """A chain codec made of no codecs."""
+
+
 class InvalidBucketNameError(JetStreamError, ValueError):
     """A bucket name with characters other than letters, digits, ``_`` and ``-``."""
 
@@ -680,6 +715,11 @@ class ObjectNotFoundError(ObjectStoreError, NotFoundError):
 
 class ObjectDeletedError(ObjectNotFoundError):
     """The object was deleted."""
+
+
+class ObjectBucketNotFoundError(BucketNotFoundError, ObjectNotFoundError):
+    """An object read from a store whose bucket is gone (deleted): BucketNotFoundError
+    (what is missing) and ObjectNotFoundError (what nats-py raises for it)."""
 
 
 class ObjectAlreadyExists(ObjectStoreError):

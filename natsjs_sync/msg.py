@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import MsgAlreadyAckdError, NotJSMessageError
+from .errors import MsgAlreadyAckdError, NotJSMessageError, ProtocolError
 from .protocol import _compiled
 from .protocol.headers import Headers, HeadersInput, parse_headers, status_of
 from .protocol.jetstream.ackreply import ACK, ACK_PREFIX, NAK, TERM, WPI, MsgMetadata, parse_metadata
@@ -51,7 +51,9 @@ class Msg:
 
     @property
     def headers(self) -> Headers | None:
-        """The headers (a :class:`~natsjs_sync.Headers` dict), or ``None``.
+        """The headers (a :class:`~natsjs_sync.Headers` dict), or ``None``: also for a
+        header block that holds neither a header nor a status (``NATS/1.0`` alone, as
+        a publisher sends an empty set of headers), as nats-py reads it.
 
         Raises:
             ProtocolError: the header block is malformed. The server passes on
@@ -62,7 +64,8 @@ class Msg:
         try:
             return self._headers
         except AttributeError:
-            self._headers: Headers = parse_headers(self.raw_headers)[2]
+            status, _, parsed = parse_headers(self.raw_headers)
+            self._headers: Headers | None = parsed if parsed or status is not None else None
             return self._headers
 
     @property
@@ -102,6 +105,13 @@ class Msg:
 
         The reply skips the write buffer's flusher thread: somebody is waiting for it.
 
+        Args:
+            data: the reply's payload.
+            headers: the reply's headers. When not given, the reply carries this
+                message's own :attr:`headers`, changes made to them included, as
+                nats-py's ``respond()`` does (none when the message had none or
+                its header block cannot be read); ``{}`` sends none.
+
         Raises:
             ValueError: the message has no reply subject.
         """
@@ -109,9 +119,14 @@ class Msg:
             raise ValueError("message has no reply subject")
         if self._conn is None:
             raise ValueError("message is not bound to a client")
+        if headers is None and self.raw_headers is not None:
+            try:
+                headers = self.headers
+            except ProtocolError:
+                headers = None  # a malformed block is not passed on; the answer still goes
         # The reply subject is the server's, sent back byte for byte (one that
         # was not UTF-8 on the wire included); only the headers are checked.
-        self._conn.publish_now(self.reply, data, headers=headers, trusted=True)
+        self._conn.publish_now(self.reply, data, headers=headers or None, trusted=True)
 
     # ------------------------------------------------------------ JetStream
 

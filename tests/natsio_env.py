@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 #: What the interop tests use of natsio's world (one environment serves them all).
-PACKAGES = ("natsio", "natsio-natscontext", "natsio-otel", "natsio-pcgroups", "opentelemetry-sdk")
+PACKAGES = ("natsio", "natsio-natscontext", "natsio-otel", "natsio-pcgroups", "natsio-kvcodec", "opentelemetry-sdk")
 
 _MINOR_VERSIONS = ("3.13", "3.14", "3.15")
 
@@ -63,7 +63,8 @@ def _environment() -> tuple[str | None, str]:
     with open(cache / "natsio.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one maker at a time (parallel test runs)
         if python.exists() and _imports(str(python), ("natsio", "natsio.pcgroups", "natsio.otel",
-                                                      "natsio.natscontext", "opentelemetry.sdk")):
+                                                      "natsio.natscontext", "natsio.kvcodec",
+                                                      "opentelemetry.sdk")):
             return str(python), ""
         shutil.rmtree(venv, ignore_errors=True)
         try:

@@ -18,7 +18,7 @@ import natsjs_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC_MODULES = ["natsjs_sync", "natsjs_sync.jetstream", "natsjs_sync.micro", "natsjs_sync.spark",
-                  "natsjs_sync.testing", "natsjs_sync.codecs"]
+                  "natsjs_sync.testing", "natsjs_sync.kvcodec", "natsjs_sync.codecs"]
 
 # The contract of API.md, name by name.
 CONTRACT: dict[str, list[str]] = {
@@ -43,6 +43,8 @@ CONTRACT: dict[str, list[str]] = {
     ],
     "natsjs_sync.spark": ["NatsConfig", "publish_partition", "JetStreamDataSource"],
     "natsjs_sync.testing": ["NatsServer", "NatsCluster"],
+    "natsjs_sync.kvcodec": ["KeyCodec", "ValueCodec", "FilterableKeyCodec", "Base64KeyCodec", "PathKeyCodec",
+                            "ChainKeyCodec", "Base64ValueCodec", "ZlibValueCodec", "ChainValueCodec"],
     "natsjs_sync.codecs": [
         "Codec", "JsonCodec", "MsgPackCodec", "JSON", "MSGPACK", "CONTENT_TYPE", "register_codec", "codec_for",
         "decode_msg", "TypedMsg", "TypedSubject", "TypedReader", "TypedKeyValue", "TypedEntry", "TypedWatcher",
@@ -76,7 +78,8 @@ METHODS: dict[str, list[str]] = {
     "natsjs_sync.jetstream.OrderedConsumer": ["fetch", "next", "messages", "consume", "typed"],
     "natsjs_sync.jetstream.PushConsumer": ["consume", "typed"],
     "natsjs_sync.jetstream.KeyValue": ["put", "create", "update", "get", "delete", "purge", "purge_deletes",
-                                       "keys", "history", "watch", "watch_all", "status", "typed"],
+                                       "keys", "history", "watch", "watch_all", "status", "with_codecs",
+                                       "typed"],
     "natsjs_sync.jetstream.ObjectStore": [
         "put", "put_bytes", "put_string", "put_file", "get", "get_bytes", "get_string", "get_file", "get_info",
         "update_meta", "delete", "add_link", "add_bucket_link", "list", "watch", "seal", "status", "typed",

@@ -47,7 +47,10 @@ class TlsPolicy:
     def context(self, addr: ServerAddress, info: dict[str, Any] | None) -> ssl.SSLContext | None:
         """Raises SecureConnRequiredError when TLS is wanted but turned off."""
         tls = self._options.tls
-        wants = addr.tls or (info is not None and bool(info.get("tls_required")))
+        # wss:// is TLS under the WebSocket in every case; tls:// unless the options say
+        # it asks for no more than nats:// (nats-py's two-step connect).
+        by_url = addr.tls and (self._options.tls_url_requires_tls or addr.websocket)
+        wants = by_url or (info is not None and bool(info.get("tls_required")))
         if tls is False:
             if wants:
                 raise SecureConnRequiredError(f"{addr.url} requires TLS and this client was made with tls=False")

@@ -152,6 +152,10 @@ class ConnectOptions:
     tls: ssl.SSLContext | bool | None = None
     tls_hostname: str | None = None
     tls_handshake_first: bool = False
+    #: Whether a ``tls://`` URL requires TLS (as in nats.go). Not a keyword of ``connect()``:
+    #: nats-py's two-step ``NATS().connect()`` without ``tls=`` turns it off, where a ``tls://``
+    #: URL asks for TLS no more than ``nats://`` does (when the server's INFO requires it).
+    tls_url_requires_tls: bool = True
     connect_timeout: float = 2.0
     allow_reconnect: bool = True
     max_reconnect_attempts: int = 60
@@ -278,5 +282,5 @@ def _credentials(kwargs: dict[str, Any]) -> Credentials:
 
 
 #: Every keyword :meth:`ConnectOptions.build` takes: its fields, the credentials, ``context``.
-_KEYWORDS = frozenset({f.name for f in fields(ConnectOptions)} - {"servers", "credentials"}
+_KEYWORDS = frozenset({f.name for f in fields(ConnectOptions)} - {"servers", "credentials", "tls_url_requires_tls"}
                       | set(_CREDENTIAL_KEYS) | {"context"})

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import re
+from collections import UserString
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +25,8 @@ from .._core.connection import Connection
 from .._core.options import ConnectOptions
 from .._core.pool import PoolEntry, ServerAddress, check_one_transport
 from .._timeout import Deadline, TimeoutArg
+from .._version import __version__
+from ..auth import jwt_and_seed_files
 from ..client import Client as _NativeClient
 from ..errors import NatsConnectionError, NatsError, NoRespondersError
 from ..msg import Msg
@@ -36,7 +40,8 @@ if TYPE_CHECKING:
     from ..jetstream import JetStream
 
 __all__ = ["DEFAULT_SUB_PENDING_BYTES_LIMIT", "DEFAULT_SUB_PENDING_MSGS_LIMIT", "NATS", "URL", "Client",
-           "ReconnectToServerHandler", "Server", "ServerVersion", "translate_options"]
+           "Credentials", "RawCredentials", "ReconnectToServerHandler", "Server", "ServerVersion", "__version__",
+           "translate_options"]
 
 DEFAULT_PENDING_SIZE = 2 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = 2
@@ -90,6 +95,16 @@ class URL(str):
 
     def geturl(self) -> str:
         return str(self)
+
+
+class RawCredentials(UserString):
+    """The content of a ``.creds`` file, given as ``user_credentials=`` instead of its path
+    (nats-py's class: a :class:`collections.UserString`)."""
+
+
+#: What nats-py's ``user_credentials=`` takes: a ``.creds`` file's path, its content as
+#: :class:`RawCredentials`, or a ``(jwt_file, nkey_seed_file)`` pair of paths.
+Credentials = str | tuple[str, str] | RawCredentials | os.PathLike[str]
 
 
 @dataclass
@@ -157,11 +172,8 @@ class ServerVersion:
         _, _, _, pre, build = self._parts()
         return f"{pre}+{build}" if build else pre
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # also its str(), as in nats-py
         return f"<nats server v{self._version}>"
-
-    def __str__(self) -> str:
-        return self._version
 
 
 #: What a handler's choice outside the pool maps to: the reconnect loop reports
@@ -191,6 +203,14 @@ def translate_options(kwargs: dict[str, Any]) -> dict[str, Any]:
     flush_timeout = kwargs.pop("flush_timeout", None)
     if flush_timeout is not None and "write_timeout" not in kwargs:
         kwargs["write_timeout"] = flush_timeout
+    creds = kwargs.get("user_credentials")
+    if isinstance(creds, UserString):  # RawCredentials: the file's content, never a path
+        kwargs["user_credentials"] = creds.data
+    elif isinstance(creds, tuple):
+        if len(creds) != 2:
+            raise TypeError("user_credentials as a tuple is (jwt_file, nkey_seed_file)")
+        del kwargs["user_credentials"]
+        kwargs["user_jwt_cb"], kwargs["signature_cb"] = jwt_and_seed_files(*creds)
     seed = kwargs.pop("nkeys_seed_str", None)
     if seed is not None:
         kwargs["nkeys_seed"] = seed
@@ -296,23 +316,42 @@ class Client(_NativeClient):
         :attr:`last_error` before it is raised. As in nats-py, the servers may
         not mix WebSocket and TCP URLs (:func:`natsjs_sync.connect` allows it).
 
+        A ``tls://`` URL uses TLS when the server requires it, as in nats-py (as
+        ``nats://`` does); :func:`natsjs_sync.connect` requires TLS for it. With
+        ``tls=`` given, TLS is required here too (nats-py would go on in plain
+        text with a server that does not offer it).
+
+        A closed client (by :meth:`close`, a drain, or a failed connect) may
+        connect again, as in nats-py: with the arguments of this call, as a new
+        connection. Subscriptions and JetStream contexts of the closed one stay
+        closed; make them again.
+
         Raises:
+            NatsConnectionError: the client is connected (or reconnecting) already.
             NoServersError, AuthorizationError, SecureConnRequiredError: as :func:`natsjs_sync.connect`.
             InvalidServerUrlError: a bad server URL, or ``ws://``/``wss://`` mixed with
                 ``nats://``/``tls://`` (a ValueError; nats-py's ``nats.errors.Error``).
             TypeError, ValueError: a bad argument.
         """
-        if not self._unstarted:
-            raise NatsConnectionError("this client has connected already")
+        if not self.is_closed and not self._unstarted:
+            raise NatsConnectionError("this client has connected already (close() it before connecting again)")
         from .._connect import connect_options
 
         opts = connect_options(servers, **options)
         check_one_transport(opts.servers)
+        if opts.tls is None:
+            # nats-py's connect(): tls:// alone uses TLS when the server requires it, as nats://
+            # does. With tls= given, TLS stays required (nats-py would go on without it).
+            opts.tls_url_requires_tls = False
+        # A new core: the closed one ended its threads in close() and keeps its state
+        # (counters, last error) for whoever still holds its subscriptions.
         self._conn = Connection(opts)
+        self._outlet = self._conn.writer.outlet
         self._options = opts
         self.name = opts.name
         spi.register(self, self._conn)
         self._unstarted = False
+        self._close_cbs_owed = False
         self._start()
 
     def _start(self, deadline: Deadline | None = None) -> None:

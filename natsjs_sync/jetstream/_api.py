@@ -203,6 +203,13 @@ def to_wire(obj: Any) -> Any:
     return _walk(msgspec.to_builtins(obj, builtin_types=(datetime.datetime,)), _secs_to_ns)
 
 
+#: Keys of an API response that describe the response, not the struct in it (besides the
+#: schema name ``type``): a stream info's answer pages its subjects (``total``, ``offset``,
+#: ``limit``). Kept, they would sit in ``unknown_fields`` and make two infos of one stream
+#: differ (nats-py drops every key it does not model).
+_ENVELOPE_KEYS: dict[str, frozenset[str]] = {"StreamInfo": frozenset({"total", "offset", "limit"})}
+
+
 def from_wire(obj: Any, type_: type[T]) -> T:
     """Decoded JSON -> ``type_`` with durations in seconds; keys an open struct does not
     model are kept in its ``unknown_fields``.
@@ -210,9 +217,12 @@ def from_wire(obj: Any, type_: type[T]) -> T:
     Raises:
         InvalidResponseError: the JSON does not fit ``type_`` (never msgspec's own error).
     """
-    if isinstance(obj, dict) and isinstance(obj.get("type"), str) and obj["type"].startswith("io.nats."):
-        # The API response's schema name belongs to the response, not to the struct.
-        obj = {k: v for k, v in obj.items() if k != "type"}
+    if isinstance(obj, dict):
+        envelope = _ENVELOPE_KEYS.get(getattr(type_, "__name__", ""), _EMPTY)
+        if isinstance(obj.get("type"), str) and obj["type"].startswith("io.nats."):
+            envelope = envelope | {"type"}
+        if envelope.intersection(obj):
+            obj = {k: v for k, v in obj.items() if k not in envelope}
     try:
         walked = _walk(capture_unknown(obj, type_), _ns_to_secs)
         result = msgspec.convert(walked, type_, strict=False)

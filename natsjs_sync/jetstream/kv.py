@@ -14,6 +14,7 @@ the server, never a fetch of every key.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import enum
 import re
@@ -34,11 +35,13 @@ from ..errors import (
     KeyHistoryTooLargeError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
+    KvCodecError,
     MsgNotFoundError,
     NoKeysError,
     StreamNotFoundError,
     WrongLastSequenceError,
 )
+from ..kvcodec import BucketCodecs, KeyCodec, ValueCodec
 from ..msg import Msg
 from ..protocol.headers import Headers
 from ..protocol.subjects import subject_matches
@@ -327,6 +330,8 @@ class KeyValue:
         self._js = js
         self.bucket = bucket
         self._stream = stream
+        # The key and value codecs of this view (with_codecs()); None: keys and values as stored.
+        self._codecs: BucketCodecs | None = None
         self.stream_name = stream.name
         cfg = stream.cached_info.config
         # A mirror holds the origin's subjects; writes go to the origin.
@@ -338,13 +343,47 @@ class KeyValue:
         if cfg.mirror is not None and cfg.mirror.external is not None and cfg.mirror.external.api:
             self._put_pre = f"{cfg.mirror.external.api}.$KV.{origin}."
 
+    def with_codecs(self, key_codec: KeyCodec | None = None, value_codec: ValueCodec | None = None) -> KeyValue:
+        """This bucket seen through a key codec and/or a value codec (:mod:`natsjs_sync.kvcodec`).
+
+        Every call of the returned view encodes the keys and values it writes and
+        filters it asks for, and decodes the keys and values it reads (``get``,
+        ``keys``, ``list_keys``, ``history``, ``watch``); delete and purge markers
+        keep their empty value. Only the *encoded* key must be a valid key, so a
+        key codec lets any text be a key. The bucket itself is unchanged: this
+        view and a plain one (or another client with the same codecs) share it.
+
+        Raises:
+            TypeError: a codec without ``encode``/``decode``.
+        """
+        view = copy.copy(self)
+        view._codecs = BucketCodecs(key_codec, value_codec) if key_codec or value_codec else None
+        return view
+
     # ------------------------------------------------------------------ reading
 
     def _subject(self, key: str, filter: bool = False, validate: bool = True) -> str:  # noqa: A002
-        return self._pre + (validate_key(key, filter) if validate else key)
+        if self._codecs is None:
+            return self._pre + (validate_key(key, filter) if validate else key)
+        if not isinstance(key, str) or not key:
+            raise InvalidKeyError(f"{'key filter' if filter else 'key'} must be a non-empty str, got {key!r}")
+        stored = self._codecs.encode_filter(key) if filter else self._codecs.encode_key(key)
+        try:
+            return self._pre + validate_key(stored, filter)
+        except InvalidKeyError as exc:
+            raise InvalidKeyError(f"{'key filter' if filter else 'key'} {key!r} encodes to {stored!r}: {exc}") \
+                from None
 
     def _entry_from_raw(self, key: str, raw: Any) -> Entry:
-        return Entry(self.bucket, key, raw.data, raw.seq, raw.time, 0, _operation(raw.headers))
+        op = _operation(raw.headers)
+        value = raw.data
+        if self._codecs is not None and op is KeyValueOp.PUT:
+            value = self._codecs.decode_value(value, key)
+        return Entry(self.bucket, key, value, raw.seq, raw.time, 0, op)
+
+    def _encode_value(self, value: bytes | bytearray | memoryview | str) -> bytes | bytearray | memoryview:
+        data = _value(value)
+        return data if self._codecs is None else self._codecs.encode_value(bytes(data))
 
     def _last_entry(self, key: str, timeout: TimeoutArg = USE_DEFAULT, validate: bool = True) -> Entry | None:
         """The newest revision of ``key``, markers included; None when there is none."""
@@ -363,7 +402,9 @@ class KeyValue:
 
         Raises:
             InvalidKeyError: ``key`` is not a valid key (``validate_keys`` on).
-            KeyNotFoundError: no such key (or revision).
+            KeyNotFoundError: no such key (or revision); when ``revision`` is another
+                key's, the text names both subjects, as nats-py's: ``nats: key not found:
+                expected '$KV.<bucket>.<key>', but got '$KV.<bucket>.<other>'``.
             KeyDeletedError: (a KeyNotFoundError) the key was deleted or purged; its
                 ``entry`` is the marker's entry and ``op`` its operation, ``"DEL"`` or
                 ``"PURGE"`` (as nats-py's KeyNotFoundError carries them).
@@ -376,7 +417,10 @@ class KeyValue:
                 raw = self._stream.get_msg(revision, timeout=timeout)
             except MsgNotFoundError:
                 raw = None
-            entry = self._entry_from_raw(key, raw) if raw is not None and raw.subject == subject else None
+            if raw is not None and raw.subject != subject:
+                # nats-py's text names both subjects (the revision is another key's)
+                raise KeyNotFoundError(f"{_KEY_NOT_FOUND}: expected '{subject}', but got '{raw.subject}'")
+            entry = self._entry_from_raw(key, raw) if raw is not None else None
         if entry is None:
             raise KeyNotFoundError(_KEY_NOT_FOUND)
         if entry.operation is not KeyValueOp.PUT:
@@ -395,7 +439,7 @@ class KeyValue:
 
     def _publish(self, key: str, value: bytes | bytearray | memoryview, headers: dict[str, str] | None,
                  last: int | None, timeout: TimeoutArg, validate: bool = True) -> int:
-        subject = self._put_pre + (validate_key(key) if validate else key)
+        subject = self._put_pre + self._subject(key, validate=validate)[len(self._pre):]
         try:
             ack = self._js.publish(subject, bytes(value), headers=headers, expected_last_subject_seq=last,
                                    timeout=timeout)
@@ -406,7 +450,7 @@ class KeyValue:
     def put(self, key: str, value: bytes | bytearray | memoryview | str, timeout: TimeoutArg = USE_DEFAULT, *,
             validate_keys: bool = True) -> int:
         """Set ``key``; returns the new revision."""
-        return self._publish(key, _value(value), None, None, timeout, validate_keys)
+        return self._publish(key, self._encode_value(value), None, None, timeout, validate_keys)
 
     def update(self, key: str, value: bytes | bytearray | memoryview | str, last: int | None = None,
                timeout: TimeoutArg = USE_DEFAULT, *, validate_keys: bool = True) -> int:
@@ -415,7 +459,8 @@ class KeyValue:
         Raises:
             WrongLastSequenceError: the key moved on (or does not exist, for ``last`` > 0).
         """
-        return self._publish(key, _value(value), None, last if last is not None else 0, timeout, validate_keys)
+        return self._publish(key, self._encode_value(value), None, last if last is not None else 0, timeout,
+                             validate_keys)
 
     def create(self, key: str, value: bytes | bytearray | memoryview | str, ttl: float | str | None = None,
                timeout: TimeoutArg = USE_DEFAULT, *, msg_ttl: float | str | None = None,
@@ -431,7 +476,7 @@ class KeyValue:
             KeyExistsError: the key has a value.
             BadHeaderError: a negative ``ttl`` (nothing is sent).
         """
-        data = _value(value)
+        data = self._encode_value(value)
         headers = None
         if ttl is None:
             ttl = msg_ttl
@@ -501,7 +546,7 @@ class KeyValue:
             keep = 0
             if threshold > 0 and entry.created is not None and (now - entry.created).total_seconds() < threshold:
                 keep = 1
-            self._stream.purge(subject=self._pre + entry.key, keep=keep, timeout=deadline)
+            self._stream.purge(subject=self._subject(entry.key, validate=False), keep=keep, timeout=deadline)
         return len(markers)
 
     # ------------------------------------------------------------------ listing and watching
@@ -590,7 +635,7 @@ class KeyValue:
         del headers_only  # nats-py's watch takes it and sends meta_only instead
         oc = self._js.ordered_consumer(self.stream_name, filter_subjects=subjects, headers_only=meta_only,
                                        **policy)
-        return KeyWatcher(self, oc, ignore_deletes, initial=not updates_only)
+        return KeyWatcher(self, oc, ignore_deletes, initial=not updates_only, values=not meta_only)
 
     def watch_all(self, **options: Any) -> KeyWatcher:
         """:meth:`watch` every key."""
@@ -630,16 +675,27 @@ class KeyWatcher(Watcher[Entry]):
     (from any thread) ends the iteration; it never blocks on the reader.
     """
 
-    def __init__(self, kv: KeyValue, oc: OrderedConsumer, ignore_deletes: bool, initial: bool):
+    def __init__(self, kv: KeyValue, oc: OrderedConsumer, ignore_deletes: bool, initial: bool,
+                 values: bool = True):
         self._bucket = kv.bucket
         self._prefix_len = len(kv._pre)
+        self._codecs = kv._codecs
+        self._values = values  # False: a meta-only watch, whose messages carry no value to decode
         super().__init__(oc, ignore_deletes, initial)
 
-    def _decode(self, msg: Msg) -> tuple[Entry, int, bool]:
+    def _decode(self, msg: Msg) -> tuple[Entry | Exception, int, bool]:
         md = parse_metadata(msg.reply)
-        entry = Entry(self._bucket, msg.subject[self._prefix_len:], msg.data, md.sequence.stream,
-                      md.timestamp, md.num_pending, _operation(msg.headers))
-        return entry, entry.delta, entry.operation is not KeyValueOp.PUT
+        op = _operation(msg.headers)
+        key, value = msg.subject[self._prefix_len:], msg.data
+        if self._codecs is not None:
+            try:
+                key = self._codecs.decode_key(key)
+                if self._values and op is KeyValueOp.PUT:
+                    value = self._codecs.decode_value(value, key)
+            except KvCodecError as exc:  # raised by next(), after the watch kept its place
+                return exc, md.num_pending, op is not KeyValueOp.PUT
+        entry = Entry(self._bucket, key, value, md.sequence.stream, md.timestamp, md.num_pending, op)
+        return entry, entry.delta, op is not KeyValueOp.PUT
 
 
 # ---------------------------------------------------------------------- bucket management

@@ -97,8 +97,9 @@ class PullSubscription:
 
     def fetch(self, batch: int = 1, timeout: float | None = 5.0, heartbeat: float | None = None) -> list[Msg]:
         """Up to ``batch`` messages: those available now, else the first to arrive
-        within ``timeout`` seconds with whatever came with it (as nats-py does: a
-        fetch never waits to fill the batch).
+        within ``timeout`` seconds with whatever came with it. ``timeout=None`` has
+        no limit: when nothing is available, the fetch waits until ``batch``
+        messages came, as nats-py's does.
 
         Several threads may fetch at once: a pull refused with ``409 Exceeded
         MaxWaiting`` (the consumer's ``max_waiting`` pulls are all open) is sent
@@ -123,11 +124,13 @@ class PullSubscription:
             raise ValueError("nats: invalid batch size")
         if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout <= 0:
             raise ValueError("nats: invalid fetch timeout")
-        wait = 5.0 if timeout is None else check_seconds(timeout, "timeout")  # None here: inf, or beyond any wait
+        wait = check_seconds(timeout, "timeout")  # None: no limit, as in nats-py
         deadline = Deadline(wait)
         if self._unsubscribed:
             # nats-py's fetch asks on an inbox nobody listens to any more and times out;
             # the same, without asking the server for messages nobody could receive.
+            # (Without a timeout nats-py's waits until its client closes; a thread here
+            # cannot be woken by close(), so it gives up after 5 s.)
             left = deadline.remaining()
             threading.Event().wait(5.0 if left is None else left)
             raise FetchTimeoutError("nats: timeout")
@@ -194,6 +197,15 @@ class PullSubscription:
         cons = self._consumer
         msgs = self._take(cons.fetch_no_wait(batch, timeout=max(deadline.remaining() or 0.0, 1.0)))
         if msgs:
+            return msgs
+        if wait is None:
+            # No limit (nats-py's timeout=None): one pull without expiry that stays open
+            # until the whole batch came, as nats-py's does.
+            with cons.fetch(batch, max_wait=None) as result:
+                msgs = list(result)
+                error = result.error
+            if not msgs and error is not None:
+                raise error
             return msgs
         # Nothing pending: wait for the first message, then take what is there with it.
         left = deadline.remaining()
@@ -521,8 +533,19 @@ class NatsPyNames:
         ``manual_ack``) each message is acked after ``cb`` returns. Any other
         ConsumerConfig field may be passed by name (``opt_start_seq=...``).
         ``ordered_consumer=True`` gives an ordered consumer (no acks).
+
+        Raises:
+            JetStreamError: nats-py's refusals, with its texts as ``description``:
+                a ``queue`` other than ``durable`` (``cannot create queue subscription
+                'q' to consumer 'd'``), a bound consumer without a deliver group, a
+                deliver group that does not fit ``queue``.
         """
         check_callback(cb)
+        if queue and durable and durable != queue:
+            # nats-py refuses this before asking for the consumer (the queue names the
+            # consumer of a queue subscription), once the stream is found; its text.
+            stream = stream or _js(self).stream_name_by_subject(subject)
+            raise JetStreamError(f"cannot create queue subscription '{queue}' to consumer '{durable}'")
         if ordered_consumer:
             st = stream or _js(self).stream_name_by_subject(subject)
             opts: dict[str, Any] = {"filter_subjects": [subject]}

@@ -42,6 +42,7 @@ from ..errors import (
     NoRespondersError,
     NotSentError,
     ObjectAlreadyExists,
+    ObjectBucketNotFoundError,
     ObjectDeletedError,
     ObjectNotFoundError,
     ObjectStoreError,
@@ -372,8 +373,15 @@ class ObjectStore:
             ObjectNotFoundError: there is no object of that name.
             ObjectDeletedError: the object was deleted (and not ``show_deleted``). It is an
                 ObjectNotFoundError too, which is what nats-py and nats.go raise here.
+            BucketNotFoundError: the bucket is gone (deleted). It is an ObjectNotFoundError
+                too, as nats-py raises then.
         """
-        info, _ = self._last_meta(_check_name(name), timeout)
+        try:
+            info, _ = self._last_meta(_check_name(name), timeout)
+        except ObjectBucketNotFoundError:
+            raise
+        except BucketNotFoundError as exc:
+            raise ObjectBucketNotFoundError(exc.description, code=404) from None
         if info is None:
             raise ObjectNotFoundError(f"object {name!r} not found in bucket {self.bucket!r}")
         if info.deleted and not show_deleted:
@@ -394,6 +402,9 @@ class ObjectStore:
             raw = self._stream.get_last_msg_for_subject(self._meta_subject(name), timeout=timeout)
         except MsgNotFoundError:
             return None, 0
+        except StreamNotFoundError:
+            # asked through the API (a bucket without direct gets): the stream is gone
+            raise BucketNotFoundError(f"object store {self.bucket!r} not found", code=404) from None
         except NoRespondersError:
             # A direct get nobody answers: the bucket's stream may be gone (nats-py, which
             # asks the API, raises NotFoundError then). Ask the API which it is.
@@ -733,10 +744,7 @@ class ObjectStore:
             raise ObjectDeletedError(str(exc)) from None
         new_name = meta.name or name
         if new_name != name:
-            try:
-                other = self.get_info(new_name, show_deleted=True, timeout=timeout)
-            except ObjectNotFoundError:
-                other = None
+            other, _ = self._last_meta(_check_name(new_name), timeout)
             if other is not None and not other.deleted:
                 raise ObjectAlreadyExists(f"an object named {new_name!r} exists already")
         updated = info.replace(name=new_name, description=meta.description, headers=meta.headers,
@@ -789,10 +797,7 @@ class ObjectStore:
 
     def _put_link(self, name: str, link: ObjectLink, timeout: TimeoutArg) -> ObjectInfo:
         timeout = self._js._api.deadline(timeout)  # one budget for every step
-        try:
-            existing = self.get_info(name, show_deleted=True, timeout=timeout)
-        except ObjectNotFoundError:
-            existing = None
+        existing, _ = self._last_meta(name, timeout)
         if existing is not None and not existing.deleted and not existing.is_link:
             raise ObjectStoreError(f"an object named {name!r} exists already")
         info = ObjectInfo(name=name, bucket=self.bucket, nuid=next_nuid(), options=ObjectMetaOptions(link=link))

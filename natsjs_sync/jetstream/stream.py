@@ -48,7 +48,8 @@ def _parse_time(text: str | None) -> datetime.datetime | None:
 def _raw_from_api(stream: str, m: dict[str, Any]) -> RawStreamMsg:
     hdrs = None
     if m.get("hdrs"):
-        _, _, hdrs = parse_headers(base64.b64decode(m["hdrs"]))
+        # a block without a header is no headers (None), as nats-py's get_msg reads it
+        hdrs = parse_headers(base64.b64decode(m["hdrs"]))[2] or None
     return RawStreamMsg(
         subject=m["subject"],
         seq=m["seq"],

@@ -447,6 +447,8 @@ class StreamInfo(_Open, kw_only=True):
         cluster: its cluster, leader and replicas (clustered servers).
         mirror: how far its mirror is (for a mirror).
         sources: how far each source is.
+        did_create: ``True`` when the request that answered made the stream (the
+            server says so in a create's answer, server 2.11+); ``None`` otherwise.
         ts: the server's time of the answer.
     """
 
@@ -456,6 +458,7 @@ class StreamInfo(_Open, kw_only=True):
     cluster: ClusterInfo | None = None
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] | None = None
+    did_create: bool | None = None
     ts: datetime.datetime | None = None
 
     def __eq__(self, other: object) -> bool:

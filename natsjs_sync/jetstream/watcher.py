@@ -41,8 +41,12 @@ class Watcher(Generic[T]):
         # cannot then replace it before it was read (history-1 buckets).
         self._it.start(hold_first=5.0 if initial and not self._marker_due else None)
 
-    def _decode(self, msg: Msg) -> tuple[T, int, bool]:
-        """``(item, messages still pending after it, is a delete or purge)``."""
+    def _decode(self, msg: Msg) -> tuple[T | Exception, int, bool]:
+        """``(item, messages still pending after it, is a delete or purge)``.
+
+        An item that cannot be decoded is given as the exception to raise: the
+        watch's place (the end of the initial values) is kept before it is raised.
+        """
         raise NotImplementedError
 
     def next(self, timeout: TimeoutArg = None) -> T | None:
@@ -67,6 +71,8 @@ class Watcher(Generic[T]):
                     self._init_done = True
                     return None
                 continue
+            if isinstance(item, Exception):
+                raise item
             return item
 
     def updates(self, timeout: float | None = 5.0) -> T | None:

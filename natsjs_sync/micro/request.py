@@ -111,7 +111,9 @@ class Request:
         on_reply, self._on_reply = self._on_reply, None
         if on_reply is not None:
             on_reply(error)
-        self._msg.respond(data, headers=headers)
+        # A service's answer carries the headers given and nothing of the request (nats-py's
+        # Request.respond, nats.go's micro), where a plain Msg.respond echoes the request's.
+        self._msg.respond(data, headers=headers if headers is not None else {})
         self._responded = True
 
     def respond_json(self, value: Any, headers: HeadersInput | None = None) -> None:

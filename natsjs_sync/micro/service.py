@@ -97,6 +97,33 @@ _current = threading.local()
 _json = msgspec.json.Encoder()
 
 
+# nats-py's texts for the refusals it makes itself (a migrated program may compare
+# str(err)); the stricter checks of this client that nats-py does not make keep their own.
+_EMPTY_NAME = "Name cannot be empty."
+_BAD_ENDPOINT_NAME = "Invalid name. Name must contain only alphanumeric characters, underscores, and hyphens."
+_BAD_SERVICE_NAME = "Invalid name. It must contain only alphanumeric characters, dashes, and underscores."
+_EMPTY_VERSION = "Version cannot be empty."
+_BAD_VERSION = "Invalid version. It must follow semantic versioning (e.g., 1.0.0, 2.1.3-alpha.1)."
+_BAD_ENDPOINT_SUBJECT = "Invalid subject. Subject must not contain spaces, and can only have '>' at the end."
+_BAD_ENDPOINT_QUEUE = "Invalid queue group. Queue group must not contain spaces."
+_BAD_SERVICE_QUEUE = "Invalid queue group. It must contain only alphanumeric characters, dashes, and underscores."
+
+
+def _check_config_name(what: str, name: object, bad_text: str) -> None:
+    """A service's or endpoint's name, refused with nats-py's texts where nats-py refuses it."""
+    if not name:
+        raise ValueError(_EMPTY_NAME)
+    if isinstance(name, str) and not NAME_REGEX.match(name):
+        raise ValueError(bad_text)
+    _check_name(what, name)
+
+
+def _check_loose_subject(value: object, bad_text: str) -> None:
+    """nats-py's one subject check (no blanks, ``>`` only last), with its text."""
+    if isinstance(value, str) and value and not SUBJECT_REGEX.match(value):
+        raise BadSubjectError(bad_text)
+
+
 def _check_name(what: str, name: object) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError(f"{what} name must be a non-empty str, got {name!r}")
@@ -187,10 +214,12 @@ class EndpointConfig:
     codec: Codec | None = None
 
     def __post_init__(self) -> None:
-        _check_name("endpoint", self.name)
+        _check_config_name("endpoint", self.name, _BAD_ENDPOINT_NAME)
         _check_handler(self.handler)
         if self.subject is not None and self.subject != "":
+            _check_loose_subject(self.subject, _BAD_ENDPOINT_SUBJECT)
             validate_subscribe_subject(self.subject)
+        _check_loose_subject(self.queue_group, _BAD_ENDPOINT_QUEUE)
         _check_queue(self.queue_group, self.queue_group_disabled)
         self.metadata = _check_metadata("endpoint", self.metadata)
         for limit in (self.pending_msgs_limit, self.pending_bytes_limit):
@@ -256,12 +285,17 @@ class ServiceConfig:
     max_concurrency: int | None = None
 
     def __post_init__(self) -> None:
-        _check_name("service", self.name)
-        if not isinstance(self.version, str) or not SEMVER_REGEX.match(self.version):
+        _check_config_name("service", self.name, _BAD_SERVICE_NAME)
+        if not self.version:
+            raise ValueError(_EMPTY_VERSION)
+        if not isinstance(self.version, str):
             raise ValueError(f"invalid version {self.version!r}: it must be a semantic version, e.g. 1.0.0")
+        if not SEMVER_REGEX.match(self.version):
+            raise ValueError(_BAD_VERSION)
         if self.description is not None and not isinstance(self.description, str):
             raise TypeError(f"description must be a str, got {type(self.description).__name__}")
         self.metadata = _check_metadata("service", self.metadata)
+        _check_loose_subject(self.queue_group, _BAD_SERVICE_QUEUE)
         _check_queue(self.queue_group, self.queue_group_disabled)
         if self.stats_handler is not None:
             _check_handler(self.stats_handler, "stats_handler")

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
+from ..errors import ProtocolError
 from . import attributes as a
+from .propagation import without_span_context
 from .spans import (
     _call_with_context,
     _headers_ok,
@@ -73,6 +75,16 @@ def _wrap_respond(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
         if not is_instrumentation_enabled() or not msg.reply:
             return wrapped(*args, **kwargs)
         data, headers = data_p.get(args, kwargs, b""), headers_p.get(args, kwargs)
+        if headers is None and msg.raw_headers is not None:
+            # The reply echoes the request's headers (nats-py's respond()), but not the
+            # requester's trace context: the reply carries its own span's.
+            try:
+                echoed = msg.headers
+            except ProtocolError:
+                echoed = None  # not echoed by respond() either
+            if echoed is not None:
+                headers = without_span_context(echoed)
+                args, kwargs = headers_p.replace(args, kwargs, headers)
         if not _headers_ok(headers):
             return wrapped(*args, **kwargs)  # refused by the client, as without instrumentation
         attrs = s.destination(msg.reply, getattr(msg, "_conn", None), "send", "respond", temporary=True)

@@ -118,6 +118,14 @@ def inject(headers: HeadersInput | None, context: Context | None = None) -> Head
     return merged
 
 
+def without_span_context(headers: HeadersInput) -> dict[str, Any]:
+    """A copy of ``headers`` without the fields that carry a span context (``traceparent``,
+    ``tracestate`` for W3C): a request's headers that its reply echoes, whose context is
+    the requester's, not the reply's."""
+    span_fields = _span_fields()
+    return {k: v for k, v in _items(headers) if not (isinstance(k, str) and k.casefold() in span_fields)}
+
+
 def creation_context(headers: Any) -> SpanContext | None:
     """The valid span context ``headers`` already carry (a caller's creation context), or None."""
     if not headers or not isinstance(headers, Mapping):

@@ -27,6 +27,7 @@ them, and the stream stores each row once (within its duplicate window).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 from collections.abc import Iterator, Sequence
@@ -56,10 +57,30 @@ SCHEMA = f"{_BASE_COLUMNS}, headers {_HEADER_TYPES['map']}, data BINARY"
 
 
 def schema_for(ro: ReadOptions) -> str:
-    """The read schema for these options."""
+    """The read schema for these options: the payload as ``data``, or as the columns of ``valueSchema``
+    (then the corrupt-record column in mode PERMISSIVE)."""
+    payload = "data BINARY" if ro.value_schema is None else ro.value_schema
+    if ro.corrupt_column:
+        payload += f", `{ro.corrupt_column.replace('`', '``')}` BINARY"
     if not ro.include_headers:
-        return f"{_BASE_COLUMNS}, data BINARY"
-    return f"{_BASE_COLUMNS}, headers {_HEADER_TYPES[ro.headers_format]}, data BINARY"
+        return f"{_BASE_COLUMNS}, {payload}"
+    return f"{_BASE_COLUMNS}, headers {_HEADER_TYPES[ro.headers_format]}, {payload}"
+
+
+def _with_payload(ro: ReadOptions, schema: StructType) -> ReadOptions:
+    """``ro`` with the payload's columns as Spark parsed them from ``valueSchema`` (the columns after the
+    fixed ones, the corrupt-record column left out).
+
+    Raises:
+        ValueError: a payload column named as a fixed column, or of a type a payload cannot hold.
+    """
+    if ro.value_schema is None:
+        return ro
+    from .payloads import check_fields
+
+    fixed = 5 if ro.include_headers else 4
+    fields = [f for f in schema.fields[fixed:] if f.name != ro.corrupt_column]
+    return dataclasses.replace(ro, payload_fields=check_fields(StructType(fields), schema.fields[:fixed]))
 
 
 def _planning_with_pushdown() -> bool:
@@ -116,7 +137,7 @@ class JetStreamDataSource(DataSource):
         Raises:
             NoServersError: no server answers at the address.
         """
-        ro = _reach(read_options(self.options, streaming=False))
+        ro = _reach(_with_payload(read_options(self.options, streaming=False), schema))
         if _planning_with_pushdown():
             return JetStreamPushdownReader(ro)
         return JetStreamBatchReader(ro)
@@ -130,7 +151,7 @@ class JetStreamDataSource(DataSource):
         call instead (``_FailedStreamReader``).
         """
         try:
-            ro = _reach(read_options(self.options, streaming=True))
+            ro = _reach(_with_payload(read_options(self.options, streaming=True), schema))
         except Exception as exc:  # raised where PySpark shows it, see _FailedStreamReader
             return _FailedStreamReader(exc)
         if ro.group is not None:

@@ -60,6 +60,10 @@ _READ: dict[str, tuple[str, ...]] = {
     "includeHeaders": (),
     "headersFormat": (),
     "failOnDataLoss": (),
+    "valueFormat": (),
+    "valueSchema": (),
+    "mode": (),
+    "columnNameOfCorruptRecord": (),
 }
 _BATCH_READ: dict[str, tuple[str, ...]] = {
     "endingOffsets": (),
@@ -83,6 +87,7 @@ _NOT_WITH_GROUP = ("startingOffsets", "startingSequence", "startingTimestamp", "
 _WRITE: dict[str, tuple[str, ...]] = {
     "subject": ("topic",),
     "writeId": (),
+    "valueFormat": (),
 }
 #: Set by Spark itself, not by the user: accepted and not used.
 _SPARK_OWN = ("checkpointLocation", "queryName", "path")
@@ -484,6 +489,14 @@ class ReadOptions:
     max_trigger_delay: float = 900.0
     #: A read of a consumer group (streaming only), or None.
     group: GroupOptions | None = None
+    #: The payload: ``binary`` (the ``data`` column), or ``json``/``msgpack`` decoded into ``value_schema``'s columns.
+    value_format: str = "binary"
+    value_schema: str | None = None
+    #: ``FAILFAST`` or ``PERMISSIVE`` (a payload that does not decode: nulls, and the payload in ``corrupt_column``).
+    value_mode: str = "FAILFAST"
+    corrupt_column: str | None = None
+    #: The payload's columns (a StructType), set when the reader is made from Spark's parsed schema.
+    payload_fields: Any = None
 
 
 def read_options(options: Mapping[str, Any], streaming: bool) -> ReadOptions:
@@ -519,8 +532,37 @@ def read_options(options: Mapping[str, Any], streaming: bool) -> ReadOptions:
         min_per_trigger=min_per,
         max_trigger_delay=_duration(opts, "maxTriggerDelay", 900.0),
         group=_group(opts, streams) if streaming else None,
+        **_payload_options(opts),
     )
     return ro
+
+
+def _payload_options(opts: dict[str, str]) -> dict[str, Any]:
+    """``valueFormat``, ``valueSchema``, ``mode`` and ``columnNameOfCorruptRecord``, checked together."""
+    from .payloads import DEFAULT_CORRUPT_COLUMN, FORMATS, MODES
+
+    fmt = (opts.get("valueFormat") or "binary").strip().lower()
+    if fmt not in FORMATS:
+        raise ValueError(f"option 'valueFormat' must be one of {', '.join(FORMATS)}, got {opts['valueFormat']!r}")
+    schema = (opts.get("valueSchema") or "").strip() or None
+    mode = (opts.get("mode") or "FAILFAST").strip().upper()
+    if mode not in MODES:
+        raise ValueError(f"option 'mode' must be FAILFAST or PERMISSIVE (no row is ever dropped), got {opts['mode']!r}")
+    corrupt = (opts.get("columnNameOfCorruptRecord") or "").strip() or None
+    if fmt == "binary":
+        given = [n for n in ("valueSchema", "mode", "columnNameOfCorruptRecord") if n in opts]
+        if given:
+            raise ValueError(f"option {given[0]!r} needs 'valueFormat' json or msgpack (the payload is read as "
+                             "bytes in column 'data' without it)")
+        return {}
+    if schema is None:
+        raise ValueError(f"option 'valueFormat' {fmt!r} needs 'valueSchema': the payload's fields as a DDL "
+                         "string, e.g. \"id BIGINT, name STRING\"")
+    if corrupt is not None and mode != "PERMISSIVE":
+        raise ValueError("option 'columnNameOfCorruptRecord' needs mode PERMISSIVE")
+    if mode == "PERMISSIVE":
+        corrupt = corrupt or DEFAULT_CORRUPT_COLUMN
+    return {"value_format": fmt, "value_schema": schema, "value_mode": mode, "corrupt_column": corrupt}
 
 
 @dataclass(frozen=True)
@@ -530,6 +572,8 @@ class WriteOptions:
     cfg: NatsConfig
     subject: str | None = None
     write_id: str | None = None
+    #: ``binary`` (the data column as it is), or ``json``/``msgpack`` (a struct, map or array column encoded).
+    value_format: str = "binary"
 
 
 def write_options(options: Mapping[str, Any], streaming: bool) -> WriteOptions:
@@ -547,4 +591,8 @@ def write_options(options: Mapping[str, Any], streaming: bool) -> WriteOptions:
     write_id = opts.get("writeId")
     if write_id is not None and (not write_id or " " in write_id or len(write_id) > 64):
         raise ValueError(f"option 'writeId' must be 1 to 64 characters without spaces, got {write_id!r}")
-    return WriteOptions(cfg=connection(opts), subject=subject.strip() if subject else None, write_id=write_id)
+    fmt = (opts.get("valueFormat") or "binary").strip().lower()
+    if fmt not in ("binary", "json", "msgpack"):
+        raise ValueError(f"option 'valueFormat' must be one of binary, json, msgpack, got {opts['valueFormat']!r}")
+    return WriteOptions(cfg=connection(opts), subject=subject.strip() if subject else None, write_id=write_id,
+                        value_format=fmt)

@@ -28,6 +28,7 @@ from ..jetstream import StreamInfo
 from .config import NatsConfig
 from .data_loss import no_loss_at_start, removed_check
 from .options import _EARLIEST, _LATEST, Position, ReadOptions
+from .payloads import PayloadReader
 from .pushdown import Narrowing, push_filters
 from .ranges import iter_range, reads_directly
 from .retry import ride_out
@@ -211,8 +212,19 @@ def _arrow_schema(ro: ReadOptions) -> Any:
             fields.append(("headers", pa.map_(pa.string(), pa.list_(pa.string()))))
         else:
             fields.append(("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
-    fields.append(("data", pa.binary()))
+    payload = _payload_reader(ro)
+    if payload is None:
+        fields.append(("data", pa.binary()))
+    else:
+        fields.extend(payload.arrow_fields())
     return pa.schema(fields)
+
+
+def _payload_reader(ro: ReadOptions) -> PayloadReader | None:
+    """What turns payloads into columns (``valueFormat``), or None: the payload as ``data``."""
+    if ro.payload_fields is None:
+        return None
+    return PayloadReader(ro.value_format, ro.payload_fields, ro.value_mode, ro.corrupt_column)
 
 
 def _header_items(headers: Any) -> list[tuple[str, list[str]]]:
@@ -291,6 +303,8 @@ def _batches(ro: ReadOptions, part: SequenceRange, rows_in: Iterator[_RowTuple] 
     import pyarrow as pa
 
     schema = _arrow_schema(ro)
+    payload = _payload_reader(ro)
+    payload_types = [t for _, t in payload.arrow_fields()] if payload is not None else []
     with_headers = ro.include_headers
     kafka = ro.headers_format == "kafka"
     header_type = schema.field("headers").type if with_headers else None
@@ -307,7 +321,10 @@ def _batches(ro: ReadOptions, part: SequenceRange, rows_in: Iterator[_RowTuple] 
         ]
         if with_headers:
             arrays.append(_header_column(hdrs, kafka, header_type))
-        arrays.append(pa.array(datas, data_type))
+        if payload is None:
+            arrays.append(pa.array(datas, data_type))
+        else:
+            arrays.extend(payload.columns(part.stream, rows, payload_types))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     rows: list[tuple[str, int, int, Any, bytes]] = []

@@ -32,6 +32,7 @@ from ..jetstream.publish_options import publish_headers
 from ..protocol.headers import encode_headers
 from ..protocol.subjects import publish_subject
 from .options import WriteOptions
+from .payloads import encoder
 
 _WRITE_COLUMNS = ("data", "value", "subject", "topic", "headers", "msg_id")
 
@@ -53,9 +54,14 @@ def check_write_schema(schema: StructType, wo: WriteOptions) -> None:
     data = names.get("data") or names.get("value")
     if data is None:
         raise ValueError("writing to jetstream needs a 'data' (or 'value') column, binary or string")
-    if not isinstance(data.dataType, (BinaryType, StringType)):
-        raise ValueError(f"writing to jetstream: column {data.name!r} must be binary or string, not "
-                         f"{data.dataType.simpleString()}")
+    if wo.value_format != "binary":
+        if not isinstance(data.dataType, (StructType, MapType, ArrayType)):
+            raise ValueError(f"writing to jetstream with valueFormat {wo.value_format!r}: column {data.name!r} must "
+                             f"be a struct, map or array (struct(...).alias('value')), not "
+                             f"{data.dataType.simpleString()}")
+    elif not isinstance(data.dataType, (BinaryType, StringType)):
+        raise ValueError(f"writing to jetstream: column {data.name!r} must be binary or string (or a struct, map "
+                         f"or array with valueFormat json or msgpack), not {data.dataType.simpleString()}")
     subject = names.get("subject") or names.get("topic")
     if subject is None and not wo.subject:
         raise ValueError("writing to jetstream needs a 'subject' (or 'topic') column or the option 'subject'")
@@ -163,9 +169,13 @@ def _subject_bytes(cache: dict[str | None, bytes], subject: str | None, default:
     return b
 
 
-def _batch_datas(batch: Any, di: int) -> list[bytes]:
-    """The payload column as bytes (strings encoded as UTF-8, nulls empty)."""
+def _batch_datas(batch: Any, di: int, value_format: str = "binary") -> list[bytes]:
+    """The payload column as bytes (strings encoded as UTF-8, nulls empty; with ``valueFormat``
+    json or msgpack, each struct, map or array cell encoded, a null one as null)."""
     column = batch.column(di)
+    if value_format != "binary":
+        encode = encoder(value_format)
+        return [encode(d) for d in column.to_pylist(maps_as_pydicts="strict")]
     datas: list[Any] = column.to_pylist()
     if datas and not isinstance(datas[0], bytes):
         return [b"" if d is None else d.encode() if isinstance(d, str) else d for d in datas]
@@ -218,7 +228,7 @@ def _write_batches(wo: WriteOptions, batches: Iterator[Any], id_prefix: str) -> 
             cols = {n.lower(): i for i, n in enumerate(batch.schema.names)}
             di = cols.get("data", cols.get("value"))
             assert di is not None  # checked on the driver
-            datas = _batch_datas(batch, di)
+            datas = _batch_datas(batch, di, wo.value_format)
             subjects = _batch_subjects(batch, cols.get("subject", cols.get("topic")), subjects_cache, wo.subject)
             pub.publish(subjects, _batch_header_blocks(batch, cols, ids, subjects, datas), datas)
     return PublishCommit(pub.published, pub.duplicates, pub.resent)

@@ -47,6 +47,30 @@ def test_two_step_connect_then_use(shared_server: NatsServer) -> None:
     assert nc.is_closed
 
 
+def _client_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("natsjs")}
+
+
+def test_connect_after_close_leaves_no_thread_of_the_first_connection(shared_server: NatsServer) -> None:
+    """nats-py's ``nc.close()`` then ``nc.connect()``: a new connection, the old one's threads gone."""
+    before = _client_threads()
+    nc = nats.connect(shared_server.url)
+    nc.close()
+    with pytest.raises(NoServersError):  # a failed connect closes the client as well
+        nc.connect("nats://127.0.0.1:1", allow_reconnect=False, connect_timeout=0.5)
+    nc.connect(shared_server.url)
+    try:
+        with pytest.raises(nats.errors.NatsConnectionError, match="connected already"):
+            nc.connect(shared_server.url)
+        sub = nc.subscribe("after.close")
+        nc.publish("after.close", b"x")  # the plain publish of the new connection's outlet
+        assert sub.next_msg(timeout=2).data == b"x"
+        assert nc.stats["out_msgs"] == 1
+    finally:
+        nc.close()
+    assert _client_threads() <= before
+
+
 def test_close_reports_disconnected_then_closed(shared_server: NatsServer) -> None:
     events: list[str] = []
     done = threading.Event()

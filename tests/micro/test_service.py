@@ -144,6 +144,8 @@ def test_endpoint_answers_with_data_json_and_headers(nc: nats.Client, caller: na
         reply = caller.request("answers.json", b'{"n": [1, 2]}', timeout=5)
         assert json.loads(reply.data) == {"got": {"n": [1, 2]}, "subject": "answers.json"}
         assert caller.request("hdr", b"", headers={"In": "v"}, timeout=5).headers == {"Seen": "v"}
+        # A service's answer carries its own headers only, nothing of the request's.
+        assert caller.request("echo", b"hi", headers={"In": "v"}, timeout=5).headers is None
     finally:
         svc.stop()
 

@@ -70,6 +70,20 @@ def test_request_reply_chain_and_temporary_names(otel: Telemetry, nc: nats.Clien
     assert str(resp.attributes[M.MESSAGING_DESTINATION_NAME]).startswith("_INBOX.")
 
 
+def test_a_reply_echoes_the_request_headers_with_its_own_trace_context(otel: Telemetry, nc: nats.Client,
+                                                                       shared_server: NatsServer) -> None:
+    """respond() without headers sends the request's back (nats-py's respond), but the trace
+    context in them is the responder's span, not the requester's."""
+    with nats.connect(shared_server.url, name="responder") as other:
+        other.subscribe("svc.hdr", cb=lambda m: m.respond(b"ok"))
+        other.flush()
+        reply = nc.request("svc.hdr", b"hi", headers={"Order": "7"}, timeout=10)
+    resp = otel.span("respond _INBOX.>")
+    assert reply.headers is not None and reply.headers["Order"] == "7"
+    assert reply.headers["traceparent"].split("-")[2] == format(resp.context.span_id, "016x")
+    assert resp.kind is SpanKind.PRODUCER and not resp.links
+
+
 def test_no_responders_records_the_error(otel: Telemetry, nc: nats.Client) -> None:
     with pytest.raises(nats.NoRespondersError):
         nc.request("nobody.home", b"", timeout=5)

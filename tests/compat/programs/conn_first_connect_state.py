@@ -69,6 +69,7 @@ async def main():
     assert (v.major, v.minor, v.patch) == (2, 11, 1)
     assert (v.prerelease, v.build, v.dev) == ("beta", "syn2", "beta+syn2"), (v.prerelease, v.build, v.dev)
     assert ServerVersion("2.10.0-RC.1").dev == "RC.1"
+    assert str(v) == repr(v) == "<nats server v2.11.1-beta+syn2>", str(v)
     try:
         major = ServerVersion("not-a-version").major
         raise AssertionError(f"a bad version string was parsed: {major}")

@@ -48,6 +48,12 @@ async def main():
     except JSError as exc:
         # str() differs (nats-py: "nats: JetStream.Error ..."); the description is the same.
         assert exc.description == "consumer is already bound to a subscription", exc.description
+    # A queue subscription names its consumer: another durable is refused.
+    try:
+        await js.subscribe("hi.>", queue="foo", durable="pusher")
+        raise AssertionError("a queue subscription to another consumer")
+    except JSError as exc:
+        assert exc.description == "cannot create queue subscription 'foo' to consumer 'pusher'", exc.description
     await sub.unsubscribe()
 
     assert ClusterInfo.from_response({"leader": "n1", "traffic_acc": "SYS"}).traffic_acc == "SYS"

@@ -30,7 +30,12 @@ async def main():
         assert str(exc) == "nats: key not found", str(exc)
         assert exc.op == "DEL"
 
-    await kv.put("name", b"x")
+    rev = await kv.put("name", b"x")
+    try:
+        await kv.get("age", revision=rev)  # a revision of another key
+        raise AssertionError("got another key's revision")
+    except KeyNotFoundError as exc:
+        assert str(exc) == "nats: key not found: expected '$KV.TEXTS.age', but got '$KV.TEXTS.name'", str(exc)
     try:
         await kv.create("name", b"y")
         raise AssertionError("created an existing key")

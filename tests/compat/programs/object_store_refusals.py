@@ -1,12 +1,12 @@
-"""Object store refusals as nats-py raises them: get() from a deleted store,
-update_meta() of an object that never existed, a rename onto a live object."""
+"""Object store refusals as nats-py raises them: reading, deleting and updating in a
+deleted store, update_meta() of an object that never existed, a rename onto a live object."""
 
 import asyncio
 import os
 
 import nats
 from nats.js.api import ObjectMeta
-from nats.js.errors import NotFoundError, ObjectAlreadyExists, ObjectDeletedError
+from nats.js.errors import NotFoundError, ObjectAlreadyExists, ObjectDeletedError, ObjectNotFoundError
 
 URL = os.environ["NATS_URL"]
 
@@ -33,11 +33,23 @@ async def main():
     gone = await js.create_object_store("GONE")
     await gone.put("a", b"x")
     await js.delete_object_store("GONE")
+    for call in (lambda: gone.get("a"), lambda: gone.get_info("a"), lambda: gone.delete("a")):
+        try:
+            await call()
+            raise AssertionError("used a deleted store")
+        except ObjectNotFoundError:
+            pass
     try:
-        await gone.get("a")
-        raise AssertionError("read from a deleted store")
-    except NotFoundError:
+        await gone.update_meta("a", ObjectMeta(name="a", description="d"))
+        raise AssertionError("updated in a deleted store")
+    except ObjectDeletedError:
         pass
+    for call in (lambda: gone.put("b", b"y"), lambda: gone.status()):
+        try:
+            await call()
+            raise AssertionError("used a deleted store")
+        except NotFoundError:
+            pass
     await nc.close()
 
 
