@@ -96,3 +96,14 @@ def test_object_store_records_the_content_type(obs: ObjectStore) -> None:
     with pytest.raises(PayloadDecodeError) as exc:
         obs.typed(Profile).get("bad")
     assert exc.value.subject == "bad" and exc.value.field == "$.age"
+
+
+def test_typed_values_under_key_codecs(kv: KeyValue) -> None:
+    from natsjs_sync.kvcodec import Base64KeyCodec
+
+    view = kv.with_codecs(key_codec=Base64KeyCodec()).typed(Profile)
+    view.put("ada@example.com", Profile("Ada", 36))
+    assert view.get("ada@example.com").value == Profile("Ada", 36)
+    with view.watch_all() as watcher:
+        entry = watcher.next(timeout=5)
+        assert entry is not None and (entry.key, entry.value) == ("ada@example.com", Profile("Ada", 36))
