@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._core import spi
 from ._core.connection import Connection
@@ -31,7 +31,10 @@ from .protocol.headers import HeadersInput
 from .protocol.subjects import validate_subscribe_subject
 from .subscription import MsgHandler, Subscription
 
+_T = TypeVar("_T")
+
 if TYPE_CHECKING:
+    from .codecs import Codec, TypedSubject
     from .jetstream import JetStream
     from .request_many import ReplyIterator
 
@@ -286,6 +289,24 @@ class Client:
             ValueError, TypeError: a bad ``timeout`` (nothing is sent).
         """
         return self._conn.request(subject, payload, Deadline.of(timeout, 1.0), headers)
+
+    def typed(self, subject: str, type_: type[_T], codec: Codec | None = None,
+              reply_type: Any = Any) -> TypedSubject[_T]:
+        """A typed view of ``subject``: publish values, request, subscribe to decoded messages.
+
+        ``nc.typed("orders.new", Order).publish(order)``. The untyped calls
+        are unchanged (and no slower). See :doc:`codecs`.
+
+        Args:
+            type_: the type of the values (a msgspec Struct, dataclass, TypedDict,
+                plain type or pydantic model).
+            codec: the encoding (default :data:`~natsjs_sync.codecs.JSON`).
+            reply_type: what :meth:`TypedSubject.request <natsjs_sync.codecs.TypedSubject.request>`
+                decodes replies to.
+        """
+        from .codecs.typed import TypedSubject
+
+        return TypedSubject(self, subject, type_, codec, reply_type)
 
     def flush(self, timeout: TimeoutArg = 10.0) -> None:
         """Send everything buffered and wait until the server has processed it.

@@ -28,6 +28,8 @@
     ├── BadSubjectError               also a ValueError
     ├── BadHeaderError                also a ValueError
     ├── MaxPayloadError               also a ValueError
+    ├── PayloadDecodeError            a payload that does not decode to the type asked for; also a ValueError
+    ├── PayloadEncodeError            a value a codec cannot encode; also a TypeError
     ├── BadTimeoutError, InvalidCallbackTypeError, JsonParseError, ServerNotInPoolError
     ├── InvalidServerUrlError         also a ValueError
     ├── SlowConsumerError             a subscription dropped messages
@@ -267,6 +269,58 @@ class BadHeaderError(NatsError, ValueError):
 
 class MaxPayloadError(NatsError, ValueError):
     """The message is larger than the server's ``max_payload``."""
+
+
+class PayloadDecodeError(NatsError, ValueError):
+    """A payload that does not decode to the type asked for (see :doc:`codecs`).
+
+    Also a :class:`ValueError`, as msgspec's and pydantic's validation errors are.
+
+    Attributes:
+        subject: the message's subject (``""`` when the bytes came from no message).
+        stream_sequence: its stream sequence (a JetStream message, a KV entry), else ``None``.
+        type: the type asked for.
+        field: where decoding failed, as a path (``"$.items[0].qty"``), or ``None``
+            when the payload was not valid JSON/MessagePack at all.
+        content_type: the content type the payload was read as.
+        reason: what the codec said.
+    """
+
+    def __init__(self, reason: str, *, type: object = None, field: str | None = None,  # noqa: A002
+                 content_type: str = "", subject: str = "", stream_sequence: int | None = None):
+        self.reason = reason
+        self.type = type
+        self.field = field
+        self.content_type = content_type
+        self.subject = subject
+        self.stream_sequence = stream_sequence
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = f" on {self.subject!r}" if self.subject else ""
+        if self.stream_sequence is not None:
+            where += f" (stream sequence {self.stream_sequence})"
+        name = getattr(self.type, "__name__", None) or repr(self.type)
+        at = f" at {self.field}" if self.field else ""
+        return f"payload{where} does not decode to {name} as {self.content_type or 'an unknown format'}{at}: " \
+               f"{self.reason}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_decode_error, (self.reason, self.type, self.field, self.content_type, self.subject,
+                                        self.stream_sequence))
+
+
+def _rebuild_decode_error(reason: str, type: object, field: str | None, content_type: str,  # noqa: A002
+                          subject: str, stream_sequence: int | None) -> PayloadDecodeError:
+    return PayloadDecodeError(reason, type=type, field=field, content_type=content_type, subject=subject,
+                              stream_sequence=stream_sequence)
+
+
+class PayloadEncodeError(NatsError, TypeError):
+    """A value a codec cannot encode (an unsupported type, an int too large for JSON).
+
+    Also a :class:`TypeError`, as ``json.dumps`` raises for such values.
+    """
 
 
 class SlowConsumerError(NatsError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import MsgAlreadyAckdError, NotJSMessageError, ProtocolError
 from .protocol import _compiled
@@ -11,6 +11,9 @@ from .protocol.jetstream.ackreply import ACK, ACK_PREFIX, NAK, TERM, WPI, MsgMet
 
 if TYPE_CHECKING:
     from ._core.spi import CoreLink
+    from .codecs import Codec
+
+T = TypeVar("T")
 
 
 class Msg:
@@ -82,6 +85,20 @@ class Msg:
             return ""
         return parse_headers(self.raw_headers)[1]
 
+    def decode(self, type_: type[T], codec: Codec | None = None) -> T:
+        """The payload as a ``type_``: a msgspec Struct, a dataclass, a TypedDict, a
+        plain type (``dict[str, int]``) or a pydantic model.
+
+        The ``content-type`` header says which codec reads it; without one,
+        ``codec`` does (default :data:`~natsjs_sync.codecs.JSON`). See :doc:`codecs`.
+
+        Raises:
+            PayloadDecodeError: the payload does not decode; it names the
+                subject, the stream sequence of a JetStream message, the type and the field.
+        """
+        from .codecs.typed import decode_msg
+
+        return decode_msg(self, type_, codec)
 
     def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
         """Publish ``data`` to this message's reply subject, sent at once.

@@ -25,7 +25,7 @@ _BLOCK = re.compile(r"^\.\. code-block:: python\n\n((?:(?:    .*)?\n)+)", re.M)
 DEFAULT_URL = "nats://127.0.0.1:4222"
 
 PAGES = ["README.rst", "docs/index.rst", "docs/quickstart.rst", "docs/jetstream.rst", "docs/kv.rst",
-         "docs/object_store.rst", "docs/pcgroups.rst", "docs/testing.rst"]
+         "docs/object_store.rst", "docs/pcgroups.rst", "docs/testing.rst", "docs/codecs.rst"]
 #: Pages showing features of newer servers: skipped, saying so, on older ones.
 NEEDS_SERVER = {"docs/jetstream.rst": "2.14", "docs/pcgroups.rst": "2.11"}
 #: Pages whose blocks run elsewhere, and why.

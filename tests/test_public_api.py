@@ -18,7 +18,7 @@ import natsjs_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC_MODULES = ["natsjs_sync", "natsjs_sync.jetstream", "natsjs_sync.micro", "natsjs_sync.spark",
-                  "natsjs_sync.testing", "natsjs_sync.kvcodec"]
+                  "natsjs_sync.testing", "natsjs_sync.kvcodec", "natsjs_sync.codecs"]
 
 # The contract of API.md, name by name.
 CONTRACT: dict[str, list[str]] = {
@@ -29,6 +29,7 @@ CONTRACT: dict[str, list[str]] = {
         "StreamNotFoundError", "ConsumerNotFoundError", "StreamNameInUseError", "MsgNotFoundError",
         "NoMessagesError", "KeyNotFoundError", "KeyDeletedError", "KeyExistsError", "WrongLastSequenceError",
         "BucketNotFoundError", "ObjectNotFoundError", "DigestMismatchError", "JetStreamNotEnabledError",
+        "PayloadDecodeError", "PayloadEncodeError",
     ],
     "natsjs_sync.jetstream": [
         "JetStream", "Stream", "Consumer", "StreamConfig", "ConsumerConfig", "PubAck", "MessageBatch",
@@ -44,18 +45,23 @@ CONTRACT: dict[str, list[str]] = {
     "natsjs_sync.testing": ["NatsServer", "NatsCluster"],
     "natsjs_sync.kvcodec": ["KeyCodec", "ValueCodec", "FilterableKeyCodec", "Base64KeyCodec", "PathKeyCodec",
                             "ChainKeyCodec", "Base64ValueCodec", "ZlibValueCodec", "ChainValueCodec"],
+    "natsjs_sync.codecs": [
+        "Codec", "JsonCodec", "MsgPackCodec", "JSON", "MSGPACK", "CONTENT_TYPE", "register_codec", "codec_for",
+        "decode_msg", "TypedMsg", "TypedSubject", "TypedReader", "TypedKeyValue", "TypedEntry", "TypedWatcher",
+        "TypedObjectStore", "DecodeErrorHandler",
+    ],
 }
 
 METHODS: dict[str, list[str]] = {
     "natsjs_sync.Client": ["publish", "subscribe", "request", "flush", "rtt", "drain", "close", "jetstream",
                            "is_connected", "connected_url", "server_info", "max_payload", "stats",
-                           "__enter__", "__exit__"],
-    "natsjs_sync.Subscription": ["next_msg", "unsubscribe", "drain", "__iter__"],
-    "natsjs_sync.Msg": ["respond", "ack", "ack_sync", "nak", "in_progress", "term", "metadata"],
+                           "__enter__", "__exit__", "typed"],
+    "natsjs_sync.Subscription": ["next_msg", "unsubscribe", "drain", "__iter__", "typed"],
+    "natsjs_sync.Msg": ["respond", "ack", "ack_sync", "nak", "in_progress", "term", "metadata", "decode"],
     "natsjs_sync.jetstream.JetStream": [
         "account_info", "create_stream", "update_stream", "create_or_update_stream", "delete_stream", "stream",
         "stream_name_by_subject", "list_streams", "stream_names", "publish", "publish_async",
-        "publish_async_complete", "publish_async_pending", "create_consumer", "create_or_update_consumer",
+        "publish_async_complete", "publish_async_pending", "typed", "create_consumer", "create_or_update_consumer",
         "update_consumer", "consumer", "delete_consumer", "ordered_consumer", "create_key_value", "key_value",
         "delete_key_value", "key_value_store_names", "create_object_store", "object_store", "delete_object_store",
         # nats-py names
@@ -68,12 +74,15 @@ METHODS: dict[str, list[str]] = {
         "consumer_names",
     ],
     "natsjs_sync.jetstream.Consumer": ["info", "cached_info", "fetch", "fetch_bytes", "fetch_no_wait", "next",
-                                       "messages", "consume"],
+                                       "messages", "consume", "typed"],
+    "natsjs_sync.jetstream.OrderedConsumer": ["fetch", "next", "messages", "consume", "typed"],
+    "natsjs_sync.jetstream.PushConsumer": ["consume", "typed"],
     "natsjs_sync.jetstream.KeyValue": ["put", "create", "update", "get", "delete", "purge", "purge_deletes",
-                                       "keys", "history", "watch", "watch_all", "status", "with_codecs"],
+                                       "keys", "history", "watch", "watch_all", "status", "with_codecs",
+                                       "typed"],
     "natsjs_sync.jetstream.ObjectStore": [
         "put", "put_bytes", "put_string", "put_file", "get", "get_bytes", "get_string", "get_file", "get_info",
-        "update_meta", "delete", "add_link", "add_bucket_link", "list", "watch", "seal", "status",
+        "update_meta", "delete", "add_link", "add_bucket_link", "list", "watch", "seal", "status", "typed",
     ],
     "natsjs_sync.spark.NatsConfig": ["client"],
 }

@@ -588,6 +588,14 @@ class Connection:
             return
         self.append(*self.encode(subject, payload, reply, headers, trusted=True), now=False)
 
+    def publish_headed(self, subject: str, payload: bytes, block: bytes) -> None:
+        if self.writer.outlet(subject, payload, block):
+            return  # connected, a validated subject: laid out by the outlet
+        size = len(block) + len(payload)
+        if size > self.max_payload:
+            raise self.too_big(size)
+        self.append(commands.hpub(publish_subject(subject), block, payload), size, now=False)
+
     def publish_frames(self, frames: bytes, count: int) -> None:
         self.append(frames, len(frames), now=False)
         self.writer.outlet.out_msgs += count - 1  # append() counted one

@@ -60,10 +60,16 @@ class OutletPy:
         # size itself, which costs it less than this look-up).
         self._heads: dict[str, tuple[int, bytes]] = {}
 
-    def __call__(self, subject: str, payload: object) -> bool:
-        """Publish ``payload`` to ``subject`` if this is the common case; True when done."""
+    def __call__(self, subject: str, payload: object, block: bytes | None = None) -> bool:
+        """Publish ``payload`` to ``subject`` if this is the common case; True when done.
+
+        ``block``: a header block the library encoded (a typed publish's
+        content type): the frame is an ``HPUB`` with it in front of the payload.
+        """
         if not self.open or payload.__class__ is not bytes or subject.__class__ is not str:
             return False
+        if block is not None:
+            return self._headed(subject, payload, block)
         size = len(payload)
         head = self._heads.get(subject)
         if head is None or head[0] != size:
@@ -77,6 +83,25 @@ class OutletPy:
             return False
         buffer = self.buffer
         buffer += head[1] + payload + b"\r\n"  # one append: frames of two threads never interleave
+        self.out_msgs += 1
+        self.out_bytes += size
+        if len(buffer) > self.threshold:
+            self.on_full()
+        elif not self.flush_requested:
+            self.on_wake()
+        return True
+
+    def _headed(self, subject: str, payload: bytes, block: bytes) -> bool:
+        if block.__class__ is not bytes:
+            return False
+        subj = self.subjects.get(subject)
+        if subj is None:
+            return False
+        size = len(block) + len(payload)
+        if size > self.max_payload:
+            return False
+        buffer = self.buffer
+        buffer += b"HPUB %b %d %d\r\n%b%b\r\n" % (subj, len(block), size, block, payload)
         self.out_msgs += 1
         self.out_bytes += size
         if len(buffer) > self.threshold:

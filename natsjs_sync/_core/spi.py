@@ -217,6 +217,15 @@ class CoreLink(Protocol):
                         headers: HeadersInput | None = None) -> None:
         """Publish to a subject the server gave (ack, flow control): no validation."""
 
+    def publish_headed(self, subject: str, payload: bytes, block: bytes) -> None:
+        """Publish ``payload`` with a header block the library encoded (a whole
+        ``NATS/1.0`` block, checked when it was made), as :meth:`publish` otherwise.
+
+        Raises:
+            BadSubjectError, MaxPayloadError, OutboundBufferLimitError,
+                ConnectionClosedError: as :meth:`natsjs_sync.Client.publish`.
+        """
+
     def publish_frames(self, frames: bytes, count: int) -> None:
         """Send ``count`` PUB/HPUB frames the library encoded and checked (one buffered write)."""
 

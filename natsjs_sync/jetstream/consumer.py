@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core.options import check_callback
 from .._timeout import USE_DEFAULT, TimeoutArg, resolve
@@ -14,7 +14,10 @@ from .consumer_config import ConsumerInfo
 from .messages import ConsumeContext, ErrorHandler, MessagesContext
 from .pull import MessageBatch, Priority, pull_request, server_expiry
 
+_T = TypeVar("_T")
+
 if TYPE_CHECKING:
+    from ..codecs import Codec, DecodeErrorHandler, TypedReader
     from .context import JetStream
 
 #: The default wait of :meth:`Consumer.fetch` and :meth:`Consumer.next`, as nats.go's.
@@ -208,6 +211,22 @@ class Consumer:
                              priority=self._priority(group, min_pending, min_ack_pending, priority),
                              stop_after=stop_after)
         return ConsumeContext(it)
+
+    def typed(self, type_: type[_T], codec: Codec | None = None,
+              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
+        """A view of this consumer whose reads yield decoded :class:`~natsjs_sync.codecs.TypedMsg`.
+
+        Args:
+            type_: what payloads decode to (a msgspec Struct, dataclass, TypedDict,
+                plain type or pydantic model).
+            codec: for messages without a ``content-type`` header (default JSON).
+            on_decode_error: ``cb(msg, error)`` for messages that do not decode
+                (a dead-letter path); without it the read raises
+                :class:`~natsjs_sync.errors.PayloadDecodeError`.
+        """
+        from ..codecs.typed import TypedReader
+
+        return TypedReader(self, type_, codec, on_decode_error)
 
     def _priority(self, group: str | None, min_pending: int | None, min_ack_pending: int | None,
                   priority: int | None) -> Priority | None:

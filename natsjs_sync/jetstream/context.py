@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
@@ -33,10 +33,13 @@ from .push import PushConsumer
 from .stream import Stream
 from .stream_config import StreamConfig, StreamInfo, _Open, sources_on_the_wire
 
+_T = TypeVar("_T")
+
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ..client import Client
+    from ..codecs import Codec, TypedSubject
     from ..msg import Msg
     from ._fields import ConsumerConfigFields, KeyValueConfigFields, ObjectStoreConfigFields, StreamConfigFields
     from .ordered import OrderedConsumer
@@ -701,6 +704,24 @@ class JetStream(NatsPyNames):
         backoff = RETRY_BACKOFF if retry_wait == RETRY_BACKOFF.base else Backoff(retry_wait, retry_wait, factor=1.0)
         return publish_sync(self._core, subject, payload, hdrs, self._api.deadline(timeout), retry_attempts,
                             backoff)
+
+    def typed(self, subject: str, type_: type[_T], codec: Codec | None = None,
+              reply_type: Any = Any) -> TypedSubject[_T]:
+        """A typed view of ``subject``: publish values to a stream (each returns its PubAck).
+
+        ``js.typed("orders.new", Order).publish(order, msg_id=...)``. The untyped calls
+        are unchanged (and no slower). See :doc:`codecs`.
+
+        Args:
+            type_: the type of the values (a msgspec Struct, dataclass, TypedDict,
+                plain type or pydantic model).
+            codec: the encoding (default :data:`~natsjs_sync.codecs.JSON`).
+            reply_type: what :meth:`TypedSubject.request <natsjs_sync.codecs.TypedSubject.request>`
+                decodes replies to.
+        """
+        from ..codecs.typed import TypedSubject
+
+        return TypedSubject(self, subject, type_, codec, reply_type)
 
     def publish_async(
         self,

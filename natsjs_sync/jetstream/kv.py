@@ -19,8 +19,8 @@ import datetime
 import enum
 import re
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -51,8 +51,12 @@ from .publish_options import msg_ttl_value
 from .stream_config import Placement, RePublish, StreamConfig, StreamSource, SubjectTransform, _Model, _none_is_no_limit
 from .watcher import Watcher
 
+_T = TypeVar("_T")
+
 if TYPE_CHECKING:
     from .._core.spi import CoreLink
+    from ..codecs import Codec, TypedKeyValue
+    from ..errors import PayloadDecodeError
     from .context import JetStream
     from .ordered import OrderedConsumer
     from .stream import Stream
@@ -641,6 +645,20 @@ class KeyValue:
     watchall = watch_all
 
     # ------------------------------------------------------------------ bucket
+
+    def typed(self, type_: type[_T], codec: Codec | None = None,
+              on_decode_error: Callable[[Entry, PayloadDecodeError], None] | None = None) -> TypedKeyValue[_T]:
+        """A typed view of this bucket: put values, get and watch decoded entries.
+
+        Args:
+            type_: the type of the values.
+            codec: their encoding (default :data:`~natsjs_sync.codecs.JSON`).
+            on_decode_error: ``cb(entry, error)`` for entries that do not decode
+                in history and watches (skipped then); without it they raise.
+        """
+        from ..codecs.typed import TypedKeyValue
+
+        return TypedKeyValue(self, type_, codec, on_decode_error)
 
     def status(self, timeout: TimeoutArg = USE_DEFAULT) -> KeyValueStatus:
         """The bucket's state and settings, read from the server now."""

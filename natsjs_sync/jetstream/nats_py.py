@@ -23,7 +23,7 @@ a StreamInfo.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._backoff import Backoff
 from .._timeout import Deadline, check_seconds
@@ -52,7 +52,10 @@ from .push import OrderedSubscription, PushSubscription, subscribe_push
 from .stream import direct_get
 from .stream_config import RawStreamMsg, StreamConfig, StreamInfo
 
+_T = TypeVar("_T")
+
 if TYPE_CHECKING:
+    from ..codecs import Codec, DecodeErrorHandler, TypedReader
     from .context import JetStream
 
 
@@ -234,6 +237,22 @@ class PullSubscription:
         if not msgs and error is not None and not isinstance(error, (NoMessagesError, TimeoutError)):
             raise error
         return msgs
+
+    def typed(self, type_: type[_T], codec: Codec | None = None,
+              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
+        """A view of this pull subscription whose :meth:`fetch` yields decoded
+        :class:`~natsjs_sync.codecs.TypedMsg` (iterate what it returns).
+
+        Args:
+            type_: what payloads decode to.
+            codec: for messages without a ``content-type`` header (default JSON).
+            on_decode_error: ``cb(msg, error)`` for messages that do not decode
+                (left out of the batch); without it the iteration raises
+                :class:`~natsjs_sync.errors.PayloadDecodeError`.
+        """
+        from ..codecs.typed import TypedReader
+
+        return TypedReader(self, type_, codec, on_decode_error)
 
     def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
         """The consumer's info, read from the server now."""

@@ -25,7 +25,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 import msgspec
 
@@ -71,7 +71,10 @@ from .publish_async import PublishPipeline
 from .stream_config import Placement
 from .watcher import Watcher
 
+_T = TypeVar("_T")
+
 if TYPE_CHECKING:
+    from ..codecs import Codec, TypedObjectStore
     from ..msg import Msg
     from .context import JetStream
     from .messages import MessagesContext
@@ -691,6 +694,15 @@ class ObjectStore:
                 for chunk in result.chunks():
                     write(chunk)
         return result
+
+    def typed(self, type_: type[_T], codec: Codec | None = None) -> TypedObjectStore[_T]:
+        """A view of this store whose objects are values, encoded by ``codec`` (default JSON).
+
+        The content type goes into each object's headers and decides how it reads back.
+        """
+        from ..codecs.typed import TypedObjectStore
+
+        return TypedObjectStore(self, type_, codec)
 
     def get_bytes(self, name: str, **kwargs: Any) -> bytes:
         """The whole content of object ``name``, checked against its digest; the keywords of :meth:`get`.

@@ -22,7 +22,7 @@ import datetime
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._backoff import Backoff
 from .._core.options import check_callback
@@ -46,7 +46,10 @@ from .consumer_config import ConsumerConfig, ConsumerInfo
 from .messages import ConsumeContext, ErrorHandler, MessagesContext
 from .pull import MessageBatch
 
+_T = TypeVar("_T")
+
 if TYPE_CHECKING:
+    from ..codecs import Codec, DecodeErrorHandler, TypedReader
     from .context import JetStream
 
 log = logging.getLogger("natsjs_sync.jetstream")
@@ -490,6 +493,22 @@ class OrderedConsumer:
         it = MessagesContext(self, self._core, max_messages, None, expires, _heartbeat(expires, heartbeat),
                              error_cb=error_cb, ordered=read, handler=handler, name=f"ordered-{self.stream}")
         return ConsumeContext(it)
+
+    def typed(self, type_: type[_T], codec: Codec | None = None,
+              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
+        """A view of this ordered consumer whose reads yield decoded :class:`~natsjs_sync.codecs.TypedMsg`.
+
+        Args:
+            type_: what payloads decode to (a msgspec Struct, dataclass, TypedDict,
+                plain type or pydantic model).
+            codec: for messages without a ``content-type`` header (default JSON).
+            on_decode_error: ``cb(msg, error)`` for messages that do not decode
+                (a dead-letter path); without it the read raises
+                :class:`~natsjs_sync.errors.PayloadDecodeError`.
+        """
+        from ..codecs.typed import TypedReader
+
+        return TypedReader(self, type_, codec, on_decode_error)
 
     def delete(self) -> None:
         """Delete the current server-side consumer (it would expire on its own)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core.spi import CoreLink
 from .._timeout import USE_DEFAULT, TimeoutArg, resolve
@@ -31,7 +31,10 @@ from ..protocol.jetstream.status import Kind, classify
 from ..subscription import MsgHandler, Subscription
 from .consumer_config import ConsumerConfig, ConsumerInfo
 
+_T = TypeVar("_T")
+
 if TYPE_CHECKING:
+    from ..codecs import Codec, DecodeErrorHandler, TypedReader
     from .context import JetStream
     from .messages import ConsumeContext, MessagesContext
     from .ordered import OrderedConsumer
@@ -285,6 +288,23 @@ class OrderedSubscription:
         return f"<OrderedSubscription {self._oc.stream} {self.subject!r}>"
 
 
+    def typed(self, type_: type[_T], codec: Codec | None = None,
+              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
+        """A view of this ordered subscription whose reads yield decoded :class:`~natsjs_sync.codecs.TypedMsg`.
+
+        Args:
+            type_: what payloads decode to (a msgspec Struct, dataclass, TypedDict,
+                plain type or pydantic model).
+            codec: for messages without a ``content-type`` header (default JSON).
+            on_decode_error: ``cb(msg, error)`` for messages that do not decode
+                (a dead-letter path); without it the read raises
+                :class:`~natsjs_sync.errors.PayloadDecodeError`.
+        """
+        from ..codecs.typed import TypedReader
+
+        return TypedReader(self, type_, codec, on_decode_error)
+
+
 class PushConsumer:
     """A handle on a push consumer, as nats.go's ``jetstream.PushConsumer``.
 
@@ -336,6 +356,22 @@ class PushConsumer:
 
     def __repr__(self) -> str:
         return f"<PushConsumer {self.stream}/{self.name}>"
+
+    def typed(self, type_: type[_T], codec: Codec | None = None,
+              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
+        """A view of this push consumer whose ``consume`` hands out decoded :class:`~natsjs_sync.codecs.TypedMsg`.
+
+        Args:
+            type_: what payloads decode to (a msgspec Struct, dataclass, TypedDict,
+                plain type or pydantic model).
+            codec: for messages without a ``content-type`` header (default JSON).
+            on_decode_error: ``cb(msg, error)`` for messages that do not decode
+                (a dead-letter path); without it the read raises
+                :class:`~natsjs_sync.errors.PayloadDecodeError`.
+        """
+        from ..codecs.typed import TypedReader
+
+        return TypedReader(self, type_, codec, on_decode_error)
 
 
 class PushConsumeContext:

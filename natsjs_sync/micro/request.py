@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
-from ..errors import ServiceError
+from ..codecs import Codec
+from ..errors import PayloadDecodeError, ServiceError
 from ..msg import Msg
 from ..protocol.headers import Headers, HeadersInput
 
@@ -18,6 +19,8 @@ ERROR_CODE_HEADER = "Nats-Service-Error-Code"
 """The header holding an error reply's code (a number, as text)."""
 
 _json_encoder = msgspec.json.Encoder()
+
+T = TypeVar("T")
 
 
 class Request:
@@ -75,6 +78,19 @@ class Request:
             return msgspec.json.decode(self._msg.data)
         except msgspec.DecodeError as exc:
             raise ServiceError("400", f"request body is not valid JSON: {exc}") from None
+
+    def decode(self, type_: type[T], codec: Codec | None = None) -> T:
+        """The payload as a ``type_`` (see :meth:`Msg.decode <natsjs_sync.Msg.decode>`).
+
+        Raises:
+            ServiceError: code ``400``: the payload does not decode (uncaught, it
+                answers the request with that error, naming the field).
+        """
+        try:
+            return self._msg.decode(type_, codec)
+        except PayloadDecodeError as exc:
+            where = f" at {exc.field}" if exc.field else ""
+            raise ServiceError("400", f"request does not decode{where}: {exc.reason}") from None
 
     def respond(self, data: bytes = b"", headers: HeadersInput | None = None) -> None:
         """Send ``data`` (and optional headers) as the reply.

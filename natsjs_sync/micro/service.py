@@ -36,6 +36,7 @@ from .._core import spi
 from .._core.logs import of_msg
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..client import Client, check_callback
+from ..codecs import Codec
 from ..errors import (
     BadSubjectError,
     BadSubscriptionError,
@@ -189,6 +190,12 @@ class EndpointConfig:
             service gets every request.
         pending_msgs_limit, pending_bytes_limit: the subscription's slow-consumer
             limits (default: the client's).
+        request_type: make it a typed endpoint: ``handler(value)`` gets the
+            request decoded to this type and returns the response value (see
+            :doc:`codecs`); its JSON Schema is shown in INFO's metadata.
+        response_type: the type of what a typed handler returns (for the schema in INFO).
+        codec: how a typed endpoint reads requests without a ``content-type``
+            header and writes responses (default :data:`~natsjs_sync.codecs.JSON`).
 
     Raises:
         ValueError, TypeError, BadSubjectError: an invalid field.
@@ -202,6 +209,9 @@ class EndpointConfig:
     queue_group_disabled: bool = False
     pending_msgs_limit: int | None = None
     pending_bytes_limit: int | None = None
+    request_type: Any = None
+    response_type: Any = None
+    codec: Codec | None = None
 
     def __post_init__(self) -> None:
         _check_config_name("endpoint", self.name, _BAD_ENDPOINT_NAME)
@@ -799,7 +809,15 @@ class Service(_EndpointAdder):
         subject = _join(prefix, config.subject or config.name)
         queue, _ = _resolve_queue(config.queue_group, parent_queue, config.queue_group_disabled, parent_disabled)
         validate_subscribe_subject(subject, queue or None)
-        endpoint = Endpoint(self, config.name, subject, queue, config.handler, config.metadata)
+        handler, metadata = config.handler, config.metadata
+        if config.request_type is not None or config.response_type is not None or config.codec is not None:
+            from ..codecs import JSON
+            from .typed import schema_metadata, typed_handler
+
+            codec = config.codec or JSON
+            handler = typed_handler(handler, config.request_type, config.response_type, codec)
+            metadata = schema_metadata(metadata, config.request_type, config.response_type, codec)
+        endpoint = Endpoint(self, config.name, subject, queue, handler, metadata)
         if self._pool is None:
             cb: Callable[[Msg], None] = partial(self._handle, endpoint)
         else:

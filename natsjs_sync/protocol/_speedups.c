@@ -800,7 +800,9 @@ static PyTypeObject InletType = {
  * is natsjs_sync._core.outlet.OutletPy). Called with (subject, payload): when
  * open, payload is bytes, subject is a str already in the subjects cache
  * (validated) and the payload fits max_payload, it appends
- * "PUB <subject> <size>\r\n<payload>\r\n" to the buffer in one resize, counts
+ * "PUB <subject> <size>\r\n<payload>\r\n" to the buffer in one resize (with a
+ * third argument, a header block the library encoded: "HPUB <subject> <header
+ * size> <total size>\r\n<headers><payload>\r\n"), counts
  * it, calls on_full() past the threshold or on_wake() when no flush is
  * requested, and returns True. Otherwise it does nothing and returns False.
  * Under the GIL the append is one step (see _core/writer.py).
@@ -869,17 +871,34 @@ outlet_init(Outlet *self, PyObject *args, PyObject *kwds)
     return 0;
 }
 
+/* v in decimal into out (snprintf's locale and format parsing cost more than the rest); returns its length */
+static int
+outlet_digits(size_t v, char *out)
+{
+    char rev[24];
+    int nd = 0;
+    do {
+        rev[nd++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (int i = 0; i < nd; i++) {
+        out[i] = rev[nd - 1 - i];
+    }
+    return nd;
+}
+
 static PyObject *
 outlet_call(Outlet *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != 2 || kwnames != NULL) {
-        PyErr_SetString(PyExc_TypeError, "an outlet takes (subject, payload)");
+    if ((nargs != 2 && nargs != 3) || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "an outlet takes (subject, payload[, header block])");
         return NULL;
     }
     PyObject *subject = args[0], *payload = args[1], *buffer = self->buffer;
+    PyObject *head = nargs == 3 && args[2] != Py_None ? args[2] : NULL;
     if (!self->open || !PyBytes_CheckExact(payload) || !PyUnicode_CheckExact(subject) || buffer == NULL ||
-        !PyByteArray_CheckExact(buffer) || self->subjects == NULL) {
+        !PyByteArray_CheckExact(buffer) || self->subjects == NULL || (head != NULL && !PyBytes_CheckExact(head))) {
         Py_RETURN_FALSE;
     }
     PyObject *subj = PyDict_GetItemWithError(self->subjects, subject); /* borrowed */
@@ -889,28 +908,20 @@ outlet_call(Outlet *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         }
         Py_RETURN_FALSE; /* not validated yet: the general path does that */
     }
+    Py_ssize_t hl = head != NULL ? PyBytes_GET_SIZE(head) : 0;
     Py_ssize_t size = PyBytes_GET_SIZE(payload);
-    if (!PyBytes_CheckExact(subj) || size > self->max_payload) {
+    if (!PyBytes_CheckExact(subj) || size > self->max_payload || hl > self->max_payload - size) {
         Py_RETURN_FALSE;
     }
-    char digits[24];
-    int nd = 0;
-    {
-        /* size in decimal (snprintf's locale and format parsing cost more than the rest) */
-        char rev[24];
-        size_t v = (size_t)size;
-        do {
-            rev[nd++] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v != 0);
-        for (int i = 0; i < nd; i++) {
-            digits[i] = rev[nd - 1 - i];
-        }
-    }
+    Py_ssize_t total = hl + size; /* what max_payload bounds: headers and payload */
+    char digits[24], hdigits[24];
+    int nd = outlet_digits((size_t)total, digits);
+    int nh = head != NULL ? outlet_digits((size_t)hl, hdigits) : 0;
     Py_ssize_t ls = PyBytes_GET_SIZE(subj);
     Py_ssize_t old = PyByteArray_GET_SIZE(buffer);
-    Py_ssize_t add = 4 + ls + 1 + nd + 2 + size + 2;
-    if (ls > PY_SSIZE_T_MAX / 4 || size > PY_SSIZE_T_MAX / 4 || old > PY_SSIZE_T_MAX - add) {
+    /* "PUB <subj> <size>\r\n" or "HPUB <subj> <hl> <total>\r\n", then headers, payload, "\r\n" */
+    Py_ssize_t add = (head != NULL ? 5 + ls + 1 + nh + 1 : 4 + ls + 1) + nd + 2 + total + 2;
+    if (ls > PY_SSIZE_T_MAX / 4 || total > PY_SSIZE_T_MAX / 4 || old > PY_SSIZE_T_MAX - add) {
         PyErr_NoMemory();
         return NULL;
     }
@@ -918,21 +929,35 @@ outlet_call(Outlet *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         return NULL;
     }
     char *at = PyByteArray_AS_STRING(buffer) + old;
-    memcpy(at, "PUB ", 4);
-    at += 4;
+    if (head != NULL) {
+        memcpy(at, "HPUB ", 5);
+        at += 5;
+    } else {
+        memcpy(at, "PUB ", 4);
+        at += 4;
+    }
     memcpy(at, PyBytes_AS_STRING(subj), (size_t)ls);
     at += ls;
     *at++ = ' ';
+    if (head != NULL) {
+        memcpy(at, hdigits, (size_t)nh);
+        at += nh;
+        *at++ = ' ';
+    }
     memcpy(at, digits, (size_t)nd);
     at += nd;
     *at++ = '\r';
     *at++ = '\n';
+    if (head != NULL) {
+        memcpy(at, PyBytes_AS_STRING(head), (size_t)hl);
+        at += hl;
+    }
     memcpy(at, PyBytes_AS_STRING(payload), (size_t)size);
     at += size;
     at[0] = '\r';
     at[1] = '\n';
     self->out_msgs++;
-    self->out_bytes += size;
+    self->out_bytes += total;
     PyObject *then = NULL;
     if (old + add > self->threshold) {
         then = self->on_full;

@@ -121,7 +121,37 @@ def test_outlet_twins_lay_out_count_and_decline_alike() -> None:
         with pytest.raises(TypeError):
             _outlets()[1](b"not a bytearray", {}, 1, print, print)
         with pytest.raises(TypeError):
-            _outlets()[1](bytearray(), {}, 1, print, print)("a", b"x", b"extra")
+            _outlets()[1](bytearray(), {}, 1, print, print)("a", b"x", b"block", b"extra")
+
+
+def _drive_headed_outlet(cls: type) -> list:
+    """A typed publish's frames: a header block the library encoded, in front of the payload."""
+    buffer = bytearray()
+    calls: list[str] = []
+    outlet = cls(buffer, {"a.b": b"a.b"}, 1 << 20, lambda: calls.append("wake"), lambda: calls.append("full"))
+    outlet.open = 1
+    block = b"NATS/1.0\r\ncontent-type: application/json\r\n\r\n"
+    out: list = [("headed", outlet("a.b", b'{"x":1}', block), outlet("a.b", b"", block))]
+    out.append(("none is no block", outlet("a.b", b"p", None)))
+    out.append(("not bytes", outlet("a.b", b"p", bytearray(block)), outlet("c.d", b"p", block)))
+    outlet.max_payload = len(block) + 2
+    out.append(("too big with its headers", outlet("a.b", b"abc", block), outlet("a.b", b"ab", block)))
+    out.append(("counted", outlet.out_msgs, outlet.out_bytes, bytes(buffer), calls))
+    return out
+
+
+def test_outlet_twins_lay_out_header_blocks_alike() -> None:
+    runs = [_drive_headed_outlet(cls) for cls in _outlets()]
+    block = b"NATS/1.0\r\ncontent-type: application/json\r\n\r\n"
+    n = len(block)
+    assert runs[0][:4] == [("headed", True, True), ("none is no block", True), ("not bytes", False, False),
+                           ("too big with its headers", False, True)]
+    assert runs[0][4][:4] == (
+        "counted", 4, (n + 7) + n + 1 + (n + 2),
+        b"HPUB a.b %d %d\r\n%b{\"x\":1}\r\n" % (n, n + 7, block) + b"HPUB a.b %d %d\r\n%b\r\n" % (n, n, block)
+        + b"PUB a.b 1\r\np\r\n" + b"HPUB a.b %d %d\r\n%bab\r\n" % (n, n + 2, block))
+    for run in runs:
+        assert run == runs[0]
 
 
 # ---------------------------------------------------------------- the reader's delivery path

@@ -1,0 +1,172 @@
+"""JSON and MessagePack through msgspec, with pydantic models when pydantic is installed.
+
+msgspec decodes straight into Structs, dataclasses, attrs classes,
+TypedDicts, NamedTuples, enums and plain types (``dict[str, int]``,
+``list[Order]``), validating as it goes. A pydantic model (``BaseModel``
+subclass) is recognised by its class and goes through pydantic's own
+validation; pydantic is imported only by code that already has such a class,
+so it costs nothing when unused (it is the ``pydantic`` extra).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import msgspec
+
+from ..errors import PayloadDecodeError, PayloadEncodeError
+from .base import Codec, register_codec
+
+T = TypeVar("T")
+
+# msgspec's validation message ends with the path of the failing field:
+# "Expected `int`, got `str` - at `$.items[0].qty`" (its documented format).
+_AT = re.compile(r" - at `(\$[^`]*)`$")
+# A missing field is named in the message, not in the path: "Object missing required field `qty`".
+_MISSING = re.compile(r"missing required field `([^`]*)`")
+
+
+def _split_path(message: str) -> tuple[str, str | None]:
+    m = _AT.search(message)
+    reason, path = (message, None) if m is None else (message[: m.start()], m.group(1))
+    missing = _MISSING.search(reason)
+    if missing is not None:
+        path = f"{path or '$'}.{missing.group(1)}"
+    return reason, path
+
+
+def _pydantic_model(type_: Any) -> bool:
+    """``type_`` is a pydantic model class (without importing pydantic when nobody did)."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(type_, type) and issubclass(type_, pydantic.BaseModel)
+
+
+def _pydantic_error(exc: Any) -> tuple[str, str | None]:
+    errors = exc.errors()
+    if not errors:
+        return str(exc), None
+    first = errors[0]
+    path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.get("loc", ()))
+    return str(first.get("msg", exc)), path
+
+
+class _MsgspecCodec(Codec):
+    """What the JSON and MessagePack codecs share: one decoder per type, cached."""
+
+    _module: Any  # msgspec.json or msgspec.msgpack
+
+    def __init__(self) -> None:
+        self._encoder = self._module.Encoder()
+        self._decoders: dict[Any, Callable[[Any], Any]] = {}
+        self._lock = threading.Lock()
+
+    def encode(self, value: Any) -> bytes:
+        """``value`` as bytes (a pydantic model through its JSON-compatible dump).
+
+        Raises:
+            PayloadEncodeError: a value of a type msgspec cannot encode, or out of the format's range.
+        """
+        try:
+            return self._encoder.encode(value)  # type: ignore[no-any-return]
+        except (TypeError, OverflowError, msgspec.EncodeError) as exc:
+            if _pydantic_model(type(value)):
+                return self._encode_pydantic(value)
+            raise PayloadEncodeError(f"cannot encode {type(value).__name__} as {self.content_type}: {exc}") \
+                from None
+
+    def _encode_pydantic(self, value: Any) -> bytes:
+        return self._encoder.encode(value.model_dump(mode="json"))  # type: ignore[no-any-return]
+
+    def decode(self, data: bytes | bytearray | memoryview, type_: type[T]) -> T:
+        """``data`` as a ``type_``, validated (msgspec's decoder for the type, made once and kept).
+
+        Raises:
+            PayloadDecodeError: not this format, or not a ``type_`` (``field`` says where).
+            TypeError: a type neither msgspec nor pydantic can decode into.
+        """
+        decode = self._decoders.get(type_)
+        if decode is None:
+            decode = self._decoder_for(type_)
+        try:
+            return decode(data)  # type: ignore[no-any-return]
+        except msgspec.ValidationError as exc:
+            reason, field = _split_path(str(exc))
+            raise PayloadDecodeError(reason, type=type_, field=field, content_type=self.content_type) from None
+        except msgspec.DecodeError as exc:
+            raise PayloadDecodeError(str(exc), type=type_, content_type=self.content_type) from None
+        except Exception as exc:
+            pydantic = sys.modules.get("pydantic")
+            if pydantic is not None and isinstance(exc, pydantic.ValidationError):
+                reason, field = _pydantic_error(exc)
+                raise PayloadDecodeError(reason, type=type_, field=field, content_type=self.content_type) \
+                    from None
+            raise
+
+    def _raw_encoder(self) -> Callable[[Any], bytes]:
+        return self._encoder.encode  # type: ignore[no-any-return]
+
+    def _raw_decoder(self, type_: Any) -> Callable[[Any], Any]:
+        return self._decoders.get(type_) or self._decoder_for(type_)
+
+    def _decoder_for(self, type_: Any) -> Callable[[Any], Any]:
+        with self._lock:
+            decode = self._decoders.get(type_)
+            if decode is not None:
+                return decode
+            if _pydantic_model(type_):
+                decode = self._pydantic_decoder(type_)
+            else:
+                try:
+                    decode = self._module.Decoder(type_).decode
+                except TypeError as exc:  # a type msgspec cannot decode into
+                    raise TypeError(f"{self.content_type} cannot decode into {type_!r}: {exc}") from None
+            self._decoders[type_] = decode
+            return decode
+
+    def _pydantic_decoder(self, model: Any) -> Callable[[Any], Any]:
+        plain = self._module.Decoder().decode
+
+        def decode(data: Any) -> Any:
+            return model.model_validate(plain(data))
+
+        return decode
+
+
+class JsonCodec(_MsgspecCodec):
+    """JSON (``application/json``) through ``msgspec.json``. Thread-safe.
+
+    Decodes into anything msgspec knows (Structs, dataclasses, TypedDicts, plain
+    types) and pydantic models. Use the shared instance :data:`JSON`.
+    """
+
+    content_type = "application/json"
+    aliases = ("text/json",)
+    _module = msgspec.json
+
+    def _pydantic_decoder(self, model: Any) -> Callable[[Any], Any]:
+        return model.model_validate_json  # type: ignore[no-any-return]  # pydantic's own JSON parser
+
+    def _encode_pydantic(self, value: Any) -> bytes:
+        return value.model_dump_json().encode()  # type: ignore[no-any-return]
+
+
+class MsgPackCodec(_MsgspecCodec):
+    """MessagePack (``application/msgpack``) through ``msgspec.msgpack``. Thread-safe.
+
+    Reads ``application/x-msgpack`` and ``application/vnd.msgpack`` too (both are
+    in use for the same format). Use the shared instance :data:`MSGPACK`.
+    """
+
+    content_type = "application/msgpack"
+    aliases = ("application/x-msgpack", "application/vnd.msgpack")
+    _module = msgspec.msgpack
+
+
+#: The shared JSON codec.
+JSON = register_codec(JsonCodec())
+#: The shared MessagePack codec.
+MSGPACK = register_codec(MsgPackCodec())
