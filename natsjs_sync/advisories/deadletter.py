@@ -34,6 +34,7 @@ from .models import Advisory, MaxDeliveriesAdvisory, TerminatedAdvisory, decode_
 
 if TYPE_CHECKING:
     from ..jetstream import Consumer, JetStream, Stream
+    from ..jetstream.stream_config import RawStreamMsg
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -221,12 +222,13 @@ class DeadLetters:
                                     subject=subject, dead_letter_seq=found.seq)
         headers = Headers()
         data = b""
+        original: RawStreamMsg | None
         try:
             original = self._stream(stream, deadline).get_msg(seq, timeout=deadline)
         except MsgNotFoundError:
             original = None
             headers[HEADER_MISSING] = "deleted before it was copied"
-        else:
+        if original is not None:
             data = original.data
             for key, value in (original.headers.items_all() if original.headers else ()):
                 # The dead-letter stream would act on the original's Nats-* headers (de-duplication,

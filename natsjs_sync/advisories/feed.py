@@ -199,7 +199,7 @@ class AdvisoryFeed:
         for sub in self._subs:
             try:
                 sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - the connection may be closed already: nothing left to undo
+            except Exception:  # the connection may be closed already: nothing left to undo
                 pass
         # Room for the end marker: the oldest unread advisories go. Bounded: only a callback
         # that saw the feed open just before the close can put one more.
