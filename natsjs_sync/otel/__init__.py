@@ -15,6 +15,8 @@ See the "Observability" page of the documentation.
 from __future__ import annotations
 
 from .instrumentor import ConsumeHook, NatsjsSyncInstrumentor, PublishHook, process
+from .lag import ConsumerLag, ConsumerLagGauges
 from .propagation import extract, inject
 
-__all__ = ["ConsumeHook", "NatsjsSyncInstrumentor", "PublishHook", "extract", "inject", "process"]
+__all__ = ["ConsumeHook", "ConsumerLag", "ConsumerLagGauges", "NatsjsSyncInstrumentor", "PublishHook", "extract",
+           "inject", "process"]
