@@ -289,7 +289,8 @@ class DeadLetters:
             yield from self.move_all(source)
 
     def drain_stored(self, consumer: Consumer, *, batch: int = 100, max_wait: float = 1.0,
-                     limit: int | None = None) -> Iterator[DeadLetterResult]:
+                     limit: int | None = None, stream: str = "*", consumer_name: str = "*"
+                     ) -> Iterator[DeadLetterResult]:
         """Move the dead letters of advisories stored in a stream, read through ``consumer``
         (a durable consumer with explicit acks on that stream), acknowledging each advisory once
         its dead letter is stored. Ends when a fetch of ``max_wait`` seconds finds nothing.
@@ -302,6 +303,8 @@ class DeadLetters:
             batch: advisories fetched at a time.
             max_wait: seconds a fetch waits for advisories.
             limit: stop after this many advisories (``None``: until none are left).
+            stream, consumer_name: move only the dead letters of this stream and consumer (``"*"``: any);
+                the other advisories are acknowledged and left.
         """
         done = 0
         while limit is None or done < limit:
@@ -310,7 +313,8 @@ class DeadLetters:
             for msg in consumer.fetch(want, max_wait=max_wait):
                 got += 1
                 adv = decode_advisory(msg.data, msg.subject)
-                if isinstance(adv, (MaxDeliveriesAdvisory, TerminatedAdvisory)):
+                if (isinstance(adv, (MaxDeliveriesAdvisory, TerminatedAdvisory)) and stream in ("*", adv.stream)
+                        and consumer_name in ("*", adv.consumer)):
                     yield self.move(adv)
                 msg.ack_sync()
             done += got
