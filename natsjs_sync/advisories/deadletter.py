@@ -90,7 +90,8 @@ class DeadLetterOutcome(str, enum.Enum):
     MOVED = "moved"
     #: A copy was there already (an earlier run, another helper): nothing was added.
     ALREADY_MOVED = "already_moved"
-    #: The message was deleted before it could be read: a record without body says so (:data:`HEADER_MISSING`).
+    #: The message was deleted before it could be read: a record without body says so
+    #: (:data:`~natsjs_sync.advisories.HEADER_MISSING`).
     MISSING = "missing"
 
 

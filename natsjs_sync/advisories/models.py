@@ -94,7 +94,8 @@ class MaxDeliveriesAdvisory(_Event, frozen=True, kw_only=True):
     Sent on ``$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>``.
 
     Attributes:
-        stream, consumer: where it happened.
+        stream: the stream of the message.
+        consumer: the consumer that delivered it.
         stream_seq: the message's sequence in the stream.
         deliveries: how many times it was delivered.
     """
@@ -112,8 +113,10 @@ class TerminatedAdvisory(_Event, frozen=True, kw_only=True):
     Sent on ``$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.<stream>.<consumer>``.
 
     Attributes:
-        stream, consumer: where it happened.
-        consumer_seq, stream_seq: the delivery's consumer sequence and the message's stream sequence.
+        stream: the stream of the message.
+        consumer: the consumer that delivered it.
+        consumer_seq: the delivery's consumer sequence.
+        stream_seq: the message's sequence in the stream.
         deliveries: how many times it was delivered.
         reason: the reason given with the term, if any.
     """
@@ -133,8 +136,10 @@ class NakAdvisory(_Event, frozen=True, kw_only=True):
     Sent on ``$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.<stream>.<consumer>``.
 
     Attributes:
-        stream, consumer: where it happened.
-        consumer_seq, stream_seq: the delivery's consumer sequence and the message's stream sequence.
+        stream: the stream of the message.
+        consumer: the consumer that delivered it.
+        consumer_seq: the delivery's consumer sequence.
+        stream_seq: the message's sequence in the stream.
         deliveries: how many times it was delivered.
     """
 
@@ -169,7 +174,8 @@ class ConsumerActionAdvisory(_Event, frozen=True, kw_only=True):
     Sent on ``$JS.EVENT.ADVISORY.CONSUMER.{CREATED,DELETED}.<stream>.<consumer>``.
 
     Attributes:
-        stream, consumer: the consumer.
+        stream: the consumer's stream.
+        consumer: the consumer's name.
         action: ``"create"``, ``"modify"`` or ``"delete"``.
     """
 
@@ -183,7 +189,8 @@ class ConsumerPauseAdvisory(_Event, frozen=True, kw_only=True):
     """A consumer was paused or resumed.
 
     Attributes:
-        stream, consumer: the consumer.
+        stream: the consumer's stream.
+        consumer: the consumer's name.
         paused: paused now (False: resumed).
         pause_until: when the pause ends.
     """
@@ -199,7 +206,10 @@ class ConsumerGroupPinnedAdvisory(_Event, frozen=True, kw_only=True):
     """A consumer's priority group pinned a new client.
 
     Attributes:
-        account, stream, consumer, group: where.
+        account: the account (clustered servers say).
+        stream: the consumer's stream.
+        consumer: the consumer's name.
+        group: the priority group.
         pinned_id: the id of the pinned client.
     """
 
@@ -215,7 +225,10 @@ class ConsumerGroupUnpinnedAdvisory(_Event, frozen=True, kw_only=True):
     """A consumer's priority group lost its pinned client.
 
     Attributes:
-        account, stream, consumer, group: where.
+        account: the account (clustered servers say).
+        stream: the consumer's stream.
+        consumer: the consumer's name.
+        group: the priority group.
         reason: ``"admin"`` (unpinned by a request) or ``"timeout"``.
     """
 
@@ -231,7 +244,8 @@ class StreamLeaderElectedAdvisory(_Event, frozen=True, kw_only=True):
     """A clustered stream elected a leader.
 
     Attributes:
-        account, stream: the stream.
+        account: the account (clustered servers say).
+        stream: the stream.
         leader: the new leader's server name.
         replicas: the replicas.
     """
@@ -247,7 +261,9 @@ class ConsumerLeaderElectedAdvisory(_Event, frozen=True, kw_only=True):
     """A clustered consumer elected a leader.
 
     Attributes:
-        account, stream, consumer: the consumer.
+        account: the account (clustered servers say).
+        stream: the consumer's stream.
+        consumer: the consumer's name.
         leader: the new leader's server name.
         replicas: the replicas.
     """
@@ -279,7 +295,8 @@ class StreamQuorumLostAdvisory(_Event, frozen=True, kw_only=True):
     """A clustered stream lost its quorum and is stalled.
 
     Attributes:
-        account, stream: the stream.
+        account: the account (clustered servers say).
+        stream: the stream.
         replicas: the replicas.
     """
 
@@ -293,7 +310,9 @@ class ConsumerQuorumLostAdvisory(_Event, frozen=True, kw_only=True):
     """A clustered consumer lost its quorum and is stalled.
 
     Attributes:
-        account, stream, consumer: the consumer.
+        account: the account (clustered servers say).
+        stream: the consumer's stream.
+        consumer: the consumer's name.
         replicas: the replicas.
     """
 
