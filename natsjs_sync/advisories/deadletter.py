@@ -221,7 +221,10 @@ class DeadLetters:
         else:  # a copy older than the duplicate window, or any copy: never a second one
             return DeadLetterResult(outcome=DeadLetterOutcome.ALREADY_MOVED, stream=stream, stream_seq=seq,
                                     subject=subject, dead_letter_seq=found.seq)
-        headers = Headers()
+        # The headers the dead-letter stream must act on come first: a server before 2.11 takes the first
+        # occurrence of a header's name anywhere in the block (inside Dead-Letter-Original-Nats-Msg-Id too)
+        # and ignores the header when that occurrence does not start a line.
+        headers = Headers({"Nats-Msg-Id": self.msg_id_for(stream, seq), "Nats-Expected-Stream": self.stream})
         data = b""
         original: RawStreamMsg | None
         try:
@@ -248,8 +251,7 @@ class DeadLetters:
             headers[HEADER_DELIVERIES] = str(deliveries)
         if term_reason:
             headers[HEADER_TERM_REASON] = term_reason
-        ack = self._js.publish(subject, data, headers=headers, msg_id=self.msg_id_for(stream, seq),
-                               expected_stream=self.stream, timeout=deadline)
+        ack = self._js.publish(subject, data, headers=headers, timeout=deadline)
         if ack.duplicate:
             outcome = DeadLetterOutcome.ALREADY_MOVED
         else:

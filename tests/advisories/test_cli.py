@@ -37,6 +37,7 @@ def dlq_name(js: JetStream) -> Iterator[str]:
         pass
 
 
+@pytest.mark.server("2.11")  # partitioned groups (priority groups)
 def test_consumer_report_shows_lag_of_consumers_and_group_members(
         capsys: pytest.CaptureFixture[str], shared_server: NatsServer, js: JetStream, stream: Stream) -> None:
     stream.create_consumer(durable_name="fast", ack_policy="explicit")

@@ -127,8 +127,9 @@ def test_two_helpers_at_once_make_one_copy(nc: nats.Client, js: JetStream, strea
 
 def test_the_message_id_alone_keeps_one_copy(js: JetStream, stream: Stream, dlq: DeadLetters) -> None:
     """Within the duplicate window the dead-letter stream drops a second copy even when the look-up
-    found none (two helpers that looked at the same moment): the copy's Nats-Msg-Id."""
-    js.publish(f"{stream.name}.x", b"1")
+    found none (two helpers that looked at the same moment): the copy's Nats-Msg-Id, which the server
+    reads even though the original's own id is among the headers (renamed)."""
+    js.publish(f"{stream.name}.x", b"1", msg_id="original-id")
     first = dlq.move_sequence(stream.name, 1, reason="max_deliver")
     js.stream(dlq.stream).purge()  # the look-up finds nothing now; the window still holds the id
     second = dlq.move_sequence(stream.name, 1, reason="max_deliver")
