@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from .._core.spi import link
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
 from ..errors import ConnectionClosedError, TimeoutError
 from .models import ADVISORY_PREFIX, Advisory, decode_advisory
@@ -69,7 +70,7 @@ class AdvisoryFeed:
     dropped and counted in :attr:`dropped` (the client's reader never waits on
     this feed). Advisories are not stored by the server: those sent while no
     feed is subscribed are gone (capture ``$JS.EVENT.ADVISORY.>`` in a stream to
-    keep them). Use as a context manager, or :meth:`close` it.
+    keep them). Use as a context manager, or :meth:`close` it; closing the client ends it too.
 
     Thread-safe: any thread may read or close; each advisory goes to one reader.
 
@@ -107,6 +108,8 @@ class AdvisoryFeed:
         self._dropped = 0
         self._closed = False
         self._subs: list[Subscription] = []
+        # A closed client ends the feed (its readers would otherwise wait for ever).
+        self._close_hook = link(client).on_close(self._client_closed)
         try:
             for subject in subjects:
                 self._subs.append(client.subscribe(subject, cb=self._arrived))
@@ -192,26 +195,36 @@ class AdvisoryFeed:
     def close(self) -> None:
         """Unsubscribe and wake every reader (they get ConnectionClosedError once the advisories
         already received are read). Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        self._close_hook.cancel()
+        if not self._end():
+            return
         for sub in self._subs:
             try:
                 sub.unsubscribe()
             except Exception:  # the connection may be closed already: nothing left to undo
                 pass
+
+    def _client_closed(self) -> None:
+        self._end()
+
+    def _end(self) -> bool:
+        """Mark the feed closed and queue the end for its readers; False when it was already."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
         # Room for the end marker: the oldest unread advisories go. Bounded: only a callback
         # that saw the feed open just before the close can put one more.
         for _ in range(8):
             try:
                 self._q.put_nowait(_CLOSED)
-                return
+                break
             except queue.Full:
                 try:
                     self._q.get_nowait()
                 except queue.Empty:
                     pass
+        return True
 
     def __enter__(self) -> AdvisoryFeed:
         return self

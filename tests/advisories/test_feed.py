@@ -24,6 +24,7 @@ from natsjs_sync.advisories import (
 from natsjs_sync.errors import InvalidResponseError
 from natsjs_sync.jetstream import JetStream, Stream
 from natsjs_sync.protocol.nuid import next_nuid
+from natsjs_sync.testing import NatsServer
 from tests.conftest import wait_until
 
 
@@ -140,3 +141,15 @@ def test_bad_arguments(nc: nats.Client) -> None:
         AdvisoryFeed(nc, [])
     with pytest.raises(ValueError):
         advisory_subjects(("nope",))
+
+
+def test_closing_the_client_ends_the_iteration(shared_server: NatsServer) -> None:
+    nc = nats.connect(shared_server.url)
+    feed = AdvisoryFeed(nc, "$JS.EVENT.ADVISORY.TEST." + next_nuid())
+    out: list[Advisory] = []
+    reader = threading.Thread(target=lambda: out.extend(feed))
+    reader.start()
+    nc.close()
+    reader.join(timeout=10.0)
+    assert not reader.is_alive() and out == [] and feed.is_closed
+    feed.close()
