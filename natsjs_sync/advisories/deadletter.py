@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Union
 import msgspec
 
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
-from ..errors import MsgNotFoundError
+from ..errors import MsgNotFoundError, StreamNotFoundError
 from ..jetstream._api import rfc3339
 from ..protocol.headers import Headers
 from .feed import DEFAULT_MAX_PENDING, AdvisoryFeed, advisory_subjects
@@ -150,8 +150,6 @@ class DeadLetters:
         Raises:
             JetStreamError: the server refused.
         """
-        from ..errors import StreamNotFoundError
-
         try:
             return self._js.stream(self.stream)
         except StreamNotFoundError:
@@ -188,7 +186,8 @@ class DeadLetters:
 
         Raises:
             TypeError: another kind of advisory.
-            StreamNotFoundError: the message's stream or the dead-letter stream does not exist.
+            StreamNotFoundError: the dead-letter stream does not exist (a message whose stream was
+                deleted is recorded as missing).
             TimeoutError: the server did not answer in time.
             JetStreamError: the server refused the copy.
         """
@@ -232,6 +231,11 @@ class DeadLetters:
         except MsgNotFoundError:
             original = None
             headers[HEADER_MISSING] = "deleted before it was copied"
+        except StreamNotFoundError:
+            if stream == self.stream:
+                raise  # the dead-letter stream itself is missing: nothing could be recorded
+            original = None
+            headers[HEADER_MISSING] = "its stream was deleted before it was copied"
         if original is not None:
             data = original.data
             for key, value in (original.headers.items_all() if original.headers else ()):

@@ -205,3 +205,20 @@ def test_stored_advisories_survive_a_restart_of_the_helper(nc: nats.Client, js: 
         assert dead_messages(js, dlq) == 3
     finally:
         js.delete_stream(adv_stream.name)
+
+
+def test_a_message_whose_stream_was_deleted_is_recorded_missing(nc: nats.Client, js: JetStream, stream: Stream,
+                                                                dlq: DeadLetters) -> None:
+    adv = kill_one(nc, js, stream, "term")
+    js.delete_stream(stream.name)
+    result = dlq.move(adv)
+    assert result.outcome is DeadLetterOutcome.MISSING
+    record = js.stream(dlq.stream).get_msg(result.dead_letter_seq)
+    assert record.header(HEADER_MISSING) == "its stream was deleted before it was copied"
+    assert dlq.move(adv).outcome is DeadLetterOutcome.ALREADY_MOVED
+
+
+def test_a_missing_dead_letter_stream_is_an_error(js: JetStream, stream: Stream) -> None:
+    js.publish(f"{stream.name}.x", b"1")
+    with pytest.raises(nats.StreamNotFoundError):
+        DeadLetters(js, "NOSUCH" + next_nuid()).move_sequence(stream.name, 1, reason="max_deliver")
