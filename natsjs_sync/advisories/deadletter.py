@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Union
 import msgspec
 
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
-from ..errors import MsgNotFoundError, StreamNotFoundError
+from ..errors import MsgNotFoundError, NoRespondersError, StreamNotFoundError
 from ..jetstream._api import rfc3339
 from ..protocol.headers import Headers
 from .feed import DEFAULT_MAX_PENDING, AdvisoryFeed, advisory_subjects
@@ -174,6 +174,16 @@ class DeadLetters:
                 self._streams[name] = st
         return st
 
+    def _read(self, stream: str, seq: int, deadline: Deadline) -> RawStreamMsg:
+        try:
+            return self._stream(stream, deadline).get_msg(seq, timeout=deadline)
+        except NoRespondersError:
+            # A direct get of a stream known from before, deleted since (or no longer allowing direct
+            # gets): looked up again, a missing stream is StreamNotFoundError.
+            with self._lock:
+                self._streams.pop(stream, None)
+            return self._stream(stream, deadline).get_msg(seq, timeout=deadline)
+
     def move(self, advisory: DeadLetterAdvisory, timeout: TimeoutArg = USE_DEFAULT) -> DeadLetterResult:
         """Copy the message ``advisory`` is about into the dead-letter stream, unless a copy is there.
 
@@ -227,7 +237,7 @@ class DeadLetters:
         data = b""
         original: RawStreamMsg | None
         try:
-            original = self._stream(stream, deadline).get_msg(seq, timeout=deadline)
+            original = self._read(stream, seq, deadline)
         except MsgNotFoundError:
             original = None
             headers[HEADER_MISSING] = "deleted before it was copied"

@@ -207,15 +207,20 @@ def test_stored_advisories_survive_a_restart_of_the_helper(nc: nats.Client, js: 
         js.delete_stream(adv_stream.name)
 
 
-def test_a_message_whose_stream_was_deleted_is_recorded_missing(nc: nats.Client, js: JetStream, stream: Stream,
-                                                                dlq: DeadLetters) -> None:
-    adv = kill_one(nc, js, stream, "term")
-    js.delete_stream(stream.name)
-    result = dlq.move(adv)
+@pytest.mark.parametrize("allow_direct", [False, True])
+def test_a_message_whose_stream_was_deleted_is_recorded_missing(js: JetStream, stream: Stream, dlq: DeadLetters,
+                                                                allow_direct: bool) -> None:
+    if allow_direct:
+        js.update_stream(name=stream.name, subjects=[f"{stream.name}.>"], storage="memory", allow_direct=True)
+    js.publish(f"{stream.name}.a", b"1")
+    js.publish(f"{stream.name}.b", b"2")
+    assert dlq.move_sequence(stream.name, 1, reason="terminated").outcome is DeadLetterOutcome.MOVED
+    js.delete_stream(stream.name)  # the helper knows the stream (and how to read it) from before
+    result = dlq.move_sequence(stream.name, 2, reason="terminated")
     assert result.outcome is DeadLetterOutcome.MISSING
     record = js.stream(dlq.stream).get_msg(result.dead_letter_seq)
     assert record.header(HEADER_MISSING) == "its stream was deleted before it was copied"
-    assert dlq.move(adv).outcome is DeadLetterOutcome.ALREADY_MOVED
+    assert dlq.move_sequence(stream.name, 2, reason="terminated").outcome is DeadLetterOutcome.ALREADY_MOVED
 
 
 def test_a_missing_dead_letter_stream_is_an_error(js: JetStream, stream: Stream) -> None:
