@@ -63,6 +63,8 @@ nitpick_ignore = [
     # OpenTelemetry: the context and span the hooks of the instrumentor receive
     ("py:class", "opentelemetry.context.context.Context"),
     ("py:class", "opentelemetry.trace.span.Span"),
+    ("py:class", "opentelemetry.metrics.MeterProvider"),
+    ("py:class", "opentelemetry.metrics._internal.MeterProvider"),
 ]
 exclude_patterns = ["_build"]
 try:

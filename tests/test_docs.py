@@ -24,7 +24,7 @@ DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 PUBLIC_MODULES = ["natsjs_sync", "natsjs_sync.jetstream", "natsjs_sync.micro", "natsjs_sync.spark",
                   "natsjs_sync.codecs", "natsjs_sync.testing", "natsjs_sync.health", "natsjs_sync.natscontext",
                   "natsjs_sync.contrib.process", "natsjs_sync.contrib.flask", "natsjs_sync.contrib.django",
-                  "natsjs_sync.contrib.asgi"]
+                  "natsjs_sync.contrib.asgi", "natsjs_sync.advisories"]
 NOT_DOCUMENTED = {"__version__", "USE_DEFAULT"}
 
 

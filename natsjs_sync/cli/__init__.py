@@ -522,10 +522,11 @@ def build_parser() -> CommandParser:
     p.add_argument("--timeout", **STOP_AFTER)
     p.set_defaults(func=cmd_reply)
 
-    from . import bench, context, groups, jetstream, server, service, stores, trace
+    from . import advisories, bench, context, groups, jetstream, server, service, stores, trace
 
     server.register(sub)
     jetstream.register(sub)
+    advisories.register(sub)
     stores.register(sub)
     bench.register(sub)
     service.register(sub)

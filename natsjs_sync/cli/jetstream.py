@@ -224,3 +224,6 @@ def register(sub: Any) -> None:
                    help="messages to fetch (default 1), each waited for up to --timeout (default 5s)")
     p.add_argument("--no-ack", action="store_true", help="print the messages without acknowledging them")
     p.set_defaults(func=consumer_next)
+    from .advisories import register_consumer_actions
+
+    register_consumer_actions(consumer)

@@ -15,8 +15,9 @@ See the "Observability" page of the documentation.
 from __future__ import annotations
 
 from .instrumentor import ConsumeHook, NatsjsSyncInstrumentor, PublishHook, process
+from .lag import ConsumerLag, ConsumerLagGauges
 from .msgtrace import record_message_trace
 from .propagation import extract, inject
 
-__all__ = ["ConsumeHook", "NatsjsSyncInstrumentor", "PublishHook", "extract", "inject", "process",
-           "record_message_trace"]
+__all__ = ["ConsumeHook", "ConsumerLag", "ConsumerLagGauges", "NatsjsSyncInstrumentor", "PublishHook", "extract",
+           "inject", "process", "record_message_trace"]

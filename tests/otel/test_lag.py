@@ -1,0 +1,129 @@
+"""Consumer lag gauges read through the SDK's in-memory metric reader, against a real server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+import natsjs_sync as nats
+from natsjs_sync.jetstream import JetStream, Stream
+from natsjs_sync.otel import ConsumerLag, ConsumerLagGauges
+from natsjs_sync.otel.lag import CONSUMER_ACK_PENDING, CONSUMER_PENDING, CONSUMER_REDELIVERED, CONSUMER_WAITING
+
+Points = dict[str, dict[tuple[str, str], int]]
+
+
+@pytest.fixture
+def sdk() -> Iterator[tuple[MeterProvider, InMemoryMetricReader]]:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    yield provider, reader
+    provider.shutdown()
+
+
+def collect(reader: InMemoryMetricReader) -> Points:
+    """gauge name -> (stream, consumer) -> value, of the lag gauges only."""
+    out: Points = {}
+    data = reader.get_metrics_data()
+    for rm in (data.resource_metrics if data else ()):
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                if not m.name.startswith("nats.jetstream.consumer."):
+                    continue
+                for p in m.data.data_points:
+                    attrs = dict(p.attributes or {})
+                    assert attrs["messaging.system"] == "nats"
+                    key = (str(attrs["messaging.nats.stream"]), str(attrs["messaging.nats.consumer"]))
+                    out.setdefault(m.name, {})[key] = p.value  # type: ignore[union-attr]
+    return out
+
+
+def test_lag_of_registered_consumers(js: JetStream, stream: Stream,
+                                     sdk: tuple[MeterProvider, InMemoryMetricReader]) -> None:
+    provider, reader = sdk
+    a = stream.create_consumer(durable_name="A", ack_policy="explicit")
+    stream.create_consumer(durable_name="B", ack_policy="explicit")
+    stream.create_consumer(durable_name="NOT_REGISTERED", ack_policy="explicit")
+    for i in range(5):
+        js.publish(f"{stream.name}.{i}", b"x")
+    first = a.next(timeout=5.0)
+    assert first.reply
+    js.nc.request(first.reply, b"-NAK", timeout=5.0)  # confirmed: the next delivery is a redelivery
+    a.next(timeout=5.0)  # message 1 again, unacked
+    a.next(timeout=5.0)  # message 2, unacked
+    with ConsumerLagGauges(js, interval=None, meter_provider=provider) as gauges:
+        gauges.register(stream.name, "A")
+        gauges.register(stream.name, "B")
+        assert collect(reader) == {}  # nothing polled yet: nothing reported
+        polled = gauges.poll()
+        assert polled == [ConsumerLag(stream.name, "A", 3, 2, 1, 0), ConsumerLag(stream.name, "B", 5, 0, 0, 0)]
+        points = collect(reader)
+        a_key, b_key = (stream.name, "A"), (stream.name, "B")
+        assert points[CONSUMER_PENDING] == {a_key: 3, b_key: 5}
+        assert points[CONSUMER_ACK_PENDING] == {a_key: 2, b_key: 0}
+        assert points[CONSUMER_REDELIVERED] == {a_key: 1, b_key: 0}
+        assert points[CONSUMER_WAITING] == {a_key: 0, b_key: 0}
+        # Deleted consumers stop being reported; unregistered ones too.
+        stream.delete_consumer("B")
+        gauges.poll()
+        assert collect(reader)[CONSUMER_PENDING] == {a_key: 3}
+        gauges.unregister(stream.name, "A")
+        assert gauges.poll() == [] and collect(reader) == {}
+    assert collect(reader) == {}  # closed: nothing more
+
+
+def test_no_request_while_nothing_is_registered(nc: nats.Client, js: JetStream,
+                                                sdk: tuple[MeterProvider, InMemoryMetricReader]) -> None:
+    provider, reader = sdk
+    with ConsumerLagGauges(js, interval=None, meter_provider=provider) as gauges:
+        before = nc.stats.out_msgs
+        assert gauges.poll() == []
+        collect(reader)
+        assert nc.stats.out_msgs == before
+
+
+def test_cardinality_is_bounded(js: JetStream, sdk: tuple[MeterProvider, InMemoryMetricReader]) -> None:
+    provider, _ = sdk
+    with ConsumerLagGauges(js, interval=None, meter_provider=provider, max_consumers=2) as gauges:
+        gauges.register("S", "a")
+        gauges.register("S", "b")
+        gauges.register("S", "a")  # again: no new series
+        with pytest.raises(ValueError, match="max_consumers"):
+            gauges.register("S", "c")
+        assert gauges.registered == [("S", "a"), ("S", "b")]
+    with pytest.raises(ValueError):
+        ConsumerLagGauges(js, interval=0, meter_provider=provider)
+
+
+def test_the_poller_thread_reads_at_its_interval(js: JetStream, stream: Stream,
+                                                 sdk: tuple[MeterProvider, InMemoryMetricReader]) -> None:
+    from tests.conftest import wait_until
+
+    provider, reader = sdk
+    stream.create_consumer(durable_name="A", ack_policy="explicit")
+    js.publish(f"{stream.name}.x", b"x")
+    with ConsumerLagGauges(js, interval=0.05, meter_provider=provider) as gauges:
+        gauges.register(stream.name, "A")
+        assert wait_until(lambda: collect(reader).get(CONSUMER_PENDING) == {(stream.name, "A"): 1}, timeout=10.0)
+        js.publish(f"{stream.name}.y", b"y")
+        assert wait_until(lambda: collect(reader).get(CONSUMER_PENDING) == {(stream.name, "A"): 2}, timeout=10.0)
+        thread = gauges._thread
+        assert thread is not None and thread.name.startswith("natsjs-lag-")
+    assert not thread.is_alive()
+
+
+def test_two_instances_on_one_meter_both_report(js: JetStream, stream: Stream,
+                                                sdk: tuple[MeterProvider, InMemoryMetricReader]) -> None:
+    provider, reader = sdk
+    stream.create_consumer(durable_name="A", ack_policy="explicit")
+    stream.create_consumer(durable_name="B", ack_policy="explicit")
+    with ConsumerLagGauges(js, interval=None, meter_provider=provider) as one, \
+            ConsumerLagGauges(js, interval=None, meter_provider=provider) as two:
+        one.register(stream.name, "A")
+        two.register(stream.name, "B")
+        one.poll()
+        two.poll()
+        assert set(collect(reader)[CONSUMER_PENDING]) == {(stream.name, "A"), (stream.name, "B")}
