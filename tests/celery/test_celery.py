@@ -50,12 +50,17 @@ class Workers:
         self.procs: list[tuple[subprocess.Popen[bytes], Path]] = []
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """A ``celery worker`` named ``name@<host>``, its output in ``<name>.log``."""
+        return self.command(name, "worker", "-n", f"{name}@%h", "--without-gossip", "--without-mingle",
+                            "--without-heartbeat", "-l", "info", *args, env=env)
+
+    def command(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """``celery -A celery_app <args>`` on the test broker, its output in ``<name>.log``."""
         log = self.tmp / f"{name}.log"
         environ = dict(os.environ, CELERY_TEST_BROKER=self.url, CELERY_TEST_VISIBILITY=str(self.visibility),
                        PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]))
         environ.update(env or {})
-        cmd = [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "-n", f"{name}@%h",
-               "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info", *args]
+        cmd = [sys.executable, "-m", "celery", "-A", "celery_app", *args]
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, cwd=HERE, env=environ, stdout=out, stderr=subprocess.STDOUT)
         self.procs.append((proc, log))
@@ -301,4 +306,33 @@ def test_celery_events_reach_a_receiver(url: str, workers: Workers) -> None:
         receiver.should_stop = True
         listener.join(timeout=30)
         conn.close()
+        close_app(app)
+
+
+def test_celery_events_dump_command_sees_task_events(url: str, workers: Workers, tmp_path: Path) -> None:
+    # The real `celery -A app events --dump` process: its queue is bound to the celeryev topic
+    # exchange through the bindings bucket, the worker (-E) publishes its task events there.
+    app = make_app(url)
+    dump = tmp_path / "events.log"
+    try:
+        workers.command("events", "events", "--dump")
+        workers.start("w1", "--pool=solo", "-E")
+
+        def received_and_succeeded() -> set[str]:
+            text = dump.read_text(errors="replace") if dump.exists() else ""
+            received = {line.split("task received: t.add(", 1)[1].split(")", 1)[0]
+                        for line in text.splitlines() if "task received: t.add(" in line}
+            return {task_id for task_id in received if f"task succeeded: t.add({task_id})" in text}
+
+        # The dump binds its queue some time after it starts: send tasks until one is seen
+        # received and succeeded (each iteration waits for its task; the whole is bounded).
+        deadline = time.monotonic() + 120
+        sent: list[str] = []
+        while not received_and_succeeded():
+            assert time.monotonic() < deadline, "celery events --dump showed no task events:\n" + workers.logs()
+            r = app.send_task("t.add", (len(sent), 1))
+            assert r.get(timeout=60) == len(sent) + 1
+            sent.append(r.id)
+        assert received_and_succeeded() <= set(sent)
+    finally:
         close_app(app)
