@@ -26,6 +26,8 @@ def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
         broker_connection_retry_on_startup=True,
         worker_prefetch_multiplier=1,
     )
+    if os.environ.get("CELERY_TEST_QUEUE_MAX_PRIORITY"):
+        app.conf.task_queue_max_priority = int(os.environ["CELERY_TEST_QUEUE_MAX_PRIORITY"])
 
     @app.task(name="t.add", shared=False)
     def add(x: int, y: int) -> int:

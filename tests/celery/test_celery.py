@@ -336,3 +336,19 @@ def test_celery_events_dump_command_sees_task_events(url: str, workers: Workers,
         assert received_and_succeeded() <= set(sent)
     finally:
         close_app(app)
+
+
+def test_send_task_with_a_priority_is_refused(url: str) -> None:
+    app = make_app(url)
+    try:
+        with pytest.raises(NotImplementedError, match="priorities are not supported"):
+            app.send_task("t.add", (1, 1), priority=3)
+    finally:
+        close_app(app)
+
+
+def test_a_worker_with_priority_queues_is_refused(url: str, workers: Workers) -> None:
+    # task_queue_max_priority gives Celery's queues x-max-priority: the worker stops, saying why.
+    proc = workers.start("w1", "--pool=solo", env={"CELERY_TEST_QUEUE_MAX_PRIORITY": "10"})
+    assert proc.wait(timeout=120) != 0
+    assert "priorities are not supported" in workers.logs()

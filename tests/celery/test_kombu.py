@@ -82,3 +82,21 @@ def test_a_nats_context_names_the_server(nats_server: NatsServer, tmp_path: Any,
         conn.Producer().publish({"via": "context"}, routing_key="ctxq", declare=[queue])
         drain_until(conn, got, 1)
     assert got == [{"via": "context"}]
+
+
+def test_priorities_are_refused_by_name(nats_server: NatsServer) -> None:
+    # A message priority or a priority queue cannot be honoured by a stream: refused, not dropped.
+    url = f"natsjs://127.0.0.1:{nats_server.port}"
+    queue = Queue("prio", Exchange("prio", "direct"), routing_key="prio")
+    with Connection(url) as conn:
+        producer = conn.Producer()
+        with pytest.raises(NotImplementedError, match="priorities are not supported"):
+            producer.publish({"n": 1}, exchange=queue.exchange, routing_key="prio", declare=[queue], priority=5)
+        with pytest.raises(NotImplementedError, match="x-max-priority"):
+            Queue("prio-q", queue.exchange, routing_key="pq", max_priority=10)(conn.default_channel).declare()
+        # Priority 0 is what Kombu gives every message: accepted.
+        producer.publish({"n": 2}, exchange=queue.exchange, routing_key="prio", declare=[queue], priority=0)
+        got: list[Any] = []
+        with conn.Consumer([queue], callbacks=[lambda b, m: (got.append(b), m.ack())]):
+            drain_until(conn, got, 1)
+    assert got == [{"n": 2}]

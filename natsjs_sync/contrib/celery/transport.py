@@ -73,6 +73,12 @@ MISS_REFRESH_INTERVAL = 1.0
 #: Messages pulled at once when the channel has no prefetch limit.
 UNLIMITED_PULL = 100
 
+#: Why a message priority or a priority queue is refused.
+PRIORITIES_REFUSED = (
+    "natsjs://: message priorities are not supported (a JetStream stream delivers its messages in "
+    "order); send without priority= (and without task_default_priority), declare queues without "
+    "x-max-priority (task_queue_max_priority), or route urgent tasks to a queue of their own")
+
 
 def resource_name(name: str) -> str:
     """``name`` as a JetStream stream or consumer name: kept when valid, else a readable stem
@@ -379,7 +385,15 @@ class Channel(virtual.Channel):
         self._known_streams.discard(stream_name(queue, self.stream_prefix))
         self._consumers_by_queue.pop(queue, None)
 
+    def prepare_queue_arguments(self, arguments: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        # Kombu hands a Queue's max_priority here (AMQP turns it into x-max-priority).
+        if kwargs.get("max_priority") or (arguments or {}).get("x-max-priority"):
+            raise NotImplementedError(f"{PRIORITIES_REFUSED} (a queue asks for x-max-priority)")
+        return arguments
+
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
+        if (kwargs.get("arguments") or {}).get("x-max-priority"):
+            raise NotImplementedError(f"{PRIORITIES_REFUSED} (queue {queue!r} asks for x-max-priority)")
         # Streams are made when a message is put or a consumer starts: a queue bound only to
         # a fanout exchange (Celery's pidbox) never needs one.
         pass
@@ -416,6 +430,13 @@ class Channel(virtual.Channel):
         return int(stream.purge())
 
     # ------------------------------------------------------------------ publishing
+
+    def basic_publish(self, message: dict[str, Any], exchange: str, routing_key: str, **kwargs: Any) -> Any:
+        # Refused rather than dropped: a caller asking for a priority must not believe it has one.
+        # Kombu gives every message priority 0 when none was asked for.
+        if (message.get("properties") or {}).get("priority"):
+            raise NotImplementedError(PRIORITIES_REFUSED)
+        return super().basic_publish(message, exchange, routing_key, **kwargs)
 
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         self._ensure_stream(queue)
