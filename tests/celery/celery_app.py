@@ -43,6 +43,14 @@ def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
             f.write(f"{tag} {os.getpid()}\n")
         return str(self.request.hostname)
 
+    @app.task(name="t.stamp", shared=False)
+    def stamp(path: str, tag: str) -> float:
+        # When it ran (wall clock, as an eta is), one line per run.
+        now = time.time()
+        with open(path, "a") as f:
+            f.write(f"{tag} {now}\n")
+        return now
+
     @app.task(name="t.where_alpha", bind=True, shared=False)
     def where_alpha(self) -> str:  # type: ignore[no-untyped-def]
         return str(self.request.hostname)

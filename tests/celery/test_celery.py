@@ -3,6 +3,7 @@ and result backend."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from celery import Celery, chord
 
 import natsjs_sync
 from natsjs_sync.contrib.celery import transport as nt
-from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing import NatsServer, nats_server_version
 
 from .celery_app import make_app
 
@@ -139,7 +140,7 @@ def test_tasks_run_results_return_and_chords_count(url: str, server: NatsServer,
             js = nc.jetstream()
             info = js.stream("STREAM_celery").info()
             assert info.config.retention == "workqueue"
-            assert info.config.subjects == ["celery"]
+            assert info.config.subjects[0] == "celery"  # then the schedule subjects, where the server has them
             assert info.state.messages == 0  # every task acknowledged
             assert js.consumer("STREAM_celery", "CONSUMER_celery").info().config.ack_wait == 30.0
             kv = js.key_value("celery-results")
@@ -352,3 +353,30 @@ def test_a_worker_with_priority_queues_is_refused(url: str, workers: Workers) ->
     proc = workers.start("w1", "--pool=solo", env={"CELERY_TEST_QUEUE_MAX_PRIORITY": "10"})
     assert proc.wait(timeout=120) != 0
     assert "priorities are not supported" in workers.logs()
+
+
+def test_eta_task_waits_in_the_server_through_a_restart_and_runs_once_not_early(
+        url: str, server: NatsServer, workers: Workers, tmp_path: Path) -> None:
+    # The task waits as a message schedule in its queue's stream (no worker holds it), survives
+    # a server restart, runs once, not before its eta, and leaves nothing to run again.
+    if (nats_server_version() or (0, 0, 0)) < nt.SCHEDULES_MIN_SERVER:
+        pytest.skip("the suite's nats-server has no usable message schedules")
+    app = make_app(url)
+    runs = tmp_path / "runs.txt"
+    try:
+        eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=6)
+        task = app.send_task("t.stamp", (str(runs), "late"), eta=eta)
+        server.restart()
+        workers.start("w1", "--pool=solo")
+        ran_at = task.get(timeout=90)
+        assert ran_at >= eta.timestamp()
+        assert [line.split()[0] for line in runs.read_text().splitlines()] == ["late"]
+        with natsjs_sync.connect(server.url) as nc:
+            js = nc.jetstream()
+            state = js.stream("STREAM_celery").info().state
+            # Two messages went through the stream: the schedule, then the task it published.
+            assert (state.messages, state.last_seq) == (0, 2)
+            info = js.consumer("STREAM_celery", "CONSUMER_celery").info()
+            assert (info.num_pending, info.num_ack_pending) == (0, 0)  # nothing left to run again
+    finally:
+        close_app(app)
