@@ -115,7 +115,8 @@ def close_app(app: Celery) -> None:
 
 
 def test_layout_names_match_the_nats_py_transport() -> None:
-    # The names kombu's nats-py transport proposal uses, so both share streams.
+    # The names kombu's nats-py transport proposal uses for a queue whose name is a valid stream
+    # name; other names (which that transport cannot use) get a readable stem and a hash.
     assert nt.stream_name("celery") == "STREAM_celery"
     assert nt.consumer_name("celery") == "CONSUMER_celery"
     assert nt.fanout_subject("celery.pidbox") == "celery.fanout.celery.pidbox"
