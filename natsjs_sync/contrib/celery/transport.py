@@ -682,7 +682,9 @@ class Transport(virtual.Transport):
     consumer, all workers together; default -1: unlimited), ``storage`` (``"file"`` or
     ``"memory"``, for streams this transport creates), ``stream_config`` and
     ``consumer_config`` (extra fields for them), ``stream_name_prefix``,
-    ``consumer_name_prefix``, ``fetch_wait``, ``context`` (a nats CLI context name, used
+    ``consumer_name_prefix``, ``fetch_wait``, ``message_schedules`` (default True: on servers
+    from :data:`SCHEDULES_MIN_SERVER`, new streams get schedule subjects and eta tasks wait in
+    them), ``context`` (a nats CLI context name, used
     when the URL names no host; without it such a URL means ``NATS_URL``), and ``connect_options`` (keywords for
     :func:`natsjs_sync.connect`).
     """
