@@ -26,6 +26,8 @@ def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
         broker_connection_retry_on_startup=True,
         worker_prefetch_multiplier=1,
     )
+    if os.environ.get("CELERY_TEST_QUEUE_MAX_PRIORITY"):
+        app.conf.task_queue_max_priority = int(os.environ["CELERY_TEST_QUEUE_MAX_PRIORITY"])
 
     @app.task(name="t.add", shared=False)
     def add(x: int, y: int) -> int:
@@ -40,6 +42,14 @@ def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
         with open(path, "a") as f:
             f.write(f"{tag} {os.getpid()}\n")
         return str(self.request.hostname)
+
+    @app.task(name="t.stamp", shared=False)
+    def stamp(path: str, tag: str) -> float:
+        # When it ran (wall clock, as an eta is), one line per run.
+        now = time.time()
+        with open(path, "a") as f:
+            f.write(f"{tag} {now}\n")
+        return now
 
     @app.task(name="t.where_alpha", bind=True, shared=False)
     def where_alpha(self) -> str:  # type: ignore[no-untyped-def]

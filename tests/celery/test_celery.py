@@ -3,6 +3,7 @@ and result backend."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from celery import Celery, chord
 
 import natsjs_sync
 from natsjs_sync.contrib.celery import transport as nt
-from natsjs_sync.testing import NatsServer
+from natsjs_sync.testing import NatsServer, nats_server_version
 
 from .celery_app import make_app
 
@@ -50,12 +51,17 @@ class Workers:
         self.procs: list[tuple[subprocess.Popen[bytes], Path]] = []
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """A ``celery worker`` named ``name@<host>``, its output in ``<name>.log``."""
+        return self.command(name, "worker", "-n", f"{name}@%h", "--without-gossip", "--without-mingle",
+                            "--without-heartbeat", "-l", "info", *args, env=env)
+
+    def command(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """``celery -A celery_app <args>`` on the test broker, its output in ``<name>.log``."""
         log = self.tmp / f"{name}.log"
         environ = dict(os.environ, CELERY_TEST_BROKER=self.url, CELERY_TEST_VISIBILITY=str(self.visibility),
                        PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]))
         environ.update(env or {})
-        cmd = [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "-n", f"{name}@%h",
-               "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info", *args]
+        cmd = [sys.executable, "-m", "celery", "-A", "celery_app", *args]
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, cwd=HERE, env=environ, stdout=out, stderr=subprocess.STDOUT)
         self.procs.append((proc, log))
@@ -109,7 +115,8 @@ def close_app(app: Celery) -> None:
 
 
 def test_layout_names_match_the_nats_py_transport() -> None:
-    # The names kombu's nats-py transport proposal uses, so both share streams.
+    # The names kombu's nats-py transport proposal uses for a queue whose name is a valid stream
+    # name; other names (which that transport cannot use) get a readable stem and a hash.
     assert nt.stream_name("celery") == "STREAM_celery"
     assert nt.consumer_name("celery") == "CONSUMER_celery"
     assert nt.fanout_subject("celery.pidbox") == "celery.fanout.celery.pidbox"
@@ -134,7 +141,7 @@ def test_tasks_run_results_return_and_chords_count(url: str, server: NatsServer,
             js = nc.jetstream()
             info = js.stream("STREAM_celery").info()
             assert info.config.retention == "workqueue"
-            assert info.config.subjects == ["celery"]
+            assert info.config.subjects[0] == "celery"  # then the schedule subjects, where the server has them
             assert info.state.messages == 0  # every task acknowledged
             assert js.consumer("STREAM_celery", "CONSUMER_celery").info().config.ack_wait == 30.0
             kv = js.key_value("celery-results")
@@ -301,4 +308,76 @@ def test_celery_events_reach_a_receiver(url: str, workers: Workers) -> None:
         receiver.should_stop = True
         listener.join(timeout=30)
         conn.close()
+        close_app(app)
+
+
+def test_celery_events_dump_command_sees_task_events(url: str, workers: Workers, tmp_path: Path) -> None:
+    # The real `celery -A app events --dump` process: its queue is bound to the celeryev topic
+    # exchange through the bindings bucket, the worker (-E) publishes its task events there.
+    app = make_app(url)
+    dump = tmp_path / "events.log"
+    try:
+        workers.command("events", "events", "--dump")
+        workers.start("w1", "--pool=solo", "-E")
+
+        def received_and_succeeded() -> set[str]:
+            text = dump.read_text(errors="replace") if dump.exists() else ""
+            received = {line.split("task received: t.add(", 1)[1].split(")", 1)[0]
+                        for line in text.splitlines() if "task received: t.add(" in line}
+            return {task_id for task_id in received if f"task succeeded: t.add({task_id})" in text}
+
+        # The dump binds its queue some time after it starts: send tasks until one is seen
+        # received and succeeded (each iteration waits for its task; the whole is bounded).
+        deadline = time.monotonic() + 120
+        sent: list[str] = []
+        while not received_and_succeeded():
+            assert time.monotonic() < deadline, "celery events --dump showed no task events:\n" + workers.logs()
+            r = app.send_task("t.add", (len(sent), 1))
+            assert r.get(timeout=60) == len(sent) + 1
+            sent.append(r.id)
+        assert received_and_succeeded() <= set(sent)
+    finally:
+        close_app(app)
+
+
+def test_send_task_with_a_priority_is_refused(url: str) -> None:
+    app = make_app(url)
+    try:
+        with pytest.raises(NotImplementedError, match="priorities are not supported"):
+            app.send_task("t.add", (1, 1), priority=3)
+    finally:
+        close_app(app)
+
+
+def test_a_worker_with_priority_queues_is_refused(url: str, workers: Workers) -> None:
+    # task_queue_max_priority gives Celery's queues x-max-priority: the worker stops, saying why.
+    proc = workers.start("w1", "--pool=solo", env={"CELERY_TEST_QUEUE_MAX_PRIORITY": "10"})
+    assert proc.wait(timeout=120) != 0
+    assert "priorities are not supported" in workers.logs()
+
+
+def test_eta_task_waits_in_the_server_through_a_restart_and_runs_once_not_early(
+        url: str, server: NatsServer, workers: Workers, tmp_path: Path) -> None:
+    # The task waits as a message schedule in its queue's stream (no worker holds it), survives
+    # a server restart, runs once, not before its eta, and leaves nothing to run again.
+    if (nats_server_version() or (0, 0, 0)) < nt.SCHEDULES_MIN_SERVER:
+        pytest.skip("the suite's nats-server has no usable message schedules")
+    app = make_app(url)
+    runs = tmp_path / "runs.txt"
+    try:
+        eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=6)
+        task = app.send_task("t.stamp", (str(runs), "late"), eta=eta)
+        server.restart()
+        workers.start("w1", "--pool=solo")
+        ran_at = task.get(timeout=90)
+        assert ran_at >= eta.timestamp()
+        assert [line.split()[0] for line in runs.read_text().splitlines()] == ["late"]
+        with natsjs_sync.connect(server.url) as nc:
+            js = nc.jetstream()
+            state = js.stream("STREAM_celery").info().state
+            # Two messages went through the stream: the schedule, then the task it published.
+            assert (state.messages, state.last_seq) == (0, 2)
+            info = js.consumer("STREAM_celery", "CONSUMER_celery").info()
+            assert (info.num_pending, info.num_ack_pending) == (0, 0)  # nothing left to run again
+    finally:
         close_app(app)

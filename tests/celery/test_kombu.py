@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import time
 from typing import Any
 
@@ -11,8 +13,12 @@ pytest.importorskip("kombu")
 
 from kombu import Connection, Exchange, Queue
 
-import natsjs_sync.contrib.celery  # noqa: F401
-from natsjs_sync.testing import NatsServer
+import natsjs_sync
+import natsjs_sync.contrib.celery
+from natsjs_sync.contrib.celery import transport as nt
+from natsjs_sync.testing import NatsServer, nats_server_version
+
+from ..server_bins import nats_server_binary
 
 
 def drain_until(conn: Connection, got: list[Any], n: int, timeout: float = 30.0) -> None:
@@ -82,3 +88,156 @@ def test_a_nats_context_names_the_server(nats_server: NatsServer, tmp_path: Any,
         conn.Producer().publish({"via": "context"}, routing_key="ctxq", declare=[queue])
         drain_until(conn, got, 1)
     assert got == [{"via": "context"}]
+
+
+def test_priorities_are_refused_by_name(nats_server: NatsServer) -> None:
+    # A message priority or a priority queue cannot be honoured by a stream: refused, not dropped.
+    url = f"natsjs://127.0.0.1:{nats_server.port}"
+    queue = Queue("prio", Exchange("prio", "direct"), routing_key="prio")
+    with Connection(url) as conn:
+        producer = conn.Producer()
+        with pytest.raises(NotImplementedError, match="priorities are not supported"):
+            producer.publish({"n": 1}, exchange=queue.exchange, routing_key="prio", declare=[queue], priority=5)
+        with pytest.raises(NotImplementedError, match="x-max-priority"):
+            Queue("prio-q", queue.exchange, routing_key="pq", max_priority=10)(conn.default_channel).declare()
+        # Priority 0 is what Kombu gives every message: accepted.
+        producer.publish({"n": 2}, exchange=queue.exchange, routing_key="prio", declare=[queue], priority=0)
+        got: list[Any] = []
+        with conn.Consumer([queue], callbacks=[lambda b, m: (got.append(b), m.ack())]):
+            drain_until(conn, got, 1)
+    assert got == [{"n": 2}]
+
+
+def _server(version: str | None) -> NatsServer:
+    """A server of ``version`` (``None``: the suite's own), started."""
+    server = NatsServer(binary=nats_server_binary(version)) if version else NatsServer()
+    server.start()
+    return server
+
+
+def _publish_with_eta(url: str, queue_name: str, eta: datetime.datetime) -> None:
+    queue = Queue(queue_name)
+    with Connection(url) as conn:
+        producer = conn.Producer()
+        producer.publish({"n": 0}, routing_key=queue_name, declare=[queue])
+        producer.publish({"n": 1}, routing_key=queue_name, declare=[queue], headers={"eta": eta.isoformat()})
+
+
+def _consume_all(url: str, queue_name: str, n: int) -> list[Any]:
+    got: list[Any] = []
+    with Connection(url) as conn, conn.Consumer([Queue(queue_name)], callbacks=[lambda b, m: (got.append(b), m.ack())]):
+        drain_until(conn, got, n, timeout=60)
+    return got
+
+
+@pytest.mark.parametrize("version", [None, "2.12.4"])
+def test_eta_messages_wait_in_the_server_until_due(version: str | None) -> None:
+    # ADR-51 message schedules: the message with an eta waits on a schedule subject of the
+    # queue's stream; the server publishes it to the queue's subject when due (a second before
+    # its eta: the worker holds that second) and removes the schedule in the same step.
+    if version is None and (nats_server_version() or (0, 0, 0)) < nt.SCHEDULES_MIN_SERVER:
+        pytest.skip("the suite's nats-server has no usable message schedules")
+    server = _server(version)
+    try:
+        url = f"natsjs://127.0.0.1:{server.port}"
+        eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=4)
+        _publish_with_eta(url, "later", eta)
+        with natsjs_sync.connect(server.url) as nc:
+            stream = nc.jetstream().stream("STREAM_later")
+            assert stream.config.allow_msg_schedules
+            assert stream.config.subjects == ["later", "celery.schedule.STREAM_later.*"]
+
+            def on_queue_subject() -> int:
+                return sum((stream.info(subjects_filter="later").state.subjects or {}).values())
+
+            deadline = time.monotonic() + 60
+            while on_queue_subject() < 2:
+                assert time.monotonic() < deadline, "the scheduled message never reached the queue"
+                time.sleep(0.1)
+            msg = stream.get_last_msg_for_subject("later")
+            assert msg.headers is not None
+            assert msg.headers["Nats-Scheduler"].startswith("celery.schedule.STREAM_later.")
+            assert msg.time is not None
+            # Never before the second it was scheduled for (the whole second before eta - lead).
+            due = (eta - datetime.timedelta(seconds=nt.SCHEDULE_LEAD)).replace(microsecond=0)
+            assert msg.time >= due
+            assert stream.info().state.messages == 2  # the schedule itself is gone
+        assert sorted(b["n"] for b in _consume_all(url, "later", 2)) == [0, 1]
+        with natsjs_sync.connect(server.url) as nc:
+            assert nc.jetstream().stream("STREAM_later").info().state.messages == 0
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("version", ["2.11.0", "2.12.0"])
+def test_eta_messages_go_to_the_queue_at_once_without_usable_schedules(version: str) -> None:
+    # 2.11 has no message schedules, 2.12.0's scheduler can stop firing: the message goes to
+    # the queue at once and the worker holds it until its eta (Kombu's way for every broker).
+    server = _server(version)
+    try:
+        url = f"natsjs://127.0.0.1:{server.port}"
+        eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3600)
+        _publish_with_eta(url, "later", eta)
+        with natsjs_sync.connect(server.url) as nc:
+            stream = nc.jetstream().stream("STREAM_later")
+            assert stream.config.subjects == ["later"]
+            assert not stream.config.allow_msg_schedules
+            assert stream.info().state.messages == 2
+        assert sorted(b["n"] for b in _consume_all(url, "later", 2)) == [0, 1]
+    finally:
+        server.close()
+
+
+def test_eta_messages_in_a_stream_made_without_schedules_go_to_the_queue(nats_server: NatsServer) -> None:
+    # A stream made by an earlier version of the transport, or by an operator, is used as it is.
+    with natsjs_sync.connect(nats_server.url) as nc:
+        nc.jetstream().create_stream(name="STREAM_older", subjects=["older"], retention="workqueue")
+    url = f"natsjs://127.0.0.1:{nats_server.port}"
+    eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3600)
+    _publish_with_eta(url, "older", eta)
+    with natsjs_sync.connect(nats_server.url) as nc:
+        assert nc.jetstream().stream("STREAM_older").info().state.messages == 2
+    assert sorted(b["n"] for b in _consume_all(url, "older", 2)) == [0, 1]
+
+
+def test_a_queue_laid_out_by_the_nats_py_transport_is_shared(nats_server: NatsServer) -> None:
+    # The layout of the nats-py transport proposed for Kombu (pull requests 2541 and 2653):
+    # memory stream STREAM_<queue> on the queue's subject, durable CONSUMER_<queue> filtered on
+    # it with the server's default ack wait, the Kombu envelope as the JSON payload.
+    from natsjs_sync.jetstream import ConsumerConfig
+
+    url = f"natsjs://127.0.0.1:{nats_server.port}"
+    with natsjs_sync.connect(nats_server.url) as nc:
+        js = nc.jetstream()
+        js.create_stream(name="STREAM_shared", subjects=["shared"], retention="workqueue", storage="memory",
+                         duplicate_window=120.0, allow_direct=True)
+        theirs = js.create_consumer("STREAM_shared", ConsumerConfig(
+            durable_name="CONSUMER_shared", ack_policy="explicit", deliver_policy="all", filter_subject="shared",
+            ack_wait=3.0))
+        # Our producer into their stream: their consumer reads the envelope as they do.
+        with Connection(url) as conn:
+            conn.Producer().publish({"from": "natsjs"}, routing_key="shared", declare=[Queue("shared")])
+        [raw] = list(theirs.fetch(1, max_wait=10))
+        envelope = json.loads(raw.data)
+        assert {"body", "content-type", "properties"} <= set(envelope)
+        # Their producer (the same bytes on the same subject), and a clean-body message (no
+        # envelope: dropped with a term, not redelivered for ever).
+        js.publish("shared", raw.data)
+        raw.ack()
+        js.publish("shared", b'[[1, 2], {}, {}]', headers={"Kombu-Content-Type": "application/json"})
+        got: list[Any] = []
+        with Connection(url) as conn, conn.Consumer([Queue("shared")], callbacks=[lambda b, m: got.append(m)]):
+            drain_until(conn, got, 1)
+            # Their consumer's ack wait (3 s), not our visibility timeout (1800 s), paces the
+            # in-progress acks of what this connection holds.
+            assert conn.transport.progress_interval == pytest.approx(1.0)
+            got[0].ack()
+            # While this consumer runs, its puller reaches the clean-body message and drops it.
+            deadline = time.monotonic() + 60
+            while js.stream("STREAM_shared").info().state.messages:
+                assert time.monotonic() < deadline, "the clean-body message was not dropped"
+                try:
+                    conn.drain_events(timeout=0.2)
+                except TimeoutError:
+                    pass
+        assert [m.payload for m in got] == [{"from": "natsjs"}]

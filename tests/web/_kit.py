@@ -159,6 +159,16 @@ def uvicorn_start(app: str, env: dict[str, str], log: Path, *, cwd: Path,
         yield started
 
 
+@contextmanager
+def daphne_start(app: str, env: dict[str, str], log: Path, *, cwd: Path,
+                 args: tuple[str, ...] = ()) -> Iterator[tuple[subprocess.Popen[bytes], str | None]]:
+    """Start the ASGI ``app`` under daphne (one process, Twisted's reactor), as :func:`uvicorn_start`."""
+    port = free_port()
+    with serving([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *args, app],
+                 port, env, log, cwd=cwd) as started:
+        yield started
+
+
 #: The project's async views (served under an ASGI server): each NATS call goes through run_sync.
 _ASYNC_VIEWS = '''import json, os, threading
 

@@ -1,11 +1,17 @@
 """A Kombu transport on JetStream: ``natsjs://host:port``.
 
-Layout (the same names and subjects as the nats-py transport proposed for Kombu, so producers
-and workers of either can share a server):
+Layout (the stream, consumer and subject names of the nats-py transport proposed for Kombu,
+where a queue name is a valid stream name; docs/celery.rst lists the differences):
 
-- a Kombu queue ``Q`` is the JetStream stream ``STREAM_Q`` (work-queue retention) on the one
-  subject ``Q``, read through the durable pull consumer ``CONSUMER_Q`` (explicit acks); names
-  that are not valid JetStream names (dots, wildcards) become ``<cleaned>__<sha1 prefix>``;
+- a Kombu queue ``Q`` is the JetStream stream ``STREAM_Q`` (work-queue retention) on the
+  subject ``Q``, read through the durable pull consumer ``CONSUMER_Q`` (filter ``Q``, explicit
+  acks); names that are not valid JetStream names (dots, wildcards) become
+  ``<cleaned>__<sha1 prefix>``;
+- a message with a Celery ``eta`` more than :data:`SCHEDULE_LEAD` away waits in the same
+  stream as an ADR-51 message schedule on ``celery.schedule.STREAM_Q.<id>`` (servers from
+  :data:`SCHEDULES_MIN_SERVER`, streams made with those subjects); the server publishes it to
+  ``Q`` when due and removes the schedule in the same step. Elsewhere it goes to ``Q`` at once
+  and the worker holds it until its eta, as with any Kombu transport;
 - direct and topic exchanges are routed by Kombu from its bindings, as every virtual transport
   does: the message is published to the subject of each queue the routing key reaches;
 - a fanout exchange ``E`` is the core NATS subject ``celery.fanout.E`` (no stream: what
@@ -27,10 +33,12 @@ threads of their own (``natsjs-celery-pull-<queue>``, ``natsjs-celery-progress``
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import json
 import logging
 import queue as queue_module
+import re
 import threading
 import time
 import uuid
@@ -53,12 +61,24 @@ from natsjs_sync.jetstream import AckPolicy, ConsumerConfig, RetentionPolicy, St
 
 log = logging.getLogger(__name__)
 
-#: Prefix of the stream of each queue (the nats-py transport's default).
+#: Prefix of the stream of each queue (the nats-py transport's default too).
 STREAM_PREFIX = "STREAM_"
-#: Prefix of the durable consumer of each queue (the nats-py transport's default).
+#: Prefix of the durable consumer of each queue (the nats-py transport's default too).
 CONSUMER_PREFIX = "CONSUMER_"
 #: Prefix of the core NATS subject of each fanout exchange.
 FANOUT_PREFIX = "celery.fanout."
+#: Prefix of the subjects holding the delayed messages of a stream (ADR-51 message schedules):
+#: ``celery.schedule.<stream>.<id>``, one subject per message, as the server wants.
+SCHEDULE_PREFIX = "celery.schedule."
+
+#: The first server whose message schedules this transport uses: 2.12.0 has them, but its
+#: scheduler could stop firing (a timer not re-armed when it fired before the stream was ready
+#: after a restart, or reset for ever by a stream of new schedules), fixed in 2.12.1.
+SCHEDULES_MIN_SERVER = (2, 12, 1)
+#: Seconds before a task's eta at which the server hands the message over: the worker then
+#: holds it until its eta, as Celery holds every eta task, so the eta is kept to the worker's
+#: timer (the server's @at has whole seconds, and its scheduler wakes at most every 0.25 s).
+SCHEDULE_LEAD = 1.0
 
 _NAME_FORBIDDEN = frozenset(".*>/\\")
 _NAME_MAX = 240
@@ -73,10 +93,17 @@ MISS_REFRESH_INTERVAL = 1.0
 #: Messages pulled at once when the channel has no prefetch limit.
 UNLIMITED_PULL = 100
 
+#: Why a message priority or a priority queue is refused.
+PRIORITIES_REFUSED = (
+    "natsjs://: message priorities are not supported (a JetStream stream delivers its messages in "
+    "order); send without priority= (and without task_default_priority), declare queues without "
+    "x-max-priority (task_queue_max_priority), or route urgent tasks to a queue of their own")
+
 
 def resource_name(name: str) -> str:
     """``name`` as a JetStream stream or consumer name: kept when valid, else a readable stem
-    plus a hash of the whole name (the nats-py transport's rule, so both find the same stream).
+    plus a hash of the whole name (the nats-py transport uses every name as it is, so the two
+    share only the streams of queues whose names are valid stream names).
     """
     if name and name.isprintable() and not any(c.isspace() or c in _NAME_FORBIDDEN for c in name):
         return name
@@ -99,6 +126,29 @@ def consumer_name(queue: str, prefix: str = CONSUMER_PREFIX) -> str:
 def fanout_subject(exchange: str) -> str:
     """The core NATS subject of fanout exchange ``exchange``."""
     return FANOUT_PREFIX + exchange
+
+
+def schedule_subjects(stream: str) -> str:
+    """The subjects (a wildcard) holding the delayed messages of stream ``stream``."""
+    return f"{SCHEDULE_PREFIX}{stream}.*"
+
+
+def _eta_of(message: dict[str, Any]) -> datetime.datetime | None:
+    """The eta of a Celery (protocol 2) message, when it names one with a time zone."""
+    raw = (message.get("headers") or {}).get("eta")
+    if not isinstance(raw, str):
+        return None
+    try:
+        eta = datetime.datetime.fromisoformat(raw)
+    except ValueError:
+        return None
+    # A naive eta means the app's time zone, which only the worker knows: it holds it.
+    return eta if eta.tzinfo is not None else None
+
+
+def _server_has_schedules(version: str) -> bool:
+    found = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version or "")
+    return found is not None and tuple(int(n) for n in found.groups()) >= SCHEDULES_MIN_SERVER
 
 
 def _token(text: str) -> str:
@@ -327,7 +377,7 @@ class Channel(virtual.Channel):
         self._pullers: dict[str, _Puller] = {}
         self._fanout_subs: dict[str, Any] = {}  # exchange -> Subscription
         self._fanout_queues: dict[str, set[str]] = {}  # exchange -> bound queues
-        self._known_streams: set[str] = set()
+        self._known_streams: dict[str, bool] = {}  # stream -> whether it holds delayed messages
         self._consumers_by_queue: dict[str, Any] = {}
         client: Any = self.connection.client
         opts = client.transport_options
@@ -339,6 +389,7 @@ class Channel(virtual.Channel):
         self.max_ack_pending = int(opts.get("max_ack_pending", -1))
         self.stream_options: dict[str, Any] = dict(opts.get("stream_config") or {})
         self.consumer_options: dict[str, Any] = dict(opts.get("consumer_config") or {})
+        self.message_schedules = bool(opts.get("message_schedules", True))
 
     # ------------------------------------------------------------------ resources
 
@@ -350,13 +401,24 @@ class Channel(virtual.Channel):
         name = stream_name(queue, self.stream_prefix)
         if name in self._known_streams:
             return name
-        cfg = StreamConfig(name=name, subjects=[queue], retention=RetentionPolicy.WORK_QUEUE,
-                           storage=self.storage, **self.stream_options)
+        js = self.js
+        schedules = self.message_schedules and _server_has_schedules(js.server_version)
+        subjects = [queue, schedule_subjects(name)] if schedules else [queue]
+        options = dict(self.stream_options)
+        if schedules:
+            # Message schedules need roll-ups: the server rolls up each schedule's subject.
+            options.setdefault("allow_msg_schedules", True)
+            options.setdefault("allow_rollup_hdrs", True)
+        cfg = StreamConfig(name=name, subjects=subjects, retention=RetentionPolicy.WORK_QUEUE,
+                           storage=self.storage, **options)
         try:
-            self.js.create_stream(cfg)
+            config = js.create_stream(cfg).config
         except StreamNameInUseError:
-            pass  # made by another worker, or by an operator with other limits: use it as it is
-        self._known_streams.add(name)
+            # Made by another process, by an earlier version, or by an operator with other
+            # limits: used as it is, holding delayed messages only if it was made for them.
+            config = js.stream(name).config
+        self._known_streams[name] = bool(
+            schedules and config.allow_msg_schedules and schedule_subjects(name) in (config.subjects or ()))
         return name
 
     def _ensure_consumer(self, queue: str) -> Any:
@@ -371,15 +433,26 @@ class Channel(virtual.Channel):
         try:
             consumer = self.js.create_consumer(stream, cfg)
         except ConsumerExistsError:
+            # Made with another config (another visibility timeout, the nats-py transport's
+            # default ack wait): its ack wait is what the in-progress acks must beat.
             consumer = self.js.consumer(stream, name)
+            self.connection.held_for(float(consumer.cached_info.config.ack_wait or self.visibility_timeout))
         self._consumers_by_queue[queue] = consumer
         return consumer
 
     def _forget_queue(self, queue: str) -> None:
-        self._known_streams.discard(stream_name(queue, self.stream_prefix))
+        self._known_streams.pop(stream_name(queue, self.stream_prefix), None)
         self._consumers_by_queue.pop(queue, None)
 
+    def prepare_queue_arguments(self, arguments: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        # Kombu hands a Queue's max_priority here (AMQP turns it into x-max-priority).
+        if kwargs.get("max_priority") or (arguments or {}).get("x-max-priority"):
+            raise NotImplementedError(f"{PRIORITIES_REFUSED} (a queue asks for x-max-priority)")
+        return arguments
+
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
+        if (kwargs.get("arguments") or {}).get("x-max-priority"):
+            raise NotImplementedError(f"{PRIORITIES_REFUSED} (queue {queue!r} asks for x-max-priority)")
         # Streams are made when a message is put or a consumer starts: a queue bound only to
         # a fanout exchange (Celery's pidbox) never needs one.
         pass
@@ -417,11 +490,30 @@ class Channel(virtual.Channel):
 
     # ------------------------------------------------------------------ publishing
 
+    def basic_publish(self, message: dict[str, Any], exchange: str, routing_key: str, **kwargs: Any) -> Any:
+        # Refused rather than dropped: a caller asking for a priority must not believe it has one.
+        # Kombu gives every message priority 0 when none was asked for.
+        if (message.get("properties") or {}).get("priority"):
+            raise NotImplementedError(PRIORITIES_REFUSED)
+        return super().basic_publish(message, exchange, routing_key, **kwargs)
+
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
-        self._ensure_stream(queue)
+        name = self._ensure_stream(queue)
+        data = dumps(message).encode()
         # No Nats-TTL header for Kombu's ``expiration``: a stream that does not allow
         # per-message TTLs (the default, and every server before 2.11) refuses the publish.
-        self.js.publish(queue, dumps(message).encode())
+        eta = _eta_of(message) if self._known_streams.get(name) else None
+        if eta is not None:
+            due = eta - datetime.timedelta(seconds=SCHEDULE_LEAD)
+            if due > datetime.datetime.now(datetime.timezone.utc):
+                # The server keeps the message on a subject of its own and publishes it to the
+                # queue's subject when due (then removes it, in the same step): no worker
+                # holds it meanwhile, and a restart of either loses nothing.
+                self.js.publish(f"{SCHEDULE_PREFIX}{name}.{uuid.uuid4().hex}", data,
+                                schedule_at=due, schedule_target=queue)
+                return
+        # Due within the lead, or no schedules here: the worker holds it until its eta.
+        self.js.publish(queue, data)
 
     def _put_fanout(self, exchange: str, message: dict[str, Any], routing_key: str, **kwargs: Any) -> None:
         self.connection.nats().publish(fanout_subject(exchange), dumps(message).encode())
@@ -494,6 +586,9 @@ class Channel(virtual.Channel):
 
     def _payload(self, msg: Any) -> dict[str, Any]:
         payload: dict[str, Any] = loads(msg.data)
+        if not isinstance(payload, dict):
+            # JSON, but no Kombu envelope: the nats-py transport's clean-body mode, another app.
+            raise TypeError(f"a JSON {type(payload).__name__}, not a Kombu message envelope")
         props = payload.setdefault("properties", {})
         # A fresh tag per delivery: a redelivered message must not collide with its earlier copy.
         tag = props["delivery_tag"] = uuid.uuid4().hex
@@ -587,7 +682,9 @@ class Transport(virtual.Transport):
     consumer, all workers together; default -1: unlimited), ``storage`` (``"file"`` or
     ``"memory"``, for streams this transport creates), ``stream_config`` and
     ``consumer_config`` (extra fields for them), ``stream_name_prefix``,
-    ``consumer_name_prefix``, ``fetch_wait``, ``context`` (a nats CLI context name, used
+    ``consumer_name_prefix``, ``fetch_wait``, ``message_schedules`` (default True: on servers
+    from :data:`SCHEDULES_MIN_SERVER`, new streams get schedule subjects and eta tasks wait in
+    them), ``context`` (a nats CLI context name, used
     when the URL names no host; without it such a URL means ``NATS_URL``), and ``connect_options`` (keywords for
     :func:`natsjs_sync.connect`).
     """
@@ -610,9 +707,13 @@ class Transport(virtual.Transport):
         # (queue, payload, channel that received it); None wakes a drain at close.
         self._inbox: queue_module.Queue[tuple[str, dict[str, Any], Channel] | None] = queue_module.Queue()
         self._ticker_stop = threading.Event()
+        self._ticker_wake = threading.Event()  # set at close and when the interval shrinks
         self._ticker: threading.Thread | None = None
         #: Seconds a consumer waits for an ack before redelivering (its ack wait).
         self.visibility_timeout = float(client.transport_options.get("visibility_timeout", 1800.0))
+        #: Seconds between two in-progress acks of every held message (a third of the
+        #: shortest ack wait of the consumers in use).
+        self.progress_interval = max(0.2, self.visibility_timeout / 3)
         #: Bindings of direct and topic exchanges, shared through the server.
         self.bindings = BindingRegistry(self)
 
@@ -656,11 +757,19 @@ class Transport(virtual.Transport):
             self._ticker.start()
         return super().establish_connection()
 
-    def _tick(self) -> None:
+    def held_for(self, ack_wait: float) -> None:
+        """Send in-progress acks often enough for a consumer whose ack wait is ``ack_wait``."""
         # Three in-progress acks per ack wait: one lost or late still leaves two.
-        interval = max(0.2, self.visibility_timeout / 3)
+        interval = max(0.2, ack_wait / 3)
+        if interval < self.progress_interval:
+            self.progress_interval = interval
+            self._ticker_wake.set()  # the ticker may be in a longer wait
+
+    def _tick(self) -> None:
         while True:
-            if self._ticker_stop.wait(interval):
+            self._ticker_wake.wait(self.progress_interval)
+            self._ticker_wake.clear()
+            if self._ticker_stop.is_set():
                 return
             for channel in list(self.channels):
                 try:
@@ -685,6 +794,7 @@ class Transport(virtual.Transport):
     def close_connection(self, connection: Any) -> None:
         super().close_connection(connection)
         self._ticker_stop.set()
+        self._ticker_wake.set()
         self.bindings.close()
         self._inbox.put(None)
         with self._nc_lock:
