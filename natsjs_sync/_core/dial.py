@@ -51,8 +51,11 @@ class SocksProxy:
             raise ValueError(f"socks_proxy must be a socks5:// URL, not {parts.scheme}://")
         try:
             port = parts.port or 1080
-        except ValueError as exc:
-            raise ValueError(f"socks_proxy has a bad port: {exc}") from None
+        except ValueError:
+            # Not quoting what was read as the port: with a '/', '?' or '#' in the password
+            # (not percent-encoded), that is the password's start.
+            raise ValueError("socks_proxy has a bad port (a password's '/', '?' or '#' must be "
+                             "percent-encoded)") from None
         if not parts.hostname:
             raise ValueError("socks_proxy names no host")
         if parts.path not in ("", "/") or parts.query or parts.fragment:

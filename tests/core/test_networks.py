@@ -383,6 +383,11 @@ def test_ws_proxy_path_against_a_real_server() -> None:
     ({"socks_proxy": "http://proxy:3128"}, ValueError, "socks5://"),
     ({"socks_proxy": "socks5://:1080"}, ValueError, "names no host"),
     ({"socks_proxy": "socks5://proxy:99999"}, ValueError, "bad port"),
+    # A '#', '/' or '?' in a password not percent-encoded ends the address part early: what is
+    # then read as the port is the password's start, and the message must not quote it.
+    ({"socks_proxy": "socks5://alice:s3cret#x@proxy:1080"}, ValueError, "percent-encoded"),
+    ({"socks_proxy": "socks5://alice:s3cret/x@proxy:1080"}, ValueError, "percent-encoded"),
+    ({"socks_proxy": "socks5://alice:s3cret?x@proxy:1080"}, ValueError, "percent-encoded"),
     ({"socks_proxy": "socks5://alice@proxy:1080"}, ValueError, "no password"),
     ({"socks_proxy": "socks5://proxy:1080/path"}, ValueError, "no path"),
     ({"socks_proxy": "socks5://" + "u" * 256 + ":p@proxy:1080"}, ValueError, "255 bytes"),
