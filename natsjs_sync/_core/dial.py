@@ -137,15 +137,20 @@ def _custom(dialer: Dialer, host: str, port: int, url: str, deadline: Deadline) 
         raise NatsConnectionError(f"the custom dialer could not connect to {url}: {exc!r}") from exc
     if not isinstance(sock, socket.socket):
         raise NatsConnectionError(f"the custom dialer returned {type(sock).__name__}, not a connected socket.socket")
+    if sock.fileno() == -1:  # every later call on it raises a bare OSError (EBADF)
+        raise NatsConnectionError(f"the custom dialer returned a closed socket for {url}")
     return sock
 
 
 def _through_socks(proxy: SocksProxy, host: str, port: int, url: str, deadline: Deadline,
                    source: tuple[str, int] | None) -> socket.socket:
     via = f" through the SOCKS5 proxy {proxy.url}"
-    sock = _tcp(proxy.host, proxy.port, url, deadline, source, via)
     try:
         handshake = Socks5Handshake(host, port, proxy.username, proxy.password)
+    except ValueError as exc:  # a host name SOCKS5 cannot carry (over 255 bytes): this server fails, not the connect
+        raise NatsConnectionError(f"cannot connect to {url}{via}: {exc}") from exc
+    sock = _tcp(proxy.host, proxy.port, url, deadline, source, via)
+    try:
         out = handshake.start()
         while True:
             if out:
