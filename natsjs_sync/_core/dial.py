@@ -51,8 +51,11 @@ class SocksProxy:
             raise ValueError(f"socks_proxy must be a socks5:// URL, not {parts.scheme}://")
         try:
             port = parts.port or 1080
-        except ValueError as exc:
-            raise ValueError(f"socks_proxy has a bad port: {exc}") from None
+        except ValueError:
+            # Not quoting what was read as the port: with a '/', '?' or '#' in the password
+            # (not percent-encoded), that is the password's start.
+            raise ValueError("socks_proxy has a bad port (a password's '/', '?' or '#' must be "
+                             "percent-encoded)") from None
         if not parts.hostname:
             raise ValueError("socks_proxy names no host")
         if parts.path not in ("", "/") or parts.query or parts.fragment:
@@ -134,15 +137,20 @@ def _custom(dialer: Dialer, host: str, port: int, url: str, deadline: Deadline) 
         raise NatsConnectionError(f"the custom dialer could not connect to {url}: {exc!r}") from exc
     if not isinstance(sock, socket.socket):
         raise NatsConnectionError(f"the custom dialer returned {type(sock).__name__}, not a connected socket.socket")
+    if sock.fileno() == -1:  # every later call on it raises a bare OSError (EBADF)
+        raise NatsConnectionError(f"the custom dialer returned a closed socket for {url}")
     return sock
 
 
 def _through_socks(proxy: SocksProxy, host: str, port: int, url: str, deadline: Deadline,
                    source: tuple[str, int] | None) -> socket.socket:
     via = f" through the SOCKS5 proxy {proxy.url}"
-    sock = _tcp(proxy.host, proxy.port, url, deadline, source, via)
     try:
         handshake = Socks5Handshake(host, port, proxy.username, proxy.password)
+    except ValueError as exc:  # a host name SOCKS5 cannot carry (over 255 bytes): this server fails, not the connect
+        raise NatsConnectionError(f"cannot connect to {url}{via}: {exc}") from exc
+    sock = _tcp(proxy.host, proxy.port, url, deadline, source, via)
+    try:
         out = handshake.start()
         while True:
             if out:

@@ -257,7 +257,8 @@ class TraceEvent(_Model, frozen=True, kw_only=True):
             raise MonitorResponseError(f"a trace event that is not JSON: {exc}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("events", []), list):
             raise MonitorResponseError("a trace event that is not a JSON object with a list of events")
-        steps = [_step(e) for e in obj.get("events") or [] if isinstance(e, dict) and e.get("type") in _STEP_TYPES]
+        steps = [_step(e) for e in obj.get("events") or []
+                 if isinstance(e, dict) and isinstance(e.get("type"), str) and e["type"] in _STEP_TYPES]
         event = decode_as({k: v for k, v in obj.items() if k != "events"}, cls)
         return msgspec.structs.replace(event, events=steps)
 

@@ -168,6 +168,7 @@ class FrameReader:
         self._compression = compression
         #: The frames so far of a compressed message not yet finished (None: none under way).
         self._deflated: list[bytes] | None = None
+        self._deflated_size = 0  # their bytes
         self._buf = bytearray()
         self.pongs: list[bytes] = []
         self.closed = False
@@ -214,8 +215,15 @@ class FrameReader:
             if b0 & _RSV1 and opcode not in (OP_BINARY, OP_TEXT):
                 raise ProtocolError("a WebSocket control or continuation frame with RSV1 set")
             if b0 & _RSV1 or (opcode == OP_CONTINUATION and self._deflated is not None):
-                parts = self._deflated = (self._deflated or []) if opcode == OP_CONTINUATION else []
+                if opcode != OP_CONTINUATION or self._deflated is None:
+                    self._deflated, self._deflated_size = [], 0
+                parts = self._deflated
                 parts.append(payload)
+                self._deflated_size += len(payload)
+                # Kept whole until its last frame: bounded as one frame is, or a server
+                # sending continuations for ever would take all our memory.
+                if self._deflated_size > MAX_FRAME:
+                    raise ProtocolError(f"a compressed WebSocket message of more than {MAX_FRAME} bytes")
                 if b0 & _FIN:
                     self._deflated = None
                     out += inflate(b"".join(parts), MAX_FRAME)

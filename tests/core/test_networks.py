@@ -176,6 +176,17 @@ def test_a_proxy_that_cannot_reach_the_server_fails_the_attempt(socks: Proxy) ->
         assert "SOCKS5 proxy" in str(err.value) and "connection refused" in str(err.value)
 
 
+def test_a_host_name_socks5_cannot_carry_fails_that_server_only(socks: Proxy, server: NatsServer) -> None:
+    # SOCKS5 carries a host name of at most 255 bytes: a longer one fails its server's attempt
+    # (as a connect error, so the next server is tried), not the whole connect.
+    too_long = "nats://" + "a" * 300 + ":4222"
+    with nats.connect(servers=[too_long, server.url], socks_proxy=socks.url(), dont_randomize=True,
+                      connect_timeout=10) as nc:
+        _round_trip(nc)
+    with pytest.raises(nats.NoServersError, match="255 bytes"):
+        nats.connect(too_long, socks_proxy=socks.url(), connect_timeout=10)
+
+
 def test_connect_timeout_covers_the_proxy_handshake(server: NatsServer) -> None:
     # A "proxy" that takes the TCP connection (the kernel does) and never answers.
     with socket.create_server(("127.0.0.1", 0)) as mute:
@@ -224,6 +235,43 @@ def test_a_failing_dialer_fails_the_attempt(server: NatsServer) -> None:
 
     with pytest.raises(nats.NoServersError, match="not a connected socket"):
         nats.connect(server.url, custom_dialer=not_a_socket)
+
+
+def test_a_dialer_that_returns_a_closed_socket_fails_the_attempt(server: NatsServer) -> None:
+    def closed(host: str, port: int, timeout: float | None) -> socket.socket:
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.close()
+        return sock
+
+    with pytest.raises(nats.NoServersError, match="closed socket"):
+        nats.connect(server.url, custom_dialer=closed)
+
+
+def test_reconnect_goes_on_when_the_dialer_returns_a_closed_socket() -> None:
+    # The first connection is sound; every reconnect gets a closed socket. Each attempt must
+    # fail as a connect (reported), until the attempts run out and the client closes.
+    calls: list[float | None] = []
+    errors: list[Exception] = []
+    closed_for_good = threading.Event()
+
+    def dialer(host: str, port: int, timeout: float | None) -> socket.socket:
+        calls.append(timeout)
+        sock = socket.create_connection((host, port), timeout=timeout)
+        if len(calls) > 1:
+            sock.close()
+        return sock
+
+    with NatsServer(jetstream=False) as server:
+        nc = nats.connect(server.url, custom_dialer=dialer, reconnect_time_wait=0.01, max_reconnect_attempts=2,
+                          error_cb=errors.append, closed_cb=closed_for_good.set)
+        try:
+            nc.flush(timeout=5)
+            server.restart()
+            assert closed_for_good.wait(30), "the reconnect loop stopped without closing the client"
+        finally:
+            nc.close()
+    assert len(calls) == 3  # the first connect and both reconnect attempts
+    assert any("closed socket" in str(e) for e in errors), errors
 
 
 def _client_ports(server: NatsServer) -> list[int]:
@@ -383,6 +431,11 @@ def test_ws_proxy_path_against_a_real_server() -> None:
     ({"socks_proxy": "http://proxy:3128"}, ValueError, "socks5://"),
     ({"socks_proxy": "socks5://:1080"}, ValueError, "names no host"),
     ({"socks_proxy": "socks5://proxy:99999"}, ValueError, "bad port"),
+    # A '#', '/' or '?' in a password not percent-encoded ends the address part early: what is
+    # then read as the port is the password's start, and the message must not quote it.
+    ({"socks_proxy": "socks5://alice:s3cret#x@proxy:1080"}, ValueError, "percent-encoded"),
+    ({"socks_proxy": "socks5://alice:s3cret/x@proxy:1080"}, ValueError, "percent-encoded"),
+    ({"socks_proxy": "socks5://alice:s3cret?x@proxy:1080"}, ValueError, "percent-encoded"),
     ({"socks_proxy": "socks5://alice@proxy:1080"}, ValueError, "no password"),
     ({"socks_proxy": "socks5://proxy:1080/path"}, ValueError, "no path"),
     ({"socks_proxy": "socks5://" + "u" * 256 + ":p@proxy:1080"}, ValueError, "255 bytes"),

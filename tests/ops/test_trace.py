@@ -220,6 +220,7 @@ def test_decoding_gzip_unknown_steps_and_bad_payloads() -> None:
     assert event.server.unknown_fields == {"extra": 1} and event.events[1].unknown_fields == {"future": True}
     trace = MessageTrace("s", [event])
     assert trace.expected == 2 and trace.next_hop(event.egresses[0]) is None
+    assert TraceEvent.decode(b'{"events": [{"type": [1]}, {"type": null}]}').events == []  # no type known: left out
     for bad in (b"not json", b"[1]", b'{"events": 3}'):
         with pytest.raises(MonitorResponseError):
             TraceEvent.decode(bad)

@@ -136,6 +136,16 @@ def test_a_message_that_inflates_too_far_or_is_no_deflate_is_refused() -> None:
         ws.FrameReader(compression=True).feed(_server_frame(ws.OP_BINARY, b"\xff\xff\xff\xff", rsv1=True))
 
 
+def test_a_compressed_message_in_fragments_is_bounded_as_one_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each fragment is small; together they pass the frame limit before the last one.
+    monkeypatch.setattr(ws, "MAX_FRAME", 1000)
+    reader = ws.FrameReader(compression=True)
+    reader.feed(_server_frame(ws.OP_BINARY, b"\x00" * 400, fin=False, rsv1=True))
+    reader.feed(_server_frame(ws.OP_CONTINUATION, b"\x00" * 400, fin=False))
+    with pytest.raises(ProtocolError, match="more than 1000 bytes"):
+        reader.feed(_server_frame(ws.OP_CONTINUATION, b"\x00" * 400, fin=False))
+
+
 def test_client_frames_set_rsv1_and_the_offer_is_checked() -> None:
     assert ws.frame(ws.OP_BINARY, ws.deflate(b"hi"), compressed=True)[0] == 0x80 | 0x40 | ws.OP_BINARY
     key = ws.new_key()
