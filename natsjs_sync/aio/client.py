@@ -27,7 +27,7 @@ from .._core.options import ConnectOptions
 from .._core.pool import PoolEntry, ServerAddress, check_one_transport
 from .._timeout import Deadline, TimeoutArg
 from .._version import __version__
-from ..auth import jwt_and_seed_files
+from ..auth import jwt_and_seed_files, parse_creds
 from ..client import Client as _NativeClient
 from ..errors import NatsConnectionError, NatsError, NoRespondersError
 from ..msg import Msg
@@ -206,6 +206,7 @@ def translate_options(kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs["write_timeout"] = flush_timeout
     creds = kwargs.get("user_credentials")
     if isinstance(creds, UserString):  # RawCredentials: the file's content, never a path
+        parse_creds(creds.data)  # content without a JWT and seed: InvalidUserCredentialsError, not "no such file"
         kwargs["user_credentials"] = creds.data
     elif isinstance(creds, tuple):
         if len(creds) != 2:
