@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import MsgAlreadyAckdError, NotJSMessageError, ProtocolError
+from .errors import BadHeaderError, MsgAlreadyAckdError, NotJSMessageError, ProtocolError
 from .protocol import _compiled
-from .protocol.headers import Headers, HeadersInput, parse_headers, status_of
+from .protocol.headers import Headers, HeadersInput, parse_headers, sendable, status_of
 from .protocol.jetstream.ackreply import ACK, ACK_PREFIX, NAK, TERM, WPI, MsgMetadata, parse_metadata
 
 if TYPE_CHECKING:
@@ -110,7 +110,9 @@ class Msg:
             headers: the reply's headers. When not given, the reply carries this
                 message's own :attr:`headers`, changes made to them included, as
                 nats-py's ``respond()`` does (none when the message had none or
-                its header block cannot be read); ``{}`` sends none.
+                its header block cannot be read; a header this client cannot send,
+                such as a key with a blank inside from another client, is left
+                out); ``{}`` sends none.
 
         Raises:
             ValueError: the message has no reply subject.
@@ -119,14 +121,22 @@ class Msg:
             raise ValueError("message has no reply subject")
         if self._conn is None:
             raise ValueError("message is not bound to a client")
-        if headers is None and self.raw_headers is not None:
+        echoed = headers is None and self.raw_headers is not None
+        if echoed:
             try:
                 headers = self.headers
             except ProtocolError:
                 headers = None  # a malformed block is not passed on; the answer still goes
         # The reply subject is the server's, sent back byte for byte (one that
         # was not UTF-8 on the wire included); only the headers are checked.
-        self._conn.publish_now(self.reply, data, headers=headers or None, trusted=True)
+        try:
+            self._conn.publish_now(self.reply, data, headers=headers or None, trusted=True)
+        except BadHeaderError:
+            if not echoed or not headers:
+                raise
+            # Another client's header that this one refuses to send: the answer still goes,
+            # with the rest (checked only here, so a reply that encodes pays nothing).
+            self._conn.publish_now(self.reply, data, headers=sendable(headers) or None, trusted=True)
 
     # ------------------------------------------------------------ JetStream
 

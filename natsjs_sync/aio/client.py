@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import os
 import re
+import threading
 from collections import UserString
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from .._core.options import ConnectOptions
 from .._core.pool import PoolEntry, ServerAddress, check_one_transport
 from .._timeout import Deadline, TimeoutArg
 from .._version import __version__
-from ..auth import jwt_and_seed_files
+from ..auth import jwt_and_seed_files, parse_creds
 from ..client import Client as _NativeClient
 from ..errors import NatsConnectionError, NatsError, NoRespondersError
 from ..msg import Msg
@@ -205,6 +206,7 @@ def translate_options(kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs["write_timeout"] = flush_timeout
     creds = kwargs.get("user_credentials")
     if isinstance(creds, UserString):  # RawCredentials: the file's content, never a path
+        parse_creds(creds.data)  # content without a JWT and seed: InvalidUserCredentialsError, not "no such file"
         kwargs["user_credentials"] = creds.data
     elif isinstance(creds, tuple):
         if len(creds) != 2:
@@ -307,6 +309,10 @@ class Client(_NativeClient):
         # A first connect that failed leaves the callbacks of a close owed (nats-py's
         # close() then calls disconnected_cb and closed_cb once).
         self._close_cbs_owed = False
+        # Held while connect() checks the client may connect and puts the new core in place:
+        # two threads connecting one client at once must not both make a core (one would
+        # never be closed, its threads and socket left running).
+        self._connect_lock = threading.Lock()
         super().__init__(options if options is not None else ConnectOptions.build("nats://127.0.0.1:4222"))
 
     def connect(self, servers: str | Sequence[str] | None = None, **options: Any) -> None:
@@ -327,31 +333,33 @@ class Client(_NativeClient):
         closed; make them again.
 
         Raises:
-            NatsConnectionError: the client is connected (or reconnecting) already.
+            NatsConnectionError: the client is connected (or connecting, reconnecting) already.
             NoServersError, AuthorizationError, SecureConnRequiredError: as :func:`natsjs_sync.connect`.
             InvalidServerUrlError: a bad server URL, or ``ws://``/``wss://`` mixed with
                 ``nats://``/``tls://`` (a ValueError; nats-py's ``nats.errors.Error``).
             TypeError, ValueError: a bad argument.
         """
-        if not self.is_closed and not self._unstarted:
-            raise NatsConnectionError("this client has connected already (close() it before connecting again)")
         from .._connect import connect_options
 
-        opts = connect_options(servers, **options)
-        check_one_transport(opts.servers)
-        if opts.tls is None:
-            # nats-py's connect(): tls:// alone uses TLS when the server requires it, as nats://
-            # does. With tls= given, TLS stays required (nats-py would go on without it).
-            opts.tls_url_requires_tls = False
-        # A new core: the closed one ended its threads in close() and keeps its state
-        # (counters, last error) for whoever still holds its subscriptions.
-        self._conn = Connection(opts)
-        self._outlet = self._conn.writer.outlet
-        self._options = opts
-        self.name = opts.name
-        spi.register(self, self._conn)
-        self._unstarted = False
-        self._close_cbs_owed = False
+        with self._connect_lock:
+            if not self.is_closed and not self._unstarted:
+                raise NatsConnectionError("this client has connected already, or is connecting (close() it "
+                                          "before connecting again)")
+            opts = connect_options(servers, **options)
+            check_one_transport(opts.servers)
+            if opts.tls is None:
+                # nats-py's connect(): tls:// alone uses TLS when the server requires it, as nats://
+                # does. With tls= given, TLS stays required (nats-py would go on without it).
+                opts.tls_url_requires_tls = False
+            # A new core: the closed one ended its threads in close() and keeps its state
+            # (counters, last error) for whoever still holds its subscriptions.
+            self._conn = Connection(opts)
+            self._outlet = self._conn.writer.outlet
+            self._options = opts
+            self.name = opts.name
+            spi.register(self, self._conn)
+            self._unstarted = False
+            self._close_cbs_owed = False
         self._start()
 
     def _start(self, deadline: Deadline | None = None) -> None:

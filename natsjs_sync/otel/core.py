@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from ..errors import ProtocolError
+from ..protocol.headers import sendable
 from . import attributes as a
 from .propagation import without_span_context
 from .spans import (
@@ -84,6 +85,8 @@ def _wrap_respond(s: _State, fn: Callable[..., Any]) -> Callable[..., Any]:
                 echoed = None  # not echoed by respond() either
             if echoed is not None:
                 headers = without_span_context(echoed)
+                if not _headers_ok(headers):
+                    headers = sendable(headers)  # what respond() sends of them
                 args, kwargs = headers_p.replace(args, kwargs, headers)
         if not _headers_ok(headers):
             return wrapped(*args, **kwargs)  # refused by the client, as without instrumentation

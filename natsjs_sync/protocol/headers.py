@@ -137,6 +137,22 @@ def encode_headers(
         raise BadHeaderError(f"header {_unencodable(parts)!r} is not valid Unicode (a lone surrogate)") from None
 
 
+def sendable(headers: HeadersInput) -> Headers:
+    """The pairs of ``headers`` that :func:`encode_headers` takes, in order (padding around
+    a key dropped): received headers passed on where a pair another client sent cannot be
+    sent by this one (a blank inside a key, a lone CR in a value)."""
+    kept = Headers()
+    pairs = headers.items_all() if isinstance(headers, Headers) else _flatten(headers)
+    for key, value in pairs:
+        try:
+            checked, text = _check_key(key), _check_value(str(key), value)
+            (checked + text).encode()  # a lone surrogate has no UTF-8 form
+        except (BadHeaderError, UnicodeEncodeError):
+            continue
+        kept.add(checked, text)
+    return kept
+
+
 def _unencodable(parts: list[str]) -> str:
     """The first header line (or status description) with no UTF-8 form."""
     for part in parts:

@@ -4,6 +4,8 @@ connects, drain timeouts, close callbacks and force_reconnect."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -66,6 +68,48 @@ def test_connect_after_close_leaves_no_thread_of_the_first_connection(shared_ser
         nc.publish("after.close", b"x")  # the plain publish of the new connection's outlet
         assert sub.next_msg(timeout=2).data == b"x"
         assert nc.stats["out_msgs"] == 1
+    finally:
+        nc.close()
+    assert _client_threads() <= before
+
+
+def test_two_threads_connecting_a_closed_client_make_one_connection(shared_server: NatsServer) -> None:
+    """Both connects passed the check before either put its connection in place: both
+    connected, and the first connection was never closed (its threads ran on for good)."""
+    before = _client_threads()
+    nc = NATS()
+    nc.connect(shared_server.url)
+    nc.close()
+    reading, release, second_done = threading.Event(), threading.Event(), threading.Event()
+    outcomes: list[str] = []
+
+    def servers() -> Iterator[str]:  # read while the first connect checks its arguments
+        reading.set()
+        release.wait(10)
+        yield shared_server.url
+
+    def connect(pool: Any) -> None:
+        try:
+            nc.connect(pool)
+            outcomes.append("connected")
+        except nats.errors.NatsConnectionError:
+            outcomes.append("refused")
+
+    first = threading.Thread(target=connect, args=(servers(),))
+    first.start()
+    assert reading.wait(10)
+    # The first goes on when the second has returned, or after 2 s if the second waits for
+    # it (the fix): either order gives one connection.
+    releaser = threading.Thread(target=lambda: (second_done.wait(2), release.set()))
+    releaser.start()
+    try:
+        connect([shared_server.url])
+    finally:
+        second_done.set()
+        first.join(15)
+        releaser.join(15)
+    try:
+        assert sorted(outcomes) == ["connected", "refused"]
     finally:
         nc.close()
     assert _client_threads() <= before

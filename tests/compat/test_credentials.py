@@ -81,5 +81,12 @@ def test_a_malformed_creds_file_is_invalid_user_credentials(tmp_path: pathlib.Pa
     assert isinstance(err.value, AuthorizationError)  # what this client raised before
 
 
+@pytest.mark.parametrize("content", ["", "garbage", "/etc/hostname", "-----BEGIN NATS USER JWT-----\neyJ.x.y\n"])
+def test_raw_credentials_without_a_jwt_and_seed_are_invalid_user_credentials(content: str) -> None:
+    """RawCredentials is content, never a file's name: one line was taken for a missing file."""
+    with pytest.raises(InvalidUserCredentialsError, match=r"^nats: invalid user credentials"):
+        NATS().connect(["nats://127.0.0.1:1"], user_credentials=RawCredentials(content), allow_reconnect=False)
+
+
 def test_version_is_the_clients() -> None:
     assert __version__ == nats.__version__

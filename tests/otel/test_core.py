@@ -17,6 +17,7 @@ from natsjs_sync.client import Client
 from natsjs_sync.otel import NatsjsSyncInstrumentor
 from natsjs_sync.testing import NatsServer
 
+from ..core.test_hostile_bytes import FOREIGN_HEADERS, RawConn
 from .conftest import Telemetry
 
 
@@ -82,6 +83,34 @@ def test_a_reply_echoes_the_request_headers_with_its_own_trace_context(otel: Tel
     assert reply.headers is not None and reply.headers["Order"] == "7"
     assert reply.headers["traceparent"].split("-")[2] == format(resp.context.span_id, "016x")
     assert resp.kind is SpanKind.PRODUCER and not resp.links
+
+
+def test_a_reply_echoes_what_it_can_send_of_another_clients_headers(otel: Telemetry, nc: nats.Client,
+                                                                    shared_server: NatsServer) -> None:
+    """A request whose headers hold one this client refuses to send (a blank inside a key,
+    as nats-py sends): the traced reply still goes, with the rest and its own trace context."""
+    errors: list[Exception] = []
+
+    def answer(msg: nats.Msg) -> None:
+        try:
+            msg.respond(b"ok")
+        except Exception as exc:
+            errors.append(exc)
+
+    nc.subscribe("svc.foreign", cb=answer)
+    nc.flush()
+    raw = RawConn(shared_server.port)
+    try:
+        block = FOREIGN_HEADERS
+        raw.sock.sendall(b"SUB rep.foreign 1\r\nHPUB svc.foreign rep.foreign %d %d\r\n%b\r\n"
+                         % (len(block), len(block) + 1, block + b"q"))
+        _, reply_headers, payload = raw.next_hmsg()
+    finally:
+        raw.close()
+    resp = otel.span("respond")  # a reply subject is temporary, and not an inbox of ours
+    assert payload == b"ok" and errors == []
+    assert b"Order: 7\r\n" in reply_headers and b"Bad Key" not in reply_headers
+    assert format(resp.context.span_id, "016x").encode() in reply_headers
 
 
 def test_no_responders_records_the_error(otel: Telemetry, nc: nats.Client) -> None:
