@@ -201,8 +201,15 @@ class PullSubscription:
             with cons.fetch(batch, max_wait=None) as result:
                 msgs = list(result)
                 error = result.error
+                status = result.status
             if not msgs and error is not None:
                 raise error
+            if not msgs and status is not None:
+                # Ended with nothing by a status that is no error (409 Server Shutdown or
+                # Leadership Change): a 409 as the others, never an empty batch of one.
+                if status.code == 409:
+                    raise JetStreamError(status.description or "pull request ended", code=409)
+                raise FetchTimeoutError("nats: timeout")
             return msgs
         # Nothing pending: wait for the first message, then take what is there with it.
         left = deadline.remaining()
