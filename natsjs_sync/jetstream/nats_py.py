@@ -133,6 +133,8 @@ class PullSubscription:
             raise FetchTimeoutError("nats: timeout")
         # nats-py's rule, to the nanosecond: expires is the timeout less 100 us, and the
         # server refuses a heartbeat over half of it (or with no expires at all).
+        if not heartbeat:
+            heartbeat = None  # nats-py sends no idle heartbeat for 0 either
         if heartbeat is not None and (wait is None or int(heartbeat * 1e9) * 2 > int(wait * 1e9) - 100_000):
             self._refused_heartbeat(wait, heartbeat)
         attempt = 0

@@ -110,6 +110,20 @@ def test_a_pull_ended_by_a_reset_without_messages_is_a_timeout(nats_server: Nats
             assert outcome[0] == []
 
 
+def test_a_zero_heartbeat_is_no_heartbeat(nats_server: NatsServer) -> None:
+    # nats-py sends no idle heartbeat for heartbeat=0; without a timeout that must not
+    # turn into the refused-heartbeat probe, which would take messages nobody gets.
+    _setup(nats_server.url)
+    with nats.connect(nats_server.url) as nc:
+        js = nc.jetstream()
+        for i in range(3):
+            js.publish("nolimit", str(i).encode())
+        psub = js.pull_subscribe("nolimit", "worker")
+        assert [m.data for m in psub.fetch(1, timeout=None, heartbeat=0)] == [b"0"]
+        assert [m.data for m in psub.fetch(2, timeout=None, heartbeat=0.0)] == [b"1", b"2"]
+        assert js.consumer_info("NOLIMIT", "worker").num_ack_pending == 3
+
+
 def test_nats_py_waits_the_same(nats_server: NatsServer) -> None:
     nats_py = pytest.importorskip("nats", reason="nats-py is not installed")
     _setup(nats_server.url)
