@@ -110,18 +110,43 @@ def test_a_pull_ended_by_a_reset_without_messages_is_a_timeout(nats_server: Nats
             assert outcome[0] == []
 
 
-def test_a_zero_heartbeat_is_no_heartbeat(nats_server: NatsServer) -> None:
-    # nats-py sends no idle heartbeat for heartbeat=0; without a timeout that must not
-    # turn into the refused-heartbeat probe, which would take messages nobody gets.
+@pytest.mark.parametrize("heartbeat", [0, 0.0, -1.0])
+def test_a_zero_or_negative_heartbeat_is_no_heartbeat(nats_server: NatsServer, heartbeat: float) -> None:
+    # nats-py sends no idle heartbeat for 0, and the server ignores a negative one; without
+    # a timeout neither may turn into the refused-heartbeat probe, which would take
+    # messages nobody gets.
     _setup(nats_server.url)
     with nats.connect(nats_server.url) as nc:
         js = nc.jetstream()
         for i in range(3):
             js.publish("nolimit", str(i).encode())
         psub = js.pull_subscribe("nolimit", "worker")
-        assert [m.data for m in psub.fetch(1, timeout=None, heartbeat=0)] == [b"0"]
-        assert [m.data for m in psub.fetch(2, timeout=None, heartbeat=0.0)] == [b"1", b"2"]
+        assert [m.data for m in psub.fetch(1, timeout=None, heartbeat=heartbeat)] == [b"0"]
+        assert [m.data for m in psub.fetch(2, timeout=None, heartbeat=heartbeat)] == [b"1", b"2"]
         assert js.consumer_info("NOLIMIT", "worker").num_ack_pending == 3
+
+
+def test_a_negative_heartbeat_waits_for_a_message(nats_server: NatsServer) -> None:
+    # A negative heartbeat is no heartbeat: the fetch waits for its message (it ended at
+    # once with "missed idle heartbeats", the pull left to take the message unseen).
+    _setup(nats_server.url)
+    with nats.connect(nats_server.url) as nc:
+        js = nc.jetstream()
+        psub = js.pull_subscribe("nolimit", "worker")
+        outcome: list[Any] = []
+
+        def fetch() -> None:
+            try:
+                outcome.append([m.data for m in psub.fetch(1, timeout=30, heartbeat=-1.0)])
+            except Exception as exc:
+                outcome.append(exc)
+
+        fetcher = threading.Thread(target=fetch)
+        fetcher.start()
+        assert wait_until(lambda: bool(outcome) or _consumer(nats_server.url).num_waiting == 1)
+        js.publish("nolimit", b"late")
+        fetcher.join(timeout=30)
+        assert outcome == [[b"late"]]
 
 
 def test_nats_py_waits_the_same(nats_server: NatsServer) -> None:
