@@ -99,7 +99,8 @@ class PullSubscription:
         """Up to ``batch`` messages: those available now, else the first to arrive
         within ``timeout`` seconds with whatever came with it. ``timeout=None`` has
         no limit: when nothing is available, the fetch waits until ``batch``
-        messages came, as nats-py's does.
+        messages came, as nats-py's does. A ``heartbeat`` of 0 or less is none
+        (nats-py sends none for 0; the server ignores a negative one).
 
         Several threads may fetch at once: a pull refused with ``409 Exceeded
         MaxWaiting`` (the consumer's ``max_waiting`` pulls are all open) is sent
@@ -136,6 +137,9 @@ class PullSubscription:
             raise FetchTimeoutError("nats: timeout")
         # nats-py's rule, to the nanosecond: expires is the timeout less 100 us, and the
         # server refuses a heartbeat over half of it (or with no expires at all).
+        if not heartbeat or heartbeat < 0:
+            # nats-py sends no idle heartbeat for 0, and the server ignores a negative one
+            heartbeat = None
         if heartbeat is not None and (wait is None or int(heartbeat * 1e9) * 2 > int(wait * 1e9) - 100_000):
             self._refused_heartbeat(wait, heartbeat)
         attempt = 0
@@ -204,8 +208,15 @@ class PullSubscription:
             with cons.fetch(batch, max_wait=None) as result:
                 msgs = list(result)
                 error = result.error
+                status = result.status
             if not msgs and error is not None:
                 raise error
+            if not msgs and status is not None:
+                # Ended with nothing by a status that is no error (409 Server Shutdown or
+                # Leadership Change): a 409 as the others, never an empty batch of one.
+                if status.code == 409:
+                    raise JetStreamError(status.description or "pull request ended", code=409)
+                raise FetchTimeoutError("nats: timeout")
             return msgs
         # Nothing pending: wait for the first message, then take what is there with it.
         left = deadline.remaining()
