@@ -715,6 +715,8 @@ CONSUMER_METADATA: dict[str, str] = {
 }
 _DURATION_PARAMS = {"seen_critical", "peer_seen_critical", "last_delivery_critical", "last_ack_critical"}
 _GO_INT = re.compile(r"[+-]?[0-9]+")
+#: The longest Go ``time.Duration`` in seconds: where Go's ``time.Since`` saturates.
+_MAX_GO_DURATION = (2**63 - 1) / 1e9
 _GO_BOOL = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
             "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
 _META_DURATION = re.compile(r"([0-9]*(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h|w|W|d|D|M|y|Y)")
@@ -977,14 +979,18 @@ def check_message(
     except (NatsError, OSError) as exc:
         result.critical(f"msg load failed: {exc}")
         return result
-    stamp = msg.time
     if body_timestamp:
         text = msg.data.strip()
-        if not _GO_INT.fullmatch(text.decode("latin-1")):
-            result.critical(f"invalid timestamp body: {text.decode('utf-8', 'replace')!r} is not a whole number")
+        unix = int(text) if _GO_INT.fullmatch(text.decode("latin-1")) else None
+        if unix is None or not -(2**63) <= unix < 2**63:  # Go's ParseInt(body, 10, 64)
+            why = "is not a whole number" if unix is None else "is out of range"
+            result.critical(f"invalid timestamp body: {text.decode('utf-8', 'replace')!r} {why}")
             return result
-        stamp = datetime.datetime.fromtimestamp(int(text), datetime.timezone.utc)
-    age = _age(stamp) if stamp is not None else None
+        # Any Unix time in range has an age, as Go's time.Since gives one (saturated at its
+        # Duration's ±292 years): no calendar date is built, years past 9999 or before 1 included.
+        age: float | None = max(-_MAX_GO_DURATION, min(time.time() - unix, _MAX_GO_DURATION))
+    else:
+        age = _age(msg.time) if msg.time is not None else None
     if age is None:
         result.critical("the message has no time")
         return result
@@ -1149,6 +1155,14 @@ def check_request(
 _DECORATED_JWT = re.compile(r"-{3,}[^\n]*BEGIN[^\n]*JWT[^\n]*-{3,}\s*\n\s*([A-Za-z0-9_\-.=]+)\s*\n\s*-{3,}")
 
 
+def _strict_json(raw: bytes) -> Any:
+    """JSON as Go's decoder takes it: ``NaN`` and ``Infinity`` (which Python's accepts) are not JSON."""
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON value")
+
+    return json.loads(raw, parse_constant=refuse)
+
+
 def _jwt_claims(text: str) -> dict[str, Any]:
     """The claims of a NATS JWT (alone, or the first of a ``.creds`` file), its signature checked.
 
@@ -1167,7 +1181,8 @@ def _jwt_claims(text: str) -> dict[str, Any]:
         return base64.urlsafe_b64decode(chunk + "=" * (-len(chunk) % 4))
 
     try:
-        header, claims, signature = json.loads(b64(parts[0])), json.loads(b64(parts[1])), b64(parts[2])
+        header, claims = _strict_json(b64(parts[0])), _strict_json(b64(parts[1]))
+        signature = b64(parts[2])
     except (ValueError, binascii.Error) as exc:
         raise ValueError(f"the JWT does not decode: {exc}") from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
@@ -1216,9 +1231,12 @@ def check_credential(
     except ValueError as exc:
         result.critical(f"invalid credential: {exc}")
         return result
-    expires = claims.get("exp") or 0
-    if not isinstance(expires, int | float):
-        result.critical(f"invalid credential: expiry {expires!r} is not a number")
+    expires = claims.get("exp")
+    expires = 0 if expires is None else expires  # null, as absent: Go's zero value
+    # The JWT library's claims hold the expiry in an int64: a fraction, an exponent, a bool or a
+    # number out of its range does not decode there, and the credential is invalid.
+    if type(expires) is not int or not -(2**63) <= expires < 2**63:
+        result.critical(f"invalid credential: expiry {expires!r} is not a whole number of seconds (int64)")
         return result
     if not expires:
         if require_expiry:

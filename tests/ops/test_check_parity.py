@@ -210,6 +210,34 @@ def test_message_check(capsys: pytest.CaptureFixture[str], server: NatsServer, j
         js.delete_stream("BEAT")
 
 
+def test_message_body_timestamp_out_of_a_calendar(capsys: pytest.CaptureFixture[str], server: NatsServer,
+                                                 js: Any) -> None:
+    # A body that is a whole number out of int64 is not a timestamp (Go's ParseInt refuses it):
+    # CRITICAL. One in range but past the year 9999 or before the year 1 has an age, saturated
+    # at Go's longest Duration as time.Since's: never UNKNOWN, never "the check itself failed".
+    js.create_stream(name="STAMPS", subjects=["stamps.>"], storage="memory")
+    try:
+        for subject, body in (("huge", b"99999999999999999999"), ("future", b"9999999999999"),
+                              ("ancient", b"-62135596801")):
+            js.publish(f"stamps.{subject}", body)
+        s = ("--server", server.url)
+
+        def check(subject: str) -> tuple[int, dict[str, Any]]:
+            code, out = run(capsys, "server", "check", "message", "--stream", "STAMPS", "--subject",
+                            f"stamps.{subject}", "--body-timestamp", "--age-critical", "1h", *s)
+            return code, parse_nagios(out)
+
+        code, line = check("huge")
+        assert code == 2 and line["findings"]["Crit"] == [
+            "invalid timestamp body: '99999999999999999999' is out of range"], line
+        code, line = check("future")  # from the future: a negative age, under any threshold
+        assert code == 0 and line["perf"]["age"][0] == -9223372036.855, line
+        code, line = check("ancient")
+        assert code == 2 and line["perf"]["age"][0] == 9223372036.855 and line["findings"]["Crit"][0].endswith(" old")
+    finally:
+        js.delete_stream("STAMPS")
+
+
 # ---------------------------------------------------------------------------------------------- kv
 
 
@@ -312,6 +340,28 @@ def test_credential_check_offline(capsys: pytest.CaptureFixture[str], tmp_path: 
         assert jwt not in out and seed not in out and claims not in out
     # The function, for a health endpoint of one's own.
     assert check_credential(week, validity_warn=8 * day).status is Status.WARNING
+
+
+def test_credential_with_an_expiry_go_cannot_decode_is_invalid(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    # Signed by its issuer, but its expiry is not an int64 (NaN and Infinity are not even JSON,
+    # though Python's decoder takes them): CRITICAL "invalid credential", as the nats CLI's JWT
+    # library refuses it; never UNKNOWN "the check itself failed", never OK.
+    account = Operator().add_account("APP")
+    head = _b64e(json.dumps({"typ": "JWT", "alg": "ed25519-nkey"}))
+    for exp in ("NaN", "Infinity", "-Infinity", "1.8e9", "1800000000.5", "1" + "0" * 30, "true", "false"):
+        claims = _b64e(f'{{"exp": {exp}, "sub": "UABC", "iss": "{account.public_key}", "nats": {{"type": "user"}}}}')
+        path = tmp_path / "user.jwt"
+        path.write_text(f"{head}.{claims}.{_b64e_bytes(account.sign(f'{head}.{claims}'.encode()))}")
+        code, out = run(capsys, "server", "check", "credential", "--credential", str(path))
+        line = parse_nagios(out)
+        assert code == 2 and line["findings"]["Crit"][0].startswith("invalid credential: "), (exp, out)
+
+
+def _b64e_bytes(raw: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def _b64d(text: str) -> bytes:
