@@ -496,10 +496,12 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     p.add_argument("--peer-lag-critical", **optional_int, metavar="OPS",
                    help="CRITICAL when a replica is this many operations behind")
     p.add_argument("--peer-seen-critical", **optional_secs, help="CRITICAL when a replica was not seen for this long")
-    p.add_argument("--msgs-warn", **optional_int, metavar="N", help="WARNING with fewer messages than N")
-    p.add_argument("--msgs-critical", **optional_int, metavar="N", help="CRITICAL with fewer messages than N")
-    p.add_argument("--subjects-warn", **optional_int, metavar="N", help="WARNING with N subjects or more")
-    p.add_argument("--subjects-critical", **optional_int, metavar="N", help="CRITICAL with N subjects or more")
+    p.add_argument("--msgs-warn", **optional_int, metavar="N", help="WARNING with N messages or fewer")
+    p.add_argument("--msgs-critical", **optional_int, metavar="N", help="CRITICAL with N messages or fewer")
+    p.add_argument("--subjects-warn", **optional_int, metavar="N",
+                   help="WARNING with N subjects or more (N or fewer unless below --subjects-critical)")
+    p.add_argument("--subjects-critical", **optional_int, metavar="N",
+                   help="CRITICAL with N subjects or more (N or fewer unless --subjects-warn is below it)")
     p.add_argument("--lag-critical", **optional_int, metavar="MSGS",
                    help="CRITICAL when a mirror or source is this many messages behind")
     p.add_argument("--seen-critical", **optional_secs,

@@ -334,6 +334,20 @@ def _threshold(result: CheckResult, what: str, value: float, warn: float | None,
         result.warning(f"{what} {fmt(value)} {'>=' if above else '<'} {fmt(warn)}")
 
 
+def _levels(result: CheckResult, what: str, value: int, warn: int | None, crit: int | None,
+            more_is_worse: bool) -> None:
+    """Compare ``value`` with thresholds as the nats CLI's stream check does: reaching one (``>=``,
+    or ``<=`` when fewer is worse) crosses it; a threshold of 0 or less (or ``None``) is not set."""
+    def crossed(limit: int | None) -> bool:
+        return limit is not None and limit > 0 and (value >= limit if more_is_worse else value <= limit)
+
+    sign = ">=" if more_is_worse else "<="
+    if crossed(crit):
+        result.critical(f"{what} {value} {sign} {crit}")
+    elif crossed(warn):
+        result.warning(f"{what} {value} {sign} {warn}")
+
+
 def without_credentials(url: str) -> str:
     """``url`` (a URL, a comma-separated list, or a message quoting them) without the
     ``user:password@`` (or ``token@``) of its URLs, whatever a password holds: a check's
@@ -662,10 +676,14 @@ def check_stream(
     result.perf("messages", state.messages, "", msgs_warn, msgs_critical)
     result.perf("bytes", state.bytes, "B")
     result.perf("consumers", state.consumer_count)
-    _threshold(result, "messages", state.messages, msgs_warn, msgs_critical, above=False)
+    # The nats CLI's rules: as few messages as a threshold (or fewer) crosses it; subjects cross
+    # theirs from below when the warning threshold is under the critical one, else from above
+    # (a threshold of 0 or less is not set, and the unset one counts as 0 in that comparison).
+    _levels(result, "messages", state.messages, msgs_warn, msgs_critical, more_is_worse=False)
     if subjects_warn is not None or subjects_critical is not None:
         result.perf("subjects", state.num_subjects, "", subjects_warn, subjects_critical)
-        _threshold(result, "subjects", state.num_subjects, subjects_warn, subjects_critical)
+        _levels(result, "subjects", state.num_subjects, subjects_warn, subjects_critical,
+                more_is_worse=(subjects_warn or 0) < (subjects_critical or 0))
     _check_group(result, "stream", info.cluster, peer_lag_critical, peer_seen_critical)
     if peer_expect is not None:
         peers = 1 + len(info.cluster.replicas or ()) if info.cluster else 1

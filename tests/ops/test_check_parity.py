@@ -472,12 +472,42 @@ def test_stream_check_thresholds_from_metadata(capsys: pytest.CaptureFixture[str
         s = ("--server", server.url)
         code, out = run(capsys, "server", "check", "stream", "--stream", "META", *s)
         line = parse_nagios(out)
-        assert code == 1 and line["findings"]["Warn"] == ["messages 3 < 5"] and line["perf"]["messages"][2:] == (
+        assert code == 1 and line["findings"]["Warn"] == ["messages 3 <= 5"] and line["perf"]["messages"][2:] == (
             "5", "2"), out
         code, out = run(capsys, "server", "check", "stream", "--stream", "META", "--msgs-warn", "1", *s)
         assert code == 0, out
     finally:
         js.delete_stream("META")
+
+
+def test_stream_check_messages_and_subjects_thresholds_as_the_nats_cli_compares(
+        capsys: pytest.CaptureFixture[str], server: NatsServer, js: Any) -> None:
+    # As many messages as the threshold crosses it (<=, not <); subjects are compared from above
+    # when the warning threshold is under the critical one, else from below (fewer is worse).
+    js.create_stream(name="LEVELS", subjects=["levels.>"], storage="memory")
+    try:
+        for i in range(3):
+            js.publish(f"levels.{i}", b"x")
+        s = ("--server", server.url)
+
+        def check(*argv: str) -> tuple[int, dict[str, Any]]:
+            code, out = run(capsys, "server", "check", "stream", "--stream", "LEVELS", *argv, *s)
+            return code, parse_nagios(out)
+
+        code, line = check("--msgs-critical", "3")
+        assert code == 2 and line["findings"]["Crit"] == ["messages 3 <= 3"], line
+        assert check("--msgs-warn", "3")[0] == 1 and check("--msgs-warn", "2")[0] == 0
+        code, line = check("--subjects-warn", "10", "--subjects-critical", "5")  # too few subjects
+        assert code == 2 and line["findings"]["Crit"] == ["subjects 3 <= 5"], line
+        assert check("--subjects-warn", "3", "--subjects-critical", "1")[0] == 1
+        assert check("--subjects-warn", "2", "--subjects-critical", "1")[0] == 0
+        code, line = check("--subjects-warn", "2", "--subjects-critical", "5")  # too many subjects
+        assert code == 1 and line["findings"]["Warn"] == ["subjects 3 >= 2"], line
+        assert check("--subjects-warn", "2", "--subjects-critical", "3")[0] == 2
+        assert check("--subjects-critical", "4")[0] == 0 and check("--subjects-critical", "3")[0] == 2
+        assert check("--subjects-warn", "2")[0] == 0  # a warning threshold alone: fewer is worse
+    finally:
+        js.delete_stream("LEVELS")
 
 
 # ---------------------------------------------------------------------------------------------- formats

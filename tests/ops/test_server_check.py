@@ -185,7 +185,7 @@ def test_check_stream_and_consumer_thresholds(capsys: pytest.CaptureFixture[str]
             assert code == 0 and out.startswith("OK THRESH OK:3 messages"), out
             assert " messages=3 " in out  # no thresholds: none written, as by the nats CLI
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "THRESH", "--msgs-warn", "5", *s)
-            assert code == 1 and out.startswith("WARNING THRESH Warn:messages 3 < 5"), out
+            assert code == 1 and out.startswith("WARNING THRESH Warn:messages 3 <= 5"), out
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "THRESH", "--peer-expect", "5", *s)
             assert code == 2 and "3 replicas, 5 expected" in out
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "MISSING", *s)
