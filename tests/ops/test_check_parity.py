@@ -238,6 +238,43 @@ def test_message_body_timestamp_out_of_a_calendar(capsys: pytest.CaptureFixture[
         js.delete_stream("STAMPS")
 
 
+def test_content_regex_is_read_as_go_reads_it(capsys: pytest.CaptureFixture[str], server: NatsServer,
+                                              js: Any) -> None:
+    # The nats CLI compiles --content and --match-payload with Go's regexp (RE2): a pattern
+    # written for it means the same here. Each case: (pattern, does the body "status: ok\n" match).
+    cases = (
+        ("^status: ok$", False),  # $ is the end of the text, not before a final newline
+        ("(?m)^status: ok$", True),  # unless multi-line
+        ("[[:alpha:]]+: [[:lower:]]{2}", True),  # POSIX classes
+        ("^[[:digit:]]", False),
+        (r"ok\n\z", True),  # \z, the end of the text
+        (r"\Qstatus: ok\E", True), (r"\Q.*\E", False),  # a literal
+        ("(?<word>ok)", True),  # a named group in Go's newer spelling
+        (r"ok\s\z", True),
+    )
+    js.create_stream(name="RE2", subjects=["re2.>"], storage="memory")
+    try:
+        js.publish("re2.body", b"status: ok\n")
+        for pattern, matches in cases:
+            code, out = run(capsys, "server", "check", "message", "--stream", "RE2", "--subject", "re2.body",
+                            "--content", pattern, "--server", server.url)
+            line = parse_nagios(out)
+            if matches:
+                assert code == 0 and line["findings"]["OK"] == ["Valid message on RE2 > re2.body"], (pattern, out)
+            else:
+                assert code == 2 and line["findings"]["Crit"] == [f"does not match regex: {pattern}"], (pattern, out)
+        with nats.connect(server.url) as nc:
+            sub = nc.subscribe("re2echo.svc", cb=lambda msg: msg.respond(b"status: ok\n"))
+            nc.flush()
+            for pattern, matches in cases:
+                code, out = run(capsys, "server", "check", "request", "--subject", "re2echo.svc", "--match-payload",
+                                pattern, "--server", server.url)
+                assert code == (0 if matches else 2), (pattern, out)
+            sub.unsubscribe()
+    finally:
+        js.delete_stream("RE2")
+
+
 # ---------------------------------------------------------------------------------------------- kv
 
 
