@@ -455,13 +455,13 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
         ("mem", 75, 90), ("store", 75, 90), ("streams", None, None), ("consumers", None, None))
     for name, pct_warn, pct_crit in limits:
         p.add_argument(f"--{name}-warn", type=float, default=pct_warn, metavar="PERCENT",
-                       help=f"WARNING at this percent of the account's {name} limit"
+                       help=f"WARNING over this percent of the account's {name} limit (below 0: off)"
                        + (f" (default {pct_warn:.0f})" if pct_warn else ""))
         p.add_argument(f"--{name}-critical", type=float, default=pct_crit, metavar="PERCENT",
-                       help=f"CRITICAL at this percent of the account's {name} limit"
+                       help=f"CRITICAL over this percent of the account's {name} limit (below 0: off)"
                        + (f" (default {pct_crit:.0f})" if pct_crit else ""))
-    p.add_argument("--no-replicas", dest="replicas", action="store_false",
-                   help="do not check the streams' replicas")
+    p.add_argument("--replicas", action=argparse.BooleanOptionalAction, default=True,
+                   help="check the streams' replicas (default; --no-replicas does not)")
     p.add_argument("--replica-lag-critical", **optional_int, metavar="OPS",
                    help="CRITICAL when a stream replica is this many operations behind")
     p.add_argument("--replica-seen-critical", **optional_secs,

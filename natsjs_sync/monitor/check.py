@@ -512,9 +512,11 @@ def check_jetstream(
     Args:
         nc: a connected client of the account.
         mem_warn, mem_critical, store_warn, store_critical: percent of the account's
-            memory / file storage limit in use (no limit: not checked).
+            memory / file storage limit in use (no limit: 0%).
         streams_warn, streams_critical, consumers_warn, consumers_critical: percent of
-            the account's stream / consumer limit in use.
+            the account's stream / consumer limit in use. As the nats CLI's: the whole
+            percent over a threshold (not at it) crosses it; a threshold below 0 (or
+            ``None``) is off; a warning threshold not below the critical one is CRITICAL.
         replicas: check every stream's Raft group (no leader: CRITICAL; a replica
             offline or behind: WARNING).
         replica_lag_critical: a replica this many operations behind is CRITICAL.
@@ -540,12 +542,21 @@ def check_jetstream(
     ):
         unit = "B" if what in ("memory", "storage") else ""
         result.perf(what, used, unit, description=f"JetStream {what} resource usage")
-        pct = _percent(used, limit)
-        # Always written, as by the nats CLI (0 without a limit): a dashboard finds every series.
-        result.perf(f"{what}_pct", 0 if pct is None else round(pct, 2), "%", warn, crit,
+        # The nats CLI's rules: whole percent (0 without a limit), always written so a dashboard
+        # finds every series; a threshold below 0 is off; over a threshold (not at it) crosses it.
+        pct = int(_percent(used, limit) or 0)
+        w = -1.0 if warn is None or warn < 0 else warn
+        c = -1.0 if crit is None or crit < 0 else crit
+        result.perf(f"{what}_pct", pct, "%", max(w, 0), max(c, 0),
                     description=f"JetStream {what} resource usage in percent")
-        if pct is not None:
-            _threshold(result, f"{what} use", pct, warn, crit, lambda v: f"{v:.0f}%")
+        if w >= 0 and c >= 0 and w >= c:
+            result.critical(f"{what}: invalid thresholds, warning {w:g}% not below critical {c:g}%")
+        elif pct > 100:
+            result.critical(f"{what}: {pct}% exceeds the account's limit")
+        elif c >= 0 and pct > c:
+            result.critical(f"{what} use {pct}% > {c:g}%")
+        elif w >= 0 and pct > w:
+            result.warning(f"{what} use {pct}% > {w:g}%")
     result.ok(f"{info.streams} streams, {info.consumers} consumers, {info.memory} B memory, "
               f"{info.storage} B storage")
     if replicas:

@@ -629,6 +629,36 @@ def test_jetstream_check_perfdata_has_the_nats_cli_names(capsys: pytest.CaptureF
         js.delete_stream("ONE")
 
 
+def test_jetstream_check_limits_as_the_nats_cli_compares(capsys: pytest.CaptureFixture[str]) -> None:
+    # An account allowed 4 streams that has 3 (75%): the whole percent *over* a threshold crosses
+    # it, a threshold below 0 is off, a warning threshold not below the critical one is CRITICAL;
+    # --replicas as well as --no-replicas.
+    limits = {"max_streams": 4, "max_mem": 1 << 20, "max_file": 1 << 20}
+    config = {"accounts": {"LIM": {"jetstream": limits, "users": [{"user": "lim", "password": "lim"}]}}}
+    with NatsServer(jetstream=True, config=config) as srv:
+        with nats.connect(srv.url, user="lim", password="lim") as nc:
+            js = nc.jetstream(timeout=10.0)
+            for i in range(3):
+                js.create_stream(name=f"LIM{i}", subjects=[f"lim{i}"], storage="memory")
+        s = ("--server", srv.url, "--user", "lim", "--password", "lim")
+
+        def check(*argv: str) -> tuple[int, dict[str, Any]]:
+            code, out = run(capsys, "server", "check", "jetstream", *argv, *s)
+            return code, parse_nagios(out)
+
+        code, line = check("--streams-warn", "75", "--streams-critical", "90")
+        assert code == 0 and line["perf"]["streams_pct"] == (75.0, "%", "75", "90"), line
+        assert check("--streams-warn", "74", "--streams-critical", "90")[0] == 1
+        assert check("--streams-warn", "50", "--streams-critical", "74.5")[0] == 2
+        code, line = check("--streams-warn", "-1", "--streams-critical", "-1")
+        assert code == 0 and line["perf"]["streams_pct"] == (75.0, "%", None, None), line
+        code, line = check("--streams-warn", "90", "--streams-critical", "80")
+        assert code == 2 and line["findings"]["Crit"][0].startswith("streams: invalid thresholds"), line
+        code, line = check("--replicas")
+        assert code == 0 and line["perf"]["replicas_ok"][0] == 3, line
+        assert "replicas_ok" not in check("--no-replicas")[1]["perf"]
+
+
 def test_request_check(capsys: pytest.CaptureFixture[str], server: NatsServer) -> None:
     with nats.connect(server.url) as nc:
         def answer(msg: Any) -> None:
