@@ -1399,10 +1399,12 @@ def check_server(
     Args:
         nc: a connected client of a system-account user (any server of the cluster).
         name: the server's name.
-        cpu_warn, cpu_critical: CPU use in percent.
-        memory_warn, memory_critical: memory use in bytes.
-        connections_warn, connections_critical: client connections.
-        subscriptions_warn, subscriptions_critical: subscriptions.
+        cpu_warn, cpu_critical: CPU use in percent (a critical threshold below the
+            warning one is CRITICAL, as in the nats CLI).
+        memory_warn, memory_critical: memory use in bytes (likewise).
+        connections_warn, connections_critical: client connections; a critical
+            threshold below the warning one checks at or *below* them, as the nats CLI.
+        subscriptions_warn, subscriptions_critical: subscriptions (likewise).
         uptime_warn, uptime_critical: up for less than this many seconds (it restarted).
         js_required, auth_required, tls_required: CRITICAL unless it has JetStream,
             requires authentication, requires TLS.
@@ -1438,10 +1440,23 @@ def check_server(
     result.perf("mem", varz.mem, "", memory_warn, memory_critical, description="NATS Server memory usage in bytes")
     result.perf("connections", varz.connections, "", connections_warn, connections_critical)
     result.perf("subscriptions", varz.subscriptions, "", subscriptions_warn, subscriptions_critical)
-    _threshold(result, "cpu", varz.cpu, cpu_warn, cpu_critical, lambda v: f"{v:.0f}%")
-    _threshold(result, "memory", varz.mem, memory_warn, memory_critical, lambda v: f"{v:.0f} B")
-    _threshold(result, "connections", varz.connections, connections_warn, connections_critical)
-    _threshold(result, "subscriptions", varz.subscriptions, subscriptions_warn, subscriptions_critical)
+    # The nats CLI's rules: a critical threshold below the warning one is a mistake for CPU and
+    # memory, and turns the check of connections and subscriptions around (too few is worse).
+    for what, value, warn, crit, fmt, invertible in (
+        ("cpu", varz.cpu, cpu_warn, cpu_critical, lambda v: f"{v:.0f}%", False),
+        ("memory", varz.mem, memory_warn, memory_critical, lambda v: f"{v:.0f} B", False),
+        ("connections", varz.connections, connections_warn, connections_critical, str, True),
+        ("subscriptions", varz.subscriptions, subscriptions_warn, subscriptions_critical, str, True),
+    ):
+        if warn is not None and crit is not None and crit < warn:
+            if not invertible:
+                result.critical(f"{what}: invalid thresholds, critical {fmt(crit)} below warning {fmt(warn)}")
+            elif value <= crit:
+                result.critical(f"{what} {fmt(value)} <= {fmt(crit)}")
+            elif value <= warn:
+                result.warning(f"{what} {fmt(value)} <= {fmt(warn)}")
+        else:
+            _threshold(result, what, value, warn, crit, fmt)
     if varz.start is not None and varz.now is not None:
         up = (varz.now - varz.start).total_seconds()
         result.perf("uptime", round(up, 3), "s", uptime_warn, uptime_critical)
