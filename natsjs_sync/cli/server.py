@@ -370,7 +370,8 @@ def _write_atomically(path: str, text: str) -> None:
 
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        # surrogateescape: bytes of the command line that are not UTF-8 go out as given, as to stdout.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(text)
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)

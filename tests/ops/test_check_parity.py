@@ -604,6 +604,10 @@ def test_every_format_of_a_check_run_by_the_command_line(capsys: pytest.CaptureF
         assert code == 2 and out == "" and parse_nagios((tmp_path / "kv.txt").read_text())["status"] == "CRITICAL"
         code, out = run(capsys, "server", "check", *ok, *s, "--outfile", str(tmp_path / "no" / "such" / "dir"))
         assert code == 1
+        # A name that is not UTF-8 on the command line (a surrogate escape): written as given, as to stdout.
+        odd = tmp_path / "odd.txt"
+        code, out = run(capsys, "server", "check", "kv", "--bucket", "odd\udcff", *s, "--outfile", str(odd))
+        assert code == 2 and out == "" and odd.read_bytes().startswith(b"CRITICAL odd\xff Crit:"), odd.read_bytes()
     finally:
         js.delete_key_value("FMT")
 
