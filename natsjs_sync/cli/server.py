@@ -370,7 +370,8 @@ def _write_atomically(path: str, text: str) -> None:
 
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        # surrogateescape: bytes of the command line that are not UTF-8 go out as given, as to stdout.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(text)
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
@@ -455,13 +456,13 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
         ("mem", 75, 90), ("store", 75, 90), ("streams", None, None), ("consumers", None, None))
     for name, pct_warn, pct_crit in limits:
         p.add_argument(f"--{name}-warn", type=float, default=pct_warn, metavar="PERCENT",
-                       help=f"WARNING at this percent of the account's {name} limit"
+                       help=f"WARNING over this percent of the account's {name} limit (below 0: off)"
                        + (f" (default {pct_warn:.0f})" if pct_warn else ""))
         p.add_argument(f"--{name}-critical", type=float, default=pct_crit, metavar="PERCENT",
-                       help=f"CRITICAL at this percent of the account's {name} limit"
+                       help=f"CRITICAL over this percent of the account's {name} limit (below 0: off)"
                        + (f" (default {pct_crit:.0f})" if pct_crit else ""))
-    p.add_argument("--no-replicas", dest="replicas", action="store_false",
-                   help="do not check the streams' replicas")
+    p.add_argument("--replicas", action=argparse.BooleanOptionalAction, default=True,
+                   help="check the streams' replicas (default; --no-replicas does not)")
     p.add_argument("--replica-lag-critical", **optional_int, metavar="OPS",
                    help="CRITICAL when a stream replica is this many operations behind")
     p.add_argument("--replica-seen-critical", **optional_secs,
@@ -496,10 +497,12 @@ def _register_checks(check: argparse.ArgumentParser) -> None:
     p.add_argument("--peer-lag-critical", **optional_int, metavar="OPS",
                    help="CRITICAL when a replica is this many operations behind")
     p.add_argument("--peer-seen-critical", **optional_secs, help="CRITICAL when a replica was not seen for this long")
-    p.add_argument("--msgs-warn", **optional_int, metavar="N", help="WARNING with fewer messages than N")
-    p.add_argument("--msgs-critical", **optional_int, metavar="N", help="CRITICAL with fewer messages than N")
-    p.add_argument("--subjects-warn", **optional_int, metavar="N", help="WARNING with N subjects or more")
-    p.add_argument("--subjects-critical", **optional_int, metavar="N", help="CRITICAL with N subjects or more")
+    p.add_argument("--msgs-warn", **optional_int, metavar="N", help="WARNING with N messages or fewer")
+    p.add_argument("--msgs-critical", **optional_int, metavar="N", help="CRITICAL with N messages or fewer")
+    p.add_argument("--subjects-warn", **optional_int, metavar="N",
+                   help="WARNING with N subjects or more (N or fewer unless below --subjects-critical)")
+    p.add_argument("--subjects-critical", **optional_int, metavar="N",
+                   help="CRITICAL with N subjects or more (N or fewer unless --subjects-warn is below it)")
     p.add_argument("--lag-critical", **optional_int, metavar="MSGS",
                    help="CRITICAL when a mirror or source is this many messages behind")
     p.add_argument("--seen-critical", **optional_secs,

@@ -32,6 +32,7 @@ import math
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -334,6 +335,20 @@ def _threshold(result: CheckResult, what: str, value: float, warn: float | None,
         result.warning(f"{what} {fmt(value)} {'>=' if above else '<'} {fmt(warn)}")
 
 
+def _levels(result: CheckResult, what: str, value: int, warn: int | None, crit: int | None,
+            more_is_worse: bool) -> None:
+    """Compare ``value`` with thresholds as the nats CLI's stream check does: reaching one (``>=``,
+    or ``<=`` when fewer is worse) crosses it; a threshold of 0 or less (or ``None``) is not set."""
+    def crossed(limit: int | None) -> bool:
+        return limit is not None and limit > 0 and (value >= limit if more_is_worse else value <= limit)
+
+    sign = ">=" if more_is_worse else "<="
+    if crossed(crit):
+        result.critical(f"{what} {value} {sign} {crit}")
+    elif crossed(warn):
+        result.warning(f"{what} {value} {sign} {warn}")
+
+
 def without_credentials(url: str) -> str:
     """``url`` (a URL, a comma-separated list, or a message quoting them) without the
     ``user:password@`` (or ``token@``) of its URLs, whatever a password holds: a check's
@@ -497,9 +512,11 @@ def check_jetstream(
     Args:
         nc: a connected client of the account.
         mem_warn, mem_critical, store_warn, store_critical: percent of the account's
-            memory / file storage limit in use (no limit: not checked).
+            memory / file storage limit in use (no limit: 0%).
         streams_warn, streams_critical, consumers_warn, consumers_critical: percent of
-            the account's stream / consumer limit in use.
+            the account's stream / consumer limit in use. As the nats CLI's: the whole
+            percent over a threshold (not at it) crosses it; a threshold below 0 (or
+            ``None``) is off; a warning threshold not below the critical one is CRITICAL.
         replicas: check every stream's Raft group (no leader: CRITICAL; a replica
             offline or behind: WARNING).
         replica_lag_critical: a replica this many operations behind is CRITICAL.
@@ -525,12 +542,21 @@ def check_jetstream(
     ):
         unit = "B" if what in ("memory", "storage") else ""
         result.perf(what, used, unit, description=f"JetStream {what} resource usage")
-        pct = _percent(used, limit)
-        # Always written, as by the nats CLI (0 without a limit): a dashboard finds every series.
-        result.perf(f"{what}_pct", 0 if pct is None else round(pct, 2), "%", warn, crit,
+        # The nats CLI's rules: whole percent (0 without a limit), always written so a dashboard
+        # finds every series; a threshold below 0 is off; over a threshold (not at it) crosses it.
+        pct = int(_percent(used, limit) or 0)
+        w = -1.0 if warn is None or warn < 0 else warn
+        c = -1.0 if crit is None or crit < 0 else crit
+        result.perf(f"{what}_pct", pct, "%", max(w, 0), max(c, 0),
                     description=f"JetStream {what} resource usage in percent")
-        if pct is not None:
-            _threshold(result, f"{what} use", pct, warn, crit, lambda v: f"{v:.0f}%")
+        if w >= 0 and c >= 0 and w >= c:
+            result.critical(f"{what}: invalid thresholds, warning {w:g}% not below critical {c:g}%")
+        elif pct > 100:
+            result.critical(f"{what}: {pct}% exceeds the account's limit")
+        elif c >= 0 and pct > c:
+            result.critical(f"{what} use {pct}% > {c:g}%")
+        elif w >= 0 and pct > w:
+            result.warning(f"{what} use {pct}% > {w:g}%")
     result.ok(f"{info.streams} streams, {info.consumers} consumers, {info.memory} B memory, "
               f"{info.storage} B storage")
     if replicas:
@@ -662,10 +688,14 @@ def check_stream(
     result.perf("messages", state.messages, "", msgs_warn, msgs_critical)
     result.perf("bytes", state.bytes, "B")
     result.perf("consumers", state.consumer_count)
-    _threshold(result, "messages", state.messages, msgs_warn, msgs_critical, above=False)
+    # The nats CLI's rules: as few messages as a threshold (or fewer) crosses it; subjects cross
+    # theirs from below when the warning threshold is under the critical one, else from above
+    # (a threshold of 0 or less is not set, and the unset one counts as 0 in that comparison).
+    _levels(result, "messages", state.messages, msgs_warn, msgs_critical, more_is_worse=False)
     if subjects_warn is not None or subjects_critical is not None:
         result.perf("subjects", state.num_subjects, "", subjects_warn, subjects_critical)
-        _threshold(result, "subjects", state.num_subjects, subjects_warn, subjects_critical)
+        _levels(result, "subjects", state.num_subjects, subjects_warn, subjects_critical,
+                more_is_worse=(subjects_warn or 0) < (subjects_critical or 0))
     _check_group(result, "stream", info.cluster, peer_lag_critical, peer_seen_critical)
     if peer_expect is not None:
         peers = 1 + len(info.cluster.replicas or ()) if info.cluster else 1
@@ -715,6 +745,8 @@ CONSUMER_METADATA: dict[str, str] = {
 }
 _DURATION_PARAMS = {"seen_critical", "peer_seen_critical", "last_delivery_critical", "last_ack_critical"}
 _GO_INT = re.compile(r"[+-]?[0-9]+")
+#: The longest Go ``time.Duration`` in seconds: where Go's ``time.Since`` saturates.
+_MAX_GO_DURATION = (2**63 - 1) / 1e9
 _GO_BOOL = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
             "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
 _META_DURATION = re.compile(r"([0-9]*(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h|w|W|d|D|M|y|Y)")
@@ -936,6 +968,87 @@ def _check_pinned(result: CheckResult, info: Any, required: bool) -> None:
 _LITERAL_SUBJECT = re.compile(r"(?:(?![*>](?:\.|$))[^\s.]+)(?:\.(?![*>](?:\.|$))[^\s.]+)*")
 
 
+#: RE2's POSIX classes (``[[:alpha:]]``) as ranges of a Python character set: ASCII, as RE2's.
+_POSIX_CLASSES = {
+    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": r"\x00-\x7f", "blank": r"\t ", "cntrl": r"\x00-\x1f\x7f",
+    "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~", "punct": r"!-/:-@\[-`{-~",
+    "space": r"\t\n\v\f\r ", "upper": "A-Z", "word": "0-9A-Za-z_", "xdigit": "0-9A-Fa-f",
+}
+#: RE2's ``\s``: no vertical tab, which Python's has.
+_RE2_SPACE = r"\t\n\f\r "
+
+
+def _go_regexp(pattern: str) -> re.Pattern[bytes]:
+    r"""``pattern`` in Go's (RE2's) syntax, compiled for Python's ``re`` with the same meaning where
+    the two differ in ways a monitoring pattern meets: ``$`` is the end of the text unless ``m``
+    is set (Python's also matches before a final newline), ``\z``, ``\Q...\E``, ``(?<name>...)``,
+    ``[[:alpha:]]``, and ``\s`` without the vertical tab.
+
+    Raises:
+        re.error: the pattern does not compile (``\pL`` and ``[[:^alpha:]]`` included).
+    """
+    out: list[str] = []
+    i, n, multiline = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            escape = pattern[i + 1]
+            if escape == "Q":  # a literal up to \E (or the end)
+                end = pattern.find("\\E", i + 2)
+                out.append(re.escape(pattern[i + 2:] if end < 0 else pattern[i + 2:end]))
+                i = n if end < 0 else end + 2
+                continue
+            out.append({"z": r"\Z", "s": f"[{_RE2_SPACE}]", "S": f"[^{_RE2_SPACE}]"}.get(escape, c + escape))
+            i += 2
+        elif c == "[":
+            i = _go_class(pattern, i, out)
+        elif c == "$":
+            out.append("$" if multiline else r"\Z")
+            i += 1
+        elif pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
+            out.append("(?P<")
+            i += 3
+        else:
+            flags = re.match(r"\(\?([a-zA-Z]*)(?:-[a-zA-Z]*)?[:)]", pattern[i:]) if c == "(" else None
+            multiline = multiline or bool(flags and "m" in flags.group(1))
+            out.append(c)
+            i += 1
+    with warnings.catch_warnings():  # Python's hints about sets it may read differently one day
+        warnings.simplefilter("ignore", FutureWarning)
+        return re.compile("".join(out).encode())
+
+
+def _go_class(pattern: str, i: int, out: list[str]) -> int:
+    """Translate the character class at ``pattern[i]`` (``[``) into ``out``; the index after it."""
+    n, j = len(pattern), i + 1
+    parts = ["["]
+    if pattern.startswith("^", j):
+        parts.append("^")
+        j += 1
+    if pattern.startswith("]", j):  # a leading ] is a member
+        parts.append(r"\]")
+        j += 1
+    while j < n and pattern[j] != "]":
+        if pattern.startswith("[:", j) and (end := pattern.find(":]", j + 2)) >= 0:
+            name = pattern[j + 2:end]
+            if name in _POSIX_CLASSES:
+                parts.append(_POSIX_CLASSES[name])
+                j = end + 2
+                continue
+            if name.startswith("^") and name[1:] in _POSIX_CLASSES:
+                raise re.error(f"negated POSIX class [:{name}:] inside a class is not supported")
+        if pattern[j] == "\\" and j + 1 < n:
+            parts.append(_RE2_SPACE if pattern[j + 1] == "s" else pattern[j:j + 2])
+            j += 2
+            continue
+        parts.append("\\" + pattern[j] if pattern[j] in "[&~|" else pattern[j])  # members in RE2
+        j += 1
+    if j >= n:
+        raise re.error("missing closing ]")
+    out.append("".join(parts) + "]")
+    return j + 1
+
+
 def check_message(
     nc: Client,
     stream: str,
@@ -977,14 +1090,18 @@ def check_message(
     except (NatsError, OSError) as exc:
         result.critical(f"msg load failed: {exc}")
         return result
-    stamp = msg.time
     if body_timestamp:
         text = msg.data.strip()
-        if not _GO_INT.fullmatch(text.decode("latin-1")):
-            result.critical(f"invalid timestamp body: {text.decode('utf-8', 'replace')!r} is not a whole number")
+        unix = int(text) if _GO_INT.fullmatch(text.decode("latin-1")) else None
+        if unix is None or not -(2**63) <= unix < 2**63:  # Go's ParseInt(body, 10, 64)
+            why = "is not a whole number" if unix is None else "is out of range"
+            result.critical(f"invalid timestamp body: {text.decode('utf-8', 'replace')!r} {why}")
             return result
-        stamp = datetime.datetime.fromtimestamp(int(text), datetime.timezone.utc)
-    age = _age(stamp) if stamp is not None else None
+        # Any Unix time in range has an age, as Go's time.Since gives one (saturated at its
+        # Duration's ±292 years): no calendar date is built, years past 9999 or before 1 included.
+        age: float | None = max(-_MAX_GO_DURATION, min(time.time() - unix, _MAX_GO_DURATION))
+    else:
+        age = _age(msg.time) if msg.time is not None else None
     if age is None:
         result.critical("the message has no time")
         return result
@@ -997,7 +1114,7 @@ def check_message(
         result.warning(f"{_go_duration(age)} old")
     if content:
         try:
-            pattern = re.compile(content.encode())
+            pattern = _go_regexp(content)
         except re.error as exc:
             result.critical(f"content regex compile failed: {exc}")
             return result
@@ -1125,7 +1242,7 @@ def check_request(
         return result
     if match_payload:
         try:
-            pattern = re.compile(match_payload.encode())
+            pattern = _go_regexp(match_payload)
         except re.error as exc:
             result.critical(f"content regex compile failed: {exc}")
             return result
@@ -1149,6 +1266,14 @@ def check_request(
 _DECORATED_JWT = re.compile(r"-{3,}[^\n]*BEGIN[^\n]*JWT[^\n]*-{3,}\s*\n\s*([A-Za-z0-9_\-.=]+)\s*\n\s*-{3,}")
 
 
+def _strict_json(raw: bytes) -> Any:
+    """JSON as Go's decoder takes it: ``NaN`` and ``Infinity`` (which Python's accepts) are not JSON."""
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON value")
+
+    return json.loads(raw, parse_constant=refuse)
+
+
 def _jwt_claims(text: str) -> dict[str, Any]:
     """The claims of a NATS JWT (alone, or the first of a ``.creds`` file), its signature checked.
 
@@ -1167,7 +1292,8 @@ def _jwt_claims(text: str) -> dict[str, Any]:
         return base64.urlsafe_b64decode(chunk + "=" * (-len(chunk) % 4))
 
     try:
-        header, claims, signature = json.loads(b64(parts[0])), json.loads(b64(parts[1])), b64(parts[2])
+        header, claims = _strict_json(b64(parts[0])), _strict_json(b64(parts[1]))
+        signature = b64(parts[2])
     except (ValueError, binascii.Error) as exc:
         raise ValueError(f"the JWT does not decode: {exc}") from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
@@ -1216,9 +1342,12 @@ def check_credential(
     except ValueError as exc:
         result.critical(f"invalid credential: {exc}")
         return result
-    expires = claims.get("exp") or 0
-    if not isinstance(expires, int | float):
-        result.critical(f"invalid credential: expiry {expires!r} is not a number")
+    expires = claims.get("exp")
+    expires = 0 if expires is None else expires  # null, as absent: Go's zero value
+    # The JWT library's claims hold the expiry in an int64: a fraction, an exponent, a bool or a
+    # number out of its range does not decode there, and the credential is invalid.
+    if type(expires) is not int or not -(2**63) <= expires < 2**63:
+        result.critical(f"invalid credential: expiry {expires!r} is not a whole number of seconds (int64)")
         return result
     if not expires:
         if require_expiry:
@@ -1270,10 +1399,12 @@ def check_server(
     Args:
         nc: a connected client of a system-account user (any server of the cluster).
         name: the server's name.
-        cpu_warn, cpu_critical: CPU use in percent.
-        memory_warn, memory_critical: memory use in bytes.
-        connections_warn, connections_critical: client connections.
-        subscriptions_warn, subscriptions_critical: subscriptions.
+        cpu_warn, cpu_critical: CPU use in percent (a critical threshold below the
+            warning one is CRITICAL, as in the nats CLI).
+        memory_warn, memory_critical: memory use in bytes (likewise).
+        connections_warn, connections_critical: client connections; a critical
+            threshold below the warning one checks at or *below* them, as the nats CLI.
+        subscriptions_warn, subscriptions_critical: subscriptions (likewise).
         uptime_warn, uptime_critical: up for less than this many seconds (it restarted).
         js_required, auth_required, tls_required: CRITICAL unless it has JetStream,
             requires authentication, requires TLS.
@@ -1309,10 +1440,23 @@ def check_server(
     result.perf("mem", varz.mem, "", memory_warn, memory_critical, description="NATS Server memory usage in bytes")
     result.perf("connections", varz.connections, "", connections_warn, connections_critical)
     result.perf("subscriptions", varz.subscriptions, "", subscriptions_warn, subscriptions_critical)
-    _threshold(result, "cpu", varz.cpu, cpu_warn, cpu_critical, lambda v: f"{v:.0f}%")
-    _threshold(result, "memory", varz.mem, memory_warn, memory_critical, lambda v: f"{v:.0f} B")
-    _threshold(result, "connections", varz.connections, connections_warn, connections_critical)
-    _threshold(result, "subscriptions", varz.subscriptions, subscriptions_warn, subscriptions_critical)
+    # The nats CLI's rules: a critical threshold below the warning one is a mistake for CPU and
+    # memory, and turns the check of connections and subscriptions around (too few is worse).
+    for what, value, warn, crit, fmt, invertible in (
+        ("cpu", varz.cpu, cpu_warn, cpu_critical, lambda v: f"{v:.0f}%", False),
+        ("memory", varz.mem, memory_warn, memory_critical, lambda v: f"{v:.0f} B", False),
+        ("connections", varz.connections, connections_warn, connections_critical, str, True),
+        ("subscriptions", varz.subscriptions, subscriptions_warn, subscriptions_critical, str, True),
+    ):
+        if warn is not None and crit is not None and crit < warn:
+            if not invertible:
+                result.critical(f"{what}: invalid thresholds, critical {fmt(crit)} below warning {fmt(warn)}")
+            elif value <= crit:
+                result.critical(f"{what} {fmt(value)} <= {fmt(crit)}")
+            elif value <= warn:
+                result.warning(f"{what} {fmt(value)} <= {fmt(warn)}")
+        else:
+            _threshold(result, what, value, warn, crit, fmt)
     if varz.start is not None and varz.now is not None:
         up = (varz.now - varz.start).total_seconds()
         result.perf("uptime", round(up, 3), "s", uptime_warn, uptime_critical)

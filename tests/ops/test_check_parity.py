@@ -210,6 +210,71 @@ def test_message_check(capsys: pytest.CaptureFixture[str], server: NatsServer, j
         js.delete_stream("BEAT")
 
 
+def test_message_body_timestamp_out_of_a_calendar(capsys: pytest.CaptureFixture[str], server: NatsServer,
+                                                 js: Any) -> None:
+    # A body that is a whole number out of int64 is not a timestamp (Go's ParseInt refuses it):
+    # CRITICAL. One in range but past the year 9999 or before the year 1 has an age, saturated
+    # at Go's longest Duration as time.Since's: never UNKNOWN, never "the check itself failed".
+    js.create_stream(name="STAMPS", subjects=["stamps.>"], storage="memory")
+    try:
+        for subject, body in (("huge", b"99999999999999999999"), ("future", b"9999999999999"),
+                              ("ancient", b"-62135596801")):
+            js.publish(f"stamps.{subject}", body)
+        s = ("--server", server.url)
+
+        def check(subject: str) -> tuple[int, dict[str, Any]]:
+            code, out = run(capsys, "server", "check", "message", "--stream", "STAMPS", "--subject",
+                            f"stamps.{subject}", "--body-timestamp", "--age-critical", "1h", *s)
+            return code, parse_nagios(out)
+
+        code, line = check("huge")
+        assert code == 2 and line["findings"]["Crit"] == [
+            "invalid timestamp body: '99999999999999999999' is out of range"], line
+        code, line = check("future")  # from the future: a negative age, under any threshold
+        assert code == 0 and line["perf"]["age"][0] == -9223372036.855, line
+        code, line = check("ancient")
+        assert code == 2 and line["perf"]["age"][0] == 9223372036.855 and line["findings"]["Crit"][0].endswith(" old")
+    finally:
+        js.delete_stream("STAMPS")
+
+
+def test_content_regex_is_read_as_go_reads_it(capsys: pytest.CaptureFixture[str], server: NatsServer,
+                                              js: Any) -> None:
+    # The nats CLI compiles --content and --match-payload with Go's regexp (RE2): a pattern
+    # written for it means the same here. Each case: (pattern, does the body "status: ok\n" match).
+    cases = (
+        ("^status: ok$", False),  # $ is the end of the text, not before a final newline
+        ("(?m)^status: ok$", True),  # unless multi-line
+        ("[[:alpha:]]+: [[:lower:]]{2}", True),  # POSIX classes
+        ("^[[:digit:]]", False),
+        (r"ok\n\z", True),  # \z, the end of the text
+        (r"\Qstatus: ok\E", True), (r"\Q.*\E", False),  # a literal
+        ("(?<word>ok)", True),  # a named group in Go's newer spelling
+        (r"ok\s\z", True),
+    )
+    js.create_stream(name="RE2", subjects=["re2.>"], storage="memory")
+    try:
+        js.publish("re2.body", b"status: ok\n")
+        for pattern, matches in cases:
+            code, out = run(capsys, "server", "check", "message", "--stream", "RE2", "--subject", "re2.body",
+                            "--content", pattern, "--server", server.url)
+            line = parse_nagios(out)
+            if matches:
+                assert code == 0 and line["findings"]["OK"] == ["Valid message on RE2 > re2.body"], (pattern, out)
+            else:
+                assert code == 2 and line["findings"]["Crit"] == [f"does not match regex: {pattern}"], (pattern, out)
+        with nats.connect(server.url) as nc:
+            sub = nc.subscribe("re2echo.svc", cb=lambda msg: msg.respond(b"status: ok\n"))
+            nc.flush()
+            for pattern, matches in cases:
+                code, out = run(capsys, "server", "check", "request", "--subject", "re2echo.svc", "--match-payload",
+                                pattern, "--server", server.url)
+                assert code == (0 if matches else 2), (pattern, out)
+            sub.unsubscribe()
+    finally:
+        js.delete_stream("RE2")
+
+
 # ---------------------------------------------------------------------------------------------- kv
 
 
@@ -312,6 +377,28 @@ def test_credential_check_offline(capsys: pytest.CaptureFixture[str], tmp_path: 
         assert jwt not in out and seed not in out and claims not in out
     # The function, for a health endpoint of one's own.
     assert check_credential(week, validity_warn=8 * day).status is Status.WARNING
+
+
+def test_credential_with_an_expiry_go_cannot_decode_is_invalid(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    # Signed by its issuer, but its expiry is not an int64 (NaN and Infinity are not even JSON,
+    # though Python's decoder takes them): CRITICAL "invalid credential", as the nats CLI's JWT
+    # library refuses it; never UNKNOWN "the check itself failed", never OK.
+    account = Operator().add_account("APP")
+    head = _b64e(json.dumps({"typ": "JWT", "alg": "ed25519-nkey"}))
+    for exp in ("NaN", "Infinity", "-Infinity", "1.8e9", "1800000000.5", "1" + "0" * 30, "true", "false"):
+        claims = _b64e(f'{{"exp": {exp}, "sub": "UABC", "iss": "{account.public_key}", "nats": {{"type": "user"}}}}')
+        path = tmp_path / "user.jwt"
+        path.write_text(f"{head}.{claims}.{_b64e_bytes(account.sign(f'{head}.{claims}'.encode()))}")
+        code, out = run(capsys, "server", "check", "credential", "--credential", str(path))
+        line = parse_nagios(out)
+        assert code == 2 and line["findings"]["Crit"][0].startswith("invalid credential: "), (exp, out)
+
+
+def _b64e_bytes(raw: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def _b64d(text: str) -> bytes:
@@ -422,12 +509,42 @@ def test_stream_check_thresholds_from_metadata(capsys: pytest.CaptureFixture[str
         s = ("--server", server.url)
         code, out = run(capsys, "server", "check", "stream", "--stream", "META", *s)
         line = parse_nagios(out)
-        assert code == 1 and line["findings"]["Warn"] == ["messages 3 < 5"] and line["perf"]["messages"][2:] == (
+        assert code == 1 and line["findings"]["Warn"] == ["messages 3 <= 5"] and line["perf"]["messages"][2:] == (
             "5", "2"), out
         code, out = run(capsys, "server", "check", "stream", "--stream", "META", "--msgs-warn", "1", *s)
         assert code == 0, out
     finally:
         js.delete_stream("META")
+
+
+def test_stream_check_messages_and_subjects_thresholds_as_the_nats_cli_compares(
+        capsys: pytest.CaptureFixture[str], server: NatsServer, js: Any) -> None:
+    # As many messages as the threshold crosses it (<=, not <); subjects are compared from above
+    # when the warning threshold is under the critical one, else from below (fewer is worse).
+    js.create_stream(name="LEVELS", subjects=["levels.>"], storage="memory")
+    try:
+        for i in range(3):
+            js.publish(f"levels.{i}", b"x")
+        s = ("--server", server.url)
+
+        def check(*argv: str) -> tuple[int, dict[str, Any]]:
+            code, out = run(capsys, "server", "check", "stream", "--stream", "LEVELS", *argv, *s)
+            return code, parse_nagios(out)
+
+        code, line = check("--msgs-critical", "3")
+        assert code == 2 and line["findings"]["Crit"] == ["messages 3 <= 3"], line
+        assert check("--msgs-warn", "3")[0] == 1 and check("--msgs-warn", "2")[0] == 0
+        code, line = check("--subjects-warn", "10", "--subjects-critical", "5")  # too few subjects
+        assert code == 2 and line["findings"]["Crit"] == ["subjects 3 <= 5"], line
+        assert check("--subjects-warn", "3", "--subjects-critical", "1")[0] == 1
+        assert check("--subjects-warn", "2", "--subjects-critical", "1")[0] == 0
+        code, line = check("--subjects-warn", "2", "--subjects-critical", "5")  # too many subjects
+        assert code == 1 and line["findings"]["Warn"] == ["subjects 3 >= 2"], line
+        assert check("--subjects-warn", "2", "--subjects-critical", "3")[0] == 2
+        assert check("--subjects-critical", "4")[0] == 0 and check("--subjects-critical", "3")[0] == 2
+        assert check("--subjects-warn", "2")[0] == 0  # a warning threshold alone: fewer is worse
+    finally:
+        js.delete_stream("LEVELS")
 
 
 # ---------------------------------------------------------------------------------------------- formats
@@ -487,6 +604,10 @@ def test_every_format_of_a_check_run_by_the_command_line(capsys: pytest.CaptureF
         assert code == 2 and out == "" and parse_nagios((tmp_path / "kv.txt").read_text())["status"] == "CRITICAL"
         code, out = run(capsys, "server", "check", *ok, *s, "--outfile", str(tmp_path / "no" / "such" / "dir"))
         assert code == 1
+        # A name that is not UTF-8 on the command line (a surrogate escape): written as given, as to stdout.
+        odd = tmp_path / "odd.txt"
+        code, out = run(capsys, "server", "check", "kv", "--bucket", "odd\udcff", *s, "--outfile", str(odd))
+        assert code == 2 and out == "" and odd.read_bytes().startswith(b"CRITICAL odd\xff Crit:"), odd.read_bytes()
     finally:
         js.delete_key_value("FMT")
 
@@ -510,6 +631,36 @@ def test_jetstream_check_perfdata_has_the_nats_cli_names(capsys: pytest.CaptureF
         assert code == 0 and perf["memory"][1] == "B" and perf["memory_pct"] == (0.0, "%", "75", "90"), out
     finally:
         js.delete_stream("ONE")
+
+
+def test_jetstream_check_limits_as_the_nats_cli_compares(capsys: pytest.CaptureFixture[str]) -> None:
+    # An account allowed 4 streams that has 3 (75%): the whole percent *over* a threshold crosses
+    # it, a threshold below 0 is off, a warning threshold not below the critical one is CRITICAL;
+    # --replicas as well as --no-replicas.
+    limits = {"max_streams": 4, "max_mem": 1 << 20, "max_file": 1 << 20}
+    config = {"accounts": {"LIM": {"jetstream": limits, "users": [{"user": "lim", "password": "lim"}]}}}
+    with NatsServer(jetstream=True, config=config) as srv:
+        with nats.connect(srv.url, user="lim", password="lim") as nc:
+            js = nc.jetstream(timeout=10.0)
+            for i in range(3):
+                js.create_stream(name=f"LIM{i}", subjects=[f"lim{i}"], storage="memory")
+        s = ("--server", srv.url, "--user", "lim", "--password", "lim")
+
+        def check(*argv: str) -> tuple[int, dict[str, Any]]:
+            code, out = run(capsys, "server", "check", "jetstream", *argv, *s)
+            return code, parse_nagios(out)
+
+        code, line = check("--streams-warn", "75", "--streams-critical", "90")
+        assert code == 0 and line["perf"]["streams_pct"] == (75.0, "%", "75", "90"), line
+        assert check("--streams-warn", "74", "--streams-critical", "90")[0] == 1
+        assert check("--streams-warn", "50", "--streams-critical", "74.5")[0] == 2
+        code, line = check("--streams-warn", "-1", "--streams-critical", "-1")
+        assert code == 0 and line["perf"]["streams_pct"] == (75.0, "%", None, None), line
+        code, line = check("--streams-warn", "90", "--streams-critical", "80")
+        assert code == 2 and line["findings"]["Crit"][0].startswith("streams: invalid thresholds"), line
+        code, line = check("--replicas")
+        assert code == 0 and line["perf"]["replicas_ok"][0] == 3, line
+        assert "replicas_ok" not in check("--no-replicas")[1]["perf"]
 
 
 def test_request_check(capsys: pytest.CaptureFixture[str], server: NatsServer) -> None:

@@ -185,7 +185,7 @@ def test_check_stream_and_consumer_thresholds(capsys: pytest.CaptureFixture[str]
             assert code == 0 and out.startswith("OK THRESH OK:3 messages"), out
             assert " messages=3 " in out  # no thresholds: none written, as by the nats CLI
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "THRESH", "--msgs-warn", "5", *s)
-            assert code == 1 and out.startswith("WARNING THRESH Warn:messages 3 < 5"), out
+            assert code == 1 and out.startswith("WARNING THRESH Warn:messages 3 <= 5"), out
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "THRESH", "--peer-expect", "5", *s)
             assert code == 2 and "3 replicas, 5 expected" in out
             code, out, _ = run(capsys, "server", "check", "stream", "--stream", "MISSING", *s)
@@ -212,6 +212,17 @@ def test_check_server_and_meta(capsys: pytest.CaptureFixture[str], cluster: Nats
     code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n2", "--tls-required",
                        "--uptime-warn", "1h", *s)
     assert code == 2 and "TLS is not required" in out and "uptime " in out, out
+    # As the nats CLI's: critical below warning turns connections and subscriptions around (too
+    # few), and is a mistake for CPU and memory.
+    code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n2", "--conn-warn", "1000000",
+                       "--conn-critical", "999999", *s)
+    assert code == 2 and "Crit:connections " in out and " <= 999999" in out, out
+    code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n2", "--subs-warn", "1000000",
+                       "--subs-critical", "0", *s)
+    assert code == 1 and "Warn:subscriptions " in out, out
+    code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n2", "--cpu-warn", "1000",
+                       "--cpu-critical", "999", *s)
+    assert code == 2 and "Crit:cpu: invalid thresholds" in out, out
     code, out, _ = run(capsys, "server", "check", "server", "--name", "chk-n9", "--server", cluster.url, *SYS,
                        "--timeout", "2")
     assert code == 2 and out.startswith("CRITICAL chk-n9 Crit:server chk-n9 did not answer"), out
