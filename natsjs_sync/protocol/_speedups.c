@@ -992,6 +992,258 @@ static PyTypeObject OutletType = {
     .tp_members = outlet_members,
 };
 
+
+/* ---------------------------------------------------------------- the read role
+ *
+ * A connection's read role (natsjs_sync._core.reader): whoever holds it reads
+ * the socket and feeds the one parser. The reader thread waits for the socket,
+ * takes the role and reads in one call without the GIL (wait_read); a caller
+ * waiting for its reply takes the role only when it is free (acquire(False))
+ * and reads with caller_read. Both read with MSG_DONTWAIT: whoever finds the
+ * bytes already taken by the other goes back to waiting.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    unsigned long owner; /* thread ident of the holder, 0 when free */
+} RoleObject;
+
+static PyObject *
+role_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    RoleObject *self = (RoleObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->lock = PyThread_allocate_lock();
+    if (self->lock == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    self->owner = 0;
+    return (PyObject *)self;
+}
+
+static void
+role_dealloc(RoleObject *self)
+{
+    if (self->lock != NULL) {
+        if (self->owner != 0) {
+            PyThread_release_lock(self->lock); /* freeing a held lock is undefined */
+        }
+        PyThread_free_lock(self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+role_acquire(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int blocking = 1;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "acquire(blocking=True)");
+        return NULL;
+    }
+    if (nargs == 1 && (blocking = PyObject_IsTrue(args[0])) < 0) {
+        return NULL;
+    }
+    int got = PyThread_acquire_lock(self->lock, NOWAIT_LOCK);
+    if (!got && blocking) {
+        Py_BEGIN_ALLOW_THREADS
+        got = PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    if (got) {
+        self->owner = PyThread_get_thread_ident();
+    }
+    return PyBool_FromLong(got);
+}
+
+static PyObject *
+role_release(RoleObject *self, PyObject *Py_UNUSED(arg))
+{
+    if (self->owner == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "release of a read role not held");
+        return NULL;
+    }
+    self->owner = 0;
+    PyThread_release_lock(self->lock);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+role_mine(RoleObject *self, PyObject *Py_UNUSED(arg))
+{
+    return PyBool_FromLong(self->owner != 0 && self->owner == PyThread_get_thread_ident());
+}
+
+static PyObject *
+role_held(RoleObject *self, PyObject *Py_UNUSED(arg))
+{
+    return PyBool_FromLong(self->owner != 0);
+}
+
+/* Fills a new bytes object of up to size bytes from fd; returns it (b"" at
+ * the end of the stream), or NULL with errno set (EAGAIN: nothing there). */
+static int
+parse_fd_size(PyObject *const *args, Py_ssize_t nargs, int want, int *fd, Py_ssize_t *size)
+{
+    if (nargs != want) {
+        PyErr_SetString(PyExc_TypeError, "wrong number of arguments");
+        return -1;
+    }
+    *fd = PyLong_AsLong(args[0]);
+    if (*fd == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *size = PyLong_AsSsize_t(args[1]);
+    if (*size == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (*fd < 0 || *size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bad descriptor or size");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+role_wait_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int fd;
+    Py_ssize_t size;
+    if (parse_fd_size(args, nargs, 2, &fd, &size) < 0) {
+        return NULL;
+    }
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, size);
+    if (buf == NULL) {
+        return NULL;
+    }
+    char *p = PyBytes_AS_STRING(buf);
+    ssize_t n;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            err = errno;
+            n = -1;
+            break;
+        }
+        /* Parked here while a caller reads. */
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        n = recv(fd, p, (size_t)size, MSG_DONTWAIT);
+        if (n >= 0) {
+            break;
+        }
+        err = errno;
+        PyThread_release_lock(self->lock);
+        if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+            break;
+        }
+        err = 0; /* a caller took the bytes first: wait again */
+    }
+    Py_END_ALLOW_THREADS
+    if (n < 0) {
+        Py_DECREF(buf);
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    self->owner = PyThread_get_thread_ident();
+    if (n != size && _PyBytes_Resize(&buf, n) < 0) {
+        self->owner = 0;
+        PyThread_release_lock(self->lock);
+        return NULL;
+    }
+    return buf;
+}
+
+static PyObject *
+role_caller_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int fd;
+    Py_ssize_t size;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "caller_read(fd, size, timeout_ms)");
+        return NULL;
+    }
+    if (parse_fd_size(args, 2, 2, &fd, &size) < 0) {
+        return NULL;
+    }
+    int timeout_ms = PyLong_AsLong(args[2]);
+    if (timeout_ms == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (self->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "caller_read without the read role");
+        return NULL;
+    }
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, size);
+    if (buf == NULL) {
+        return NULL;
+    }
+    char *p = PyBytes_AS_STRING(buf);
+    ssize_t n = -1;
+    int err = 0, ready;
+    Py_BEGIN_ALLOW_THREADS
+    struct pollfd pfd = {fd, POLLIN, 0};
+    ready = poll(&pfd, 1, timeout_ms);
+    if (ready < 0) {
+        err = errno;
+    }
+    else if (ready > 0) {
+        n = recv(fd, p, (size_t)size, MSG_DONTWAIT);
+        if (n < 0) {
+            err = errno;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (n >= 0) {
+        if (n != size && _PyBytes_Resize(&buf, n) < 0) {
+            return NULL;
+        }
+        return buf;
+    }
+    Py_DECREF(buf);
+    if (ready == 0 || err == EAGAIN || err == EWOULDBLOCK || err == EINTR) {
+        Py_RETURN_NONE; /* nothing yet (a signal's handler runs once Python code runs again) */
+    }
+    errno = err;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
+static PyMethodDef role_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))role_acquire, METH_FASTCALL,
+     "acquire(blocking=True) -> bool: take the role (waiting for it only when blocking)"},
+    {"release", (PyCFunction)role_release, METH_NOARGS, "let go of the role"},
+    {"mine", (PyCFunction)role_mine, METH_NOARGS, "whether the calling thread holds the role"},
+    {"held", (PyCFunction)role_held, METH_NOARGS, "whether any thread holds the role"},
+    {"wait_read", (PyCFunction)(void (*)(void))role_wait_read, METH_FASTCALL,
+     "wait_read(fd, size) -> bytes: wait for fd, take the role, read; returns holding the role "
+     "(b'' at the end of the stream); raises OSError without it"},
+    {"caller_read", (PyCFunction)(void (*)(void))role_caller_read, METH_FASTCALL,
+     "caller_read(fd, size, timeout_ms) -> bytes or None: the holder waits up to timeout_ms and reads"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RoleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.ReadRole",
+    .tp_basicsize = sizeof(RoleObject),
+    .tp_dealloc = (destructor)role_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The read role of one connection: a lock whose holder reads the socket.",
+    .tp_methods = role_methods,
+    .tp_new = role_new,
+};
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_O, "Read the slot offsets of the Msg class."},
     {"accepts", (PyCFunction)accepts, METH_O, "Whether scan() can build instances of this class."},
@@ -1028,7 +1280,7 @@ PyInit__speedups(void)
     if (take_wait_max == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
-    if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0) {
+    if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0 || PyType_Ready(&RoleType) < 0) {
         return NULL;
     }
     str_in_msgs = PyUnicode_InternFromString("in_msgs");
@@ -1049,6 +1301,12 @@ PyInit__speedups(void)
     Py_INCREF(&OutletType);
     if (PyModule_AddObject(m, "Outlet", (PyObject *)&OutletType) < 0) {
         Py_DECREF(&OutletType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&RoleType);
+    if (PyModule_AddObject(m, "ReadRole", (PyObject *)&RoleType) < 0) {
+        Py_DECREF(&RoleType);
         Py_DECREF(m);
         return NULL;
     }
