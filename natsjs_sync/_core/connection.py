@@ -1013,7 +1013,11 @@ class Connection:
         self.close_hooks.run()
         self.timer.close()
         me = threading.current_thread()
-        for t in (*self._readers, self.writer.thread, self.reconnector.thread):
+        session = self.read_session
+        # A caller closing while it reads (routing a lame duck INFO): the reader thread
+        # waits for its role, so waiting for the reader here would only stall.
+        readers = () if session is not None and session.held_here() else self._readers
+        for t in (*readers, self.writer.thread, self.reconnector.thread):
             if t is not None and t is not me and t.is_alive():
                 t.join(2.0)
         self.log.info("connection to %s closed", self.addr)

@@ -17,9 +17,13 @@ connection, with the compiled extension, a caller waiting for a request's
 reply reads the socket itself while nobody else does, instead of waiting for
 the reader thread to read and wake it (two thread hand-offs). Whoever holds
 the role feeds the one parser of the connection and routes every event
-exactly as the reader thread would; the reader thread waits for the socket
-and takes the role in one compiled call, so it stays parked while a caller
-reads.
+exactly as the reader thread would. The reader thread takes the role and
+waits on the socket in one compiled call; a caller that finds the role with
+it asks for the next turn, and a caller that lets go with no other request
+waiting keeps the reader thread out for a moment (2 ms), so a thread
+requesting in a loop reads every reply itself and the reader thread is not
+woken for each. Bytes that come while nobody holds the role wait at most
+that moment.
 """
 
 from __future__ import annotations
@@ -142,7 +146,8 @@ class ReadSession:
         self.route(events)
 
     def read_for(self, waiter: Any, deadline: Deadline) -> bool | None:
-        """A caller waiting for ``waiter``: read while the role is free.
+        """A caller waiting for ``waiter`` (a request's reply, a flush's PONG): read
+        while the role is free.
 
         Returns True once the waiter is set, False when ``deadline`` passed, and
         ``None`` when this caller cannot read (the role is taken, the connection
@@ -193,7 +198,9 @@ class ReadSession:
             self.failure = failure = exc
             return None
         finally:
-            role.release()
+            # With no other request or flush waiting, the reader thread stays out a moment:
+            # this thread's next request finds the role free. Else it reads at once for them.
+            role.release(not (conn.requests.waiting or conn.ledger))
             if gate is not None:
                 gate.holding = False
             if failure is not None:
@@ -266,6 +273,8 @@ def shared_read_loop(session: ReadSession, leftover: list[Any]) -> None:
     role = session.role
     fd = session.fd
     wait_read = role.wait_read
+    waiting = conn.requests.waiting
+    ledger = conn.ledger
     held = False
     try:
         role.acquire()
@@ -274,7 +283,9 @@ def shared_read_loop(session: ReadSession, leftover: list[Any]) -> None:
         role.release()
         held = False
         while True:
-            data = wait_read(fd, _RECV_SIZE)  # returns holding the role
+            # Returns holding the role; stays out a moment first for a caller that asked
+            # for it, unless other requests wait (nobody else would read for them).
+            data = wait_read(fd, _RECV_SIZE, not (waiting or ledger))
             held = True
             if session.failure is not None:
                 raise session.failure

@@ -4,7 +4,7 @@ nobody else reads, and everything it reads goes where the reader thread would se
 Each invariant of the role has a test here, against a real server: order beside
 many requesters, the generation check across a reconnect, a fork while a parent
 thread holds the role, Ctrl-C in a reading caller, TLS and WebSocket keeping the
-reader thread's path, no wait for an answer on a thread holding the role, and
+reader thread's path (TLS: in test_tls.py), no wait for an answer on a thread holding the role, and
 messages and PONGs read while a requester waits.
 """
 
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import os
 import signal
-import ssl
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -27,7 +25,6 @@ from natsjs_sync._timeout import Deadline
 from natsjs_sync.errors import NatsConnectionError
 from natsjs_sync.protocol._compiled import speedups
 from natsjs_sync.testing import FaultProxy, NatsServer
-from tests.certs import make_certs
 from tests.fork_kit import run_in_child
 
 pytestmark = pytest.mark.skipif(speedups is None, reason="the read role needs the compiled extension")
@@ -233,16 +230,6 @@ def test_the_main_thread_reads_only_under_the_default_sigint_handler(server: Nat
             assert nc.request("echo", b"%d" % i, timeout=5).data == b"%d" % i
         assert session_of(nc).caller_reads == 0  # a handler of the user's: the reader thread reads
         assert not isinstance(signal.getsignal(signal.SIGINT), SigintGate)
-
-
-def test_tls_keeps_the_reader_threads_path(tmp_path: Path) -> None:
-    certs = make_certs(tmp_path)
-    ctx = ssl.create_default_context(cafile=str(certs.ca))
-    with NatsServer(jetstream=False, tls_cert=certs.server_cert, tls_key=certs.server_key) as s:
-        with nats.connect(s.url, tls=ctx, requester_reads=True) as nc:
-            nc.subscribe("echo", cb=lambda m: m.respond(m.data))
-            assert nc.request("echo", b"tls", timeout=5).data == b"tls"
-            assert session_of(nc).role is None
 
 
 def test_websocket_keeps_the_reader_threads_path() -> None:
