@@ -83,7 +83,7 @@ def main() -> None:
                     got[k].append(float(out.stdout.strip().splitlines()[-1]))
             old, new = statistics.median(got["old"]), statistics.median(got["new"])
             lower_better = kind.startswith("req") and kind != "req8"
-            won = sum((n < o) if lower_better else (n > o) for o, n in zip(got["old"], got["new"]))
+            won = sum((n < o) if lower_better else (n > o) for o, n in zip(got["old"], got["new"], strict=True))
             print(f"{kind}: old {old:,.0f}  new {new:,.0f}  new/old {new / old:.2f}"
                   f"  (new better in {won}/{runs} rounds)", flush=True)
 
