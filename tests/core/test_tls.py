@@ -106,7 +106,8 @@ def test_paths_are_not_needed_in_user_code(certs: CertFiles) -> None:
 def test_a_requester_never_reads_a_tls_connection_itself(tls_server: NatsServer, certs: CertFiles) -> None:
     # TLS holds decrypted bytes a wait on the socket does not see: the reader thread reads alone.
     with nats.connect(tls_server.url, tls=trusting(certs), requester_reads=True) as nc:
-        nc.subscribe("tls.echo", cb=lambda m: m.respond(m.data))
-        assert nc.request("tls.echo", b"tls", timeout=5).data == b"tls"
+        sub = nc.subscribe("tls.role")
+        nc.publish("tls.role", b"tls")
+        assert sub.next_msg(timeout=5).data == b"tls"
         session = nc._conn.read_session
         assert session is not None and session.role is None
