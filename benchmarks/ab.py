@@ -1,6 +1,6 @@
 """Same-run A/B of two source trees of natsjs_sync: which change pays.
 
-    python benchmarks/ab.py OLD_TREE NEW_TREE pub,pubsub,req,jspub,ack,noack,ordered [RUNS]
+    python benchmarks/ab.py OLD_TREE NEW_TREE pub,pubsub,req,req99,reqlocal,req8,jspub,ack,noack,ordered [RUNS]
 
 Each tree is a directory holding a ``natsjs_sync`` package, e.g. made with
 ``git archive <commit> natsjs_sync | tar -x -C /tmp/old`` (copy the compiled
@@ -9,7 +9,11 @@ parser). Every run of every row starts a fresh process per tree, the two
 taking turns against one server, so the machine's drift lands on both; each
 figure is the median of RUNS runs (3 by default). The rows are those of
 ``compare.py`` (``req`` is the p50 latency in microseconds, lower is better;
-the responder is the installed natsjs_sync for both trees).
+the responder is the installed natsjs_sync for both trees), and: ``req99`` the
+p99 of the same; ``reqlocal`` the p50 with the responder on the requester's own
+client; ``req8`` requests per second of 8 threads sharing one client.
+Each run's figures are printed too (``old``/``new`` in run order), so a
+ratio can be read with the count of rounds each side won.
 """
 
 from __future__ import annotations
@@ -42,13 +46,19 @@ elif kind == "pub":
     r = C.ours_publish(url, n, 16)
 elif kind == "pubsub":
     r = C.ours_pubsub(url, n, 16)
+elif kind == "reqlocal":
+    r = C.pct(C.ours_request_local(url, n), 0.5)
+elif kind == "req8":
+    with C.Responder(C.RESPONDER_OURS, url):
+        r = C.ours_request_threads(url, n, 8)
 else:
     with C.Responder(C.RESPONDER_OURS, url):
-        r = C.pct(C.ours_request(url, n), 0.5)
+        r = C.pct(C.ours_request(url, n), 0.99 if kind == "req99" else 0.5)
 print(r)
 """
 
-COUNTS = {"pub": 200_000, "pubsub": 100_000, "req": 2_000, "jspub": 50_000, "ack": 50_000, "noack": 50_000,
+COUNTS = {"pub": 200_000, "pubsub": 100_000, "req": 2_000, "req99": 2_000, "reqlocal": 2_000, "req8": 500,
+          "jspub": 50_000, "ack": 50_000, "noack": 50_000,
           "ordered": 50_000}
 
 
@@ -72,7 +82,10 @@ def main() -> None:
                         sys.exit(out.stderr[-2000:])
                     got[k].append(float(out.stdout.strip().splitlines()[-1]))
             old, new = statistics.median(got["old"]), statistics.median(got["new"])
-            print(f"{kind}: old {old:,.0f}  new {new:,.0f}  new/old {new / old:.2f}", flush=True)
+            lower_better = kind.startswith("req") and kind != "req8"
+            won = sum((n < o) if lower_better else (n > o) for o, n in zip(got["old"], got["new"], strict=True))
+            print(f"{kind}: old {old:,.0f}  new {new:,.0f}  new/old {new / old:.2f}"
+                  f"  (new better in {won}/{runs} rounds)", flush=True)
 
 
 if __name__ == "__main__":

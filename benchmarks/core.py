@@ -118,6 +118,43 @@ def ours_request(url: str, n: int) -> list[float]:
         return lat
 
 
+def ours_request_local(url: str, n: int) -> list[float]:
+    """Request latencies with the responder on the same client (a service and its caller in one process)."""
+    with natsjs_sync.connect(url) as nc:
+        nc.subscribe("bench.local", cb=lambda m: m.respond(m.data))
+        nc.flush()
+        for _ in range(50):  # warm up
+            nc.request("bench.local", b"ping", timeout=5)
+        lat = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            nc.request("bench.local", b"ping", timeout=5)
+            lat.append(time.perf_counter() - t0)
+        return lat
+
+
+def ours_request_threads(url: str, n: int, threads: int) -> float:
+    """Requests per second of ``threads`` threads sharing one client, ``n`` requests each."""
+    with natsjs_sync.connect(url) as nc:
+        for _ in range(50):  # warm up
+            nc.request("bench.req", b"ping", timeout=5)
+        go = threading.Barrier(threads + 1)
+
+        def run() -> None:
+            go.wait()
+            for _ in range(n):
+                nc.request("bench.req", b"ping", timeout=10)
+
+        workers = [threading.Thread(target=run) for _ in range(threads)]
+        for t in workers:
+            t.start()
+        go.wait()
+        start = time.perf_counter()
+        for t in workers:
+            t.join()
+        return threads * n / (time.perf_counter() - start)
+
+
 # ---------------------------------------------------------------- nats-py
 
 def theirs_publish(url: str, n: int, size: int) -> float:

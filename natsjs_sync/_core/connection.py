@@ -65,7 +65,7 @@ from .logs import ConnectionLog, ConnectionLogs
 from .opener import Opened, TlsPolicy, TransportFactory, open_server, open_transport
 from .options import UNLIMITED, ConnectOptions, pending_limit
 from .pool import PoolEntry, ServerPool
-from .reader import start_reader
+from .reader import ReadSession, shared_role_fd, start_reader
 from .reconnect import Reconnector
 from .registry import Entry, Registry
 from .requests import ResponseMux, Waiter
@@ -154,6 +154,9 @@ class Connection:
         self.pid = os.getpid()
         self._reader: threading.Thread | None = None
         self._readers: set[threading.Thread] = set()  # the current one and any still ending
+        #: The current connection's read side; with ``requester_reads`` its role lets a
+        #: requester read its own reply (see :class:`.reader.ReadSession`).
+        self.read_session: ReadSession | None = None
         self._keepalive: TimerHandle | None = None
         self._revive_lock = threading.Lock()
         self._attachments: dict[str, Any] = {}
@@ -326,7 +329,10 @@ class Connection:
             self._keepalive = self.timer.call_every(self.options.ping_interval, self._keepalive_tick)
 
     def start_reader(self, opened: Opened) -> None:
-        self._reader = start_reader(self, opened.transport, opened.parser, opened.leftover)
+        fd = shared_role_fd(opened.transport) if self.options.requester_reads else None
+        session = ReadSession(self, opened.transport, opened.parser, fd)
+        self.read_session = session
+        self._reader = start_reader(self, opened.transport, opened.parser, opened.leftover, session)
         self._readers = {t for t in self._readers if t.is_alive()}
         self._readers.add(self._reader)
 
@@ -431,13 +437,42 @@ class Connection:
         return self.timer.call_every(interval, fn)
 
     def on_reader_thread(self) -> bool:
-        return threading.current_thread() is self._reader
+        """The reader thread, or a caller holding the read role (reading for the reader)."""
+        if threading.current_thread() is self._reader:
+            return True
+        session = self.read_session
+        return session is not None and session.held_here()
 
     def may_wait_for_socket(self) -> bool:
-        """False on the reader threads (the current one and any still ending) and
-        the timer thread: they must never block on a peer that stops reading."""
+        """False on the reader threads (the current one and any still ending), a
+        caller holding the read role and the timer thread: they must never block
+        on a peer that stops reading."""
         me = threading.current_thread()
-        return me not in self._readers and me is not self.timer.thread
+        if me in self._readers or me is self.timer.thread:
+            return False
+        session = self.read_session
+        return session is None or not session.held_here()
+
+    def _check_may_wait_for_reply(self, what: str) -> None:
+        """Raise at once where a wait for the server's answer would wait for this very thread.
+
+        The reader thread and a caller holding the read role route what they read;
+        an answer could only be read by them, so waiting would last the whole timeout.
+
+        Raises:
+            TimeoutError: on such a thread.
+        """
+        if self.on_reader_thread():
+            raise TimeoutError(f"{what}: called while this thread reads the connection (a route);"
+                               " the answer could only be read by this thread")
+
+    def _wait_reply(self, waiter: Waiter, deadline: Deadline) -> bool:
+        """Wait for a request's reply: read it from the socket here when the read role
+        is free (``requester_reads``), else as the reader thread hands it over."""
+        session = self.read_session
+        if session is not None and session.role is not None and waiter.value is None:
+            session.read_for(waiter, deadline)
+        return waiter.wait(deadline.remaining())
 
     def after_read(self, fn: Callable[[], None]) -> None:
         self.read_end.append(fn)
@@ -816,13 +851,14 @@ class Connection:
         deadline = timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, 1.0)
         if self.machine.state is not ConnState.CONNECTED:
             self.ready()
+        self._check_may_wait_for_reply(f"request on {subject!r}")
         self.ensure_response_inbox()
         requests = self.requests
         token, waiter = requests.register()
         try:
             frame, size = self.encode(subject, payload, (requests.prefix + token).encode(), headers)
             self.append(frame, size, now=True, deadline=deadline, waiter=waiter)
-            if not waiter.wait(deadline.remaining()):
+            if not self._wait_reply(waiter, deadline):
                 self._no_reply(subject, frame, waiter)
         finally:
             requests.forget(token)
@@ -865,6 +901,7 @@ class Connection:
             deadline = Deadline.of(deadline, 10.0)
         if self.machine.state is not ConnState.CONNECTED:
             self.ready(draining_ok=True)
+        self._check_may_wait_for_reply("flush")
         waiter = Waiter()
         with self.lock:
             if self.machine.state is ConnState.CLOSED:
@@ -984,7 +1021,11 @@ class Connection:
         self.close_hooks.run()
         self.timer.close()
         me = threading.current_thread()
-        for t in (*self._readers, self.writer.thread, self.reconnector.thread):
+        session = self.read_session
+        # A caller closing while it reads (routing a lame duck INFO): the reader thread
+        # waits for its role, so waiting for the reader here would only stall.
+        readers = () if session is not None and session.held_here() else self._readers
+        for t in (*readers, self.writer.thread, self.reconnector.thread):
             if t is not None and t is not me and t.is_alive():
                 t.join(2.0)
         self.log.info("connection to %s closed", self.addr)
@@ -1016,6 +1057,7 @@ class Connection:
                 e.owner.disown_after_fork()
         self._reader = None
         self._readers = set()
+        self.read_session = None  # the parent's role (maybe held by a parent thread) is not ours
         self.read_end.clear()
         self.reconnector.reset_after_fork()
         self.dispatcher.reset_after_fork()

@@ -171,6 +171,8 @@ class ConnectOptions:
     max_outstanding_pings: int = 2
     write_timeout: float | None = 60.0
     no_echo: bool = False
+    #: A requester reads its own reply while nobody else reads (see :mod:`.reader`).
+    requester_reads: bool = False
     verbose: bool = False
     pedantic: bool = False
     inbox_prefix: str = "_INBOX"

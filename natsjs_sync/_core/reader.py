@@ -11,14 +11,31 @@ A route that does its work better in bulk (settling many publish acks under
 one lock) only collects its messages and registers a function with
 ``conn.after_read`` (see :meth:`.Connection.after_read`); the reader runs those
 once every event of a socket read is routed, before it reads again.
+
+The read role (``requester_reads``, see :class:`ReadSession`): on a plain TCP
+connection, with the compiled extension, a caller waiting for a request's
+reply reads the socket itself while nobody else does, instead of waiting for
+the reader thread to read and wake it (two thread hand-offs). Whoever holds
+the role feeds the one parser of the connection and routes every event
+exactly as the reader thread would. The reader thread takes the role and
+waits on the socket in one compiled call; a caller that finds the role with
+it asks for the next turn, and a caller that lets go with no other request
+waiting keeps the reader thread out for a moment (2 ms), so a thread
+requesting in a loop reads every reply itself and the reader thread is not
+woken for each. Bytes that come while nobody holds the role wait at most
+that moment.
 """
 
 from __future__ import annotations
 
+import signal
 import threading
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ProtocolError, UnexpectedEOF
+from .._timeout import Deadline
+from ..errors import NatsConnectionError, ProtocolError, UnexpectedEOF
+from ..protocol._compiled import speedups
 from ..protocol.parser import OK, PING, PONG, Err, Info, Parser
 from .inlet import route_run
 
@@ -27,11 +44,273 @@ if TYPE_CHECKING:
     from .transport import Transport
 
 
-def start_reader(conn: Connection, transport: Transport, parser: Parser, leftover: list[Any]) -> threading.Thread:
-    t = threading.Thread(target=read_loop, args=(conn, transport, parser, leftover),
-                         name=f"natsjs-reader-{conn.tag}", daemon=True)
+_RECV_SIZE = 256 * 1024
+#: The longest a reading caller waits on the socket before it looks again at
+#: its reply, the connection and a Ctrl-C it deferred (a bound, not a poll:
+#: bytes wake it at once).
+_CALLER_SLICE = 0.05
+_MAIN_THREAD = threading.main_thread().ident
+
+
+def shared_role_fd(transport: Transport) -> int | None:
+    """The descriptor callers may read, or ``None``: they may not (today's path).
+
+    Only a plain TCP socket: TLS and WebSocket transports hold bytes of their
+    own (decrypted records, frame remainders) that a wait on the descriptor
+    does not see, so their reader thread reads alone. The compiled extension
+    is needed for the reader's wait, role and read in one call.
+    """
+    from .transport import TcpTransport
+
+    if speedups is None or type(transport) is not TcpTransport or transport.is_tls:
+        return None
+    try:
+        return int(transport._sock.fileno())
+    except OSError:
+        return None
+
+
+class ReadSession:
+    """The read side of one connection (one transport, its parser): a generation.
+
+    A reconnect makes a new session, with its own role; a caller that holds
+    the role of a session reads that session's socket with that session's
+    parser only, and reads nothing once the connection moved on (the
+    generation check in :meth:`read_for`). Thread-safe through the role: only
+    its holder touches the parser.
+    """
+
+    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "parser", "role", "transport")
+
+    def __init__(self, conn: Connection, transport: Transport, parser: Parser, fd: int | None):
+        self.conn = conn
+        self.transport = transport
+        self.parser = parser
+        self.fd = fd
+        #: ``None``: callers never read this connection (the reader thread reads alone).
+        self.role: Any = speedups.ReadRole() if fd is not None and speedups is not None else None
+        #: Set under the role once the reader thread closed the socket: nobody reads it again.
+        self.ended = False
+        #: What a reading caller hit (lost connection, bad bytes): the reader thread ends with it.
+        self.failure: BaseException | None = None
+        #: Socket reads done by waiting callers (not the reader thread).
+        self.caller_reads = 0
+
+    def held_here(self) -> bool:
+        """Whether the calling thread holds this session's role."""
+        role = self.role
+        return role is not None and bool(role.mine())
+
+    def route(self, events: list[Any]) -> None:
+        """Role held: route one read's events as the reader thread does, then run
+        what routes asked to run at the end of a read."""
+        conn = self.conn
+        routes = conn.registry.routes
+        stats = conn.stats
+        msg_cls = conn.msg_cls
+        i, n = 0, len(events)
+        while i < n:
+            i = route_run(events, i, routes, msg_cls, stats)
+            if i == n:
+                break
+            ev = events[i]
+            i += 1
+            if ev is PING:
+                conn.send_pong()
+            elif ev is PONG:
+                conn.on_pong()
+            elif ev is OK:
+                pass
+            elif isinstance(ev, Info):
+                conn.on_info(ev.options, self.transport)
+            elif isinstance(ev, Err):
+                conn.on_err(ev.text)
+        pending = conn.read_end
+        if pending:
+            _run_read_end(pending)
+
+    def consume(self, data: bytes) -> None:
+        """Role held: feed one read and route what it completes.
+
+        Raises:
+            UnexpectedEOF: ``data`` is empty (the server closed the stream).
+            ProtocolError: bad bytes (what the read held before them is routed first).
+        """
+        if not data:
+            raise UnexpectedEOF(f"the server closed the connection{self.conn.last_server_error_suffix()}")
+        try:
+            events = self.parser.feed(data)
+        except ProtocolError:
+            self.route(self.parser.parsed_before_error())
+            raise
+        self.route(events)
+
+    def read_for(self, waiter: Any, deadline: Deadline) -> bool | None:
+        """A caller waiting for ``waiter`` (a request's reply, a flush's PONG): read
+        while the role is free.
+
+        Returns True once the waiter is set, False when ``deadline`` passed, and
+        ``None`` when this caller cannot read (the role is taken, the connection
+        moved on or ended): it then waits as usual, someone else reads.
+
+        On the main thread (the one Ctrl-C interrupts) it reads only under the
+        :class:`SigintGate`, which defers a Ctrl-C until what was read is routed
+        and the role is let go.
+        """
+        role = self.role
+        conn = self.conn
+        gate: SigintGate | None = None
+        if threading.get_ident() == _MAIN_THREAD:
+            gate = SigintGate.installed()
+            if gate is None:
+                return None  # a Ctrl-C could cut a read short here: the reader thread reads
+        if not role.acquire(False):
+            return None
+        failure: BaseException | None = None
+        if gate is not None:
+            gate.holding = True
+        try:
+            # The generation check: this session's socket and parser are still the connection's.
+            if self.ended or self.failure is not None or conn.transport is not self.transport:
+                return None
+            fd = self.fd
+            caller_read = role.caller_read
+            while waiter.value is None:
+                if gate is not None and gate.noted is not None:
+                    return None
+                left = deadline.remaining()
+                if left is not None and left <= 0:
+                    return False
+                wait = _CALLER_SLICE if left is None else min(left, _CALLER_SLICE)
+                try:
+                    data = caller_read(fd, _RECV_SIZE, max(1, int(wait * 1000)))
+                except OSError as exc:
+                    raise NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}") from exc
+                if data is not None:
+                    self.caller_reads += 1
+                    self.consume(data)
+                if conn.transport is not self.transport:
+                    return None  # lost meanwhile: the reader thread ends this session
+            return True
+        except Exception as exc:
+            # The reader thread ends the session with it; this caller waits for its
+            # reply as usual (the loss fails it).
+            self.failure = failure = exc
+            return None
+        finally:
+            # With no other request or flush waiting, the reader thread stays out a moment:
+            # this thread's next request finds the role free. Else it reads at once for them.
+            role.release(not (conn.requests.waiting or conn.ledger))
+            if gate is not None:
+                gate.holding = False
+            if failure is not None:
+                conn.connection_lost(failure, self.transport)  # wakes the reader thread (abort)
+            if gate is not None:
+                gate.deliver()
+
+
+class SigintGate:
+    """The SIGINT handler while the main thread may read for the reader: Python's
+    default one (KeyboardInterrupt), deferred while the main thread holds a read role.
+
+    A Ctrl-C that interrupted a reading caller between its socket read and the
+    routing of what it read would lose those bytes (other threads' replies,
+    subscription messages). The gate notes it instead and raises it once the
+    role is let go. It is installed (once, by the main thread's first read) only
+    over Python's default handler; with any other handler the main thread
+    leaves the reading to the reader thread.
+    """
+
+    _current: SigintGate | None = None
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.holding = False
+        self.noted: tuple[int, FrameType | None] | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.holding:
+            self.noted = (signum, frame)
+            return
+        self.inner(signum, frame)
+
+    def deliver(self) -> None:
+        """Run the handler for a Ctrl-C noted while the role was held (raises KeyboardInterrupt)."""
+        noted, self.noted = self.noted, None
+        if noted is not None:
+            self.inner(*noted)
+
+    @classmethod
+    def installed(cls) -> SigintGate | None:
+        """Main thread: the gate in place (installed now over the default handler), or ``None``."""
+        handler = signal.getsignal(signal.SIGINT)
+        if handler.__class__ is cls:
+            return handler
+        if handler is not signal.default_int_handler:
+            return None
+        gate = cls(handler)
+        signal.signal(signal.SIGINT, gate)
+        cls._current = gate
+        return gate
+
+
+def start_reader(conn: Connection, transport: Transport, parser: Parser, leftover: list[Any],
+                 session: ReadSession | None = None) -> threading.Thread:
+    if session is not None and session.role is not None:
+        target: Any = shared_read_loop
+        args: tuple[Any, ...] = (session, leftover)
+    else:
+        target, args = read_loop, (conn, transport, parser, leftover)
+    t = threading.Thread(target=target, args=args, name=f"natsjs-reader-{conn.tag}", daemon=True)
     t.start()
     return t
+
+
+def shared_read_loop(session: ReadSession, leftover: list[Any]) -> None:
+    """The reader thread of a connection whose callers may read too (see :class:`ReadSession`)."""
+    conn = session.conn
+    transport = session.transport
+    role = session.role
+    fd = session.fd
+    wait_read = role.wait_read
+    waiting = conn.requests.waiting
+    ledger = conn.ledger
+    held = False
+    try:
+        role.acquire()
+        held = True
+        session.route(leftover)
+        role.release()
+        held = False
+        while True:
+            # Returns holding the role; stays out a moment first for a caller that asked
+            # for it, unless other requests wait (nobody else would read for them).
+            data = wait_read(fd, _RECV_SIZE, not (waiting or ledger))
+            held = True
+            if session.failure is not None:
+                raise session.failure
+            session.consume(data)
+            role.release()
+            held = False
+    except Exception as exc:
+        if isinstance(exc, OSError):
+            exc = NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}")
+        try:
+            # Wakes a caller that holds the role in a wait on the socket (abort), before
+            # the role is waited for.
+            conn.connection_lost(exc, transport)
+        finally:
+            if not held:
+                role.acquire()
+                held = True
+    finally:
+        # Closed under the role: no caller waits on the descriptor, nor reads it later.
+        session.ended = True
+        try:
+            transport.close()
+        finally:
+            if held:
+                role.release()
 
 
 def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: list[Any]) -> None:

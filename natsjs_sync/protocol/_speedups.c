@@ -1017,6 +1017,361 @@ static PyTypeObject OutletType = {
     .tp_members = outlet_members,
 };
 
+
+/* ---------------------------------------------------------------- the read role
+ *
+ * A connection's read role (natsjs_sync._core.reader): whoever holds it reads
+ * the socket and feeds the one parser. The reader thread takes the role when
+ * it is free and waits on the socket holding it (wait_read). A caller waiting
+ * for its reply takes the role only when it is free (acquire(False)); finding
+ * it with the reader, it asks for it (``wanted``), and the reader, once its
+ * read is routed, lets go and stays out for a moment (LINGER). A caller that
+ * lets go with ``linger`` keeps the reader out for that moment too, so a
+ * thread's next request finds the role free and the reader thread is not
+ * woken for every reply; without ``linger`` (others wait for replies) the
+ * reader takes over at once. While the role is free and the reader stays out,
+ * nobody reads: bytes wait at most LINGER. The reader also looks again every
+ * LINGER while a caller holds the role.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define LINGER_NS 2000000LL /* 2 ms */
+
+typedef struct {
+    PyObject_HEAD
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int held;
+    int wanted;                /* a caller found the role with the reader */
+    int reader_holds;
+    long long linger_until;    /* monotonic ns: the reader stays out until then */
+    unsigned long owner;       /* thread ident of the holder, 0 when free */
+} RoleObject;
+
+static long long
+mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void
+timed_wait(RoleObject *self, long long until)
+{
+    struct timespec ts = {(time_t)(until / 1000000000LL), (long)(until % 1000000000LL)};
+    pthread_cond_timedwait(&self->cv, &self->mu, &ts);
+}
+
+static PyObject *
+role_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    RoleObject *self = (RoleObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (pthread_mutex_init(&self->mu, NULL) != 0 || pthread_cond_init(&self->cv, &attr) != 0) {
+        pthread_condattr_destroy(&attr);
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    pthread_condattr_destroy(&attr);
+    self->held = self->wanted = self->reader_holds = 0;
+    self->linger_until = 0;
+    self->owner = 0;
+    return (PyObject *)self;
+}
+
+static void
+role_dealloc(RoleObject *self)
+{
+    /* A forked child may drop a role a parent thread held: its primitives are
+     * only forgotten then, never used. */
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+role_acquire(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int blocking = 1, got = 0;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "acquire(blocking=True)");
+        return NULL;
+    }
+    if (nargs == 1 && (blocking = PyObject_IsTrue(args[0])) < 0) {
+        return NULL;
+    }
+    unsigned long me = PyThread_get_thread_ident();
+    pthread_mutex_lock(&self->mu);
+    if (!self->held) {
+        got = 1;
+    }
+    else if (!blocking) {
+        if (self->reader_holds) {
+            self->wanted = 1;
+        }
+    }
+    pthread_mutex_unlock(&self->mu);
+    if (!got && blocking) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&self->mu);
+        while (self->held) {
+            timed_wait(self, mono_ns() + LINGER_NS); /* a lingering release does not signal */
+        }
+        got = 1;
+        self->held = 1; /* taken inside the GIL-free section: marked below too */
+        pthread_mutex_unlock(&self->mu);
+        Py_END_ALLOW_THREADS
+    }
+    if (got) {
+        pthread_mutex_lock(&self->mu);
+        self->held = 1;
+        self->reader_holds = 0;
+        self->owner = me;
+        pthread_mutex_unlock(&self->mu);
+    }
+    return PyBool_FromLong(got);
+}
+
+static PyObject *
+role_release(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int linger = 0;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "release(linger=False)");
+        return NULL;
+    }
+    if (nargs == 1 && (linger = PyObject_IsTrue(args[0])) < 0) {
+        return NULL;
+    }
+    pthread_mutex_lock(&self->mu);
+    if (!self->held) {
+        pthread_mutex_unlock(&self->mu);
+        PyErr_SetString(PyExc_RuntimeError, "release of a read role not held");
+        return NULL;
+    }
+    self->held = 0;
+    self->reader_holds = 0;
+    self->owner = 0;
+    if (linger) {
+        self->linger_until = mono_ns() + LINGER_NS;
+    }
+    else {
+        self->linger_until = 0;
+        pthread_cond_broadcast(&self->cv);
+    }
+    pthread_mutex_unlock(&self->mu);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+role_mine(RoleObject *self, PyObject *Py_UNUSED(arg))
+{
+    return PyBool_FromLong(self->owner != 0 && self->owner == PyThread_get_thread_ident());
+}
+
+static PyObject *
+role_held(RoleObject *self, PyObject *Py_UNUSED(arg))
+{
+    return PyBool_FromLong(self->held);
+}
+
+static int
+parse_fd_size(PyObject *const *args, int *fd, Py_ssize_t *size)
+{
+    *fd = PyLong_AsLong(args[0]);
+    if (*fd == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *size = PyLong_AsSsize_t(args[1]);
+    if (*size == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (*fd < 0 || *size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bad descriptor or size");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+role_wait_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int fd;
+    Py_ssize_t size;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "wait_read(fd, size, may_linger)");
+        return NULL;
+    }
+    if (parse_fd_size(args, &fd, &size) < 0) {
+        return NULL;
+    }
+    int may_linger = PyObject_IsTrue(args[2]);
+    if (may_linger < 0) {
+        return NULL;
+    }
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, size);
+    if (buf == NULL) {
+        return NULL;
+    }
+    char *p = PyBytes_AS_STRING(buf);
+    ssize_t n = -1;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&self->mu);
+    if (self->wanted) {
+        /* A caller asked while this thread read: it has the next turn, unless
+         * others wait for replies that only a reader would read meanwhile. */
+        self->wanted = 0;
+        if (may_linger) {
+            self->linger_until = mono_ns() + LINGER_NS;
+        }
+    }
+    for (;;) {
+        long long now = mono_ns();
+        if (self->held) {
+            timed_wait(self, now + LINGER_NS);
+            continue;
+        }
+        if (self->linger_until > now) {
+            timed_wait(self, self->linger_until);
+            continue;
+        }
+        break;
+    }
+    self->held = 1;
+    self->reader_holds = 1;
+    self->owner = 0; /* set with the GIL below */
+    pthread_mutex_unlock(&self->mu);
+    for (int first = 1;; first = 0) {
+        /* Bytes already there (a busy connection) are read without a wait first. */
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (!first && poll(&pfd, 1, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            err = errno;
+            break;
+        }
+        n = recv(fd, p, (size_t)size, MSG_DONTWAIT);
+        if (n >= 0) {
+            break;
+        }
+        err = errno;
+        if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+            break;
+        }
+        err = 0;
+    }
+    if (n < 0) {
+        pthread_mutex_lock(&self->mu);
+        self->held = 0;
+        self->reader_holds = 0;
+        pthread_cond_broadcast(&self->cv);
+        pthread_mutex_unlock(&self->mu);
+    }
+    Py_END_ALLOW_THREADS
+    if (n < 0) {
+        Py_DECREF(buf);
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    self->owner = PyThread_get_thread_ident();
+    if (n != size && _PyBytes_Resize(&buf, n) < 0) {
+        return NULL; /* the role stays held: the caller's failure path lets go of it */
+    }
+    return buf;
+}
+
+static PyObject *
+role_caller_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int fd;
+    Py_ssize_t size;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "caller_read(fd, size, timeout_ms)");
+        return NULL;
+    }
+    if (parse_fd_size(args, &fd, &size) < 0) {
+        return NULL;
+    }
+    int timeout_ms = PyLong_AsLong(args[2]);
+    if (timeout_ms == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (self->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "caller_read without the read role");
+        return NULL;
+    }
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, size);
+    if (buf == NULL) {
+        return NULL;
+    }
+    char *p = PyBytes_AS_STRING(buf);
+    ssize_t n = -1;
+    int err = 0, ready;
+    Py_BEGIN_ALLOW_THREADS
+    struct pollfd pfd = {fd, POLLIN, 0};
+    ready = poll(&pfd, 1, timeout_ms);
+    if (ready < 0) {
+        err = errno;
+    }
+    else if (ready > 0) {
+        n = recv(fd, p, (size_t)size, MSG_DONTWAIT);
+        if (n < 0) {
+            err = errno;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (n >= 0) {
+        if (n != size && _PyBytes_Resize(&buf, n) < 0) {
+            return NULL;
+        }
+        return buf;
+    }
+    Py_DECREF(buf);
+    if (ready == 0 || err == EAGAIN || err == EWOULDBLOCK || err == EINTR) {
+        Py_RETURN_NONE; /* nothing yet (a signal's handler runs once Python code runs again) */
+    }
+    errno = err;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
+static PyMethodDef role_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))role_acquire, METH_FASTCALL,
+     "acquire(blocking=True) -> bool: take the role (waiting for it only when blocking); a caller "
+     "that finds it with the reader thread asks for the next turn"},
+    {"release", (PyCFunction)(void (*)(void))role_release, METH_FASTCALL,
+     "release(linger=False): let go; with linger the reader thread stays out a moment"},
+    {"mine", (PyCFunction)role_mine, METH_NOARGS, "whether the calling thread holds the role"},
+    {"held", (PyCFunction)role_held, METH_NOARGS, "whether any thread holds the role"},
+    {"wait_read", (PyCFunction)(void (*)(void))role_wait_read, METH_FASTCALL,
+     "wait_read(fd, size, may_linger) -> bytes: the reader thread takes the role (first staying out a "
+     "moment for a caller that asked for it, if may_linger), waits for fd and reads; returns "
+     "holding the role (b'' at the end of the stream); raises OSError without it"},
+    {"caller_read", (PyCFunction)(void (*)(void))role_caller_read, METH_FASTCALL,
+     "caller_read(fd, size, timeout_ms) -> bytes or None: the holder waits up to timeout_ms and reads"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RoleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.ReadRole",
+    .tp_basicsize = sizeof(RoleObject),
+    .tp_dealloc = (destructor)role_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The read role of one connection: a lock whose holder reads the socket.",
+    .tp_methods = role_methods,
+    .tp_new = role_new,
+};
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_O, "Read the slot offsets of the Msg class."},
     {"accepts", (PyCFunction)accepts, METH_O, "Whether scan() can build instances of this class."},
@@ -1053,7 +1408,7 @@ PyInit__speedups(void)
     if (take_wait_max == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
-    if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0) {
+    if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0 || PyType_Ready(&RoleType) < 0) {
         return NULL;
     }
     str_in_msgs = PyUnicode_InternFromString("in_msgs");
@@ -1074,6 +1429,12 @@ PyInit__speedups(void)
     Py_INCREF(&OutletType);
     if (PyModule_AddObject(m, "Outlet", (PyObject *)&OutletType) < 0) {
         Py_DECREF(&OutletType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&RoleType);
+    if (PyModule_AddObject(m, "ReadRole", (PyObject *)&RoleType) < 0) {
+        Py_DECREF(&RoleType);
         Py_DECREF(m);
         return NULL;
     }

@@ -118,3 +118,13 @@ def test_the_reader_and_writers_share_one_tls_connection_safely(tls_server: Nats
                 assert nc.request("tls.echo", b"x" * (i * 97), timeout=10).data == b"x" * (i * 97)
             assert nc.stats.reconnects == 0
     assert not lost
+
+
+def test_a_requester_never_reads_a_tls_connection_itself(tls_server: NatsServer, certs: CertFiles) -> None:
+    # TLS holds decrypted bytes a wait on the socket does not see: the reader thread reads alone.
+    with nats.connect(tls_server.url, tls=trusting(certs), requester_reads=True) as nc:
+        sub = nc.subscribe("tls.role")
+        nc.publish("tls.role", b"tls")
+        assert sub.next_msg(timeout=5).data == b"tls"
+        session = nc._conn.read_session
+        assert session is not None and session.role is None

@@ -1,0 +1,330 @@
+"""The read role (``requester_reads=True``): a requester reads its own reply while
+nobody else reads, and everything it reads goes where the reader thread would send it.
+
+Each invariant of the role has a test here, against a real server: order beside
+many requesters, the generation check across a reconnect, a fork while a parent
+thread holds the role, Ctrl-C in a reading caller, TLS and WebSocket keeping the
+reader thread's path (TLS: in test_tls.py), no wait for an answer on a thread holding the role, and
+messages and PONGs read while a requester waits.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import natsjs_sync as nats
+from natsjs_sync._core.reader import ReadSession, SigintGate
+from natsjs_sync._core.requests import Waiter
+from natsjs_sync._timeout import Deadline
+from natsjs_sync.errors import NatsConnectionError
+from natsjs_sync.protocol._compiled import speedups
+from natsjs_sync.testing import FaultProxy, NatsServer
+from tests.fork_kit import run_in_child
+
+pytestmark = pytest.mark.skipif(speedups is None, reason="the read role needs the compiled extension")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[NatsServer]:
+    with NatsServer(jetstream=False) as s:
+        yield s
+
+
+@pytest.fixture
+def responder(server: NatsServer) -> Iterator[nats.Client]:
+    """Another client answering ``echo`` with the request's data."""
+    with nats.connect(server.url, name="responder") as nc:
+        nc.subscribe("echo", cb=lambda m: m.respond(m.data))
+        nc.flush()
+        yield nc
+
+
+@pytest.fixture(autouse=True)
+def default_sigint() -> Iterator[None]:
+    """Each test starts and ends with Python's own SIGINT handler (a gate may be installed)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def session_of(nc: nats.Client) -> ReadSession:
+    session = nc._conn.read_session
+    assert session is not None
+    return session
+
+
+def test_a_lone_requester_reads_its_own_reply(server: NatsServer, responder: nats.Client) -> None:
+    with nats.connect(server.url, requester_reads=True) as nc:
+        for i in range(50):
+            assert nc.request("echo", b"%d" % i, timeout=5).data == b"%d" % i
+        assert session_of(nc).caller_reads > 0
+    # Off: the reader thread alone reads, as before.
+    with nats.connect(server.url, requester_reads=False) as nc:
+        assert nc.request("echo", b"x", timeout=5).data == b"x"
+        assert session_of(nc).role is None
+
+
+def test_messages_stay_in_order_beside_eight_requesting_threads(server: NatsServer, responder: nats.Client) -> None:
+    count = 5000
+    with nats.connect(server.url, requester_reads=True) as nc, nats.connect(server.url) as pub:
+        sub = nc.subscribe("side", pending_msgs_limit=count + 1)
+        nc.flush()
+        errors: list[BaseException] = []
+
+        def requests(k: int) -> None:
+            try:
+                for i in range(200):
+                    data = b"%d-%d" % (k, i)
+                    assert nc.request("echo", data, timeout=10).data == data
+            except BaseException as exc:  # reported to the test below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=requests, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for i in range(count):
+            pub.publish("side", b"%d" % i)
+        pub.flush()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        got = [sub.next_msg(timeout=10).data for _ in range(count)]
+        assert got == [b"%d" % i for i in range(count)]
+        assert session_of(nc).caller_reads > 0
+
+
+def test_a_caller_never_reads_the_connection_that_replaced_its_own(server: NatsServer,
+                                                                   responder: nats.Client) -> None:
+    with FaultProxy(server.url) as proxy:
+        reconnected = threading.Event()
+        with nats.connect(proxy.url, requester_reads=True, reconnect_time_wait=0.05,
+                          reconnected_cb=reconnected.set) as nc:
+            assert nc.request("echo", b"before", timeout=5).data == b"before"
+            old = session_of(nc)
+            proxy.cut()
+            assert reconnected.wait(10)
+            new = session_of(nc)
+            assert new is not old and new.transport is not old.transport and new.parser is not old.parser
+            # A caller still holding the old session (it looked before the reconnect) reads
+            # nothing: neither the old socket nor the new connection's bytes with the old parser.
+            waiter = Waiter()
+            reads = old.caller_reads
+            assert old.read_for(waiter, Deadline(5.0)) is None
+            assert old.caller_reads == reads
+            # The requests of the new connection are read with its own parser.
+            for i in range(20):
+                assert nc.request("echo", b"%d" % i, timeout=5).data == b"%d" % i
+            assert new.caller_reads > 0
+            # The old reader thread closed its socket under the role: nobody reads it again.
+            for t in list(nc._conn._readers):
+                if t is not nc._conn._reader:
+                    t.join(10)
+            assert old.ended
+
+
+def test_a_caller_waiting_on_the_socket_when_it_breaks_gets_an_answer(server: NatsServer) -> None:
+    with FaultProxy(server.url) as proxy, nats.connect(server.url) as slow:
+        got = threading.Event()
+        slow.subscribe("slow", cb=lambda m: got.set())  # never answers
+        slow.flush()
+        with nats.connect(proxy.url, requester_reads=True, reconnect_time_wait=0.05) as nc:
+            outcome: list[BaseException] = []
+
+            def ask() -> None:
+                try:
+                    nc.request("slow", b"", timeout=30)
+                except BaseException as exc:  # reported to the test below
+                    outcome.append(exc)
+
+            t = threading.Thread(target=ask)
+            t.start()
+            assert got.wait(10)  # the request went out: its caller waits for the reply
+            proxy.cut()
+            t.join(20)
+            assert not t.is_alive(), "the caller kept waiting on a broken connection"
+            assert isinstance(outcome[0], NatsConnectionError)
+            nc.subscribe("echo", cb=lambda m: m.respond(m.data))
+            assert nc.request("echo", b"after", timeout=10).data == b"after"
+
+
+def test_a_forked_child_never_holds_the_parents_read_role(server: NatsServer, responder: nats.Client) -> None:
+    with nats.connect(server.url, requester_reads=True) as nc:
+        assert nc.request("echo", b"x", timeout=5).data == b"x"
+        role = session_of(nc).role
+        held = threading.Event()
+        let_go = threading.Event()
+
+        def hold() -> None:  # a parent thread in the middle of a read, as a waiting requester is
+            role.acquire()
+            held.set()
+            let_go.wait(60)
+            role.release()
+
+        t = threading.Thread(target=hold)
+        t.start()
+        try:
+            assert held.wait(10)
+
+            def child() -> dict[str, object]:
+                replies = [nc.request("echo", b"%d" % i, timeout=5).data.decode() for i in range(5)]
+                session = session_of(nc)
+                return {"replies": replies, "caller_reads": session.caller_reads, "same": session.role is role}
+
+            result = run_in_child(child)
+        finally:
+            let_go.set()
+            t.join(10)
+        assert result == {"replies": ["0", "1", "2", "3", "4"], "caller_reads": result["caller_reads"],
+                          "same": False}, result
+        assert isinstance(result["caller_reads"], int) and result["caller_reads"] > 0
+        assert nc.request("echo", b"parent", timeout=5).data == b"parent"
+
+
+def test_ctrl_c_in_a_reading_caller_loses_nothing_it_read(server: NatsServer) -> None:
+    count = 300
+    main = threading.get_ident()
+    with nats.connect(server.url, requester_reads=True) as nc, nats.connect(server.url) as other:
+        sub = nc.subscribe("side", pending_msgs_limit=count + 1)
+        nc.subscribe("echo.own", cb=lambda m: m.respond(m.data))
+
+        def interrupting(msg: nats.Msg) -> None:
+            # Messages for the requester's subscription, a Ctrl-C to the requester
+            # while they arrive, then the reply.
+            for i in range(count):
+                other.publish("side", b"%d" % i)
+            other.flush()
+            signal.pthread_kill(main, signal.SIGINT)
+            msg.respond(b"late")
+
+        other.subscribe("interrupt", cb=interrupting)
+        other.flush()
+        nc.flush()
+        for _ in range(500):  # until the main thread has read a reply itself (the reader may be first)
+            assert nc.request("echo.own", b"warm", timeout=5).data == b"warm"
+            if session_of(nc).caller_reads:
+                break
+        assert session_of(nc).caller_reads > 0  # the main thread reads: the gate is in place
+        assert isinstance(signal.getsignal(signal.SIGINT), SigintGate)
+        with pytest.raises(KeyboardInterrupt):
+            nc.request("interrupt", b"", timeout=30)
+        got = [sub.next_msg(timeout=10).data for _ in range(count)]
+        assert got == [b"%d" % i for i in range(count)]
+        assert nc.request("echo.own", b"after", timeout=5).data == b"after"
+    # Outside a read the gate is Python's handler: Ctrl-C raises at once.
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_the_main_thread_reads_only_under_the_default_sigint_handler(server: NatsServer,
+                                                                      responder: nats.Client) -> None:
+    mine: list[int] = []
+    signal.signal(signal.SIGINT, lambda s, f: mine.append(s))
+    with nats.connect(server.url, requester_reads=True) as nc:
+        for i in range(20):
+            assert nc.request("echo", b"%d" % i, timeout=5).data == b"%d" % i
+        assert session_of(nc).caller_reads == 0  # a handler of the user's: the reader thread reads
+        assert not isinstance(signal.getsignal(signal.SIGINT), SigintGate)
+
+
+def test_websocket_keeps_the_reader_threads_path() -> None:
+    with NatsServer(jetstream=False, websocket=True) as s:
+        with nats.connect(f"ws://127.0.0.1:{s.ws_port}", requester_reads=True) as nc:
+            nc.subscribe("echo", cb=lambda m: m.respond(m.data))
+            assert nc.request("echo", b"ws", timeout=5).data == b"ws"
+            assert session_of(nc).role is None
+
+
+def test_a_thread_holding_the_role_never_waits_for_an_answer(server: NatsServer, responder: nats.Client) -> None:
+    with nats.connect(server.url, requester_reads=True) as nc:
+        assert nc.request("echo", b"x", timeout=5).data == b"x"
+        conn = nc._conn
+        role = session_of(nc).role
+        seen: dict[str, object] = {}
+
+        def as_a_route() -> None:  # what a route run by a reading caller would do
+            role.acquire()
+            try:
+                seen["may_wait"] = conn.may_wait_for_socket()
+                seen["reader"] = conn.on_reader_thread()
+                for name, call in (("request", lambda: nc.request("echo", b"", timeout=30)),
+                                   ("flush", lambda: nc.flush(timeout=30))):
+                    start = time.monotonic()
+                    try:
+                        call()
+                        seen[name] = "answered"
+                    except nats.TimeoutError:
+                        seen[name] = time.monotonic() - start
+                nc.publish_now("echo.none", b"")  # left to the flusher: returns
+                seen["publish_now"] = True
+            finally:
+                role.release()
+
+        t = threading.Thread(target=as_a_route)
+        t.start()
+        t.join(60)
+        assert seen["may_wait"] is False and seen["reader"] is True and seen["publish_now"] is True
+        # Refused at once, not after the 30 s nobody could have answered in.
+        assert isinstance(seen["request"], float) and seen["request"] < 10, seen
+        assert isinstance(seen["flush"], float) and seen["flush"] < 10, seen
+        assert nc.request("echo", b"y", timeout=5).data == b"y"
+        nc.flush(timeout=5)
+
+
+def test_messages_and_pongs_are_read_while_a_requester_waits(server: NatsServer) -> None:
+    with nats.connect(server.url, requester_reads=True) as nc, nats.connect(server.url) as other:
+        asked = threading.Event()
+        answer = threading.Event()
+        pending: list[nats.Msg] = []
+
+        def slow(msg: nats.Msg) -> None:
+            pending.append(msg)
+            asked.set()
+
+        other.subscribe("slow", cb=slow)
+        other.flush()
+        sub = nc.subscribe("side")
+        nc.flush()
+        outcome: list[object] = []
+
+        def ask() -> None:
+            try:
+                outcome.append(nc.request("slow", b"", timeout=30).data)
+            except BaseException as exc:  # reported to the test below
+                outcome.append(exc)
+            answer.set()
+
+        t = threading.Thread(target=ask)
+        t.start()
+        try:
+            assert asked.wait(10)
+            # The requester waits for a reply that does not come yet; whoever holds the
+            # role meanwhile, messages and a flush's PONG are read and delivered now.
+            for i in range(100):
+                other.publish("side", b"%d" % i)
+            other.flush()
+            assert [sub.next_msg(timeout=10).data for _ in range(100)] == [b"%d" % i for i in range(100)]
+            nc.flush(timeout=10)
+            assert not answer.is_set()
+            pending[0].respond(b"done")
+            t.join(10)
+        finally:
+            answer.wait(30)
+        assert outcome == [b"done"]
+
+
+def test_a_forked_child_starts_without_its_parents_read_session(server: NatsServer) -> None:
+    with nats.connect(server.url, requester_reads=True) as nc:
+        nc.subscribe("echo", cb=lambda m: m.respond(m.data))
+        assert nc.request("echo", b"x", timeout=5).data == b"x"
+        parent = os.getpid()
+
+        def child() -> dict[str, object]:
+            return {"other": os.getpid() != parent, "session": nc._conn.read_session is None}
+
+        assert run_in_child(child) == {"other": True, "session": True}
