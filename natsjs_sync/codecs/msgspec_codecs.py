@@ -98,6 +98,10 @@ class _MsgspecCodec(Codec):
             raise PayloadDecodeError(reason, type=type_, field=field, content_type=self.content_type) from None
         except msgspec.DecodeError as exc:
             raise PayloadDecodeError(str(exc), type=type_, content_type=self.content_type) from None
+        except RecursionError:
+            # msgspec stops at its nesting limit with a RecursionError: a payload
+            # of a few kilobytes of "[" does it, and it is a bad payload like any other.
+            raise PayloadDecodeError("nested too deeply", type=type_, content_type=self.content_type) from None
         except Exception as exc:
             pydantic = sys.modules.get("pydantic")
             if pydantic is not None and isinstance(exc, pydantic.ValidationError):

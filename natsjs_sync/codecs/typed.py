@@ -84,6 +84,21 @@ def codec_claims(codec: Codec, content_type: str) -> bool:
     return ct == codec.content_type.lower() or ct in (a.lower() for a in codec.aliases)
 
 
+def codec_decode(codec: Codec, data: Any, type_: type[T]) -> T:
+    """``codec.decode(data, type_)``, with what a codec of the user's raises for bad
+    input (a ``ValueError``, or a ``RecursionError`` of a parser at its nesting
+    limit) turned into the :class:`~natsjs_sync.errors.PayloadDecodeError` every
+    reader expects: a dead-letter callback gets it, a loop goes on.
+    """
+    try:
+        return codec.decode(data, type_)
+    except PayloadDecodeError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise PayloadDecodeError(str(exc) or type(exc).__name__, type=type_,
+                                 content_type=codec.content_type) from exc
+
+
 def decode_msg(msg: Msg, type_: type[T], codec: Codec | None = None) -> T:
     """The payload of ``msg`` as a ``type_`` (what :meth:`Msg.decode <natsjs_sync.Msg.decode>` does).
 
@@ -93,12 +108,9 @@ def decode_msg(msg: Msg, type_: type[T], codec: Codec | None = None) -> T:
     """
     try:
         chosen = pick_codec(msg.raw_headers, lambda: msg.headers, codec, type_)
-        return chosen.decode(msg.data, type_)
+        return codec_decode(chosen, msg.data, type_)
     except PayloadDecodeError as exc:
         raise _located(exc, msg.subject, _stream_sequence(msg.reply)) from None
-    except ValueError as exc:  # a codec of the user's that raised its own error
-        raise _located(PayloadDecodeError(str(exc), type=type_, content_type=getattr(codec, "content_type", "")),
-                       msg.subject, _stream_sequence(msg.reply)) from exc
 
 
 def _stream_sequence(reply: str | None) -> int | None:
@@ -234,7 +246,7 @@ class _Decoding(Generic[T]):
         raw = msg.raw_headers
         try:
             chosen = pick_codec(raw, lambda: msg.headers, self.codec, self.type)
-            value = chosen.decode(msg.data, self.type)
+            value = codec_decode(chosen, msg.data, self.type)
         except PayloadDecodeError as exc:
             self._failed(msg, _located(exc, msg.subject, _stream_sequence(msg.reply)))
             return None
@@ -529,7 +541,7 @@ class TypedKeyValue(Generic[T]):
         if entry.operation is not KeyValueOp.PUT:
             return TypedEntry(entry, None)
         try:
-            return TypedEntry(entry, self.codec.decode(entry.value, self.type))
+            return TypedEntry(entry, codec_decode(self.codec, entry.value, self.type))
         except PayloadDecodeError as exc:
             raise _located(exc, f"$KV.{entry.bucket}.{entry.key}", entry.revision) from None
 
@@ -688,7 +700,7 @@ class TypedObjectStore(Generic[T]):
         flat = {k: (v[0] if isinstance(v, list) and v else v) for k, v in raw.items()}
         try:
             codec = pick_codec(b"", lambda: flat, self.codec, self.type)
-            return codec.decode(data, self.type)
+            return codec_decode(codec, data, self.type)
         except PayloadDecodeError as exc:
             raise _located(exc, name, None) from None
 
