@@ -301,18 +301,28 @@ class TypedReader(Generic[T]):
         d = self._decoding
         return TypedReader(source, d.type, d.codec, d.on_decode_error)
 
-    def _first(self, read: Callable[[TimeoutArg], Msg], timeout: TimeoutArg, default: float) -> TypedMsg[T]:
+    def _first(self, read: Callable[[TimeoutArg], Msg], timeout: TimeoutArg, default: float,
+               backlog: Callable[[], int] | None = None) -> TypedMsg[T]:
         if self._decoding.on_decode_error is None or timeout is USE_DEFAULT:
             while True:
                 typed = self._decoding(read(timeout))
                 if typed is not None:
                     return typed
         # Dead letters do not count as the message waited for: read on, within one budget.
+        # Once it is spent, the messages already delivered then (``backlog``, where the
+        # source can say) are still looked at without waiting, as an untyped read with
+        # no time left would return one of them; that many and no more, so that a flood
+        # of dead letters cannot keep the read from returning.
         deadline = Deadline.of(timeout, default)
+        past_deadline: int | None = None
         while True:
-            left = deadline.remaining() if deadline is not None else None
+            left = deadline.remaining()
             if left is not None and left <= 0:
-                raise TimeoutError("no message that decodes within the timeout")
+                if past_deadline is None:
+                    past_deadline = backlog() if backlog is not None else 0
+                if past_deadline <= 0:
+                    raise TimeoutError("no message that decodes within the timeout")
+                past_deadline -= 1
             typed = self._decoding(read(left))
             if typed is not None:
                 return typed
@@ -322,7 +332,9 @@ class TypedReader(Generic[T]):
         typed = self._decoding(self._source.next_msg(timeout))
         if typed is not None:
             return typed
-        return self._first(self._source.next_msg, timeout, 1.0)  # that one was a dead letter: read on
+        source = self._source
+        backlog = (lambda: source.pending_msgs) if hasattr(type(source), "pending_msgs") else None
+        return self._first(source.next_msg, timeout, 1.0, backlog)  # that one was a dead letter: read on
 
     def next(self, timeout: TimeoutArg = USE_DEFAULT) -> TypedMsg[T]:
         """The next message of a consumer or ``messages()`` iterator, decoded."""

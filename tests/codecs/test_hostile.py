@@ -104,3 +104,21 @@ def test_typed_msg_keeps_working_after_a_dead_letter(nc: nats.Client) -> None:
     typed.publish(Order(2, "b"))
     seen.extend(sub)
     assert [m.value.id for m in seen] == [1, 2]
+
+
+def test_a_poll_past_a_dead_letter_returns_the_message_already_there(nc: nats.Client) -> None:
+    """next_msg(0) returns a pending message untyped; typed, a dead letter in front of it does not hide it."""
+    subject = "hostile." + next_nuid()
+    dead: list[bytes] = []
+    sub = nc.subscribe(subject)
+    typed = sub.typed(Order, on_decode_error=lambda m, e: dead.append(m.data))
+    fence = nc.subscribe(subject + ".fence")
+    nc.publish(subject, b"bad")
+    nc.publish(subject, b"worse")
+    nc.publish(subject, JSON.encode(Order(1, "tea")))
+    nc.publish(subject + ".fence", b"")
+    fence.next_msg(5)  # sent after the three on one connection: they were delivered before it
+    assert typed.next_msg(0).value == Order(1, "tea")
+    assert dead == [b"bad", b"worse"]
+    with pytest.raises(nats.TimeoutError):
+        typed.next_msg(0)  # nothing left: no wait, and no spin
