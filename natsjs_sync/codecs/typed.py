@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._core import spi
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
-from ..errors import PayloadDecodeError, TimeoutError
+from ..errors import PayloadDecodeError, ProtocolError, TimeoutError
 from ..protocol.headers import Headers, HeadersInput, encode_headers
 from ..protocol.jetstream.ackreply import MsgMetadata
 from ..protocol.subjects import publish_subject
@@ -67,7 +67,13 @@ def pick_codec(raw_headers: bytes | None, headers: Any, codec: Codec | None, typ
         if codec is not None and codec.content_type == known.content_type:
             return codec
         return known
-    ct = content_type_of(headers())
+    try:
+        parsed = headers()
+    except ProtocolError as exc:
+        # Any publisher's header block reaches the reader as it was sent: one that
+        # does not parse leaves the payload's format unknown, a message that does not decode.
+        raise PayloadDecodeError(f"the header block does not parse ({exc})", type=type_) from None
+    ct = content_type_of(parsed)
     if ct is None:
         return codec or JSON
     if codec is not None and codec_claims(codec, ct):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import msgspec
@@ -14,6 +15,7 @@ from natsjs_sync.errors import ServiceError
 from natsjs_sync.jetstream import JetStream, Stream
 from natsjs_sync.micro import ServiceClient, add_service
 from natsjs_sync.protocol.nuid import next_nuid
+from natsjs_sync.testing import NatsServer
 
 # A few kilobytes: past msgspec's nesting limit, far under any max_payload. The
 # nesting sits in a field the type does not have: msgspec still descends into it.
@@ -122,3 +124,24 @@ def test_a_poll_past_a_dead_letter_returns_the_message_already_there(nc: nats.Cl
     assert dead == [b"bad", b"worse"]
     with pytest.raises(nats.TimeoutError):
         typed.next_msg(0)  # nothing left: no wait, and no spin
+
+
+def test_a_header_block_that_does_not_parse_is_a_dead_letter(nc: nats.Client, shared_server: NatsServer) -> None:
+    """The server passes any publisher's header block on as sent; one that does not parse is a bad message."""
+    subject = "hostile." + next_nuid()
+    dead: list[PayloadDecodeError] = []
+    typed = nc.subscribe(subject).typed(Order, on_decode_error=lambda m, e: dead.append(e))
+    nc.flush()
+    block = b"NATS/1.0\r\nno colon here\r\n\r\n"
+    body = JSON.encode(Order(1, "tea"))
+    host, port = shared_server.url.removeprefix("nats://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.recv(4096)  # INFO
+        raw.sendall(b'CONNECT {"verbose":false,"headers":true}\r\nHPUB %b %d %d\r\n%b%b\r\nPUB %b %d\r\n%b\r\nPING\r\n'
+                    % (subject.encode(), len(block), len(block) + len(body), block, body,
+                       subject.encode(), len(body), body))
+        assert raw.recv(4096).endswith(b"PONG\r\n")
+    assert typed.next_msg(5).value == Order(1, "tea")  # the second one
+    assert len(dead) == 1 and "header block" in dead[0].reason and dead[0].subject == subject
+    with pytest.raises(PayloadDecodeError, match="header block"):
+        nats.Msg(subject, 1, "", block, body).decode(Order)
