@@ -65,7 +65,7 @@ class _MsgspecCodec(Codec):
         self._lock = threading.Lock()
 
     def encode(self, value: Any) -> bytes:
-        """``value`` as bytes (a pydantic model through its JSON-compatible dump).
+        """``value`` as bytes (a pydantic model through its dump: MessagePack keeps bytes and timestamps).
 
         Raises:
             PayloadEncodeError: a value of a type msgspec cannot encode, or out of the format's range.
@@ -73,13 +73,22 @@ class _MsgspecCodec(Codec):
         try:
             return self._encoder.encode(value)  # type: ignore[no-any-return]
         except (TypeError, OverflowError, msgspec.EncodeError) as exc:
-            if _pydantic_model(type(value)):
-                return self._encode_pydantic(value)
+            if not _pydantic_model(type(value)):
+                raise PayloadEncodeError(f"cannot encode {type(value).__name__} as {self.content_type}: {exc}") \
+                    from None
+        try:
+            return self._encode_pydantic(value)
+        except Exception as exc:  # pydantic's serialization error, or msgspec's on what the model dumped
             raise PayloadEncodeError(f"cannot encode {type(value).__name__} as {self.content_type}: {exc}") \
                 from None
 
     def _encode_pydantic(self, value: Any) -> bytes:
-        return self._encoder.encode(value.model_dump(mode="json"))  # type: ignore[no-any-return]
+        # Python objects first: MessagePack holds bytes and timestamps as such (a bytes field
+        # that is not UTF-8 has no JSON form); what msgspec does not know goes as its JSON form.
+        try:
+            return self._encoder.encode(value.model_dump())  # type: ignore[no-any-return]
+        except (TypeError, OverflowError, msgspec.EncodeError):
+            return self._encoder.encode(value.model_dump(mode="json"))  # type: ignore[no-any-return]
 
     def decode(self, data: bytes | bytearray | memoryview, type_: type[T]) -> T:
         """``data`` as a ``type_``, validated (msgspec's decoder for the type, made once and kept).
@@ -98,6 +107,10 @@ class _MsgspecCodec(Codec):
             raise PayloadDecodeError(reason, type=type_, field=field, content_type=self.content_type) from None
         except msgspec.DecodeError as exc:
             raise PayloadDecodeError(str(exc), type=type_, content_type=self.content_type) from None
+        except RecursionError:
+            # msgspec stops at its nesting limit with a RecursionError: a payload
+            # of a few kilobytes of "[" does it, and it is a bad payload like any other.
+            raise PayloadDecodeError("nested too deeply", type=type_, content_type=self.content_type) from None
         except Exception as exc:
             pydantic = sys.modules.get("pydantic")
             if pydantic is not None and isinstance(exc, pydantic.ValidationError):

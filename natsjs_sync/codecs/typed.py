@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._core import spi
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
-from ..errors import PayloadDecodeError, TimeoutError
+from ..errors import PayloadDecodeError, ProtocolError, TimeoutError
 from ..protocol.headers import Headers, HeadersInput, encode_headers
 from ..protocol.jetstream.ackreply import MsgMetadata
 from ..protocol.subjects import publish_subject
@@ -67,7 +67,13 @@ def pick_codec(raw_headers: bytes | None, headers: Any, codec: Codec | None, typ
         if codec is not None and codec.content_type == known.content_type:
             return codec
         return known
-    ct = content_type_of(headers())
+    try:
+        parsed = headers()
+    except ProtocolError as exc:
+        # Any publisher's header block reaches the reader as it was sent: one that
+        # does not parse leaves the payload's format unknown, a message that does not decode.
+        raise PayloadDecodeError(f"the header block does not parse ({exc})", type=type_) from None
+    ct = content_type_of(parsed)
     if ct is None:
         return codec or JSON
     if codec is not None and codec_claims(codec, ct):
@@ -84,6 +90,21 @@ def codec_claims(codec: Codec, content_type: str) -> bool:
     return ct == codec.content_type.lower() or ct in (a.lower() for a in codec.aliases)
 
 
+def codec_decode(codec: Codec, data: Any, type_: type[T]) -> T:
+    """``codec.decode(data, type_)``, with what a codec of the user's raises for bad
+    input (a ``ValueError``, or a ``RecursionError`` of a parser at its nesting
+    limit) turned into the :class:`~natsjs_sync.errors.PayloadDecodeError` every
+    reader expects: a dead-letter callback gets it, a loop goes on.
+    """
+    try:
+        return codec.decode(data, type_)
+    except PayloadDecodeError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise PayloadDecodeError(str(exc) or type(exc).__name__, type=type_,
+                                 content_type=codec.content_type) from exc
+
+
 def decode_msg(msg: Msg, type_: type[T], codec: Codec | None = None) -> T:
     """The payload of ``msg`` as a ``type_`` (what :meth:`Msg.decode <natsjs_sync.Msg.decode>` does).
 
@@ -93,12 +114,9 @@ def decode_msg(msg: Msg, type_: type[T], codec: Codec | None = None) -> T:
     """
     try:
         chosen = pick_codec(msg.raw_headers, lambda: msg.headers, codec, type_)
-        return chosen.decode(msg.data, type_)
+        return codec_decode(chosen, msg.data, type_)
     except PayloadDecodeError as exc:
         raise _located(exc, msg.subject, _stream_sequence(msg.reply)) from None
-    except ValueError as exc:  # a codec of the user's that raised its own error
-        raise _located(PayloadDecodeError(str(exc), type=type_, content_type=getattr(codec, "content_type", "")),
-                       msg.subject, _stream_sequence(msg.reply)) from exc
 
 
 def _stream_sequence(reply: str | None) -> int | None:
@@ -234,7 +252,7 @@ class _Decoding(Generic[T]):
         raw = msg.raw_headers
         try:
             chosen = pick_codec(raw, lambda: msg.headers, self.codec, self.type)
-            value = chosen.decode(msg.data, self.type)
+            value = codec_decode(chosen, msg.data, self.type)
         except PayloadDecodeError as exc:
             self._failed(msg, _located(exc, msg.subject, _stream_sequence(msg.reply)))
             return None
@@ -289,18 +307,28 @@ class TypedReader(Generic[T]):
         d = self._decoding
         return TypedReader(source, d.type, d.codec, d.on_decode_error)
 
-    def _first(self, read: Callable[[TimeoutArg], Msg], timeout: TimeoutArg, default: float) -> TypedMsg[T]:
+    def _first(self, read: Callable[[TimeoutArg], Msg], timeout: TimeoutArg, default: float,
+               backlog: Callable[[], int] | None = None) -> TypedMsg[T]:
         if self._decoding.on_decode_error is None or timeout is USE_DEFAULT:
             while True:
                 typed = self._decoding(read(timeout))
                 if typed is not None:
                     return typed
         # Dead letters do not count as the message waited for: read on, within one budget.
+        # Once it is spent, the messages already delivered then (``backlog``, where the
+        # source can say) are still looked at without waiting, as an untyped read with
+        # no time left would return one of them; that many and no more, so that a flood
+        # of dead letters cannot keep the read from returning.
         deadline = Deadline.of(timeout, default)
+        past_deadline: int | None = None
         while True:
-            left = deadline.remaining() if deadline is not None else None
+            left = deadline.remaining()
             if left is not None and left <= 0:
-                raise TimeoutError("no message that decodes within the timeout")
+                if past_deadline is None:
+                    past_deadline = backlog() if backlog is not None else 0
+                if past_deadline <= 0:
+                    raise TimeoutError("no message that decodes within the timeout")
+                past_deadline -= 1
             typed = self._decoding(read(left))
             if typed is not None:
                 return typed
@@ -310,7 +338,9 @@ class TypedReader(Generic[T]):
         typed = self._decoding(self._source.next_msg(timeout))
         if typed is not None:
             return typed
-        return self._first(self._source.next_msg, timeout, 1.0)  # that one was a dead letter: read on
+        source = self._source
+        backlog = (lambda: source.pending_msgs) if hasattr(type(source), "pending_msgs") else None
+        return self._first(source.next_msg, timeout, 1.0, backlog)  # that one was a dead letter: read on
 
     def next(self, timeout: TimeoutArg = USE_DEFAULT) -> TypedMsg[T]:
         """The next message of a consumer or ``messages()`` iterator, decoded."""
@@ -529,7 +559,7 @@ class TypedKeyValue(Generic[T]):
         if entry.operation is not KeyValueOp.PUT:
             return TypedEntry(entry, None)
         try:
-            return TypedEntry(entry, self.codec.decode(entry.value, self.type))
+            return TypedEntry(entry, codec_decode(self.codec, entry.value, self.type))
         except PayloadDecodeError as exc:
             raise _located(exc, f"$KV.{entry.bucket}.{entry.key}", entry.revision) from None
 
@@ -688,7 +718,7 @@ class TypedObjectStore(Generic[T]):
         flat = {k: (v[0] if isinstance(v, list) and v else v) for k, v in raw.items()}
         try:
             codec = pick_codec(b"", lambda: flat, self.codec, self.type)
-            return codec.decode(data, self.type)
+            return codec_decode(codec, data, self.type)
         except PayloadDecodeError as exc:
             raise _located(exc, name, None) from None
 

@@ -68,7 +68,7 @@ def typed_handler(handler: Callable[[Any], Any], request_type: Any, response_typ
     ``response_type`` ``None`` encodes whatever comes back (a handler that answered
     by itself, through the request, is left alone).
     """
-    from ..codecs.typed import pick_codec
+    from ..codecs.typed import codec_decode, pick_codec
 
     def on_request(request: Request) -> None:
         msg = request.msg
@@ -78,7 +78,7 @@ def typed_handler(handler: Callable[[Any], Any], request_type: Any, response_typ
         else:
             try:
                 reply_codec = pick_codec(msg.raw_headers, lambda: msg.headers, codec, request_type)
-                arg = reply_codec.decode(msg.data, request_type)
+                arg = codec_decode(reply_codec, msg.data, request_type)
             except PayloadDecodeError as exc:
                 where = f" at {exc.field}" if exc.field else ""
                 raise ServiceError("400", f"request does not decode{where}: {exc.reason}") from None

@@ -144,8 +144,11 @@ class PayloadReader:
         for subject, seq, _time, _headers, data in rows:
             try:
                 decoded = msgspec.to_builtins(decode(data), builtin_types=_KEEP)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                self._bad(stream, subject, seq, str(exc))
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+                # RecursionError: msgspec at its nesting limit (a few kilobytes of "[" anywhere in the
+                # payload, in a field of the schema or not): a payload that does not decode like any other.
+                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                self._bad(stream, subject, seq, why)
                 for column in values:
                     column.append(None)
                 corrupt.append(bytes(data))

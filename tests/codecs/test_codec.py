@@ -192,3 +192,20 @@ class TestPydantic:
             codec.decode(codec.encode({"id": 1, "lines": [{"sku": "tea", "qty": "two"}]}), basket)
         assert info.value.field == "$.lines[0].qty"
         assert info.value.type is basket
+
+    def test_bytes_and_timestamps_round_trip_as_msgpack(self) -> None:
+        import datetime
+
+        class Blob(self.pydantic.BaseModel):  # type: ignore[name-defined,misc]
+            data: bytes
+            at: datetime.datetime
+
+        value = Blob(data=b"\xff\x00", at=datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc))
+        assert MSGPACK.decode(MSGPACK.encode(value), Blob) == value
+
+    def test_a_model_without_a_json_form_is_an_encode_error(self) -> None:
+        class Blob(self.pydantic.BaseModel):  # type: ignore[name-defined,misc]
+            data: bytes
+
+        with pytest.raises(PayloadEncodeError, match="Blob"):
+            JSON.encode(Blob(data=b"\xff"))  # pydantic writes bytes to JSON as UTF-8 text

@@ -110,6 +110,18 @@ def test_permissive_keeps_every_row_and_the_bad_payloads_in_their_own_column(spa
                    (4, None, b'{"id": 4, "price": "123456789012.5"}'), (5, 5, None)]
 
 
+def test_a_deeply_nested_payload_is_a_bad_payload_in_either_mode(spark: Any, server: NatsServer, js: Any) -> None:
+    """Nesting past the decoder's limit (in a field the schema does not name) is a corrupt record, not a crash."""
+    _stream(js, "PAYDEEP")
+    deep = b'{"id": 1, "extra": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    js.publish("paydeep.a", deep)
+    js.publish("paydeep.b", b'{"id": 2}')
+    df = _read(spark, server, "PAYDEEP", valueFormat="json", valueSchema="id BIGINT", mode="PERMISSIVE")
+    assert sorted((r.seq, r.id, r._corrupt_record) for r in df.collect()) == [(1, None, deep), (2, 2, None)]
+    with pytest.raises(Exception, match=r"sequence 1 \(subject 'paydeep.a'\).*nested too deeply"):
+        _read(spark, server, "PAYDEEP", valueFormat="json", valueSchema="id BIGINT").collect()
+
+
 def test_streaming_reads_payload_columns(spark: Any, server: NatsServer, js: Any, tmp_path: Path) -> None:
     _stream(js, "PAYSTREAM")
     for i in range(20):
