@@ -289,3 +289,23 @@ def test_messages_that_are_not_kombu_messages_are_dropped_not_raised(nats_server
             message = bound.get(no_ack=True)
         assert message.payload == {"n": 3}
         simple.close()
+
+
+def test_a_stream_that_discards_new_messages_is_made_without_schedules(nats_server: NatsServer) -> None:
+    # The server refuses message schedules with discard="new": the queue's stream is made
+    # without them and eta messages go to the queue at once, rather than every publish failing.
+    if (nats_server_version() or (0, 0, 0)) < nt.SCHEDULES_MIN_SERVER:
+        pytest.skip("the suite's nats-server has no usable message schedules")
+    url = f"natsjs://127.0.0.1:{nats_server.port}"
+    options = {"stream_config": {"discard": "new", "max_msgs": 1000}}
+    eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3600)
+    queue = Queue("bounded")
+    with Connection(url, transport_options=options) as conn:
+        producer = conn.Producer()
+        producer.publish({"n": 0}, routing_key="bounded", declare=[queue])
+        producer.publish({"n": 1}, routing_key="bounded", declare=[queue], headers={"eta": eta.isoformat()})
+    with natsjs_sync.connect(nats_server.url) as nc:
+        stream = nc.jetstream().stream("STREAM_bounded")
+        assert (stream.config.subjects, stream.config.discard) == (["bounded"], "new")
+        assert stream.info().state.messages == 2
+    assert sorted(b["n"] for b in _consume_all(url, "bounded", 2)) == [0, 1]

@@ -56,7 +56,14 @@ from natsjs_sync.errors import (
     NotFoundError,
     StreamNameInUseError,
 )
-from natsjs_sync.jetstream import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+from natsjs_sync.jetstream import (
+    AckPolicy,
+    ConsumerConfig,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
 
 log = logging.getLogger(__name__)
 
@@ -405,9 +412,12 @@ class Channel(virtual.Channel):
         if name in self._known_streams:
             return name
         js = self.js
-        schedules = self.message_schedules and _server_has_schedules(js.server_version)
-        subjects = [queue, schedule_subjects(name)] if schedules else [queue]
         options = dict(self.stream_options)
+        # The server refuses message schedules in a stream that discards new messages when full:
+        # such a stream is made without them (the worker holds eta tasks), not refused.
+        schedules = (self.message_schedules and _server_has_schedules(js.server_version)
+                     and options.get("discard") != DiscardPolicy.NEW)
+        subjects = [queue, schedule_subjects(name)] if schedules else [queue]
         if schedules:
             # Message schedules need roll-ups: the server rolls up each schedule's subject.
             options.setdefault("allow_msg_schedules", True)
