@@ -381,3 +381,24 @@ def test_eta_task_waits_in_the_server_through_a_restart_and_runs_once_not_early(
             assert (info.num_pending, info.num_ack_pending) == (0, 0)  # nothing left to run again
     finally:
         close_app(app)
+
+
+def test_a_worker_survives_messages_that_are_not_kombu_messages(url: str, server: NatsServer,
+                                                                workers: Workers) -> None:
+    # Anyone may publish to the remote-control fanout subject or to a queue's subject: what is
+    # no Kombu envelope (or one Kombu cannot read) is dropped, and the worker keeps working.
+    app = make_app(url)
+    try:
+        workers.start("w1", "--pool=solo")
+        assert app.send_task("t.add", (1, 1)).get(timeout=60) == 2
+        wait_for(lambda: app.control.inspect(timeout=1).ping(), what="the worker answering ping")
+        with natsjs_sync.connect(server.url) as nc:
+            for data in (b'{"hello": 1}', b'{"properties": {}}', b"[1]", b"\xff"):
+                nc.publish(nt.fanout_subject("celery.pidbox"), data)
+            nc.jetstream().publish("celery", b'{"body": "!!!notb64", "properties": {"body_encoding": "base64"}}')
+            nc.flush()
+        # The worker is still consuming: a task sent after them runs.
+        assert app.send_task("t.add", (2, 2)).get(timeout=60) == 4
+        assert "Traceback" not in workers.logs().split("--- w1.log", 1)[1]
+    finally:
+        close_app(app)

@@ -241,3 +241,71 @@ def test_a_queue_laid_out_by_the_nats_py_transport_is_shared(nats_server: NatsSe
                 except TimeoutError:
                     pass
         assert [m.payload for m in got] == [{"from": "natsjs"}]
+
+
+def test_messages_that_are_not_kombu_messages_are_dropped_not_raised(nats_server: NatsServer) -> None:
+    # On a fanout subject (anyone may publish there) and on a queue's subject, read by a consumer
+    # and by basic_get: dropped (a queue's terminated), never raised to the caller.
+    url = f"natsjs://127.0.0.1:{nats_server.port}"
+    fan = Queue("nk-fan", Exchange("nk.fan", "fanout"))
+    queue = Queue("nk")
+    bad = [b'{"hello": 1}', b'{"body": "x", "properties": 1}', b"[1]", b"\xff",
+           b'{"body": "!!!notb64", "properties": {"body_encoding": "base64"}}']
+    got: list[Any] = []
+    with Connection(url) as conn, conn.Consumer([fan, queue], callbacks=[lambda b, m: (got.append(b), m.ack())]):
+        producer = conn.Producer()
+        producer.publish({"n": 0}, exchange=fan.exchange, routing_key="")
+        drain_until(conn, got, 1)  # the fanout subscription is in place
+        with natsjs_sync.connect(nats_server.url) as nc:
+            js = nc.jetstream()
+            for data in bad:
+                nc.publish(nt.fanout_subject("nk.fan"), data)
+                js.publish("nk", data)
+            nc.flush()
+        producer.publish({"n": 1}, exchange=fan.exchange, routing_key="")
+        producer.publish({"n": 2}, routing_key="nk", declare=[queue])
+        drain_until(conn, got, 3)
+        with natsjs_sync.connect(nats_server.url) as nc:
+            stream = nc.jetstream().stream("STREAM_nk")
+            deadline = time.monotonic() + 30
+            while stream.info().state.messages:  # every message acked or terminated
+                assert time.monotonic() < deadline, "a message was left in the queue"
+                time.sleep(0.05)
+    assert got == [{"n": 0}, {"n": 1}, {"n": 2}]
+    # basic_get: the message Kombu cannot read is terminated, the next one is returned.
+    with natsjs_sync.connect(nats_server.url) as nc:
+        js = nc.jetstream()
+        js.publish("nk", bad[0])
+    with Connection(url) as conn:
+        simple = conn.SimpleQueue(queue)
+        producer = conn.Producer()
+        producer.publish({"n": 3}, routing_key="nk", declare=[queue])
+        channel = conn.default_channel
+        bound = queue(channel)
+        deadline = time.monotonic() + 30
+        message = None
+        while message is None:
+            assert time.monotonic() < deadline, "basic_get found no message"
+            message = bound.get(no_ack=True)
+        assert message.payload == {"n": 3}
+        simple.close()
+
+
+def test_a_stream_that_discards_new_messages_is_made_without_schedules(nats_server: NatsServer) -> None:
+    # The server refuses message schedules with discard="new": the queue's stream is made
+    # without them and eta messages go to the queue at once, rather than every publish failing.
+    if (nats_server_version() or (0, 0, 0)) < nt.SCHEDULES_MIN_SERVER:
+        pytest.skip("the suite's nats-server has no usable message schedules")
+    url = f"natsjs://127.0.0.1:{nats_server.port}"
+    options = {"stream_config": {"discard": "new", "max_msgs": 1000}}
+    eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3600)
+    queue = Queue("bounded")
+    with Connection(url, transport_options=options) as conn:
+        producer = conn.Producer()
+        producer.publish({"n": 0}, routing_key="bounded", declare=[queue])
+        producer.publish({"n": 1}, routing_key="bounded", declare=[queue], headers={"eta": eta.isoformat()})
+    with natsjs_sync.connect(nats_server.url) as nc:
+        stream = nc.jetstream().stream("STREAM_bounded")
+        assert (stream.config.subjects, stream.config.discard) == (["bounded"], "new")
+        assert stream.info().state.messages == 2
+    assert sorted(b["n"] for b in _consume_all(url, "bounded", 2)) == [0, 1]

@@ -35,7 +35,6 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
-import json
 import logging
 import queue as queue_module
 import re
@@ -57,7 +56,14 @@ from natsjs_sync.errors import (
     NotFoundError,
     StreamNameInUseError,
 )
-from natsjs_sync.jetstream import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+from natsjs_sync.jetstream import (
+    AckPolicy,
+    ConsumerConfig,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +104,10 @@ PRIORITIES_REFUSED = (
     "natsjs://: message priorities are not supported (a JetStream stream delivers its messages in "
     "order); send without priority= (and without task_default_priority), declare queues without "
     "x-max-priority (task_queue_max_priority), or route urgent tasks to a queue of their own")
+
+
+class _NotAnEnvelopeError(ValueError):
+    """A message on a queue's or fanout exchange's subject that is no Kombu message envelope."""
 
 
 def resource_name(name: str) -> str:
@@ -402,9 +412,12 @@ class Channel(virtual.Channel):
         if name in self._known_streams:
             return name
         js = self.js
-        schedules = self.message_schedules and _server_has_schedules(js.server_version)
-        subjects = [queue, schedule_subjects(name)] if schedules else [queue]
         options = dict(self.stream_options)
+        # The server refuses message schedules in a stream that discards new messages when full:
+        # such a stream is made without them (the worker holds eta tasks), not refused.
+        schedules = (self.message_schedules and _server_has_schedules(js.server_version)
+                     and options.get("discard") != DiscardPolicy.NEW)
+        subjects = [queue, schedule_subjects(name)] if schedules else [queue]
         if schedules:
             # Message schedules need roll-ups: the server rolls up each schedule's subject.
             options.setdefault("allow_msg_schedules", True)
@@ -525,9 +538,16 @@ class Channel(virtual.Channel):
         self._fanout_queues.setdefault(exchange, set()).add(queue)
         if exchange not in self._fanout_subs:
             def on_fanout(msg: Any, exchange: str = exchange) -> None:
-                payload = loads(msg.data)
                 for bound in tuple(self._fanout_queues.get(exchange, ())):
-                    self.connection._inbox.put((bound, dict(payload), self))
+                    # Anyone may publish on the subject: what is no envelope is dropped here,
+                    # not raised from drain_events (where it would stop a Celery worker).
+                    try:
+                        payload = self._envelope(msg.data)
+                    except _NotAnEnvelopeError as exc:
+                        log.error("natsjs: fanout %r: dropping a message that is not a Kombu message (%s)",
+                                  exchange, exc)
+                        return
+                    self.connection._inbox.put((bound, payload, self))
             self._fanout_subs[exchange] = self.connection.nats().subscribe(fanout_subject(exchange), cb=on_fanout)
 
     def get_table(self, exchange: str) -> list[tuple[str, Any, str]]:
@@ -577,21 +597,44 @@ class Channel(virtual.Channel):
         # basic_get: one message, now or within a short wait.
         consumer = self._ensure_consumer(queue)
         for msg in consumer.fetch(1, max_wait=timeout or 1.0):
-            return self._payload(msg)
+            try:
+                return self._payload(msg)
+            except _NotAnEnvelopeError as exc:
+                self._drop(queue, msg, exc)
         raise queue_module.Empty()
 
     def _get_many(self, queues: Any, timeout: float | None = None) -> None:
         # Only Transport.drain_events delivers (from the shared inbox); nothing to poll here.
         raise queue_module.Empty()
 
+    def _envelope(self, data: bytes) -> dict[str, Any]:
+        """``data`` as a Kombu message envelope with a fresh delivery tag (a redelivered message
+        must not collide with its earlier copy, nor two queues' copies of one fanout message).
+
+        Raises:
+            _NotAnEnvelopeError: ``data`` is no envelope Kombu can make a message of.
+        """
+        try:
+            payload = loads(data)
+            if not (isinstance(payload, dict) and "body" in payload and isinstance(payload.get("properties"), dict)):
+                # JSON, but no Kombu envelope (which always has both): the nats-py transport's
+                # clean-body mode, another app.
+                raise TypeError(f"a JSON {type(payload).__name__} without a Kombu envelope's body and properties")
+            payload["properties"] = dict(payload["properties"], delivery_tag=uuid.uuid4().hex)
+            # What Kombu makes of it when delivering (body decoding, decompression): failing here
+            # drops the message; failing there would raise out of drain_events.
+            self.Message(payload, channel=self)
+        except Exception as exc:  # anything the data makes Kombu raise: untrusted input
+            raise _NotAnEnvelopeError(f"{type(exc).__name__}: {exc}") from exc
+        return payload
+
+    def _drop(self, queue: str, msg: Any, exc: Exception) -> None:
+        log.error("natsjs: %r: dropping a message that is not a Kombu message (%s)", queue, exc)
+        msg.term("not a Kombu message")
+
     def _payload(self, msg: Any) -> dict[str, Any]:
-        payload: dict[str, Any] = loads(msg.data)
-        if not isinstance(payload, dict):
-            # JSON, but no Kombu envelope: the nats-py transport's clean-body mode, another app.
-            raise TypeError(f"a JSON {type(payload).__name__}, not a Kombu message envelope")
-        props = payload.setdefault("properties", {})
-        # A fresh tag per delivery: a redelivered message must not collide with its earlier copy.
-        tag = props["delivery_tag"] = uuid.uuid4().hex
+        payload = self._envelope(msg.data)
+        tag = payload["properties"]["delivery_tag"]
         try:
             payload["redelivered"] = msg.metadata.num_delivered > 1
         except NatsError:
@@ -603,9 +646,8 @@ class Channel(virtual.Channel):
     def _receive(self, queue: str, msg: Any) -> None:
         try:
             payload = self._payload(msg)
-        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
-            log.error("natsjs: %r: dropping a message that is not a Kombu message (%s)", queue, exc)
-            msg.term("not a Kombu message")
+        except _NotAnEnvelopeError as exc:
+            self._drop(queue, msg, exc)
             return
         self.connection._inbox.put((queue, payload, self))
 
