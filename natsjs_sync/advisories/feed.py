@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from .._core.spi import link
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
-from ..errors import ConnectionClosedError, TimeoutError
+from ..errors import ConnectionClosedError, InvalidResponseError, TimeoutError
 from .models import ADVISORY_PREFIX, Advisory, decode_advisory
 
 if TYPE_CHECKING:
@@ -106,6 +106,7 @@ class AdvisoryFeed:
         self._q: queue.Queue[object] = queue.Queue(maxsize=max_pending)
         self._lock = threading.Lock()
         self._dropped = 0
+        self._invalid = 0
         self._closed = False
         self._subs: list[Subscription] = []
         # A closed client ends the feed (its readers would otherwise wait for ever).
@@ -133,6 +134,23 @@ class AdvisoryFeed:
         """Advisories dropped because ``max_pending`` were waiting to be read."""
         with self._lock:
             return self._dropped
+
+    @property
+    def invalid(self) -> int:
+        """Messages the iterations skipped because they did not decode as advisories."""
+        with self._lock:
+            return self._invalid
+
+    def _next_valid(self, timeout: TimeoutArg) -> Advisory:
+        # One message on an advisory subject that is not an advisory (anyone allowed to publish there can
+        # send one) must not end an iteration, nor whatever follows the feed (a dead-letter helper).
+        deadline = Deadline.of(timeout, None)
+        while True:
+            try:
+                return self.next(timeout=deadline.remaining())
+            except InvalidResponseError:
+                with self._lock:
+                    self._invalid += 1
 
     @property
     def pending(self) -> int:
@@ -170,16 +188,17 @@ class AdvisoryFeed:
         return decode_advisory(msg.data, msg.subject)
 
     def __iter__(self) -> Iterator[Advisory]:
-        """Yield advisories until the feed is closed (no timeout; see :meth:`until_idle`)."""
+        """Yield advisories until the feed is closed (no timeout; see :meth:`until_idle`); a message that
+        does not decode is skipped (counted in :attr:`invalid`)."""
         while True:
             try:
-                yield self.next(timeout=None)
+                yield self._next_valid(None)
             except ConnectionClosedError:
                 return
 
     def until_idle(self, idle: float, total: TimeoutArg = None) -> Iterator[Advisory]:
         """Yield advisories until none arrives for ``idle`` seconds, ``total`` seconds have passed,
-        or the feed is closed.
+        or the feed is closed. A message that does not decode is skipped (counted in :attr:`invalid`).
 
         Args:
             idle: seconds without an advisory that end the iteration.
@@ -188,7 +207,7 @@ class AdvisoryFeed:
         deadline = Deadline.of(total, None)
         while not deadline.expired():
             try:
-                yield self.next(timeout=deadline.min(idle))
+                yield self._next_valid(deadline.min(idle))
             except (TimeoutError, ConnectionClosedError):
                 return
 

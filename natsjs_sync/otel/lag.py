@@ -195,12 +195,18 @@ class ConsumerLagGauges:
 
         A consumer that does not exist is left out until it does; one whose request
         fails otherwise keeps its last values (the error is in :attr:`last_error`).
+        While the client is disconnected (or after :meth:`close`) no request is
+        made: the poll ends, and every consumer keeps its last values.
 
         Returns:
             What the gauges report from now on (:meth:`snapshot`).
         """
         with self._poll_lock:
             for stream, consumer in self.registered:
+                # A disconnected client would hold each request for its whole timeout (one after the other:
+                # many consumers, a long block), and a closed instance has nobody to report to.
+                if self._stop.is_set() or not self._js.nc.is_connected:
+                    break
                 try:
                     info = self._js.consumer_info(stream, consumer, timeout=self._timeout)
                 except ConsumerNotFoundError:

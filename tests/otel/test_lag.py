@@ -127,3 +127,45 @@ def test_two_instances_on_one_meter_both_report(js: JetStream, stream: Stream,
         one.poll()
         two.poll()
         assert set(collect(reader)[CONSUMER_PENDING]) == {(stream.name, "A"), (stream.name, "B")}
+
+
+class CountingRequests:
+    """The JetStream context the gauges read through, counting their consumer-info requests."""
+
+    def __init__(self, js: JetStream) -> None:
+        self.js = js
+        self.nc = js.nc
+        self.timeout = js.timeout
+        self.requests = 0
+
+    def consumer_info(self, stream: str, consumer: str, timeout: float | None = None) -> object:
+        self.requests += 1
+        return self.js.consumer_info(stream, consumer, timeout=timeout)
+
+
+def test_a_poll_while_disconnected_makes_no_request() -> None:
+    """A disconnected client would hold each consumer's request for its whole timeout, one after the
+    other: the poll ends instead, and the consumers keep their last values."""
+    from typing import cast
+
+    from natsjs_sync.testing import NatsServer
+    from tests.conftest import wait_until
+
+    with NatsServer() as server:
+        nc = nats.connect(server.url, max_reconnect_attempts=-1)
+        try:
+            js = nc.jetstream(timeout=2.0)
+            js.create_stream(name="LAG", subjects=["lag.>"], storage="memory")
+            counting = CountingRequests(js)
+            gauges = ConsumerLagGauges(cast(JetStream, counting), interval=None)
+            for i in range(5):
+                js.stream("LAG").create_consumer(durable_name=f"c{i}")
+                gauges.register("LAG", f"c{i}")
+            assert len(gauges.poll()) == 5 and counting.requests == 5
+            server.stop()
+            assert wait_until(lambda: not nc.is_connected, timeout=10.0)
+            assert len(gauges.poll()) == 5  # the last values
+            assert counting.requests == 5
+            gauges.close()
+        finally:
+            nc.close()
