@@ -91,6 +91,9 @@ def consumer_deadletter(args: argparse.Namespace) -> int:
         else:
             js.stream(args.to)  # fail before waiting when it does not exist
         if args.seq is not None:
+            # By hand, a stream that is not there is a mistyped name: the API would record its message as
+            # gone (a stream deleted after its advisory), leaving a record of a message that never was.
+            js.stream(args.stream)
             _say(dl.move_sequence(args.stream, args.seq, reason=args.reason, consumer=args.consumer or ""), args.to)
             return 0
         if args.from_stream is not None:

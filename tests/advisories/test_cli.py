@@ -86,6 +86,14 @@ def test_deadletter_by_sequence_once(capsys: pytest.CaptureFixture[str], shared_
     assert copy.data == b"poison" and copy.header("Dead-Letter-Reason") == "manual"
 
 
+def test_deadletter_by_sequence_of_a_missing_stream_fails_and_records_nothing(
+        capsys: pytest.CaptureFixture[str], shared_server: NatsServer, js: JetStream, dlq_name: str) -> None:
+    argv = ("consumer", "deadletter", "NOSUCH" + next_nuid(), "--to", dlq_name, "--create", "--seq", "1")
+    code, out, err = run(capsys, shared_server.url, *argv)
+    assert code == 1 and err.startswith("error: stream ") and "not found" in err and out == ""
+    assert js.stream(dlq_name).info().state.messages == 0
+
+
 def test_deadletter_from_stored_advisories_resumes(capsys: pytest.CaptureFixture[str], shared_server: NatsServer,
                                                    js: JetStream, stream: Stream, dlq_name: str) -> None:
     adv = js.create_stream(name="ADV" + next_nuid(), storage="memory",
