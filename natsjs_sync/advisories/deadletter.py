@@ -356,10 +356,15 @@ class DeadLetters:
                     # Not an advisory (anyone allowed to publish on the captured subjects can store one):
                     # unacknowledged it would come back for ever and stop every run at the same place.
                     adv = None
+                result = None
                 if (isinstance(adv, (MaxDeliveriesAdvisory, TerminatedAdvisory)) and stream in ("*", adv.stream)
                         and consumer_name in ("*", adv.consumer)):
-                    yield self.move(adv)
+                    result = self.move(adv)
+                # Acknowledged before the result is handed over: a caller that stops iterating at it has it
+                # moved, and must not see its advisory again.
                 msg.ack_sync()
+                if result is not None:
+                    yield result
             done += got
             if got == 0:
                 return

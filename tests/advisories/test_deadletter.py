@@ -286,3 +286,21 @@ def test_a_stored_message_that_is_not_an_advisory_is_skipped(nc: nats.Client, js
         assert reader.info().num_ack_pending == 0 and reader.info().num_pending == 0
     finally:
         js.delete_stream(adv_stream.name)
+
+
+def test_stopping_at_a_stored_result_leaves_its_advisory_acknowledged(js: JetStream, stream: Stream,
+                                                                      dlq: DeadLetters) -> None:
+    adv_stream = js.create_stream(name="ADV" + next_nuid(), storage="memory",
+                                  subjects=advisory_subjects(("terminated",), stream.name))
+    try:
+        reader = adv_stream.create_consumer(durable_name="deadletters", ack_policy="explicit")
+        cons = stream.create_consumer(durable_name="W", ack_policy="explicit", max_deliver=1)
+        js.publish(f"{stream.name}.a", b"1")
+        cons.next(timeout=5.0).term()
+        assert wait_until(lambda: adv_stream.info().state.messages == 1, timeout=10.0)
+        results = dlq.drain_stored(reader, max_wait=0.5)
+        assert next(results).outcome is DeadLetterOutcome.MOVED
+        results.close()  # the caller stops there
+        assert reader.info().num_ack_pending == 0
+    finally:
+        js.delete_stream(adv_stream.name)
