@@ -14,7 +14,10 @@ it when that subject holds a copy already, whenever that copy was stored (a
 check made by the server as it stores, not a look made before: a helper
 stalled past the duplicate window between looking and publishing cannot add a
 second copy); ``Nats-Msg-Id: deadletter:<stream>:<seq>`` makes a publish
-repeated within the duplicate window a duplicate as well. Two helpers following
+repeated within the duplicate window a duplicate as well. A copy whose
+``Dead-Letter-Time`` is not the message's is of another message that had its
+sequence (the stream was deleted and made again): the message is copied after
+it, once, the same way. Two helpers following
 the same advisories, a restarted helper replaying stored advisories, and a run
 repeated by hand each leave one copy.
 """
@@ -232,32 +235,44 @@ class DeadLetters:
         deadline = Deadline.of(self._timeout if timeout is USE_DEFAULT else timeout, self._js.timeout)
         subject = self.subject_for(stream, seq)
         dlq = self._stream(self.stream, deadline)
+        found: RawStreamMsg | None
         try:
             found = dlq.get_last_msg_for_subject(subject, timeout=deadline)
         except MsgNotFoundError:
-            pass
-        else:  # a copy older than the duplicate window, or any copy: never a second one
-            return DeadLetterResult(outcome=DeadLetterOutcome.ALREADY_MOVED, stream=stream, stream_seq=seq,
-                                    subject=subject, dead_letter_seq=found.seq)
-        # The headers the dead-letter stream must act on come first: a server before 2.11 takes the first
-        # occurrence of a header's name anywhere in the block (inside Dead-Letter-Original-Nats-Msg-Id too)
-        # and ignores the header when that occurrence does not start a line.
-        # Nats-Expected-Last-Subject-Sequence 0: stored only while the subject holds no copy (the look above
-        # may be stale by the time this is stored).
-        headers = Headers({"Nats-Msg-Id": self.msg_id_for(stream, seq), "Nats-Expected-Stream": self.stream,
-                           "Nats-Expected-Last-Subject-Sequence": "0"})
+            found = None
+        # A copy older than the duplicate window, or any copy: never a second one, unless it is the copy of
+        # another message (below).
         data = b""
         original: RawStreamMsg | None
+        missing = ""
         try:
             original = self._read(stream, seq, deadline)
         except MsgNotFoundError:
-            original = None
-            headers[HEADER_MISSING] = "deleted before it was copied"
+            original, missing = None, "deleted before it was copied"
         except StreamNotFoundError:
             if stream == self.stream:
                 raise  # the dead-letter stream itself is missing: nothing could be recorded
-            original = None
-            headers[HEADER_MISSING] = "its stream was deleted before it was copied"
+            original, missing = None, "its stream was deleted before it was copied"
+        stored_at = rfc3339(original.time) if original is not None and original.time is not None else ""
+        msg_id, expected_last = self.msg_id_for(stream, seq), 0
+        if found is not None:
+            copied_at = found.header(HEADER_TIME)
+            if not stored_at or not copied_at or copied_at == stored_at:
+                return DeadLetterResult(outcome=DeadLetterOutcome.ALREADY_MOVED, stream=stream, stream_seq=seq,
+                                        subject=subject, dead_letter_seq=found.seq)
+            # The copy is of another message that had this sequence: the stream was deleted and made again
+            # since (its sequences start over). This one is copied after it, once: the stream refuses it when
+            # a copy came after the one found, and its message id is its own.
+            msg_id, expected_last = f"{msg_id}@{stored_at}", found.seq
+        # The headers the dead-letter stream must act on come first: a server before 2.11 takes the first
+        # occurrence of a header's name anywhere in the block (inside Dead-Letter-Original-Nats-Msg-Id too)
+        # and ignores the header when that occurrence does not start a line.
+        # Nats-Expected-Last-Subject-Sequence: stored only while the subject holds no other copy than the one
+        # found (the look above may be stale by the time this is stored).
+        headers = Headers({"Nats-Msg-Id": msg_id, "Nats-Expected-Stream": self.stream,
+                           "Nats-Expected-Last-Subject-Sequence": str(expected_last)})
+        if missing:
+            headers[HEADER_MISSING] = missing
         if original is not None:
             data = original.data
             for key, value in (original.headers.items_all() if original.headers else ()):
@@ -269,8 +284,8 @@ class DeadLetters:
         headers[HEADER_REASON] = reason
         if original is not None:
             headers[HEADER_SUBJECT] = original.subject
-            if original.time is not None:
-                headers[HEADER_TIME] = rfc3339(original.time)
+            if stored_at:
+                headers[HEADER_TIME] = stored_at
         if consumer:
             headers[HEADER_CONSUMER] = consumer
         if deliveries:

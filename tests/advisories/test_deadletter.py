@@ -304,3 +304,21 @@ def test_stopping_at_a_stored_result_leaves_its_advisory_acknowledged(js: JetStr
         assert reader.info().num_ack_pending == 0
     finally:
         js.delete_stream(adv_stream.name)
+
+
+def test_a_stream_made_again_has_its_reused_sequences_copied(js: JetStream, stream: Stream,
+                                                             dlq: DeadLetters) -> None:
+    """Deleted and made again, a stream numbers its messages from 1 again: the copy of the old message 1
+    is not the copy of the new one."""
+    js.publish(f"{stream.name}.a", b"old")
+    assert dlq.move_sequence(stream.name, 1, reason="x").outcome is DeadLetterOutcome.MOVED
+    config = stream.info().config
+    js.delete_stream(stream.name)
+    js.create_stream(name=stream.name, subjects=config.subjects, storage="memory")
+    js.publish(f"{stream.name}.a", b"new")
+    result = dlq.move_sequence(stream.name, 1, reason="x")
+    assert result.outcome is DeadLetterOutcome.MOVED
+    assert js.stream(dlq.stream).get_msg(result.dead_letter_seq).data == b"new"
+    again = DeadLetters(js, dlq.stream, prefix=dlq.prefix).move_sequence(stream.name, 1, reason="x")
+    assert again.outcome is DeadLetterOutcome.ALREADY_MOVED and again.dead_letter_seq == result.dead_letter_seq
+    assert dead_messages(js, dlq) == 2
