@@ -17,7 +17,7 @@ the server while no consumer is registered. Per consumer (attributes
 ``nats.jetstream.consumer.waiting``
     pull requests waiting for messages (``num_waiting``).
 
-A consumer that no longer exists is not reported until it exists again.
+A consumer that no longer exists (nor its stream) is not reported until it exists again.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
 
 from .. import __version__
-from ..errors import ConsumerNotFoundError, NatsError
+from ..errors import ConsumerNotFoundError, NatsError, StreamNotFoundError
 from .attributes import MESSAGING_SYSTEM, NATS_CONSUMER, NATS_STREAM, SYSTEM
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ class ConsumerLagGauges:
                     break
                 try:
                     info = self._js.consumer_info(stream, consumer, timeout=self._timeout)
-                except ConsumerNotFoundError:
+                except (ConsumerNotFoundError, StreamNotFoundError):  # deleted with its stream too
                     with self._lock:
                         self._values.pop((stream, consumer), None)
                     continue

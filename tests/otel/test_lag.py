@@ -169,3 +169,18 @@ def test_a_poll_while_disconnected_makes_no_request() -> None:
             gauges.close()
         finally:
             nc.close()
+
+
+def test_a_consumer_whose_stream_was_deleted_is_no_longer_reported(js: JetStream) -> None:
+    """Its last values would otherwise be reported for ever (an alert on them would never clear)."""
+    from natsjs_sync.protocol.nuid import next_nuid
+
+    name = "GONE" + next_nuid()
+    js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+    js.publish(f"{name}.a", b"x")
+    js.stream(name).create_consumer(durable_name="c")
+    with ConsumerLagGauges(js, interval=None) as gauges:
+        gauges.register(name, "c")
+        assert [lag.num_pending for lag in gauges.poll()] == [1]
+        js.delete_stream(name)
+        assert gauges.poll() == []
