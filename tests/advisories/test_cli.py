@@ -157,3 +157,18 @@ def test_events_prints_advisories(shared_server: NatsServer, js: JetStream) -> N
     lines = out.splitlines()
     assert lines[0].endswith(f"stream_action stream={name} action=create")
     assert lines[1].endswith(f"consumer_action stream={name} consumer=D action=create")
+
+
+
+def test_events_of_one_stream_without_a_kind(shared_server: NatsServer, js: JetStream) -> None:
+    name, other = "S" + next_nuid(), "O" + next_nuid()
+    with _spawn("events", "--stream", name, "--count", "1", "--server", shared_server.url) as proc:
+        assert proc.stderr is not None
+        assert "listening" in proc.stderr.readline()
+        js.create_stream(name=other, subjects=[f"{other}.>"], storage="memory")
+        js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+        out, err = proc.communicate(timeout=60.0)
+    js.delete_stream(name)
+    js.delete_stream(other)
+    assert proc.returncode == 0, err
+    assert out.splitlines()[0].endswith(f"stream_action stream={name} action=create")
