@@ -22,6 +22,7 @@ A consumer that no longer exists (nor its stream) is not reported until it exist
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Iterable
@@ -32,6 +33,7 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
 
 from .. import __version__
+from .._core.fork import track
 from ..errors import ConsumerNotFoundError, NatsError, StreamNotFoundError
 from .attributes import MESSAGING_SYSTEM, NATS_CONSUMER, NATS_STREAM, SYSTEM
 
@@ -75,6 +77,16 @@ class ConsumerLag(NamedTuple):
 # their callbacks report every live instance of that meter.
 _LIVE: weakref.WeakKeyDictionary[Meter, weakref.WeakSet[ConsumerLagGauges]] = weakref.WeakKeyDictionary()
 _LIVE_LOCK = threading.Lock()
+
+
+def _new_live_lock_in_child() -> None:
+    # A parent thread (a metric collection) may have held it at the fork.
+    global _LIVE_LOCK
+    _LIVE_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_live_lock_in_child)
 
 
 def _observer(meter: Meter, field: str) -> Any:
@@ -154,10 +166,22 @@ class ConsumerLagGauges:
         meter = otel_metrics.get_meter(__name__, __version__, meter_provider=meter_provider)
         _join(meter, self)
         self._thread: threading.Thread | None = None
-        if interval is not None:
+        self._start_thread()
+        track(self)
+
+    def _start_thread(self) -> None:
+        if self.interval is not None and not self._stop.is_set():
             self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name=f"natsjs-lag-{js.nc.name or 'client'}")
+                                            name=f"natsjs-lag-{self._js.nc.name or 'client'}")
             self._thread.start()
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: locks of its own (the parent's poller holds one for a whole poll, requests
+        included), and a poller thread of its own (the parent's does not exist here)."""
+        self._lock = threading.Lock()
+        self._poll_lock = threading.Lock()
+        self._thread = None
+        self._start_thread()
 
     def register(self, stream: str, consumer: str) -> None:
         """Report ``consumer`` of ``stream`` from the next poll on (idempotent).

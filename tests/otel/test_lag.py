@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -184,3 +186,26 @@ def test_a_consumer_whose_stream_was_deleted_is_no_longer_reported(js: JetStream
         assert [lag.num_pending for lag in gauges.poll()] == [1]
         js.delete_stream(name)
         assert gauges.poll() == []
+
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_during_a_poll_polls_on_its_own(js: JetStream, stream: Stream) -> None:
+    """The parent's poller holds its poll lock for a whole poll (requests included): a child forked then
+    must neither wait for it for ever nor be left without a poller."""
+    stream.create_consumer(durable_name="c")
+    with ConsumerLagGauges(js, interval=3600.0) as gauges:
+        gauges.register(stream.name, "c")
+        with gauges._poll_lock:  # as the parent's poller does during a poll
+            pid = os.fork()
+            if pid == 0:  # the child: reports by its exit status only
+                code = 3
+                try:
+                    done = threading.Event()
+                    threading.Thread(target=lambda: (gauges.poll(), done.set()), daemon=True).start()
+                    thread = gauges._thread
+                    code = 0 if done.wait(30.0) and thread is not None and thread.is_alive() else 1
+                finally:
+                    os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
