@@ -7,13 +7,19 @@ one it was. :class:`DeadLetters` reads the message by its stream sequence
 it into the dead-letter stream on ``<prefix>.<stream>.<seq>`` with its body,
 its headers, and where it came from and why in ``Dead-Letter-*`` headers.
 
-Exactly once, whoever runs it and however often: the copy is published with
-``Nats-Msg-Id: deadletter:<stream>:<seq>`` (the dead-letter stream drops a
-second copy within its duplicate window), and before publishing the helper
-looks for a copy on the message's own subject ``<prefix>.<stream>.<seq>``
-(which holds after the window too). Two helpers following the same advisories,
-a restarted helper replaying stored advisories, and a run repeated by hand
-each leave one copy.
+Exactly once, whoever runs it and however often: the copy is published on
+its own subject ``<prefix>.<stream>.<seq>`` with
+``Nats-Expected-Last-Subject-Sequence: 0``, so the dead-letter stream refuses
+it when that subject holds a copy already, whenever that copy was stored (a
+check made by the server as it stores, not a look made before: a helper
+stalled past the duplicate window between looking and publishing cannot add a
+second copy); ``Nats-Msg-Id: deadletter:<stream>:<seq>`` makes a publish
+repeated within the duplicate window a duplicate as well. A copy whose
+``Dead-Letter-Time`` is not the message's is of another message that had its
+sequence (the stream was deleted and made again): the message is copied after
+it, once, the same way. Two helpers following
+the same advisories, a restarted helper replaying stored advisories, and a run
+repeated by hand each leave one copy.
 """
 
 from __future__ import annotations
@@ -26,7 +32,13 @@ from typing import TYPE_CHECKING, Any, Union
 import msgspec
 
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
-from ..errors import MsgNotFoundError, NoRespondersError, StreamNotFoundError
+from ..errors import (
+    InvalidResponseError,
+    MsgNotFoundError,
+    NoRespondersError,
+    StreamNotFoundError,
+    WrongLastSequenceError,
+)
 from ..jetstream._api import rfc3339
 from ..protocol.headers import Headers
 from .feed import DEFAULT_MAX_PENDING, AdvisoryFeed, advisory_subjects
@@ -223,29 +235,44 @@ class DeadLetters:
         deadline = Deadline.of(self._timeout if timeout is USE_DEFAULT else timeout, self._js.timeout)
         subject = self.subject_for(stream, seq)
         dlq = self._stream(self.stream, deadline)
+        found: RawStreamMsg | None
         try:
             found = dlq.get_last_msg_for_subject(subject, timeout=deadline)
         except MsgNotFoundError:
-            pass
-        else:  # a copy older than the duplicate window, or any copy: never a second one
-            return DeadLetterResult(outcome=DeadLetterOutcome.ALREADY_MOVED, stream=stream, stream_seq=seq,
-                                    subject=subject, dead_letter_seq=found.seq)
-        # The headers the dead-letter stream must act on come first: a server before 2.11 takes the first
-        # occurrence of a header's name anywhere in the block (inside Dead-Letter-Original-Nats-Msg-Id too)
-        # and ignores the header when that occurrence does not start a line.
-        headers = Headers({"Nats-Msg-Id": self.msg_id_for(stream, seq), "Nats-Expected-Stream": self.stream})
+            found = None
+        # A copy older than the duplicate window, or any copy: never a second one, unless it is the copy of
+        # another message (below).
         data = b""
         original: RawStreamMsg | None
+        missing = ""
         try:
             original = self._read(stream, seq, deadline)
         except MsgNotFoundError:
-            original = None
-            headers[HEADER_MISSING] = "deleted before it was copied"
+            original, missing = None, "deleted before it was copied"
         except StreamNotFoundError:
             if stream == self.stream:
                 raise  # the dead-letter stream itself is missing: nothing could be recorded
-            original = None
-            headers[HEADER_MISSING] = "its stream was deleted before it was copied"
+            original, missing = None, "its stream was deleted before it was copied"
+        stored_at = rfc3339(original.time) if original is not None and original.time is not None else ""
+        msg_id, expected_last = self.msg_id_for(stream, seq), 0
+        if found is not None:
+            copied_at = found.header(HEADER_TIME)
+            if not stored_at or not copied_at or copied_at == stored_at:
+                return DeadLetterResult(outcome=DeadLetterOutcome.ALREADY_MOVED, stream=stream, stream_seq=seq,
+                                        subject=subject, dead_letter_seq=found.seq)
+            # The copy is of another message that had this sequence: the stream was deleted and made again
+            # since (its sequences start over). This one is copied after it, once: the stream refuses it when
+            # a copy came after the one found, and its message id is its own.
+            msg_id, expected_last = f"{msg_id}@{stored_at}", found.seq
+        # The headers the dead-letter stream must act on come first: a server before 2.11 takes the first
+        # occurrence of a header's name anywhere in the block (inside Dead-Letter-Original-Nats-Msg-Id too)
+        # and ignores the header when that occurrence does not start a line.
+        # Nats-Expected-Last-Subject-Sequence: stored only while the subject holds no other copy than the one
+        # found (the look above may be stale by the time this is stored).
+        headers = Headers({"Nats-Msg-Id": msg_id, "Nats-Expected-Stream": self.stream,
+                           "Nats-Expected-Last-Subject-Sequence": str(expected_last)})
+        if missing:
+            headers[HEADER_MISSING] = missing
         if original is not None:
             data = original.data
             for key, value in (original.headers.items_all() if original.headers else ()):
@@ -257,15 +284,23 @@ class DeadLetters:
         headers[HEADER_REASON] = reason
         if original is not None:
             headers[HEADER_SUBJECT] = original.subject
-            if original.time is not None:
-                headers[HEADER_TIME] = rfc3339(original.time)
+            if stored_at:
+                headers[HEADER_TIME] = stored_at
         if consumer:
             headers[HEADER_CONSUMER] = consumer
         if deliveries:
             headers[HEADER_DELIVERIES] = str(deliveries)
         if term_reason:
             headers[HEADER_TERM_REASON] = term_reason
-        ack = self._js.publish(subject, data, headers=headers, timeout=deadline)
+        try:
+            ack = self._js.publish(subject, data, headers=headers, timeout=deadline)
+        except WrongLastSequenceError:  # another helper stored a copy since the look above
+            try:
+                copy_seq = dlq.get_last_msg_for_subject(subject, timeout=deadline).seq
+            except MsgNotFoundError:
+                copy_seq = 0  # and it was deleted since: it was there, which is what counts
+            return DeadLetterResult(outcome=DeadLetterOutcome.ALREADY_MOVED, stream=stream, stream_seq=seq,
+                                    subject=subject, dead_letter_seq=copy_seq)
         if ack.duplicate:
             outcome = DeadLetterOutcome.ALREADY_MOVED
         else:
@@ -311,6 +346,7 @@ class DeadLetters:
         """Move the dead letters of advisories stored in a stream, read through ``consumer``
         (a durable consumer with explicit acks on that stream), acknowledging each advisory once
         its dead letter is stored. Ends when a fetch of ``max_wait`` seconds finds nothing.
+        A stored message that does not decode as an advisory is acknowledged and skipped.
 
         A helper that stops midway and starts again with the same consumer redoes
         only what was not acknowledged; :meth:`move` keeps that to one copy.
@@ -329,11 +365,21 @@ class DeadLetters:
             got = 0
             for msg in consumer.fetch(want, max_wait=max_wait):
                 got += 1
-                adv = decode_advisory(msg.data, msg.subject)
+                try:
+                    adv: Advisory | None = decode_advisory(msg.data, msg.subject)
+                except InvalidResponseError:
+                    # Not an advisory (anyone allowed to publish on the captured subjects can store one):
+                    # unacknowledged it would come back for ever and stop every run at the same place.
+                    adv = None
+                result = None
                 if (isinstance(adv, (MaxDeliveriesAdvisory, TerminatedAdvisory)) and stream in ("*", adv.stream)
                         and consumer_name in ("*", adv.consumer)):
-                    yield self.move(adv)
+                    result = self.move(adv)
+                # Acknowledged before the result is handed over: a caller that stops iterating at it has it
+                # moved, and must not see its advisory again.
                 msg.ack_sync()
+                if result is not None:
+                    yield result
             done += got
             if got == 0:
                 return

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from .._core.spi import link
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
-from ..errors import ConnectionClosedError, TimeoutError
+from ..errors import ConnectionClosedError, InvalidResponseError, TimeoutError
 from .models import ADVISORY_PREFIX, Advisory, decode_advisory
 
 if TYPE_CHECKING:
@@ -103,9 +103,12 @@ class AdvisoryFeed:
         subjects = [subjects] if isinstance(subjects, str) else list(subjects)
         if not subjects:
             raise ValueError("give at least one subject")
-        self._q: queue.Queue[object] = queue.Queue(maxsize=max_pending)
+        # One place more than max_pending: the end marker's, so closing never discards a received advisory.
+        self._max_pending = max_pending
+        self._q: queue.Queue[object] = queue.Queue(maxsize=max_pending + 1)
         self._lock = threading.Lock()
         self._dropped = 0
+        self._invalid = 0
         self._closed = False
         self._subs: list[Subscription] = []
         # A closed client ends the feed (its readers would otherwise wait for ever).
@@ -120,13 +123,13 @@ class AdvisoryFeed:
 
     def _arrived(self, msg: Msg) -> None:
         # On the client's dispatcher: never waits (a full queue drops and counts).
-        if self._closed:
-            return  # delivered while closing: after the end marker nobody would read it
-        try:
-            self._q.put_nowait(msg)
-        except queue.Full:
-            with self._lock:
+        with self._lock:  # with _end: no advisory is queued after the end marker, nor in its place
+            if self._closed:
+                return  # delivered while closing: after the end marker nobody would read it
+            if self._q.qsize() >= self._max_pending:
                 self._dropped += 1
+                return
+            self._q.put_nowait(msg)
 
     @property
     def dropped(self) -> int:
@@ -135,9 +138,27 @@ class AdvisoryFeed:
             return self._dropped
 
     @property
+    def invalid(self) -> int:
+        """Messages the iterations skipped because they did not decode as advisories."""
+        with self._lock:
+            return self._invalid
+
+    def _next_valid(self, timeout: TimeoutArg) -> Advisory:
+        # One message on an advisory subject that is not an advisory (anyone allowed to publish there can
+        # send one) must not end an iteration, nor whatever follows the feed (a dead-letter helper).
+        deadline = Deadline.of(timeout, None)
+        while True:
+            try:
+                return self.next(timeout=deadline.remaining())
+            except InvalidResponseError:
+                with self._lock:
+                    self._invalid += 1
+
+    @property
     def pending(self) -> int:
         """Advisories received and not yet read."""
-        return self._q.qsize()
+        with self._lock:
+            return max(0, self._q.qsize() - (1 if self._closed else 0))  # not the end marker
 
     @property
     def is_closed(self) -> bool:
@@ -161,25 +182,23 @@ class AdvisoryFeed:
         except queue.Empty:
             raise TimeoutError(f"no advisory within {wait} s") from None
         if item is _CLOSED:
-            try:
-                self._q.put_nowait(_CLOSED)  # wake every other reader too
-            except queue.Full:
-                pass  # a late arrival took the slot: the readers read it, then wait for their timeout
+            self._q.put_nowait(_CLOSED)  # wake every other reader too (room: nothing is queued after the end)
             raise ConnectionClosedError("the advisory feed is closed")
         msg: Msg = item  # type: ignore[assignment]
         return decode_advisory(msg.data, msg.subject)
 
     def __iter__(self) -> Iterator[Advisory]:
-        """Yield advisories until the feed is closed (no timeout; see :meth:`until_idle`)."""
+        """Yield advisories until the feed is closed (no timeout; see :meth:`until_idle`); a message that
+        does not decode is skipped (counted in :attr:`invalid`)."""
         while True:
             try:
-                yield self.next(timeout=None)
+                yield self._next_valid(None)
             except ConnectionClosedError:
                 return
 
     def until_idle(self, idle: float, total: TimeoutArg = None) -> Iterator[Advisory]:
         """Yield advisories until none arrives for ``idle`` seconds, ``total`` seconds have passed,
-        or the feed is closed.
+        or the feed is closed. A message that does not decode is skipped (counted in :attr:`invalid`).
 
         Args:
             idle: seconds without an advisory that end the iteration.
@@ -188,7 +207,7 @@ class AdvisoryFeed:
         deadline = Deadline.of(total, None)
         while not deadline.expired():
             try:
-                yield self.next(timeout=deadline.min(idle))
+                yield self._next_valid(deadline.min(idle))
             except (TimeoutError, ConnectionClosedError):
                 return
 
@@ -213,17 +232,8 @@ class AdvisoryFeed:
             if self._closed:
                 return False
             self._closed = True
-        # Room for the end marker: the oldest unread advisories go. Bounded: only a callback
-        # that saw the feed open just before the close can put one more.
-        for _ in range(8):
-            try:
-                self._q.put_nowait(_CLOSED)
-                break
-            except queue.Full:
-                try:
-                    self._q.get_nowait()
-                except queue.Empty:
-                    pass
+            # At most max_pending advisories are queued (readers only take): the last place is free.
+            self._q.put_nowait(_CLOSED)
         return True
 
     def __enter__(self) -> AdvisoryFeed:

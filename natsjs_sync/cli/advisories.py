@@ -91,6 +91,9 @@ def consumer_deadletter(args: argparse.Namespace) -> int:
         else:
             js.stream(args.to)  # fail before waiting when it does not exist
         if args.seq is not None:
+            # By hand, a stream that is not there is a mistyped name: the API would record its message as
+            # gone (a stream deleted after its advisory), leaving a record of a message that never was.
+            js.stream(args.stream)
             _say(dl.move_sequence(args.stream, args.seq, reason=args.reason, consumer=args.consumer or ""), args.to)
             return 0
         if args.from_stream is not None:
@@ -133,8 +136,9 @@ def events(args: argparse.Namespace) -> int:
 
     from ..advisories import ADVISORY_PREFIX, AdvisoryFeed, UnknownAdvisory, advisory_subjects
 
-    subjects = (advisory_subjects(args.kind, args.stream) if args.kind
-                else [f"{ADVISORY_PREFIX}.>"])
+    # --stream alone narrows to every kind about that stream (not to nothing, nor to every stream's).
+    kinds = args.kind or (_KINDS if args.stream != "*" else None)
+    subjects = advisory_subjects(kinds, args.stream) if kinds else [f"{ADVISORY_PREFIX}.>"]
     with client_for(args, long_running=True) as nc, AdvisoryFeed(nc, subjects) as feed:
         _note(f"listening for JetStream advisories on {', '.join(subjects)}")
         seen = 0
@@ -192,7 +196,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("events", help="print JetStream advisories as they arrive")
     p.add_argument("--kind", action="append", choices=_KINDS,
                    help="only advisories of this kind (repeat for several; default: every advisory)")
-    p.add_argument("--stream", default="*", help="only advisories about this stream (with --kind)")
+    p.add_argument("--stream", default="*", help="only advisories about this stream (of the --kinds, or of every kind)")
     p.add_argument("--count", type=count_or_zero, default=0, help="stop after this many (0: never)")
     p.add_argument("--timeout", **STOP_AFTER)
     p.add_argument("--json", action="store_true", help="print each advisory as JSON, one a line")

@@ -17,11 +17,12 @@ the server while no consumer is registered. Per consumer (attributes
 ``nats.jetstream.consumer.waiting``
     pull requests waiting for messages (``num_waiting``).
 
-A consumer that no longer exists is not reported until it exists again.
+A consumer that no longer exists (nor its stream) is not reported until it exists again.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Iterable
@@ -32,7 +33,8 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
 
 from .. import __version__
-from ..errors import ConsumerNotFoundError, NatsError
+from .._core.fork import track
+from ..errors import ConsumerNotFoundError, NatsError, StreamNotFoundError
 from .attributes import MESSAGING_SYSTEM, NATS_CONSUMER, NATS_STREAM, SYSTEM
 
 if TYPE_CHECKING:
@@ -75,6 +77,16 @@ class ConsumerLag(NamedTuple):
 # their callbacks report every live instance of that meter.
 _LIVE: weakref.WeakKeyDictionary[Meter, weakref.WeakSet[ConsumerLagGauges]] = weakref.WeakKeyDictionary()
 _LIVE_LOCK = threading.Lock()
+
+
+def _new_live_lock_in_child() -> None:
+    # A parent thread (a metric collection) may have held it at the fork.
+    global _LIVE_LOCK
+    _LIVE_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_live_lock_in_child)
 
 
 def _observer(meter: Meter, field: str) -> Any:
@@ -154,10 +166,22 @@ class ConsumerLagGauges:
         meter = otel_metrics.get_meter(__name__, __version__, meter_provider=meter_provider)
         _join(meter, self)
         self._thread: threading.Thread | None = None
-        if interval is not None:
+        self._start_thread()
+        track(self)
+
+    def _start_thread(self) -> None:
+        if self.interval is not None and not self._stop.is_set():
             self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name=f"natsjs-lag-{js.nc.name or 'client'}")
+                                            name=f"natsjs-lag-{self._js.nc.name or 'client'}")
             self._thread.start()
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: locks of its own (the parent's poller holds one for a whole poll, requests
+        included), and a poller thread of its own (the parent's does not exist here)."""
+        self._lock = threading.Lock()
+        self._poll_lock = threading.Lock()
+        self._thread = None
+        self._start_thread()
 
     def register(self, stream: str, consumer: str) -> None:
         """Report ``consumer`` of ``stream`` from the next poll on (idempotent).
@@ -195,15 +219,21 @@ class ConsumerLagGauges:
 
         A consumer that does not exist is left out until it does; one whose request
         fails otherwise keeps its last values (the error is in :attr:`last_error`).
+        While the client is disconnected (or after :meth:`close`) no request is
+        made: the poll ends, and every consumer keeps its last values.
 
         Returns:
             What the gauges report from now on (:meth:`snapshot`).
         """
         with self._poll_lock:
             for stream, consumer in self.registered:
+                # A disconnected client would hold each request for its whole timeout (one after the other:
+                # many consumers, a long block), and a closed instance has nobody to report to.
+                if self._stop.is_set() or not self._js.nc.is_connected:
+                    break
                 try:
                     info = self._js.consumer_info(stream, consumer, timeout=self._timeout)
-                except ConsumerNotFoundError:
+                except (ConsumerNotFoundError, StreamNotFoundError):  # deleted with its stream too
                     with self._lock:
                         self._values.pop((stream, consumer), None)
                     continue

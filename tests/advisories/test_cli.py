@@ -86,6 +86,14 @@ def test_deadletter_by_sequence_once(capsys: pytest.CaptureFixture[str], shared_
     assert copy.data == b"poison" and copy.header("Dead-Letter-Reason") == "manual"
 
 
+def test_deadletter_by_sequence_of_a_missing_stream_fails_and_records_nothing(
+        capsys: pytest.CaptureFixture[str], shared_server: NatsServer, js: JetStream, dlq_name: str) -> None:
+    argv = ("consumer", "deadletter", "NOSUCH" + next_nuid(), "--to", dlq_name, "--create", "--seq", "1")
+    code, out, err = run(capsys, shared_server.url, *argv)
+    assert code == 1 and err.startswith("error: stream ") and "not found" in err and out == ""
+    assert js.stream(dlq_name).info().state.messages == 0
+
+
 def test_deadletter_from_stored_advisories_resumes(capsys: pytest.CaptureFixture[str], shared_server: NatsServer,
                                                    js: JetStream, stream: Stream, dlq_name: str) -> None:
     adv = js.create_stream(name="ADV" + next_nuid(), storage="memory",
@@ -149,3 +157,18 @@ def test_events_prints_advisories(shared_server: NatsServer, js: JetStream) -> N
     lines = out.splitlines()
     assert lines[0].endswith(f"stream_action stream={name} action=create")
     assert lines[1].endswith(f"consumer_action stream={name} consumer=D action=create")
+
+
+
+def test_events_of_one_stream_without_a_kind(shared_server: NatsServer, js: JetStream) -> None:
+    name, other = "S" + next_nuid(), "O" + next_nuid()
+    with _spawn("events", "--stream", name, "--count", "1", "--server", shared_server.url) as proc:
+        assert proc.stderr is not None
+        assert "listening" in proc.stderr.readline()
+        js.create_stream(name=other, subjects=[f"{other}.>"], storage="memory")
+        js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+        out, err = proc.communicate(timeout=60.0)
+    js.delete_stream(name)
+    js.delete_stream(other)
+    assert proc.returncode == 0, err
+    assert out.splitlines()[0].endswith(f"stream_action stream={name} action=create")

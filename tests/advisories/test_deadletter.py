@@ -227,3 +227,98 @@ def test_a_missing_dead_letter_stream_is_an_error(js: JetStream, stream: Stream)
     js.publish(f"{stream.name}.x", b"1")
     with pytest.raises(nats.StreamNotFoundError):
         DeadLetters(js, "NOSUCH" + next_nuid()).move_sequence(stream.name, 1, reason="max_deliver")
+
+
+class StalledDeadLetters(DeadLetters):
+    """A helper that stops between looking for a copy and publishing one, until ``resume`` is set."""
+
+    def __init__(self, js: JetStream, stream: str, *, prefix: str) -> None:
+        super().__init__(js, stream, prefix=prefix)
+        self.looked = threading.Event()
+        self.resume = threading.Event()
+
+    def _read(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+        self.looked.set()
+        assert self.resume.wait(timeout=30.0)
+        return super()._read(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_helper_stalled_past_the_duplicate_window_adds_no_second_copy(js: JetStream, stream: Stream) -> None:
+    """The server itself refuses a copy on a subject that holds one: the look before publishing may be stale."""
+    nuid = next_nuid()
+    js.create_stream(name="DLQ" + nuid, subjects=[f"dl{nuid}.>"], storage="memory", duplicate_window=0.2)
+    try:
+        js.publish(f"{stream.name}.x", b"1")
+        stalled = StalledDeadLetters(js, "DLQ" + nuid, prefix="dl" + nuid)
+        other = DeadLetters(js, "DLQ" + nuid, prefix="dl" + nuid)
+        results: list[DeadLetterResult] = []
+        mover = threading.Thread(target=lambda: results.append(stalled.move_sequence(stream.name, 1, reason="x")))
+        mover.start()
+        assert stalled.looked.wait(timeout=10.0)  # it found no copy
+        assert other.move_sequence(stream.name, 1, reason="x").outcome is DeadLetterOutcome.MOVED
+        # Wait out the duplicate window: a message id stored after the copy's is forgotten after it.
+        probe = {"Nats-Msg-Id": "probe"}
+        js.publish(f"dl{nuid}.probe", b"", headers=probe)
+        assert wait_until(lambda: not js.publish(f"dl{nuid}.probe", b"", headers=probe).duplicate, timeout=30.0)
+        stalled.resume.set()
+        mover.join(timeout=30.0)
+        assert [r.outcome for r in results] == [DeadLetterOutcome.ALREADY_MOVED]
+        assert results[0].dead_letter_seq == 1
+        copies = js.stream("DLQ" + nuid).info(subjects_filter=f"dl{nuid}.{stream.name}.>").state.subjects
+        assert copies == {f"dl{nuid}.{stream.name}.1": 1}
+    finally:
+        js.delete_stream("DLQ" + nuid)
+
+
+def test_a_stored_message_that_is_not_an_advisory_is_skipped(nc: nats.Client, js: JetStream, stream: Stream,
+                                                             dlq: DeadLetters) -> None:
+    """Unacknowledged, it would come back for ever and stop every run of the helper at the same place."""
+    subjects = advisory_subjects(("max_deliver", "terminated"), stream.name)
+    adv_stream = js.create_stream(name="ADV" + next_nuid(), storage="memory", subjects=subjects)
+    try:
+        reader = adv_stream.create_consumer(durable_name="deadletters", ack_policy="explicit")
+        nc.publish(f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{stream.name}.C", b"not json")
+        cons = stream.create_consumer(durable_name="W", ack_policy="explicit", max_deliver=1)
+        js.publish(f"{stream.name}.a", b"1")
+        cons.next(timeout=5.0).term()
+        assert wait_until(lambda: adv_stream.info().state.messages == 2, timeout=10.0)
+        assert [r.stream_seq for r in dlq.drain_stored(reader, max_wait=0.5)] == [1]
+        assert reader.info().num_ack_pending == 0 and reader.info().num_pending == 0
+    finally:
+        js.delete_stream(adv_stream.name)
+
+
+def test_stopping_at_a_stored_result_leaves_its_advisory_acknowledged(js: JetStream, stream: Stream,
+                                                                      dlq: DeadLetters) -> None:
+    adv_stream = js.create_stream(name="ADV" + next_nuid(), storage="memory",
+                                  subjects=advisory_subjects(("terminated",), stream.name))
+    try:
+        reader = adv_stream.create_consumer(durable_name="deadletters", ack_policy="explicit")
+        cons = stream.create_consumer(durable_name="W", ack_policy="explicit", max_deliver=1)
+        js.publish(f"{stream.name}.a", b"1")
+        cons.next(timeout=5.0).term()
+        assert wait_until(lambda: adv_stream.info().state.messages == 1, timeout=10.0)
+        results = dlq.drain_stored(reader, max_wait=0.5)
+        assert next(results).outcome is DeadLetterOutcome.MOVED
+        results.close()  # the caller stops there
+        assert reader.info().num_ack_pending == 0
+    finally:
+        js.delete_stream(adv_stream.name)
+
+
+def test_a_stream_made_again_has_its_reused_sequences_copied(js: JetStream, stream: Stream,
+                                                             dlq: DeadLetters) -> None:
+    """Deleted and made again, a stream numbers its messages from 1 again: the copy of the old message 1
+    is not the copy of the new one."""
+    js.publish(f"{stream.name}.a", b"old")
+    assert dlq.move_sequence(stream.name, 1, reason="x").outcome is DeadLetterOutcome.MOVED
+    config = stream.info().config
+    js.delete_stream(stream.name)
+    js.create_stream(name=stream.name, subjects=config.subjects, storage="memory")
+    js.publish(f"{stream.name}.a", b"new")
+    result = dlq.move_sequence(stream.name, 1, reason="x")
+    assert result.outcome is DeadLetterOutcome.MOVED
+    assert js.stream(dlq.stream).get_msg(result.dead_letter_seq).data == b"new"
+    again = DeadLetters(js, dlq.stream, prefix=dlq.prefix).move_sequence(stream.name, 1, reason="x")
+    assert again.outcome is DeadLetterOutcome.ALREADY_MOVED and again.dead_letter_seq == result.dead_letter_seq
+    assert dead_messages(js, dlq) == 2

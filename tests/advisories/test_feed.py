@@ -153,3 +153,35 @@ def test_closing_the_client_ends_the_iteration(shared_server: NatsServer) -> Non
     reader.join(timeout=10.0)
     assert not reader.is_alive() and out == [] and feed.is_closed
     feed.close()
+
+
+def test_iterating_skips_a_message_that_is_not_an_advisory(nc: nats.Client) -> None:
+    """Anyone allowed to publish on an advisory subject can send something that does not decode: the
+    iteration goes on past it (a dead-letter helper following the feed would otherwise stop)."""
+    subject = "$JS.EVENT.ADVISORY.TEST." + next_nuid()
+    with AdvisoryFeed(nc, subject) as feed:
+        nc.publish(subject, b"not json")
+        nc.publish(subject, b'{"type":"x.test","n":1}')
+        nc.flush(timeout=5.0)
+        adv = next(iter(feed))
+        assert isinstance(adv, UnknownAdvisory) and adv.raw["n"] == 1
+        assert feed.invalid == 1
+        nc.publish(subject, b"[1]")
+        nc.publish(subject, b'{"type":"x.test","n":2}')
+        nc.flush(timeout=5.0)
+        assert [a.raw["n"] for a in feed.until_idle(10.0)][:1] == [2]  # type: ignore[union-attr]
+        assert feed.invalid == 2
+
+
+def test_closing_a_full_feed_keeps_what_it_received(nc: nats.Client) -> None:
+    """The readers get every advisory received before the close, then the end (none is made room for it)."""
+    subject = "$JS.EVENT.ADVISORY.TEST." + next_nuid()
+    feed = AdvisoryFeed(nc, subject, max_pending=2)
+    for i in range(3):
+        nc.publish(subject, b'{"type":"x.test","n":%d}' % i)
+    nc.flush(timeout=5.0)
+    assert wait_until(lambda: feed.pending + feed.dropped == 3, timeout=10.0)
+    feed.close()
+    assert feed.pending == 2
+    assert [a.raw["n"] for a in feed] == [0, 1]  # type: ignore[union-attr]
+    assert feed.dropped == 1

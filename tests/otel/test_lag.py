@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -127,3 +129,83 @@ def test_two_instances_on_one_meter_both_report(js: JetStream, stream: Stream,
         one.poll()
         two.poll()
         assert set(collect(reader)[CONSUMER_PENDING]) == {(stream.name, "A"), (stream.name, "B")}
+
+
+class CountingRequests:
+    """The JetStream context the gauges read through, counting their consumer-info requests."""
+
+    def __init__(self, js: JetStream) -> None:
+        self.js = js
+        self.nc = js.nc
+        self.timeout = js.timeout
+        self.requests = 0
+
+    def consumer_info(self, stream: str, consumer: str, timeout: float | None = None) -> object:
+        self.requests += 1
+        return self.js.consumer_info(stream, consumer, timeout=timeout)
+
+
+def test_a_poll_while_disconnected_makes_no_request() -> None:
+    """A disconnected client would hold each consumer's request for its whole timeout, one after the
+    other: the poll ends instead, and the consumers keep their last values."""
+    from typing import cast
+
+    from natsjs_sync.testing import NatsServer
+    from tests.conftest import wait_until
+
+    with NatsServer() as server:
+        nc = nats.connect(server.url, max_reconnect_attempts=-1)
+        try:
+            js = nc.jetstream(timeout=2.0)
+            js.create_stream(name="LAG", subjects=["lag.>"], storage="memory")
+            counting = CountingRequests(js)
+            gauges = ConsumerLagGauges(cast(JetStream, counting), interval=None)
+            for i in range(5):
+                js.stream("LAG").create_consumer(durable_name=f"c{i}")
+                gauges.register("LAG", f"c{i}")
+            assert len(gauges.poll()) == 5 and counting.requests == 5
+            server.stop()
+            assert wait_until(lambda: not nc.is_connected, timeout=10.0)
+            assert len(gauges.poll()) == 5  # the last values
+            assert counting.requests == 5
+            gauges.close()
+        finally:
+            nc.close()
+
+
+def test_a_consumer_whose_stream_was_deleted_is_no_longer_reported(js: JetStream) -> None:
+    """Its last values would otherwise be reported for ever (an alert on them would never clear)."""
+    from natsjs_sync.protocol.nuid import next_nuid
+
+    name = "GONE" + next_nuid()
+    js.create_stream(name=name, subjects=[f"{name}.>"], storage="memory")
+    js.publish(f"{name}.a", b"x")
+    js.stream(name).create_consumer(durable_name="c")
+    with ConsumerLagGauges(js, interval=None) as gauges:
+        gauges.register(name, "c")
+        assert [lag.num_pending for lag in gauges.poll()] == [1]
+        js.delete_stream(name)
+        assert gauges.poll() == []
+
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_during_a_poll_polls_on_its_own(js: JetStream, stream: Stream) -> None:
+    """The parent's poller holds its poll lock for a whole poll (requests included): a child forked then
+    must neither wait for it for ever nor be left without a poller."""
+    stream.create_consumer(durable_name="c")
+    with ConsumerLagGauges(js, interval=3600.0) as gauges:
+        gauges.register(stream.name, "c")
+        with gauges._poll_lock:  # as the parent's poller does during a poll
+            pid = os.fork()
+            if pid == 0:  # the child: reports by its exit status only
+                code = 3
+                try:
+                    done = threading.Event()
+                    threading.Thread(target=lambda: (gauges.poll(), done.set()), daemon=True).start()
+                    thread = gauges._thread
+                    code = 0 if done.wait(30.0) and thread is not None and thread.is_alive() else 1
+                finally:
+                    os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
