@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ._core.inlet import Inlet
 from ._core.options import DEFAULT_PENDING_BYTES_LIMIT, DEFAULT_PENDING_MSGS_LIMIT, UNLIMITED
 from ._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
+from ._typed_reads import TypedReads
 from .errors import BadSubscriptionError, ConnectionClosedError, SlowConsumerError, TimeoutError
 from .msg import Msg
 
@@ -19,7 +20,6 @@ _T = TypeVar("_T")
 if TYPE_CHECKING:
     from ._core.connection import Connection
     from ._core.dispatch import Lane
-    from .codecs import Codec, DecodeErrorHandler, TypedReader
 
 MsgHandler = Callable[[Msg], None]
 #: Reader-thread filter of a subscription (JetStream status messages): False drops the message.
@@ -52,7 +52,7 @@ class Control:
 _OPEN, _DRAINING, _DRAINED, _UNSUBSCRIBED, _CLOSED = range(5)
 
 
-class Subscription:
+class Subscription(TypedReads):
     """An interest in a subject. Thread-safe.
 
     Messages wait in a bounded queue. Read them with :meth:`next_msg` or by
@@ -350,21 +350,6 @@ class Subscription:
         """The same as iterating the subscription (nats-py's ``sub.messages``)."""
         return iter(self)
 
-    def typed(self, type_: type[_T], codec: Codec | None = None,
-              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
-        """A view of this subscription whose reads yield decoded :class:`~natsjs_sync.codecs.TypedMsg`.
-
-        Args:
-            type_: what payloads decode to (a msgspec Struct, dataclass, TypedDict,
-                plain type or pydantic model).
-            codec: for messages without a ``content-type`` header (default JSON).
-            on_decode_error: ``cb(msg, error)`` for messages that do not decode
-                (a dead-letter path); without it the read raises
-                :class:`~natsjs_sync.errors.PayloadDecodeError`.
-        """
-        from .codecs.typed import TypedReader
-
-        return TypedReader(self, type_, codec, on_decode_error)
 
     def unsubscribe(self, limit: int | None = None) -> None:
         """Stop receiving.

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core.options import check_callback
 from .._timeout import USE_DEFAULT, TimeoutArg, resolve
+from .._typed_reads import TypedReads
 from ..errors import TimeoutError
 from ..msg import Msg
 from .consumer_config import ConsumerInfo
@@ -17,14 +18,13 @@ from .pull import MessageBatch, Priority, pull_request, server_expiry
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
-    from ..codecs import Codec, DecodeErrorHandler, TypedReader
     from .context import JetStream
 
 #: The default wait of :meth:`Consumer.fetch` and :meth:`Consumer.next`, as nats.go's.
 DEFAULT_FETCH_WAIT = 30.0
 
 
-class Consumer:
+class Consumer(TypedReads):
     """A handle on one pull consumer. Thread-safe; fetches may run in parallel."""
 
     def __init__(self, js: JetStream, info: ConsumerInfo):
@@ -212,21 +212,6 @@ class Consumer:
                              stop_after=stop_after)
         return ConsumeContext(it)
 
-    def typed(self, type_: type[_T], codec: Codec | None = None,
-              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
-        """A view of this consumer whose reads yield decoded :class:`~natsjs_sync.codecs.TypedMsg`.
-
-        Args:
-            type_: what payloads decode to (a msgspec Struct, dataclass, TypedDict,
-                plain type or pydantic model).
-            codec: for messages without a ``content-type`` header (default JSON).
-            on_decode_error: ``cb(msg, error)`` for messages that do not decode
-                (a dead-letter path); without it the read raises
-                :class:`~natsjs_sync.errors.PayloadDecodeError`.
-        """
-        from ..codecs.typed import TypedReader
-
-        return TypedReader(self, type_, codec, on_decode_error)
 
     def _priority(self, group: str | None, min_pending: int | None, min_ack_pending: int | None,
                   priority: int | None) -> Priority | None:

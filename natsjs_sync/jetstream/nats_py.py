@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._backoff import Backoff
 from .._timeout import Deadline, check_seconds
+from .._typed_reads import TypedReads
 from ..client import check_callback
 from ..errors import (
     APIError,
@@ -55,7 +56,6 @@ from .stream_config import RawStreamMsg, StreamConfig, StreamInfo
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
-    from ..codecs import Codec, DecodeErrorHandler, TypedReader
     from .context import JetStream
 
 
@@ -70,7 +70,7 @@ def _is_max_waiting(exc: JetStreamError) -> bool:
     return "maxwaiting" in (exc.description or "").replace(" ", "").lower()
 
 
-class PullSubscription:
+class PullSubscription(TypedReads):
     """nats-py's pull subscription: :meth:`fetch` returns a list of messages."""
 
     def __init__(self, consumer: Consumer, owns_consumer: bool):
@@ -249,21 +249,6 @@ class PullSubscription:
             raise error
         return msgs
 
-    def typed(self, type_: type[_T], codec: Codec | None = None,
-              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
-        """A view of this pull subscription whose :meth:`fetch` yields decoded
-        :class:`~natsjs_sync.codecs.TypedMsg` (iterate what it returns).
-
-        Args:
-            type_: what payloads decode to.
-            codec: for messages without a ``content-type`` header (default JSON).
-            on_decode_error: ``cb(msg, error)`` for messages that do not decode
-                (left out of the batch); without it the iteration raises
-                :class:`~natsjs_sync.errors.PayloadDecodeError`.
-        """
-        from ..codecs.typed import TypedReader
-
-        return TypedReader(self, type_, codec, on_decode_error)
 
     def consumer_info(self, timeout: float | None = None) -> ConsumerInfo:
         """The consumer's info, read from the server now."""

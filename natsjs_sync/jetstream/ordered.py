@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._backoff import Backoff
 from .._core.options import check_callback
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
+from .._typed_reads import TypedReads
 from ..errors import (
     BadSubscriptionError,
     ConnectionClosedError,
@@ -49,7 +50,6 @@ from .pull import MessageBatch
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
-    from ..codecs import Codec, DecodeErrorHandler, TypedReader
     from .context import JetStream
 
 log = logging.getLogger("natsjs_sync.jetstream")
@@ -94,7 +94,7 @@ def _transient(exc: NatsError, server_has_jetstream: bool) -> bool:
     return isinstance(exc, JetStreamError) and (exc.code or 0) >= 500
 
 
-class OrderedConsumer:
+class OrderedConsumer(TypedReads):
     """An ordered, self-healing view of a stream. Use one iteration at a time.
 
     Args:
@@ -494,21 +494,6 @@ class OrderedConsumer:
                              error_cb=error_cb, ordered=read, handler=handler, name=f"ordered-{self.stream}")
         return ConsumeContext(it)
 
-    def typed(self, type_: type[_T], codec: Codec | None = None,
-              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
-        """A view of this ordered consumer whose reads yield decoded :class:`~natsjs_sync.codecs.TypedMsg`.
-
-        Args:
-            type_: what payloads decode to (a msgspec Struct, dataclass, TypedDict,
-                plain type or pydantic model).
-            codec: for messages without a ``content-type`` header (default JSON).
-            on_decode_error: ``cb(msg, error)`` for messages that do not decode
-                (a dead-letter path); without it the read raises
-                :class:`~natsjs_sync.errors.PayloadDecodeError`.
-        """
-        from ..codecs.typed import TypedReader
-
-        return TypedReader(self, type_, codec, on_decode_error)
 
     def delete(self) -> None:
         """Delete the current server-side consumer (it would expire on its own)."""

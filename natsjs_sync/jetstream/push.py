@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core.spi import CoreLink
 from .._timeout import USE_DEFAULT, TimeoutArg, resolve
+from .._typed_reads import TypedReads
 from ..errors import BadSubscriptionError, ConsumerNotFoundError, JetStreamError, NatsError, NoHeartbeatError
 from ..msg import Msg
 from ..protocol.jetstream.ackreply import ACK_PREFIX
@@ -34,7 +35,6 @@ from .consumer_config import ConsumerConfig, ConsumerInfo
 _T = TypeVar("_T")
 
 if TYPE_CHECKING:
-    from ..codecs import Codec, DecodeErrorHandler, TypedReader
     from .context import JetStream
     from .messages import ConsumeContext, MessagesContext
     from .ordered import OrderedConsumer
@@ -224,7 +224,7 @@ def _existing(js: JetStream, stream: str, durable: str | None, queue: str | None
     return info
 
 
-class OrderedSubscription:
+class OrderedSubscription(TypedReads):
     """``js.subscribe(..., ordered_consumer=True)``: the ordered consumer behind a
     subscription's face (iterate, ``next_msg``, ``cb=``, ``unsubscribe``).
 
@@ -288,24 +288,9 @@ class OrderedSubscription:
         return f"<OrderedSubscription {self._oc.stream} {self.subject!r}>"
 
 
-    def typed(self, type_: type[_T], codec: Codec | None = None,
-              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
-        """A view of this ordered subscription whose reads yield decoded :class:`~natsjs_sync.codecs.TypedMsg`.
-
-        Args:
-            type_: what payloads decode to (a msgspec Struct, dataclass, TypedDict,
-                plain type or pydantic model).
-            codec: for messages without a ``content-type`` header (default JSON).
-            on_decode_error: ``cb(msg, error)`` for messages that do not decode
-                (a dead-letter path); without it the read raises
-                :class:`~natsjs_sync.errors.PayloadDecodeError`.
-        """
-        from ..codecs.typed import TypedReader
-
-        return TypedReader(self, type_, codec, on_decode_error)
 
 
-class PushConsumer:
+class PushConsumer(TypedReads):
     """A handle on a push consumer, as nats.go's ``jetstream.PushConsumer``.
 
     Make one with :meth:`JetStream.create_push_consumer` (the config must have
@@ -357,21 +342,6 @@ class PushConsumer:
     def __repr__(self) -> str:
         return f"<PushConsumer {self.stream}/{self.name}>"
 
-    def typed(self, type_: type[_T], codec: Codec | None = None,
-              on_decode_error: DecodeErrorHandler | None = None) -> TypedReader[_T]:
-        """A view of this push consumer whose ``consume`` hands out decoded :class:`~natsjs_sync.codecs.TypedMsg`.
-
-        Args:
-            type_: what payloads decode to (a msgspec Struct, dataclass, TypedDict,
-                plain type or pydantic model).
-            codec: for messages without a ``content-type`` header (default JSON).
-            on_decode_error: ``cb(msg, error)`` for messages that do not decode
-                (a dead-letter path); without it the read raises
-                :class:`~natsjs_sync.errors.PayloadDecodeError`.
-        """
-        from ..codecs.typed import TypedReader
-
-        return TypedReader(self, type_, codec, on_decode_error)
 
 
 class PushConsumeContext:
