@@ -113,6 +113,8 @@ class TcpTransport:
         self._write_timeout: float | None = None
         #: Held around every call into the TLS connection (None: plain TCP).
         self._tls: threading.Lock | None = None
+        if self.is_tls:
+            self._serialise_tls()  # a custom dialer's socket may be TLS already
 
     @classmethod
     def open(cls, addr: ServerAddress, deadline: Deadline, network: Network = DIRECT) -> TcpTransport:
@@ -142,6 +144,10 @@ class TcpTransport:
         except (ssl.SSLError, OSError) as exc:
             raise NatsConnectionError(f"TLS handshake with {self.addr.url} failed: {exc}") from exc
         self.is_tls = True
+        self._serialise_tls()
+
+    def _serialise_tls(self) -> None:
+        """From here on one call at a time into the TLS connection, the socket non-blocking."""
         self._sock.setblocking(False)
         self._tls = threading.Lock()
 
