@@ -35,8 +35,6 @@ _RECV_SIZE = 256 * 1024
 _MIN_WAIT = 0.001
 #: A deadline already passed: one short attempt, the rest kept for the next write.
 _AT_ONCE = Deadline(0.0)
-#: poll() where the platform (or a green-thread library's select) has it, else select().
-_HAVE_POLL = hasattr(select, "poll")
 #: What a call into a non-blocking TLS socket gives when OpenSSL needs the socket first.
 _WANT_READ, _WANT_WRITE = -1, -2
 _R = TypeVar("_R")
@@ -115,6 +113,8 @@ class TcpTransport:
         self._write_timeout: float | None = None
         #: Held around every call into the TLS connection (None: plain TCP).
         self._tls: threading.Lock | None = None
+        if self.is_tls:
+            self._serialise_tls()  # a custom dialer's socket may be TLS already
 
     @classmethod
     def open(cls, addr: ServerAddress, deadline: Deadline, network: Network = DIRECT) -> TcpTransport:
@@ -144,6 +144,10 @@ class TcpTransport:
         except (ssl.SSLError, OSError) as exc:
             raise NatsConnectionError(f"TLS handshake with {self.addr.url} failed: {exc}") from exc
         self.is_tls = True
+        self._serialise_tls()
+
+    def _serialise_tls(self) -> None:
+        """From here on one call at a time into the TLS connection, the socket non-blocking."""
         self._sock.setblocking(False)
         self._tls = threading.Lock()
 
@@ -166,8 +170,11 @@ class TcpTransport:
         fd = self._sock.fileno()
         if fd < 0:
             return True  # closed under us: the next call reports it
-        if _HAVE_POLL:
-            poller = select.poll()
+        # Looked up at each wait, not at import: eventlet's monkey_patch() deletes select.poll,
+        # also when it runs after this module was imported (select() is what remains then).
+        poll = getattr(select, "poll", None)
+        if poll is not None:
+            poller = poll()
             poller.register(fd, (select.POLLIN if want == _WANT_READ else select.POLLOUT) | select.POLLERR
                             | select.POLLHUP)
             return bool(poller.poll(None if timeout is None else max(timeout, 0.0) * 1000.0))

@@ -128,3 +128,27 @@ def test_a_requester_never_reads_a_tls_connection_itself(tls_server: NatsServer,
         assert sub.next_msg(timeout=5).data == b"tls"
         session = nc._conn.read_session
         assert session is not None and session.role is None
+
+
+def test_a_tls_socket_from_a_custom_dialer_is_shared_safely(certs: CertFiles) -> None:
+    # A dialer may do the TLS itself (the server wants the handshake first): its socket is one
+    # OpenSSL connection too, and the reader and the writers must take turns in it as well.
+    import socket
+
+    ctx = trusting(certs)
+
+    def dial(host: str, port: int, timeout: float | None) -> socket.socket:
+        return ctx.wrap_socket(socket.create_connection((host, port), timeout=timeout), server_hostname=host)
+
+    lost: list[BaseException] = []
+    with NatsServer(jetstream=False, tls_cert=certs.server_cert, tls_key=certs.server_key,
+                    tls_handshake_first=True) as server:
+        for _ in range(25):
+            with nats.connect(server.url, tls=ctx, custom_dialer=dial, error_cb=lost.append,
+                              max_reconnect_attempts=0) as nc:
+                nc.subscribe("tls.dialed", cb=lambda m: m.respond(m.data))
+                nc.flush()
+                for i in range(50):
+                    assert nc.request("tls.dialed", b"x" * (i * 97), timeout=10).data == b"x" * (i * 97)
+                assert nc.stats.reconnects == 0
+    assert not lost

@@ -91,3 +91,33 @@ def test_blocking_calls_let_other_greenlets_run_and_keep_their_timeouts(library:
         assert r["seconds"] < 1.0 + 10, (call, report)  # its timeout, with room for a loaded machine
     for call in ("flush_after_restart", "publish_after_restart", "drain"):
         assert report[call]["outcome"] == "ok", (call, report)
+
+
+#: A TLS client made before eventlet patches the process (eventlet deletes select.poll then).
+_LATE_PATCH = """
+import ssl, sys
+import natsjs_sync as nats
+import eventlet
+eventlet.monkey_patch()
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+with nats.connect(sys.argv[1], tls=ctx, max_reconnect_attempts=0, connect_timeout=10) as nc:
+    nc.subscribe("late.echo", cb=lambda m: m.respond(m.data))
+    nc.flush(timeout=10)
+    assert nc.request("late.echo", b"x" * 200000, timeout=10).data == b"x" * 200000
+print("ok")
+"""
+
+
+def test_tls_works_when_eventlet_patches_after_the_import(tmp_path: Path) -> None:
+    # eventlet.monkey_patch() deletes select.poll from the select module: a TLS socket's
+    # waits must not have decided at import that poll() is there (every connect failed).
+    _needs("eventlet")
+    from natsjs_sync.testing import NatsServer
+    from tests.certs import make_certs
+
+    certs = make_certs(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    with NatsServer(jetstream=False, tls_cert=certs.server_cert, tls_key=certs.server_key) as server:
+        done = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", _LATE_PATCH, server.url,
+                               str(certs.ca)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), (done.stdout + done.stderr)[-4000:]
