@@ -18,6 +18,7 @@ import natsjs_sync.contrib.celery
 from natsjs_sync.contrib.celery import transport as nt
 from natsjs_sync.testing import NatsServer, nats_server_version
 
+from ..conftest import wait_until
 from ..server_bins import nats_server_binary
 
 
@@ -140,7 +141,9 @@ def test_eta_messages_wait_in_the_server_until_due(version: str | None) -> None:
     server = _server(version)
     try:
         url = f"natsjs://127.0.0.1:{server.port}"
-        eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=4)
+        # Far enough ahead that a loaded machine's connect and stream creation cannot reach the
+        # moment the task is due (then it goes to the queue at once, unscheduled).
+        eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=10)
         _publish_with_eta(url, "later", eta)
         with natsjs_sync.connect(server.url) as nc:
             stream = nc.jetstream().stream("STREAM_later")
@@ -150,10 +153,8 @@ def test_eta_messages_wait_in_the_server_until_due(version: str | None) -> None:
             def on_queue_subject() -> int:
                 return sum((stream.info(subjects_filter="later").state.subjects or {}).values())
 
-            deadline = time.monotonic() + 60
-            while on_queue_subject() < 2:
-                assert time.monotonic() < deadline, "the scheduled message never reached the queue"
-                time.sleep(0.1)
+            assert wait_until(lambda: on_queue_subject() >= 2, timeout=60), \
+                "the scheduled message never reached the queue"
             msg = stream.get_last_msg_for_subject("later")
             assert msg.headers is not None
             assert msg.headers["Nats-Scheduler"].startswith("celery.schedule.STREAM_later.")
@@ -267,10 +268,8 @@ def test_messages_that_are_not_kombu_messages_are_dropped_not_raised(nats_server
         drain_until(conn, got, 3)
         with natsjs_sync.connect(nats_server.url) as nc:
             stream = nc.jetstream().stream("STREAM_nk")
-            deadline = time.monotonic() + 30
-            while stream.info().state.messages:  # every message acked or terminated
-                assert time.monotonic() < deadline, "a message was left in the queue"
-                time.sleep(0.05)
+            # every message acked or terminated
+            assert wait_until(lambda: not stream.info().state.messages, timeout=30), "a message was left in the queue"
     assert got == [{"n": 0}, {"n": 1}, {"n": 2}]
     # basic_get: the message Kombu cannot read is terminated, the next one is returned.
     with natsjs_sync.connect(nats_server.url) as nc:
