@@ -1,6 +1,9 @@
 """Same-run A/B of two source trees of natsjs_sync: which change pays.
 
-    python benchmarks/ab.py OLD_TREE NEW_TREE pub,pubsub,req,req99,reqlocal,req8,jspub,ack,noack,ordered [RUNS]
+    python benchmarks/ab.py OLD_TREE NEW_TREE ROWS [RUNS]
+
+ROWS: a comma-separated list of pub, pubsub, req, req99, reqlocal, req8,
+req64, req256, kvget, kvput, jspub, ack, noack, ordered.
 
 Each tree is a directory holding a ``natsjs_sync`` package, e.g. made with
 ``git archive <commit> natsjs_sync | tar -x -C /tmp/old`` (copy the compiled
@@ -11,7 +14,9 @@ figure is the median of RUNS runs (3 by default). The rows are those of
 ``compare.py`` (``req`` is the p50 latency in microseconds, lower is better;
 the responder is the installed natsjs_sync for both trees), and: ``req99`` the
 p99 of the same; ``reqlocal`` the p50 with the responder on the requester's own
-client; ``req8`` requests per second of 8 threads sharing one client.
+client; ``req8``, ``req64`` and ``req256`` requests per second of 8, 64 and
+256 threads sharing one client; ``kvget`` and ``kvput`` key-value reads and
+writes per second of one thread.
 Each run's figures are printed too (``old``/``new`` in run order), so a
 ratio can be read with the count of rounds each side won.
 """
@@ -48,9 +53,12 @@ elif kind == "pubsub":
     r = C.ours_pubsub(url, n, 16)
 elif kind == "reqlocal":
     r = C.pct(C.ours_request_local(url, n), 0.5)
-elif kind == "req8":
+elif kind in ("req8", "req64", "req256"):
     with C.Responder(C.RESPONDER_OURS, url):
-        r = C.ours_request_threads(url, n, 8)
+        r = C.ours_request_threads(url, n, int(kind[3:]))
+elif kind in ("kvget", "kvput"):
+    import kv_object as K
+    r = K.ours_kv(url, n, kind[2:])()
 else:
     with C.Responder(C.RESPONDER_OURS, url):
         r = C.pct(C.ours_request(url, n), 0.99 if kind == "req99" else 0.5)
@@ -58,6 +66,7 @@ print(r)
 """
 
 COUNTS = {"pub": 200_000, "pubsub": 100_000, "req": 2_000, "req99": 2_000, "reqlocal": 2_000, "req8": 500,
+          "req64": 100, "req256": 25, "kvget": 5_000, "kvput": 5_000,
           "jspub": 50_000, "ack": 50_000, "noack": 50_000,
           "ordered": 50_000}
 
@@ -82,7 +91,7 @@ def main() -> None:
                         sys.exit(out.stderr[-2000:])
                     got[k].append(float(out.stdout.strip().splitlines()[-1]))
             old, new = statistics.median(got["old"]), statistics.median(got["new"])
-            lower_better = kind.startswith("req") and kind != "req8"
+            lower_better = kind in ("req", "req99", "reqlocal")
             won = sum((n < o) if lower_better else (n > o) for o, n in zip(got["old"], got["new"], strict=True))
             print(f"{kind}: old {old:,.0f}  new {new:,.0f}  new/old {new / old:.2f}"
                   f"  (new better in {won}/{runs} rounds)", flush=True)
