@@ -20,14 +20,13 @@ from __future__ import annotations
 import datetime
 import gzip
 import json
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
 import msgspec
 
-from .._timeout import check_seconds
+from .._timeout import Deadline, check_seconds
 from ..errors import FeatureNotSupportedError, TimeoutError
 from ..protocol.headers import Headers
 from .models import ServerIdentity, _Model, decode_as
@@ -354,14 +353,16 @@ def trace_message(nc: Any, subject: str, data: bytes = b"", *, headers: Mapping[
         data: the payload.
         headers: extra headers (not the tracing ones, which this sets).
         deliver: deliver the message too (as ``nats trace --deliver``).
-        timeout: seconds to wait for the events.
+        timeout: seconds for the whole call: the flush that makes the servers know
+            the inbox, and the wait for the events, share them.
 
     Returns:
         The events, joined into the message's path.
 
     Raises:
         FeatureNotSupportedError: the connected server is older than 2.11 (nothing sent).
-        TimeoutError: no server reported at all within ``timeout``.
+        TimeoutError: no server reported at all within ``timeout`` (nor, at worst,
+            confirmed the inbox's subscription).
         ValueError: ``headers`` holds a tracing header or ``Accept-Encoding``.
         TypeError, BadSubjectError, BadHeaderError: as :meth:`~natsjs_sync.Client.publish`.
     """
@@ -378,17 +379,14 @@ def trace_message(nc: Any, subject: str, data: bytes = b"", *, headers: Mapping[
     if not deliver:
         given[TRACE_ONLY] = "true"
     result = MessageTrace(subject)
+    deadline = Deadline(seconds)  # one budget: the flush and the wait for the events share it
     sub = nc.subscribe(inbox)
     try:
-        nc.flush(timeout=seconds)  # the servers know the inbox before any event goes to it
-        deadline = None if seconds is None else time.monotonic() + seconds
+        nc.flush(timeout=deadline)  # the servers know the inbox before any event goes to it
         nc.publish(subject, data, headers=given)
-        while not result.complete:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
+        while not result.complete and not deadline.expired():
             try:
-                msg = sub.next_msg(timeout=remaining)
+                msg = sub.next_msg(timeout=deadline)
             except TimeoutError:
                 break
             result.events.append(TraceEvent.decode(msg.data, msg.headers))

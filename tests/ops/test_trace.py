@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -22,7 +23,7 @@ from natsjs_sync.monitor import (
     trace_message,
 )
 from natsjs_sync.monitor.errors import MonitorResponseError
-from natsjs_sync.testing import NatsCluster, NatsServer
+from natsjs_sync.testing import FaultProxy, NatsCluster, NatsServer
 
 #: Tracing came with nats-server 2.11.
 needs_tracing = pytest.mark.server("2.11")
@@ -208,6 +209,23 @@ def test_tracing_headers_are_refused_before_anything_is_sent(server: NatsServer)
             trace_message(nc, "bad subject")
         nc.publish("marker", b"")
         assert sub.next_msg(timeout=5).subject == "marker"  # the first message: nothing was published before
+
+
+@needs_tracing
+def test_one_timeout_covers_the_flush_and_the_wait_for_events(server: NatsServer) -> None:
+    # Every byte to the client comes 0.95 timeout late: the flush's PONG arrives within the
+    # timeout, the events only after twice that delay. A flush with a budget of its own and then a
+    # full timeout for the events would wait for them and return them, near 2 timeouts after the call.
+    timeout = 1.0
+    with FaultProxy(server.url) as proxy, nats.connect(proxy.url) as nc:
+        nc.flush(timeout=5)
+        proxy.latency(0.95 * timeout, direction="to_client")
+        start = time.monotonic()
+        with pytest.raises(nats.TimeoutError):
+            trace_message(nc, "nobody.here", timeout=timeout)
+        elapsed = time.monotonic() - start
+        proxy.heal()
+    assert elapsed < 1.9 * timeout, f"trace_message waited {elapsed:.2f} s with a timeout of {timeout} s"
 
 
 def test_decoding_gzip_unknown_steps_and_bad_payloads() -> None:
