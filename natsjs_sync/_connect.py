@@ -157,6 +157,12 @@ def connect(
             ``connect_timeout``, or ``None``), it returns a connected, blocking
             :class:`socket.socket`; what it raises fails that attempt (the next
             server is tried). TLS and the WebSocket upgrade still follow as the URL says.
+            ``connect_timeout`` bounds the wait for it even when it ignores ``timeout``:
+            it runs on a thread of its own (``natsjs-dialer-<name>``), and a call that
+            has not returned in time fails the attempt with :class:`TimeoutError` and
+            is left to finish (a warning is logged; a socket it returns later is
+            closed). The next attempt to that server waits for that call rather than
+            calling the dialer again.
         source_address: the local address connections are made from: a host
             (``"10.0.0.5"``), or ``(host, port)`` as :func:`socket.create_connection` takes it.
         ignore_discovered_servers: use only the servers given here: the cluster members

@@ -3,12 +3,23 @@ address), through a SOCKS5 proxy, or by the user's own dialer.
 
 The connect timeout bounds all of it, the proxy's handshake included. Every
 ``OSError`` becomes a natsjs_sync error here, with ``raise ... from exc``.
+
+A custom dialer is user code that may ignore the seconds it is given, and a
+Python thread cannot be stopped from outside. So each call runs on a daemon
+thread of its own (``natsjs-dialer-<client name>``) and the connect waits for it
+only until its deadline. A call still running then is abandoned, with a warning
+logged: it goes on until the dialer returns; a socket it returns later is closed,
+an exception it raises is logged. The next attempt to the same server with the
+same dialer adopts an abandoned call instead of calling the dialer again, so a
+dialer that hangs holds at most one thread per server and connecting client.
 """
 
 from __future__ import annotations
 
 import builtins
+import logging
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
@@ -16,6 +27,9 @@ from urllib.parse import unquote, urlsplit
 from .._timeout import Deadline
 from ..errors import NatsConnectionError, TimeoutError
 from ..protocol.socks5 import Socks5Handshake
+from . import fork
+
+log = logging.getLogger("natsjs_sync.connection")
 
 #: A custom dialer: given the server's host, port and the seconds left of the
 #: connect timeout (``None``: no limit), returns a connected socket (blocking mode).
@@ -90,6 +104,8 @@ class Network:
     source_address: tuple[str, int] | None = None
     ws_compression: bool = False
     ws_proxy_path: str | None = None
+    #: The client's name, in the name of a custom dialer's thread.
+    client_name: str = ""
 
 
 #: No proxy, no dialer, no local address: a plain TCP connect.
@@ -104,7 +120,7 @@ def dial(host: str, port: int, url: str, deadline: Deadline, network: Network = 
         NatsConnectionError: refused, unreachable, the proxy refused, or the dialer failed.
     """
     if network.dialer is not None:
-        sock = _custom(network.dialer, host, port, url, deadline)
+        sock = _custom(network.dialer, host, port, url, deadline, network.client_name)
     elif network.socks_proxy is not None:
         sock = _through_socks(network.socks_proxy, host, port, url, deadline, network.source_address)
     else:
@@ -126,20 +142,131 @@ def _tcp(host: str, port: int, url: str, deadline: Deadline, source: tuple[str, 
         raise NatsConnectionError(f"cannot connect to {url}{what}: {exc.strerror or exc}") from exc
 
 
-def _custom(dialer: Dialer, host: str, port: int, url: str, deadline: Deadline) -> socket.socket:
+def _custom(dialer: Dialer, host: str, port: int, url: str, deadline: Deadline,
+            client_name: str = "") -> socket.socket:
+    sock: object
     try:
-        sock = dialer(host, port, deadline.remaining())
+        if deadline.remaining() is None:  # no deadline to keep: no thread needed
+            sock = dialer(host, port, None)
+        else:
+            sock = _DIALS.call(dialer, host, port, url, deadline, client_name)
+    except (TimeoutError, NatsConnectionError):  # ours (TimeoutError is also the builtin one)
+        raise
     except builtins.TimeoutError as exc:
         raise TimeoutError(f"connecting to {url} timed out (custom dialer)") from exc
-    except (TimeoutError, NatsConnectionError):
-        raise
     except Exception as exc:  # any failure of the user's dialer is a failed connect: the pool tries the next server
         raise NatsConnectionError(f"the custom dialer could not connect to {url}: {exc!r}") from exc
+    return _checked(sock, url)
+
+
+def _checked(sock: object, url: str) -> socket.socket:
     if not isinstance(sock, socket.socket):
         raise NatsConnectionError(f"the custom dialer returned {type(sock).__name__}, not a connected socket.socket")
     if sock.fileno() == -1:  # every later call on it raises a bare OSError (EBADF)
         raise NatsConnectionError(f"the custom dialer returned a closed socket for {url}")
     return sock
+
+
+class _DialerCall:
+    """One call of a custom dialer on a daemon thread of its own. Thread-safe: the
+    registry's lock guards ``waited`` and the outcome."""
+
+    def __init__(self, dialer: Dialer, host: str, port: int, seconds: float | None, client_name: str):
+        self.dialer = dialer  # held: the registry's key is its id
+        self.key = (id(dialer), host, port)
+        self.done = threading.Event()
+        self.waited = True  # a connect waits for the outcome (False: abandoned)
+        self.result: object = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(host, port, seconds),
+                                       name=f"natsjs-dialer-{client_name or 'client'}", daemon=True)
+
+    def _run(self, host: str, port: int, seconds: float | None) -> None:
+        result: object = None
+        error: BaseException | None = None
+        try:
+            result = self.dialer(host, port, seconds)
+        except BaseException as exc:  # handed to the connect that waits, or logged
+            error = exc
+        _DIALS.finished(self, result, error)
+
+
+class _Dials:
+    """The custom-dialer calls that connects wait for, and those abandoned at a deadline.
+    Thread-safe (one lock); reset in a forked child, where none of their threads exist."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._abandoned: dict[tuple[int, str, int], list[_DialerCall]] = {}
+        fork.track(self)
+
+    def after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+        self._abandoned = {}
+
+    def call(self, dialer: Dialer, host: str, port: int, url: str, deadline: Deadline,
+             client_name: str) -> object:
+        """What the dialer returns for ``host:port`` within ``deadline``: an abandoned call's
+        outcome when one is running, else a new call's.
+
+        Raises:
+            TimeoutError: the call did not return in time (it is abandoned).
+            Exception: what the dialer raised.
+        """
+        key = (id(dialer), host, port)
+        with self._lock:
+            calls = self._abandoned.get(key)
+            adopted = calls.pop() if calls else None
+            if calls == []:
+                del self._abandoned[key]
+            if adopted is not None:
+                adopted.waited = True
+        if adopted is None:
+            call = _DialerCall(dialer, host, port, deadline.remaining(), client_name)
+            call.thread.start()
+        else:
+            call = adopted
+            log.debug("an earlier call of the custom dialer to %s still runs: waiting for it", url)
+        try:
+            call.done.wait(deadline.remaining())
+        finally:
+            with self._lock:
+                finished = call.done.is_set()
+                if not finished:
+                    call.waited = False
+                    self._abandoned.setdefault(key, []).append(call)
+        if not finished:
+            if adopted is None:  # said once a call: the attempts that adopt it fail the same way
+                log.warning("the custom dialer did not return within the connect timeout for %s: its call goes on "
+                            "in thread %s; a socket it returns later will be closed", url, call.thread.name)
+            raise TimeoutError(f"connecting to {url} timed out: the custom dialer did not return in time")
+        if call.error is not None:
+            raise call.error
+        return call.result
+
+    def finished(self, call: _DialerCall, result: object, error: BaseException | None) -> None:
+        """The dialer returned: hand the outcome to the connect that waits, or drop it."""
+        with self._lock:
+            call.result, call.error = result, error
+            call.done.set()
+            waited = call.waited
+            if not waited:
+                calls = self._abandoned.get(call.key, [])
+                if call in calls:
+                    calls.remove(call)
+                if not calls:
+                    self._abandoned.pop(call.key, None)
+        if waited:
+            return
+        call.result = None
+        if isinstance(result, socket.socket):
+            result.close()
+            log.info("closed the socket an abandoned custom dialer call returned late")
+        elif error is not None:
+            log.info("an abandoned custom dialer call failed late: %r", error)
+
+
+_DIALS = _Dials()
 
 
 def _through_socks(proxy: SocksProxy, host: str, port: int, url: str, deadline: Deadline,

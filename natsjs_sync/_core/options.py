@@ -221,6 +221,7 @@ class ConnectOptions:
             source_address=_source_address(self.source_address),
             ws_compression=self.ws_compression,
             ws_proxy_path=_proxy_path(self.ws_proxy_path),
+            client_name=self.name or "",
         )
 
     @property

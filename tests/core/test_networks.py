@@ -6,12 +6,14 @@ and each option refused on bad input before anything is opened."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -272,6 +274,71 @@ def test_reconnect_goes_on_when_the_dialer_returns_a_closed_socket() -> None:
             nc.close()
     assert len(calls) == 3  # the first connect and both reconnect attempts
     assert any("closed socket" in str(e) for e in errors), errors
+
+
+def _dialer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("natsjs-dialer-")]
+
+
+def test_a_dialer_that_does_not_return_is_cut_by_the_connect_timeout(
+        server: NatsServer, caplog: pytest.LogCaptureFixture) -> None:
+    release = threading.Event()
+    returned: list[socket.socket] = []
+
+    def stuck(host: str, port: int, timeout: float | None) -> socket.socket:
+        release.wait(5)  # ignores its timeout, as a dialer blocked in user code does
+        sock = socket.create_connection((host, port), timeout=5)
+        returned.append(sock)
+        return sock
+
+    connect_timeout = 1.0
+    try:
+        start = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="natsjs_sync.connection"), \
+                pytest.raises(nats.NoServersError, match="the custom dialer did not return in time"):
+            nats.connect(server.url, name="stuck", custom_dialer=stuck, connect_timeout=connect_timeout)
+        elapsed = time.monotonic() - start
+        [thread] = _dialer_threads()  # the call goes on, on a thread that says whose it is
+        assert thread.name == "natsjs-dialer-stuck" and thread.is_alive()
+        assert any("natsjs-dialer-stuck" in r.getMessage() for r in caplog.records), caplog.records
+    finally:
+        release.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert elapsed < 1.9 * connect_timeout, f"connect() took {elapsed:.2f} s with connect_timeout={connect_timeout}"
+    assert len(returned) == 1 and returned[0].fileno() == -1  # the socket that came too late was closed
+
+
+def test_reconnects_wait_for_a_hung_dialer_call_instead_of_calling_it_again() -> None:
+    # Every attempt after the first connect hangs in the dialer: each reconnect attempt is cut
+    # by connect_timeout, and they all wait for the one call already running.
+    release = threading.Event()
+    calls: list[float | None] = []
+    errors: list[Exception] = []
+    closed_for_good = threading.Event()
+
+    def dialer(host: str, port: int, timeout: float | None) -> socket.socket:
+        calls.append(timeout)
+        if len(calls) > 1:
+            release.wait(10)
+        return socket.create_connection((host, port), timeout=5)
+
+    with NatsServer(jetstream=False) as server:
+        nc = nats.connect(server.url, name="hung", custom_dialer=dialer, connect_timeout=0.3, reconnect_time_wait=0.01,
+                          max_reconnect_attempts=4, error_cb=errors.append, closed_cb=closed_for_good.set)
+        try:
+            nc.flush(timeout=5)
+            server.restart()
+            assert closed_for_good.wait(20), "the reconnect loop did not give up"
+            threads = _dialer_threads()
+        finally:
+            release.set()
+            nc.close()
+        for thread in threads:
+            thread.join(10)
+    assert len(calls) == 2, calls  # the first connect, and one call all four attempts waited for
+    assert [t.name for t in threads] == ["natsjs-dialer-hung"]
+    assert sum("did not return in time" in str(e) for e in errors) == 4, errors
 
 
 def _client_ports(server: NatsServer) -> list[int]:
