@@ -9,6 +9,7 @@ from .result import CheckResult, Status
 
 if TYPE_CHECKING:
     from ...client import Client
+    from ...jetstream import KeyValue
 
 
 def check_kv(
@@ -59,25 +60,34 @@ def check_kv(
     result.perf("values", values, "", max(warn, 0), max(crit, 0),
                 description="How many values are stored in the bucket")
     if key:
-        try:
-            kv.get(key)
-        except KeyDeletedError as exc:
-            op = getattr(exc, "op", "DEL")
-            result.critical(f"key {key} is {'purged' if op == 'PURGE' else 'deleted'}")
-        except KeyNotFoundError:
-            result.critical(f"key {key} not found")
-        except (NatsError, OSError, ValueError) as exc:
-            result.critical(f"key {key} not loaded: {exc}")
-        else:
-            result.ok(f"key {key} found")
+        _check_key(result, kv, key)
     if warn > -1 or crit > -1:
-        # The nats CLI's rule: a critical threshold below the warning one inverts the check.
-        if crit < warn:
-            crossed_crit, crossed_warn = crit > -1 and values <= crit, warn > -1 and values <= warn
-        else:
-            crossed_crit, crossed_warn = crit > -1 and values >= crit, warn > -1 and values >= warn
-        level = Status.CRITICAL if crossed_crit else Status.WARNING if crossed_warn else Status.OK
-        result.add(level, f"{values} values")
+        result.add(_values_level(values, warn, crit), f"{values} values")
     result.perf("bytes", status.bytes, "B", description="Bytes stored in the bucket")
     result.perf("replicas", status.stream_info.config.num_replicas)
     return result
+
+
+def _check_key(result: CheckResult, kv: KeyValue, key: str) -> None:
+    """``key`` has a value: not missing, deleted or purged."""
+    try:
+        kv.get(key)
+    except KeyDeletedError as exc:
+        op = getattr(exc, "op", "DEL")
+        result.critical(f"key {key} is {'purged' if op == 'PURGE' else 'deleted'}")
+    except KeyNotFoundError:
+        result.critical(f"key {key} not found")
+    except (NatsError, OSError, ValueError) as exc:
+        result.critical(f"key {key} not loaded: {exc}")
+    else:
+        result.ok(f"key {key} found")
+
+
+def _values_level(values: int, warn: int, crit: int) -> Status:
+    """The level of the number of values against the thresholds (-1: not set)."""
+    # The nats CLI's rule: a critical threshold below the warning one inverts the check.
+    if crit < warn:
+        crossed_crit, crossed_warn = crit > -1 and values <= crit, warn > -1 and values <= warn
+    else:
+        crossed_crit, crossed_warn = crit > -1 and values >= crit, warn > -1 and values >= warn
+    return Status.CRITICAL if crossed_crit else Status.WARNING if crossed_warn else Status.OK

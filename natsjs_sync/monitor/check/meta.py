@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ...errors import NatsError
 from ...jetstream.stream_config import PeerInfo
@@ -52,16 +53,31 @@ def check_meta(
     if meta is None or not meta.leader:
         result.critical(f"no meta leader answered within {_secs(timeout)}")
         return result
-    # The meta group's peers come as the server sent them (``active`` in nanoseconds):
-    # read as a stream's replicas are, so one set of rules judges both.
-    peers = [PeerInfo(name=p.get("name", "?"), current=bool(p.get("current")), offline=bool(p.get("offline")),
-                      lag=int(p.get("lag") or 0), active=float(p.get("active") or 0) / 1e9)
-             for p in meta.replicas or ()]
+    peers = _meta_peers(meta.replicas)
     size = meta.cluster_size or 1 + len(peers)
     current = _current_peers(peers)
     result.ok(f"leader {meta.leader}, {current} of {size} peers current")
     result.perf("peers", size, "", expect, expect, description="Configured RAFT peers")
     result.perf("peers_current", current)
+    _peer_counts(result, peers, lag_critical, seen_critical)
+    if expect is not None and size != expect:
+        result.critical(f"{size} peers, {expect} expected")
+    _check_peers(result, "the meta group", "peer", peers, size, lag_critical, seen_critical)
+    return result
+
+
+def _meta_peers(replicas: Sequence[dict[str, Any]] | None) -> list[PeerInfo]:
+    """The meta group's followers, as the server sent them, read into :class:`PeerInfo`."""
+    # The meta group's peers come as the server sent them (``active`` in nanoseconds):
+    # read as a stream's replicas are, so one set of rules judges both.
+    return [PeerInfo(name=p.get("name", "?"), current=bool(p.get("current")), offline=bool(p.get("offline")),
+                     lag=int(p.get("lag") or 0), active=float(p.get("active") or 0) / 1e9)
+            for p in replicas or ()]
+
+
+def _peer_counts(result: CheckResult, peers: Sequence[PeerInfo], lag_critical: int | None,
+                 seen_critical: float | None) -> None:
+    """The nats CLI's perfdata of the meta group's peers: how many are offline, not current, inactive, lagged."""
     for label, count, what in (
         ("peer_offline", sum(1 for p in peers if p.offline), "Offline RAFT peers"),
         ("peer_not_current", sum(1 for p in peers if not p.current), "RAFT peers that are not current"),
@@ -70,7 +86,3 @@ def check_meta(
          "RAFT peers that are lagged more than configured threshold"),
     ):
         result.perf(label, count, description=what)
-    if expect is not None and size != expect:
-        result.critical(f"{size} peers, {expect} expected")
-    _check_peers(result, "the meta group", "peer", peers, size, lag_critical, seen_critical)
-    return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...errors import NatsError
@@ -11,6 +12,7 @@ from .thresholds import _threshold
 
 if TYPE_CHECKING:
     from ...client import Client
+    from ..models import Varz
 
 
 def check_server(
@@ -86,19 +88,33 @@ def check_server(
         ("connections", varz.connections, connections_warn, connections_critical, str, True),
         ("subscriptions", varz.subscriptions, subscriptions_warn, subscriptions_critical, str, True),
     ):
-        if warn is not None and crit is not None and crit < warn:
-            if not invertible:
-                result.critical(f"{what}: invalid thresholds, critical {fmt(crit)} below warning {fmt(warn)}")
-            elif value <= crit:
-                result.critical(f"{what} {fmt(value)} <= {fmt(crit)}")
-            elif value <= warn:
-                result.warning(f"{what} {fmt(value)} <= {fmt(warn)}")
-        else:
-            _threshold(result, what, value, warn, crit, fmt)
+        _check_usage(result, what, value, warn, crit, fmt, invertible)
     if varz.start is not None and varz.now is not None:
         up = (varz.now - varz.start).total_seconds()
         result.perf("uptime", round(up, 3), "s", uptime_warn, uptime_critical)
         _threshold(result, "uptime", up, uptime_warn, uptime_critical, _secs, above=False)
+    _check_required(result, varz, js_required, auth_required, tls_required)
+    return result
+
+
+def _check_usage(result: CheckResult, what: str, value: float, warn: float | None, crit: float | None,
+                 fmt: Callable[[float], str], invertible: bool) -> None:
+    """One measurement of the server's use against its thresholds; a critical threshold below the warning
+    one checks at or below them when ``invertible``, and is a mistake otherwise."""
+    if warn is not None and crit is not None and crit < warn:
+        if not invertible:
+            result.critical(f"{what}: invalid thresholds, critical {fmt(crit)} below warning {fmt(warn)}")
+        elif value <= crit:
+            result.critical(f"{what} {fmt(value)} <= {fmt(crit)}")
+        elif value <= warn:
+            result.warning(f"{what} {fmt(value)} <= {fmt(warn)}")
+    else:
+        _threshold(result, what, value, warn, crit, fmt)
+
+
+def _check_required(result: CheckResult, varz: Varz, js_required: bool, auth_required: bool,
+                    tls_required: bool) -> None:
+    """What the server must have: JetStream, authentication, TLS (each CRITICAL when asked for and missing)."""
     extra = varz.unknown_fields or {}
     if js_required and not varz.jetstream:
         result.critical("JetStream is not enabled")
@@ -106,4 +122,3 @@ def check_server(
         result.critical("authentication is not required")
     if tls_required and not extra.get("tls_required"):
         result.critical("TLS is not required")
-    return result

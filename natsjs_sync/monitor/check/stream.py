@@ -13,6 +13,7 @@ from .thresholds import _levels
 
 if TYPE_CHECKING:
     from ...client import Client
+    from ...jetstream.stream_config import ClusterInfo, StreamInfo, StreamState
 
 
 def check_stream(
@@ -71,13 +72,18 @@ def check_stream(
         min_sources=min_sources, max_sources=max_sources))
     if limits is None:
         return result
-    peer_expect, peer_lag_critical, peer_seen_critical = (
-        limits["peer_expect"], limits["peer_lag_critical"], limits["peer_seen_critical"])
-    msgs_warn, msgs_critical = limits["msgs_warn"], limits["msgs_critical"]
-    subjects_warn, subjects_critical = limits["subjects_warn"], limits["subjects_critical"]
-    lag_critical, seen_critical = limits["lag_critical"], limits["seen_critical"]
-    min_sources, max_sources = limits["min_sources"], limits["max_sources"]
-    state = info.state
+    _check_messages(result, info.state, limits["msgs_warn"], limits["msgs_critical"], limits["subjects_warn"],
+                    limits["subjects_critical"])
+    _check_group(result, "stream", info.cluster, limits["peer_lag_critical"], limits["peer_seen_critical"])
+    _check_peer_count(result, info.cluster, limits["peer_expect"])
+    _check_sources(result, info, limits["lag_critical"], limits["seen_critical"], limits["min_sources"],
+                   limits["max_sources"])
+    return result
+
+
+def _check_messages(result: CheckResult, state: StreamState, msgs_warn: int | None, msgs_critical: int | None,
+                    subjects_warn: int | None, subjects_critical: int | None) -> None:
+    """The stream's messages and subjects, against their thresholds."""
     result.ok(f"{state.messages} messages, {state.consumer_count} consumers")
     result.perf("messages", state.messages, "", msgs_warn, msgs_critical)
     result.perf("bytes", state.bytes, "B")
@@ -90,12 +96,20 @@ def check_stream(
         result.perf("subjects", state.num_subjects, "", subjects_warn, subjects_critical)
         _levels(result, "subjects", state.num_subjects, subjects_warn, subjects_critical,
                 more_is_worse=(subjects_warn or 0) < (subjects_critical or 0))
-    _check_group(result, "stream", info.cluster, peer_lag_critical, peer_seen_critical)
+
+
+def _check_peer_count(result: CheckResult, cluster: ClusterInfo | None, peer_expect: int | None) -> None:
+    """The stream's replicas, leader included, against the number expected (``None``: not checked)."""
     if peer_expect is not None:
-        peers = 1 + len(info.cluster.replicas or ()) if info.cluster else 1
+        peers = 1 + len(cluster.replicas or ()) if cluster else 1
         result.perf("peers", peers)
         if peers != peer_expect:
             result.critical(f"{peers} replicas, {peer_expect} expected")
+
+
+def _check_sources(result: CheckResult, info: StreamInfo, lag_critical: int | None, seen_critical: float | None,
+                   min_sources: int | None, max_sources: int | None) -> None:
+    """The stream's mirror and sources: how far behind, when last heard from, how many."""
     sources = ([info.mirror] if info.mirror else []) + list(info.sources or ())
     for source in sources:
         if lag_critical is not None and source.lag >= lag_critical:
@@ -108,4 +122,3 @@ def check_stream(
             result.critical(f"{len(sources)} sources, at least {min_sources} expected")
         if max_sources is not None and len(sources) > max_sources:
             result.critical(f"{len(sources)} sources, at most {max_sources} expected")
-    return result
