@@ -125,6 +125,40 @@ class DeadLetterResult(msgspec.Struct, frozen=True, kw_only=True):
     dead_letter_seq: int = 0
 
 
+def _last_copy(dlq: Stream, subject: str, deadline: Deadline) -> RawStreamMsg | None:
+    """The copy the dead-letter stream holds on ``subject`` (the last one), or ``None``."""
+    try:
+        return dlq.get_last_msg_for_subject(subject, timeout=deadline)
+    except MsgNotFoundError:
+        return None
+
+
+def _carry_headers(headers: Headers, original: RawStreamMsg | None) -> None:
+    """Add the original's headers to ``headers``, its ``Nats-*`` ones under :data:`HEADER_ORIGINAL_PREFIX`."""
+    for key, value in (original.headers.items_all() if original is not None and original.headers else ()):
+        # The dead-letter stream would act on the original's Nats-* headers (de-duplication,
+        # expectations, TTL, rollups): they are kept under a name of their own.
+        headers.add(HEADER_ORIGINAL_PREFIX + key if key.lower().startswith("nats-") else key, value)
+
+
+def _add_provenance(headers: Headers, stream: str, seq: int, original: RawStreamMsg | None, stored_at: str, *,
+                    reason: str, consumer: str, deliveries: int, term_reason: str) -> None:
+    """Add the ``Dead-Letter-*`` headers: where the message was, when it was stored, why it is dead."""
+    headers[HEADER_STREAM] = stream
+    headers[HEADER_SEQUENCE] = str(seq)
+    headers[HEADER_REASON] = reason
+    if original is not None:
+        headers[HEADER_SUBJECT] = original.subject
+        if stored_at:
+            headers[HEADER_TIME] = stored_at
+    if consumer:
+        headers[HEADER_CONSUMER] = consumer
+    if deliveries:
+        headers[HEADER_DELIVERIES] = str(deliveries)
+    if term_reason:
+        headers[HEADER_TERM_REASON] = term_reason
+
+
 class DeadLetters:
     """Copies dead messages into a dead-letter stream, exactly once each.
 
@@ -235,24 +269,10 @@ class DeadLetters:
         deadline = Deadline.of(self._timeout if timeout is USE_DEFAULT else timeout, self._js.timeout)
         subject = self.subject_for(stream, seq)
         dlq = self._stream(self.stream, deadline)
-        found: RawStreamMsg | None
-        try:
-            found = dlq.get_last_msg_for_subject(subject, timeout=deadline)
-        except MsgNotFoundError:
-            found = None
+        found = _last_copy(dlq, subject, deadline)
         # A copy older than the duplicate window, or any copy: never a second one, unless it is the copy of
         # another message (below).
-        data = b""
-        original: RawStreamMsg | None
-        missing = ""
-        try:
-            original = self._read(stream, seq, deadline)
-        except MsgNotFoundError:
-            original, missing = None, "deleted before it was copied"
-        except StreamNotFoundError:
-            if stream == self.stream:
-                raise  # the dead-letter stream itself is missing: nothing could be recorded
-            original, missing = None, "its stream was deleted before it was copied"
+        original, missing = self._original(stream, seq, deadline)
         stored_at = rfc3339(original.time) if original is not None and original.time is not None else ""
         msg_id, expected_last = self.msg_id_for(stream, seq), 0
         if found is not None:
@@ -264,34 +284,44 @@ class DeadLetters:
             # since (its sequences start over). This one is copied after it, once: the stream refuses it when
             # a copy came after the one found, and its message id is its own.
             msg_id, expected_last = f"{msg_id}@{stored_at}", found.seq
+        headers = self._guard_headers(msg_id, expected_last)
+        if missing:
+            headers[HEADER_MISSING] = missing
+        _carry_headers(headers, original)
+        _add_provenance(headers, stream, seq, original, stored_at, reason=reason, consumer=consumer,
+                        deliveries=deliveries, term_reason=term_reason)
+        return self._store_copy(dlq, subject, original, headers, stream, seq, deadline)
+
+    def _original(self, stream: str, seq: int, deadline: Deadline) -> tuple[RawStreamMsg | None, str]:
+        """The message to copy, or ``None`` and why it is missing (recorded in :data:`HEADER_MISSING`).
+
+        Raises:
+            StreamNotFoundError: the dead-letter stream itself is missing.
+        """
+        try:
+            return self._read(stream, seq, deadline), ""
+        except MsgNotFoundError:
+            return None, "deleted before it was copied"
+        except StreamNotFoundError:
+            if stream == self.stream:
+                raise  # the dead-letter stream itself is missing: nothing could be recorded
+            return None, "its stream was deleted before it was copied"
+
+    def _guard_headers(self, msg_id: str, expected_last: int) -> Headers:
+        """The headers the dead-letter stream acts on to keep one copy: the message id, the stream
+        expected, and the subject's last sequence expected."""
         # The headers the dead-letter stream must act on come first: a server before 2.11 takes the first
         # occurrence of a header's name anywhere in the block (inside Dead-Letter-Original-Nats-Msg-Id too)
         # and ignores the header when that occurrence does not start a line.
         # Nats-Expected-Last-Subject-Sequence: stored only while the subject holds no other copy than the one
         # found (the look above may be stale by the time this is stored).
-        headers = Headers({"Nats-Msg-Id": msg_id, "Nats-Expected-Stream": self.stream,
-                           "Nats-Expected-Last-Subject-Sequence": str(expected_last)})
-        if missing:
-            headers[HEADER_MISSING] = missing
-        if original is not None:
-            data = original.data
-            for key, value in (original.headers.items_all() if original.headers else ()):
-                # The dead-letter stream would act on the original's Nats-* headers (de-duplication,
-                # expectations, TTL, rollups): they are kept under a name of their own.
-                headers.add(HEADER_ORIGINAL_PREFIX + key if key.lower().startswith("nats-") else key, value)
-        headers[HEADER_STREAM] = stream
-        headers[HEADER_SEQUENCE] = str(seq)
-        headers[HEADER_REASON] = reason
-        if original is not None:
-            headers[HEADER_SUBJECT] = original.subject
-            if stored_at:
-                headers[HEADER_TIME] = stored_at
-        if consumer:
-            headers[HEADER_CONSUMER] = consumer
-        if deliveries:
-            headers[HEADER_DELIVERIES] = str(deliveries)
-        if term_reason:
-            headers[HEADER_TERM_REASON] = term_reason
+        return Headers({"Nats-Msg-Id": msg_id, "Nats-Expected-Stream": self.stream,
+                        "Nats-Expected-Last-Subject-Sequence": str(expected_last)})
+
+    def _store_copy(self, dlq: Stream, subject: str, original: RawStreamMsg | None, headers: Headers,
+                    stream: str, seq: int, deadline: Deadline) -> DeadLetterResult:
+        """Publish the copy (the original's body, or none when it is missing) and say what happened."""
+        data = original.data if original is not None else b""
         try:
             ack = self._js.publish(subject, data, headers=headers, timeout=deadline)
         except WrongLastSequenceError:  # another helper stored a copy since the look above

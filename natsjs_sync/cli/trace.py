@@ -35,70 +35,111 @@ def _pairs(**values: str) -> str:
     return " ".join(f'{key}:"{value}"' for key, value in values.items() if value)
 
 
-def render(trace: Any, timestamps: bool = False) -> list[str]:
-    """The lines of ``nats trace``'s drawing of a :class:`~natsjs_sync.monitor.MessageTrace`."""
-    from ..monitor.trace import ConnectionKind
+class _Drawing:
+    """``nats trace``'s drawing of one trace, made event by event, and its egresses counted by kind.
+    Not thread-safe."""
 
-    lines: list[str] = []
-    counts: Counter[str] = Counter()
-    origin = trace.origin
-    start = origin.ingress.timestamp if origin is not None and origin.ingress is not None else None
+    def __init__(self, trace: Any, timestamps: bool):
+        self.trace = trace
+        self.timestamps = timestamps
+        origin = trace.origin
+        #: The first server's ingress: what ``--timestamp`` counts from.
+        self.start = origin.ingress.timestamp if origin is not None and origin.ingress is not None else None
+        self.lines: list[str] = []
+        self.counts: Counter[str] = Counter()
 
-    def stamp(line: str, at: datetime.datetime | None) -> str:
-        if not timestamps:
+    def stamp(self, line: str, at: datetime.datetime | None) -> str:
+        """``line``, after the time since the first ingress when timestamps are asked for."""
+        if not self.timestamps:
             return line
-        if start is None or at is None:
+        if self.start is None or at is None:
             return f"[?] {line}"
-        since = (at - start).total_seconds()
+        since = (at - self.start).total_seconds()
         return f"[{'Skew' if since < 0 else f'{since * 1e6:.0f}µs'}] {line}"
 
-    for depth, event in trace.walk():
+    def event(self, depth: int, event: Any) -> None:
+        """Draw one server's event, indented by its ``depth`` in the path."""
         pad = "    " * depth
+        self._ingress(pad, event)
+        self._rewrites(pad, event)
+        self._jetstream(pad, event)
+        self._egresses(pad, event)
+
+    def _ingress(self, pad: str, event: Any) -> None:
+        from ..monitor.trace import ConnectionKind
+
         ingress = event.ingress
-        if ingress is not None:
-            head = _conn(ingress.kind, ingress.cid, ingress.name)
-            cluster = event.server.cluster if ingress.kind in (ConnectionKind.CLIENT, ConnectionKind.GATEWAY) else ""
-            lines.append(pad + stamp(" ".join(p for p in (head, _pairs(cluster=cluster or "", server=event.server.name,
-                                                                     version=event.server.version)) if p),
-                                     ingress.timestamp))
-            if ingress.error:
-                lines.append(pad + f"--X Error: {ingress.error}")
+        if ingress is None:
+            return
+        head = _conn(ingress.kind, ingress.cid, ingress.name)
+        cluster = event.server.cluster if ingress.kind in (ConnectionKind.CLIENT, ConnectionKind.GATEWAY) else ""
+        pairs = _pairs(cluster=cluster or "", server=event.server.name, version=event.server.version)
+        self.lines.append(pad + self.stamp(" ".join(p for p in (head, pairs) if p), ingress.timestamp))
+        if ingress.error:
+            self.lines.append(pad + f"--X Error: {ingress.error}")
+
+    def _rewrites(self, pad: str, event: Any) -> None:
+        """The subject mapping, service imports and stream exports the message went through."""
         mapping = event.subject_mapping
         if mapping is not None:
-            lines.append(pad + stamp(f"    Mapping {_pairs(subject=mapping.mapped_to)}", mapping.timestamp))
+            self.lines.append(pad + self.stamp(f"    Mapping {_pairs(subject=mapping.mapped_to)}", mapping.timestamp))
         for si in event.service_imports:
             pairs = _pairs(**{"from": si.from_subject}, to=si.to, account=si.account)
-            lines.append(pad + stamp(f"    Service Import {pairs}", si.timestamp))
+            self.lines.append(pad + self.stamp(f"    Service Import {pairs}", si.timestamp))
         for se in event.stream_exports:
-            lines.append(pad + stamp(f"    Stream Export {_pairs(subject=se.to, account=se.account)}", se.timestamp))
+            pairs = _pairs(subject=se.to, account=se.account)
+            self.lines.append(pad + self.stamp(f"    Stream Export {pairs}", se.timestamp))
+
+    def _jetstream(self, pad: str, event: Any) -> None:
+        from ..monitor.trace import ConnectionKind
+
         js = event.jetstream
-        if js is not None:
-            action = "no interest" if js.no_interest else ("not stored" if js.error else "stored")
-            pairs = _pairs(action=action, stream=js.stream, subject=js.subject)
-            lines.append(pad + stamp(f"--J JetStream {pairs}", js.timestamp))
-            if js.error:
-                lines.append(pad + f"--X Error: {js.error}")
-            counts[_kind(ConnectionKind.JETSTREAM)] += 1
-        egresses = event.egresses
-        if not egresses and ingress is not None and ingress.kind == ConnectionKind.CLIENT and not ingress.error:
-            lines.append(pad + "--X No active interest")
-        for eg in egresses:
+        if js is None:
+            return
+        action = "no interest" if js.no_interest else ("not stored" if js.error else "stored")
+        pairs = _pairs(action=action, stream=js.stream, subject=js.subject)
+        self.lines.append(pad + self.stamp(f"--J JetStream {pairs}", js.timestamp))
+        if js.error:
+            self.lines.append(pad + f"--X Error: {js.error}")
+        self.counts[_kind(ConnectionKind.JETSTREAM)] += 1
+
+    def _egresses(self, pad: str, event: Any) -> None:
+        from ..monitor.trace import ConnectionKind
+
+        ingress = event.ingress
+        if not event.egresses and ingress is not None and ingress.kind == ConnectionKind.CLIENT and not ingress.error:
+            self.lines.append(pad + "--X No active interest")
+        for eg in event.egresses:
             parts = [_ARROWS.get(eg.kind, "-->"), _conn(eg.kind, eg.cid, eg.name),
                      _pairs(account=eg.account, subject=eg.subscription, queue=eg.queue)]
-            lines.append(pad + stamp(" ".join(p for p in parts if p), eg.timestamp))
+            self.lines.append(pad + self.stamp(" ".join(p for p in parts if p), eg.timestamp))
             if eg.error:
-                lines.append(pad + f"  --X Error: {eg.error}")
-            counts[_kind(eg.kind)] += 1
-            if eg.hop and trace.next_hop(eg) is None:
-                lines.append(pad + "    (no trace event from that server)")
-    lines += ["", "Legend: Client: --C Router: --> Gateway: ==> Leafnode: ~~> JetStream: --J Error: --X"]
-    if counts:
-        lines += ["", "Egress Count:", ""]
-        width = max(len(k) for k in counts)
-        lines += [f"   {kind:>{width}}: {n}" for kind, n in sorted(counts.items())]
-    if counts[_kind(ConnectionKind.JETSTREAM)] > 1:
-        lines += ["", f"WARNING: The message was received by {counts[_kind(ConnectionKind.JETSTREAM)]} streams"]
-    return lines
+                self.lines.append(pad + f"  --X Error: {eg.error}")
+            self.counts[_kind(eg.kind)] += 1
+            if eg.hop and self.trace.next_hop(eg) is None:
+                self.lines.append(pad + "    (no trace event from that server)")
+
+    def summary(self) -> list[str]:
+        """The legend, the egresses counted by kind, and a warning when several streams stored the message."""
+        from ..monitor.trace import ConnectionKind
+
+        out = ["", "Legend: Client: --C Router: --> Gateway: ==> Leafnode: ~~> JetStream: --J Error: --X"]
+        if self.counts:
+            out += ["", "Egress Count:", ""]
+            width = max(len(k) for k in self.counts)
+            out += [f"   {kind:>{width}}: {n}" for kind, n in sorted(self.counts.items())]
+        streams = self.counts[_kind(ConnectionKind.JETSTREAM)]
+        if streams > 1:
+            out += ["", f"WARNING: The message was received by {streams} streams"]
+        return out
+
+
+def render(trace: Any, timestamps: bool = False) -> list[str]:
+    """The lines of ``nats trace``'s drawing of a :class:`~natsjs_sync.monitor.MessageTrace`."""
+    drawing = _Drawing(trace, timestamps)
+    for depth, event in trace.walk():
+        drawing.event(depth, event)
+    return drawing.lines + drawing.summary()
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
