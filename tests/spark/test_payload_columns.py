@@ -153,3 +153,33 @@ def test_payload_options_are_checked_before_anything_is_read_or_sent(spark: Any,
         df.write.format("jetstream").option("servers", server.url).option("valueFormat", "json") \
             .mode("append").save()
     assert js.stream("PAYOPTS").info().state.messages == 0  # nothing was sent
+
+
+def test_integer_timestamps_read_as_sparks_own_json_reader_reads_them(spark: Any, server: NatsServer,
+                                                                     js: Any) -> None:
+    """An integer in a TIMESTAMP field is seconds since the epoch, as in ``spark.read.json`` (run here on the
+    same payloads); a fraction, a boolean, and a number for DATE are bad payloads in both."""
+    _stream(js, "PAYEPOCH")
+    schema = "id BIGINT, seen TIMESTAMP, times ARRAY<TIMESTAMP>, day DATE"
+    payloads = ['{"id": 1, "seen": 1700000000, "times": [0, "2024-01-02T03:04:05Z"]}',
+                '{"id": 2, "seen": -1, "day": "2024-01-02"}',
+                '{"id": 3, "seen": "2024-01-02T03:04:05Z"}',
+                '{"id": 4, "seen": 1700000000.5}',
+                '{"id": 5, "seen": 1.7e9}',
+                '{"id": 6, "seen": true}',
+                '{"id": 7, "times": [1, 1.5]}',
+                '{"id": 8, "day": 19000}']
+    for i, p in enumerate(payloads):
+        js.publish(f"payepoch.{i}", p.encode())
+    ours = _read(spark, server, "PAYEPOCH", valueFormat="json", valueSchema=schema, mode="PERMISSIVE")
+    sparks = spark.read.schema(schema + ", _corrupt_record STRING").json(spark.sparkContext.parallelize(payloads))
+    got = {r.seq: (r.id, r.seen, r.times, r.day) for r in ours.collect() if r._corrupt_record is None}
+    want = {i + 1: (r.id, r.seen, r.times, r.day) for i, r in enumerate(sparks.collect()) if r._corrupt_record is None}
+    assert sorted(got) == [1, 2, 3] and got == want
+    assert got[1][1] == datetime.datetime.fromtimestamp(1700000000)  # the session's time zone, as Spark collects
+    with pytest.raises(Exception, match=r"sequence 4 \(subject 'payepoch.3'\).*\$\.seen"):
+        _read(spark, server, "PAYEPOCH", valueFormat="json", valueSchema=schema).collect()
+    _stream(js, "PAYEPOCHMP")
+    js.publish("payepochmp.a", msgspec.msgpack.encode({"id": 1, "seen": 1700000000, "times": [0]}))
+    (row,) = _read(spark, server, "PAYEPOCHMP", valueFormat="msgpack", valueSchema=schema).collect()
+    assert (row.seen, row.times) == (got[1][1], [datetime.datetime.fromtimestamp(0)])
