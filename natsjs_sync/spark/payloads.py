@@ -19,7 +19,9 @@ number. One difference: seconds too large for a timestamp's microseconds
 (beyond about year 294,000) are a bad payload here, where Spark wraps them round.
 
 On write, a ``data`` (or ``value``) column of a struct, map or array type is
-encoded as JSON or MessagePack with the same option.
+encoded as JSON or MessagePack with the same option, and each message says so
+in its ``content-type`` header (:func:`content_type`: the codecs' header and
+values), so typed readers (``sub.typed(T)``, ``Msg.decode``) pick the format.
 """
 
 from __future__ import annotations
@@ -243,6 +245,13 @@ def _fits(value: Any, arrow_type: Any) -> bool:
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return False
     return True
+
+
+def content_type(fmt: str) -> str | None:
+    """The ``content-type`` a payload written in ``fmt`` carries (that of :mod:`natsjs_sync.codecs`), or ``None``."""
+    from ..codecs import JSON, MSGPACK
+
+    return {"json": JSON.content_type, "msgpack": MSGPACK.content_type}.get(fmt)
 
 
 def encoder(fmt: str) -> Callable[[Any], bytes]:
