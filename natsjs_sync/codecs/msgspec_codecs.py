@@ -4,8 +4,12 @@ msgspec decodes straight into Structs, dataclasses, attrs classes,
 TypedDicts, NamedTuples, enums and plain types (``dict[str, int]``,
 ``list[Order]``), validating as it goes. A pydantic model (``BaseModel``
 subclass) is recognised by its class and goes through pydantic's own
-validation; pydantic is imported only by code that already has such a class,
-so it costs nothing when unused (it is the ``pydantic`` extra).
+validation; so does a type built around models (``list[Model]``,
+``dict[str, Model]``, ``Model | None``, ``tuple[Model, int]``), through a
+pydantic ``TypeAdapter``. pydantic is imported only by code that already has
+such a class, so it costs nothing when unused (it is the ``pydantic`` extra),
+and the choice is made once per type, when its decoder is made: msgspec types
+never pass through it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from __future__ import annotations
 import re
 import sys
 import threading
+import typing
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import msgspec
@@ -45,6 +51,45 @@ def _pydantic_model(type_: Any) -> bool:
     return pydantic is not None and isinstance(type_, type) and issubclass(type_, pydantic.BaseModel)
 
 
+def holds_pydantic_model(type_: Any, _depth: int = 0) -> bool:
+    """``type_`` is a pydantic model class or a type built around one (``list[Model]``, ``Model | None``).
+
+    Only the arguments of generic and union types are searched, not the fields
+    of classes (msgspec refuses a dataclass with a model field, as before).
+    """
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or _depth > 32:  # the depth bounds a self-referencing alias
+        return False
+    if isinstance(type_, type) and not typing.get_args(type_) and issubclass(type_, pydantic.BaseModel):
+        return True
+    return any(holds_pydantic_model(arg, _depth + 1) for arg in typing.get_args(type_))
+
+
+def _holds_pydantic_value(value: Any, _depth: int = 0) -> bool:
+    """``value`` is a pydantic model or a list, tuple, set or dict (values) holding one."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or _depth > 32:
+        return False
+    if isinstance(value, pydantic.BaseModel):
+        return True
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, (list, tuple, set, frozenset)):
+        return False
+    return any(_holds_pydantic_value(v, _depth + 1) for v in value)
+
+
+_any_adapter: Any = None
+
+
+def _pydantic_any() -> Any:
+    """pydantic's ``TypeAdapter(Any)``: it serializes each model as the model's own dump does."""
+    global _any_adapter
+    if _any_adapter is None:  # a race makes two equal adapters, harmlessly
+        _any_adapter = sys.modules["pydantic"].TypeAdapter(Any)
+    return _any_adapter
+
+
 def _pydantic_error(exc: Any) -> tuple[str, str | None]:
     errors = exc.errors()
     if not errors:
@@ -73,7 +118,7 @@ class _MsgspecCodec(Codec):
         try:
             return self._encoder.encode(value)  # type: ignore[no-any-return]
         except (TypeError, OverflowError, msgspec.EncodeError) as exc:
-            if not _pydantic_model(type(value)):
+            if not _holds_pydantic_value(value):
                 raise PayloadEncodeError(f"cannot encode {type(value).__name__} as {self.content_type}: {exc}") \
                     from None
         try:
@@ -85,10 +130,12 @@ class _MsgspecCodec(Codec):
     def _encode_pydantic(self, value: Any) -> bytes:
         # Python objects first: MessagePack holds bytes and timestamps as such (a bytes field
         # that is not UTF-8 has no JSON form); what msgspec does not know goes as its JSON form.
+        # A container of models is dumped as a whole, each model as its own dump would do it.
+        dump = value.model_dump if _pydantic_model(type(value)) else partial(_pydantic_any().dump_python, value)
         try:
-            return self._encoder.encode(value.model_dump())  # type: ignore[no-any-return]
+            return self._encoder.encode(dump())  # type: ignore[no-any-return]
         except (TypeError, OverflowError, msgspec.EncodeError):
-            return self._encoder.encode(value.model_dump(mode="json"))  # type: ignore[no-any-return]
+            return self._encoder.encode(dump(mode="json"))  # type: ignore[no-any-return]
 
     def decode(self, data: bytes | bytearray | memoryview, type_: type[T]) -> T:
         """``data`` as a ``type_``, validated (msgspec's decoder for the type, made once and kept).
@@ -132,6 +179,8 @@ class _MsgspecCodec(Codec):
                 return decode
             if _pydantic_model(type_):
                 decode = self._pydantic_decoder(type_)
+            elif holds_pydantic_model(type_):
+                decode = self._adapter_decoder(sys.modules["pydantic"].TypeAdapter(type_))
             else:
                 try:
                     decode = self._module.Decoder(type_).decode
@@ -148,6 +197,15 @@ class _MsgspecCodec(Codec):
 
         return decode
 
+    def _adapter_decoder(self, adapter: Any) -> Callable[[Any], Any]:
+        """Decoding through a pydantic ``TypeAdapter`` (a type built around models)."""
+        plain = self._module.Decoder().decode
+
+        def decode(data: Any) -> Any:
+            return adapter.validate_python(plain(data))
+
+        return decode
+
 
 class JsonCodec(_MsgspecCodec):
     """JSON (``application/json``) through ``msgspec.json``. Thread-safe.
@@ -161,10 +219,24 @@ class JsonCodec(_MsgspecCodec):
     _module = msgspec.json
 
     def _pydantic_decoder(self, model: Any) -> Callable[[Any], Any]:
-        return model.model_validate_json  # type: ignore[no-any-return]  # pydantic's own JSON parser
+        return _json_input(model.model_validate_json)  # pydantic's own JSON parser
+
+    def _adapter_decoder(self, adapter: Any) -> Callable[[Any], Any]:
+        return _json_input(adapter.validate_json)
 
     def _encode_pydantic(self, value: Any) -> bytes:
-        return value.model_dump_json().encode()  # type: ignore[no-any-return]
+        if _pydantic_model(type(value)):
+            return value.model_dump_json().encode()  # type: ignore[no-any-return]
+        return _pydantic_any().dump_json(value)  # type: ignore[no-any-return]
+
+
+def _json_input(validate_json: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """pydantic's JSON validation, given a memoryview too (it takes str, bytes and bytearray only)."""
+
+    def decode(data: Any) -> Any:
+        return validate_json(bytes(data) if isinstance(data, memoryview) else data)
+
+    return decode
 
 
 class MsgPackCodec(_MsgspecCodec):

@@ -38,12 +38,14 @@ _HEADER_START = b"NATS/1.0\r\n"
 _MSG_ID_LINE = b"Nats-Msg-Id: "
 
 
-def msg_id_headers(msg_id: bytes) -> bytes:
-    """The header block of a message whose only header is ``Nats-Msg-Id``.
+def msg_id_headers(msg_id: bytes, lines: bytes = b"") -> bytes:
+    """The header block of a message: ``lines`` (none by default), then ``Nats-Msg-Id``.
 
-    ``msg_id`` must hold no CR, LF or control characters (the caller makes it).
+    ``msg_id`` must hold no CR, LF or control characters (the caller makes it);
+    ``lines`` are header lines already encoded, each ending in CRLF
+    (``b"content-type: application/json\\r\\n"``).
     """
-    return b"%s%s%s\r\n\r\n" % (_HEADER_START, _MSG_ID_LINE, msg_id)
+    return b"%s%s%s%s\r\n\r\n" % (_HEADER_START, lines, _MSG_ID_LINE, msg_id)
 
 
 class FramePublisher:

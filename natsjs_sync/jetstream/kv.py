@@ -30,6 +30,7 @@ from ..errors import (
     BadSubscriptionError,
     BucketExistsError,
     InvalidKeyError,
+    KeyDecodeError,
     KeyDeletedError,
     KeyHistoryNotFoundError,
     KeyHistoryTooLargeError,
@@ -552,14 +553,24 @@ class KeyValue:
     # ------------------------------------------------------------------ listing and watching
 
     def _initial(self, *filters: str, include_history: bool = False, meta_only: bool = False,
-                 ignore_deletes: bool = False, timeout: TimeoutArg = 30.0) -> list[Entry]:
-        """The entries present now (not waiting for updates)."""
+                 ignore_deletes: bool = False, timeout: TimeoutArg = 30.0,
+                 skip_foreign_keys: bool = False) -> list[Entry]:
+        """The entries present now (not waiting for updates).
+
+        ``skip_foreign_keys``: leave out the stored keys the key codec cannot
+        decode instead of raising :class:`~natsjs_sync.errors.KeyDecodeError`.
+        """
         out: list[Entry] = []
         deadline = timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, 30.0)
         with self.watch(*filters, include_history=include_history, meta_only=meta_only,
                         ignore_deletes=ignore_deletes) as w:
             while True:
-                entry = w.next(timeout=deadline.remaining())
+                try:
+                    entry = w.next(timeout=deadline.remaining())
+                except KeyDecodeError:
+                    if skip_foreign_keys:
+                        continue  # the watcher has moved past it
+                    raise
                 if entry is None:
                     return out
                 out.append(entry)
@@ -572,11 +583,15 @@ class KeyValue:
         that contain one of those strings (nats-py's meaning) or match it as a
         subject filter (``"users.*"``).
 
+        Through a key codec (:meth:`with_codecs`), a stored key the codec
+        cannot decode (written without it) is left out, as orbit.go's
+        ``kvcodec`` lister does: a plain view of the bucket lists it.
+
         Raises:
             NoKeysError: no key matched (as nats-py and nats.go do).
         """
         keys = [e.key for e in self._initial(*(patterns or (">",)), meta_only=True, ignore_deletes=True,
-                                              timeout=timeout)]
+                                              timeout=timeout, skip_foreign_keys=True)]
         if filters:
             keys = [k for k in keys if any(f in k or subject_matches(f, k) for f in filters)]
         if not keys:
@@ -589,13 +604,18 @@ class KeyValue:
 
         Unlike :meth:`keys` nothing is collected in memory: iterate the lister,
         and :meth:`KeyLister.stop` (or leaving a ``with`` block) ends it early.
-        ``timeout`` bounds each wait for the next key.
+        ``timeout`` bounds each wait for the next key. Through a key codec, a
+        stored key it cannot decode is left out, as in :meth:`keys`.
         """
         fs = list(patterns) + list(filters or [])
         return KeyLister(self.watch(*(fs or [">"]), meta_only=True, ignore_deletes=True), timeout, self._js._api.core)
 
     def history(self, key: str, timeout: TimeoutArg = 30.0) -> list[Entry]:
         """Every stored revision of ``key``, oldest first.
+
+        Through a codec, a revision that does not decode raises as in
+        :meth:`watch` (the stored keys are the encoding of ``key``, so only a
+        wildcard filter meets keys written without the codec).
 
         Raises:
             KeyNotFoundError: no revision of ``key`` (also a NoKeysError, nats-py's name).
@@ -618,6 +638,16 @@ class KeyValue:
         taken and, as in nats-py, changes nothing. ``inactive_threshold`` (seconds;
         0 or None: the default, 300) is how long the server keeps the watch's
         consumer once nobody is there to read it.
+
+        Through a codec (:meth:`with_codecs`), an entry whose stored key or
+        value the codec cannot decode (written without it) raises
+        :class:`~natsjs_sync.errors.KeyDecodeError` /
+        :class:`~natsjs_sync.errors.ValueDecodeError` from ``next()`` (and
+        ends a ``for`` loop over it); the watcher keeps its place, and the
+        next call goes on with the following entry. (orbit.go's ``kvcodec`` watcher hands such an
+        entry out under its stored key instead; a stored key passed off as a
+        decoded one would be written back under another key, so here it is
+        an error. :meth:`keys` and :meth:`list_keys` leave such keys out.)
         """
         if include_history and updates_only:
             raise ValueError("include_history and updates_only do not go together")
@@ -728,6 +758,8 @@ class KeyLister:
                     entry = self._watcher.next(self._timeout)
                 except BadSubscriptionError:
                     return
+                except KeyDecodeError:
+                    continue  # a key written without the view's key codec: not listed (orbit.go's kvcodec)
                 if entry is None:
                     return
                 yield entry.key

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..codecs.msgspec_codecs import holds_pydantic_model
 from ..errors import PayloadDecodeError, PayloadEncodeError, ServiceError
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ def json_schema(type_: Any) -> str | None:
     try:
         if pydantic is not None and isinstance(type_, type) and issubclass(type_, pydantic.BaseModel):
             schema = type_.model_json_schema()  # type: ignore[attr-defined]
+        elif holds_pydantic_model(type_):  # list[Model], Model | None ...
+            schema = sys.modules["pydantic"].TypeAdapter(type_).json_schema()
         else:
             schema = msgspec.json.schema(type_)
     except (TypeError, ValueError):

@@ -11,8 +11,17 @@ with the raw payload in a column of its own (``columnNameOfCorruptRecord``,
 default ``_corrupt_record``, as Spark's JSON source names it). No row is ever
 dropped.
 
+A ``TIMESTAMP`` field takes what Spark's own JSON reader (``from_json``,
+``spark.read.json``) takes: an RFC 3339 string (or a MessagePack timestamp), or
+an integer, read as seconds since the epoch. A fractional number is a bad
+payload there as here, and so are ``TIMESTAMP_NTZ`` and ``DATE`` given a
+number. One difference: seconds too large for a timestamp's microseconds
+(beyond about year 294,000) are a bad payload here, where Spark wraps them round.
+
 On write, a ``data`` (or ``value``) column of a struct, map or array type is
-encoded as JSON or MessagePack with the same option.
+encoded as JSON or MessagePack with the same option, and each message says so
+in its ``content-type`` header (:func:`content_type`: the codecs' header and
+values), so typed readers (``sub.typed(T)``, ``Msg.decode``) pick the format.
 """
 
 from __future__ import annotations
@@ -31,6 +40,9 @@ MODES = ("FAILFAST", "PERMISSIVE")
 DEFAULT_CORRUPT_COLUMN = "_corrupt_record"
 
 _INT_RANGES = {"ByteType": 8, "ShortType": 16, "IntegerType": 32, "LongType": 64}
+_MICROS = 1_000_000
+#: Integer seconds since the epoch in a TIMESTAMP field (Spark's JSON reader), within its microseconds' range.
+_EPOCH_SECONDS = Annotated[int, msgspec.Meta(ge=-(2 ** 63) // _MICROS + 1, le=(2 ** 63 - 1) // _MICROS)]
 #: Values msgspec hands over as they are (Arrow builds the columns from them).
 _KEEP = (datetime.datetime, datetime.date, decimal.Decimal, bytes)
 
@@ -55,7 +67,9 @@ def _msgspec_type(dt: Any, path: str) -> Any:
         base = str
     elif isinstance(dt, T.BinaryType):
         base = bytes
-    elif isinstance(dt, (T.TimestampType, T.TimestampNTZType)):
+    elif isinstance(dt, T.TimestampType):
+        base = datetime.datetime | _EPOCH_SECONDS  # the integer: epoch seconds, made microseconds by _epoch_fix
+    elif isinstance(dt, T.TimestampNTZType):
         base = datetime.datetime
     elif isinstance(dt, T.DateType):
         base = datetime.date
@@ -83,6 +97,41 @@ def _struct_type(st: Any, path: str = "") -> type[msgspec.Struct]:
               for i, f in enumerate(st.fields)]
     return msgspec.defstruct("Payload", fields, rename={f"f{i}": f.name for i, f in enumerate(st.fields)},
                              kw_only=True)
+
+
+def _seconds_to_micros(value: Any) -> Any:
+    # Arrow takes an int in a timestamp column as microseconds since the epoch.
+    return value * _MICROS if type(value) is int else value
+
+
+def _epoch_fix(dt: Any) -> Callable[[Any], Any] | None:
+    """What turns the epoch seconds in a decoded value of the Spark type ``dt`` into microseconds
+    (the int a TIMESTAMP field took); ``None`` when ``dt`` holds no TIMESTAMP (nothing to do)."""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.TimestampType):
+        return _seconds_to_micros
+    if isinstance(dt, (T.ArrayType, T.MapType)):
+        inner = _epoch_fix(dt.elementType if isinstance(dt, T.ArrayType) else dt.valueType)
+        if inner is None:
+            return None
+        if isinstance(dt, T.ArrayType):
+            return lambda v: v if v is None else [inner(x) for x in v]
+        return lambda v: v if v is None else {k: inner(x) for k, x in v.items()}
+    if isinstance(dt, T.StructType):
+        fixes = [(f.name, fix) for f in dt.fields if (fix := _epoch_fix(f.dataType)) is not None]
+        if not fixes:
+            return None
+
+        def fix_struct(v: Any) -> Any:
+            if v is not None:
+                for name, fix in fixes:
+                    if name in v:
+                        v[name] = fix(v[name])
+            return v
+
+        return fix_struct
+    return None
 
 
 def check_fields(fields: Any, fixed: Sequence[Any]) -> Any:
@@ -139,6 +188,7 @@ class PayloadReader:
 
         decode = self._decoder()
         names = [f.name for f in self.fields.fields]
+        fixes = [(i, fix) for i, f in enumerate(self.fields.fields) if (fix := _epoch_fix(f.dataType)) is not None]
         values: list[list[Any]] = [[] for _ in names]
         corrupt: list[bytes | None] = []
         for subject, seq, _time, _headers, data in rows:
@@ -155,6 +205,8 @@ class PayloadReader:
                 continue
             for i, name in enumerate(names):
                 values[i].append(decoded.get(name))
+            for i, fix in fixes:
+                values[i][-1] = fix(values[i][-1])
             corrupt.append(None)
         try:
             arrays = [pa.array(column, types[i]) for i, column in enumerate(values)]
@@ -193,6 +245,13 @@ def _fits(value: Any, arrow_type: Any) -> bool:
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return False
     return True
+
+
+def content_type(fmt: str) -> str | None:
+    """The ``content-type`` a payload written in ``fmt`` carries (that of :mod:`natsjs_sync.codecs`), or ``None``."""
+    from ..codecs import JSON, MSGPACK
+
+    return {"json": JSON.content_type, "msgpack": MSGPACK.content_type}.get(fmt)
 
 
 def encoder(fmt: str) -> Callable[[Any], bytes]:

@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
+from ..codecs.base import CONTENT_TYPE
 from ..errors import JetStreamError, MsgNotFoundError, NatsError, StreamNotFoundError, jetstream_error
 from ..jetstream import StreamInfo
 from .config import NatsConfig
@@ -246,6 +247,10 @@ def _header_items(headers: Any) -> list[tuple[str, list[str]]]:
 
 
 _MSG_ID_ONLY = b"NATS/1.0\r\nNats-Msg-Id:"
+#: What a write with valueFormat json or msgpack sends: the content type, then the message id.
+_TYPED_HEAD = b"NATS/1.0\r\ncontent-type: application/"
+_TYPED_MSG_ID = tuple((b"NATS/1.0\r\ncontent-type: %s\r\nNats-Msg-Id:" % ct.encode(), ct)
+                      for ct in ("application/json", "application/msgpack"))
 
 
 def _header_column(cells: Sequence[Any], kafka: bool, header_type: Any) -> Any:
@@ -257,10 +262,25 @@ def _header_column(cells: Sequence[Any], kafka: bool, header_type: Any) -> Any:
     values: list[Any] = []  # map: one value list per key; kafka: one bytes value per pair
     offsets = [0]
     valid: list[bool] = []
-    msg_id_only, start = _MSG_ID_ONLY, len(_MSG_ID_ONLY)
+    msg_id_only, id_start = _MSG_ID_ONLY, len(_MSG_ID_ONLY)
     for cell in cells:
-        if not kafka and isinstance(cell, bytes) and cell.startswith(msg_id_only) and cell.find(b"\r\n", start) \
-                == len(cell) - 4:  # only a Nats-Msg-Id (what this source writes): no parsing
+        # What this source writes is taken apart without parsing: a Nats-Msg-Id alone,
+        # or after the content type of a write with valueFormat json or msgpack.
+        ctype, start = None, 0
+        if not kafka and isinstance(cell, bytes):
+            if cell.startswith(msg_id_only):
+                start = id_start
+            elif cell.startswith(_TYPED_HEAD):
+                for prefix, ct in _TYPED_MSG_ID:
+                    if cell.startswith(prefix):
+                        ctype, start = ct, len(prefix)
+                        break
+            if start and cell.find(b"\r\n", start) != len(cell) - 4:
+                ctype, start = None, 0  # more headers after the id: parsed below
+        if start:
+            if ctype is not None:
+                keys.append(CONTENT_TYPE)
+                values.append([ctype])
             keys.append("Nats-Msg-Id")
             values.append([cell[start:-4].decode("utf-8", "replace").strip()])
             valid.append(True)

@@ -6,6 +6,10 @@
 :func:`check_write_schema` has checked the DataFrame's columns, and pickled to
 the executors, whose tasks publish Arrow record batches (:func:`_write_batches`).
 
+With ``valueFormat`` json or msgpack every row also carries the payload's
+``content-type`` (``application/json``, ``application/msgpack``) unless its
+``headers`` column names one (in any case): the row's own header is kept.
+
 Every row is published with a ``Nats-Msg-Id``: the ``msg_id`` column, or one
 made from the write, the partition, the row's content and how many identical
 rows came before it in the partition (:class:`_ContentIds`). A retried task
@@ -27,12 +31,13 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
 from .._core.spi import link
+from ..codecs import CONTENT_TYPE
 from ..jetstream.bulk import FramePublisher, msg_id_headers
 from ..jetstream.publish_options import publish_headers
 from ..protocol.headers import encode_headers
 from ..protocol.subjects import publish_subject
 from .options import WriteOptions
-from .payloads import encoder
+from .payloads import content_type, encoder
 
 _WRITE_COLUMNS = ("data", "value", "subject", "topic", "headers", "msg_id")
 
@@ -191,20 +196,33 @@ def _batch_subjects(batch: Any, si: int | None, cache: dict[str | None, bytes], 
     return [_subject_bytes(cache, s, default) for s in batch.column(si).to_pylist()]
 
 
+def _with_content_type(headers: dict[str, Any] | None, ctype: str | None) -> dict[str, Any] | None:
+    """A row's headers with the payload's ``content-type`` added, unless the row has one (in any case)."""
+    if ctype is None or (headers is not None and any(k.lower() == CONTENT_TYPE for k in headers)):
+        return headers
+    return {CONTENT_TYPE: ctype} if headers is None else {CONTENT_TYPE: ctype, **headers}
+
+
 def _batch_header_blocks(batch: Any, cols: dict[str, int], ids: _ContentIds, subjects: list[bytes],
-                         datas: list[bytes]) -> list[bytes]:
-    """Each row's encoded header block: its headers column and its message id (given, or derived)."""
+                         datas: list[bytes], ctype: str | None = None) -> list[bytes]:
+    """Each row's encoded header block: the payload's content type (``ctype``, unless the row's
+    headers name one), its headers column and its message id (given, or derived).
+
+    A derived id digests the headers column only, not the content type the
+    write adds: ids stay what they were for a write run again by an earlier version.
+    """
     mids = batch.column(cols["msg_id"]).to_pylist() if "msg_id" in cols else None
     hdrs = batch.column(cols["headers"]).to_pylist() if "headers" in cols else None
     if hdrs is None and mids is None:
-        return [msg_id_headers(ids(subjects[i], datas[i], None)) for i in range(batch.num_rows)]
+        lines = b"" if ctype is None else b"%s: %s\r\n" % (CONTENT_TYPE.encode(), ctype.encode())
+        return [msg_id_headers(ids(subjects[i], datas[i], None), lines) for i in range(batch.num_rows)]
     blocks = []
     for i in range(batch.num_rows):
         headers = _header_dict(hdrs[i]) if hdrs is not None else None
         mid = mids[i] if mids is not None else None
         if mid is None:
             mid = ids(subjects[i], datas[i], headers).decode()
-        blocks.append(encode_headers(publish_headers(headers, mid)))
+        blocks.append(encode_headers(publish_headers(_with_content_type(headers, ctype), mid)))
     return blocks
 
 
@@ -221,6 +239,7 @@ def _write_batches(wo: WriteOptions, batches: Iterator[Any], id_prefix: str) -> 
     cfg = wo.cfg
     core = link(cfg.client())
     subjects_cache: dict[str | None, bytes] = {}
+    ctype = content_type(wo.value_format)
     # No deadline for the whole partition: each ack has its own (the timeout),
     # and an outage is ridden out for retry_timeout.
     with FramePublisher(core, 4000, cfg.timeout, cfg.retry_timeout) as pub:
@@ -230,7 +249,7 @@ def _write_batches(wo: WriteOptions, batches: Iterator[Any], id_prefix: str) -> 
             assert di is not None  # checked on the driver
             datas = _batch_datas(batch, di, wo.value_format)
             subjects = _batch_subjects(batch, cols.get("subject", cols.get("topic")), subjects_cache, wo.subject)
-            pub.publish(subjects, _batch_header_blocks(batch, cols, ids, subjects, datas), datas)
+            pub.publish(subjects, _batch_header_blocks(batch, cols, ids, subjects, datas, ctype), datas)
     return PublishCommit(pub.published, pub.duplicates, pub.resent)
 
 

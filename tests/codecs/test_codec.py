@@ -209,3 +209,36 @@ class TestPydantic:
 
         with pytest.raises(PayloadEncodeError, match="Blob"):
             JSON.encode(Blob(data=b"\xff"))  # pydantic writes bytes to JSON as UTF-8 text
+
+    @pytest.mark.parametrize("codec", [JSON, MSGPACK], ids=["json", "msgpack"])
+    def test_containers_of_models_round_trip(self, codec: Codec) -> None:
+        basket = self.model()
+        one, two = basket(id=1, lines=[{"sku": "tea", "qty": 2}]), basket(id=2, lines=[])
+        for value, type_ in (([one, two], list[basket]), ({"a": one}, dict[str, basket]),
+                             (one, basket | None), (None, basket | None), ((one, 3), tuple[basket, int])):
+            assert codec.decode(codec.encode(value), type_) == value
+            assert codec.decode(memoryview(codec.encode(value)), type_) == value
+        if codec is JSON:  # each model as its own dump writes it
+            assert codec.encode([one, two]) == b"[" + codec.encode(one) + b"," + codec.encode(two) + b"]"
+
+    @pytest.mark.parametrize("codec", [JSON, MSGPACK], ids=["json", "msgpack"])
+    def test_a_container_of_models_names_the_failing_field(self, codec: Codec) -> None:
+        basket = self.model()
+        good = {"id": 1, "lines": []}
+        with pytest.raises(PayloadDecodeError) as info:
+            codec.decode(codec.encode([good, {"id": 2, "lines": [{"sku": "tea", "qty": "two"}]}]), list[basket])
+        assert info.value.field == "$[1].lines[0].qty"
+        assert info.value.type == list[basket] and info.value.content_type == codec.content_type
+        with pytest.raises(PayloadDecodeError) as info:
+            codec.decode(codec.encode({"k": {"id": "x", "lines": []}}), dict[str, basket])
+        assert info.value.field == "$.k.id"
+
+    def test_a_container_of_models_without_a_json_form_is_an_encode_error(self) -> None:
+        class Blob(self.pydantic.BaseModel):  # type: ignore[name-defined,misc]
+            data: bytes
+
+        with pytest.raises(PayloadEncodeError, match="list"):
+            JSON.encode([Blob(data=b"\xff")])
+        assert MSGPACK.decode(MSGPACK.encode([Blob(data=b"\xff")]), list[Blob]) == [Blob(data=b"\xff")]
+        with pytest.raises(PayloadEncodeError):  # no model in it: msgspec's refusal, as before
+            JSON.encode([object()])

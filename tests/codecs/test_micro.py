@@ -101,3 +101,31 @@ def test_pydantic_endpoint(nc: nats.Client) -> None:
         assert json.loads(info.endpoints[0].metadata["request_schema"])["properties"]["n"]["type"] == "integer"
     finally:
         service.stop()
+
+
+def test_pydantic_containers_as_endpoint_types(nc: nats.Client) -> None:
+    pydantic = pytest.importorskip("pydantic", reason="the pydantic extra is not installed")
+
+    class Ask(pydantic.BaseModel):
+        n: int
+
+    class Answer(pydantic.BaseModel):
+        double: int
+
+    service = add_service(nc, name="batch_doubler", version="1.0.0")
+    try:
+        service.add_endpoint("doubles", lambda asks: {str(a.n): Answer(double=a.n * 2) for a in asks},
+                             request_type=list[Ask], response_type=dict[str, Answer])
+        nc.flush()
+        ask = nc.typed("doubles", list[Ask], reply_type=dict[str, Answer])
+        reply = ask.request([Ask(n=1), Ask(n=21)], timeout=5)
+        assert reply.value == {"1": Answer(double=2), "21": Answer(double=42)}
+        assert reply.headers is not None and reply.headers["content-type"] == "application/json"
+        with pytest.raises(ServiceError) as info:  # a bad element: answered with 400 naming it
+            ServiceClient(nc).request("doubles", b'[{"n": 1}, {"n": "many"}]')
+        assert info.value.code == "400" and "$[1].n" in info.value.description
+        (svc,) = ServiceClient(nc).info("batch_doubler")
+        schema = json.loads(svc.endpoints[0].metadata["request_schema"])
+        assert schema["type"] == "array" and "Ask" in schema["$defs"]
+    finally:
+        service.stop()

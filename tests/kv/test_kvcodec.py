@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from natsjs_sync.errors import InvalidKeyError, KeyNotFoundError
+from natsjs_sync.errors import InvalidKeyError, KeyNotFoundError, NoKeysError
 from natsjs_sync.jetstream import JetStream, KeyValue
 from natsjs_sync.kvcodec import (
     Base64KeyCodec,
@@ -149,7 +149,23 @@ def test_a_foreign_key_fails_the_read_without_losing_the_watch_place(kv: KeyValu
             except KeyDecodeError as exc:
                 seen.append(type(exc))
         assert seen[:2].count(KeyDecodeError) == 1 and seen[2] is None
-    with pytest.raises(KeyDecodeError):
+
+
+def test_listings_leave_out_keys_written_without_the_codec(kv: KeyValue) -> None:
+    # orbit.go's kvcodec lister skips the keys it cannot decode; keys() and list_keys() do the same.
+    kv.put("not.base64=", b"raw")  # '=' is not in unpadded base64
+    kv.put("x", b"raw")  # one base64 character decodes to nothing: not base64 either
+    view = kv.with_codecs(key_codec=Base64KeyCodec())
+    view.put("sue@example.com", b"fine")
+    view.put("not.mine", b"fine")
+    assert sorted(view.keys()) == ["not.mine", "sue@example.com"]
+    assert view.keys("not.*") == ["not.mine"]
+    with view.list_keys() as lister:
+        assert sorted(lister) == ["not.mine", "sue@example.com"]
+    assert len(kv.keys()) == 4  # a plain view still lists them all
+    view.delete("sue@example.com")
+    view.delete("not.mine")
+    with pytest.raises(NoKeysError):  # only foreign keys left: none to list
         view.keys()
 
 

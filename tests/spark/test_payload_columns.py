@@ -69,18 +69,26 @@ def test_struct_columns_written_as_payloads_read_back_as_columns(spark: Any, ser
                                                                fmt: str) -> None:
     name = f"PAY{fmt.upper()}"
     _stream(js, name)
+    sub = js.nc.subscribe(f"{name.lower()}.>")
     df = spark.createDataFrame(ROWS, SCHEMA)
     (df.selectExpr(f"'{name.lower()}.in' as subject", "struct(*) as value")
        .write.format("jetstream").option("servers", server.url).option("valueFormat", fmt).mode("append").save())
     raw = js.stream(name).get_msg(1).data
     decoded = msgspec.json.decode(raw) if fmt == "json" else msgspec.msgpack.decode(raw)
     assert decoded["name"] in ("ann", None) and "at home" in decoded  # the payload is the struct, by field name
+    # Each message names its format (the codecs' header): a typed reader picks the codec by it.
+    msgs = [sub.next_msg(10), sub.next_msg(10)]
+    assert {m.headers["content-type"] for m in msgs} == {f"application/{fmt}"}
+    assert sorted(m.decode(dict[str, Any])["id"] for m in msgs) == [1, 2]  # no codec given: JSON but for the header
     got = _read(spark, server, name, valueFormat=fmt, valueSchema=SCHEMA)
     assert got.columns == ["stream", "subject", "seq", "timestamp", "headers", "id", "name", "tags", "attrs",
                            "at home", "price", "seen"]
-    rows = sorted((tuple(r)[5:] for r in got.collect()), key=lambda r: r[0])
+    collected = got.collect()
+    rows = sorted((tuple(r)[5:] for r in collected), key=lambda r: r[0])
     as_written = sorted((tuple(r) for r in df.collect()), key=lambda r: r[0])
     assert rows == as_written
+    assert [sorted(r.headers) for r in collected] == [["Nats-Msg-Id", "content-type"]] * 2
+    assert {tuple(r.headers["content-type"]) for r in collected} == {(f"application/{fmt}",)}
 
 
 def _publish_bad(js: Any, name: str) -> None:
@@ -153,3 +161,48 @@ def test_payload_options_are_checked_before_anything_is_read_or_sent(spark: Any,
         df.write.format("jetstream").option("servers", server.url).option("valueFormat", "json") \
             .mode("append").save()
     assert js.stream("PAYOPTS").info().state.messages == 0  # nothing was sent
+
+
+def test_integer_timestamps_read_as_sparks_own_json_reader_reads_them(spark: Any, server: NatsServer,
+                                                                     js: Any) -> None:
+    """An integer in a TIMESTAMP field is seconds since the epoch, as in ``spark.read.json`` (run here on the
+    same payloads); a fraction, a boolean, and a number for DATE are bad payloads in both."""
+    _stream(js, "PAYEPOCH")
+    schema = "id BIGINT, seen TIMESTAMP, times ARRAY<TIMESTAMP>, day DATE"
+    payloads = ['{"id": 1, "seen": 1700000000, "times": [0, "2024-01-02T03:04:05Z"]}',
+                '{"id": 2, "seen": -1, "day": "2024-01-02"}',
+                '{"id": 3, "seen": "2024-01-02T03:04:05Z"}',
+                '{"id": 4, "seen": 1700000000.5}',
+                '{"id": 5, "seen": 1.7e9}',
+                '{"id": 6, "seen": true}',
+                '{"id": 7, "times": [1, 1.5]}',
+                '{"id": 8, "day": 19000}']
+    for i, p in enumerate(payloads):
+        js.publish(f"payepoch.{i}", p.encode())
+    ours = _read(spark, server, "PAYEPOCH", valueFormat="json", valueSchema=schema, mode="PERMISSIVE")
+    sparks = spark.read.schema(schema + ", _corrupt_record STRING").json(spark.sparkContext.parallelize(payloads))
+    got = {r.seq: (r.id, r.seen, r.times, r.day) for r in ours.collect() if r._corrupt_record is None}
+    want = {i + 1: (r.id, r.seen, r.times, r.day) for i, r in enumerate(sparks.collect()) if r._corrupt_record is None}
+    assert sorted(got) == [1, 2, 3] and got == want
+    assert got[1][1] == datetime.datetime.fromtimestamp(1700000000)  # the session's time zone, as Spark collects
+    with pytest.raises(Exception, match=r"sequence 4 \(subject 'payepoch.3'\).*\$\.seen"):
+        _read(spark, server, "PAYEPOCH", valueFormat="json", valueSchema=schema).collect()
+    _stream(js, "PAYEPOCHMP")
+    js.publish("payepochmp.a", msgspec.msgpack.encode({"id": 1, "seen": 1700000000, "times": [0]}))
+    (row,) = _read(spark, server, "PAYEPOCHMP", valueFormat="msgpack", valueSchema=schema).collect()
+    assert (row.seen, row.times) == (got[1][1], [datetime.datetime.fromtimestamp(0)])
+
+
+def test_a_headers_column_is_merged_and_its_own_content_type_kept(spark: Any, server: NatsServer, js: Any) -> None:
+    _stream(js, "PAYHDRS")
+    rows = [("payhdrs.a", (1,), {"X-Trace": "t1"}), ("payhdrs.b", (2,), {"Content-Type": "application/vnd.x+json"}),
+            ("payhdrs.c", (3,), None)]
+    df = spark.createDataFrame(rows, "subject STRING, value STRUCT<id: BIGINT>, headers MAP<STRING, STRING>")
+    df.write.format("jetstream").option("servers", server.url).option("valueFormat", "json").mode("append").save()
+    got = {}
+    for seq in (1, 2, 3):
+        m = js.stream("PAYHDRS").get_msg(seq)
+        got[m.subject] = {k: v for k, v in m.headers.items() if k != "Nats-Msg-Id"}
+    assert got == {"payhdrs.a": {"content-type": "application/json", "X-Trace": "t1"},
+                   "payhdrs.b": {"Content-Type": "application/vnd.x+json"},  # the row's own, in any case, wins
+                   "payhdrs.c": {"content-type": "application/json"}}
