@@ -28,6 +28,8 @@ that moment.
 
 from __future__ import annotations
 
+import _socket
+import _thread
 import signal
 import threading
 from types import FrameType
@@ -58,16 +60,28 @@ def shared_role_fd(transport: Transport) -> int | None:
     Only a plain TCP socket: TLS and WebSocket transports hold bytes of their
     own (decrypted records, frame remainders) that a wait on the descriptor
     does not see, so their reader thread reads alone. The compiled extension
-    is needed for the reader's wait, role and read in one call.
+    is needed for the reader's wait, role and read in one call. Only native
+    threads and sockets: the role waits in C (a lock, poll), which under
+    gevent's or eventlet's monkey-patching would block every green thread of
+    the process, not just the waiting one.
     """
     from .transport import TcpTransport
 
     if speedups is None or type(transport) is not TcpTransport or transport.is_tls:
         return None
+    sock = transport._sock
+    if not (isinstance(sock, _socket.socket) and _threads_are_native()):
+        return None
     try:
-        return int(transport._sock.fileno())
+        return int(sock.fileno())
     except OSError:
         return None
+
+
+def _threads_are_native() -> bool:
+    """Whether threads are the operating system's (not gevent's or eventlet's
+    green threads, which patch ``_thread`` in place)."""
+    return getattr(_thread.start_new_thread, "__module__", "_thread") == "_thread"
 
 
 class ReadSession:
