@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import _socket
 import _thread
+import os
 import signal
 import threading
 from types import FrameType
@@ -178,11 +179,16 @@ class ReadSession:
             gate = SigintGate.installed()
             if gate is None:
                 return None  # a Ctrl-C could cut a read short here: the reader thread reads
-        if not role.acquire(False):
-            return None
         failure: BaseException | None = None
         if gate is not None:
+            # Before the acquire: a Ctrl-C landing in it is raised right after it returns,
+            # before a try could let go of the role.
             gate.holding = True
+        if not role.acquire(False):
+            if gate is not None:
+                gate.holding = False
+                gate.deliver()
+            return None
         try:
             # The generation check: this session's socket and parser are still the connection's.
             if self.ended or self.failure is not None or conn.transport is not self.transport:
@@ -266,6 +272,21 @@ class SigintGate:
         signal.signal(signal.SIGINT, gate)
         cls._current = gate
         return gate
+
+
+def _after_fork_in_child() -> None:
+    """A forked child: its one thread is the main thread now (Ctrl-C goes to it), and the
+    parent's reading thread, whose read the gate deferred a Ctrl-C for, is gone."""
+    global _MAIN_THREAD
+    _MAIN_THREAD = threading.get_ident()
+    gate = SigintGate._current
+    if gate is not None:
+        gate.holding = False
+        gate.noted = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def start_reader(conn: Connection, transport: Transport, parser: Parser, leftover: list[Any],
