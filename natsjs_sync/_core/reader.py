@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import _socket
 import _thread
-import os
 import signal
 import threading
 from types import FrameType
@@ -40,6 +39,7 @@ from .._timeout import Deadline
 from ..errors import NatsConnectionError, ProtocolError, UnexpectedEOF
 from ..protocol._compiled import speedups
 from ..protocol.parser import OK, PING, PONG, Err, Info, Parser
+from . import fork
 from .inlet import route_run
 
 if TYPE_CHECKING:
@@ -261,6 +261,17 @@ class SigintGate:
             self.inner(*noted)
 
     @classmethod
+    def after_fork_in_child(cls) -> None:
+        """A forked child: its one thread is the main thread now (Ctrl-C goes to it), and the
+        parent's reading thread, whose read the gate deferred a Ctrl-C for, is gone."""
+        global _MAIN_THREAD
+        _MAIN_THREAD = threading.get_ident()
+        gate = cls._current
+        if gate is not None:
+            gate.holding = False
+            gate.noted = None
+
+    @classmethod
     def installed(cls) -> SigintGate | None:
         """Main thread: the gate in place (installed now over the default handler), or ``None``."""
         handler = signal.getsignal(signal.SIGINT)
@@ -274,19 +285,7 @@ class SigintGate:
         return gate
 
 
-def _after_fork_in_child() -> None:
-    """A forked child: its one thread is the main thread now (Ctrl-C goes to it), and the
-    parent's reading thread, whose read the gate deferred a Ctrl-C for, is gone."""
-    global _MAIN_THREAD
-    _MAIN_THREAD = threading.get_ident()
-    gate = SigintGate._current
-    if gate is not None:
-        gate.holding = False
-        gate.noted = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+fork.track(SigintGate)
 
 
 def start_reader(conn: Connection, transport: Transport, parser: Parser, leftover: list[Any],

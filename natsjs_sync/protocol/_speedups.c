@@ -1112,6 +1112,8 @@ role_acquire(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
     pthread_mutex_lock(&self->mu);
     if (!self->held) {
         got = 1;
+        /* Taken in this section: wait_read (GIL-free) may run before the next one. */
+        self->held = 1;
     }
     else if (!blocking) {
         if (self->reader_holds) {

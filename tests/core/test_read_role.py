@@ -492,3 +492,67 @@ def test_the_main_thread_of_a_child_forked_from_another_thread_reads_under_the_g
         t.start()
         t.join(90)
         assert result == {"main": True, "interrupted": True, "messages": count}, result
+
+
+def test_the_role_has_one_holder_while_callers_race_the_reader_for_it() -> None:
+    # A caller's acquire(False) and the reader's GIL-free wait_read race for the role on a
+    # busy socket; once one of them has it, the other must not (two holders would feed the
+    # one parser from two threads). Bounded: 2 s of racing, then every thread stops.
+    import socket
+
+    role = speedups.ReadRole()
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    stop = time.monotonic() + 2.0
+    inside: set[str] = set()
+    seen: list[object] = []
+
+    def feed() -> None:
+        while time.monotonic() < stop:
+            try:
+                a.send(b"x" * 64)
+            except BlockingIOError:
+                time.sleep(0.0001)
+        try:
+            a.send(b"end")  # wakes the reader's last wait (a full buffer wakes it too)
+        except BlockingIOError:
+            pass
+
+    def reader() -> None:
+        while time.monotonic() < stop:
+            role.wait_read(b.fileno(), 65536, False)
+            inside.add("reader")
+            if len(inside) > 1:
+                seen.append(tuple(inside))
+            inside.discard("reader")
+            try:
+                role.release()
+            except RuntimeError as exc:
+                seen.append(str(exc))
+
+    def caller(name: str) -> None:
+        while time.monotonic() < stop:
+            if role.acquire(False):
+                inside.add(name)
+                for _ in range(20):
+                    if len(inside) > 1:
+                        seen.append(tuple(inside))
+                inside.discard(name)
+                try:
+                    role.release(False)
+                except RuntimeError as exc:
+                    seen.append(str(exc))
+
+    threads = [threading.Thread(target=feed), threading.Thread(target=reader),
+               *(threading.Thread(target=caller, args=(f"c{k}",)) for k in range(3))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert not any(t.is_alive() for t in threads)
+        assert seen == []
+    finally:
+        a.close()
+        b.close()
