@@ -165,8 +165,15 @@ class ReadSession:
         while the role is free.
 
         Returns True once the waiter is set, False when ``deadline`` passed, and
-        ``None`` when this caller cannot read (the role is taken, the connection
-        moved on or ended): it then waits as usual, someone else reads.
+        ``None`` when this caller does not read (the role is taken, the connection
+        moved on or ended, other requests wait): it then waits as usual, someone
+        else reads.
+
+        Only a lone requester reads: with other requests waiting, the reader
+        thread reads for all of them. A caller holding the role would read and
+        wake the others as the reader does, but it competes for the CPU and the
+        GIL with every thread it wakes, and while it is preempted nobody reads
+        (measured: 64 requesting threads made 0.65x the requests per second).
 
         On the main thread (the one Ctrl-C interrupts) it reads only under the
         :class:`SigintGate`, which defers a Ctrl-C until what was read is routed
@@ -174,6 +181,8 @@ class ReadSession:
         """
         role = self.role
         conn = self.conn
+        if len(conn.requests.waiting) > 1:
+            return None
         gate: SigintGate | None = None
         if threading.get_ident() == _MAIN_THREAD:
             gate = SigintGate.installed()
