@@ -71,7 +71,11 @@ def test_a_lone_requester_reads_its_own_reply(server: NatsServer, responder: nat
         assert session_of(nc).role is None
 
 
-def test_messages_stay_in_order_beside_eight_requesting_threads(server: NatsServer, responder: nats.Client) -> None:
+@pytest.mark.parametrize("requesters", [1, 8])
+def test_messages_stay_in_order_beside_requesting_threads(server: NatsServer, responder: nats.Client,
+                                                          requesters: int) -> None:
+    # One requester reads (its own replies and the messages beside them); eight leave the
+    # reading to the reader thread but for moments when only one of them waits.
     count = 5000
     with nats.connect(server.url, requester_reads=True) as nc, nats.connect(server.url) as pub:
         sub = nc.subscribe("side", pending_msgs_limit=count + 1)
@@ -86,7 +90,7 @@ def test_messages_stay_in_order_beside_eight_requesting_threads(server: NatsServ
             except BaseException as exc:  # reported to the test below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=requests, args=(k,)) for k in range(8)]
+        threads = [threading.Thread(target=requests, args=(k,)) for k in range(requesters)]
         for t in threads:
             t.start()
         for i in range(count):
@@ -97,7 +101,8 @@ def test_messages_stay_in_order_beside_eight_requesting_threads(server: NatsServ
         assert not errors, errors
         got = [sub.next_msg(timeout=10).data for _ in range(count)]
         assert got == [b"%d" % i for i in range(count)]
-        assert session_of(nc).caller_reads > 0
+        if requesters == 1:
+            assert session_of(nc).caller_reads > 0
 
 
 def test_a_caller_never_reads_the_connection_that_replaced_its_own(server: NatsServer,
@@ -429,21 +434,29 @@ def test_a_child_forked_while_the_main_thread_reads_hears_ctrl_c(server: NatsSer
             return {"ctrl_c": "swallowed"}
 
         def fork_while_reading() -> None:
-            deadline = time.monotonic() + 10
-            while not gate.holding and time.monotonic() < deadline:
+            # The main thread reads for its request when it comes within the reader's
+            # moment out (2 ms) after the last: on a loaded machine it may miss it, and
+            # this attempt then only answers the request.
+            reading = time.monotonic() + 2
+            while not gate.holding and time.monotonic() < reading:
                 time.sleep(0.001)
-            result["holding"] = gate.holding
-            result.update(run_in_child(child))
+            if gate.holding:
+                result.update(run_in_child(child))
+            deadline = time.monotonic() + 10
             while not pending and time.monotonic() < deadline:
                 time.sleep(0.01)
             if pending:
-                pending[0].respond(b"done")
+                pending.pop().respond(b"done")
 
-        t = threading.Thread(target=fork_while_reading)
-        t.start()
-        assert nc.request("slow", b"", timeout=20).data == b"done"
-        t.join(30)
-        assert result == {"holding": True, "ctrl_c": "raised"}
+        for _ in range(20):  # bounded: each attempt ends with its request answered
+            main_thread_reads(nc, "echo")
+            t = threading.Thread(target=fork_while_reading)
+            t.start()
+            assert nc.request("slow", b"", timeout=20).data == b"done"
+            t.join(30)
+            if result:
+                break
+        assert result == {"ctrl_c": "raised"}
 
 
 def test_the_main_thread_of_a_child_forked_from_another_thread_reads_under_the_gate(server: NatsServer) -> None:
