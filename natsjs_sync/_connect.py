@@ -49,7 +49,7 @@ def connect(
     max_outstanding_pings: int = 2,
     write_timeout: float | None = 60.0,
     no_echo: bool = False,
-    requester_reads: bool = False,
+    requester_reads: bool = True,
     verbose: bool = False,
     pedantic: bool = False,
     inbox_prefix: str = "_INBOX",
@@ -127,8 +127,8 @@ def connect(
         no_echo: do not receive our own publishes.
         requester_reads: a thread waiting for a request's reply reads the socket
             itself while no other thread reads it, instead of being woken by the
-            reader thread (plain TCP connections with the compiled extension;
-            see :doc:`threads`). Off by default (the reason is there too).
+            reader thread (plain TCP connections with the compiled extension and
+            native threads; see :doc:`threads`, which says why it is on by default).
         verbose: ask the server to acknowledge every command with ``+OK``
             (the protocol's ``verbose`` option; for debugging with a protocol
             trace, it costs a reply per command; the client ignores the

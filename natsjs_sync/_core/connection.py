@@ -912,7 +912,7 @@ class Connection:
             # What the socket takes before the deadline; a failed write fails the PONG waiter.
             self.writer.send_held(deadline)
         t = deadline.remaining()
-        if not waiter.wait(t):
+        if not self._wait_reply(waiter, deadline):  # reads the PONG here when the read role is free
             raise TimeoutError(f"flush: no PONG within {t} s")
         if isinstance(waiter.value, Exception):
             raise waiter.value

@@ -172,7 +172,7 @@ class ConnectOptions:
     write_timeout: float | None = 60.0
     no_echo: bool = False
     #: A requester reads its own reply while nobody else reads (see :mod:`.reader`).
-    requester_reads: bool = False
+    requester_reads: bool = True
     verbose: bool = False
     pedantic: bool = False
     inbox_prefix: str = "_INBOX"

@@ -1112,6 +1112,8 @@ role_acquire(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
     pthread_mutex_lock(&self->mu);
     if (!self->held) {
         got = 1;
+        /* Taken in this section: wait_read (GIL-free) may run before the next one. */
+        self->held = 1;
     }
     else if (!blocking) {
         if (self->reader_holds) {
@@ -1226,13 +1228,13 @@ role_wait_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
     int err = 0;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->mu);
-    if (self->wanted) {
-        /* A caller asked while this thread read: it has the next turn, unless
-         * others wait for replies that only a reader would read meanwhile. */
+    if (self->wanted && may_linger) {
+        /* A caller asked while this thread read: it has the next turn once no
+         * other request waits for a reply that only a reader would read
+         * meanwhile. Kept until then: the read that routed a request to a
+         * responder in this process is not the one that brings the reply. */
         self->wanted = 0;
-        if (may_linger) {
-            self->linger_until = mono_ns() + LINGER_NS;
-        }
+        self->linger_until = mono_ns() + LINGER_NS;
     }
     for (;;) {
         long long now = mono_ns();

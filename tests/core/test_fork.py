@@ -144,11 +144,15 @@ def test_a_flush_in_the_child_does_not_vouch_for_a_publish_its_lost_connection_s
 
             def child() -> dict[str, object]:
                 nc.flush(timeout=10)  # the child's own connection, confirmed once
+                reconnects = nc.stats.reconnects
                 os.write(to_parent_w, b"r")
                 os.read(to_child_r, 1)  # blackholed
                 nc.publish("fork.swallowed", b"lost")
                 os.write(to_parent_w, b"p")
                 os.read(to_child_r, 1)  # cut and healed
+                # The flush comes after the loss is noticed (else its PING, written to
+                # the dead socket, fails for that reason instead: a race of two threads).
+                wait_until(lambda: nc.stats.reconnects > reconnects, timeout=20)
                 try:
                     nc.flush(timeout=20)
                     outcome = "vouched"

@@ -82,14 +82,14 @@ def test_blocking_calls_let_other_greenlets_run_and_keep_their_timeouts(library:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    waits = {"request": "TimeoutError", "fetch": "ok", "next": "TimeoutError", "iterator": "TimeoutError",
+    waits = {"request": "TimeoutError", "request_reading": "TimeoutError", "fetch": "ok", "next": "TimeoutError", "iterator": "TimeoutError",
              "flush_while_away": "TimeoutError", "publish_while_away": "NotSentError"}
     for call, outcome in waits.items():
         r = report[call]
         assert r["outcome"] == outcome, (call, report)
         assert r["ticks"] > 0, f"{call} blocked every other greenlet: {report}"
         assert r["seconds"] < 1.0 + 10, (call, report)  # its timeout, with room for a loaded machine
-    for call in ("flush_after_restart", "publish_after_restart", "drain"):
+    for call in ("flush_reading", "flush_after_restart", "publish_after_restart", "drain"):
         assert report[call]["outcome"] == "ok", (call, report)
 
 

@@ -187,6 +187,9 @@ def test_stop_then_client_drain(shared_server: object, caller: nats.Client, max_
     nc.flush()
     replies = [caller.request_many("stopdrain.slow", str(i).encode(), max_messages=1, timeout=30)
                for i in range(3)]
+    # The server routed all three before the stop's UNSUB can reach it (it answers the
+    # caller's PING after its PUBs): else a late one finds no responder under load.
+    caller.flush()
     assert entered.wait(10)
 
     def shut_down() -> None:
