@@ -50,6 +50,12 @@ _RECV_SIZE = 256 * 1024
 #: bytes wake it at once).
 _CALLER_SLICE = 0.05
 _MAIN_THREAD = threading.main_thread().ident
+try:
+    # The handler as installed: signal.getsignal() converts it to an enum first, which
+    # cost a main-thread request more than the rest of its wait for the reply.
+    from _signal import getsignal as _getsignal  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # pragma: no cover - an interpreter without the C module
+    _getsignal = signal.getsignal
 
 
 def shared_role_fd(transport: Transport) -> int | None:
@@ -243,7 +249,7 @@ class SigintGate:
     @classmethod
     def installed(cls) -> SigintGate | None:
         """Main thread: the gate in place (installed now over the default handler), or ``None``."""
-        handler = signal.getsignal(signal.SIGINT)
+        handler = _getsignal(signal.SIGINT)
         if handler.__class__ is cls:
             return handler
         if handler is not signal.default_int_handler:
