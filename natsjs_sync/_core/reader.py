@@ -211,7 +211,7 @@ class ReadSession:
                 gate.holding = False
             if failure is not None:
                 conn.connection_lost(failure, self.transport)  # wakes the reader thread (abort)
-            if gate is not None:
+            if gate is not None and gate.noted is not None:
                 gate.deliver()
 
 

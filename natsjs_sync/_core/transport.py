@@ -21,6 +21,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable
+from time import monotonic
 from typing import Protocol, TypeVar
 
 from .._timeout import Deadline
@@ -288,15 +289,18 @@ class TcpTransport:
         view = memoryview(data).cast("B")
         total = len(view)
         sent = 0
-        stall = Deadline(self._write_timeout)
-        own = deadline if deadline is not None and deadline.at is not None else None
+        # Both bounds as points in monotonic time (None: none), each round read
+        # against one clock reading.
+        stall_at = Deadline(self._write_timeout).at
+        own_at = None if deadline is None else deadline.at
         sock = self._sock
         tls = self._tls is not None
         tried = False
         try:
             while sent < total:
-                left = stall.remaining()
-                mine = None if own is None else own.remaining()
+                now = monotonic()
+                left = None if stall_at is None else max(0.0, stall_at - now)
+                mine = None if own_at is None else max(0.0, own_at - now)
                 if mine is not None and (left is None or mine < left):
                     if mine <= 0 and tried:
                         # Kept as wire bytes: a frame cut here is finished by the next write. A TLS
