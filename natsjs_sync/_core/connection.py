@@ -473,8 +473,7 @@ class Connection:
         is free (``requester_reads``), else as the reader thread hands it over."""
         session = self.read_session
         if session is not None and session.role is not None and waiter.value is None:
-            if session.read_for(waiter, deadline):
-                return True  # read and routed here: the reply is in waiter.value
+            session.read_for(waiter, deadline)
         return waiter.wait(deadline.remaining())
 
     def after_read(self, fn: Callable[[], None]) -> None:
