@@ -38,13 +38,13 @@ from ..errors import NatsConnectionError, ProtocolError, UnexpectedEOF
 from ..protocol._compiled import speedups
 from ..protocol.parser import OK, PING, PONG, Err, Info, Parser
 from .inlet import route_run
+from .transport import RECV_SIZE
 
 if TYPE_CHECKING:
     from .connection import Connection
     from .transport import Transport
 
 
-_RECV_SIZE = 256 * 1024
 #: The longest a reading caller waits on the socket before it looks again at
 #: its reply, the connection and a Ctrl-C it deferred (a bound, not a poll:
 #: bytes wake it at once).
@@ -189,7 +189,7 @@ class ReadSession:
                     return False
                 wait = _CALLER_SLICE if left is None else min(left, _CALLER_SLICE)
                 try:
-                    data = caller_read(fd, _RECV_SIZE, max(1, int(wait * 1000)))
+                    data = caller_read(fd, RECV_SIZE, max(1, int(wait * 1000)))
                 except OSError as exc:
                     raise NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}") from exc
                 if data is not None:
@@ -291,7 +291,7 @@ def shared_read_loop(session: ReadSession, leftover: list[Any]) -> None:
         while True:
             # Returns holding the role; stays out a moment first for a caller that asked
             # for it, unless other requests wait (nobody else would read for them).
-            data = wait_read(fd, _RECV_SIZE, not (waiting or ledger))
+            data = wait_read(fd, RECV_SIZE, not (waiting or ledger))
             held = True
             if session.failure is not None:
                 raise session.failure

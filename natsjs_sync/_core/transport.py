@@ -30,7 +30,10 @@ from ..protocol import websocket as ws
 from .dial import DIRECT, Network, dial
 from .pool import ServerAddress
 
-_RECV_SIZE = 256 * 1024
+#: The most one read takes (the reader's, and a requester's reading its reply). Under
+#: glibc's mmap threshold (128 KiB): a 256 KiB buffer was mapped and unmapped (three
+#: system calls and a page fault) on every read, however few bytes came.
+RECV_SIZE = 64 * 1024
 #: The shortest socket wait of a deadline-bounded write: a socket timeout of 0
 #: would make the descriptor non-blocking, and the reader's recv would fail.
 _MIN_WAIT = 0.001
@@ -187,7 +190,7 @@ class TcpTransport:
         """The next bytes (``b""``: the server closed); TimeoutError when ``deadline`` passed first."""
         recv = self._sock.recv
         while True:
-            got = self._tls_call(recv, _RECV_SIZE)
+            got = self._tls_call(recv, RECV_SIZE)
             if not isinstance(got, int):
                 return got
             remaining = None if deadline is None else deadline.remaining()
@@ -247,7 +250,7 @@ class TcpTransport:
         recv = self._sock.recv
         while True:
             try:
-                return recv(_RECV_SIZE)
+                return recv(RECV_SIZE)
             except builtins.TimeoutError:
                 continue  # only writes have a deadline; a quiet server is fine
             except ssl.SSLError as exc:
