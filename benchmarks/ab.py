@@ -12,7 +12,7 @@ parser). Every run of every row starts a fresh process per tree, the two
 taking turns against one server, so the machine's drift lands on both; each
 figure is the median of RUNS runs (3 by default). The rows are those of
 ``compare.py`` (``req`` is the p50 latency in microseconds, lower is better;
-the responder is the installed natsjs_sync for both trees), and: ``req99`` the
+the responder process runs the same tree as the requester), and: ``req99`` the
 p99 of the same; ``reqlocal`` the p50 with the responder on the requester's own
 client; ``req8``, ``req64`` and ``req256`` requests per second of 8, 64 and
 256 threads sharing one client; ``kvget`` and ``kvput`` key-value reads and
@@ -33,9 +33,11 @@ from _common import server_url
 HERE = Path(__file__).resolve().parent
 
 CHILD = r"""
-import sys
+import os, sys
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(1, sys.argv[5])
+# The responder process (req rows) runs the tree under test too: responder-side changes count.
+os.environ["PYTHONPATH"] = sys.argv[1]
 import natsjs_sync
 assert natsjs_sync.__file__.startswith(sys.argv[1]), natsjs_sync.__file__
 url, kind, n = sys.argv[2], sys.argv[3], int(sys.argv[4])

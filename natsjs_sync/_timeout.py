@@ -130,9 +130,11 @@ class Deadline:
 
     def remaining(self) -> float | None:
         """Seconds left (never negative), or ``None`` for no deadline."""
-        if self.at is None:
+        at = self.at
+        if at is None:
             return None
-        return max(0.0, self.at - time.monotonic())
+        left = at - time.monotonic()
+        return left if left > 0.0 else 0.0
 
     def expired(self) -> bool:
         return self.at is not None and time.monotonic() >= self.at

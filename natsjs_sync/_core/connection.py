@@ -453,7 +453,7 @@ class Connection:
         session = self.read_session
         return session is None or not session.held_here()
 
-    def _check_may_wait_for_reply(self, what: str) -> None:
+    def _check_may_wait_for_reply(self, what: str, subject: str | None = None) -> None:
         """Raise at once where a wait for the server's answer would wait for this very thread.
 
         The reader thread and a caller holding the read role route what they read;
@@ -463,6 +463,8 @@ class Connection:
             TimeoutError: on such a thread.
         """
         if self.on_reader_thread():
+            if subject is not None:  # named only here: a request pays no formatting
+                what = f"{what} on {subject!r}"
             raise TimeoutError(f"{what}: called while this thread reads the connection (a route);"
                                " the answer could only be read by this thread")
 
@@ -523,7 +525,7 @@ class Connection:
             hdr = encode_headers(headers)
             size += len(hdr)
             frame = commands.hpub(subj, hdr, payload, rep)
-        if size > self.max_payload:
+        if size > self.writer.outlet.max_payload:
             raise self.too_big(size)
         return frame, size
 
@@ -851,7 +853,7 @@ class Connection:
         deadline = timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, 1.0)
         if self.machine.state is not ConnState.CONNECTED:
             self.ready()
-        self._check_may_wait_for_reply(f"request on {subject!r}")
+        self._check_may_wait_for_reply("request", subject)
         self.ensure_response_inbox()
         requests = self.requests
         token, waiter = requests.register()

@@ -41,18 +41,24 @@ from ..protocol._compiled import speedups
 from ..protocol.parser import OK, PING, PONG, Err, Info, Parser
 from . import fork
 from .inlet import route_run
+from .transport import RECV_SIZE
 
 if TYPE_CHECKING:
     from .connection import Connection
     from .transport import Transport
 
 
-_RECV_SIZE = 256 * 1024
 #: The longest a reading caller waits on the socket before it looks again at
 #: its reply, the connection and a Ctrl-C it deferred (a bound, not a poll:
 #: bytes wake it at once).
 _CALLER_SLICE = 0.05
 _MAIN_THREAD = threading.main_thread().ident
+try:
+    # The handler as installed: signal.getsignal() converts it to an enum first, which
+    # cost a main-thread request more than the rest of its wait for the reply.
+    from _signal import getsignal as _getsignal  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # pragma: no cover - an interpreter without the C module
+    _getsignal = signal.getsignal
 
 
 def shared_role_fd(transport: Transport) -> int | None:
@@ -212,7 +218,7 @@ class ReadSession:
                     return False
                 wait = _CALLER_SLICE if left is None else min(left, _CALLER_SLICE)
                 try:
-                    data = caller_read(fd, _RECV_SIZE, max(1, int(wait * 1000)))
+                    data = caller_read(fd, RECV_SIZE, max(1, int(wait * 1000)))
                 except OSError as exc:
                     raise NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}") from exc
                 if data is not None:
@@ -234,7 +240,7 @@ class ReadSession:
                 gate.holding = False
             if failure is not None:
                 conn.connection_lost(failure, self.transport)  # wakes the reader thread (abort)
-            if gate is not None:
+            if gate is not None and gate.noted is not None:
                 gate.deliver()
 
 
@@ -283,7 +289,7 @@ class SigintGate:
     @classmethod
     def installed(cls) -> SigintGate | None:
         """Main thread: the gate in place (installed now over the default handler), or ``None``."""
-        handler = signal.getsignal(signal.SIGINT)
+        handler = _getsignal(signal.SIGINT)
         if handler.__class__ is cls:
             return handler
         if handler is not signal.default_int_handler:
@@ -328,7 +334,7 @@ def shared_read_loop(session: ReadSession, leftover: list[Any]) -> None:
         while True:
             # Returns holding the role; stays out a moment first for a caller that asked
             # for it, unless other requests wait (nobody else would read for them).
-            data = wait_read(fd, _RECV_SIZE, not (waiting or ledger))
+            data = wait_read(fd, RECV_SIZE, not (waiting or ledger))
             held = True
             if session.failure is not None:
                 raise session.failure

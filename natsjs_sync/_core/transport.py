@@ -21,6 +21,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable
+from time import monotonic
 from typing import Protocol, TypeVar
 
 from .._timeout import Deadline
@@ -29,7 +30,10 @@ from ..protocol import websocket as ws
 from .dial import DIRECT, Network, dial
 from .pool import ServerAddress
 
-_RECV_SIZE = 256 * 1024
+#: The most one read takes (the reader's, and a requester's reading its reply). Under
+#: glibc's mmap threshold (128 KiB): a 256 KiB buffer was mapped and unmapped (three
+#: system calls and a page fault) on every read, however few bytes came.
+RECV_SIZE = 64 * 1024
 #: The shortest socket wait of a deadline-bounded write: a socket timeout of 0
 #: would make the descriptor non-blocking, and the reader's recv would fail.
 _MIN_WAIT = 0.001
@@ -186,7 +190,7 @@ class TcpTransport:
         """The next bytes (``b""``: the server closed); TimeoutError when ``deadline`` passed first."""
         recv = self._sock.recv
         while True:
-            got = self._tls_call(recv, _RECV_SIZE)
+            got = self._tls_call(recv, RECV_SIZE)
             if not isinstance(got, int):
                 return got
             remaining = None if deadline is None else deadline.remaining()
@@ -246,7 +250,7 @@ class TcpTransport:
         recv = self._sock.recv
         while True:
             try:
-                return recv(_RECV_SIZE)
+                return recv(RECV_SIZE)
             except builtins.TimeoutError:
                 continue  # only writes have a deadline; a quiet server is fine
             except ssl.SSLError as exc:
@@ -288,15 +292,18 @@ class TcpTransport:
         view = memoryview(data).cast("B")
         total = len(view)
         sent = 0
-        stall = Deadline(self._write_timeout)
-        own = deadline if deadline is not None and deadline.at is not None else None
+        # Both bounds as points in monotonic time (None: none), each round read
+        # against one clock reading.
+        stall_at = Deadline(self._write_timeout).at
+        own_at = None if deadline is None else deadline.at
         sock = self._sock
         tls = self._tls is not None
         tried = False
         try:
             while sent < total:
-                left = stall.remaining()
-                mine = None if own is None else own.remaining()
+                now = monotonic()
+                left = None if stall_at is None else max(0.0, stall_at - now)
+                mine = None if own_at is None else max(0.0, own_at - now)
                 if mine is not None and (left is None or mine < left):
                     if mine <= 0 and tried:
                         # Kept as wire bytes: a frame cut here is finished by the next write. A TLS

@@ -188,7 +188,9 @@ class Writer:
             at = found if found >= 0 else len(buffer) - len(frame)
         # Every withdrawn frame (a hole) was buffered before this one; what was put in
         # front holds no offsets.
-        return self.taken - self._front + sum(n for _, n in self._holes) + at + len(frame)
+        if self._front or self._holes:
+            return self.taken - self._front + sum(n for _, n in self._holes) + at + len(frame)
+        return self.taken + at + len(frame)
 
     def prepend_locked(self, data: bytes) -> None:
         """Lock held: put ``data`` in front of everything buffered (a reconnect's

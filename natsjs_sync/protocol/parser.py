@@ -226,6 +226,8 @@ class Parser:
                 msgs, pos = scan(buf, pos, factory, max_payload, max_cl)
                 if msgs:
                     out.extend(msgs)
+                    if pos == n:
+                        return n  # the common read: whole messages only
             if self._pending is not None:
                 after = self._finish_pending(buf, pos, out)
                 if after < 0:
