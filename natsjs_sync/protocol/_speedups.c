@@ -159,6 +159,11 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     PyObject *last_subject = NULL;
     const char *last_raw = NULL;
     Py_ssize_t last_len = -1;
+    /* Likewise the header block of the previous HMSG: a publisher's messages
+     * often carry the same one (a content type), and one shared bytes object
+     * is hashed once for every reader that looks it up (bytes are immutable,
+     * so sharing it is invisible otherwise). */
+    PyObject *last_hdr = NULL;
     while (pos < n) {
         const char *p = data + pos;
         Py_ssize_t left = n - pos;
@@ -248,12 +253,23 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(subject);
                 Py_DECREF(out);
                 Py_XDECREF(last_subject);
+                Py_XDECREF(last_hdr);
                 return NULL;
             }
         }
         PyObject *hdr;
         if (with_headers) {
-            hdr = PyBytes_FromStringAndSize(start, hlen);
+            if (last_hdr != NULL && PyBytes_GET_SIZE(last_hdr) == hlen &&
+                memcmp(PyBytes_AS_STRING(last_hdr), start, (size_t)hlen) == 0) {
+                hdr = last_hdr;
+                Py_INCREF(hdr);
+            } else {
+                hdr = PyBytes_FromStringAndSize(start, hlen);
+                if (hdr != NULL) {
+                    Py_INCREF(hdr);
+                    Py_XSETREF(last_hdr, hdr);
+                }
+            }
         } else {
             hdr = Py_None;
             Py_INCREF(hdr);
@@ -270,6 +286,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(msg);
             Py_DECREF(out);
             Py_XDECREF(last_subject);
+            Py_XDECREF(last_hdr);
             return NULL;
         }
         set_slot(msg, off_subject, subject);
@@ -281,12 +298,14 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(msg);
             Py_DECREF(out);
             Py_XDECREF(last_subject);
+            Py_XDECREF(last_hdr);
             return NULL;
         }
         Py_DECREF(msg);
         pos = (start + total + 2) - data;
     }
     Py_XDECREF(last_subject);
+    Py_XDECREF(last_hdr);
     PyObject *newpos = PyLong_FromSsize_t(pos);
     if (newpos == NULL) {
         Py_DECREF(out);
