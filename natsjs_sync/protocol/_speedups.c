@@ -1518,10 +1518,10 @@ typed_of(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 }
 
 /*
- * TypedNext(next, blocks, plain, cls, after, full, default): a typed reader's
+ * TypedNext(read, blocks, plain, cls, after, full, default): a typed reader's
  * next_msg in one call (the Python method, and the reference, is
  * natsjs_sync.codecs.typed.TypedReader.next_msg). Called with a timeout (by
- * position or as timeout=) or none (then default): msg = next(timeout), then
+ * position or as timeout=) or none (then default): msg = read(timeout), then
  * typed_of(msg, blocks, plain, cls); when that gives None, after(msg,
  * timeout) decides. Any other call goes to full(...) as made.
  */
@@ -1570,7 +1570,7 @@ tnext_dealloc(TypedNext *self)
 static int
 tnext_init(TypedNext *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"next", "blocks", "plain", "cls", "after", "full", "default", NULL};
+    static char *kwlist[] = {"read", "blocks", "plain", "cls", "after", "full", "default", NULL};
     PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO", kwlist, &next, &blocks, &plain, &cls, &after, &full,
                                      &dflt)) {
@@ -1656,7 +1656,7 @@ static PyTypeObject TypedNextType = {
     .tp_basicsize = sizeof(TypedNext),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(TypedNext, vectorcall),
-    .tp_doc = "TypedNext(next, blocks, plain, cls, after, full, default): a typed reader's next_msg in one call.",
+    .tp_doc = "TypedNext(read, blocks, plain, cls, after, full, default): a typed reader's next_msg in one call.",
     .tp_new = tnext_new,
     .tp_init = (initproc)tnext_init,
     .tp_dealloc = (destructor)tnext_dealloc,
