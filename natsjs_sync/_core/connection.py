@@ -301,6 +301,11 @@ class Connection:
     def max_payload(self, value: int) -> None:
         self.writer.outlet.max_payload = value
 
+    @property
+    def outlet(self) -> Callable[..., bool]:
+        """The writer's outlet (see :mod:`.outlet`): the same object for the connection's life."""
+        return self.writer.outlet
+
     def _state_changed(self, state: ConnState) -> None:
         # A plain publish appends without the lock in exactly the states the
         # general path does (connected, GIL on): the outlet reads this flag.

@@ -226,6 +226,14 @@ class CoreLink(Protocol):
                 ConnectionClosedError: as :meth:`natsjs_sync.Client.publish`.
         """
 
+    @property
+    def outlet(self) -> Callable[..., bool]:
+        """A publish in one call when it is the common case: ``outlet(subject, payload[, block])``
+        appends the frame (an ``HPUB`` with ``block``, a header block the library encoded)
+        and returns True when connected, the subject was validated before and the sizes
+        fit; otherwise it does nothing and returns False (then call :meth:`publish` or
+        :meth:`publish_headed`). The same object for the client's life."""
+
     def publish_frames(self, frames: bytes, count: int) -> None:
         """Send ``count`` PUB/HPUB frames the library encoded and checked (one buffered write)."""
 

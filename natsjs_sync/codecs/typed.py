@@ -17,12 +17,14 @@ calls: nothing here is imported by the publish or delivery paths.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._core import spi
 from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from ..errors import PayloadDecodeError, ProtocolError, TimeoutError
+from ..protocol import _compiled
 from ..protocol.headers import Headers, HeadersInput, encode_headers
 from ..protocol.jetstream.ackreply import MsgMetadata
 from ..protocol.subjects import publish_subject
@@ -214,6 +216,39 @@ class TypedMsg(Generic[T]):
         return f"<TypedMsg subject={self.msg.subject!r} value={self.value!r}>"
 
 
+def typed_of_py(msg: Msg, blocks: dict[bytes, tuple[Codec, Callable[[Any], Any]]],
+                plain: tuple[Codec, Callable[[Any], Any]], cls: type[TypedMsg[Any]]) -> TypedMsg[Any] | None:
+    """A typed reader's common case: ``msg`` decoded by the decoder its header block picks, or ``None``.
+
+    The decoder is ``plain``'s for a message without headers, else the one
+    ``blocks`` holds for its exact header block. ``None`` when there is none,
+    or when it raises: the caller's slow path then decides (and words the error).
+    The compiled twin is ``_speedups.typed_of``.
+    """
+    raw = msg.raw_headers
+    hit = plain if raw is None else blocks.get(raw)
+    if hit is None:
+        return None
+    codec, decode = hit
+    try:
+        value = decode(msg.data)
+    except Exception:  # the codec's own error: the slow path makes ours of it
+        return None
+    return cls(msg, value, codec)
+
+
+_typed_of: Callable[[Msg, dict[bytes, tuple[Codec, Callable[[Any], Any]]], tuple[Codec, Callable[[Any], Any]],
+                     type[TypedMsg[Any]]], TypedMsg[Any] | None] = typed_of_py
+_TypedNext: Any = None
+_TypedPublish: Any = None
+if _compiled.speedups is not None and hasattr(_compiled.speedups, "typed_of"):
+    # The compiled twins fill TypedMsg's slots themselves: tell them where they are.
+    _compiled.speedups.setup_typed(TypedMsg)
+    _typed_of = _compiled.speedups.typed_of
+    _TypedNext = _compiled.speedups.TypedNext
+    _TypedPublish = _compiled.speedups.TypedPublish
+
+
 class _Decoding(Generic[T]):
     """A type, a codec for messages without a content type, and the dead-letter callback.
 
@@ -235,18 +270,10 @@ class _Decoding(Generic[T]):
 
     def __call__(self, msg: Msg) -> TypedMsg[T] | None:
         """``msg`` decoded, or ``None`` when it went to the dead-letter callback."""
-        raw = msg.raw_headers
-        if raw is None:
-            codec, decode = self._plain
-        else:
-            hit = self._blocks.get(raw)
-            if hit is None:
-                return self._slow(msg)
-            codec, decode = hit
-        try:
-            return TypedMsg(msg, decode(msg.data), codec)
-        except Exception:  # the codec's own error: _slow makes ours of it
+        typed = _typed_of(msg, self._blocks, self._plain, TypedMsg)
+        if typed is None:
             return self._slow(msg)
+        return typed
 
     def _slow(self, msg: Msg) -> TypedMsg[T] | None:
         raw = msg.raw_headers
@@ -278,6 +305,53 @@ class _Decoding(Generic[T]):
         return on_msg
 
 
+def _first(decoding: _Decoding[T], read: Callable[[TimeoutArg], Msg], timeout: TimeoutArg, default: float,
+           backlog: Callable[[], int] | None = None) -> TypedMsg[T]:
+    """The first message ``read`` gives that decodes (dead letters go to the callback)."""
+    if decoding.on_decode_error is None or timeout is USE_DEFAULT:
+        while True:
+            typed = decoding(read(timeout))
+            if typed is not None:
+                return typed
+    # Dead letters do not count as the message waited for: read on, within one budget.
+    # Once it is spent, the messages already delivered then (``backlog``, where the
+    # source can say) are still looked at without waiting, as an untyped read with
+    # no time left would return one of them; that many and no more, so that a flood
+    # of dead letters cannot keep the read from returning.
+    deadline = Deadline.of(timeout, default)
+    past_deadline: int | None = None
+    while True:
+        left = deadline.remaining()
+        if left is not None and left <= 0:
+            if past_deadline is None:
+                past_deadline = backlog() if backlog is not None else 0
+            if past_deadline <= 0:
+                raise TimeoutError("no message that decodes within the timeout")
+            past_deadline -= 1
+        typed = decoding(read(left))
+        if typed is not None:
+            return typed
+
+
+def _read_next(source: Any, decoding: _Decoding[T], timeout: TimeoutArg = 1.0) -> TypedMsg[T]:
+    """:meth:`TypedReader.next_msg`: ``source.next_msg(timeout)`` decoded (the reference of ``_speedups.TypedNext``)."""
+    msg = source.next_msg(timeout)
+    typed = _typed_of(msg, decoding._blocks, decoding._plain, TypedMsg)  # what decoding(msg) does, one call less
+    if typed is not None:
+        return typed
+    return _after_next(source, decoding, msg, timeout)
+
+
+def _after_next(source: Any, decoding: _Decoding[T], msg: Msg, timeout: TimeoutArg) -> TypedMsg[T]:
+    """:func:`_read_next` for a ``msg`` the common case did not decode: the slow path,
+    then, past a dead letter, the next message that decodes."""
+    typed = decoding._slow(msg)
+    if typed is not None:
+        return typed
+    backlog = (lambda: source.pending_msgs) if hasattr(type(source), "pending_msgs") else None
+    return _first(decoding, source.next_msg, timeout, 1.0, backlog)  # that one was a dead letter: read on
+
+
 class TypedReader(Generic[T]):
     """A typed view of anything that delivers messages. Thread-safe as what it wraps.
 
@@ -296,7 +370,15 @@ class TypedReader(Generic[T]):
     def __init__(self, source: Any, type_: type[T], codec: Codec | None = None,
                  on_decode_error: DecodeErrorHandler | None = None):
         self._source = source
-        self._decoding = _Decoding(type_, codec, on_decode_error)
+        self._decoding = decoding = _Decoding(type_, codec, on_decode_error)
+        if (_TypedNext is not None and callable(getattr(type(source), "next_msg", None))
+                and type(self).next_msg is TypedReader.next_msg):
+            # next_msg in one compiled call (the method below is its reference). It holds the
+            # source and the decoding, not this view: dropping the view frees it at once.
+            self.next_msg = _TypedNext(  # type: ignore[method-assign]
+                source.next_msg, decoding._blocks, decoding._plain, TypedMsg,
+                functools.partial(_after_next, source, decoding),
+                functools.partial(_read_next, source, decoding), 1.0)
 
     @property
     def source(self) -> Any:
@@ -307,44 +389,13 @@ class TypedReader(Generic[T]):
         d = self._decoding
         return TypedReader(source, d.type, d.codec, d.on_decode_error)
 
-    def _first(self, read: Callable[[TimeoutArg], Msg], timeout: TimeoutArg, default: float,
-               backlog: Callable[[], int] | None = None) -> TypedMsg[T]:
-        if self._decoding.on_decode_error is None or timeout is USE_DEFAULT:
-            while True:
-                typed = self._decoding(read(timeout))
-                if typed is not None:
-                    return typed
-        # Dead letters do not count as the message waited for: read on, within one budget.
-        # Once it is spent, the messages already delivered then (``backlog``, where the
-        # source can say) are still looked at without waiting, as an untyped read with
-        # no time left would return one of them; that many and no more, so that a flood
-        # of dead letters cannot keep the read from returning.
-        deadline = Deadline.of(timeout, default)
-        past_deadline: int | None = None
-        while True:
-            left = deadline.remaining()
-            if left is not None and left <= 0:
-                if past_deadline is None:
-                    past_deadline = backlog() if backlog is not None else 0
-                if past_deadline <= 0:
-                    raise TimeoutError("no message that decodes within the timeout")
-                past_deadline -= 1
-            typed = self._decoding(read(left))
-            if typed is not None:
-                return typed
-
     def next_msg(self, timeout: TimeoutArg = 1.0) -> TypedMsg[T]:
         """The next message of a subscription, decoded (``Subscription.next_msg``'s arguments)."""
-        typed = self._decoding(self._source.next_msg(timeout))
-        if typed is not None:
-            return typed
-        source = self._source
-        backlog = (lambda: source.pending_msgs) if hasattr(type(source), "pending_msgs") else None
-        return self._first(source.next_msg, timeout, 1.0, backlog)  # that one was a dead letter: read on
+        return _read_next(self._source, self._decoding, timeout)
 
     def next(self, timeout: TimeoutArg = USE_DEFAULT) -> TypedMsg[T]:
         """The next message of a consumer or ``messages()`` iterator, decoded."""
-        return self._first(self._source.next, timeout, 30.0)
+        return _first(self._decoding, self._source.next, timeout, 30.0)
 
     def __iter__(self) -> Iterator[TypedMsg[T]]:
         decode = self._decoding
@@ -387,6 +438,23 @@ class TypedReader(Generic[T]):
         return f"<TypedReader {getattr(self._decoding.type, '__name__', self._decoding.type)} of {self._source!r}>"
 
 
+def _publish(client: Client, subject: str, codec: Codec, encode: Callable[[Any], bytes],
+             outlet: Callable[[str, bytes, bytes], bool], headed: Callable[[str, bytes, bytes], None], block: bytes,
+             value: Any, headers: HeadersInput | None = None, **kwargs: Any) -> None:
+    """:meth:`TypedSubject.publish` on a client (the reference of ``_speedups.TypedPublish``)."""
+    if headers is None and not kwargs:
+        try:
+            data = encode(value)
+        except Exception:  # the codec's own error: encode() makes ours of it
+            data = codec.encode(value)
+        if not outlet(subject, data, block):  # the common case in one call
+            headed(subject, data, block)  # not connected, a subject not seen yet...: the general path
+        return None
+    data, hdrs = codec.encode_message(value, headers)
+    client.publish(subject, data, headers=hdrs, **kwargs)
+    return None
+
+
 class TypedSubject(Generic[T]):
     """Values of type ``T`` on one subject: ``nc.typed(subject, T)`` or ``js.typed(subject, T)``. Thread-safe.
 
@@ -417,8 +485,18 @@ class TypedSubject(Generic[T]):
         self._encode = self.codec._raw_encoder()
         if target is self._client:
             publish_subject(subject)  # validated now (and cached, which the outlet needs)
-            self._headed = spi.link(target).publish_headed
+            core = spi.link(target)
+            self._outlet: Callable[[str, bytes, bytes], bool] = core.outlet
+            self._headed = core.publish_headed
             self._block = encode_headers(self.codec.headers)
+            if _TypedPublish is not None and type(self).publish is TypedSubject.publish:
+                # publish(value) in one compiled call (the method below is its reference; it
+                # takes every other call). It holds the method's own state, not this view:
+                # dropping the view frees it at once.
+                self.publish = _TypedPublish(  # type: ignore[method-assign]
+                    subject, self._block, self._encode, self._outlet,
+                    functools.partial(_publish, self._client, subject, self.codec, self._encode, self._outlet,
+                                      self._headed, self._block))
 
     def publish(self, value: T, headers: HeadersInput | None = None, **kwargs: Any) -> Any:
         """Publish ``value`` (the codec's content type in the headers).
@@ -434,15 +512,11 @@ class TypedSubject(Generic[T]):
         Raises:
             PayloadEncodeError: the codec cannot encode ``value``; otherwise what the target's ``publish`` raises.
         """
-        if self._headed is not None and headers is None and not kwargs:
-            try:
-                data = self._encode(value)
-            except Exception:  # the codec's own error: encode() makes ours of it
-                data = self.codec.encode(value)
-            self._headed(self.subject, data, self._block)
-            return None
-        data, hdrs = self.codec.encode_message(value, headers)
-        return self._target.publish(self.subject, data, headers=hdrs, **kwargs)
+        if self._headed is None:
+            data, hdrs = self.codec.encode_message(value, headers)
+            return self._target.publish(self.subject, data, headers=hdrs, **kwargs)
+        return _publish(self._client, self.subject, self.codec, self._encode, self._outlet, self._headed, self._block,
+                        value, headers, **kwargs)
 
     def publish_async(self, value: T, headers: HeadersInput | None = None, **kwargs: Any) -> Any:
         """JetStream only: ``js.publish_async`` of ``value``; returns its future PubAck."""

@@ -159,6 +159,11 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     PyObject *last_subject = NULL;
     const char *last_raw = NULL;
     Py_ssize_t last_len = -1;
+    /* Likewise the header block of the previous HMSG: a publisher's messages
+     * often carry the same one (a content type), and one shared bytes object
+     * is hashed once for every reader that looks it up (bytes are immutable,
+     * so sharing it is invisible otherwise). */
+    PyObject *last_hdr = NULL;
     while (pos < n) {
         const char *p = data + pos;
         Py_ssize_t left = n - pos;
@@ -248,12 +253,23 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(subject);
                 Py_DECREF(out);
                 Py_XDECREF(last_subject);
+                Py_XDECREF(last_hdr);
                 return NULL;
             }
         }
         PyObject *hdr;
         if (with_headers) {
-            hdr = PyBytes_FromStringAndSize(start, hlen);
+            if (last_hdr != NULL && PyBytes_GET_SIZE(last_hdr) == hlen &&
+                memcmp(PyBytes_AS_STRING(last_hdr), start, (size_t)hlen) == 0) {
+                hdr = last_hdr;
+                Py_INCREF(hdr);
+            } else {
+                hdr = PyBytes_FromStringAndSize(start, hlen);
+                if (hdr != NULL) {
+                    Py_INCREF(hdr);
+                    Py_XSETREF(last_hdr, hdr);
+                }
+            }
         } else {
             hdr = Py_None;
             Py_INCREF(hdr);
@@ -270,6 +286,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(msg);
             Py_DECREF(out);
             Py_XDECREF(last_subject);
+            Py_XDECREF(last_hdr);
             return NULL;
         }
         set_slot(msg, off_subject, subject);
@@ -281,12 +298,14 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(msg);
             Py_DECREF(out);
             Py_XDECREF(last_subject);
+            Py_XDECREF(last_hdr);
             return NULL;
         }
         Py_DECREF(msg);
         pos = (start + total + 2) - data;
     }
     Py_XDECREF(last_subject);
+    Py_XDECREF(last_hdr);
     PyObject *newpos = PyLong_FromSsize_t(pos);
     if (newpos == NULL) {
         Py_DECREF(out);
@@ -1374,6 +1393,404 @@ static PyTypeObject RoleType = {
     .tp_new = role_new,
 };
 
+/*
+ * typed_of(msg, blocks, plain, cls) -> cls(msg, value, codec) or None
+ *
+ * A typed reader's common case in one call (the Python twin, and the
+ * reference, is natsjs_sync.codecs.typed.typed_of_py): the decoder is
+ * plain's for a message without headers, else the one blocks holds for its
+ * exact header block (blocks: header block -> (codec, decode), plain: (codec,
+ * decode)); value = decode(msg.data). None when there is none or decode raises
+ * an Exception (the caller's slow path then decides, and words the error).
+ * The result is built as cls.__init__(msg, value, codec) would, its slots
+ * filled at the offsets setup_typed() read.
+ */
+static PyTypeObject *typed_base = NULL;
+static Py_ssize_t off_t_msg, off_t_value, off_t_codec;
+
+static PyObject *
+setup_typed(PyObject *Py_UNUSED(self), PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "setup_typed() takes the TypedMsg class");
+        return NULL;
+    }
+    PyTypeObject *t = (PyTypeObject *)cls;
+    if (slot_offset(t, "msg", &off_t_msg) < 0 || slot_offset(t, "value", &off_t_value) < 0 ||
+        slot_offset(t, "codec", &off_t_codec) < 0) {
+        return NULL;
+    }
+    Py_XDECREF(typed_base);
+    Py_INCREF(cls);
+    typed_base = t;
+    Py_RETURN_NONE;
+}
+
+/* typed_of's work, its arguments checked: a new reference, Py_None (new), or NULL with an error. */
+static PyObject *
+typed_of_impl(PyObject *msg, PyObject *blocks, PyObject *plain, PyTypeObject *cls)
+{
+    PyObject *hdr, *data;
+    if (msg_base != NULL && PyObject_TypeCheck(msg, msg_base) && Py_TYPE(msg)->tp_basicsize == msg_base->tp_basicsize) {
+        hdr = *(PyObject **)((char *)msg + off_hdr);
+        data = *(PyObject **)((char *)msg + off_data);
+        if (hdr == NULL || data == NULL) {
+            Py_RETURN_NONE; /* unset slots: the slow path says what is wrong */
+        }
+        Py_INCREF(hdr);
+        Py_INCREF(data);
+    } else {
+        hdr = PyObject_GetAttrString(msg, "raw_headers");
+        data = hdr == NULL ? NULL : PyObject_GetAttrString(msg, "data");
+        if (data == NULL) {
+            Py_XDECREF(hdr);
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                return NULL;
+            }
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *hit;
+    if (hdr == Py_None) {
+        hit = plain;
+    } else if (PyBytes_CheckExact(hdr)) {
+        hit = PyDict_GetItemWithError(blocks, hdr); /* borrowed; a bytes key runs no Python code */
+        if (hit == NULL && PyErr_Occurred()) {
+            Py_DECREF(hdr);
+            Py_DECREF(data);
+            return NULL;
+        }
+    } else {
+        hit = NULL;
+    }
+    Py_DECREF(hdr);
+    if (hit == NULL || !PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2) {
+        Py_DECREF(data);
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(hit); /* held while decode runs Python code */
+    PyObject *value = PyObject_CallOneArg(PyTuple_GET_ITEM(hit, 1), data);
+    Py_DECREF(data);
+    if (value == NULL) {
+        Py_DECREF(hit);
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* the codec's own error: the slow path makes ours of it */
+        Py_RETURN_NONE;
+    }
+    PyObject *out = cls->tp_alloc(cls, 0);
+    if (out == NULL) {
+        Py_DECREF(hit);
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyObject *codec = PyTuple_GET_ITEM(hit, 0);
+    Py_INCREF(codec);
+    Py_DECREF(hit);
+    Py_INCREF(msg);
+    set_slot(out, off_t_msg, msg);
+    set_slot(out, off_t_value, value);
+    set_slot(out, off_t_codec, codec);
+    return out;
+}
+
+static int
+typed_args_ok(PyObject *blocks, PyObject *cls)
+{
+    if (!PyDict_Check(blocks) || typed_base == NULL || cls != (PyObject *)typed_base) {
+        PyErr_SetString(PyExc_TypeError, "typed_of() needs a dict and the TypedMsg class after setup_typed()");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *
+typed_of(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "typed_of(msg, blocks: dict, plain, cls: type)");
+        return NULL;
+    }
+    if (!typed_args_ok(args[1], args[3])) {
+        return NULL;
+    }
+    return typed_of_impl(args[0], args[1], args[2], (PyTypeObject *)args[3]);
+}
+
+/*
+ * TypedNext(read, blocks, plain, cls, after, full, default): a typed reader's
+ * next_msg in one call (the Python method, and the reference, is
+ * natsjs_sync.codecs.typed.TypedReader.next_msg). Called with a timeout (by
+ * position or as timeout=) or none (then default): msg = read(timeout), then
+ * typed_of(msg, blocks, plain, cls); when that gives None, after(msg,
+ * timeout) decides. Any other call goes to full(...) as made.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt;
+} TypedNext;
+
+static PyObject *str_timeout; /* interned at import */
+
+static int
+tnext_traverse(TypedNext *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->next);
+    Py_VISIT(self->blocks);
+    Py_VISIT(self->plain);
+    Py_VISIT(self->cls);
+    Py_VISIT(self->after);
+    Py_VISIT(self->full);
+    Py_VISIT(self->dflt);
+    return 0;
+}
+
+static int
+tnext_clear(TypedNext *self)
+{
+    Py_CLEAR(self->next);
+    Py_CLEAR(self->blocks);
+    Py_CLEAR(self->plain);
+    Py_CLEAR(self->cls);
+    Py_CLEAR(self->after);
+    Py_CLEAR(self->full);
+    Py_CLEAR(self->dflt);
+    return 0;
+}
+
+static void
+tnext_dealloc(TypedNext *self)
+{
+    PyObject_GC_UnTrack(self);
+    tnext_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+tnext_init(TypedNext *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"read", "blocks", "plain", "cls", "after", "full", "default", NULL};
+    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO", kwlist, &next, &blocks, &plain, &cls, &after, &full,
+                                     &dflt)) {
+        return -1;
+    }
+    if (!typed_args_ok(blocks, cls)) {
+        return -1;
+    }
+    Py_INCREF(next);
+    Py_XSETREF(self->next, next);
+    Py_INCREF(blocks);
+    Py_XSETREF(self->blocks, blocks);
+    Py_INCREF(plain);
+    Py_XSETREF(self->plain, plain);
+    Py_INCREF(cls);
+    Py_XSETREF(self->cls, cls);
+    Py_INCREF(after);
+    Py_XSETREF(self->after, after);
+    Py_INCREF(full);
+    Py_XSETREF(self->full, full);
+    Py_INCREF(dflt);
+    Py_XSETREF(self->dflt, dflt);
+    return 0;
+}
+
+static PyObject *
+tnext_call(TypedNext *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->next == NULL || self->full == NULL || self->after == NULL) {
+        PyErr_SetString(PyExc_TypeError, "TypedNext was not initialised");
+        return NULL;
+    }
+    PyObject *timeout = NULL;
+    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
+        if (nargs == 1) {
+            timeout = args[0];
+        } else if (nargs == 0) {
+            timeout = self->dflt;
+        }
+    } else if (nargs == 0 && PyTuple_GET_SIZE(kwnames) == 1) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, 0);
+        if (key == str_timeout || (PyUnicode_Check(key) && PyUnicode_Compare(key, str_timeout) == 0)) {
+            timeout = args[0];
+        }
+    }
+    if (timeout == NULL) {
+        return PyObject_Vectorcall(self->full, args, nargsf, kwnames);
+    }
+    Py_INCREF(timeout);
+    PyObject *msg = PyObject_CallOneArg(self->next, timeout);
+    if (msg == NULL) {
+        Py_DECREF(timeout);
+        return NULL;
+    }
+    PyObject *typed = typed_of_impl(msg, self->blocks, self->plain, (PyTypeObject *)self->cls);
+    if (typed != Py_None) {
+        Py_DECREF(msg);
+        Py_DECREF(timeout);
+        return typed; /* the TypedMsg, or NULL with the error */
+    }
+    Py_DECREF(typed);
+    PyObject *argv[2] = {msg, timeout};
+    PyObject *res = PyObject_Vectorcall(self->after, argv, 2, NULL);
+    Py_DECREF(msg);
+    Py_DECREF(timeout);
+    return res;
+}
+
+static PyObject *
+tnext_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    TypedNext *self = (TypedNext *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->vectorcall = (vectorcallfunc)tnext_call;
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject TypedNextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.TypedNext",
+    .tp_basicsize = sizeof(TypedNext),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(TypedNext, vectorcall),
+    .tp_doc = "TypedNext(read, blocks, plain, cls, after, full, default): a typed reader's next_msg in one call.",
+    .tp_new = tnext_new,
+    .tp_init = (initproc)tnext_init,
+    .tp_dealloc = (destructor)tnext_dealloc,
+    .tp_traverse = (traverseproc)tnext_traverse,
+    .tp_clear = (inquiry)tnext_clear,
+    .tp_call = PyVectorcall_Call,
+};
+
+/*
+ * TypedPublish(subject, block, encode, outlet, slow): a typed publish's
+ * common case in one call (the Python method, and the reference, is
+ * natsjs_sync.codecs.typed.TypedSubject.publish). Called with the value alone:
+ * data = encode(value), then outlet(subject, data, block); True from it is
+ * the publish done. Anything else (other arguments, an Exception from encode,
+ * False from the outlet) goes to slow(...) as called, which takes the
+ * general path; an error of the outlet's propagates, as from the method.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *subject, *block, *encode, *outlet, *slow;
+} TypedPublish;
+
+static int
+tpub_traverse(TypedPublish *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->subject);
+    Py_VISIT(self->block);
+    Py_VISIT(self->encode);
+    Py_VISIT(self->outlet);
+    Py_VISIT(self->slow);
+    return 0;
+}
+
+static int
+tpub_clear(TypedPublish *self)
+{
+    Py_CLEAR(self->subject);
+    Py_CLEAR(self->block);
+    Py_CLEAR(self->encode);
+    Py_CLEAR(self->outlet);
+    Py_CLEAR(self->slow);
+    return 0;
+}
+
+static void
+tpub_dealloc(TypedPublish *self)
+{
+    PyObject_GC_UnTrack(self);
+    tpub_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+tpub_init(TypedPublish *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"subject", "block", "encode", "outlet", "slow", NULL};
+    PyObject *subject, *block, *encode, *outlet, *slow;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UO!OOO", kwlist, &subject, &PyBytes_Type, &block, &encode, &outlet,
+                                     &slow)) {
+        return -1;
+    }
+    Py_INCREF(subject);
+    Py_XSETREF(self->subject, subject);
+    Py_INCREF(block);
+    Py_XSETREF(self->block, block);
+    Py_INCREF(encode);
+    Py_XSETREF(self->encode, encode);
+    Py_INCREF(outlet);
+    Py_XSETREF(self->outlet, outlet);
+    Py_INCREF(slow);
+    Py_XSETREF(self->slow, slow);
+    return 0;
+}
+
+static PyObject *
+tpub_call(TypedPublish *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->slow == NULL || self->encode == NULL || self->outlet == NULL) {
+        PyErr_SetString(PyExc_TypeError, "TypedPublish was not initialised");
+        return NULL;
+    }
+    if (nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        PyObject *data = PyObject_CallOneArg(self->encode, args[0]);
+        if (data == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                return NULL;
+            }
+            PyErr_Clear(); /* the codec's own error: the method makes ours of it */
+        } else {
+            PyObject *argv[3] = {self->subject, data, self->block};
+            PyObject *r = PyObject_Vectorcall(self->outlet, argv, 3, NULL);
+            Py_DECREF(data);
+            if (r == NULL) {
+                return NULL;
+            }
+            int done = r == Py_True;
+            Py_DECREF(r);
+            if (done) {
+                Py_RETURN_NONE;
+            }
+        }
+    }
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static PyObject *
+tpub_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    TypedPublish *self = (TypedPublish *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->vectorcall = (vectorcallfunc)tpub_call;
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject TypedPublishType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.TypedPublish",
+    .tp_basicsize = sizeof(TypedPublish),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(TypedPublish, vectorcall),
+    .tp_doc = "TypedPublish(subject, block, encode, outlet, slow): a typed publish's common case in one call.",
+    .tp_new = tpub_new,
+    .tp_init = (initproc)tpub_init,
+    .tp_dealloc = (destructor)tpub_dealloc,
+    .tp_traverse = (traverseproc)tpub_traverse,
+    .tp_clear = (inquiry)tpub_clear,
+    .tp_call = PyVectorcall_Call,
+};
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_O, "Read the slot offsets of the Msg class."},
     {"accepts", (PyCFunction)accepts, METH_O, "Whether scan() can build instances of this class."},
@@ -1381,6 +1798,9 @@ static PyMethodDef methods[] = {
      "scan(buf, pos, cls, max_payload, max_control_line) -> (messages, new_pos)"},
     {"ack_tail", (PyCFunction)(void (*)(void))ack_tail, METH_FASTCALL,
      "ack_tail(reply, prefix) -> (stream_seq, consumer_seq) or None"},
+    {"setup_typed", (PyCFunction)setup_typed, METH_O, "Read the slot offsets of the TypedMsg class."},
+    {"typed_of", (PyCFunction)(void (*)(void))typed_of, METH_FASTCALL,
+     "typed_of(msg, blocks, plain, cls) -> a TypedMsg, or None: the slow path decides"},
     {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
      "route_run(events, start, routes, cls, stats) -> stop: count a run of messages, then route it"},
     {NULL, NULL, 0, NULL},
@@ -1410,7 +1830,12 @@ PyInit__speedups(void)
     if (take_wait_max == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
-    if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0 || PyType_Ready(&RoleType) < 0) {
+    if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0 || PyType_Ready(&RoleType) < 0 ||
+        PyType_Ready(&TypedNextType) < 0 || PyType_Ready(&TypedPublishType) < 0) {
+        return NULL;
+    }
+    str_timeout = PyUnicode_InternFromString("timeout");
+    if (str_timeout == NULL) {
         return NULL;
     }
     str_in_msgs = PyUnicode_InternFromString("in_msgs");
@@ -1437,6 +1862,18 @@ PyInit__speedups(void)
     Py_INCREF(&RoleType);
     if (PyModule_AddObject(m, "ReadRole", (PyObject *)&RoleType) < 0) {
         Py_DECREF(&RoleType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&TypedNextType);
+    if (PyModule_AddObject(m, "TypedNext", (PyObject *)&TypedNextType) < 0) {
+        Py_DECREF(&TypedNextType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&TypedPublishType);
+    if (PyModule_AddObject(m, "TypedPublish", (PyObject *)&TypedPublishType) < 0) {
+        Py_DECREF(&TypedPublishType);
         Py_DECREF(m);
         return NULL;
     }

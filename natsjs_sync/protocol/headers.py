@@ -105,6 +105,14 @@ def _check_value(key: str, value: object) -> str:
     return value
 
 
+#: Blocks of plain dicts of text met lately, by their pairs: a program that
+#: publishes the same headers again and again (a content type) gets the block
+#: without the checks and formatting, which cost more than the rest of a publish.
+_BLOCKS: dict[tuple[tuple[str, str], ...], bytes] = {}
+_BLOCKS_MAX = 256
+_PAIRS_MAX = 8
+
+
 def encode_headers(
     headers: HeadersInput | None,
     status: int | None = None,
@@ -116,6 +124,25 @@ def encode_headers(
         BadHeaderError: a key or value that cannot be sent (a control character
             in a key, CR or LF in a value, a lone surrogate in either).
     """
+    if status is None and headers.__class__ is dict and 0 < len(headers) <= _PAIRS_MAX:
+        pairs_key = tuple(headers.items())
+        # Only pairs of exact str are kept: any other value (a number, a list, a str
+        # subclass) may compare equal to a str and format differently.
+        for k, v in pairs_key:
+            if k.__class__ is not str or v.__class__ is not str:
+                break
+        else:
+            block = _BLOCKS.get(pairs_key)
+            if block is None:
+                block = _encode_headers(headers, None, "")
+                if len(_BLOCKS) >= _BLOCKS_MAX:
+                    _BLOCKS.clear()
+                _BLOCKS[pairs_key] = block
+            return block
+    return _encode_headers(headers, status, description)
+
+
+def _encode_headers(headers: HeadersInput | None, status: int | None, description: str) -> bytes:
     parts: list[str] = ["NATS/1.0"]
     if status is not None:
         parts.append(f" {status:03d}")

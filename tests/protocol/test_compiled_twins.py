@@ -417,3 +417,32 @@ def test_the_compiled_scanner_refuses_arguments_it_cannot_use_safely() -> None:
     msgs, pos = _speedups.scan(frame, 0, Msg, 1024, 2**62)  # a huge limit is no overflow
     assert (pos, msgs[0].subject, msgs[0].data) == (len(frame), "a", b"hi")
     assert _speedups.scan(frame, len(frame), Msg, 1024, 1024) == ([], len(frame))
+
+
+def test_the_compiled_scanner_shares_a_header_block_repeated_from_one_message_to_the_next() -> None:
+    """Consecutive messages with the same header block (a publisher's content type) get
+    one bytes object: a reader that looks the block up hashes it once. The blocks are
+    equal, byte for byte, to those of the Python parser, shared or not."""
+    from natsjs_sync.msg import Msg
+    from natsjs_sync.protocol import _compiled
+    from natsjs_sync.protocol.parser import Parser
+
+    _speedups = _compiled.speedups
+    if _speedups is None:
+        pytest.skip("the compiled extension is not in use (not built, or NATSJS_SYNC_PURE_PYTHON)")
+    a = b"NATS/1.0\r\ncontent-type: application/json\r\n\r\n"
+    b = b"NATS/1.0\r\ncontent-type: application/jsoN\r\n\r\n"  # same size, one byte apart
+    frames = [(a, b"{}"), (a, b"[1]"), (None, b"x"), (a, b""), (b, b"{}"), (b, b"{}"), (a[:-2] + b"X\r\n\r\n", b"1"),
+              (a, b"2")]
+    buf = b"".join(b"MSG s 1 %d\r\n%b\r\n" % (len(d), d) if h is None else
+                   b"HMSG s 1 %d %d\r\n%b%b\r\n" % (len(h), len(h) + len(d), h, d) for h, d in frames)
+    msgs, pos = _speedups.scan(buf, 0, Msg, 1 << 20, 4096)
+    assert pos == len(buf)
+    slow = Parser(msg_factory=Msg)
+    slow._scan = None  # the Python reference alone
+    reference = slow.feed(buf)
+    assert [(m.raw_headers, m.data) for m in msgs] == [(m.raw_headers, m.data) for m in reference] == frames
+    hdrs = [m.raw_headers for m in msgs]
+    assert hdrs[0] is hdrs[1] is hdrs[3]  # a message without headers between changes nothing
+    assert hdrs[4] is hdrs[5]
+    assert hdrs[4] is not hdrs[3] and hdrs[6] is not hdrs[5] and hdrs[7] is not hdrs[6]

@@ -7,6 +7,7 @@ import itertools
 import os
 import pathlib
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -190,3 +191,46 @@ def test_nuid_prefix_changes_in_forked_child() -> None:
     os.close(r)
     os.waitpid(pid, 0)
     assert child.split(".")[1][:12] != parent.split(".")[1][:12]
+
+
+def test_a_plain_dict_met_again_encodes_as_the_first_time() -> None:
+    """Blocks of plain dicts of text are kept by their pairs: what comes back is what
+    encoding anew gives, whatever was encoded between, and what does not encode still raises."""
+    from natsjs_sync.protocol import headers as hmod
+
+    class Text(str):
+        def __format__(self, spec: str) -> str:
+            return "other"
+
+    cases: list[dict[str, object]] = [
+        {"content-type": "application/json"},
+        {"content-type": "application/json", "X-Trace": "1"},
+        {"X-Trace": "1", "content-type": "application/json"},  # the same pairs in another order
+        {"n": "1"}, {"n": 1}, {"n": True}, {"n": 1.0}, {"n": ["1", "2"]}, {"n": Text("1")},
+        {f"k{i}": "v" for i in range(9)},  # more pairs than are kept
+    ]
+    def outcome(encode: Callable[[], bytes]) -> object:
+        try:
+            return encode()
+        except BadHeaderError as exc:
+            return ("refused", str(exc))
+
+    for _ in range(3):
+        for h in cases:
+            assert outcome(lambda h=h: encode_headers(h)) == outcome(lambda h=h: hmod._encode_headers(h, None, "")), h
+    assert encode_headers({"n": "1"}) == b"NATS/1.0\r\nn: 1\r\n\r\n"
+    for h in ({"n": True}, {"n": Text("1")}):  # equal to {"n": "1"}'s pairs, and not text: never its block
+        assert outcome(lambda h=h: encode_headers(h)) != b"NATS/1.0\r\nn: 1\r\n\r\n"
+    h = {"a": "1"}
+    first = encode_headers(h)
+    h["a"] = "2"  # the same dict, changed
+    assert encode_headers(h) == b"NATS/1.0\r\na: 2\r\n\r\n" != first
+    for _ in range(2):
+        with pytest.raises(BadHeaderError):
+            encode_headers({"a": "x\r\ny"})
+        with pytest.raises(BadHeaderError):
+            encode_headers({"bad key": "1"})
+    for i in range(hmod._BLOCKS_MAX * 2 + 1):  # past the bound: kept few, still right
+        assert encode_headers({"i": str(i)}) == b"NATS/1.0\r\ni: %d\r\n\r\n" % i
+        assert len(hmod._BLOCKS) <= hmod._BLOCKS_MAX
+    assert encode_headers({"i": "x"}, status=503) == b"NATS/1.0 503\r\ni: x\r\n\r\n"
