@@ -82,7 +82,8 @@ def test_blocking_calls_let_other_greenlets_run_and_keep_their_timeouts(library:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    waits = {"request": "TimeoutError", "request_reading": "TimeoutError", "fetch": "ok", "next": "TimeoutError", "iterator": "TimeoutError",
+    waits = {"request": "TimeoutError", "request_reading": "TimeoutError", "fetch": "ok", "next": "TimeoutError",
+             "iterator": "TimeoutError",
              "flush_while_away": "TimeoutError", "publish_while_away": "NotSentError"}
     for call, outcome in waits.items():
         r = report[call]
