@@ -27,6 +27,10 @@ PUBLIC_MODULES = ["natsjs_sync", "natsjs_sync.jetstream", "natsjs_sync.micro", "
                   "natsjs_sync.contrib.asgi", "natsjs_sync.advisories"]
 NOT_DOCUMENTED = {"__version__", "USE_DEFAULT"}
 
+#: The Sphinx build (the module's fixture) takes about a minute on 2 idle cores and
+#: several on a loaded machine: the suite's 120 s per test would cut it, not a hang.
+pytestmark = pytest.mark.timeout(600)
+
 
 #: What the spark and test extras install and the others (test-core, docs) do not.
 SPARK_ONLY = ("pyspark", "pyarrow")
