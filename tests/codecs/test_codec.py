@@ -100,6 +100,17 @@ def test_encode_error_is_ours_and_a_type_error() -> None:
         MSGPACK.encode(2**70)  # too large for MessagePack
 
 
+@pytest.mark.parametrize("codec", [JSON, MSGPACK], ids=["json", "msgpack"])
+def test_a_value_without_an_encoding_is_an_encode_error(codec: Codec) -> None:
+    # A lone surrogate (a received subject decoded with surrogateescape) has no UTF-8 form, and a
+    # value that holds itself has no end: both are values the codec cannot encode, as any other.
+    cycle: list[object] = []
+    cycle.append(cycle)
+    for value in ({"subject": "orders.\udcff"}, cycle):
+        with pytest.raises(PayloadEncodeError, match=f"as {codec.content_type}"):
+            codec.encode(value)
+
+
 def test_a_type_no_codec_can_decode_into_is_a_type_error() -> None:
     with pytest.raises(TypeError):
         JSON.decode(b"1", object.__new__)  # type: ignore[arg-type]
