@@ -496,7 +496,8 @@ class TypedSubject(Generic[T]):
                 self.publish = _TypedPublish(  # type: ignore[method-assign]
                     subject, self._block, self._encode, self._outlet,
                     functools.partial(_publish, self._client, subject, self.codec, self._encode, self._outlet,
-                                      self._headed, self._block))
+                                      self._headed, self._block),
+                    self.codec.encode, self._headed)
 
     def publish(self, value: T, headers: HeadersInput | None = None, **kwargs: Any) -> Any:
         """Publish ``value`` (the codec's content type in the headers).

@@ -1668,18 +1668,20 @@ static PyTypeObject TypedNextType = {
 };
 
 /*
- * TypedPublish(subject, block, encode, outlet, slow): a typed publish's
- * common case in one call (the Python method, and the reference, is
- * natsjs_sync.codecs.typed.TypedSubject.publish). Called with the value alone:
- * data = encode(value), then outlet(subject, data, block); True from it is
- * the publish done. Anything else (other arguments, an Exception from encode,
- * False from the outlet) goes to slow(...) as called, which takes the
- * general path; an error of the outlet's propagates, as from the method.
+ * TypedPublish(subject, block, encode, outlet, slow, strict, headed): a typed
+ * publish's common case in one call (the Python method, and the reference, is
+ * natsjs_sync.codecs.typed._publish). Called with the value alone, it does
+ * what the reference does, each step once: data = encode(value) (on an
+ * Exception, data = strict(value), the codec's encode, which raises the
+ * PayloadEncodeError), then outlet(subject, data, block); True from it is the
+ * publish done, anything else hands the same data to headed(subject, data,
+ * block), the general path. Other arguments go to slow(...) as called.
+ * Errors of strict, the outlet and headed propagate, as from the method.
  */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *subject, *block, *encode, *outlet, *slow;
+    PyObject *subject, *block, *encode, *outlet, *slow, *strict, *headed;
 } TypedPublish;
 
 static int
@@ -1690,6 +1692,8 @@ tpub_traverse(TypedPublish *self, visitproc visit, void *arg)
     Py_VISIT(self->encode);
     Py_VISIT(self->outlet);
     Py_VISIT(self->slow);
+    Py_VISIT(self->strict);
+    Py_VISIT(self->headed);
     return 0;
 }
 
@@ -1701,6 +1705,8 @@ tpub_clear(TypedPublish *self)
     Py_CLEAR(self->encode);
     Py_CLEAR(self->outlet);
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->strict);
+    Py_CLEAR(self->headed);
     return 0;
 }
 
@@ -1715,10 +1721,10 @@ tpub_dealloc(TypedPublish *self)
 static int
 tpub_init(TypedPublish *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"subject", "block", "encode", "outlet", "slow", NULL};
-    PyObject *subject, *block, *encode, *outlet, *slow;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UO!OOO", kwlist, &subject, &PyBytes_Type, &block, &encode, &outlet,
-                                     &slow)) {
+    static char *kwlist[] = {"subject", "block", "encode", "outlet", "slow", "strict", "headed", NULL};
+    PyObject *subject, *block, *encode, *outlet, *slow, *strict, *headed;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UO!OOOOO", kwlist, &subject, &PyBytes_Type, &block, &encode,
+                                     &outlet, &slow, &strict, &headed)) {
         return -1;
     }
     Py_INCREF(subject);
@@ -1731,6 +1737,10 @@ tpub_init(TypedPublish *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->outlet, outlet);
     Py_INCREF(slow);
     Py_XSETREF(self->slow, slow);
+    Py_INCREF(strict);
+    Py_XSETREF(self->strict, strict);
+    Py_INCREF(headed);
+    Py_XSETREF(self->headed, headed);
     return 0;
 }
 
@@ -1738,32 +1748,48 @@ static PyObject *
 tpub_call(TypedPublish *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (self->slow == NULL || self->encode == NULL || self->outlet == NULL) {
+    if (self->slow == NULL || self->encode == NULL || self->outlet == NULL || self->strict == NULL ||
+        self->headed == NULL) {
         PyErr_SetString(PyExc_TypeError, "TypedPublish was not initialised");
         return NULL;
     }
-    if (nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
-        PyObject *data = PyObject_CallOneArg(self->encode, args[0]);
+    if (nargs != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    }
+    PyObject *data = PyObject_CallOneArg(self->encode, args[0]);
+    if (data == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* the codec's own error: its encode() makes ours of it (or encodes after all) */
+        data = PyObject_CallOneArg(self->strict, args[0]);
         if (data == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
-                return NULL;
-            }
-            PyErr_Clear(); /* the codec's own error: the method makes ours of it */
-        } else {
-            PyObject *argv[3] = {self->subject, data, self->block};
-            PyObject *r = PyObject_Vectorcall(self->outlet, argv, 3, NULL);
-            Py_DECREF(data);
-            if (r == NULL) {
-                return NULL;
-            }
-            int done = r == Py_True;
-            Py_DECREF(r);
-            if (done) {
-                Py_RETURN_NONE;
-            }
+            return NULL;
         }
     }
-    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    PyObject *argv[3] = {self->subject, data, self->block};
+    PyObject *r = PyObject_Vectorcall(self->outlet, argv, 3, NULL);
+    if (r == NULL) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    int done = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (done < 0) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    if (!done) { /* not connected, a subject not seen yet...: the general path, with the same payload */
+        r = PyObject_Vectorcall(self->headed, argv, 3, NULL);
+        Py_DECREF(data);
+        if (r == NULL) {
+            return NULL;
+        }
+        Py_DECREF(r);
+        Py_RETURN_NONE;
+    }
+    Py_DECREF(data);
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -1782,7 +1808,7 @@ static PyTypeObject TypedPublishType = {
     .tp_basicsize = sizeof(TypedPublish),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(TypedPublish, vectorcall),
-    .tp_doc = "TypedPublish(subject, block, encode, outlet, slow): a typed publish's common case in one call.",
+    .tp_doc = "TypedPublish(subject, block, encode, outlet, slow, strict, headed): a typed publish in one call.",
     .tp_new = tpub_new,
     .tp_init = (initproc)tpub_init,
     .tp_dealloc = (destructor)tpub_dealloc,
