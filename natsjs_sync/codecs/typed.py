@@ -790,7 +790,8 @@ class TypedObjectStore(Generic[T]):
         with self._store.get(name, **kwargs) as result:
             data = b"".join(result.chunks())
             raw = result.info.headers or {}
-        flat = {k: (v[0] if isinstance(v, list) and v else v) for k, v in raw.items()}
+        # A header's first value; one with none (an empty list, as nats.go writes it) is not there.
+        flat = {k: v[0] if isinstance(v, list) else v for k, v in raw.items() if v or not isinstance(v, list)}
         try:
             codec = pick_codec(b"", lambda: flat, self.codec, self.type)
             return codec_decode(codec, data, self.type)
