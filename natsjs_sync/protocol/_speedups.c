@@ -1520,17 +1520,19 @@ typed_of(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 }
 
 /*
- * TypedNext(read, blocks, plain, cls, after, full, default): a typed reader's
- * next_msg in one call (the Python method, and the reference, is
- * natsjs_sync.codecs.typed.TypedReader.next_msg). Called with a timeout (by
- * position or as timeout=) or none (then default): msg = read(timeout), then
- * typed_of(msg, blocks, plain, cls); when that gives None, after(msg,
- * timeout) decides. Any other call goes to full(...) as made.
+ * TypedNext(read, blocks, plain, cls, after, full, default, clock): a typed
+ * reader's next_msg in one call (the Python method, and the reference, is
+ * natsjs_sync.codecs.typed._read_next). Called with a timeout (by position or
+ * as timeout=) or none (then default): started = clock() (None when clock is
+ * None), msg = read(timeout), then typed_of(msg, blocks, plain, cls); when
+ * that gives None, after(msg, timeout, started) decides (the time the read
+ * started bounds what comes after a dead letter). Any other call goes to
+ * full(...) as made.
  */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt;
+    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt, *clock;
 } TypedNext;
 
 static PyObject *str_timeout; /* interned at import */
@@ -1545,6 +1547,7 @@ tnext_traverse(TypedNext *self, visitproc visit, void *arg)
     Py_VISIT(self->after);
     Py_VISIT(self->full);
     Py_VISIT(self->dflt);
+    Py_VISIT(self->clock);
     return 0;
 }
 
@@ -1558,6 +1561,7 @@ tnext_clear(TypedNext *self)
     Py_CLEAR(self->after);
     Py_CLEAR(self->full);
     Py_CLEAR(self->dflt);
+    Py_CLEAR(self->clock);
     return 0;
 }
 
@@ -1572,10 +1576,10 @@ tnext_dealloc(TypedNext *self)
 static int
 tnext_init(TypedNext *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"read", "blocks", "plain", "cls", "after", "full", "default", NULL};
-    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO", kwlist, &next, &blocks, &plain, &cls, &after, &full,
-                                     &dflt)) {
+    static char *kwlist[] = {"read", "blocks", "plain", "cls", "after", "full", "default", "clock", NULL};
+    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt, *clock;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOO", kwlist, &next, &blocks, &plain, &cls, &after, &full,
+                                     &dflt, &clock)) {
         return -1;
     }
     if (!typed_args_ok(blocks, cls)) {
@@ -1595,6 +1599,8 @@ tnext_init(TypedNext *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->full, full);
     Py_INCREF(dflt);
     Py_XSETREF(self->dflt, dflt);
+    Py_INCREF(clock);
+    Py_XSETREF(self->clock, clock);
     return 0;
 }
 
@@ -1602,7 +1608,7 @@ static PyObject *
 tnext_call(TypedNext *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (self->next == NULL || self->full == NULL || self->after == NULL) {
+    if (self->next == NULL || self->full == NULL || self->after == NULL || self->clock == NULL) {
         PyErr_SetString(PyExc_TypeError, "TypedNext was not initialised");
         return NULL;
     }
@@ -1623,22 +1629,36 @@ tnext_call(TypedNext *self, PyObject *const *args, size_t nargsf, PyObject *kwna
         return PyObject_Vectorcall(self->full, args, nargsf, kwnames);
     }
     Py_INCREF(timeout);
+    PyObject *started;
+    if (self->clock == Py_None) {
+        started = Py_None;
+        Py_INCREF(started);
+    } else {
+        started = PyObject_CallNoArgs(self->clock);
+        if (started == NULL) {
+            Py_DECREF(timeout);
+            return NULL;
+        }
+    }
     PyObject *msg = PyObject_CallOneArg(self->next, timeout);
     if (msg == NULL) {
         Py_DECREF(timeout);
+        Py_DECREF(started);
         return NULL;
     }
     PyObject *typed = typed_of_impl(msg, self->blocks, self->plain, (PyTypeObject *)self->cls);
     if (typed != Py_None) {
         Py_DECREF(msg);
         Py_DECREF(timeout);
+        Py_DECREF(started);
         return typed; /* the TypedMsg, or NULL with the error */
     }
     Py_DECREF(typed);
-    PyObject *argv[2] = {msg, timeout};
-    PyObject *res = PyObject_Vectorcall(self->after, argv, 2, NULL);
+    PyObject *argv[3] = {msg, timeout, started};
+    PyObject *res = PyObject_Vectorcall(self->after, argv, 3, NULL);
     Py_DECREF(msg);
     Py_DECREF(timeout);
+    Py_DECREF(started);
     return res;
 }
 
@@ -1658,7 +1678,7 @@ static PyTypeObject TypedNextType = {
     .tp_basicsize = sizeof(TypedNext),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(TypedNext, vectorcall),
-    .tp_doc = "TypedNext(read, blocks, plain, cls, after, full, default): a typed reader's next_msg in one call.",
+    .tp_doc = "TypedNext(read, blocks, plain, cls, after, full, default, clock): a typed next_msg in one call.",
     .tp_new = tnext_new,
     .tp_init = (initproc)tnext_init,
     .tp_dealloc = (destructor)tnext_dealloc,
