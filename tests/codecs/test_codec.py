@@ -69,6 +69,8 @@ def test_shared_headers_cannot_be_changed() -> None:
     _, headers = JSON.encode_message(1)
     with pytest.raises(TypeError):
         headers["x"] = "y"  # type: ignore[index]
+    with pytest.raises(TypeError):
+        headers |= {"x": "y"}  # type: ignore[operator]  # in place: every later message would carry it
     assert JSON.encode_message(1)[1] == {"content-type": "application/json"}
 
 
