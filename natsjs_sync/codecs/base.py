@@ -127,7 +127,7 @@ class _FrozenHeaders(dict):  # type: ignore[type-arg]
     def _refuse(self, *args: object, **kwargs: object) -> None:
         raise TypeError("these headers are shared; copy them with dict(...) to change them")
 
-    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _refuse  # type: ignore[assignment]
 
 
 _lock = threading.Lock()

@@ -113,11 +113,12 @@ class _MsgspecCodec(Codec):
         """``value`` as bytes (a pydantic model through its dump: MessagePack keeps bytes and timestamps).
 
         Raises:
-            PayloadEncodeError: a value of a type msgspec cannot encode, or out of the format's range.
+            PayloadEncodeError: a value of a type msgspec cannot encode, out of the format's range,
+                a text with no UTF-8 form (a lone surrogate) or one that holds itself.
         """
         try:
             return self._encoder.encode(value)  # type: ignore[no-any-return]
-        except (TypeError, OverflowError, msgspec.EncodeError) as exc:
+        except (TypeError, OverflowError, UnicodeEncodeError, RecursionError, msgspec.EncodeError) as exc:
             if not _holds_pydantic_value(value):
                 raise PayloadEncodeError(f"cannot encode {type(value).__name__} as {self.content_type}: {exc}") \
                     from None

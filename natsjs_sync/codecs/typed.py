@@ -18,11 +18,12 @@ calls: nothing here is imported by the publish or delivery paths.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._core import spi
-from .._timeout import USE_DEFAULT, Deadline, TimeoutArg
+from .._timeout import USE_DEFAULT, Deadline, TimeoutArg, resolve
 from ..errors import PayloadDecodeError, ProtocolError, TimeoutError
 from ..protocol import _compiled
 from ..protocol.headers import Headers, HeadersInput, encode_headers
@@ -335,19 +336,31 @@ def _first(decoding: _Decoding[T], read: Callable[[TimeoutArg], Msg], timeout: T
 
 def _read_next(source: Any, decoding: _Decoding[T], timeout: TimeoutArg = 1.0) -> TypedMsg[T]:
     """:meth:`TypedReader.next_msg`: ``source.next_msg(timeout)`` decoded (the reference of ``_speedups.TypedNext``)."""
+    started = time.monotonic() if decoding.on_decode_error is not None else None
     msg = source.next_msg(timeout)
     typed = _typed_of(msg, decoding._blocks, decoding._plain, TypedMsg)  # what decoding(msg) does, one call less
     if typed is not None:
         return typed
-    return _after_next(source, decoding, msg, timeout)
+    return _after_next(source, decoding, msg, timeout, started)
 
 
-def _after_next(source: Any, decoding: _Decoding[T], msg: Msg, timeout: TimeoutArg) -> TypedMsg[T]:
+def _after_next(source: Any, decoding: _Decoding[T], msg: Msg, timeout: TimeoutArg,
+                started: float | None = None) -> TypedMsg[T]:
     """:func:`_read_next` for a ``msg`` the common case did not decode: the slow path,
-    then, past a dead letter, the next message that decodes."""
+    then, past a dead letter, the next message that decodes.
+
+    ``started``: when the read began (``time.monotonic()``; taken only where dead letters
+    can be skipped): a timeout in seconds counts from then, the wait for ``msg`` included.
+    """
     typed = decoding._slow(msg)
     if typed is not None:
         return typed
+    if started is not None and (timeout.__class__ is float or timeout.__class__ is int):
+        seconds = resolve(timeout, 1.0)
+        deadline = Deadline(seconds)
+        if deadline.at is not None and seconds is not None:
+            deadline.at = started + seconds  # from when the read began (made here, not shared yet)
+            timeout = deadline
     backlog = (lambda: source.pending_msgs) if hasattr(type(source), "pending_msgs") else None
     return _first(decoding, source.next_msg, timeout, 1.0, backlog)  # that one was a dead letter: read on
 
@@ -378,7 +391,8 @@ class TypedReader(Generic[T]):
             self.next_msg = _TypedNext(  # type: ignore[method-assign]
                 source.next_msg, decoding._blocks, decoding._plain, TypedMsg,
                 functools.partial(_after_next, source, decoding),
-                functools.partial(_read_next, source, decoding), 1.0)
+                functools.partial(_read_next, source, decoding), 1.0,
+                None if on_decode_error is None else time.monotonic)
 
     @property
     def source(self) -> Any:
@@ -496,7 +510,8 @@ class TypedSubject(Generic[T]):
                 self.publish = _TypedPublish(  # type: ignore[method-assign]
                     subject, self._block, self._encode, self._outlet,
                     functools.partial(_publish, self._client, subject, self.codec, self._encode, self._outlet,
-                                      self._headed, self._block))
+                                      self._headed, self._block),
+                    self.codec.encode, self._headed)
 
     def publish(self, value: T, headers: HeadersInput | None = None, **kwargs: Any) -> Any:
         """Publish ``value`` (the codec's content type in the headers).
@@ -789,7 +804,8 @@ class TypedObjectStore(Generic[T]):
         with self._store.get(name, **kwargs) as result:
             data = b"".join(result.chunks())
             raw = result.info.headers or {}
-        flat = {k: (v[0] if isinstance(v, list) and v else v) for k, v in raw.items()}
+        # A header's first value; one with none (an empty list, as nats.go writes it) is not there.
+        flat = {k: v[0] if isinstance(v, list) else v for k, v in raw.items() if v or not isinstance(v, list)}
         try:
             codec = pick_codec(b"", lambda: flat, self.codec, self.type)
             return codec_decode(codec, data, self.type)

@@ -535,7 +535,14 @@ class KeyValue:
         Markers older than ``older_than`` seconds (nats-py: ``olderthan``;
         default 30 minutes; 0 or negative: all) go entirely; younger ones are
         kept alone. Returns how many keys were cleaned.
+
+        Through a codec (:meth:`with_codecs`) the markers are those of the
+        bucket, purged under the keys they are stored under, as orbit.go's
+        ``kvcodec`` does: a stored key decoded and encoded again could name
+        another key (or not decode at all, written without the codec).
         """
+        if self._codecs is not None:
+            return self.with_codecs().purge_deletes(older_than, timeout, olderthan)
         if older_than is None:
             older_than = olderthan
         threshold = _PURGE_DELETES_THRESHOLD if older_than is None else older_than

@@ -1520,17 +1520,19 @@ typed_of(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 }
 
 /*
- * TypedNext(read, blocks, plain, cls, after, full, default): a typed reader's
- * next_msg in one call (the Python method, and the reference, is
- * natsjs_sync.codecs.typed.TypedReader.next_msg). Called with a timeout (by
- * position or as timeout=) or none (then default): msg = read(timeout), then
- * typed_of(msg, blocks, plain, cls); when that gives None, after(msg,
- * timeout) decides. Any other call goes to full(...) as made.
+ * TypedNext(read, blocks, plain, cls, after, full, default, clock): a typed
+ * reader's next_msg in one call (the Python method, and the reference, is
+ * natsjs_sync.codecs.typed._read_next). Called with a timeout (by position or
+ * as timeout=) or none (then default): started = clock() (None when clock is
+ * None), msg = read(timeout), then typed_of(msg, blocks, plain, cls); when
+ * that gives None, after(msg, timeout, started) decides (the time the read
+ * started bounds what comes after a dead letter). Any other call goes to
+ * full(...) as made.
  */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt;
+    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt, *clock;
 } TypedNext;
 
 static PyObject *str_timeout; /* interned at import */
@@ -1545,6 +1547,7 @@ tnext_traverse(TypedNext *self, visitproc visit, void *arg)
     Py_VISIT(self->after);
     Py_VISIT(self->full);
     Py_VISIT(self->dflt);
+    Py_VISIT(self->clock);
     return 0;
 }
 
@@ -1558,6 +1561,7 @@ tnext_clear(TypedNext *self)
     Py_CLEAR(self->after);
     Py_CLEAR(self->full);
     Py_CLEAR(self->dflt);
+    Py_CLEAR(self->clock);
     return 0;
 }
 
@@ -1572,10 +1576,10 @@ tnext_dealloc(TypedNext *self)
 static int
 tnext_init(TypedNext *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"read", "blocks", "plain", "cls", "after", "full", "default", NULL};
-    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOO", kwlist, &next, &blocks, &plain, &cls, &after, &full,
-                                     &dflt)) {
+    static char *kwlist[] = {"read", "blocks", "plain", "cls", "after", "full", "default", "clock", NULL};
+    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt, *clock;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOO", kwlist, &next, &blocks, &plain, &cls, &after, &full,
+                                     &dflt, &clock)) {
         return -1;
     }
     if (!typed_args_ok(blocks, cls)) {
@@ -1595,6 +1599,8 @@ tnext_init(TypedNext *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->full, full);
     Py_INCREF(dflt);
     Py_XSETREF(self->dflt, dflt);
+    Py_INCREF(clock);
+    Py_XSETREF(self->clock, clock);
     return 0;
 }
 
@@ -1602,7 +1608,7 @@ static PyObject *
 tnext_call(TypedNext *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (self->next == NULL || self->full == NULL || self->after == NULL) {
+    if (self->next == NULL || self->full == NULL || self->after == NULL || self->clock == NULL) {
         PyErr_SetString(PyExc_TypeError, "TypedNext was not initialised");
         return NULL;
     }
@@ -1623,22 +1629,36 @@ tnext_call(TypedNext *self, PyObject *const *args, size_t nargsf, PyObject *kwna
         return PyObject_Vectorcall(self->full, args, nargsf, kwnames);
     }
     Py_INCREF(timeout);
+    PyObject *started;
+    if (self->clock == Py_None) {
+        started = Py_None;
+        Py_INCREF(started);
+    } else {
+        started = PyObject_CallNoArgs(self->clock);
+        if (started == NULL) {
+            Py_DECREF(timeout);
+            return NULL;
+        }
+    }
     PyObject *msg = PyObject_CallOneArg(self->next, timeout);
     if (msg == NULL) {
         Py_DECREF(timeout);
+        Py_DECREF(started);
         return NULL;
     }
     PyObject *typed = typed_of_impl(msg, self->blocks, self->plain, (PyTypeObject *)self->cls);
     if (typed != Py_None) {
         Py_DECREF(msg);
         Py_DECREF(timeout);
+        Py_DECREF(started);
         return typed; /* the TypedMsg, or NULL with the error */
     }
     Py_DECREF(typed);
-    PyObject *argv[2] = {msg, timeout};
-    PyObject *res = PyObject_Vectorcall(self->after, argv, 2, NULL);
+    PyObject *argv[3] = {msg, timeout, started};
+    PyObject *res = PyObject_Vectorcall(self->after, argv, 3, NULL);
     Py_DECREF(msg);
     Py_DECREF(timeout);
+    Py_DECREF(started);
     return res;
 }
 
@@ -1658,7 +1678,7 @@ static PyTypeObject TypedNextType = {
     .tp_basicsize = sizeof(TypedNext),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(TypedNext, vectorcall),
-    .tp_doc = "TypedNext(read, blocks, plain, cls, after, full, default): a typed reader's next_msg in one call.",
+    .tp_doc = "TypedNext(read, blocks, plain, cls, after, full, default, clock): a typed next_msg in one call.",
     .tp_new = tnext_new,
     .tp_init = (initproc)tnext_init,
     .tp_dealloc = (destructor)tnext_dealloc,
@@ -1668,18 +1688,20 @@ static PyTypeObject TypedNextType = {
 };
 
 /*
- * TypedPublish(subject, block, encode, outlet, slow): a typed publish's
- * common case in one call (the Python method, and the reference, is
- * natsjs_sync.codecs.typed.TypedSubject.publish). Called with the value alone:
- * data = encode(value), then outlet(subject, data, block); True from it is
- * the publish done. Anything else (other arguments, an Exception from encode,
- * False from the outlet) goes to slow(...) as called, which takes the
- * general path; an error of the outlet's propagates, as from the method.
+ * TypedPublish(subject, block, encode, outlet, slow, strict, headed): a typed
+ * publish's common case in one call (the Python method, and the reference, is
+ * natsjs_sync.codecs.typed._publish). Called with the value alone, it does
+ * what the reference does, each step once: data = encode(value) (on an
+ * Exception, data = strict(value), the codec's encode, which raises the
+ * PayloadEncodeError), then outlet(subject, data, block); True from it is the
+ * publish done, anything else hands the same data to headed(subject, data,
+ * block), the general path. Other arguments go to slow(...) as called.
+ * Errors of strict, the outlet and headed propagate, as from the method.
  */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *subject, *block, *encode, *outlet, *slow;
+    PyObject *subject, *block, *encode, *outlet, *slow, *strict, *headed;
 } TypedPublish;
 
 static int
@@ -1690,6 +1712,8 @@ tpub_traverse(TypedPublish *self, visitproc visit, void *arg)
     Py_VISIT(self->encode);
     Py_VISIT(self->outlet);
     Py_VISIT(self->slow);
+    Py_VISIT(self->strict);
+    Py_VISIT(self->headed);
     return 0;
 }
 
@@ -1701,6 +1725,8 @@ tpub_clear(TypedPublish *self)
     Py_CLEAR(self->encode);
     Py_CLEAR(self->outlet);
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->strict);
+    Py_CLEAR(self->headed);
     return 0;
 }
 
@@ -1715,10 +1741,10 @@ tpub_dealloc(TypedPublish *self)
 static int
 tpub_init(TypedPublish *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"subject", "block", "encode", "outlet", "slow", NULL};
-    PyObject *subject, *block, *encode, *outlet, *slow;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UO!OOO", kwlist, &subject, &PyBytes_Type, &block, &encode, &outlet,
-                                     &slow)) {
+    static char *kwlist[] = {"subject", "block", "encode", "outlet", "slow", "strict", "headed", NULL};
+    PyObject *subject, *block, *encode, *outlet, *slow, *strict, *headed;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UO!OOOOO", kwlist, &subject, &PyBytes_Type, &block, &encode,
+                                     &outlet, &slow, &strict, &headed)) {
         return -1;
     }
     Py_INCREF(subject);
@@ -1731,6 +1757,10 @@ tpub_init(TypedPublish *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->outlet, outlet);
     Py_INCREF(slow);
     Py_XSETREF(self->slow, slow);
+    Py_INCREF(strict);
+    Py_XSETREF(self->strict, strict);
+    Py_INCREF(headed);
+    Py_XSETREF(self->headed, headed);
     return 0;
 }
 
@@ -1738,32 +1768,48 @@ static PyObject *
 tpub_call(TypedPublish *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (self->slow == NULL || self->encode == NULL || self->outlet == NULL) {
+    if (self->slow == NULL || self->encode == NULL || self->outlet == NULL || self->strict == NULL ||
+        self->headed == NULL) {
         PyErr_SetString(PyExc_TypeError, "TypedPublish was not initialised");
         return NULL;
     }
-    if (nargs == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
-        PyObject *data = PyObject_CallOneArg(self->encode, args[0]);
+    if (nargs != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    }
+    PyObject *data = PyObject_CallOneArg(self->encode, args[0]);
+    if (data == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* the codec's own error: its encode() makes ours of it (or encodes after all) */
+        data = PyObject_CallOneArg(self->strict, args[0]);
         if (data == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
-                return NULL;
-            }
-            PyErr_Clear(); /* the codec's own error: the method makes ours of it */
-        } else {
-            PyObject *argv[3] = {self->subject, data, self->block};
-            PyObject *r = PyObject_Vectorcall(self->outlet, argv, 3, NULL);
-            Py_DECREF(data);
-            if (r == NULL) {
-                return NULL;
-            }
-            int done = r == Py_True;
-            Py_DECREF(r);
-            if (done) {
-                Py_RETURN_NONE;
-            }
+            return NULL;
         }
     }
-    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    PyObject *argv[3] = {self->subject, data, self->block};
+    PyObject *r = PyObject_Vectorcall(self->outlet, argv, 3, NULL);
+    if (r == NULL) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    int done = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (done < 0) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    if (!done) { /* not connected, a subject not seen yet...: the general path, with the same payload */
+        r = PyObject_Vectorcall(self->headed, argv, 3, NULL);
+        Py_DECREF(data);
+        if (r == NULL) {
+            return NULL;
+        }
+        Py_DECREF(r);
+        Py_RETURN_NONE;
+    }
+    Py_DECREF(data);
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -1782,7 +1828,7 @@ static PyTypeObject TypedPublishType = {
     .tp_basicsize = sizeof(TypedPublish),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(TypedPublish, vectorcall),
-    .tp_doc = "TypedPublish(subject, block, encode, outlet, slow): a typed publish's common case in one call.",
+    .tp_doc = "TypedPublish(subject, block, encode, outlet, slow, strict, headed): a typed publish in one call.",
     .tp_new = tpub_new,
     .tp_init = (initproc)tpub_init,
     .tp_dealloc = (destructor)tpub_dealloc,

@@ -108,9 +108,12 @@ def _check_value(key: str, value: object) -> str:
 #: Blocks of plain dicts of text met lately, by their pairs: a program that
 #: publishes the same headers again and again (a content type) gets the block
 #: without the checks and formatting, which cost more than the rest of a publish.
+#: Only small blocks are kept (a large one costs little next to its own copy),
+#: so the cache holds at most about ``_BLOCKS_MAX * 2 * _BLOCK_BYTES_MAX`` bytes.
 _BLOCKS: dict[tuple[tuple[str, str], ...], bytes] = {}
 _BLOCKS_MAX = 256
 _PAIRS_MAX = 8
+_BLOCK_BYTES_MAX = 1024
 
 
 def encode_headers(
@@ -135,9 +138,10 @@ def encode_headers(
             block = _BLOCKS.get(pairs_key)
             if block is None:
                 block = _encode_headers(headers, None, "")
-                if len(_BLOCKS) >= _BLOCKS_MAX:
-                    _BLOCKS.clear()
-                _BLOCKS[pairs_key] = block
+                if len(block) <= _BLOCK_BYTES_MAX:
+                    if len(_BLOCKS) >= _BLOCKS_MAX:
+                        _BLOCKS.clear()
+                    _BLOCKS[pairs_key] = block
             return block
     return _encode_headers(headers, status, description)
 

@@ -69,6 +69,8 @@ def test_shared_headers_cannot_be_changed() -> None:
     _, headers = JSON.encode_message(1)
     with pytest.raises(TypeError):
         headers["x"] = "y"  # type: ignore[index]
+    with pytest.raises(TypeError):
+        headers |= {"x": "y"}  # type: ignore[operator]  # in place: every later message would carry it
     assert JSON.encode_message(1)[1] == {"content-type": "application/json"}
 
 
@@ -98,6 +100,17 @@ def test_encode_error_is_ours_and_a_type_error() -> None:
     assert isinstance(info.value, TypeError)
     with pytest.raises(PayloadEncodeError):
         MSGPACK.encode(2**70)  # too large for MessagePack
+
+
+@pytest.mark.parametrize("codec", [JSON, MSGPACK], ids=["json", "msgpack"])
+def test_a_value_without_an_encoding_is_an_encode_error(codec: Codec) -> None:
+    # A lone surrogate (a received subject decoded with surrogateescape) has no UTF-8 form, and a
+    # value that holds itself has no end: both are values the codec cannot encode, as any other.
+    cycle: list[object] = []
+    cycle.append(cycle)
+    for value in ({"subject": "orders.\udcff"}, cycle):
+        with pytest.raises(PayloadEncodeError, match=f"as {codec.content_type}"):
+            codec.encode(value)
 
 
 def test_a_type_no_codec_can_decode_into_is_a_type_error() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from typing import Any
 
 import msgspec
@@ -145,3 +147,21 @@ def test_a_header_block_that_does_not_parse_is_a_dead_letter(nc: nats.Client, sh
     assert len(dead) == 1 and "header block" in dead[0].reason and dead[0].subject == subject
     with pytest.raises(PayloadDecodeError, match="header block"):
         nats.Msg(subject, 1, "", block, body).decode(Order)
+
+
+def test_a_late_dead_letter_does_not_stretch_the_timeout_of_next_msg(nc: nats.Client) -> None:
+    """The timeout counts from the call: a dead letter at its end leaves no new budget to wait in."""
+    subject = f"late.{next_nuid()}"
+    sub = nc.subscribe(subject)
+    nc.flush()
+    dead: list[bytes] = []
+    view = sub.typed(Order, on_decode_error=lambda msg, exc: dead.append(msg.data))
+    sender = threading.Timer(0.6, lambda: nc.publish(subject, b"not json"))
+    sender.start()
+    started = time.monotonic()
+    with pytest.raises(nats.TimeoutError):
+        view.next_msg(0.8)
+    took = time.monotonic() - started
+    sender.join()
+    assert dead in ([b"not json"], [])  # (none when a loaded machine ran the timer late)
+    assert took < 1.2, took  # it waited 0.8 s more after the dead letter (1.4 s)

@@ -98,6 +98,14 @@ def test_object_store_records_the_content_type(obs: ObjectStore) -> None:
     assert exc.value.subject == "bad" and exc.value.field == "$.age"
 
 
+def test_an_object_whose_content_type_header_holds_no_value_decodes_with_the_views_codec(obs: ObjectStore) -> None:
+    from natsjs_sync.jetstream.object_models import ObjectMeta
+
+    # nats.go writes a header set to an empty list as such ({"Content-Type": []}): no content type.
+    obs.put("empty", b'{"name":"E","age":2}', meta=ObjectMeta(name="empty", headers={"Content-Type": []}))
+    assert obs.typed(Profile).get("empty") == Profile("E", 2)
+
+
 def test_typed_values_under_key_codecs(kv: KeyValue) -> None:
     from natsjs_sync.kvcodec import Base64KeyCodec
 

@@ -210,3 +210,47 @@ def test_a_typed_publish_in_one_call_sends_what_the_method_sends(nc: nats.Client
         TypedSubject.publish(view, object())  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         view.publish()  # type: ignore[call-arg]
+
+
+class _CountingCodec(Codec):
+    """JSON through the base class's hooks, counting its encodes (a codec of a user's, with side effects)."""
+
+    content_type = "application/x-counted"
+
+    def __init__(self, payload_type: type = bytes) -> None:
+        self.encodes = 0
+        self._payload_type = payload_type
+
+    def encode(self, value: Any) -> bytes:
+        self.encodes += 1
+        if value == "refused":
+            raise PayloadEncodeError("refused")
+        return self._payload_type(msgspec.json.encode(value))  # type: ignore[no-any-return]
+
+    def decode(self, data: Any, type_: Any) -> Any:
+        return msgspec.json.decode(bytes(data), type=type_)
+
+
+@pytest.mark.parametrize("payload_type", [bytes, bytearray])
+def test_a_typed_publish_in_one_call_encodes_as_often_as_the_method(nc: nats.Client, payload_type: type) -> None:
+    """Each value is encoded once, however the publish goes on (an outlet that declines: a subject not
+    in the cache, a payload that is not bytes; the general path gets the payload already encoded)."""
+    from natsjs_sync.protocol import subjects
+
+    subject = f"typed.count.{next_nuid()}"
+    sub = nc.subscribe(subject)
+    nc.flush()
+    codec = _CountingCodec(payload_type)
+    view: TypedSubject[Any] = nc.typed(subject, dict, codec=codec)
+    counts = []
+    for publish in (view.publish, lambda value: TypedSubject.publish(view, value)):
+        codec.encodes = 0
+        publish({"n": 1})
+        subjects.PUB_SUBJECTS.pop(subject, None)  # the outlet declines: the general path
+        publish({"n": 2})
+        with pytest.raises(PayloadEncodeError):
+            publish("refused")
+        counts.append(codec.encodes)
+    assert counts == [4, 4]  # twice for the refused value: the hot path's encoder, then encode() for the error
+    nc.flush()
+    assert [sub.next_msg(5).data for _ in range(4)] == [b'{"n":1}', b'{"n":2}'] * 2

@@ -169,6 +169,31 @@ def test_listings_leave_out_keys_written_without_the_codec(kv: KeyValue) -> None
         view.keys()
 
 
+def test_purge_deletes_through_a_key_codec_purges_the_markers_stored_subjects(kv: KeyValue) -> None:
+    # A marker's stored key is purged as stored: decoding it and encoding it back could name
+    # another key ("a/b" decodes to "a/b" through the path codec, which encodes to "a.b").
+    kv.put("a.b", b"live")  # "a/b" through the path codec
+    kv.put("a/b", b"x")  # a plain writer's key with a slash in it, then deleted
+    kv.delete("a/b")
+    view = kv.with_codecs(key_codec=PathKeyCodec())
+    assert view.purge_deletes(older_than=0) == 1
+    assert kv.get("a.b").value == b"live"
+    assert view.get("a/b").value == b"live"
+    with pytest.raises(KeyNotFoundError) as err:
+        kv.get("a/b")
+    assert err.value.entry is None  # type: ignore[attr-defined]  # the marker went, not only what it hid
+
+
+def test_purge_deletes_through_a_key_codec_passes_over_keys_written_without_it(kv: KeyValue) -> None:
+    kv.put("plainkey", b"x")  # not base64 of UTF-8 text: a foreign key, alive
+    view = kv.with_codecs(key_codec=Base64KeyCodec())
+    view.put("gone", b"1")
+    view.delete("gone")
+    assert view.purge_deletes(older_than=0) == 1
+    assert kv.get("plainkey").value == b"x"
+    assert kv.status().values == 1
+
+
 def test_a_value_codec_refuses_foreign_bytes_naming_the_key(kv: KeyValue) -> None:
     kv.put("k", b"not zlib")
     with pytest.raises(ValueDecodeError, match="'k'"):

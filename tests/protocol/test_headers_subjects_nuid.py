@@ -234,3 +234,16 @@ def test_a_plain_dict_met_again_encodes_as_the_first_time() -> None:
         assert encode_headers({"i": str(i)}) == b"NATS/1.0\r\ni: %d\r\n\r\n" % i
         assert len(hmod._BLOCKS) <= hmod._BLOCKS_MAX
     assert encode_headers({"i": "x"}, status=503) == b"NATS/1.0 503\r\ni: x\r\n\r\n"
+
+
+def test_large_header_blocks_are_not_kept() -> None:
+    """Blocks past a small size are encoded each time: a publisher of distinct large headers
+    (a token, a trace of its own) would otherwise keep up to the bound's number of them."""
+    from natsjs_sync.protocol import headers as hmod
+
+    hmod._BLOCKS.clear()
+    for i in range(3):
+        big = {"X-Blob": str(i) + "x" * 65536}
+        assert encode_headers(big) == hmod._encode_headers(big, None, "")
+    assert not hmod._BLOCKS
+    assert encode_headers({"content-type": "application/json"}) and len(hmod._BLOCKS) == 1
