@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 #: its reply, the connection and a Ctrl-C it deferred (a bound, not a poll:
 #: bytes wake it at once).
 _CALLER_SLICE = 0.05
+#: The longest a caller that met the connection's loss waits for the reader thread to report it.
+_REPORT_WAIT = 2.0
 _MAIN_THREAD = threading.main_thread().ident
 try:
     # The handler as installed: signal.getsignal() converts it to an enum first, which
@@ -101,7 +103,7 @@ class ReadSession:
     its holder touches the parser.
     """
 
-    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "parser", "role", "transport")
+    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "parser", "role", "thread", "transport")
 
     def __init__(self, conn: Connection, transport: Transport, parser: Parser, fd: int | None):
         self.conn = conn
@@ -116,6 +118,8 @@ class ReadSession:
         self.failure: BaseException | None = None
         #: Socket reads done by waiting callers (not the reader thread).
         self.caller_reads = 0
+        #: The reader thread of this session (set once it is started).
+        self.thread: threading.Thread | None = None
 
     def held_here(self) -> bool:
         """Whether the calling thread holds this session's role."""
@@ -251,12 +255,21 @@ class ReadSession:
                 # this thread's next request finds the role free. Else it reads at once for them.
                 # One call and no Python call before it (the ledger's entries, not its __len__):
                 # a signal handler's exception cannot land between a check and the release.
-                role.release_mine(not (conn.requests.waiting or conn.ledger._entries))
+                role.release_mine(failure is None and not (conn.requests.waiting or conn.ledger._entries))
             finally:
                 if gate is not None:
                     gate.holding = False
                 if failure is not None:
-                    conn.connection_lost(failure, self.transport)  # wakes the reader thread (abort)
+                    # The reader thread reports the loss (it finds self.failure once the cut socket
+                    # wakes it): the many steps of a reconnect's start never run on a caller, where a
+                    # signal handler's exception (main thread) could stop them halfway.
+                    self.transport.abort()
+                    thread = self.thread
+                    if thread is not None and thread is not threading.current_thread():
+                        # Reported once this returns (the reader thread ends right after it):
+                        # this caller's next request waits for the reconnect, as it would if
+                        # the reader thread had met the loss itself.
+                        thread.join(_REPORT_WAIT)
                 if gate is not None and gate.noted is not None:
                     gate.deliver()
 
@@ -328,6 +341,8 @@ def start_reader(conn: Connection, transport: Transport, parser: Parser, leftove
     else:
         target, args = read_loop, (conn, transport, parser, leftover)
     t = threading.Thread(target=target, args=args, name=f"natsjs-reader-{conn.tag}", daemon=True)
+    if session is not None:
+        session.thread = t
     t.start()
     return t
 

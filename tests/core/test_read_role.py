@@ -677,3 +677,31 @@ def test_a_handlers_exception_landing_on_read_bytes_reaches_the_caller(server: N
         assert not real.mine()
         assert isinstance(session.failure, NatsConnectionError)
         assert nc.request("echo", b"after", timeout=10).data == b"after"
+
+
+def test_a_loss_a_reading_caller_meets_is_reported_by_the_reader_thread(server: NatsServer,
+                                                                        responder: nats.Client) -> None:
+    # A reconnect's start is many steps: on the main thread, an exception a signal handler
+    # raises among them (here: as the pool hears of the loss) would leave the client
+    # RECONNECTING with no thread to reconnect. The reader thread reports it instead.
+    with nats.connect(server.url, requester_reads=True, reconnect_time_wait=0.05) as nc:
+        session = main_thread_reads(nc, "echo")
+        pool = nc._conn.pool
+        real_disconnected = pool.disconnected
+
+        def disconnected(*args: Any) -> Any:
+            result = real_disconnected(*args)
+            if threading.current_thread() is threading.main_thread():
+                raise _Raised("in the loss handling")
+            return result
+
+        pool.disconnected = disconnected  # type: ignore[method-assign]
+        real = session.role
+        session.role = _RaisesAfter(real, "caller_read")
+        try:
+            with pytest.raises(_Raised):
+                nc.request("echo", b"x", timeout=5)
+        finally:
+            session.role = real
+        assert nc.request("echo", b"after", timeout=10).data == b"after"
+        assert nc.stats.reconnects == 1
