@@ -36,7 +36,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .._timeout import Deadline
-from ..errors import NatsConnectionError, ProtocolError, UnexpectedEOF
+from ..errors import NatsConnectionError, NatsError, ProtocolError, UnexpectedEOF
 from ..protocol._compiled import speedups
 from ..protocol.parser import OK, PING, PONG, Err, Info, Parser
 from . import fork
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 #: its reply, the connection and a Ctrl-C it deferred (a bound, not a poll:
 #: bytes wake it at once).
 _CALLER_SLICE = 0.05
+#: The longest a caller that met the connection's loss waits for the reader thread to report it.
+_REPORT_WAIT = 2.0
 _MAIN_THREAD = threading.main_thread().ident
 try:
     # The handler as installed: signal.getsignal() converts it to an enum first, which
@@ -101,7 +103,7 @@ class ReadSession:
     its holder touches the parser.
     """
 
-    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "parser", "role", "transport")
+    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "parser", "role", "thread", "transport")
 
     def __init__(self, conn: Connection, transport: Transport, parser: Parser, fd: int | None):
         self.conn = conn
@@ -116,6 +118,8 @@ class ReadSession:
         self.failure: BaseException | None = None
         #: Socket reads done by waiting callers (not the reader thread).
         self.caller_reads = 0
+        #: The reader thread of this session (set once it is started).
+        self.thread: threading.Thread | None = None
 
     def held_here(self) -> bool:
         """Whether the calling thread holds this session's role."""
@@ -199,17 +203,19 @@ class ReadSession:
             # Before the acquire: a Ctrl-C landing in it is raised right after it returns,
             # before a try could let go of the role.
             gate.holding = True
-        if not role.acquire(False):
-            if gate is not None:
-                gate.holding = False
-                gate.deliver()
-            return None
+        # Every exit below lets go of the role if this thread holds it (release_mine()), not
+        # if a flag says it took it: a signal handler's exception (a SIGALRM timeout, a
+        # Celery soft time limit) may be raised as acquire() returns, before any flag is set.
+        routed = -1  # caller_read's count of reads once every one this caller took is routed
         try:
+            if not role.acquire(False):
+                return None
             # The generation check: this session's socket and parser are still the connection's.
             if self.ended or self.failure is not None or conn.transport is not self.transport:
                 return None
             fd = self.fd
             caller_read = role.caller_read
+            routed = role.reads
             while waiter.value is None:
                 if gate is not None and gate.noted is not None:
                     return None
@@ -224,24 +230,48 @@ class ReadSession:
                 if data is not None:
                     self.caller_reads += 1
                     self.consume(data)
+                    routed += 1
                 if conn.transport is not self.transport:
                     return None  # lost meanwhile: the reader thread ends this session
             return True
-        except Exception as exc:
-            # The reader thread ends the session with it; this caller waits for its
-            # reply as usual (the loss fails it).
+        except (NatsError, OSError) as exc:
+            # The read or its bytes failed: the reader thread ends the session with it;
+            # this caller waits for its reply as usual (the loss fails it).
             self.failure = failure = exc
             return None
+        except BaseException as exc:
+            # Not the connection's failure: raised into this thread (a signal handler's
+            # exception, a bug in a route). It is the caller's to hear, as it would be
+            # from a wait for the reader thread. Only bytes this caller read and did not
+            # route are lost with it (the parser's stream is broken, other threads' replies
+            # gone): then the connection is lost too, as for bad bytes.
+            if routed >= 0 and role.mine() and role.reads != routed:
+                self.failure = failure = NatsConnectionError(
+                    f"connection to {conn.addr} lost: a read was cut short by {type(exc).__name__}")
+            raise
         finally:
-            # With no other request or flush waiting, the reader thread stays out a moment:
-            # this thread's next request finds the role free. Else it reads at once for them.
-            role.release(not (conn.requests.waiting or conn.ledger))
-            if gate is not None:
-                gate.holding = False
-            if failure is not None:
-                conn.connection_lost(failure, self.transport)  # wakes the reader thread (abort)
-            if gate is not None and gate.noted is not None:
-                gate.deliver()
+            try:
+                # With no other request or flush waiting, the reader thread stays out a moment:
+                # this thread's next request finds the role free. Else it reads at once for them.
+                # One call and no Python call before it (the ledger's entries, not its __len__):
+                # a signal handler's exception cannot land between a check and the release.
+                role.release_mine(failure is None and not (conn.requests.waiting or conn.ledger._entries))
+            finally:
+                if gate is not None:
+                    gate.holding = False
+                if failure is not None:
+                    # The reader thread reports the loss (it finds self.failure once the cut socket
+                    # wakes it): the many steps of a reconnect's start never run on a caller, where a
+                    # signal handler's exception (main thread) could stop them halfway.
+                    self.transport.abort()
+                    thread = self.thread
+                    if thread is not None and thread is not threading.current_thread():
+                        # Reported once this returns (the reader thread ends right after it):
+                        # this caller's next request waits for the reconnect, as it would if
+                        # the reader thread had met the loss itself.
+                        thread.join(_REPORT_WAIT)
+                if gate is not None and gate.noted is not None:
+                    gate.deliver()
 
 
 class SigintGate:
@@ -311,6 +341,8 @@ def start_reader(conn: Connection, transport: Transport, parser: Parser, leftove
     else:
         target, args = read_loop, (conn, transport, parser, leftover)
     t = threading.Thread(target=target, args=args, name=f"natsjs-reader-{conn.tag}", daemon=True)
+    if session is not None:
+        session.thread = t
     t.start()
     return t
 

@@ -1069,6 +1069,7 @@ typedef struct {
     int reader_holds;
     long long linger_until;    /* monotonic ns: the reader stays out until then */
     unsigned long owner;       /* thread ident of the holder, 0 when free */
+    Py_ssize_t reads;          /* socket reads caller_read handed out (bytes or end of stream) */
 } RoleObject;
 
 static long long
@@ -1105,6 +1106,7 @@ role_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds
     self->held = self->wanted = self->reader_holds = 0;
     self->linger_until = 0;
     self->owner = 0;
+    self->reads = 0;
     return (PyObject *)self;
 }
 
@@ -1190,6 +1192,23 @@ role_release(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     pthread_mutex_unlock(&self->mu);
     Py_RETURN_NONE;
+}
+
+/* release_mine(linger=False) -> bool: let go if the calling thread holds the role.
+ * One call, so that nothing a signal handler raises can come between the check
+ * and the release (as it can between two calls: mine(), then release()). */
+static PyObject *
+role_release_mine(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (self->owner == 0 || self->owner != PyThread_get_thread_ident()) {
+        Py_RETURN_FALSE;
+    }
+    PyObject *r = role_release(self, args, nargs);
+    if (r == NULL) {
+        return NULL;
+    }
+    Py_DECREF(r);
+    Py_RETURN_TRUE;
 }
 
 static PyObject *
@@ -1352,6 +1371,9 @@ role_caller_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_END_ALLOW_THREADS
     if (n >= 0) {
+        /* Counted before Python sees the bytes: an exception a signal handler raises as
+         * this call returns leaves them unrouted, and the count tells the caller so. */
+        self->reads++;
         if (n != size && _PyBytes_Resize(&buf, n) < 0) {
             return NULL;
         }
@@ -1371,6 +1393,8 @@ static PyMethodDef role_methods[] = {
      "that finds it with the reader thread asks for the next turn"},
     {"release", (PyCFunction)(void (*)(void))role_release, METH_FASTCALL,
      "release(linger=False): let go; with linger the reader thread stays out a moment"},
+    {"release_mine", (PyCFunction)(void (*)(void))role_release_mine, METH_FASTCALL,
+     "release_mine(linger=False) -> bool: release() if the calling thread holds the role"},
     {"mine", (PyCFunction)role_mine, METH_NOARGS, "whether the calling thread holds the role"},
     {"held", (PyCFunction)role_held, METH_NOARGS, "whether any thread holds the role"},
     {"wait_read", (PyCFunction)(void (*)(void))role_wait_read, METH_FASTCALL,
@@ -1382,6 +1406,12 @@ static PyMethodDef role_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyMemberDef role_members[] = {
+    {"reads", T_PYSSIZET, offsetof(RoleObject, reads), READONLY,
+     "socket reads caller_read handed out (bytes or the end of the stream)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyTypeObject RoleType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "natsjs_sync.protocol._speedups.ReadRole",
@@ -1390,6 +1420,7 @@ static PyTypeObject RoleType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The read role of one connection: a lock whose holder reads the socket.",
     .tp_methods = role_methods,
+    .tp_members = role_members,
     .tp_new = role_new,
 };
 

@@ -569,3 +569,139 @@ def test_the_role_has_one_holder_while_callers_race_the_reader_for_it() -> None:
     finally:
         a.close()
         b.close()
+
+
+class _Raised(Exception):
+    """What a signal handler of the program raises (a SIGALRM timeout, a soft time limit)."""
+
+
+class _RaisesAfter:
+    """A read role whose ``acquire`` (taking it) or ``caller_read`` (with bytes) is followed,
+    once, by an exception a signal handler raises: Python runs a pending handler as a call
+    returns, before its result is stored."""
+
+    def __init__(self, real: Any, method: str):
+        self.real = real
+        self.method = method
+        self.armed = True
+
+    def _raise(self) -> None:
+        if self.armed and threading.current_thread() is threading.main_thread():
+            self.armed = False
+            raise _Raised(self.method)
+
+    def acquire(self, *args: Any) -> Any:
+        got = self.real.acquire(*args)
+        if got and self.method == "acquire":
+            self._raise()
+        return got
+
+    def caller_read(self, *args: Any) -> Any:
+        data = self.real.caller_read(*args)
+        if data and self.method == "caller_read":
+            self._raise()
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_handlers_exception_landing_in_the_acquire_leaves_the_role_free(server: NatsServer,
+                                                                         responder: nats.Client) -> None:
+    with nats.connect(server.url, requester_reads=True) as nc:
+        sub = nc.subscribe("side")
+        nc.flush()
+        session = main_thread_reads(nc, "echo")
+        real = session.role
+        session.role = _RaisesAfter(real, "acquire")
+        try:
+            with pytest.raises(_Raised):
+                nc.request("echo", b"x", timeout=5)
+        finally:
+            session.role = real
+        assert not real.mine()  # not kept by the interrupted caller: the connection still reads
+        responder.publish("side", b"m")
+        responder.flush()
+        assert sub.next_msg(timeout=5).data == b"m"
+        assert nc.request("echo", b"after", timeout=5).data == b"after"
+        assert nc.stats.reconnects == 0
+
+
+def test_a_handlers_exception_while_the_main_thread_waits_is_the_callers_and_keeps_the_connection(
+        server: NatsServer, responder: nats.Client) -> None:
+    # As with requester_reads=False: a SIGALRM handler's exception reaches the waiting
+    # caller, and the connection (other threads' requests, subscriptions) carries on.
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _Raised("alarm")
+
+    main = threading.get_ident()
+    lost: list[int] = []
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        with nats.connect(server.url, requester_reads=True, disconnected_cb=lambda: lost.append(1)) as nc:
+            reading: list[bool] = []
+
+            def slow(msg: nats.Msg) -> None:
+                gate = signal.getsignal(signal.SIGINT)
+                reading.append(isinstance(gate, SigintGate) and gate.holding)
+                signal.pthread_kill(main, signal.SIGALRM)
+
+            responder.subscribe("slow", cb=slow)
+            responder.flush()
+            for _ in range(20):  # until the alarm lands while the main thread reads (bounded)
+                main_thread_reads(nc, "echo")
+                with pytest.raises(_Raised):
+                    nc.request("slow", b"", timeout=10)
+                if reading[-1]:
+                    break
+            assert reading[-1]
+            assert nc.request("echo", b"after", timeout=5).data == b"after"
+            assert lost == [] and nc.stats.reconnects == 0
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_handlers_exception_landing_on_read_bytes_reaches_the_caller(server: NatsServer,
+                                                                       responder: nats.Client) -> None:
+    # The bytes it interrupted are gone with it: the connection is lost and comes back
+    # (nothing is dropped silently), and the caller hears its own exception.
+    with nats.connect(server.url, requester_reads=True, reconnect_time_wait=0.05) as nc:
+        session = main_thread_reads(nc, "echo")
+        real = session.role
+        session.role = _RaisesAfter(real, "caller_read")
+        try:
+            with pytest.raises(_Raised):
+                nc.request("echo", b"x", timeout=5)
+        finally:
+            session.role = real
+        assert not real.mine()
+        assert isinstance(session.failure, NatsConnectionError)
+        assert nc.request("echo", b"after", timeout=10).data == b"after"
+
+
+def test_a_loss_a_reading_caller_meets_is_reported_by_the_reader_thread(server: NatsServer,
+                                                                        responder: nats.Client) -> None:
+    # A reconnect's start is many steps: on the main thread, an exception a signal handler
+    # raises among them (here: as the pool hears of the loss) would leave the client
+    # RECONNECTING with no thread to reconnect. The reader thread reports it instead.
+    with nats.connect(server.url, requester_reads=True, reconnect_time_wait=0.05) as nc:
+        session = main_thread_reads(nc, "echo")
+        pool = nc._conn.pool
+        real_disconnected = pool.disconnected
+
+        def disconnected(*args: Any) -> Any:
+            result = real_disconnected(*args)
+            if threading.current_thread() is threading.main_thread():
+                raise _Raised("in the loss handling")
+            return result
+
+        pool.disconnected = disconnected  # type: ignore[method-assign]
+        real = session.role
+        session.role = _RaisesAfter(real, "caller_read")
+        try:
+            with pytest.raises(_Raised):
+                nc.request("echo", b"x", timeout=5)
+        finally:
+            session.role = real
+        assert nc.request("echo", b"after", timeout=10).data == b"after"
+        assert nc.stats.reconnects == 1
