@@ -374,7 +374,8 @@ def shared_read_loop(session: ReadSession, leftover: list[Any]) -> None:
             role.release()
             held = False
     except Exception as exc:
-        if isinstance(exc, OSError):
+        if isinstance(exc, OSError) and not isinstance(exc, NatsError):
+            # A socket's own error; ours (UnexpectedEOF is an OSError too) is reported as it is.
             exc = NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}")
         try:
             # Wakes a caller that holds the role in a wait on the socket (abort), before
