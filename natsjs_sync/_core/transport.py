@@ -15,6 +15,7 @@ translated here, with ``raise ... from exc``.
 
 from __future__ import annotations
 
+import _socket
 import builtins
 import select
 import socket
@@ -27,6 +28,7 @@ from typing import Protocol, TypeVar
 from .._timeout import Deadline
 from ..errors import NatsConnectionError, ProtocolError, TimeoutError
 from ..protocol import websocket as ws
+from ..protocol._compiled import speedups
 from .dial import DIRECT, Network, dial
 from .pool import ServerAddress
 
@@ -37,12 +39,20 @@ RECV_SIZE = 64 * 1024
 #: The shortest socket wait of a deadline-bounded write: a socket timeout of 0
 #: would make the descriptor non-blocking, and the reader's recv would fail.
 _MIN_WAIT = 0.001
+_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)  # Linux (elsewhere 0)
+
 #: A deadline already passed: one short attempt, the rest kept for the next write.
 _AT_ONCE = Deadline(0.0)
 #: What a call into a non-blocking TLS socket gives when OpenSSL needs the socket first.
 _WANT_READ, _WANT_WRITE = -1, -2
 _R = TypeVar("_R")
 _A = TypeVar("_A")
+
+
+def _is_os_socket(sock: object) -> bool:
+    """Whether ``sock`` is the operating system's socket itself (not a green library's stand-in,
+    which must see every wait, nor a custom dialer's look-alike)."""
+    return isinstance(sock, _socket.socket)
 
 
 class Transport(Protocol):
@@ -106,12 +116,20 @@ class TcpTransport:
     the waits for the socket happen outside the lock (``_tls_wait``).
     """
 
-    __slots__ = ("_backlog", "_sock", "_tls", "_write_timeout", "addr", "is_tls")
+    __slots__ = ("_backlog", "_send_flags", "_send_nowait", "_sock", "_tls", "_write_timeout", "addr", "is_tls")
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         self._sock = sock
         self.addr = addr
         self.is_tls = isinstance(sock, ssl.SSLSocket)
+        plain = not self.is_tls and _is_os_socket(sock)
+        #: A write's first try, one system call that never waits (None: the socket's own send):
+        #: plain sockets only, not TLS (OpenSSL owns those bytes) nor a green library's socket.
+        self._send_nowait: Callable[[int, bytes | bytearray | memoryview], int] | None = (
+            speedups.send_nowait if speedups is not None and plain else None)
+        #: A write to a connection the server reset fails with an error, never SIGPIPE: a program
+        #: that restored SIGPIPE's default (a command line piped into ``head``) is not killed by it.
+        self._send_flags = _NOSIGNAL if plain else 0
         #: Wire bytes a deadline-bounded write left unsent; the next write sends them first.
         self._backlog: bytes = b""
         self._write_timeout: float | None = None
@@ -151,7 +169,10 @@ class TcpTransport:
         self._serialise_tls()
 
     def _serialise_tls(self) -> None:
-        """From here on one call at a time into the TLS connection, the socket non-blocking."""
+        """From here on one call at a time into the TLS connection, the socket non-blocking,
+        and no write past OpenSSL (the bytes on the socket are its records now)."""
+        self._send_nowait = None
+        self._send_flags = 0
         self._sock.setblocking(False)
         self._tls = threading.Lock()
 
@@ -267,7 +288,13 @@ class TcpTransport:
 
     def _send_all(self, data: bytes | bytearray | memoryview) -> None:
         try:
-            self._sock.sendall(data)
+            if self._send_nowait is not None:
+                # The socket's own sendall polls before it sends (a socket with a timeout does).
+                sent = self._send_nowait(self._sock.fileno(), data)
+                if sent == len(data):
+                    return
+                data = memoryview(data).cast("B")[sent:]
+            self._sock.sendall(data, self._send_flags)
         except builtins.TimeoutError as exc:
             raise self._stalled() from exc
         except OSError as exc:
@@ -292,13 +319,26 @@ class TcpTransport:
         view = memoryview(data).cast("B")
         total = len(view)
         sent = 0
+        tried = False
+        if self._send_nowait is not None:
+            # Most writes are taken whole at once, and then the socket's timeout is never touched
+            # (setting it is a system call each way, and a socket with one polls before it sends).
+            # This is the write's one try: past the deadline the rest is kept at once.
+            try:
+                sent = self._send_nowait(self._sock.fileno(), view)
+            except OSError as exc:
+                raise self._write_failed(exc) from exc
+            if sent == total:
+                return True
+            tried = True
         # Both bounds as points in monotonic time (None: none), each round read
         # against one clock reading.
         stall_at = Deadline(self._write_timeout).at
         own_at = None if deadline is None else deadline.at
         sock = self._sock
         tls = self._tls is not None
-        tried = False
+        flags = self._send_flags
+        retimed = False
         try:
             while sent < total:
                 now = monotonic()
@@ -324,9 +364,9 @@ class TcpTransport:
                     continue
                 # One timeout serves the reader's recv too, which retries when it times out.
                 sock.settimeout(None if left is None else max(left, _MIN_WAIT))
-                tried = True
+                tried = retimed = True
                 try:
-                    sent += sock.send(view[sent:])
+                    sent += sock.send(view[sent:], flags)
                 except builtins.TimeoutError:
                     continue  # the loop decides: keep the rest, or a stall
             return True
@@ -335,7 +375,7 @@ class TcpTransport:
         except OSError as exc:
             raise self._write_failed(exc) from exc
         finally:
-            if tried and not tls:
+            if retimed:
                 try:
                     sock.settimeout(self._write_timeout)
                 except OSError:

@@ -1387,6 +1387,51 @@ role_caller_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyErr_SetFromErrno(PyExc_OSError);
 }
 
+/* One send that never waits: the bytes the socket takes now (0 when it takes none).
+ * A write path tries it first so that a write the socket takes whole (nearly all) costs one
+ * system call: a socket with a timeout polls before every send, and changing the timeout for a
+ * deadline is a further call each way. MSG_NOSIGNAL: a closed peer is an error, never SIGPIPE,
+ * whatever handler the embedding program set. */
+static PyObject *
+send_nowait(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "send_nowait(fd, data)");
+        return NULL;
+    }
+    int fd = PyLong_AsLong(args[0]);
+    if (fd == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (fd < 0) {
+        errno = EBADF;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    ssize_t n;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    do {
+        n = send(fd, view.buf, (size_t)view.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        err = errno;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (n >= 0) {
+        return PyLong_FromSsize_t(n);
+    }
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+        return PyLong_FromLong(0);
+    }
+    errno = err;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
 static PyMethodDef role_methods[] = {
     {"acquire", (PyCFunction)(void (*)(void))role_acquire, METH_FASTCALL,
      "acquire(blocking=True) -> bool: take the role (waiting for it only when blocking); a caller "
@@ -1878,6 +1923,8 @@ static PyMethodDef methods[] = {
     {"setup_typed", (PyCFunction)setup_typed, METH_O, "Read the slot offsets of the TypedMsg class."},
     {"typed_of", (PyCFunction)(void (*)(void))typed_of, METH_FASTCALL,
      "typed_of(msg, blocks, plain, cls) -> a TypedMsg, or None: the slow path decides"},
+    {"send_nowait", (PyCFunction)(void (*)(void))send_nowait, METH_FASTCALL,
+     "send_nowait(fd, data) -> int: one send that never waits; the bytes taken (0: none)"},
     {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
      "route_run(events, start, routes, cls, stats) -> stop: count a run of messages, then route it"},
     {NULL, NULL, 0, NULL},

@@ -34,6 +34,9 @@ from .server import LOOPBACK, free_port
 Direction = Literal["to_server", "to_client", "both"]
 _DIRECTIONS = ("to_server", "to_client", "both")
 _RECV_SIZE = 64 * 1024
+#: A send to a socket that was reset fails with an error, never SIGPIPE: the proxy runs inside
+#: programs that restored the signal's default action too.
+_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
 # A control line longer than this is not NATS: the frame scanner gives up on
 # the connection (bytes still flow, frames are no longer counted or cut).
 _MAX_LINE = 64 * 1024
@@ -176,7 +179,7 @@ class _Pump(threading.Thread):
 
     def wake(self) -> None:
         with contextlib.suppress(OSError):  # full (already woken) or closed (ended)
-            self._wake_w.send(b"\0")
+            self._wake_w.send(b"\0", _NOSIGNAL)
 
     def run(self) -> None:
         sel = selectors.DefaultSelector()
@@ -269,7 +272,7 @@ class _Pump(threading.Thread):
         """Send what is due; False when the receiver's buffer is full."""
         size = len(self._out) if way.trickle is None else max(1, way.trickle[0])
         try:
-            sent = self._dst.send(self._out[:size])
+            sent = self._dst.send(self._out[:size], _NOSIGNAL)
         except BlockingIOError:
             return False
         self._out = self._out[sent:]
@@ -536,7 +539,7 @@ class FaultProxy:
         wake = self._wake_w
         if wake is not None:
             with contextlib.suppress(OSError):
-                wake.send(b"\0")
+                wake.send(b"\0", _NOSIGNAL)
 
     def _accept_loop(self) -> None:
         wake = self._wake_r

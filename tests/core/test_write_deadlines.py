@@ -311,3 +311,64 @@ def test_a_stall_is_declared_within_the_write_timeout_while_requests_keep_coming
         assert took < 12, f"the stall was declared after {took:.1f} s (write_timeout=3)"
     finally:
         close_bounded(nc)
+
+
+# A program that restored SIGPIPE's default action (a command line piped into ``head`` does) and
+# publishes while the server resets the connection: every write to the reset socket must fail
+# with an error the client turns into a reconnect, never the signal that kills the process.
+_SIGPIPE_PROGRAM = """
+import signal, sys, threading
+import natsjs_sync as nats
+from natsjs_sync.testing import FaultProxy, NatsServer
+
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+with NatsServer(jetstream=False) as server, FaultProxy(server.url) as proxy:
+    reconnected = threading.Event()
+    nc = nats.connect(proxy.url, reconnect_time_wait=0.05, max_reconnect_attempts=-1,
+                      reconnected_cb=reconnected.set, error_cb=lambda e: None)
+    stop = threading.Event()
+
+    def publish() -> None:
+        while not stop.is_set():
+            try:
+                nc.publish("p", b"x" * 100)
+                nc.request("nobody", b"", timeout=0.5)
+            except nats.errors.Error:
+                pass
+
+    workers = [threading.Thread(target=publish) for _ in range(4)]
+    for w in workers:
+        w.start()
+    cuts = 0
+    while cuts < 80:
+        proxy.cut(reset=True)
+        cuts += 1
+        assert reconnected.wait(60), "no reconnect"
+        reconnected.clear()
+    stop.set()
+    for w in workers:
+        w.join(10)
+    nc.publish("p", b"after")
+    try:
+        nc.flush(10)
+    except nats.errors.NatsConnectionError:
+        nc.flush(10)  # the first flush after a loss says that messages before it may be gone
+    nc.close()
+print("alive after", cuts, "resets")
+"""
+
+
+@pytest.mark.parametrize("pure_python", [False, True], ids=["compiled", "pure-python"])
+def test_a_reset_connection_never_kills_a_program_that_restored_sigpipe(pure_python: bool) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env.pop("NATSJS_SYNC_PURE_PYTHON", None)
+    if pure_python:
+        env["NATSJS_SYNC_PURE_PYTHON"] = "1"
+    done = subprocess.run([sys.executable, "-c", _SIGPIPE_PROGRAM], capture_output=True, text=True, timeout=600,
+                          env=env)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # -13: killed by SIGPIPE
+    assert done.stdout.startswith("alive after 80 resets"), done.stdout
