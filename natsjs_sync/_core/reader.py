@@ -103,7 +103,8 @@ class ReadSession:
     its holder touches the parser.
     """
 
-    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "parser", "role", "thread", "transport")
+    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "parser", "role", "routed", "thread",
+                 "transport")
 
     def __init__(self, conn: Connection, transport: Transport, parser: Parser, fd: int | None):
         self.conn = conn
@@ -118,6 +119,9 @@ class ReadSession:
         self.failure: BaseException | None = None
         #: Socket reads done by waiting callers (not the reader thread).
         self.caller_reads = 0
+        #: The holding caller's: the role's count of reads once each of its reads is routed
+        #: (-1: no caller read yet). Written only under the role.
+        self.routed = -1
         #: The reader thread of this session (set once it is started).
         self.thread: threading.Thread | None = None
 
@@ -206,34 +210,13 @@ class ReadSession:
         # Every exit below lets go of the role if this thread holds it (release_mine()), not
         # if a flag says it took it: a signal handler's exception (a SIGALRM timeout, a
         # Celery soft time limit) may be raised as acquire() returns, before any flag is set.
-        routed = -1  # caller_read's count of reads once every one this caller took is routed
         try:
             if not role.acquire(False):
                 return None
             # The generation check: this session's socket and parser are still the connection's.
             if self.ended or self.failure is not None or conn.transport is not self.transport:
                 return None
-            fd = self.fd
-            caller_read = role.caller_read
-            routed = role.reads
-            while waiter.value is None:
-                if gate is not None and gate.noted is not None:
-                    return None
-                left = deadline.remaining()
-                if left is not None and left <= 0:
-                    return False
-                wait = _CALLER_SLICE if left is None else min(left, _CALLER_SLICE)
-                try:
-                    data = caller_read(fd, RECV_SIZE, max(1, int(wait * 1000)))
-                except OSError as exc:
-                    raise NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}") from exc
-                if data is not None:
-                    self.caller_reads += 1
-                    self.consume(data)
-                    routed += 1
-                if conn.transport is not self.transport:
-                    return None  # lost meanwhile: the reader thread ends this session
-            return True
+            return self._read_until(waiter, deadline, gate)
         except (NatsError, OSError) as exc:
             # The read or its bytes failed: the reader thread ends the session with it;
             # this caller waits for its reply as usual (the loss fails it).
@@ -245,7 +228,8 @@ class ReadSession:
             # from a wait for the reader thread. Only bytes this caller read and did not
             # route are lost with it (the parser's stream is broken, other threads' replies
             # gone): then the connection is lost too, as for bad bytes.
-            if routed >= 0 and role.mine() and role.reads != routed:
+            # (self.routed is the holder's: left by an earlier holder, it equals role.reads.)
+            if role.mine() and self.routed >= 0 and role.reads != self.routed:
                 self.failure = failure = NatsConnectionError(
                     f"connection to {conn.addr} lost: a read was cut short by {type(exc).__name__}")
             raise
@@ -260,18 +244,57 @@ class ReadSession:
                 if gate is not None:
                     gate.holding = False
                 if failure is not None:
-                    # The reader thread reports the loss (it finds self.failure once the cut socket
-                    # wakes it): the many steps of a reconnect's start never run on a caller, where a
-                    # signal handler's exception (main thread) could stop them halfway.
-                    self.transport.abort()
-                    thread = self.thread
-                    if thread is not None and thread is not threading.current_thread():
-                        # Reported once this returns (the reader thread ends right after it):
-                        # this caller's next request waits for the reconnect, as it would if
-                        # the reader thread had met the loss itself.
-                        thread.join(_REPORT_WAIT)
+                    self._hand_over_loss()
                 if gate is not None and gate.noted is not None:
                     gate.deliver()
+
+    def _read_until(self, waiter: Any, deadline: Deadline, gate: SigintGate | None) -> bool | None:
+        """Role held: read and route until ``waiter`` is set (True), ``deadline`` passes
+        (False), or the connection moves on or a Ctrl-C is deferred (None).
+
+        ``self.routed`` counts the role's reads once each one read here is routed: an
+        exception raised between a read and its routing leaves it behind ``role.reads``
+        (see :meth:`read_for`).
+
+        Raises:
+            NatsConnectionError: the read failed. UnexpectedEOF, ProtocolError: see :meth:`consume`.
+        """
+        role = self.role
+        conn = self.conn
+        fd = self.fd
+        caller_read = role.caller_read
+        self.routed = role.reads
+        while waiter.value is None:
+            if gate is not None and gate.noted is not None:
+                return None
+            left = deadline.remaining()
+            if left is not None and left <= 0:
+                return False
+            wait = _CALLER_SLICE if left is None else min(left, _CALLER_SLICE)
+            try:
+                data = caller_read(fd, RECV_SIZE, max(1, int(wait * 1000)))
+            except OSError as exc:
+                raise NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}") from exc
+            if data is not None:
+                self.caller_reads += 1
+                self.consume(data)
+                self.routed += 1
+            if conn.transport is not self.transport:
+                return None  # lost meanwhile: the reader thread ends this session
+        return True
+
+    def _hand_over_loss(self) -> None:
+        """A reading caller met the connection's loss: the reader thread reports it (it
+        finds ``self.failure`` once the cut socket wakes it), so the many steps of a
+        reconnect's start never run on a caller, where a signal handler's exception (main
+        thread) could stop them halfway."""
+        self.transport.abort()
+        thread = self.thread
+        if thread is not None and thread is not threading.current_thread():
+            # Reported once this returns (the reader thread ends right after it): this
+            # caller's next request waits for the reconnect, as it would if the reader
+            # thread had met the loss itself.
+            thread.join(_REPORT_WAIT)
 
 
 class SigintGate:
