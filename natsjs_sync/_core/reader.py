@@ -18,12 +18,13 @@ reply reads the socket itself while nobody else does, instead of waiting for
 the reader thread to read and wake it (two thread hand-offs). Whoever holds
 the role feeds the one parser of the connection and routes every event
 exactly as the reader thread would. The reader thread takes the role and
-waits on the socket in one compiled call; a caller that finds the role with
-it asks for the next turn, and a caller that lets go with no other request
-waiting keeps the reader thread out for a moment (2 ms), so a thread
-requesting in a loop reads every reply itself and the reader thread is not
-woken for each. Bytes that come while nobody holds the role wait at most
-that moment.
+waits on the socket in one compiled call; a caller that finds it waiting on
+the quiet socket wakes it (an eventfd beside the socket in its poll) and
+takes the role it hands over, a caller that finds it routing a read asks
+for the next turn, and a caller that lets go with no other request waiting
+keeps the reader thread out for a moment (2 ms), so a thread requesting in a
+loop reads every reply itself and the reader thread is not woken for each.
+Bytes that come while nobody holds the role wait at most that moment.
 """
 
 from __future__ import annotations
@@ -211,7 +212,8 @@ class ReadSession:
         # if a flag says it took it: a signal handler's exception (a SIGALRM timeout, a
         # Celery soft time limit) may be raised as acquire() returns, before any flag is set.
         try:
-            if not role.acquire(False):
+            # Free, or handed over by a reader thread waiting on the quiet socket (woken for it).
+            if not role.take():
                 return None
             # The generation check: this session's socket and parser are still the connection's.
             if self.ended or self.failure is not None or conn.transport is not self.transport:

@@ -1055,10 +1055,14 @@ static PyTypeObject OutletType = {
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LINGER_NS 2000000LL /* 2 ms */
+#define HANDOVER_NS 2000000LL /* the longest take() waits for the reader to hand the role over */
 
 typedef struct {
     PyObject_HEAD
@@ -1070,6 +1074,9 @@ typedef struct {
     long long linger_until;    /* monotonic ns: the reader stays out until then */
     unsigned long owner;       /* thread ident of the holder, 0 when free */
     Py_ssize_t reads;          /* socket reads caller_read handed out (bytes or end of stream) */
+    int wake_fd;               /* eventfd that wakes the reader's wait on the socket (-1: none) */
+    int polling;               /* the reader holds the role in its wait on the socket */
+    int taking;                /* callers in take(), waiting for the reader to hand the role over */
 } RoleObject;
 
 static long long
@@ -1107,6 +1114,9 @@ role_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds
     self->linger_until = 0;
     self->owner = 0;
     self->reads = 0;
+    self->polling = self->taking = 0;
+    /* Without it (no eventfd) take() finds the reader's role taken, as acquire(False) does. */
+    self->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     return (PyObject *)self;
 }
 
@@ -1114,7 +1124,10 @@ static void
 role_dealloc(RoleObject *self)
 {
     /* A forked child may drop a role a parent thread held: its primitives are
-     * only forgotten then, never used. */
+     * only forgotten then, never used (the child's copy of the eventfd is closed). */
+    if (self->wake_fd >= 0) {
+        close(self->wake_fd);
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1150,6 +1163,56 @@ role_acquire(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         got = 1;
         self->held = 1; /* taken inside the GIL-free section: marked below too */
+        pthread_mutex_unlock(&self->mu);
+        Py_END_ALLOW_THREADS
+    }
+    if (got) {
+        pthread_mutex_lock(&self->mu);
+        self->held = 1;
+        self->reader_holds = 0;
+        self->owner = me;
+        pthread_mutex_unlock(&self->mu);
+    }
+    return PyBool_FromLong(got);
+}
+
+/* take() -> bool: acquire(False), except that a reader thread waiting on the quiet socket
+ * with the role is woken to hand it over (a request made after a quiet moment then reads its
+ * own reply, as one made right after another does). The wait for the hand-over is bounded: a
+ * reader that does not get the CPU in time keeps the role and reads for this caller. */
+static PyObject *
+role_take(RoleObject *self, PyObject *Py_UNUSED(arg))
+{
+    unsigned long me = PyThread_get_thread_ident();
+    int got = 0, ask = 0;
+    pthread_mutex_lock(&self->mu);
+    if (!self->held) {
+        got = 1;
+        self->held = 1; /* taken in this section, as in acquire() */
+    }
+    else if (self->reader_holds) {
+        self->wanted = 1;
+        if (self->polling && self->wake_fd >= 0) {
+            ask = 1;
+            self->taking++;
+        }
+    }
+    pthread_mutex_unlock(&self->mu);
+    if (ask) {
+        Py_BEGIN_ALLOW_THREADS
+        uint64_t one = 1;
+        ssize_t w = write(self->wake_fd, &one, sizeof one);
+        (void)w; /* a full counter (never, in practice) wakes the reader too */
+        pthread_mutex_lock(&self->mu);
+        long long until = mono_ns() + HANDOVER_NS;
+        while (self->held && mono_ns() < until) {
+            timed_wait(self, until);
+        }
+        if (!self->held) {
+            got = 1;
+            self->held = 1;
+        }
+        self->taking--;
         pthread_mutex_unlock(&self->mu);
         Py_END_ALLOW_THREADS
     }
@@ -1275,40 +1338,79 @@ role_wait_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
         self->linger_until = mono_ns() + LINGER_NS;
     }
     for (;;) {
-        long long now = mono_ns();
-        if (self->held) {
-            timed_wait(self, now + LINGER_NS);
-            continue;
-        }
-        if (self->linger_until > now) {
-            timed_wait(self, self->linger_until);
-            continue;
-        }
-        break;
-    }
-    self->held = 1;
-    self->reader_holds = 1;
-    self->owner = 0; /* set with the GIL below */
-    pthread_mutex_unlock(&self->mu);
-    for (int first = 1;; first = 0) {
-        /* Bytes already there (a busy connection) are read without a wait first. */
-        struct pollfd pfd = {fd, POLLIN, 0};
-        if (!first && poll(&pfd, 1, -1) < 0) {
-            if (errno == EINTR) {
+        /* Wait for the role, take it, read: back here when a caller took it over. */
+        for (;;) {
+            long long now = mono_ns();
+            if (self->held) {
+                timed_wait(self, now + LINGER_NS);
                 continue;
             }
+            if (self->linger_until > now) {
+                timed_wait(self, self->linger_until);
+                continue;
+            }
+            break;
+        }
+        self->held = 1;
+        self->reader_holds = 1;
+        self->owner = 0; /* set with the GIL below */
+        pthread_mutex_unlock(&self->mu);
+        int handed = 0;
+        for (int first = 1;; first = 0) {
+            /* Bytes already there (a busy connection) are read without a wait first. */
+            if (!first) {
+                struct pollfd pfd[2] = {{fd, POLLIN, 0}, {self->wake_fd, POLLIN, 0}};
+                nfds_t nfds = self->wake_fd >= 0 ? 2 : 1;
+                pthread_mutex_lock(&self->mu);
+                self->polling = 1;
+                pthread_mutex_unlock(&self->mu);
+                int ready = poll(pfd, nfds, -1);
+                int poll_err = errno;
+                pthread_mutex_lock(&self->mu);
+                self->polling = 0;
+                if (ready > 0 && nfds == 2 && (pfd[1].revents & POLLIN)) {
+                    uint64_t count;
+                    ssize_t r = read(self->wake_fd, &count, sizeof count);
+                    (void)r; /* drained; EAGAIN: another wake drained it first */
+                    if (self->taking > 0) {
+                        /* A caller waits in take(): the role is its until it lets go, and the
+                         * bytes there now (maybe its reply) are for it to read. */
+                        handed = 1;
+                        self->held = 0;
+                        self->reader_holds = 0;
+                        self->wanted = 0;
+                        self->linger_until = mono_ns() + LINGER_NS;
+                        pthread_cond_broadcast(&self->cv);
+                    }
+                }
+                if (handed) {
+                    break; /* the mutex stays locked: the outer loop waits for the role */
+                }
+                pthread_mutex_unlock(&self->mu);
+                if (ready < 0) {
+                    if (poll_err == EINTR) {
+                        continue;
+                    }
+                    err = poll_err;
+                    break;
+                }
+                if (!(pfd[0].revents)) {
+                    continue; /* only the wake, and nobody waits for the role any more */
+                }
+            }
+            n = recv(fd, p, (size_t)size, MSG_DONTWAIT);
+            if (n >= 0) {
+                break;
+            }
             err = errno;
+            if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+                break;
+            }
+            err = 0;
+        }
+        if (!handed) {
             break;
         }
-        n = recv(fd, p, (size_t)size, MSG_DONTWAIT);
-        if (n >= 0) {
-            break;
-        }
-        err = errno;
-        if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
-            break;
-        }
-        err = 0;
     }
     if (n < 0) {
         pthread_mutex_lock(&self->mu);
@@ -1436,6 +1538,9 @@ static PyMethodDef role_methods[] = {
     {"acquire", (PyCFunction)(void (*)(void))role_acquire, METH_FASTCALL,
      "acquire(blocking=True) -> bool: take the role (waiting for it only when blocking); a caller "
      "that finds it with the reader thread asks for the next turn"},
+    {"take", (PyCFunction)role_take, METH_NOARGS,
+     "take() -> bool: acquire(False), but a reader thread waiting on the quiet socket is woken to "
+     "hand the role over (waited for 2 ms at most)"},
     {"release", (PyCFunction)(void (*)(void))role_release, METH_FASTCALL,
      "release(linger=False): let go; with linger the reader thread stays out a moment"},
     {"release_mine", (PyCFunction)(void (*)(void))role_release_mine, METH_FASTCALL,
