@@ -116,7 +116,8 @@ class TcpTransport:
     the waits for the socket happen outside the lock (``_tls_wait``).
     """
 
-    __slots__ = ("_backlog", "_send_flags", "_send_nowait", "_sock", "_tls", "_write_timeout", "addr", "is_tls")
+    __slots__ = ("_backlog", "_closing", "_send_flags", "_send_nowait", "_sock", "_tls", "_write_timeout", "addr",
+                 "is_tls")
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         self._sock = sock
@@ -130,6 +131,11 @@ class TcpTransport:
         #: A write to a connection the server reset fails with an error, never SIGPIPE: a program
         #: that restored SIGPIPE's default (a command line piped into ``head``) is not killed by it.
         self._send_flags = _NOSIGNAL if plain else 0
+        #: Held around a non-blocking send (it never waits) and around the close: the reader closes
+        #: the socket as a connection ends, while a writer may be writing, and the number is reused
+        #: at once (a reconnect's socket takes the lowest free one). A send that read the number,
+        #: then let the closing thread run, put its bytes on that other connection.
+        self._closing = threading.Lock()
         #: Wire bytes a deadline-bounded write left unsent; the next write sends them first.
         self._backlog: bytes = b""
         self._write_timeout: float | None = None
@@ -290,7 +296,8 @@ class TcpTransport:
         try:
             if self._send_nowait is not None:
                 # The socket's own sendall polls before it sends (a socket with a timeout does).
-                sent = self._send_nowait(self._sock.fileno(), data)
+                with self._closing:  # the number read and used before a close (see _closing)
+                    sent = self._send_nowait(self._sock.fileno(), data)
                 if sent == len(data):
                     return
                 data = memoryview(data).cast("B")[sent:]
@@ -325,7 +332,8 @@ class TcpTransport:
             # (setting it is a system call each way, and a socket with one polls before it sends).
             # This is the write's one try: past the deadline the rest is kept at once.
             try:
-                sent = self._send_nowait(self._sock.fileno(), view)
+                with self._closing:
+                    sent = self._send_nowait(self._sock.fileno(), view)
             except OSError as exc:
                 raise self._write_failed(exc) from exc
             if sent == total:
@@ -393,14 +401,16 @@ class TcpTransport:
 
     def close(self) -> None:
         self.abort()
-        try:
-            self._sock.close()
-        except OSError:
-            pass
+        with self._closing:  # never under a send that read the number (see _closing)
+            try:
+                self._sock.close()
+            except OSError:
+                pass
 
     def detach_for_fork(self) -> None:
         import os
 
+        self._closing = threading.Lock()  # maybe held by a parent's thread, which is not here
         try:
             # detach() first so the socket object never closes the descriptor
             # number again later, when it may belong to something else.
