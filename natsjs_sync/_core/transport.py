@@ -49,10 +49,17 @@ _R = TypeVar("_R")
 _A = TypeVar("_A")
 
 
+#: The methods a write goes past when it sends on the descriptor itself.
+_SENDS = ("send", "sendall", "fileno")
+
+
 def _is_os_socket(sock: object) -> bool:
     """Whether ``sock`` is the operating system's socket itself (not a green library's stand-in,
-    which must see every wait, nor a custom dialer's look-alike)."""
-    return isinstance(sock, _socket.socket)
+    which must see every wait, nor a custom dialer's subclass with a send of its own: a meter,
+    a shaper, a tunnel, which must see every byte, called as it always was)."""
+    cls = type(sock)
+    return isinstance(sock, _socket.socket) and all(
+        getattr(cls, name) is getattr(_socket.socket, name) for name in _SENDS)
 
 
 class Transport(Protocol):
@@ -130,6 +137,7 @@ class TcpTransport:
             speedups.send_nowait if speedups is not None and plain else None)
         #: A write to a connection the server reset fails with an error, never SIGPIPE: a program
         #: that restored SIGPIPE's default (a command line piped into ``head``) is not killed by it.
+        #: 0: the socket's send and sendall are called with the data alone, as they always were.
         self._send_flags = _NOSIGNAL if plain else 0
         #: Held around a non-blocking send (it never waits) and around the close: the reader closes
         #: the socket as a connection ends, while a writer may be writing, and the number is reused
@@ -301,7 +309,10 @@ class TcpTransport:
                 if sent == len(data):
                     return
                 data = memoryview(data).cast("B")[sent:]
-            self._sock.sendall(data, self._send_flags)
+            if self._send_flags:
+                self._sock.sendall(data, self._send_flags)
+            else:
+                self._sock.sendall(data)
         except builtins.TimeoutError as exc:
             raise self._stalled() from exc
         except OSError as exc:
@@ -374,7 +385,7 @@ class TcpTransport:
                 sock.settimeout(None if left is None else max(left, _MIN_WAIT))
                 tried = retimed = True
                 try:
-                    sent += sock.send(view[sent:], flags)
+                    sent += sock.send(view[sent:], flags) if flags else sock.send(view[sent:])
                 except builtins.TimeoutError:
                     continue  # the loop decides: keep the rest, or a stall
             return True
