@@ -49,10 +49,17 @@ _R = TypeVar("_R")
 _A = TypeVar("_A")
 
 
+#: The methods a write goes past when it sends on the descriptor itself.
+_SENDS = ("send", "sendall", "fileno")
+
+
 def _is_os_socket(sock: object) -> bool:
     """Whether ``sock`` is the operating system's socket itself (not a green library's stand-in,
-    which must see every wait, nor a custom dialer's look-alike)."""
-    return isinstance(sock, _socket.socket)
+    which must see every wait, nor a custom dialer's subclass with a send of its own: a meter,
+    a shaper, a tunnel, which must see every byte, called as it always was)."""
+    cls = type(sock)
+    return isinstance(sock, _socket.socket) and all(
+        getattr(cls, name) is getattr(_socket.socket, name) for name in _SENDS)
 
 
 class Transport(Protocol):
@@ -116,7 +123,8 @@ class TcpTransport:
     the waits for the socket happen outside the lock (``_tls_wait``).
     """
 
-    __slots__ = ("_backlog", "_send_flags", "_send_nowait", "_sock", "_tls", "_write_timeout", "addr", "is_tls")
+    __slots__ = ("_backlog", "_closing", "_send_flags", "_send_nowait", "_sock", "_tls", "_write_timeout", "addr",
+                 "is_tls")
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         self._sock = sock
@@ -129,7 +137,13 @@ class TcpTransport:
             speedups.send_nowait if speedups is not None and plain else None)
         #: A write to a connection the server reset fails with an error, never SIGPIPE: a program
         #: that restored SIGPIPE's default (a command line piped into ``head``) is not killed by it.
+        #: 0: the socket's send and sendall are called with the data alone, as they always were.
         self._send_flags = _NOSIGNAL if plain else 0
+        #: Held around a non-blocking send (it never waits) and around the close: the reader closes
+        #: the socket as a connection ends, while a writer may be writing, and the number is reused
+        #: at once (a reconnect's socket takes the lowest free one). A send that read the number,
+        #: then let the closing thread run, put its bytes on that other connection.
+        self._closing = threading.Lock()
         #: Wire bytes a deadline-bounded write left unsent; the next write sends them first.
         self._backlog: bytes = b""
         self._write_timeout: float | None = None
@@ -290,11 +304,15 @@ class TcpTransport:
         try:
             if self._send_nowait is not None:
                 # The socket's own sendall polls before it sends (a socket with a timeout does).
-                sent = self._send_nowait(self._sock.fileno(), data)
+                with self._closing:  # the number read and used before a close (see _closing)
+                    sent = self._send_nowait(self._sock.fileno(), data)
                 if sent == len(data):
                     return
                 data = memoryview(data).cast("B")[sent:]
-            self._sock.sendall(data, self._send_flags)
+            if self._send_flags:
+                self._sock.sendall(data, self._send_flags)
+            else:
+                self._sock.sendall(data)
         except builtins.TimeoutError as exc:
             raise self._stalled() from exc
         except OSError as exc:
@@ -325,7 +343,8 @@ class TcpTransport:
             # (setting it is a system call each way, and a socket with one polls before it sends).
             # This is the write's one try: past the deadline the rest is kept at once.
             try:
-                sent = self._send_nowait(self._sock.fileno(), view)
+                with self._closing:
+                    sent = self._send_nowait(self._sock.fileno(), view)
             except OSError as exc:
                 raise self._write_failed(exc) from exc
             if sent == total:
@@ -366,7 +385,7 @@ class TcpTransport:
                 sock.settimeout(None if left is None else max(left, _MIN_WAIT))
                 tried = retimed = True
                 try:
-                    sent += sock.send(view[sent:], flags)
+                    sent += sock.send(view[sent:], flags) if flags else sock.send(view[sent:])
                 except builtins.TimeoutError:
                     continue  # the loop decides: keep the rest, or a stall
             return True
@@ -393,14 +412,16 @@ class TcpTransport:
 
     def close(self) -> None:
         self.abort()
-        try:
-            self._sock.close()
-        except OSError:
-            pass
+        with self._closing:  # never under a send that read the number (see _closing)
+            try:
+                self._sock.close()
+            except OSError:
+                pass
 
     def detach_for_fork(self) -> None:
         import os
 
+        self._closing = threading.Lock()  # maybe held by a parent's thread, which is not here
         try:
             # detach() first so the socket object never closes the descriptor
             # number again later, when it may belong to something else.

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import socket
+import sys
 import threading
+from types import FrameType
 
 import pytest
 
 import natsjs_sync as nats
+from natsjs_sync._core.pool import ServerAddress
 from natsjs_sync._core.spi import link
 from natsjs_sync._core.transport import TcpTransport
+from natsjs_sync._timeout import Deadline
 from natsjs_sync.testing import NatsServer, free_port
 
 
@@ -204,3 +208,51 @@ def test_closing_after_the_reader_closed_the_socket_is_best_effort(shared_server
     finally:
         nc.close()
     assert nc.is_closed
+
+
+@pytest.mark.parametrize("seconds", [None, 5.0], ids=["flusher", "deadline"])
+def test_a_write_never_lands_on_the_descriptor_number_reused_after_the_reader_closed_it(
+        shared_server: NatsServer, seconds: float | None) -> None:
+    """The reader closes the socket as a connection ends, while a writer may be writing, and the
+    number is reused at once (the reconnect's socket takes the lowest free one). A write that read
+    the number, then let that thread run (any Python code, any release of the GIL may) before it
+    sent, put its bytes on the other connection."""
+    sock = socket.create_connection(("127.0.0.1", shared_server.port))
+    number = sock.fileno()
+    transport = TcpTransport(sock, ServerAddress("nats", "127.0.0.1", shared_server.port))
+    reused: list[socket.socket] = []
+
+    def close_and_reuse() -> None:
+        transport.close()
+        reused.extend(socket.socketpair())
+
+    closer = threading.Thread(target=close_and_reuse, name="test-closer", daemon=True)
+
+    def closing_thread_runs(frame: FrameType, event: str, arg: object) -> None:
+        # Right before the write's sending call: the closing thread gets its chance.
+        if event == "c_call" and not closer.ident and getattr(arg, "__name__", "") in _SENDING:
+            closer.start()
+            closer.join(0.5)  # done by then, unless the close waits for the send (as it must)
+
+    sys.setprofile(closing_thread_runs)
+    try:
+        transport.write(b"PING\r\n", None if seconds is None else Deadline(seconds))
+    except nats.errors.NatsConnectionError:
+        pass  # closed first: nothing sent, which is fine
+    finally:
+        sys.setprofile(None)
+        closer.join(10)
+    try:
+        assert closer.ident and not closer.is_alive()
+        assert number in [s.fileno() for s in reused], "the number was not reused: the test proves nothing"
+        for s in reused:
+            s.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                assert not s.recv(1024), "the write went to the connection that reused the number"
+    finally:
+        for s in reused:
+            s.close()
+
+
+#: The calls of a write that send (the compiled one, and the socket's own).
+_SENDING = ("send_nowait", "send", "sendall")

@@ -225,6 +225,44 @@ def test_a_custom_dialer_makes_every_connection(server: NatsServer) -> None:
     assert calls[0][2] is not None and 0 < calls[0][2] <= 7
 
 
+class _MeteredSocket(socket.socket):
+    """A dialer's socket with a send and a sendall of its own (a meter, as a shaper or a tunnel
+    has), each with the one argument the client has always passed."""
+
+    def __init__(self, fileno: int) -> None:
+        super().__init__(fileno=fileno)
+        self.metered = 0
+
+    def send(self, data: bytes) -> int:  # type: ignore[override]
+        sent = super().send(data)
+        self.metered += sent
+        return sent
+
+    def sendall(self, data: bytes) -> None:  # type: ignore[override]
+        super().sendall(data)
+        self.metered += len(memoryview(data).cast("B"))
+
+
+def test_a_dialers_socket_with_its_own_send_gets_every_byte(server: NatsServer) -> None:
+    # The client writes through the socket's own send and sendall, as it is given them: a write
+    # past them (straight to the descriptor) would skip what the subclass does with the bytes.
+    dialed: list[_MeteredSocket] = []
+
+    def dialer(host: str, port: int, timeout: float | None) -> socket.socket:
+        raw = socket.create_connection((host, port), timeout=timeout)
+        raw.settimeout(None)
+        dialed.append(_MeteredSocket(raw.detach()))
+        return dialed[-1]
+
+    with nats.connect(server.url, custom_dialer=dialer) as nc:
+        _round_trip(nc)
+        with pytest.raises(nats.errors.NoRespondersError):
+            nc.request("nobody.home", b"?", timeout=5)  # a deadline-bounded write
+        nc.flush(timeout=5)
+        [sock] = dialed
+        assert sock.metered > len(b"PUB through 13\r\nvia the proxy\r\n")
+
+
 def test_a_failing_dialer_fails_the_attempt(server: NatsServer) -> None:
     def refuses(host: str, port: int, timeout: float | None) -> socket.socket:
         raise RuntimeError("no route for you")
