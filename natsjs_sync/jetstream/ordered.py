@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,6 +57,14 @@ log = logging.getLogger("natsjs_sync.jetstream")
 
 #: Waits between re-creation attempts: 50 ms doubling to 5 s, with jitter.
 RECREATE_BACKOFF = Backoff(0.05, 5.0, factor=2.0, jitter=0.05)
+
+#: Seconds a create goes on being asked for under one name while unanswered;
+#: the next attempt after that takes a new name. Asked for again, a consumer
+#: keeps the place the server gave it at the first ask: an R1 consumer placed
+#: on a node of a cluster that died meanwhile is never made and never answered
+#: (a cluster takes a killed node for alive for minutes), and asking for it
+#: under that name healed only once the node was back.
+SAME_NAME_FOR = 3.0
 
 #: The idle heartbeat of an ordered consumer's pulls when none is given. Its
 #: consumer is an ephemeral R1 one: when the server holding it goes away (a
@@ -140,8 +149,10 @@ class OrderedConsumer(TypedReads):
         # from, while that create's outcome is unknown (it failed: a timeout may still
         # make it on the server later). The next attempt asks for the same consumer
         # again (a create of an identical config is answered with the one made), as
-        # nats.go does, rather than leave one behind per attempt until inactive_threshold.
+        # nats.go does, rather than leave one behind per attempt until inactive_threshold;
+        # for SAME_NAME_FOR seconds from the first ask (``_named_at``), then under a new name.
         self._tried: int | None = None
+        self._named_at = 0.0
         self._current: Consumer | None = None
         # "$JS.ACK.<stream>.<consumer>" of the current consumer: the common
         # (domain-less) ack subject is recognised by one comparison.
@@ -297,11 +308,15 @@ class OrderedConsumer(TypedReads):
 
     def _next_name(self) -> None:
         """The name of the next create: the one tried last while its outcome is
-        unknown and the consumer asked for the same, else a new one."""
-        if self._tried is not None and self._tried == self._stream_seq:
+        unknown, the consumer asked for the same and its first ask is less than
+        :data:`SAME_NAME_FOR` seconds old, else a new one (the one given up is
+        asked to be deleted: a late create of it is undone)."""
+        now = time.monotonic()
+        if self._tried is not None and self._tried == self._stream_seq and now - self._named_at < SAME_NAME_FOR:
             return
         self._forget_tried()
         self._serial += 1
+        self._named_at = now
 
     def _forget_tried(self) -> None:
         """A create whose outcome is unknown will not be asked again: have the

@@ -1,6 +1,7 @@
 """The fault battery, a 3-node JetStream cluster and an R3 stream: the stream
 leader killed, two of three nodes down for a while, a rolling restart; all
-while every kind of publisher and consumer is at work.
+while every kind of publisher and consumer is at work. And an ordered
+consumer whose next consumer the cluster placed on the node that was killed.
 
 The client is given every node's URL; it may be connected to a node that goes
 down, and then moves to another.
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 import natsjs_sync as nats
-from natsjs_sync.jetstream import JetStream
+from natsjs_sync.jetstream import ConsumerConfig, JetStream
 from natsjs_sync.protocol.nuid import next_nuid
 from natsjs_sync.testing import NatsCluster
 
@@ -175,3 +176,47 @@ def test_a_rolling_restart(cluster: NatsCluster, r3: tuple[nats.Client, JetStrea
         print("checked:", work.verify(cluster.urls))
     finally:
         work.stop()
+
+
+@pytest.mark.timeout(BATTERY_TIMEOUT)
+def test_an_ordered_consumer_placed_on_a_killed_node_is_made_under_a_new_name(
+        cluster: NatsCluster, r3: tuple[nats.Client, JetStream, str]) -> None:
+    """A create that timed out is asked for again under the same name (a late one
+    then leaves no consumer behind), and the server keeps the place it gave that
+    consumer at the first ask. An R1 consumer placed on a node that was killed
+    (the cluster takes it for alive for minutes) was asked for under its name for
+    ever and never answered: the battery's ordered consumer, re-created as the
+    stream leader it was connected to was killed, did not resume.
+
+    The server's state of that moment is made here on purpose: the ordered
+    consumer's first name is created on one node (created again until the
+    server puts it there), and that node killed.
+    """
+    nc, js, name = r3
+    js.publish(f"{name}.x", b"m0")
+    meta = cluster.wait_meta_leader()
+    leader = _current_leader(js, name)
+    # Not the meta leader (the creates need it), the stream leader only if no other.
+    victim = min((i for i, n in enumerate(cluster.nodes) if n.server_name != meta),
+                 key=lambda i: cluster.nodes[i].server_name == leader)
+    prefix = next_nuid()
+    first = ConsumerConfig(name=f"{prefix}_1", deliver_policy="all", ack_policy="none", max_deliver=1,
+                           mem_storage=True, num_replicas=1, inactive_threshold=300.0, replay_policy="instant")
+    for _ in range(60):  # each create places it on one of three nodes at random
+        info = js.create_consumer(name, first).cached_info
+        if info.cluster is not None and info.cluster.leader == cluster.nodes[victim].server_name:
+            break
+        js.delete_consumer(name, first.name)
+    else:
+        pytest.fail(f"{first.name} never placed on {cluster.nodes[victim].server_name}")
+    cluster.kill_node(victim)
+    try:
+        # Short API calls: many creates fit in the read's time. A new name lands on a
+        # live node two times in three (the killed one is still taken for alive).
+        oc = nc.jetstream(timeout=2.0).ordered_consumer(name, name_prefix=prefix)
+        msg = oc.next(timeout=60)
+        assert msg.data == b"m0"
+        assert oc.name != first.name
+        oc.delete()
+    finally:
+        cluster.restart_node(victim, timeout=90)
