@@ -289,12 +289,13 @@ def test_a_dialer_that_does_not_return_is_cut_by_the_connect_timeout(
     returned: list[socket.socket] = []
 
     def stuck(host: str, port: int, timeout: float | None) -> socket.socket:
-        release.wait(5)  # ignores its timeout, as a dialer blocked in user code does
+        release.wait(30)  # ignores its timeout, as a dialer blocked in user code does
         sock = socket.create_connection((host, port), timeout=5)
         returned.append(sock)
         return sock
 
-    connect_timeout = 1.0
+    # 2 s: the bound below (the timeout counted twice would be 4 s) leaves a loaded machine 1.8 s.
+    connect_timeout = 2.0
     try:
         start = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="natsjs_sync.connection"), \
