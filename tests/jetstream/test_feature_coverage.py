@@ -295,13 +295,15 @@ def test_prioritized_messages_iteration_receives(js: JetStream, stream: Stream) 
 
 def test_fetch_with_heartbeats_outlives_idle_periods_without_an_error(js: JetStream, stream: Stream) -> None:
     cons = stream.create_consumer(durable_name="h")
-    # Heartbeats every 0.2 s keep a 1.5 s fetch alive on an idle consumer: it
-    # ends at its max_wait, empty, and not with NoHeartbeatError.
+    # Heartbeats every 0.6 s keep a 3 s fetch alive on an idle consumer: it ends
+    # at its max_wait, empty, and not with NoHeartbeatError. (The fetch counts a
+    # heartbeat when it reads it: a reading thread that a loaded machine held for
+    # two heartbeats, 0.4 s at 0.2 s, ended it with that error.)
     started = time.monotonic()
-    with cons.fetch(1, max_wait=1.5, heartbeat=0.2) as batch:
+    with cons.fetch(1, max_wait=3, heartbeat=0.6) as batch:
         assert list(batch) == []
     assert batch.error is None
-    assert time.monotonic() - started >= 1.0  # far longer than two missed heartbeats
+    assert time.monotonic() - started >= 2.4  # far longer than two missed heartbeats
     # And the heartbeat-watched fetch still delivers.
     with cons.fetch(1, max_wait=5, heartbeat=0.5) as batch:
         js.publish(f"{stream.name}.a", b"late")
