@@ -236,7 +236,8 @@ def test_drop_new_connections(proxy: FaultProxy) -> None:
 
 def test_a_reconnect_held_open_by_a_blackholed_handshake(proxy: FaultProxy) -> None:
     ev = Events()
-    with proxied(proxy, ev, connect_timeout=0.5) as nc:
+    # 2 s for each attempt's handshake: the first connect's too, which a loaded machine can take 0.5 s for.
+    with proxied(proxy, ev, connect_timeout=2) as nc:
         proxy.blackhole()
         proxy.cut()
         assert ev.disconnected.wait(5)

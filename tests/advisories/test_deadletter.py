@@ -199,7 +199,9 @@ def test_stored_advisories_survive_a_restart_of_the_helper(nc: nats.Client, js: 
         # Unacknowledged, it is delivered again after ack_wait; a new consumer instance sees it now.
         restarted = DeadLetters(js, dlq.stream, prefix=dlq.prefix)
         reader2 = adv_stream.create_consumer(durable_name="replay", ack_policy="explicit")
-        outcomes = [r.outcome.value for r in restarted.drain_stored(reader2, max_wait=0.5)]
+        # limit: the three there are, without waiting for a fetch to come back empty (it returns what
+        # it read by max_wait, a bound only here); the next drain shows that nothing is left.
+        outcomes = [r.outcome.value for r in restarted.drain_stored(reader2, max_wait=5, limit=3)]
         assert sorted(outcomes) == ["already_moved", "moved", "moved"]
         assert list(restarted.drain_stored(reader2, max_wait=0.2)) == []  # all acknowledged
         assert dead_messages(js, dlq) == 3
@@ -282,7 +284,8 @@ def test_a_stored_message_that_is_not_an_advisory_is_skipped(nc: nats.Client, js
         js.publish(f"{stream.name}.a", b"1")
         cons.next(timeout=5.0).term()
         assert wait_until(lambda: adv_stream.info().state.messages == 2, timeout=10.0)
-        assert [r.stream_seq for r in dlq.drain_stored(reader, max_wait=0.5)] == [1]
+        # limit: the two stored, without waiting for a fetch to come back empty (max_wait is a bound).
+        assert [r.stream_seq for r in dlq.drain_stored(reader, max_wait=5, limit=2)] == [1]
         assert reader.info().num_ack_pending == 0 and reader.info().num_pending == 0
     finally:
         js.delete_stream(adv_stream.name)
@@ -298,7 +301,7 @@ def test_stopping_at_a_stored_result_leaves_its_advisory_acknowledged(js: JetStr
         js.publish(f"{stream.name}.a", b"1")
         cons.next(timeout=5.0).term()
         assert wait_until(lambda: adv_stream.info().state.messages == 1, timeout=10.0)
-        results = dlq.drain_stored(reader, max_wait=0.5)
+        results = dlq.drain_stored(reader, max_wait=5)
         assert next(results).outcome is DeadLetterOutcome.MOVED
         results.close()  # the caller stops there
         assert reader.info().num_ack_pending == 0

@@ -49,7 +49,9 @@ def test_threads_fetching_from_one_pull_subscription(nats_server: NatsServer) ->
                         if sum(len(b) for b in batches) >= TOTAL:
                             return
                     try:
-                        msgs = psub.fetch(batch, timeout=1)
+                        # 3 s: a fetch returns what it read by its timeout; one that a loaded machine
+                        # let read too late would leave its messages to be delivered a second time.
+                        msgs = psub.fetch(batch, timeout=3)
                     except TimeoutError:
                         continue
                     for m in msgs:

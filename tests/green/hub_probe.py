@@ -68,7 +68,7 @@ def main() -> None:
         report["request"] = measured(lambda: nc.request("silent", b"?", timeout=1.0))
         with nats.connect(server.url, requester_reads=True) as reading:  # asked for: still green-safe
             report["request_reading"] = measured(lambda: reading.request("silent", b"?", timeout=1.0))
-            report["flush_reading"] = measured(lambda: reading.flush(timeout=1.0))
+            report["flush_reading"] = measured(lambda: reading.flush(timeout=10.0))  # one that must succeed
         report["fetch"] = measured(lambda: list(consumer.fetch(1, max_wait=1.0)))  # a batch waits as it is read
         report["next"] = measured(lambda: consumer.next(timeout=1.0))
         with consumer.messages() as it:

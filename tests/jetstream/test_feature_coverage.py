@@ -151,7 +151,8 @@ def test_request_limits_end_a_fetch_with_a_409(js: JetStream, stream: Stream) ->
     cfg = cons.cached_info.config
     assert (cfg.max_batch, cfg.max_expires, cfg.max_bytes) == (5, 2.5, 4096)
 
-    with cons.fetch(10, max_wait=1) as batch:
+    # The refusals come at once: each fetch's max_wait is only a bound (within max_expires here).
+    with cons.fetch(10, max_wait=2) as batch:
         assert list(batch) == []
     assert isinstance(batch.error, nats.JetStreamError)
     assert batch.error.code == 409 and "MaxRequestBatch" in str(batch.error)
@@ -168,7 +169,7 @@ def test_request_limits_end_a_fetch_with_a_409(js: JetStream, stream: Stream) ->
 
     # fetch_bytes asks for a huge batch (as nats.go does), so max_bytes gets its own consumer.
     by_size = stream.create_consumer(durable_name="size", max_bytes=4096)
-    with by_size.fetch_bytes(10_000, max_wait=1) as batch:
+    with by_size.fetch_bytes(10_000, max_wait=5) as batch:
         assert list(batch) == []
     assert isinstance(batch.error, nats.JetStreamError)
     assert batch.error.code == 409 and "MaxRequestMaxBytes" in str(batch.error)
@@ -180,10 +181,14 @@ def test_max_ack_pending_and_max_waiting_hold_back_a_consumer(js: JetStream, str
     for _ in range(5):
         js.publish(f"{stream.name}.a", b"x")
     cons = stream.create_consumer(durable_name="m", max_ack_pending=2, max_waiting=1)
-    held = list(cons.fetch(5, max_wait=1))
-    assert len(held) == 2  # no more than two unacknowledged at a time
+    # The fetches that get messages ask for no more than they get, so that they end at once: a
+    # fetch returns what it read by its max_wait, and a loaded machine may read late.
+    held = list(cons.fetch(2, max_wait=5))
+    assert len(held) == 2
+    assert list(cons.fetch(5, max_wait=0.5)) == []  # no more than two unacknowledged at a time
     held[0].ack_sync(timeout=5)
-    assert len(list(cons.fetch(5, max_wait=1))) == 1  # one slot freed, one more message
+    assert len(list(cons.fetch(1, max_wait=5))) == 1  # one slot freed, one more message
+    assert list(cons.fetch(5, max_wait=0.5)) == []  # and no more
     # A second waiting pull request beyond max_waiting is refused.
     waiting = cons.fetch(1, max_wait=10)
     assert wait_until(lambda: cons.info().num_waiting == 1)
@@ -238,9 +243,10 @@ def test_overflow_min_pending_serves_only_when_the_backlog_is_big_enough(js: Jet
     with cons.fetch(5, max_wait=0.5, group="g", min_pending=100) as batch:
         assert list(batch) == []  # 5 pending is below the 100 this client waits for
     assert batch.error is None
-    with cons.fetch(5, max_wait=1, group="g", min_pending=2) as batch:
-        # Served while at least 2 are pending: the fifth would leave the backlog at 1.
-        assert len(list(batch)) == 4
+    with cons.fetch(4, max_wait=5, group="g", min_pending=2) as batch:
+        assert len(list(batch)) == 4  # served while at least 2 are pending ...
+    with cons.fetch(5, max_wait=0.5, group="g", min_pending=2) as batch:
+        assert list(batch) == []  # ... and the fifth is not: one is pending
 
 
 @pytest.mark.server("2.11")
@@ -289,13 +295,15 @@ def test_prioritized_messages_iteration_receives(js: JetStream, stream: Stream) 
 
 def test_fetch_with_heartbeats_outlives_idle_periods_without_an_error(js: JetStream, stream: Stream) -> None:
     cons = stream.create_consumer(durable_name="h")
-    # Heartbeats every 0.2 s keep a 1.5 s fetch alive on an idle consumer: it
-    # ends at its max_wait, empty, and not with NoHeartbeatError.
+    # Heartbeats every 0.6 s keep a 3 s fetch alive on an idle consumer: it ends
+    # at its max_wait, empty, and not with NoHeartbeatError. (The fetch counts a
+    # heartbeat when it reads it: a reading thread that a loaded machine held for
+    # two heartbeats, 0.4 s at 0.2 s, ended it with that error.)
     started = time.monotonic()
-    with cons.fetch(1, max_wait=1.5, heartbeat=0.2) as batch:
+    with cons.fetch(1, max_wait=3, heartbeat=0.6) as batch:
         assert list(batch) == []
     assert batch.error is None
-    assert time.monotonic() - started >= 1.0  # far longer than two missed heartbeats
+    assert time.monotonic() - started >= 2.4  # far longer than two missed heartbeats
     # And the heartbeat-watched fetch still delivers.
     with cons.fetch(1, max_wait=5, heartbeat=0.5) as batch:
         js.publish(f"{stream.name}.a", b"late")

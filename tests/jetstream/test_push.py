@@ -126,8 +126,11 @@ def test_flow_control_and_heartbeats_never_reach_the_user(js: JetStream, stream:
     assert got == list(range(total))
     # Idle now: heartbeats arrive (and are swallowed) while next_msg times out.
     before = sub.last_activity
-    with pytest.raises(nats.TimeoutError):
-        sub.next_msg(timeout=1.2)
+    for _ in range(10):  # bounded: a loaded machine may read the heartbeats of a wait after it
+        with pytest.raises(nats.TimeoutError):
+            sub.next_msg(timeout=1.2)
+        if sub.last_activity > before:
+            break
     assert sub.last_activity > before
     sub.unsubscribe()
 

@@ -96,7 +96,7 @@ def test_five_instances_share_the_work(url: str) -> None:
         svcs.append(svc)
 
     for _ in range(50):
-        nc.request("svc.add", json.dumps({"x": 22, "y": 11}).encode("utf-8"))
+        nc.request("svc.add", json.dumps({"x": 22, "y": 11}).encode("utf-8"), timeout=5)
 
     for svc in svcs:
         info = svc.info()
@@ -106,7 +106,7 @@ def test_five_instances_share_the_work(url: str) -> None:
         assert info.metadata == {"basic": "metadata"}
 
     info_subject = control_subject(ServiceVerb.INFO, "CoolAddService")
-    info_response = nc.request(info_subject)
+    info_response = nc.request(info_subject, timeout=5)
     info = ServiceInfo.from_dict(json.loads(info_response.data.decode()))
     assert info.id in {svc.id for svc in svcs}
 
@@ -150,7 +150,7 @@ def test_monitoring_handlers(url: str) -> None:
         ("$SRV.PING", ping), ("$SRV.PING.test_service", ping), (f"$SRV.PING.test_service.{svc.id}", ping),
         ("$SRV.INFO", info), ("$SRV.INFO.test_service", info), (f"$SRV.INFO.test_service.{svc.id}", info),
     ]:
-        response = nc.request(subject, timeout=1)
+        response = nc.request(subject, timeout=5)
         assert json.loads(response.data) == expected
     svc.stop()
     nc.close()
@@ -166,13 +166,13 @@ def test_service_stats(url: str, stats_handler: object) -> None:
     svc.add_endpoint(EndpointConfig(name="default", subject="test.func", handler=handler,
                                     metadata={"test": "value"}))
     for _ in range(10):
-        response = nc.request("test.func", b"msg", timeout=1)
+        response = nc.request("test.func", b"msg", timeout=5)
         assert response.data == b"ok"
     nc.publish("test.func", b"err")  # no reply subject: respond() raises, an error
     assert wait_until(lambda: svc.stats().endpoints[0].num_requests == 11)
 
     info = svc.info()
-    stats_response = nc.request(control_subject(ServiceVerb.STATS, "test_service"), b"", timeout=1)
+    stats_response = nc.request(control_subject(ServiceVerb.STATS, "test_service"), b"", timeout=5)
     stats = ServiceStats.from_dict(json.loads(stats_response.data))
     assert len(stats.endpoints) == len(info.endpoints) == 1
     assert stats.endpoints[0].subject == "test.func"
@@ -197,7 +197,7 @@ def test_request_respond(url: str, respond_data: bytes, respond_headers: dict[st
 
     svc = add_service(nc, ServiceConfig(name="CoolService", version="0.1.0", description="test service"))
     svc.add_endpoint(EndpointConfig(name="default", subject="test.func", handler=handler))
-    response = nc.request("test.func", respond_data, headers=respond_headers, timeout=0.5)
+    response = nc.request("test.func", respond_data, headers=respond_headers, timeout=5)
     assert response.data == respond_data
     assert response.headers == respond_headers
     svc.stop()

@@ -399,7 +399,7 @@ def test_cli_global_context_and_the_selected_one(capsys: pytest.CaptureFixture[s
         code, _, err = run(capsys, "pub", "cli.ctx", "two")
         assert code == 0, err
         assert sub.next_msg(timeout=5).data == b"two"
-        code, _, err = run(capsys, "req", "cli.nobody", "x", "--timeout", "1")
+        code, _, err = run(capsys, "req", "cli.nobody", "x", "--timeout", "5")  # the connect's bound too
         assert code == 1 and "no responders" in err.lower()
         code, _, err = run(capsys, "--context", "nope", "pub", "cli.ctx", "three")
         assert code == 1 and "unknown context 'nope'" in err

@@ -95,7 +95,7 @@ async def main():
     # reports the disconnection, then the close.
     events.clear()
     proxy = Proxy(URL)
-    nc = await nats.connect(proxy.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1, connect_timeout=1,
+    nc = await nats.connect(proxy.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1, connect_timeout=5,
                             **callbacks)
     proxy.cut()
     assert await until(lambda: nc.is_reconnecting and "disconnected" in events), events

@@ -29,7 +29,7 @@ async def main():
     async def on_error(e):
         pass
 
-    nc = await nats.connect(URL, dont_randomize=True, reconnect_time_wait=0.1, connect_timeout=1,
+    nc = await nats.connect(URL, dont_randomize=True, reconnect_time_wait=0.1, connect_timeout=5,
                             reconnected_cb=on_reconnected, error_cb=on_error)
     pool = nc.server_pool
     assert [s.uri.port for s in pool] == [PORT] and pool[0].reconnects == 0

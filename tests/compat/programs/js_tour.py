@@ -30,13 +30,15 @@ async def main():
             await msg.ack()
     assert seen == [f"hello world: {i}".encode() for i in range(10)]
 
+    # Reads that must get a message wait longer than next_msg's default (1 s): a loaded machine
+    # can take that long.
     sub = await js.subscribe("foo")
-    msg = await sub.next_msg()
+    msg = await sub.next_msg(timeout=10)
     assert msg.data == b"hello world: 0"
     await msg.ack()
 
     sub = await js.subscribe("foo", durable="myapp")
-    msg = await sub.next_msg()
+    msg = await sub.next_msg(timeout=10)
     await msg.ack()
     assert (await sub.consumer_info()).name == "myapp"
 
@@ -64,15 +66,15 @@ async def main():
 
     osub = await js.subscribe("foo", ordered_consumer=True)
     data = bytearray()
-    count = 0
-    while True:
-        try:
-            msg = await osub.next_msg()
-            data.extend(msg.data)
-            count += 1
-        except TimeoutError:
-            break
-    assert count == 20, count
+    for _ in range(20):
+        msg = await osub.next_msg(timeout=10)
+        data.extend(msg.data)
+    try:
+        msg = await osub.next_msg(timeout=0.5)
+    except TimeoutError:
+        pass  # the end: no 21st message
+    else:
+        raise AssertionError(f"a message past the 20 stored: {msg.data!r}")
     assert len(data) == 2 * sum(len(f"hello world: {i}") for i in range(10))
 
     await nc.close()

@@ -19,7 +19,7 @@ async def main():
         await msg.respond(b"re: " + msg.data)
 
     await nc.subscribe("svc.echo", cb=echo)
-    resp = await nc.request("svc.echo", b"one", old_style=True)
+    resp = await nc.request("svc.echo", b"one", timeout=5, old_style=True)
     assert resp.data == b"re: one", resp.data
     assert resp.subject.startswith("_INBOX."), resp.subject
     resp = await nc.request("svc.echo", b"two", 2, True)
