@@ -181,17 +181,23 @@ class MessageBatch:
         closed = False
         try:
             while len(self._received) < self._batch and not self._done:
-                wait = self._deadline.remaining()
-                if wait is not None and wait <= 0:
-                    return
-                if self._heartbeat:
-                    hb_left = last_activity + 2 * self._heartbeat - time.monotonic()
-                    if hb_left <= 0:
-                        self.error = NoHeartbeatError("missed idle heartbeats from the server during fetch")
-                        return
-                    wait = hb_left if wait is None else min(wait, hb_left)
                 try:
-                    msg = self._sub.next_msg(timeout=wait)
+                    # What is already queued arrived in time: it is taken whatever the
+                    # clocks say (a caller slow between reads must not lose it), and it
+                    # is a sign of life. The deadline and the heartbeat are looked at
+                    # only when nothing is queued, as the continuous pull does.
+                    msg = self._sub.poll()
+                    if msg is None:
+                        wait = self._deadline.remaining()
+                        if wait is not None and wait <= 0:
+                            return
+                        if self._heartbeat:
+                            hb_left = last_activity + 2 * self._heartbeat - time.monotonic()
+                            if hb_left <= 0:
+                                self.error = NoHeartbeatError("missed idle heartbeats from the server during fetch")
+                                return
+                            wait = hb_left if wait is None else min(wait, hb_left)
+                        msg = self._sub.next_msg(timeout=wait)
                 except TimeoutError:
                     continue
                 except (BadSubscriptionError, ConnectionClosedError) as exc:
