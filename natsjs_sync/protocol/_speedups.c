@@ -1205,7 +1205,10 @@ role_take(RoleObject *self, PyObject *Py_UNUSED(arg))
         (void)w; /* a full counter (never, in practice) wakes the reader too */
         pthread_mutex_lock(&self->mu);
         long long until = mono_ns() + HANDOVER_NS;
-        while (self->held && mono_ns() < until) {
+        /* Only while the reader has it: once another caller holds the role (handed over to
+         * it, or taken as the reader let go), this one waits for its reply as usual (the
+         * holder reads it) instead of the rest of the 2 ms. */
+        while (self->held && self->reader_holds && mono_ns() < until) {
             timed_wait(self, until);
         }
         if (!self->held) {

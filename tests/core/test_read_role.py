@@ -587,6 +587,47 @@ def test_the_role_has_one_holder_while_callers_race_the_reader_for_it(taking: bo
         b.close()
 
 
+def test_a_caller_that_another_caller_beat_to_the_hand_over_does_not_wait_it_out(server: NatsServer) -> None:
+    # Two callers ask the reader thread, waiting on the quiet socket, for the role at the same
+    # moment (a request and a flush); it goes to one of them. The other must give up at once
+    # (the holder reads its reply): waiting out the hand-over's 2 ms held its flush back while
+    # its PONG was already routed. Bounded: 40 rounds.
+    with nats.connect(server.url, requester_reads=True) as nc:
+        role = session_of(nc).role
+        barrier = threading.Barrier(2)
+        lost: list[float] = []
+        won: list[bool] = []
+
+        def caller() -> None:
+            for _ in range(40):
+                barrier.wait(10)
+                start = time.perf_counter()
+                got = role.take()
+                took = time.perf_counter() - start
+                barrier.wait(10)  # both have asked: the winner lets go only now
+                if got:
+                    won.append(True)
+                    role.release(False)
+                else:
+                    lost.append(took)
+                for _ in range(2000):  # bounded: the reader waits on the socket again
+                    if role.held() and not role.mine():
+                        break
+                    time.sleep(0.0005)
+
+        threads = [threading.Thread(target=caller) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads)
+        assert len(won) > 10  # the reader handed the role over in most rounds
+        # A loser beside a winner returns as soon as the winner holds the role (the full wait
+        # is 2 ms); a machine that does not run the reader in time may leave a few at 2 ms.
+        lost.sort()
+        assert lost and lost[len(lost) // 2] < 0.001, lost
+
+
 class _Raised(Exception):
     """What a signal handler of the program raises (a SIGALRM timeout, a soft time limit)."""
 
