@@ -219,9 +219,10 @@ class ReadSession:
             if self.ended or self.failure is not None or conn.transport is not self.transport:
                 return None
             return self._read_until(waiter, deadline, gate)
-        except (NatsError, OSError) as exc:
+        except NatsError as exc:
             # The read or its bytes failed: the reader thread ends the session with it;
-            # this caller waits for its reply as usual (the loss fails it).
+            # this caller waits for its reply as usual (the loss fails it). Only ours: a
+            # builtin TimeoutError (an OSError) is what an alarm's handler usually raises.
             self.failure = failure = exc
             return None
         except BaseException as exc:
@@ -276,6 +277,8 @@ class ReadSession:
             try:
                 data = caller_read(fd, RECV_SIZE, max(1, int(wait * 1000)))
             except OSError as exc:
+                if exc.errno is None:
+                    raise  # not the socket's: a signal handler's, raised as the read returned
                 raise NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}") from exc
             if data is not None:
                 self.caller_reads += 1
