@@ -1468,13 +1468,22 @@ role_caller_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (ready < 0) {
         err = errno;
     }
-    else if (ready > 0) {
+    Py_END_ALLOW_THREADS
+    if (ready > 0) {
+        /* Handlers of signals that came during the wait run before the bytes are taken: one
+         * that another thread caught does not cut the wait short, and its exception, raised
+         * as this call returned, would leave the bytes read and unrouted (the connection lost
+         * with them). Raised here, it leaves them in the socket for the next holder. */
+        if (PyErr_CheckSignals() < 0) {
+            Py_DECREF(buf);
+            return NULL;
+        }
+        /* With the GIL: the bytes are there, the copy is short. */
         n = recv(fd, p, (size_t)size, MSG_DONTWAIT);
         if (n < 0) {
             err = errno;
         }
     }
-    Py_END_ALLOW_THREADS
     if (n >= 0) {
         /* Counted before Python sees the bytes: an exception a signal handler raises as
          * this call returns leaves them unrouted, and the count tells the caller so. */
