@@ -156,6 +156,42 @@ def test_a_caller_never_reads_the_connection_that_replaced_its_own(server: NatsS
             assert old.ended
 
 
+def test_a_caller_never_reads_a_connection_before_its_reader_thread_starts(
+        server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reconnect makes the new session the connection's, then starts its reader thread: the
+    # thread first routes what the handshake read past its PONG. A caller that took the new
+    # role in between would read ahead of those events, and a loss it met there joined a
+    # thread not started yet (RuntimeError in place of the caller's own answer).
+    from natsjs_sync._core import connection as connection_module
+
+    real_start_reader = connection_module.start_reader
+    published = threading.Event()
+    go = threading.Event()
+
+    def start_reader(*args: Any, **kwargs: Any) -> threading.Thread:
+        if threading.current_thread() is not threading.main_thread():  # the reconnect's
+            published.set()
+            go.wait(10)
+        return real_start_reader(*args, **kwargs)
+
+    with FaultProxy(server.url) as proxy, nats.connect(proxy.url, requester_reads=True,
+                                                       reconnect_time_wait=0.05) as nc:
+        old = session_of(nc)
+        monkeypatch.setattr(connection_module, "start_reader", start_reader)
+        try:
+            proxy.cut()
+            assert published.wait(10)
+            new = session_of(nc)
+            assert new is not old and new.thread is None
+            assert new.read_for(Waiter(), Deadline(0.2)) is None
+            assert new.caller_reads == 0
+        finally:
+            go.set()
+        monkeypatch.undo()
+        nc.subscribe("echo.self", cb=lambda m: m.respond(m.data))
+        assert nc.request("echo.self", b"after", timeout=10).data == b"after"
+
+
 def test_a_caller_waiting_on_the_socket_when_it_breaks_gets_an_answer(server: NatsServer) -> None:
     with FaultProxy(server.url) as proxy, nats.connect(server.url) as slow:
         got = threading.Event()
