@@ -104,8 +104,8 @@ class ReadSession:
     its holder touches the parser.
     """
 
-    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "parser", "role", "routed", "thread",
-                 "transport")
+    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "parser", "role", "routed", "started",
+                 "thread", "transport")
 
     def __init__(self, conn: Connection, transport: Transport, parser: Parser, fd: int | None):
         self.conn = conn
@@ -114,6 +114,9 @@ class ReadSession:
         self.fd = fd
         #: ``None``: callers never read this connection (the reader thread reads alone).
         self.role: Any = speedups.ReadRole() if fd is not None and speedups is not None else None
+        #: Set under the role once the reader thread routed what the handshake read past its
+        #: PONG: a caller reads only after it (the session is the connection's a moment earlier).
+        self.started = False
         #: Set under the role once the reader thread closed the socket: nobody reads it again.
         self.ended = False
         #: What a reading caller hit (lost connection, bad bytes): the reader thread ends with it.
@@ -216,12 +219,14 @@ class ReadSession:
             if not role.take():
                 return None
             # The generation check: this session's socket and parser are still the connection's.
-            if self.ended or self.failure is not None or conn.transport is not self.transport:
+            # Not before the reader thread started on it (its thread is then there to join).
+            if not self.started or self.ended or self.failure is not None or conn.transport is not self.transport:
                 return None
             return self._read_until(waiter, deadline, gate)
-        except (NatsError, OSError) as exc:
+        except NatsError as exc:
             # The read or its bytes failed: the reader thread ends the session with it;
-            # this caller waits for its reply as usual (the loss fails it).
+            # this caller waits for its reply as usual (the loss fails it). Only ours: a
+            # builtin TimeoutError (an OSError) is what an alarm's handler usually raises.
             self.failure = failure = exc
             return None
         except BaseException as exc:
@@ -276,6 +281,8 @@ class ReadSession:
             try:
                 data = caller_read(fd, RECV_SIZE, max(1, int(wait * 1000)))
             except OSError as exc:
+                if exc.errno is None:
+                    raise  # not the socket's: a signal handler's, raised as the read returned
                 raise NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}") from exc
             if data is not None:
                 self.caller_reads += 1
@@ -386,6 +393,7 @@ def shared_read_loop(session: ReadSession, leftover: list[Any]) -> None:
         role.acquire()
         held = True
         session.route(leftover)
+        session.started = True
         role.release()
         held = False
         while True:

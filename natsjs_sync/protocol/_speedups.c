@@ -1205,7 +1205,10 @@ role_take(RoleObject *self, PyObject *Py_UNUSED(arg))
         (void)w; /* a full counter (never, in practice) wakes the reader too */
         pthread_mutex_lock(&self->mu);
         long long until = mono_ns() + HANDOVER_NS;
-        while (self->held && mono_ns() < until) {
+        /* Only while the reader has it: once another caller holds the role (handed over to
+         * it, or taken as the reader let go), this one waits for its reply as usual (the
+         * holder reads it) instead of the rest of the 2 ms. */
+        while (self->held && self->reader_holds && mono_ns() < until) {
             timed_wait(self, until);
         }
         if (!self->held) {
@@ -1465,13 +1468,22 @@ role_caller_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (ready < 0) {
         err = errno;
     }
-    else if (ready > 0) {
+    Py_END_ALLOW_THREADS
+    if (ready > 0) {
+        /* Handlers of signals that came during the wait run before the bytes are taken: one
+         * that another thread caught does not cut the wait short, and its exception, raised
+         * as this call returned, would leave the bytes read and unrouted (the connection lost
+         * with them). Raised here, it leaves them in the socket for the next holder. */
+        if (PyErr_CheckSignals() < 0) {
+            Py_DECREF(buf);
+            return NULL;
+        }
+        /* With the GIL: the bytes are there, the copy is short. */
         n = recv(fd, p, (size_t)size, MSG_DONTWAIT);
         if (n < 0) {
             err = errno;
         }
     }
-    Py_END_ALLOW_THREADS
     if (n >= 0) {
         /* Counted before Python sees the bytes: an exception a signal handler raises as
          * this call returns leaves them unrouted, and the count tells the caller so. */

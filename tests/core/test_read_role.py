@@ -156,6 +156,42 @@ def test_a_caller_never_reads_the_connection_that_replaced_its_own(server: NatsS
             assert old.ended
 
 
+def test_a_caller_never_reads_a_connection_before_its_reader_thread_starts(
+        server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reconnect makes the new session the connection's, then starts its reader thread: the
+    # thread first routes what the handshake read past its PONG. A caller that took the new
+    # role in between would read ahead of those events, and a loss it met there joined a
+    # thread not started yet (RuntimeError in place of the caller's own answer).
+    from natsjs_sync._core import connection as connection_module
+
+    real_start_reader = connection_module.start_reader
+    published = threading.Event()
+    go = threading.Event()
+
+    def start_reader(*args: Any, **kwargs: Any) -> threading.Thread:
+        if threading.current_thread() is not threading.main_thread():  # the reconnect's
+            published.set()
+            go.wait(10)
+        return real_start_reader(*args, **kwargs)
+
+    with FaultProxy(server.url) as proxy, nats.connect(proxy.url, requester_reads=True,
+                                                       reconnect_time_wait=0.05) as nc:
+        old = session_of(nc)
+        monkeypatch.setattr(connection_module, "start_reader", start_reader)
+        try:
+            proxy.cut()
+            assert published.wait(10)
+            new = session_of(nc)
+            assert new is not old and new.thread is None
+            assert new.read_for(Waiter(), Deadline(0.2)) is None
+            assert new.caller_reads == 0
+        finally:
+            go.set()
+        monkeypatch.undo()
+        nc.subscribe("echo.self", cb=lambda m: m.respond(m.data))
+        assert nc.request("echo.self", b"after", timeout=10).data == b"after"
+
+
 def test_a_caller_waiting_on_the_socket_when_it_breaks_gets_an_answer(server: NatsServer) -> None:
     with FaultProxy(server.url) as proxy, nats.connect(server.url) as slow:
         got = threading.Event()
@@ -587,6 +623,47 @@ def test_the_role_has_one_holder_while_callers_race_the_reader_for_it(taking: bo
         b.close()
 
 
+def test_a_caller_that_another_caller_beat_to_the_hand_over_does_not_wait_it_out(server: NatsServer) -> None:
+    # Two callers ask the reader thread, waiting on the quiet socket, for the role at the same
+    # moment (a request and a flush); it goes to one of them. The other must give up at once
+    # (the holder reads its reply): waiting out the hand-over's 2 ms held its flush back while
+    # its PONG was already routed. Bounded: 40 rounds.
+    with nats.connect(server.url, requester_reads=True) as nc:
+        role = session_of(nc).role
+        barrier = threading.Barrier(2)
+        lost: list[float] = []
+        won: list[bool] = []
+
+        def caller() -> None:
+            for _ in range(40):
+                barrier.wait(10)
+                start = time.perf_counter()
+                got = role.take()
+                took = time.perf_counter() - start
+                barrier.wait(10)  # both have asked: the winner lets go only now
+                if got:
+                    won.append(True)
+                    role.release(False)
+                else:
+                    lost.append(took)
+                for _ in range(2000):  # bounded: the reader waits on the socket again
+                    if role.held() and not role.mine():
+                        break
+                    time.sleep(0.0005)
+
+        threads = [threading.Thread(target=caller) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads)
+        assert len(won) > 10  # the reader handed the role over in most rounds
+        # A loser beside a winner returns as soon as the winner holds the role (the full wait
+        # is 2 ms); a machine that does not run the reader in time may leave a few at 2 ms.
+        lost.sort()
+        assert lost and lost[len(lost) // 2] < 0.001, lost
+
+
 class _Raised(Exception):
     """What a signal handler of the program raises (a SIGALRM timeout, a soft time limit)."""
 
@@ -650,12 +727,18 @@ def test_an_interrupt_landing_in_the_acquire_leaves_the_role_free(server: NatsSe
             assert nc.stats.reconnects == 0
 
 
+@pytest.mark.parametrize("to", ["main", "other"], ids=["to_main", "to_another_thread"])
+@pytest.mark.parametrize("raised", [_Raised, TimeoutError], ids=["exception", "timeout_error"])
 def test_a_handlers_exception_while_the_main_thread_waits_is_the_callers_and_keeps_the_connection(
-        server: NatsServer, responder: nats.Client) -> None:
+        server: NatsServer, responder: nats.Client, raised: type[Exception], to: str) -> None:
     # As with requester_reads=False: a SIGALRM handler's exception reaches the waiting
-    # caller, and the connection (other threads' requests, subscriptions) carries on.
+    # caller, and the connection (other threads' requests, subscriptions) carries on. Also
+    # the builtin TimeoutError (an OSError, as the socket's errors are) that an alarm's
+    # handler usually raises: it is not the connection's failure. A signal another thread
+    # caught does not cut the main thread's wait on the socket short: its handler runs
+    # once the reply's bytes are there, and must not run on them once they are read.
     def on_alarm(signum: int, frame: Any) -> None:
-        raise _Raised("alarm")
+        raise raised("alarm")
 
     main = threading.get_ident()
     lost: list[int] = []
@@ -666,14 +749,19 @@ def test_a_handlers_exception_while_the_main_thread_waits_is_the_callers_and_kee
 
             def slow(msg: nats.Msg) -> None:
                 gate = signal.getsignal(signal.SIGINT)
+                for _ in range(1000):  # bounded: once the request is written and its caller reads
+                    if isinstance(gate, SigintGate) and gate.holding:
+                        break
+                    time.sleep(0.001)
                 reading.append(isinstance(gate, SigintGate) and gate.holding)
-                signal.pthread_kill(main, signal.SIGALRM)
+                signal.pthread_kill(main if to == "main" else threading.get_ident(), signal.SIGALRM)
+                msg.respond(b"late")  # bytes for the wait a signal to another thread does not end
 
             responder.subscribe("slow", cb=slow)
             responder.flush()
             for _ in range(20):  # until the alarm lands while the main thread reads (bounded)
                 main_thread_reads(nc, "echo")
-                with pytest.raises(_Raised):
+                with pytest.raises(raised):
                     nc.request("slow", b"", timeout=10)
                 if reading[-1]:
                     break
