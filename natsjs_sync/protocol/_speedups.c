@@ -1131,6 +1131,20 @@ role_dealloc(RoleObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* The end of acquire() and take(): a caller that got the role holds it, with its thread as owner. */
+static PyObject *
+role_taken(RoleObject *self, int got, unsigned long me)
+{
+    if (got) {
+        pthread_mutex_lock(&self->mu);
+        self->held = 1;
+        self->reader_holds = 0;
+        self->owner = me;
+        pthread_mutex_unlock(&self->mu);
+    }
+    return PyBool_FromLong(got);
+}
+
 static PyObject *
 role_acquire(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1166,14 +1180,7 @@ role_acquire(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
         pthread_mutex_unlock(&self->mu);
         Py_END_ALLOW_THREADS
     }
-    if (got) {
-        pthread_mutex_lock(&self->mu);
-        self->held = 1;
-        self->reader_holds = 0;
-        self->owner = me;
-        pthread_mutex_unlock(&self->mu);
-    }
-    return PyBool_FromLong(got);
+    return role_taken(self, got, me);
 }
 
 /* take() -> bool: acquire(False), except that a reader thread waiting on the quiet socket
@@ -1219,14 +1226,7 @@ role_take(RoleObject *self, PyObject *Py_UNUSED(arg))
         pthread_mutex_unlock(&self->mu);
         Py_END_ALLOW_THREADS
     }
-    if (got) {
-        pthread_mutex_lock(&self->mu);
-        self->held = 1;
-        self->reader_holds = 0;
-        self->owner = me;
-        pthread_mutex_unlock(&self->mu);
-    }
-    return PyBool_FromLong(got);
+    return role_taken(self, got, me);
 }
 
 static PyObject *
