@@ -304,8 +304,7 @@ class TcpTransport:
         try:
             if self._send_nowait is not None:
                 # The socket's own sendall polls before it sends (a socket with a timeout does).
-                with self._closing:  # the number read and used before a close (see _closing)
-                    sent = self._send_nowait(self._sock.fileno(), data)
+                sent = self._nowait(data)
                 if sent == len(data):
                     return
                 data = memoryview(data).cast("B")[sent:]
@@ -317,6 +316,13 @@ class TcpTransport:
             raise self._stalled() from exc
         except OSError as exc:
             raise self._write_failed(exc) from exc
+
+    def _nowait(self, data: bytes | bytearray | memoryview) -> int:
+        """One send that never waits (plain sockets with the compiled extension): the bytes
+        the socket took. The descriptor's number is read and used under ``_closing``."""
+        assert self._send_nowait is not None
+        with self._closing:
+            return self._send_nowait(self._sock.fileno(), data)
 
     def _stalled(self) -> TimeoutError:
         return TimeoutError(
@@ -343,8 +349,7 @@ class TcpTransport:
             # (setting it is a system call each way, and a socket with one polls before it sends).
             # This is the write's one try: past the deadline the rest is kept at once.
             try:
-                with self._closing:
-                    sent = self._send_nowait(self._sock.fileno(), view)
+                sent = self._nowait(view)
             except OSError as exc:
                 raise self._write_failed(exc) from exc
             if sent == total:
