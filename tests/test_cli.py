@@ -426,12 +426,13 @@ def test_a_stopped_obj_get_leaves_no_truncated_file(nats_server: NatsServer, tmp
     assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob(".*.part"))  # the partial copy is gone
 
 
-def test_service_ping_says_no_service_runs_without_claiming_it_waited(capsys: pytest.CaptureFixture[str],
-                                                                     nats_server: NatsServer) -> None:
+def test_service_commands_say_no_service_runs_without_claiming_they_waited(capsys: pytest.CaptureFixture[str],
+                                                                           nats_server: NatsServer) -> None:
     # The server answers "no responders" at once: nobody was waited for 30 s.
-    for argv in (["service", "ping"], ["service", "ping", "calc"]):
+    for argv in (["service", "ping"], ["service", "ping", "calc"], ["service", "info", "calc"],
+                 ["service", "stats", "calc"], ["service", "info", "calc", "--json"]):
         code, out, err = run(capsys, *argv, "--timeout", "30s", "--server", nats_server.url)
-        assert code == 1 and out == "", (argv, out)
+        assert code == 1 and out.strip() == ("[]" if "--json" in argv else ""), (argv, out)
         assert err.endswith("did not answer: none is running (no responders)\n") or \
             err == "error: no service answered: none is running (no responders)\n", (argv, err)
 

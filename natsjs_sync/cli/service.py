@@ -11,13 +11,15 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _print, client_for, count_or_zero, timeout_of
 from .server import duration
 
 if TYPE_CHECKING:
-    from ..micro.models import _Model
+    from ..micro.models import ServiceVerb, _Model
+
+    M = TypeVar("M", bound=_Model)
 
 
 #: How long the commands wait for the first answer when --timeout is not given.
@@ -54,6 +56,22 @@ def _none_answered(args: argparse.Namespace, none_listening: bool = False) -> in
     return 1
 
 
+def _discover(args: argparse.Namespace, verb: ServiceVerb, model: type[M]) -> tuple[list[M], bool]:
+    """The answers of the services ``args`` names, and whether the server said at once that none
+    listens (no responders: nothing was waited for)."""
+    from .._timeout import USE_DEFAULT
+    from ..errors import NoRespondersError
+    from ..micro import ServiceClient
+
+    with client_for(args) as nc:
+        client = ServiceClient(nc, timeout=timeout_of(args, _TIMEOUT), stall=args.stall)
+        try:
+            found = client._discover(verb, model, args.name, args.id, USE_DEFAULT, None, none_listening_raises=True)
+        except NoRespondersError:
+            return [], True
+    return found, False
+
+
 def service_ls(args: argparse.Namespace) -> int:
     from ..micro import ServiceClient
 
@@ -73,14 +91,13 @@ def service_ls(args: argparse.Namespace) -> int:
 
 
 def service_info(args: argparse.Namespace) -> int:
-    from ..micro import ServiceClient
+    from ..micro import ServiceInfo, ServiceVerb
 
-    with client_for(args) as nc:
-        infos = ServiceClient(nc, timeout=timeout_of(args, _TIMEOUT), stall=args.stall).info(args.name, args.id)
+    infos, none_listening = _discover(args, ServiceVerb.INFO, ServiceInfo)
     if args.json:
         _dump(infos)
     if not infos:
-        return _none_answered(args)
+        return _none_answered(args, none_listening)
     if args.json:
         return 0
     for i in sorted(infos, key=lambda i: i.id):
@@ -95,14 +112,13 @@ def service_info(args: argparse.Namespace) -> int:
 
 
 def service_stats(args: argparse.Namespace) -> int:
-    from ..micro import ServiceClient
+    from ..micro import ServiceStats, ServiceVerb
 
-    with client_for(args) as nc:
-        stats = ServiceClient(nc, timeout=timeout_of(args, _TIMEOUT), stall=args.stall).stats(args.name, args.id)
+    stats, none_listening = _discover(args, ServiceVerb.STATS, ServiceStats)
     if args.json:
         _dump(stats)
     if not stats:
-        return _none_answered(args)
+        return _none_answered(args, none_listening)
     if args.json:
         return 0
     total_requests = total_errors = 0

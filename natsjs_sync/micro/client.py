@@ -101,7 +101,9 @@ class ServiceClient:
         return self._discover(ServiceVerb.STATS, ServiceStats, name, id, timeout, max_results)
 
     def _discover(self, verb: ServiceVerb, model: type[M], name: str | None, id: str | None,  # noqa: A002
-                  timeout: TimeoutArg, max_results: int | None) -> list[M]:
+                  timeout: TimeoutArg, max_results: int | None, none_listening_raises: bool = False) -> list[M]:
+        """The answers to ``verb``; ``none_listening_raises``: NoRespondersError when the server
+        said at once that nobody listens (the command line tells that apart from a silence)."""
         subject = control_subject(verb, name, id, prefix=self.prefix)
         if id and max_results is None:
             max_results = 1
@@ -112,6 +114,8 @@ class ServiceClient:
                 for msg in replies:
                     found.append(model.from_json(msg.data))
         except NoRespondersError:
+            if none_listening_raises:
+                raise
             return []
         except ProtocolError as exc:
             raise ProtocolError(f"a service answered {subject} with something else: {exc}") from None
