@@ -47,8 +47,10 @@ from typing import TYPE_CHECKING
 
 from .._timeout import Deadline
 from ..errors import NatsError
+from ..protocol._compiled import speedups
 from ..protocol.subjects import PUB_SUBJECTS
 from .outlet import Outlet
+from .reader import _threads_are_native
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -82,6 +84,65 @@ def take(buffer: bytearray) -> bytes:
     return data
 
 
+class SendLock:
+    """A lock that knows its holder (Python twin of ``_speedups.SendLock``): the
+    send lock of a connection. Thread-safe.
+
+    ``acquire`` records the calling thread in the very call that takes the lock
+    (threading's ``RLock`` does), and ``release`` lets go only for that thread,
+    raising ``RuntimeError`` for any other. A signal handler's exception (Ctrl-C,
+    a SIGALRM timeout) is raised at the first bytecode after a call returns:
+    with a plain lock it can come between the acquire and the ``try`` whose
+    handler lets go, and then nobody knows the lock is held; a handler that lets
+    go "if the lock is locked" may let go of another thread's. Here a handler
+    just calls ``release()``: one call, no moment between a check and the release.
+
+    Not reentrant: its holder's ``acquire`` returns False at once (a signal
+    handler that publishes on the thread it interrupted mid-write must neither
+    write into the middle of that write nor wait for itself).
+    """
+
+    __slots__ = ("_is_owned", "_rlock", "release")
+
+    def __init__(self) -> None:
+        rlock = threading.RLock()
+        self._rlock = rlock
+        # RLock's own: Condition relies on it for every lock; C in CPython's RLock.
+        self._is_owned = rlock._is_owned  # type: ignore[attr-defined]
+        self.release = rlock.release
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._is_owned():
+            return False
+        return bool(self._rlock.acquire(blocking, timeout))
+
+    def locked(self) -> bool:
+        """Whether any thread holds the lock."""
+        if self._is_owned():
+            return True
+        try:
+            return not self._rlock.acquire(False)
+        finally:
+            try:
+                self.release()  # taken just now: let go (nothing if another thread holds it)
+            except RuntimeError:
+                pass
+
+    def mine(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return bool(self._is_owned())
+
+
+def new_send_lock() -> SendLock:
+    """The compiled :class:`SendLock` where the extension is in use and threads are
+    the operating system's (its wait would block every green thread of a gevent or
+    eventlet program), else the Python twin (on the patched ``RLock`` there)."""
+    if speedups is not None and _threads_are_native():
+        compiled: SendLock = speedups.SendLock()  # the same methods
+        return compiled
+    return SendLock()
+
+
 class Writer:
     """Buffer and flusher of one :class:`~natsjs_sync._core.connection.Connection`.
 
@@ -95,12 +156,14 @@ class Writer:
         self._conn = conn
         self.lock = conn.lock
         self.cond = threading.Condition(conn.lock)
-        self.send_lock = threading.Lock()
+        #: Owner-aware (see :class:`SendLock`): every handler lets go with one
+        #: ``release()``, which fails (RuntimeError) unless this thread holds it.
+        self.send_lock = new_send_lock()
         self.buffer = bytearray()
         #: A plain publish in one call (see :mod:`.outlet`); it also holds the
         #: flush flag and the publish counters.
         self.outlet = Outlet(self.buffer, PUB_SUBJECTS, flush_threshold(conn.options.pending_size),
-                             self._wake_unlocked, self.back_pressure)
+                             self.wake_unlocked, self.back_pressure)
         self._thread: threading.Thread | None = None
         #: Stream offsets (bytes since the start): taken from the buffer (lock
         #: held), handed to the socket, and the range lost with the last failed
@@ -133,7 +196,8 @@ class Writer:
             outlet.flush_requested = 1
             self.cond.notify()
 
-    def _wake_unlocked(self) -> None:
+    def wake_unlocked(self) -> None:
+        """Lock not held: :meth:`wake`."""
         with self.lock:
             self.wake()
 
@@ -163,7 +227,7 @@ class Writer:
         if self._conn.may_wait_for_socket():
             self.send_now()
         else:
-            self._wake_unlocked()
+            self.wake_unlocked()
 
     def mark_locked(self) -> int:
         """Lock held, just after buffering: the stream offset past this caller's
@@ -242,11 +306,23 @@ class Writer:
             NatsError: bytes up to ``mine`` were lost in a failed write (see :meth:`send_held`).
         """
         left = None if deadline is None else deadline.remaining()
-        if not self.send_lock.acquire(timeout=-1 if left is None else left):
-            with self.lock:
-                self.wake()  # the flusher sends it once the stalled write ends
-            return False
-        return self.send_held(deadline, mine)
+        send_lock = self.send_lock
+        try:
+            if not send_lock.acquire(True, -1 if left is None else left):
+                with self.lock:
+                    self.wake()  # the flusher sends it once the stalled write ends
+                return False
+            return self.send_held(deadline, mine)
+        except BaseException:
+            # Raised into this thread (a signal handler's exception) as the acquire returned,
+            # or as send_held was entered, before its own handler took over.
+            try:
+                send_lock.release()  # this thread's only (see SendLock)
+            except RuntimeError:
+                pass  # not held here: never taken, or let go already
+            else:
+                self.wake_unlocked()  # bytes others left to this thread go out with the flusher
+            raise
 
     def claim_locked(self) -> bool:
         """Lock held, bytes just buffered: True when this thread is to send them
@@ -261,6 +337,11 @@ class Writer:
         transport): the flusher is pushing them and sends these after them. A
         caller's deadline-bounded write would only move the buffer behind them,
         where a request whose deadline passes can no longer be withdrawn.
+
+        From this call on until :meth:`send_held` is entered, a caller covers
+        itself with a handler that lets go (``send_lock.release()``, which
+        fails unless this thread holds it): an exception raised into the thread
+        meanwhile (a signal handler's) would leave the lock held for good.
         """
         if self._behind is not None and self._behind is self._conn.transport:
             self.wake()
@@ -327,8 +408,15 @@ class Writer:
                     self._behind = None
                     conn.connection_lost(exc, transport)
         except BaseException:
-            if send_lock.locked():
+            # A write's failure is handled above: this is an exception raised into the thread
+            # (a signal handler's), at any point, perhaps after the release above (when
+            # another thread may hold the lock already). Only this thread's hold is let go.
+            try:
                 send_lock.release()
+            except RuntimeError:
+                pass
+            else:
+                self.wake_unlocked()  # what is left, others' bytes too, goes out with the flusher
             raise
         lost = self._lost
         if self.lost_from < mine <= self.lost_to and lost is not None:
@@ -344,9 +432,10 @@ class Writer:
 
     def final_flush(self, transport: Transport, timeout: float) -> None:
         """Closing: send what is buffered if the socket takes it within ``timeout`` (best effort)."""
-        if not self.send_lock.acquire(timeout=timeout):
-            return  # a writer is stuck on a peer that does not read: do not join it
+        send_lock = self.send_lock
         try:
+            if not send_lock.acquire(True, timeout):
+                return  # a writer is stuck on a peer that does not read: do not join it
             with self.lock:
                 data = self._take_locked()
             if data or self._behind is transport:
@@ -354,7 +443,12 @@ class Writer:
         except NatsError:
             pass
         finally:
-            self.send_lock.release()
+            # Whether this thread holds it, the lock knows (an exception raised into the
+            # thread as the acquire returned leaves no other trace).
+            try:
+                send_lock.release()
+            except RuntimeError:
+                pass
 
     def _loop(self) -> None:
         conn = self._conn
@@ -370,7 +464,7 @@ class Writer:
     def reset_after_fork(self, lock: threading.Lock) -> None:
         self.lock = lock
         self.cond = threading.Condition(lock)
-        self.send_lock = threading.Lock()
+        self.send_lock = new_send_lock()
         self.buffer = self.outlet.buffer = bytearray()
         self.outlet.flush_requested = 0
         self._thread = None
