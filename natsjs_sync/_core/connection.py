@@ -930,7 +930,7 @@ class Connection:
             with self.lock:
                 if self.machine.state is ConnState.CLOSED:
                     raise ConnectionClosedError("the connection is closed")
-                writer.buffer += self.ledger.ping(waiter, writer.mark_locked() + len(commands.PING), vouch)
+                self.ledger.ping(waiter, writer.mark_locked() + len(commands.PING), vouch, writer.buffer)
                 mine = writer.claim_locked()
             if mine:
                 # What the socket takes before the deadline; a failed write fails the PONG waiter.

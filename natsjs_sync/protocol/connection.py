@@ -256,15 +256,25 @@ class PingLedger(Generic[W]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def ping(self, waiter: W | None = None, at: int = 0, vouches: bool = True) -> bytes:
+    def ping(self, waiter: W | None = None, at: int = 0, vouches: bool = True,
+             out: bytearray | None = None) -> bytes:
         """Record a PING appended to the write buffer, ending at stream offset ``at``; returns its bytes.
 
         ``vouches=False``: its waiter only needs the PONG as a barrier (what the server
         sent before it has arrived, an UNSUB took effect), not as word that messages
-        arrived: a loss neither fails it nor is reported (and so used up) through it."""
+        arrived: a loss neither fails it nor is reported (and so used up) through it.
+
+        ``out``: the write buffer, which this appends the PING to. From that append to the
+        record no call returns, so an exception raised into the thread (a signal handler's,
+        at the first bytecode after a call) leaves both or neither: a PING recorded without
+        its bytes would take the PONG of the next, and every later flush would wait a PING
+        too long."""
         vouches = vouches and waiter is not None
-        self._entries.append([waiter, at, self._lossy and vouches, vouches])
+        entry = [waiter, at, self._lossy and vouches, vouches]
+        if out is not None:
+            out += commands.PING
         self._unsent += 1
+        self._entries.append(entry)
         return commands.PING
 
     def keepalive(self, at: int = 0) -> bytes | None:

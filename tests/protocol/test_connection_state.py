@@ -270,3 +270,12 @@ def test_ledger_a_barrier_ping_neither_fails_on_a_lossy_loss_nor_uses_up_its_wor
     ledger.ping("user", at=PUB + 3 * PING)
     ledger.buffer_sent()
     assert ledger.pong() == ("user", False)
+
+
+def test_ledger_appends_the_ping_it_records_to_the_buffer_it_is_given() -> None:
+    ledger: PingLedger[str] = PingLedger()
+    buffer = bytearray(b"PUB x 1\r\na\r\n")
+    assert ledger.ping("flush", at=PUB + PING, out=buffer) == b"PING\r\n"
+    assert bytes(buffer) == b"PUB x 1\r\na\r\nPING\r\n" and len(ledger) == 1
+    ledger.buffer_sent()
+    assert ledger.pong() == ("flush", True)
