@@ -46,7 +46,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from .._timeout import Deadline
-from ..errors import NatsError
+from ..errors import NatsConnectionError, NatsError
 from ..protocol._compiled import speedups
 from ..protocol.subjects import PUB_SUBJECTS
 from .outlet import Outlet
@@ -75,13 +75,6 @@ def flush_threshold(pending_size: int) -> int:
 #: Writes a sender makes for others' bytes (buffered while it wrote) before it
 #: leaves the rest to the flusher: a lone request is not held up for long.
 _SEND_ROUNDS = 4
-
-
-def take(buffer: bytearray) -> bytes:
-    """Remove and return what ``buffer`` holds, keeping what others append meanwhile."""
-    data = bytes(buffer)
-    del buffer[: len(data)]
-    return data
 
 
 class SendLock:
@@ -174,6 +167,8 @@ class Writer:
         self._lost: NatsError | None = None
         #: The transport that holds bytes a deadline-bounded write left unsent.
         self._behind: Transport | None = None
+        #: The transport a write found lost, until its reader thread reports it (see :meth:`_lose`).
+        self._broken: Transport | None = None
         #: Since the last take: bytes put in front of the buffer (a reconnect's
         #: subscriptions, outside the offsets) and the frames withdrawn from it
         #: (offset, length), which shift where later offsets sit in the buffer.
@@ -281,14 +276,27 @@ class Writer:
         return True
 
     def _take_locked(self) -> bytes:
-        """Lock held: take everything buffered for a write; ``taken`` moves past it."""
-        data = take(self.buffer)
-        self.taken += len(data)
-        if self._front or self._holes:
+        """Lock held: take everything buffered for a write; ``taken`` moves past it.
+
+        Everything is worked out first; from the bytes' removal to the last
+        record of it no call returns, so an exception raised into the thread (a
+        signal handler's, at the first bytecode after a call) comes before the
+        take or after all of it: ``taken`` always matches what left the buffer.
+        """
+        buffer = self.buffer
+        data = bytes(buffer)  # what others append meanwhile (without the lock) stays
+        size = len(data)
+        taken = self.taken + size
+        front = self._front
+        holes = self._holes
+        if front or holes:
             # What was put in front holds no offsets; what was withdrawn keeps its own.
-            self.taken += sum(n for _, n in self._holes) - self._front
+            taken += sum(n for _, n in holes) - front
+        del buffer[:size]
+        self.taken = taken
+        if front or holes:
             self._front = 0
-            self._holes.clear()
+            holes.clear()
         return data
 
     def send_now(self, deadline: Deadline | None = None, mine: int = 0) -> bool:
@@ -373,10 +381,14 @@ class Writer:
         lock = self.lock
         send_lock = self.send_lock
         rounds = 0
+        #: Set from before a take to after its write: bytes may be half on the wire meanwhile.
+        cut: Transport | None = None
         try:
             while True:
                 with lock:
                     transport = conn.transport
+                    if transport is self._broken:
+                        transport = None  # lost, and its reader thread not yet told: nothing more to it
                     buffer = self.buffer
                     behind = transport is not None and self._behind is transport
                     if (transport is None or not (buffer or behind) or rounds == _SEND_ROUNDS
@@ -393,6 +405,7 @@ class Writer:
                         send_lock.release()
                         break
                     self.outlet.flush_requested = 0
+                    cut = transport
                     data = self._take_locked()
                     end = self.taken
                     conn.ledger.buffer_sent()
@@ -405,18 +418,22 @@ class Writer:
                         self._behind = transport  # the deadline passed: the loop ends, the flusher goes on
                 except NatsError as exc:
                     self.lost_from, self.lost_to, self._lost = self.sent_to, end, exc
-                    self._behind = None
-                    conn.connection_lost(exc, transport)
-        except BaseException:
+                    self._lose(transport, exc)
+                cut = None
+        except BaseException as exc:
             # A write's failure is handled above: this is an exception raised into the thread
             # (a signal handler's), at any point, perhaps after the release above (when
             # another thread may hold the lock already). Only this thread's hold is let go.
             try:
-                send_lock.release()
-            except RuntimeError:
-                pass
-            else:
-                self.wake_unlocked()  # what is left, others' bytes too, goes out with the flusher
+                if cut is not None:
+                    self._cut_short(cut, exc)
+            finally:
+                try:
+                    send_lock.release()
+                except RuntimeError:
+                    pass
+                else:
+                    self.wake_unlocked()  # what is left, others' bytes too, goes out with the flusher
             raise
         lost = self._lost
         if self.lost_from < mine <= self.lost_to and lost is not None:
@@ -424,6 +441,38 @@ class Writer:
             # A new exception: the one reported to error_cb may be raised in other threads too.
             raise lost.__class__(f"{lost} (this call's bytes were lost with the connection)") from lost
         return mine <= self.sent_to
+
+    def _cut_short(self, transport: Transport, exc: BaseException) -> None:
+        """Send lock held: an exception raised into this thread (a signal handler's) came
+        between a take and the end of its write. What was taken may be partly on the wire,
+        or not at all (a PING never sent would leave every later flush waiting for the PONG
+        of the one before): the stream is broken, and the connection lost as for a failed write.
+        """
+        conn = self._conn
+        lost = NatsConnectionError(f"connection to {conn.addr} lost: a write was cut short by {type(exc).__name__}")
+        with self.lock:
+            # The exception may have come before the take, or before the PING ledger heard of
+            # it: what is buffered now goes with the connection too, so that the ledger and the
+            # stream offsets agree (no PING counted as still to go out once its bytes are gone).
+            self._take_locked()
+            conn.ledger.buffer_sent()
+            self.lost_from, self.lost_to, self._lost = self.sent_to, self.taken, lost
+        self._lose(transport, lost)
+
+    def _lose(self, transport: Transport, exc: NatsError) -> None:
+        """Send lock held: the connection over ``transport`` is lost (a write failed, or
+        was cut short). Nothing more is written to it; its reader thread reports the loss
+        (``ReadSession.failure``) once the cut socket wakes it, as it reports a read's end.
+        The many steps of a reconnect's start never run on a writing thread: an exception
+        raised into it (a signal handler's, on the main thread) could stop them halfway
+        and leave the client reconnecting with no thread to do it.
+        """
+        self._behind = None
+        self._broken = transport
+        session = self._conn.read_session
+        if session is not None and session.transport is transport and session.failure is None:
+            session.failure = exc
+        transport.abort()
 
     def _settled(self, mine: int) -> bool:
         """Bytes up to ``mine`` were written, or lost, by an earlier holder of the
@@ -470,4 +519,4 @@ class Writer:
         self._thread = None
         self.taken = self.sent_to = self.lost_from = self.lost_to = self._front = 0
         self._holes = []
-        self._lost = self._behind = None
+        self._lost = self._behind = self._broken = None
