@@ -383,6 +383,7 @@ class Writer:
         rounds = 0
         #: Set from before a take to after its write: bytes may be half on the wire meanwhile.
         cut: Transport | None = None
+        data = b""
         try:
             while True:
                 with lock:
@@ -406,6 +407,7 @@ class Writer:
                         break
                     self.outlet.flush_requested = 0
                     cut = transport
+                    data = b""  # this round's bytes (below), never an earlier round's
                     data = self._take_locked()
                     end = self.taken
                     conn.ledger.buffer_sent()
@@ -426,7 +428,14 @@ class Writer:
             # another thread may hold the lock already). Only this thread's hold is let go.
             try:
                 if cut is not None:
-                    self._cut_short(cut, exc)
+                    if data and getattr(cut, "written", None) is data:
+                        # The write was done (the transport records it as the bytes leave, in
+                        # the call that sends them): only its records were missed. A signal that
+                        # came during the send syscall lands here, as the call returns.
+                        self.sent_to = end
+                        self._behind = None
+                    else:
+                        self._cut_short(cut, exc)
             finally:
                 try:
                     send_lock.release()

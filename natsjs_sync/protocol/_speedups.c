@@ -1505,12 +1505,18 @@ role_caller_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
  * A write path tries it first so that a write the socket takes whole (nearly all) costs one
  * system call: a socket with a timeout polls before every send, and changing the timeout for a
  * deadline is a further call each way. MSG_NOSIGNAL: a closed peer is an error, never SIGPIPE,
- * whatever handler the embedding program set. */
+ * whatever handler the embedding program set.
+ *
+ * With owner and record: when the socket takes all of data, owner.written = record, in this
+ * call. A signal that came during the send has its handler run as the call returns, and an
+ * exception it raises would leave the count unread: the record says the write was done. */
+static PyObject *str_written; /* interned at import */
+
 static PyObject *
 send_nowait(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "send_nowait(fd, data)");
+    if (nargs != 2 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "send_nowait(fd, data[, owner, record])");
         return NULL;
     }
     int fd = PyLong_AsLong(args[0]);
@@ -1535,8 +1541,12 @@ send_nowait(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         err = errno;
     }
     Py_END_ALLOW_THREADS
+    Py_ssize_t whole = view.len;
     PyBuffer_Release(&view);
     if (n >= 0) {
+        if (nargs == 4 && n == whole && PyObject_SetAttr(args[2], str_written, args[3]) < 0) {
+            return NULL;
+        }
         return PyLong_FromSsize_t(n);
     }
     if (err == EAGAIN || err == EWOULDBLOCK) {
@@ -2226,7 +2236,8 @@ static PyMethodDef methods[] = {
     {"typed_of", (PyCFunction)(void (*)(void))typed_of, METH_FASTCALL,
      "typed_of(msg, blocks, plain, cls) -> a TypedMsg, or None: the slow path decides"},
     {"send_nowait", (PyCFunction)(void (*)(void))send_nowait, METH_FASTCALL,
-     "send_nowait(fd, data) -> int: one send that never waits; the bytes taken (0: none)"},
+     "send_nowait(fd, data[, owner, record]) -> int: one send that never waits; the bytes taken "
+     "(0: none); with owner, owner.written = record once data is taken whole"},
     {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
      "route_run(events, start, routes, cls, stats) -> stop: count a run of messages, then route it"},
     {NULL, NULL, 0, NULL},
@@ -2262,7 +2273,8 @@ PyInit__speedups(void)
         return NULL;
     }
     str_timeout = PyUnicode_InternFromString("timeout");
-    if (str_timeout == NULL) {
+    str_written = PyUnicode_InternFromString("written");
+    if (str_timeout == NULL || str_written == NULL) {
         return NULL;
     }
     str_in_msgs = PyUnicode_InternFromString("in_msgs");

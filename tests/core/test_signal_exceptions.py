@@ -279,3 +279,64 @@ def test_an_exception_at_any_check_point_of_a_write_leaves_the_client_usable(
             tried[name] = target
         assert all(n > 0 for n in tried.values()), tried
         assert cut > 0  # some points were in a write (the connection was lost and came back)
+
+
+def _after_the_send(code: types.CodeType) -> int:
+    """The offset of the check point right after ``code``'s ``sent = self._send_nowait(...)``
+    returns: the store of its result."""
+    instructions = list(dis.get_instructions(code))
+    for i, ins in enumerate(instructions):
+        if ins.argval == "_send_nowait":
+            return next(later.offset for later in instructions[i:]
+                        if later.opname == "STORE_FAST" and later.argval == "sent")
+    raise AssertionError(f"{code.co_qualname} calls no _send_nowait")
+
+
+class AfterTheSend:
+    """A trace function raising :class:`Injected` as the non-blocking send returns: where the
+    handler of a signal that came during the send system call (or while the thread waited for
+    the GIL after it) runs."""
+
+    def __init__(self) -> None:
+        self.points = {getattr(transport_module.TcpTransport, name).__code__: 0
+                       for name in ("_send_all", "_send_until")}
+        for code in self.points:
+            self.points[code] = _after_the_send(code)
+        self.fired = False
+
+    def __call__(self, frame: types.FrameType, event: str, arg: object) -> object:
+        if event == "call" and frame.f_code in self.points:
+            frame.f_trace_opcodes = True
+            return self._local
+        return None
+
+    def _local(self, frame: types.FrameType, event: str, arg: object) -> object:
+        if event == "opcode" and not self.fired and frame.f_lasti == self.points[frame.f_code]:
+            self.fired = True
+            raise Injected("as the send returned")
+        return self._local
+
+
+@pytest.mark.skipif(speedups is None, reason="the record is made by the compiled send")
+@pytest.mark.parametrize("operation", ["request", "publish_now"])
+def test_an_exception_as_the_send_returns_costs_no_reconnect(server: NatsServer, operation: str) -> None:
+    # The write was done: the transport records it in the call that hands the bytes over, and
+    # the writer, cut short after it, keeps the connection.
+    with nats.connect(server.url, name="responder") as responder, nats.connect(server.url) as nc:
+        responder.subscribe("echo", cb=lambda m: m.respond(m.data))
+        responder.flush(timeout=5)
+        injector = AfterTheSend()
+        previous = sys.gettrace()
+        sys.settrace(injector)
+        try:
+            with pytest.raises(Injected):
+                if operation == "request":
+                    nc.request("echo", b"r", timeout=5)
+                else:
+                    nc.publish_now("sink", b"p")
+        finally:
+            sys.settrace(previous)
+        assert injector.fired
+        nc.flush(timeout=5)  # no "connection lost" to report
+        assert nc.request("echo", b"ok", timeout=5).data == b"ok"
+        assert nc.stats.reconnects == 0
