@@ -388,8 +388,15 @@ class Writer:
             while True:
                 with lock:
                     transport = conn.transport
-                    if transport is self._broken:
-                        transport = None  # lost, and its reader thread not yet told: nothing more to it
+                    if transport is not None and transport is self._broken:
+                        # Lost, and its reader thread not yet told: nothing more to it. Lost
+                        # again (the abort is one more system call): the abort that wakes that
+                        # thread may itself have been cut short, by another exception raised into
+                        # the thread whose write was (a second signal); else only the keep-alive
+                        # would find the connection stale, minutes later.
+                        self._lose(transport, NatsConnectionError(
+                            f"connection to {conn.addr} lost: a write was cut short"))
+                        transport = None
                     buffer = self.buffer
                     behind = transport is not None and self._behind is transport
                     if (transport is None or not (buffer or behind) or rounds == _SEND_ROUNDS
@@ -428,10 +435,15 @@ class Writer:
             # another thread may hold the lock already). Only this thread's hold is let go.
             try:
                 if cut is not None:
+                    # Marked first, with no call before it: should another exception be raised
+                    # into the thread below, no later write goes on with the cut stream, and the
+                    # next one cuts the connection (see above).
+                    broken, self._broken = self._broken, cut
                     if data and getattr(cut, "written", None) is data:
                         # The write was done (the transport records it as the bytes leave, in
                         # the call that sends them): only its records were missed. A signal that
                         # came during the send syscall lands here, as the call returns.
+                        self._broken = broken
                         self.sent_to = end
                         self._behind = None
                     else:
@@ -454,17 +466,17 @@ class Writer:
     def _cut_short(self, transport: Transport, exc: BaseException) -> None:
         """Send lock held: an exception raised into this thread (a signal handler's) came
         between a take and the end of its write. What was taken may be partly on the wire,
-        or not at all (a PING never sent would leave every later flush waiting for the PONG
-        of the one before): the stream is broken, and the connection lost as for a failed write.
+        or not at all: the stream is broken, and the connection lost as for a failed write.
+
+        What is still buffered (others' publishes, requests and PINGs appended since the
+        take) stays, and goes out on the next connection, as after a failed write. The
+        exception may have come between the take and the PING ledger's record of it
+        (``buffer_sent``): the loss settles the ledger by the stream offsets
+        (``PingLedger.settle_taken``), so no PING taken here is counted as still to go out.
         """
         conn = self._conn
         lost = NatsConnectionError(f"connection to {conn.addr} lost: a write was cut short by {type(exc).__name__}")
         with self.lock:
-            # The exception may have come before the take, or before the PING ledger heard of
-            # it: what is buffered now goes with the connection too, so that the ledger and the
-            # stream offsets agree (no PING counted as still to go out once its bytes are gone).
-            self._take_locked()
-            conn.ledger.buffer_sent()
             self.lost_from, self.lost_to, self._lost = self.sent_to, self.taken, lost
         self._lose(transport, lost)
 
@@ -476,8 +488,8 @@ class Writer:
         raised into it (a signal handler's, on the main thread) could stop them halfway
         and leave the client reconnecting with no thread to do it.
         """
-        self._behind = None
         self._broken = transport
+        self._behind = None
         session = self._conn.read_session
         if session is not None and session.transport is transport and session.failure is None:
             session.failure = exc

@@ -304,6 +304,18 @@ class PingLedger(Generic[W]):
         """The write buffer (with every buffered PING) went to the socket."""
         self._unsent = 0
 
+    def settle_taken(self, taken: int) -> None:
+        """The write stream was taken for the socket up to offset ``taken``: a PING that
+        ends there or before is not buffered any more, whether or not :meth:`buffer_sent`
+        heard of it (an exception raised into a writing thread, a signal handler's, can
+        come between the take and that call). The owner calls it as a loss is reported,
+        before :meth:`lost`, which fails what went out and keeps what is still buffered."""
+        entries = self._entries
+        unsent = 0
+        while unsent < self._unsent and entries[len(entries) - 1 - unsent][1] > taken:
+            unsent += 1
+        self._unsent = unsent
+
     def pong(self) -> tuple[W | None, bool]:
         """A PONG came: the waiter of the oldest sent PING (None for a keep-alive),
         and whether it vouches for what its caller published (False: a loss came first)."""

@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ import pytest
 
 import natsjs_sync as nats
 from natsjs_sync._core import connection as connection_module
+from natsjs_sync._core import reader as reader_module
 from natsjs_sync._core import transport as transport_module
 from natsjs_sync._core import writer as writer_module
 from natsjs_sync.errors import NatsConnectionError, NatsError
@@ -358,3 +360,72 @@ def test_an_exception_as_the_send_returns_costs_no_reconnect(server: NatsServer,
         nc.flush(timeout=5)  # no "connection lost" to report
         assert nc.request("echo", b"ok", timeout=5).data == b"ok"
         assert nc.stats.reconnects == 0
+
+
+class RaiseOnEntry:
+    """A trace or profile function raising :class:`Injected` as ``code`` is entered (once:
+    a hook that raises is removed at once), after calling ``before``. A trace function and a
+    profile function are two hooks: one of each raises twice in one operation, as a second
+    signal's handler would."""
+
+    def __init__(self, code: types.CodeType, before: Callable[[], object] = lambda: None):
+        self.code = code
+        self.before = before
+        self.fired = False
+
+    def __call__(self, frame: types.FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code is self.code and not self.fired:
+            self.fired = True
+            self.before()
+            raise Injected(self.code.co_qualname)
+
+
+def test_a_write_cut_short_leaves_what_others_buffered_meanwhile_to_the_next_connection(
+        server: NatsServer) -> None:
+    # Another thread's publish, buffered while this thread's write runs, was never taken for
+    # that write: as after a failed write it goes out on the next connection, not with the cut
+    # one (it was taken out of the buffer and dropped).
+    with nats.connect(server.url, name="watcher") as watcher, \
+            nats.connect(server.url, reconnect_time_wait=0.01, reconnect_jitter=0) as nc:
+        arrived = threading.Event()
+        watcher.subscribe("sink", cb=lambda m: arrived.set() if m.data == b"other" else None)
+        watcher.flush(timeout=5)
+        tracer = RaiseOnEntry(transport_module.TcpTransport.write.__code__,
+                              before=lambda: nc.publish("sink", b"other"))
+        previous = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(Injected):
+                nc.publish_now("sink", b"mine")  # its bytes are taken, then the write is cut
+        finally:
+            sys.settrace(previous)
+        assert tracer.fired
+        assert arrived.wait(10), "the other publish was dropped with the cut write"
+        assert nc.stats.reconnects == 1
+
+
+def test_an_exception_raised_into_the_abort_of_a_cut_write_leaves_the_client_usable(
+        server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The write is cut short, and a second exception is raised as the connection's abort is
+    # entered (it would wake the reader thread, which reports the loss): the next write cuts
+    # it again. Before, the writer left the connection alone for good: with the reader thread
+    # alone reading (no compiled reader, or TLS), blocked on a socket nothing more was sent
+    # to, nothing was sent until the keep-alive found the connection stale, minutes later.
+    monkeypatch.setattr(reader_module, "speedups", None)
+    with nats.connect(server.url, name="responder") as responder, \
+            nats.connect(server.url, reconnect_time_wait=0.01, reconnect_jitter=0) as nc:
+        responder.subscribe("echo", cb=lambda m: m.respond(m.data))
+        responder.flush(timeout=5)
+        first = RaiseOnEntry(transport_module.TcpTransport.write.__code__)
+        second = RaiseOnEntry(transport_module.TcpTransport.abort.__code__)
+        previous, previous_profile = sys.gettrace(), sys.getprofile()
+        sys.settrace(first)
+        sys.setprofile(second)
+        try:
+            with pytest.raises(Injected):
+                nc.publish_now("sink", b"p")
+        finally:
+            sys.settrace(previous)
+            sys.setprofile(previous_profile)
+        assert first.fired and second.fired
+        assert _still_usable(nc, "after a cut write whose abort was cut short")
