@@ -503,6 +503,11 @@ class Writer:
     def final_flush(self, transport: Transport, timeout: float) -> None:
         """Closing: send what is buffered if the socket takes it within ``timeout`` (best effort)."""
         send_lock = self.send_lock
+        if send_lock.mine():
+            # Held further up this thread's stack: a close in a signal handler that interrupted a
+            # write. That write lets go (the handler below would let go of its hold) and its
+            # bytes go with the connection: nothing is written into the middle of it.
+            return
         try:
             if not send_lock.acquire(True, timeout):
                 return  # a writer is stuck on a peer that does not read: do not join it

@@ -429,3 +429,51 @@ def test_an_exception_raised_into_the_abort_of_a_cut_write_leaves_the_client_usa
             sys.setprofile(previous_profile)
         assert first.fired and second.fired
         assert _still_usable(nc, "after a cut write whose abort was cut short")
+
+
+class CallOnEntry:
+    """A trace function calling ``handler`` as ``code`` is entered, once: a signal handler
+    that uses the client, run at that point of the thread it interrupted."""
+
+    def __init__(self, code: types.CodeType, handler: Callable[[], object]):
+        self.code = code
+        self.handler = handler
+        self.called = False
+
+    def __call__(self, frame: types.FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code is self.code and not self.called:
+            self.called = True
+            self.handler()
+
+
+@pytest.mark.parametrize("compiled", [pytest.param(True, id="compiled"), pytest.param(False, id="pure")])
+def test_a_signal_handler_closing_the_client_mid_write_never_lets_go_of_that_writes_hold(
+        server: NatsServer, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The handler (a SIGTERM's that closes the client, say) runs on the thread that holds the
+    # send lock for the write it interrupted. The close's last flush let go of the send lock
+    # because this thread held it: the interrupted write went on without it (another thread's
+    # write could run beside it), and its own release failed: a RuntimeError from publish_now.
+    if compiled and speedups is None:
+        pytest.skip("the compiled extension is not in use")
+    if not compiled:
+        monkeypatch.setattr(writer_module, "speedups", None)
+    with nats.connect(server.url, reconnect_time_wait=0.01, reconnect_jitter=0) as nc:
+        nc.flush(timeout=5)
+        send_lock = nc._conn.writer.send_lock
+        held: list[bool] = []
+
+        def on_signal() -> None:
+            nc.close()
+            held.append(send_lock.mine())  # still the interrupted write's
+
+        tracer = CallOnEntry(transport_module.TcpTransport.write.__code__, on_signal)
+        previous = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            nc.publish_now("sink", b"p")
+        except NatsError:
+            pass  # closed under it: the write may fail
+        finally:
+            sys.settrace(previous)
+        assert tracer.called and held == [True]
+        assert not send_lock.locked()
