@@ -570,6 +570,10 @@ class Connection:
             return
         if machine.state is not _CONNECTED:
             self.ready()
+        # This thread holds the send lock further up its stack when this is a signal handler's
+        # publish that interrupted a write: the claim below fails, and the handler must not let
+        # go of that write's hold (it would go on without it, and fail its own release).
+        outer = writer.send_lock.mine()
         try:
             with self.lock:
                 if machine.state is not _CONNECTED:
@@ -603,6 +607,8 @@ class Connection:
             # Raised into this thread (a signal handler's exception) after the claim, before
             # send_held's own handler took over: nobody else would ever let go. The release is
             # one call that lets go of this thread's hold only (see writer.SendLock).
+            if outer:
+                raise
             try:
                 writer.send_lock.release()
             except RuntimeError:
@@ -926,6 +932,7 @@ class Connection:
         self._check_may_wait_for_reply("flush")
         waiter = Waiter()
         writer = self.writer
+        outer = writer.send_lock.mine()  # held by a write this flush interrupted (see append())
         try:
             with self.lock:
                 if self.machine.state is ConnState.CLOSED:
@@ -936,6 +943,8 @@ class Connection:
                 # What the socket takes before the deadline; a failed write fails the PONG waiter.
                 writer.send_held(deadline)
         except BaseException:
+            if outer:
+                raise
             try:
                 writer.send_lock.release()  # as in append(): claimed, and send_held never took over
             except RuntimeError:

@@ -315,6 +315,11 @@ class Writer:
         """
         left = None if deadline is None else deadline.remaining()
         send_lock = self.send_lock
+        if send_lock.mine():
+            # Held further up this thread's stack (a signal handler's publish that interrupted a
+            # write): that write sends these bytes before it lets go, or leaves them to the
+            # flusher; the handler below must not let go of its hold.
+            return False
         try:
             if not send_lock.acquire(True, -1 if left is None else left):
                 with self.lock:

@@ -476,3 +476,44 @@ def test_a_signal_handler_closing_the_client_mid_write_never_lets_go_of_that_wri
             sys.settrace(previous)
         assert tracer.called and held == [True]
         assert not send_lock.locked()
+
+
+@pytest.mark.parametrize("compiled", [pytest.param(True, id="compiled"), pytest.param(False, id="pure")])
+def test_a_signal_handler_whose_publish_fails_mid_write_never_lets_go_of_that_writes_hold(
+        compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The handler publishes while the client reconnects, past the reconnect buffer: its
+    # publish_now fails (OutboundBufferLimitError), and its handler let go of the send lock
+    # because this thread held it, for the write the signal interrupted.
+    if compiled and speedups is None:
+        pytest.skip("the compiled extension is not in use")
+    if not compiled:
+        monkeypatch.setattr(writer_module, "speedups", None)
+    disconnected = threading.Event()
+    with NatsServer(jetstream=False) as own, \
+            nats.connect(own.url, pending_size=1024, reconnect_time_wait=30,
+                         disconnected_cb=disconnected.set) as nc:
+        nc.flush(timeout=5)
+        send_lock = nc._conn.writer.send_lock
+        held: list[bool] = []
+        failed: list[NatsError] = []
+
+        def on_signal() -> None:
+            own.stop()
+            assert disconnected.wait(10)
+            try:
+                nc.publish_now("sink", b"x" * 2048)
+            except NatsError as exc:
+                failed.append(exc)  # the handler's own
+            held.append(send_lock.mine())  # still the interrupted write's
+
+        tracer = CallOnEntry(transport_module.TcpTransport.write.__code__, on_signal)
+        previous = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            nc.publish_now("sink", b"p")
+        except NatsError:
+            pass  # the connection went under it
+        finally:
+            sys.settrace(previous)
+        assert tracer.called and failed and held == [True]
+        assert not send_lock.locked()
