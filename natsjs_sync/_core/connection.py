@@ -19,7 +19,10 @@ registry's mutations and ``transport``; ``writer.send_lock`` keeps writes in
 buffer order and is taken *before* ``lock`` (under ``lock`` it is only
 ever tried without waiting). Nothing else is held while user
 code runs or while a socket call blocks, except ``send_lock`` around a write
-(bounded by the write timeout).
+(bounded by the write timeout). ``send_lock`` knows its holder
+(:class:`~natsjs_sync._core.writer.SendLock`): a signal handler's exception
+raised into a thread between taking it and the code that lets go of it is
+met by a handler that lets go of this thread's hold only.
 """
 
 from __future__ import annotations
@@ -567,34 +570,52 @@ class Connection:
             return
         if machine.state is not _CONNECTED:
             self.ready()
-        with self.lock:
-            if machine.state is not _CONNECTED:
-                self.check_writable(len(frame))
-            at = len(writer.buffer)  # this frame goes here, or after plain publishes appended meanwhile
-            writer.buffer += frame
-            outlet = writer.outlet
-            outlet.out_msgs += 1
-            outlet.out_bytes += size
-            if now:
-                if waiter is None:
-                    mine = writer.mark_locked()
-                else:
-                    mine = waiter.end = writer.end_of_locked(frame, at)
-                claimed = writer.claim_locked()
-                # A request whose bytes another thread is sending: that thread
-                # sends them before it lets go of the send lock, so there is
-                # nothing to wait for here (a failed write fails the reply waiter).
-                if not claimed and deadline is not None:
+        # This thread holds the send lock further up its stack when this is a signal handler's
+        # publish that interrupted a write: the claim below fails, and the handler must not let
+        # go of that write's hold (it would go on without it, and fail its own release).
+        outer = writer.send_lock.mine()
+        try:
+            with self.lock:
+                if machine.state is not _CONNECTED:
+                    self.check_writable(len(frame))
+                at = len(writer.buffer)  # this frame goes here, or after plain publishes appended meanwhile
+                writer.buffer += frame
+                outlet = writer.outlet
+                outlet.out_msgs += 1
+                outlet.out_bytes += size
+                if now:
+                    if waiter is None:
+                        mine = writer.mark_locked()
+                    else:
+                        mine = waiter.end = writer.end_of_locked(frame, at)
+                    claimed = writer.claim_locked()
+                    # A request whose bytes another thread is sending: that thread
+                    # sends them before it lets go of the send lock, so there is
+                    # nothing to wait for here (a failed write fails the reply waiter).
+                    if not claimed and deadline is not None:
+                        return
+                elif len(writer.buffer) <= outlet.threshold:
+                    writer.wake()
                     return
-            elif len(writer.buffer) <= outlet.threshold:
-                writer.wake()
-                return
-        if not now:
-            writer.back_pressure()
-        elif claimed:
-            writer.send_held(deadline, mine)
-        else:
-            writer.send_now(None, mine)  # publish_now: after the sending thread, to hear how it went
+            if not now:
+                writer.back_pressure()
+            elif claimed:
+                writer.send_held(deadline, mine)
+            else:
+                writer.send_now(None, mine)  # publish_now: after the sending thread, to hear how it went
+        except BaseException:
+            # Raised into this thread (a signal handler's exception) after the claim, before
+            # send_held's own handler took over: nobody else would ever let go. The release is
+            # one call that lets go of this thread's hold only (see writer.SendLock).
+            if outer:
+                raise
+            try:
+                writer.send_lock.release()
+            except RuntimeError:
+                pass  # not claimed, or let go already
+            else:
+                writer.wake_unlocked()  # bytes others left to this thread go out with the flusher
+            raise
 
     def publish(self, subject: str, payload: Any = b"", reply: str | None = None,
                 headers: HeadersInput | None = None) -> None:
@@ -910,14 +931,27 @@ class Connection:
             self.ready(draining_ok=True)
         self._check_may_wait_for_reply("flush")
         waiter = Waiter()
-        with self.lock:
-            if self.machine.state is ConnState.CLOSED:
-                raise ConnectionClosedError("the connection is closed")
-            self.writer.buffer += self.ledger.ping(waiter, self.writer.mark_locked() + len(commands.PING), vouch)
-            mine = self.writer.claim_locked()
-        if mine:
-            # What the socket takes before the deadline; a failed write fails the PONG waiter.
-            self.writer.send_held(deadline)
+        writer = self.writer
+        outer = writer.send_lock.mine()  # held by a write this flush interrupted (see append())
+        try:
+            with self.lock:
+                if self.machine.state is ConnState.CLOSED:
+                    raise ConnectionClosedError("the connection is closed")
+                self.ledger.ping(waiter, writer.mark_locked() + len(commands.PING), vouch, writer.buffer)
+                mine = writer.claim_locked()
+            if mine:
+                # What the socket takes before the deadline; a failed write fails the PONG waiter.
+                writer.send_held(deadline)
+        except BaseException:
+            if outer:
+                raise
+            try:
+                writer.send_lock.release()  # as in append(): claimed, and send_held never took over
+            except RuntimeError:
+                pass
+            else:
+                writer.wake_unlocked()
+            raise
         t = deadline.remaining()
         if not self._wait_reply(waiter, deadline):  # reads the PONG here when the read role is free
             raise TimeoutError(f"flush: no PONG within {t} s")

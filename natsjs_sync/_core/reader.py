@@ -119,7 +119,8 @@ class ReadSession:
         self.started = False
         #: Set under the role once the reader thread closed the socket: nobody reads it again.
         self.ended = False
-        #: What a reading caller hit (lost connection, bad bytes): the reader thread ends with it.
+        #: What a reading caller hit (lost connection, bad bytes), or a write cut short
+        #: (``Writer._cut_short``): the reader thread ends with it.
         self.failure: BaseException | None = None
         #: Socket reads done by waiting callers (not the reader thread).
         self.caller_reads = 0
@@ -371,7 +372,7 @@ def start_reader(conn: Connection, transport: Transport, parser: Parser, leftove
         target: Any = shared_read_loop
         args: tuple[Any, ...] = (session, leftover)
     else:
-        target, args = read_loop, (conn, transport, parser, leftover)
+        target, args = read_loop, (conn, transport, parser, leftover, session)
     t = threading.Thread(target=target, args=args, name=f"natsjs-reader-{conn.tag}", daemon=True)
     if session is not None:
         session.thread = t
@@ -407,13 +408,16 @@ def shared_read_loop(session: ReadSession, leftover: list[Any]) -> None:
             role.release()
             held = False
     except Exception as exc:
-        if isinstance(exc, OSError) and not isinstance(exc, NatsError):
+        lost: BaseException = exc
+        if session.failure is not None:
+            lost = session.failure  # what a caller met (a cut read or write): the socket's end follows from it
+        elif isinstance(exc, OSError) and not isinstance(exc, NatsError):
             # A socket's own error; ours (UnexpectedEOF is an OSError too) is reported as it is.
-            exc = NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}")
+            lost = NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}")
         try:
             # Wakes a caller that holds the role in a wait on the socket (abort), before
             # the role is waited for.
-            conn.connection_lost(exc, transport)
+            conn.connection_lost(lost, transport)
         finally:
             if not held:
                 role.acquire()
@@ -428,7 +432,8 @@ def shared_read_loop(session: ReadSession, leftover: list[Any]) -> None:
                 role.release()
 
 
-def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: list[Any]) -> None:
+def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: list[Any],
+              session: ReadSession | None = None) -> None:
     routes = conn.registry.routes
     stats = conn.stats
     msg_cls = conn.msg_cls
@@ -474,11 +479,14 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
                 failure = exc
                 events = parser.parsed_before_error()
     except Exception as exc:
+        lost: BaseException = exc
+        if session is not None and session.failure is not None:
+            lost = session.failure  # a write cut short (see Writer._cut_short): the socket's end follows from it
         try:
             if pending:  # what was routed before the failure is still settled
                 _run_read_end(pending)
         finally:
-            conn.connection_lost(exc, transport)  # even if a settling function failed
+            conn.connection_lost(lost, transport)  # even if a settling function failed
     finally:
         transport.close()  # the reader owns the descriptor: nobody else closes it under its poll
 

@@ -64,6 +64,7 @@ class Reconnector:
                 conn.machine.to(ConnState.RECONNECTING)
             # PINGs on the wire will never be answered; buffered ones go out after the
             # reconnect, but their PONGs vouch for nothing the lost connection swallowed.
+            conn.ledger.settle_taken(conn.writer.taken)  # a write cut short may have missed telling it
             failed = conn.ledger.lost(conn.writer.taken, conn.requests.replied_to)
             # Likewise requests: a reply to one in flight may be lost with the connection,
             # one still buffered is sent on the next (or withdrawn at its deadline).

@@ -124,7 +124,7 @@ class TcpTransport:
     """
 
     __slots__ = ("_backlog", "_closing", "_send_flags", "_send_nowait", "_sock", "_tls", "_write_timeout", "addr",
-                 "is_tls")
+                 "is_tls", "written")
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         self._sock = sock
@@ -133,8 +133,12 @@ class TcpTransport:
         plain = not self.is_tls and _is_os_socket(sock)
         #: A write's first try, one system call that never waits (None: the socket's own send):
         #: plain sockets only, not TLS (OpenSSL owns those bytes) nor a green library's socket.
-        self._send_nowait: Callable[[int, bytes | bytearray | memoryview], int] | None = (
+        self._send_nowait: Callable[..., int] | None = (
             speedups.send_nowait if speedups is not None and plain else None)
+        #: The data of the last write handed over whole: set as the bytes leave (by the compiled
+        #: send itself on its fast path), so that a writer whose write an exception cut short as
+        #: it returned (a signal handler's) can tell it was done (see Writer.send_held).
+        self.written: object = None
         #: A write to a connection the server reset fails with an error, never SIGPIPE: a program
         #: that restored SIGPIPE's default (a command line piped into ``head``) is not killed by it.
         #: 0: the socket's send and sendall are called with the data alone, as they always were.
@@ -301,10 +305,11 @@ class TcpTransport:
         return self._send_until(data, deadline)
 
     def _send_all(self, data: bytes | bytearray | memoryview) -> None:
+        whole = data
         try:
             if self._send_nowait is not None:
                 # The socket's own sendall polls before it sends (a socket with a timeout does).
-                sent = self._nowait(data)
+                sent = self._nowait(data, whole)
                 if sent == len(data):
                     return
                 data = memoryview(data).cast("B")[sent:]
@@ -312,17 +317,19 @@ class TcpTransport:
                 self._sock.sendall(data, self._send_flags)
             else:
                 self._sock.sendall(data)
+            self.written = whole
         except builtins.TimeoutError as exc:
             raise self._stalled() from exc
         except OSError as exc:
             raise self._write_failed(exc) from exc
 
-    def _nowait(self, data: bytes | bytearray | memoryview) -> int:
+    def _nowait(self, data: bytes | bytearray | memoryview, whole: object) -> int:
         """One send that never waits (plain sockets with the compiled extension): the bytes
-        the socket took. The descriptor's number is read and used under ``_closing``."""
+        the socket took. The descriptor's number is read and used under ``_closing``. When the
+        socket takes all of ``data``, the send itself sets ``written`` to ``whole``."""
         assert self._send_nowait is not None
         with self._closing:
-            return self._send_nowait(self._sock.fileno(), data)
+            return self._send_nowait(self._sock.fileno(), data, self, whole)
 
     def _stalled(self) -> TimeoutError:
         return TimeoutError(
@@ -337,6 +344,7 @@ class TcpTransport:
     def _send_until(self, data: bytes | bytearray | memoryview, deadline: Deadline | None) -> bool:
         """The backlog, then ``data``, in partial sends, each waiting no longer than
         the nearer of ``deadline`` (the rest is kept) and the write timeout (a stall)."""
+        whole = data
         if self._backlog:
             data = self._backlog + data
             self._backlog = b""
@@ -349,7 +357,7 @@ class TcpTransport:
             # (setting it is a system call each way, and a socket with one polls before it sends).
             # This is the write's one try: past the deadline the rest is kept at once.
             try:
-                sent = self._nowait(view)
+                sent = self._nowait(view, whole)
             except OSError as exc:
                 raise self._write_failed(exc) from exc
             if sent == total:
@@ -393,6 +401,7 @@ class TcpTransport:
                     sent += sock.send(view[sent:], flags) if flags else sock.send(view[sent:])
                 except builtins.TimeoutError:
                     continue  # the loop decides: keep the rest, or a stall
+            self.written = whole
             return True
         except TimeoutError:
             raise  # our stall (also an OSError): not a lost connection

@@ -46,9 +46,11 @@ import threading
 from typing import TYPE_CHECKING
 
 from .._timeout import Deadline
-from ..errors import NatsError
+from ..errors import NatsConnectionError, NatsError
+from ..protocol._compiled import speedups
 from ..protocol.subjects import PUB_SUBJECTS
 from .outlet import Outlet
+from .reader import _threads_are_native
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -75,11 +77,63 @@ def flush_threshold(pending_size: int) -> int:
 _SEND_ROUNDS = 4
 
 
-def take(buffer: bytearray) -> bytes:
-    """Remove and return what ``buffer`` holds, keeping what others append meanwhile."""
-    data = bytes(buffer)
-    del buffer[: len(data)]
-    return data
+class SendLock:
+    """A lock that knows its holder (Python twin of ``_speedups.SendLock``): the
+    send lock of a connection. Thread-safe.
+
+    ``acquire`` records the calling thread in the very call that takes the lock
+    (threading's ``RLock`` does), and ``release`` lets go only for that thread,
+    raising ``RuntimeError`` for any other. A signal handler's exception (Ctrl-C,
+    a SIGALRM timeout) is raised at the first bytecode after a call returns:
+    with a plain lock it can come between the acquire and the ``try`` whose
+    handler lets go, and then nobody knows the lock is held; a handler that lets
+    go "if the lock is locked" may let go of another thread's. Here a handler
+    just calls ``release()``: one call, no moment between a check and the release.
+
+    Not reentrant: its holder's ``acquire`` returns False at once (a signal
+    handler that publishes on the thread it interrupted mid-write must neither
+    write into the middle of that write nor wait for itself).
+    """
+
+    __slots__ = ("_is_owned", "_rlock", "release")
+
+    def __init__(self) -> None:
+        rlock = threading.RLock()
+        self._rlock = rlock
+        # RLock's own: Condition relies on it for every lock; C in CPython's RLock.
+        self._is_owned = rlock._is_owned  # type: ignore[attr-defined]
+        self.release = rlock.release
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._is_owned():
+            return False
+        return bool(self._rlock.acquire(blocking, timeout))
+
+    def locked(self) -> bool:
+        """Whether any thread holds the lock."""
+        if self._is_owned():
+            return True
+        try:
+            return not self._rlock.acquire(False)
+        finally:
+            try:
+                self.release()  # taken just now: let go (nothing if another thread holds it)
+            except RuntimeError:
+                pass
+
+    def mine(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return bool(self._is_owned())
+
+
+def new_send_lock() -> SendLock:
+    """The compiled :class:`SendLock` where the extension is in use and threads are
+    the operating system's (its wait would block every green thread of a gevent or
+    eventlet program), else the Python twin (on the patched ``RLock`` there)."""
+    if speedups is not None and _threads_are_native():
+        compiled: SendLock = speedups.SendLock()  # the same methods
+        return compiled
+    return SendLock()
 
 
 class Writer:
@@ -95,12 +149,14 @@ class Writer:
         self._conn = conn
         self.lock = conn.lock
         self.cond = threading.Condition(conn.lock)
-        self.send_lock = threading.Lock()
+        #: Owner-aware (see :class:`SendLock`): every handler lets go with one
+        #: ``release()``, which fails (RuntimeError) unless this thread holds it.
+        self.send_lock = new_send_lock()
         self.buffer = bytearray()
         #: A plain publish in one call (see :mod:`.outlet`); it also holds the
         #: flush flag and the publish counters.
         self.outlet = Outlet(self.buffer, PUB_SUBJECTS, flush_threshold(conn.options.pending_size),
-                             self._wake_unlocked, self.back_pressure)
+                             self.wake_unlocked, self.back_pressure)
         self._thread: threading.Thread | None = None
         #: Stream offsets (bytes since the start): taken from the buffer (lock
         #: held), handed to the socket, and the range lost with the last failed
@@ -111,6 +167,8 @@ class Writer:
         self._lost: NatsError | None = None
         #: The transport that holds bytes a deadline-bounded write left unsent.
         self._behind: Transport | None = None
+        #: The transport a write found lost, until its reader thread reports it (see :meth:`_lose`).
+        self._broken: Transport | None = None
         #: Since the last take: bytes put in front of the buffer (a reconnect's
         #: subscriptions, outside the offsets) and the frames withdrawn from it
         #: (offset, length), which shift where later offsets sit in the buffer.
@@ -133,7 +191,8 @@ class Writer:
             outlet.flush_requested = 1
             self.cond.notify()
 
-    def _wake_unlocked(self) -> None:
+    def wake_unlocked(self) -> None:
+        """Lock not held: :meth:`wake`."""
         with self.lock:
             self.wake()
 
@@ -163,7 +222,7 @@ class Writer:
         if self._conn.may_wait_for_socket():
             self.send_now()
         else:
-            self._wake_unlocked()
+            self.wake_unlocked()
 
     def mark_locked(self) -> int:
         """Lock held, just after buffering: the stream offset past this caller's
@@ -217,14 +276,27 @@ class Writer:
         return True
 
     def _take_locked(self) -> bytes:
-        """Lock held: take everything buffered for a write; ``taken`` moves past it."""
-        data = take(self.buffer)
-        self.taken += len(data)
-        if self._front or self._holes:
+        """Lock held: take everything buffered for a write; ``taken`` moves past it.
+
+        Everything is worked out first; from the bytes' removal to the last
+        record of it no call returns, so an exception raised into the thread (a
+        signal handler's, at the first bytecode after a call) comes before the
+        take or after all of it: ``taken`` always matches what left the buffer.
+        """
+        buffer = self.buffer
+        data = bytes(buffer)  # what others append meanwhile (without the lock) stays
+        size = len(data)
+        taken = self.taken + size
+        front = self._front
+        holes = self._holes
+        if front or holes:
             # What was put in front holds no offsets; what was withdrawn keeps its own.
-            self.taken += sum(n for _, n in self._holes) - self._front
+            taken += sum(n for _, n in holes) - front
+        del buffer[:size]
+        self.taken = taken
+        if front or holes:
             self._front = 0
-            self._holes.clear()
+            holes.clear()
         return data
 
     def send_now(self, deadline: Deadline | None = None, mine: int = 0) -> bool:
@@ -242,11 +314,28 @@ class Writer:
             NatsError: bytes up to ``mine`` were lost in a failed write (see :meth:`send_held`).
         """
         left = None if deadline is None else deadline.remaining()
-        if not self.send_lock.acquire(timeout=-1 if left is None else left):
-            with self.lock:
-                self.wake()  # the flusher sends it once the stalled write ends
+        send_lock = self.send_lock
+        if send_lock.mine():
+            # Held further up this thread's stack (a signal handler's publish that interrupted a
+            # write): that write sends these bytes before it lets go, or leaves them to the
+            # flusher; the handler below must not let go of its hold.
             return False
-        return self.send_held(deadline, mine)
+        try:
+            if not send_lock.acquire(True, -1 if left is None else left):
+                with self.lock:
+                    self.wake()  # the flusher sends it once the stalled write ends
+                return False
+            return self.send_held(deadline, mine)
+        except BaseException:
+            # Raised into this thread (a signal handler's exception) as the acquire returned,
+            # or as send_held was entered, before its own handler took over.
+            try:
+                send_lock.release()  # this thread's only (see SendLock)
+            except RuntimeError:
+                pass  # not held here: never taken, or let go already
+            else:
+                self.wake_unlocked()  # bytes others left to this thread go out with the flusher
+            raise
 
     def claim_locked(self) -> bool:
         """Lock held, bytes just buffered: True when this thread is to send them
@@ -261,6 +350,11 @@ class Writer:
         transport): the flusher is pushing them and sends these after them. A
         caller's deadline-bounded write would only move the buffer behind them,
         where a request whose deadline passes can no longer be withdrawn.
+
+        From this call on until :meth:`send_held` is entered, a caller covers
+        itself with a handler that lets go (``send_lock.release()``, which
+        fails unless this thread holds it): an exception raised into the thread
+        meanwhile (a signal handler's) would leave the lock held for good.
         """
         if self._behind is not None and self._behind is self._conn.transport:
             self.wake()
@@ -292,10 +386,22 @@ class Writer:
         lock = self.lock
         send_lock = self.send_lock
         rounds = 0
+        #: Set from before a take to after its write: bytes may be half on the wire meanwhile.
+        cut: Transport | None = None
+        data = b""
         try:
             while True:
                 with lock:
                     transport = conn.transport
+                    if transport is not None and transport is self._broken:
+                        # Lost, and its reader thread not yet told: nothing more to it. Lost
+                        # again (the abort is one more system call): the abort that wakes that
+                        # thread may itself have been cut short, by another exception raised into
+                        # the thread whose write was (a second signal); else only the keep-alive
+                        # would find the connection stale, minutes later.
+                        self._lose(transport, NatsConnectionError(
+                            f"connection to {conn.addr} lost: a write was cut short"))
+                        transport = None
                     buffer = self.buffer
                     behind = transport is not None and self._behind is transport
                     if (transport is None or not (buffer or behind) or rounds == _SEND_ROUNDS
@@ -312,6 +418,8 @@ class Writer:
                         send_lock.release()
                         break
                     self.outlet.flush_requested = 0
+                    cut = transport
+                    data = b""  # this round's bytes (below), never an earlier round's
                     data = self._take_locked()
                     end = self.taken
                     conn.ledger.buffer_sent()
@@ -324,11 +432,34 @@ class Writer:
                         self._behind = transport  # the deadline passed: the loop ends, the flusher goes on
                 except NatsError as exc:
                     self.lost_from, self.lost_to, self._lost = self.sent_to, end, exc
-                    self._behind = None
-                    conn.connection_lost(exc, transport)
-        except BaseException:
-            if send_lock.locked():
-                send_lock.release()
+                    self._lose(transport, exc)
+                cut = None
+        except BaseException as exc:
+            # A write's failure is handled above: this is an exception raised into the thread
+            # (a signal handler's), at any point, perhaps after the release above (when
+            # another thread may hold the lock already). Only this thread's hold is let go.
+            try:
+                if cut is not None:
+                    # Marked first, with no call before it: should another exception be raised
+                    # into the thread below, no later write goes on with the cut stream, and the
+                    # next one cuts the connection (see above).
+                    broken, self._broken = self._broken, cut
+                    if data and getattr(cut, "written", None) is data:
+                        # The write was done (the transport records it as the bytes leave, in
+                        # the call that sends them): only its records were missed. A signal that
+                        # came during the send syscall lands here, as the call returns.
+                        self._broken = broken
+                        self.sent_to = end
+                        self._behind = None
+                    else:
+                        self._cut_short(cut, exc)
+            finally:
+                try:
+                    send_lock.release()
+                except RuntimeError:
+                    pass
+                else:
+                    self.wake_unlocked()  # what is left, others' bytes too, goes out with the flusher
             raise
         lost = self._lost
         if self.lost_from < mine <= self.lost_to and lost is not None:
@@ -337,6 +468,38 @@ class Writer:
             raise lost.__class__(f"{lost} (this call's bytes were lost with the connection)") from lost
         return mine <= self.sent_to
 
+    def _cut_short(self, transport: Transport, exc: BaseException) -> None:
+        """Send lock held: an exception raised into this thread (a signal handler's) came
+        between a take and the end of its write. What was taken may be partly on the wire,
+        or not at all: the stream is broken, and the connection lost as for a failed write.
+
+        What is still buffered (others' publishes, requests and PINGs appended since the
+        take) stays, and goes out on the next connection, as after a failed write. The
+        exception may have come between the take and the PING ledger's record of it
+        (``buffer_sent``): the loss settles the ledger by the stream offsets
+        (``PingLedger.settle_taken``), so no PING taken here is counted as still to go out.
+        """
+        conn = self._conn
+        lost = NatsConnectionError(f"connection to {conn.addr} lost: a write was cut short by {type(exc).__name__}")
+        with self.lock:
+            self.lost_from, self.lost_to, self._lost = self.sent_to, self.taken, lost
+        self._lose(transport, lost)
+
+    def _lose(self, transport: Transport, exc: NatsError) -> None:
+        """Send lock held: the connection over ``transport`` is lost (a write failed, or
+        was cut short). Nothing more is written to it; its reader thread reports the loss
+        (``ReadSession.failure``) once the cut socket wakes it, as it reports a read's end.
+        The many steps of a reconnect's start never run on a writing thread: an exception
+        raised into it (a signal handler's, on the main thread) could stop them halfway
+        and leave the client reconnecting with no thread to do it.
+        """
+        self._broken = transport
+        self._behind = None
+        session = self._conn.read_session
+        if session is not None and session.transport is transport and session.failure is None:
+            session.failure = exc
+        transport.abort()
+
     def _settled(self, mine: int) -> bool:
         """Bytes up to ``mine`` were written, or lost, by an earlier holder of the
         send lock: a publish_now that waited for it has nothing left to send."""
@@ -344,9 +507,15 @@ class Writer:
 
     def final_flush(self, transport: Transport, timeout: float) -> None:
         """Closing: send what is buffered if the socket takes it within ``timeout`` (best effort)."""
-        if not self.send_lock.acquire(timeout=timeout):
-            return  # a writer is stuck on a peer that does not read: do not join it
+        send_lock = self.send_lock
+        if send_lock.mine():
+            # Held further up this thread's stack: a close in a signal handler that interrupted a
+            # write. That write lets go (the handler below would let go of its hold) and its
+            # bytes go with the connection: nothing is written into the middle of it.
+            return
         try:
+            if not send_lock.acquire(True, timeout):
+                return  # a writer is stuck on a peer that does not read: do not join it
             with self.lock:
                 data = self._take_locked()
             if data or self._behind is transport:
@@ -354,7 +523,12 @@ class Writer:
         except NatsError:
             pass
         finally:
-            self.send_lock.release()
+            # Whether this thread holds it, the lock knows (an exception raised into the
+            # thread as the acquire returned leaves no other trace).
+            try:
+                send_lock.release()
+            except RuntimeError:
+                pass
 
     def _loop(self) -> None:
         conn = self._conn
@@ -370,10 +544,10 @@ class Writer:
     def reset_after_fork(self, lock: threading.Lock) -> None:
         self.lock = lock
         self.cond = threading.Condition(lock)
-        self.send_lock = threading.Lock()
+        self.send_lock = new_send_lock()
         self.buffer = self.outlet.buffer = bytearray()
         self.outlet.flush_requested = 0
         self._thread = None
         self.taken = self.sent_to = self.lost_from = self.lost_to = self._front = 0
         self._holes = []
-        self._lost = self._behind = None
+        self._lost = self._behind = self._broken = None

@@ -1505,12 +1505,18 @@ role_caller_read(RoleObject *self, PyObject *const *args, Py_ssize_t nargs)
  * A write path tries it first so that a write the socket takes whole (nearly all) costs one
  * system call: a socket with a timeout polls before every send, and changing the timeout for a
  * deadline is a further call each way. MSG_NOSIGNAL: a closed peer is an error, never SIGPIPE,
- * whatever handler the embedding program set. */
+ * whatever handler the embedding program set.
+ *
+ * With owner and record: when the socket takes all of data, owner.written = record, in this
+ * call. A signal that came during the send has its handler run as the call returns, and an
+ * exception it raises would leave the count unread: the record says the write was done. */
+static PyObject *str_written; /* interned at import */
+
 static PyObject *
 send_nowait(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "send_nowait(fd, data)");
+    if (nargs != 2 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "send_nowait(fd, data[, owner, record])");
         return NULL;
     }
     int fd = PyLong_AsLong(args[0]);
@@ -1535,8 +1541,12 @@ send_nowait(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         err = errno;
     }
     Py_END_ALLOW_THREADS
+    Py_ssize_t whole = view.len;
     PyBuffer_Release(&view);
     if (n >= 0) {
+        if (nargs == 4 && n == whole && PyObject_SetAttr(args[2], str_written, args[3]) < 0) {
+            return NULL;
+        }
         return PyLong_FromSsize_t(n);
     }
     if (err == EAGAIN || err == EWOULDBLOCK) {
@@ -1584,6 +1594,191 @@ static PyTypeObject RoleType = {
     .tp_methods = role_methods,
     .tp_members = role_members,
     .tp_new = role_new,
+};
+
+/* ---------------------------------------------------------------- the send lock
+ *
+ * A connection's send lock (natsjs_sync._core.writer): a lock that knows its
+ * holder. acquire() records the calling thread in the same call that takes the
+ * lock, and release() lets go only for that thread. A signal handler's
+ * exception (Ctrl-C, a SIGALRM timeout) is raised at the first bytecode after a
+ * call returns: with a plain lock it can come between the acquire and the try
+ * whose handler would let go, and nobody knows any more that the lock is held;
+ * and a handler that lets go "if the lock is locked" may let go of another
+ * thread's. Here a handler just calls release() (one call, raising
+ * RuntimeError if this thread does not hold the lock).
+ *
+ * Not reentrant: its holder's acquire() returns False at once (a signal handler
+ * that publishes on the thread it interrupted mid-write must not write into the
+ * middle of that write, nor wait for itself).
+ */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    unsigned long owner; /* thread ident of the holder, 0 when free */
+} SendLockObject;
+
+static PyObject *
+sendlock_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    SendLockObject *self = (SendLockObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->lock = PyThread_allocate_lock();
+    self->owner = 0;
+    if (self->lock == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void
+sendlock_dealloc(SendLockObject *self)
+{
+    if (self->lock != NULL) {
+        if (self->owner != 0) {
+            PyThread_release_lock(self->lock); /* as a threading.Lock dropped while held */
+        }
+        PyThread_free_lock(self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* acquire(blocking=True, timeout=-1) -> bool: threading.Lock's arguments and answer. */
+static PyObject *
+sendlock_acquire(SendLockObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *blocking_arg = nargs > 0 ? args[0] : NULL;
+    PyObject *timeout_arg = nargs > 1 ? args[1] : NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "acquire(blocking=True, timeout=-1)");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (blocking_arg == NULL && PyUnicode_CompareWithASCIIString(name, "blocking") == 0) {
+            blocking_arg = args[nargs + i];
+        }
+        else if (timeout_arg == NULL && PyUnicode_CompareWithASCIIString(name, "timeout") == 0) {
+            timeout_arg = args[nargs + i];
+        }
+        else {
+            PyErr_Format(PyExc_TypeError, "acquire() got an unexpected keyword argument '%U'", name);
+            return NULL;
+        }
+    }
+    int blocking = 1;
+    if (blocking_arg != NULL && (blocking = PyObject_IsTrue(blocking_arg)) < 0) {
+        return NULL;
+    }
+    double timeout = -1.0;
+    if (timeout_arg != NULL && (timeout = PyFloat_AsDouble(timeout_arg)) == -1.0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!blocking && timeout != -1.0) {
+        PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
+        return NULL;
+    }
+    if (timeout != timeout || (timeout < 0 && timeout != -1.0)) {
+        PyErr_SetString(PyExc_ValueError, "timeout value must be a non-negative number");
+        return NULL;
+    }
+    if (timeout > take_wait_max) {
+        PyErr_SetString(PyExc_OverflowError, "timeout value is too large");
+        return NULL;
+    }
+    unsigned long me = PyThread_get_thread_ident();
+    if (self->owner == me) {
+        Py_RETURN_FALSE; /* never reentered, never waited for by its own holder */
+    }
+    PyLockStatus got = PyThread_acquire_lock_timed(self->lock, 0, 0);
+    if (got != PY_LOCK_ACQUIRED && blocking && timeout != 0.0) {
+        /* Past a year (and up to TIMEOUT_MAX) it waits as if for ever: no deadline to overflow. */
+        PY_TIMEOUT_T us = timeout < 0 || timeout > 31536000.0 ? -1 : (PY_TIMEOUT_T)(timeout * 1e6);
+        long long until = us < 0 ? 0 : mono_ns() + (long long)us * 1000;
+        for (;;) {
+            Py_BEGIN_ALLOW_THREADS
+            got = PyThread_acquire_lock_timed(self->lock, us, 1);
+            Py_END_ALLOW_THREADS
+            if (got != PY_LOCK_INTR) {
+                break;
+            }
+            /* A signal: its Python handler runs now, and an exception it raises ends
+             * the wait without the lock (as threading.Lock's acquire does). */
+            if (Py_MakePendingCalls() < 0) {
+                return NULL;
+            }
+            if (us > 0) {
+                long long left = until - mono_ns();
+                if (left <= 0) {
+                    got = PyThread_acquire_lock_timed(self->lock, 0, 0);
+                    break;
+                }
+                us = (PY_TIMEOUT_T)(left / 1000);
+            }
+        }
+    }
+    if (got != PY_LOCK_ACQUIRED) {
+        Py_RETURN_FALSE;
+    }
+    self->owner = me; /* with the GIL, before any bytecode of this thread runs again */
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+sendlock_release(SendLockObject *self, PyObject *Py_UNUSED(arg))
+{
+    if (self->owner == 0 || self->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "release of a send lock this thread does not hold");
+        return NULL;
+    }
+    self->owner = 0;
+    PyThread_release_lock(self->lock);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+sendlock_locked(SendLockObject *self, PyObject *Py_UNUSED(arg))
+{
+    if (self->owner != 0) {
+        Py_RETURN_TRUE;
+    }
+    /* Free, or just taken by a thread still getting the GIL back to record itself. */
+    if (PyThread_acquire_lock_timed(self->lock, 0, 0) != PY_LOCK_ACQUIRED) {
+        Py_RETURN_TRUE;
+    }
+    PyThread_release_lock(self->lock);
+    Py_RETURN_FALSE;
+}
+
+static PyObject *
+sendlock_mine(SendLockObject *self, PyObject *Py_UNUSED(arg))
+{
+    return PyBool_FromLong(self->owner != 0 && self->owner == PyThread_get_thread_ident());
+}
+
+static PyMethodDef sendlock_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))sendlock_acquire, METH_FASTCALL | METH_KEYWORDS,
+     "acquire(blocking=True, timeout=-1) -> bool: take the lock (False at once for its holder)"},
+    {"release", (PyCFunction)sendlock_release, METH_NOARGS,
+     "release(): let go; RuntimeError unless the calling thread holds the lock"},
+    {"locked", (PyCFunction)sendlock_locked, METH_NOARGS, "whether any thread holds the lock"},
+    {"mine", (PyCFunction)sendlock_mine, METH_NOARGS, "whether the calling thread holds the lock"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SendLockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.SendLock",
+    .tp_basicsize = sizeof(SendLockObject),
+    .tp_dealloc = (destructor)sendlock_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The send lock of one connection: a lock that knows its holder and lets only it release.",
+    .tp_methods = sendlock_methods,
+    .tp_new = sendlock_new,
 };
 
 /*
@@ -2041,7 +2236,8 @@ static PyMethodDef methods[] = {
     {"typed_of", (PyCFunction)(void (*)(void))typed_of, METH_FASTCALL,
      "typed_of(msg, blocks, plain, cls) -> a TypedMsg, or None: the slow path decides"},
     {"send_nowait", (PyCFunction)(void (*)(void))send_nowait, METH_FASTCALL,
-     "send_nowait(fd, data) -> int: one send that never waits; the bytes taken (0: none)"},
+     "send_nowait(fd, data[, owner, record]) -> int: one send that never waits; the bytes taken "
+     "(0: none); with owner, owner.written = record once data is taken whole"},
     {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
      "route_run(events, start, routes, cls, stats) -> stop: count a run of messages, then route it"},
     {NULL, NULL, 0, NULL},
@@ -2072,11 +2268,13 @@ PyInit__speedups(void)
         return NULL;
     }
     if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0 || PyType_Ready(&RoleType) < 0 ||
-        PyType_Ready(&TypedNextType) < 0 || PyType_Ready(&TypedPublishType) < 0) {
+        PyType_Ready(&SendLockType) < 0 || PyType_Ready(&TypedNextType) < 0 ||
+        PyType_Ready(&TypedPublishType) < 0) {
         return NULL;
     }
     str_timeout = PyUnicode_InternFromString("timeout");
-    if (str_timeout == NULL) {
+    str_written = PyUnicode_InternFromString("written");
+    if (str_timeout == NULL || str_written == NULL) {
         return NULL;
     }
     str_in_msgs = PyUnicode_InternFromString("in_msgs");
@@ -2103,6 +2301,12 @@ PyInit__speedups(void)
     Py_INCREF(&RoleType);
     if (PyModule_AddObject(m, "ReadRole", (PyObject *)&RoleType) < 0) {
         Py_DECREF(&RoleType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&SendLockType);
+    if (PyModule_AddObject(m, "SendLock", (PyObject *)&SendLockType) < 0) {
+        Py_DECREF(&SendLockType);
         Py_DECREF(m);
         return NULL;
     }

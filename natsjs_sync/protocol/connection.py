@@ -256,15 +256,25 @@ class PingLedger(Generic[W]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def ping(self, waiter: W | None = None, at: int = 0, vouches: bool = True) -> bytes:
+    def ping(self, waiter: W | None = None, at: int = 0, vouches: bool = True,
+             out: bytearray | None = None) -> bytes:
         """Record a PING appended to the write buffer, ending at stream offset ``at``; returns its bytes.
 
         ``vouches=False``: its waiter only needs the PONG as a barrier (what the server
         sent before it has arrived, an UNSUB took effect), not as word that messages
-        arrived: a loss neither fails it nor is reported (and so used up) through it."""
+        arrived: a loss neither fails it nor is reported (and so used up) through it.
+
+        ``out``: the write buffer, which this appends the PING to. From that append to the
+        record no call returns, so an exception raised into the thread (a signal handler's,
+        at the first bytecode after a call) leaves both or neither: a PING recorded without
+        its bytes would take the PONG of the next, and every later flush would wait a PING
+        too long."""
         vouches = vouches and waiter is not None
-        self._entries.append([waiter, at, self._lossy and vouches, vouches])
+        entry = [waiter, at, self._lossy and vouches, vouches]
+        if out is not None:
+            out += commands.PING
         self._unsent += 1
+        self._entries.append(entry)
         return commands.PING
 
     def keepalive(self, at: int = 0) -> bytes | None:
@@ -293,6 +303,18 @@ class PingLedger(Generic[W]):
     def buffer_sent(self) -> None:
         """The write buffer (with every buffered PING) went to the socket."""
         self._unsent = 0
+
+    def settle_taken(self, taken: int) -> None:
+        """The write stream was taken for the socket up to offset ``taken``: a PING that
+        ends there or before is not buffered any more, whether or not :meth:`buffer_sent`
+        heard of it (an exception raised into a writing thread, a signal handler's, can
+        come between the take and that call). The owner calls it as a loss is reported,
+        before :meth:`lost`, which fails what went out and keeps what is still buffered."""
+        entries = self._entries
+        unsent = 0
+        while unsent < self._unsent and entries[len(entries) - 1 - unsent][1] > taken:
+            unsent += 1
+        self._unsent = unsent
 
     def pong(self) -> tuple[W | None, bool]:
         """A PONG came: the waiter of the oldest sent PING (None for a keep-alive),

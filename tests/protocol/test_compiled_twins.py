@@ -5,6 +5,7 @@ give the same answers."""
 from __future__ import annotations
 
 import random
+import threading
 
 import pytest
 
@@ -446,3 +447,66 @@ def test_the_compiled_scanner_shares_a_header_block_repeated_from_one_message_to
     assert hdrs[0] is hdrs[1] is hdrs[3]  # a message without headers between changes nothing
     assert hdrs[4] is hdrs[5]
     assert hdrs[4] is not hdrs[3] and hdrs[6] is not hdrs[5] and hdrs[7] is not hdrs[6]
+
+
+def _send_locks() -> list:
+    from natsjs_sync._core.writer import SendLock
+
+    try:
+        from natsjs_sync.protocol import _speedups
+    except ImportError:
+        return [SendLock]
+    return [SendLock, _speedups.SendLock]
+
+
+@pytest.mark.parametrize("lock_cls", _send_locks())
+def test_send_lock_twins_let_only_their_holder_release_and_never_take_it_twice(lock_cls: type) -> None:
+    lock = lock_cls()
+    assert not lock.locked() and not lock.mine()
+    with pytest.raises(RuntimeError):
+        lock.release()  # held by nobody
+    assert lock.acquire(False)
+    assert lock.locked() and lock.mine()
+    assert not lock.acquire(False) and not lock.acquire(True, 5)  # its holder never waits for itself
+    seen: list = []
+
+    def other() -> None:
+        seen.append((lock.acquire(False), lock.acquire(timeout=0.01), lock.locked(), lock.mine()))
+        try:
+            lock.release()
+        except RuntimeError:
+            seen.append("refused")
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join(10)
+    assert seen == [(False, False, True, False), "refused"]
+    assert lock.locked()  # another thread's release left it held
+    lock.release()
+    assert not lock.locked() and not lock.mine()
+    assert lock.acquire(timeout=0) and lock.acquire(blocking=False) is False
+    lock.release()
+    with pytest.raises(ValueError):
+        lock.acquire(False, 1)
+    with pytest.raises(ValueError):
+        lock.acquire(True, -2)
+
+
+@pytest.mark.parametrize("lock_cls", _send_locks())
+def test_send_lock_twins_hand_over_to_a_waiting_thread(lock_cls: type) -> None:
+    lock = lock_cls()
+    assert lock.acquire()
+    got = threading.Event()
+
+    def waiter() -> None:
+        if lock.acquire(True, 10):
+            got.set()
+            lock.release()
+
+    worker = threading.Thread(target=waiter)
+    worker.start()
+    assert not got.wait(0.05)
+    lock.release()
+    assert got.wait(10)
+    worker.join(10)
+    assert not lock.locked()

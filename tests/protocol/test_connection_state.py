@@ -270,3 +270,35 @@ def test_ledger_a_barrier_ping_neither_fails_on_a_lossy_loss_nor_uses_up_its_wor
     ledger.ping("user", at=PUB + 3 * PING)
     ledger.buffer_sent()
     assert ledger.pong() == ("user", False)
+
+
+def test_ledger_appends_the_ping_it_records_to_the_buffer_it_is_given() -> None:
+    ledger: PingLedger[str] = PingLedger()
+    buffer = bytearray(b"PUB x 1\r\na\r\n")
+    assert ledger.ping("flush", at=PUB + PING, out=buffer) == b"PING\r\n"
+    assert bytes(buffer) == b"PUB x 1\r\na\r\nPING\r\n" and len(ledger) == 1
+    ledger.buffer_sent()
+    assert ledger.pong() == ("flush", True)
+
+
+def test_ledger_settles_by_the_stream_offsets_what_a_write_took_before_it_heard() -> None:
+    # A write took two PINGs, and an exception raised into its thread came before buffer_sent();
+    # a third was buffered after the take. The loss fails the two taken, keeps the buffered one.
+    ledger: PingLedger[str] = PingLedger()
+    ledger.ping("taken", at=PUB + PING)
+    ledger.keepalive(at=PUB + 2 * PING)
+    ledger.ping("buffered", at=2 * PUB + 3 * PING)
+    ledger.settle_taken(PUB + 2 * PING)
+    ledger.settle_taken(PUB + 2 * PING)  # once more changes nothing
+    assert ledger.lost(taken=PUB + 2 * PING) == ["taken", "buffered"]  # a message went out unconfirmed
+    assert len(ledger) == 1  # the buffered one goes out on the next connection
+    ledger.buffer_sent()
+    assert ledger.pong() == (None, True)  # its waiter was told already
+
+
+def test_ledger_settling_never_counts_as_buffered_what_was_sent() -> None:
+    ledger: PingLedger[str] = PingLedger()
+    ledger.ping("sent", at=PING)
+    ledger.buffer_sent()
+    ledger.settle_taken(0)  # an older offset: nothing comes back into the buffer
+    assert ledger.lost(taken=PING) == ["sent"]
