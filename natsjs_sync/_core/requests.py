@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import itertools
 import threading
+from _thread import allocate_lock
 from typing import Any
+
+_new = object.__new__
 
 
 class Waiter:
@@ -43,6 +46,8 @@ class ResponseMux:
 
     def __init__(self) -> None:
         self.prefix = ""
+        #: The prefix encoded once: a request's reply subject is this and its token.
+        self.prefix_bytes = b""
         self.prefix_len = 0
         self.sid: int | None = None
         self.waiting: dict[str, Waiter] = {}
@@ -52,12 +57,18 @@ class ResponseMux:
 
     def start(self, prefix: str, sid: int) -> None:
         self.prefix = prefix
+        self.prefix_bytes = prefix.encode()
         self.prefix_len = len(prefix)
         self.sid = sid
 
     def register(self) -> tuple[str, Waiter]:
         token = str(next(self._tokens))
-        waiter = Waiter()
+        # Waiter() without its __init__ call (on every request's path): the same fields.
+        waiter = _new(Waiter)
+        waiter._lock = lock = allocate_lock()
+        lock.acquire()
+        waiter.value = None
+        waiter.end = 0
         self.waiting[token] = waiter
         return token, waiter
 
@@ -99,4 +110,5 @@ class ResponseMux:
         self.replied_to = 0  # the child's write stream starts again
         self.sid = None
         self.prefix = ""
+        self.prefix_bytes = b""
         self.prefix_len = 0
