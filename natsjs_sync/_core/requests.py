@@ -83,7 +83,12 @@ class ResponseMux:
             # in order): a flush after a loss need not fear for those bytes.
             if waiter.end > self.replied_to:
                 self.replied_to = waiter.end
-            waiter.set(msg)
+            if waiter.value is None:  # waiter.set(msg), inline: every reply comes here
+                waiter.value = msg
+                try:
+                    waiter._lock.release()
+                except RuntimeError:  # already woken
+                    pass
 
     def fail_all(self, exc: Exception) -> None:
         waiting = list(self.waiting.values())
