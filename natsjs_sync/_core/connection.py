@@ -457,11 +457,11 @@ class Connection:
         """False on the reader threads (the current one and any still ending), a
         caller holding the read role and the timer thread: they must never block
         on a peer that stops reading."""
-        me = threading.current_thread()
-        if me in self._readers or me is self.timer.thread:
-            return False
         session = self.read_session
-        return session is None or not session.held_here()
+        if session is not None and session.role is not None and session.role.mine():
+            return False  # held_here(), inline: a responder's every reply asks
+        me = threading.current_thread()
+        return not (me in self._readers or me is self.timer.thread)
 
     def _check_may_wait_for_reply(self, what: str, subject: str | None = None) -> None:
         """Raise at once where a wait for the server's answer would wait for this very thread.
@@ -608,6 +608,14 @@ class Connection:
     def publish_now(self, subject: str, payload: Any = b"", reply: str | None = None,
                     headers: HeadersInput | None = None, trusted: bool = False) -> None:
         # trusted: a subject the server gave (a message's reply), sent as received.
+        if trusted and reply is None and headers is None and payload.__class__ is bytes:
+            # A responder's plain reply (Msg.respond): encode() inline, one format.
+            subj = subject.encode("utf-8", "surrogateescape")  # trusted_subject()
+            size = len(payload)
+            if size > self.writer.outlet.max_payload:
+                raise self.too_big(size)
+            self.append(b"PUB %b %d\r\n%b\r\n" % (subj, size, payload), size, now=True)
+            return
         self.append(*self.encode(subject, payload, reply, headers, trusted), now=True)
 
     def publish_with_reply(self, subject: str, payload: Any, reply: bytes, headers: HeadersInput | None) -> None:
