@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._timeout import Deadline, TimeoutArg
+from .._timeout import WAIT_MAX, Deadline, TimeoutArg
 from ..errors import (
     AuthorizationError,
     BadSubscriptionError,
@@ -81,6 +81,8 @@ if TYPE_CHECKING:
     from .transport import Transport
 
 log = logging.getLogger("natsjs_sync.connection")
+_new = object.__new__
+_monotonic = time.monotonic
 
 T = TypeVar("T")
 
@@ -874,7 +876,13 @@ class Connection:
                 it was withdrawn, nothing was sent.
             TimeoutError: the request was sent, no reply came in time.
         """
-        deadline = timeout if timeout.__class__ is Deadline else Deadline.of(timeout, 1.0)
+        cls = timeout.__class__
+        if (cls is float or cls is int) and 0 <= timeout < WAIT_MAX:  # type: ignore[operator]
+            # Deadline.of(timeout, 1.0) for a number of seconds, without the call.
+            deadline = _new(Deadline)
+            deadline.at = _monotonic() + timeout  # type: ignore[operator]
+        else:
+            deadline = timeout if cls is Deadline else Deadline.of(timeout, 1.0)  # type: ignore[assignment]
         if self.machine.state is not _CONNECTED:
             self.ready()
         session = self.read_session
@@ -902,7 +910,7 @@ class Connection:
                 frame = b"PUB %b %b %d\r\n%b\r\n" % (subj, reply, size, payload)
             else:
                 frame, size = self.encode(subject, payload, reply, headers)
-            self.append(frame, size, now=True, deadline=deadline, waiter=waiter)
+            self.append(frame, size, True, deadline, waiter)  # now=True (positional: a cheaper call)
             # _wait_reply(), with no second wait once this thread read the reply itself.
             session = self.read_session
             if (session is None or session.role is None or waiter.value is not None
