@@ -107,7 +107,6 @@ def resolve(timeout: TimeoutArg, default: float | None) -> float | None:
 
 
 _new = object.__new__
-_monotonic = time.monotonic
 
 
 class Deadline:
@@ -133,7 +132,7 @@ class Deadline:
             # A number of seconds (a call in a loop): resolve() and __init__ inline, one Python call.
             if 0 <= timeout < WAIT_MAX:  # type: ignore[operator]
                 deadline = _new(cls)
-                deadline.at = _monotonic() + timeout  # type: ignore[operator]
+                deadline.at = time.monotonic() + timeout  # type: ignore[operator]
                 return deadline
         elif isinstance(timeout, Deadline):
             return timeout

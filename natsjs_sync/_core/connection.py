@@ -28,7 +28,6 @@ import logging
 import os
 import threading
 import time
-from _thread import get_ident as _get_ident
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -82,7 +81,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("natsjs_sync.connection")
 _new = object.__new__
-_monotonic = time.monotonic
 
 T = TypeVar("T")
 
@@ -880,7 +878,7 @@ class Connection:
         if (cls is float or cls is int) and 0 <= timeout < WAIT_MAX:  # type: ignore[operator]
             # Deadline.of(timeout, 1.0) for a number of seconds, without the call.
             deadline = _new(Deadline)
-            deadline.at = _monotonic() + timeout  # type: ignore[operator]
+            deadline.at = time.monotonic() + timeout  # type: ignore[operator]
         else:
             deadline = timeout if cls is Deadline else Deadline.of(timeout, 1.0)  # type: ignore[assignment]
         if self.machine.state is not _CONNECTED:
@@ -889,7 +887,7 @@ class Connection:
         role = None if session is None else session.role
         # Only the reader thread (its ident) and a holder of the read role can be refused:
         # the full check runs for them alone.
-        if (role is not None and role.mine()) or _get_ident() == self._reader_ident:
+        if (role is not None and role.mine()) or threading.get_ident() == self._reader_ident:
             self._check_may_wait_for_reply("request", subject)
         requests = self.requests
         if requests.sid is None:

@@ -33,8 +33,7 @@ import _socket
 import _thread
 import signal
 import threading
-from _thread import get_ident as _get_ident
-from time import monotonic as _monotonic
+import time
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -206,7 +205,7 @@ class ReadSession:
         if len(conn.requests.waiting) > 1:
             return None
         gate: SigintGate | None = None
-        if _get_ident() == _MAIN_THREAD:
+        if threading.get_ident() == _MAIN_THREAD:
             handler = _getsignal(_SIGINT)  # installed() in one step when the gate is in place already
             gate = handler if handler.__class__ is SigintGate else SigintGate.installed()
             if gate is None:
@@ -292,7 +291,7 @@ class ReadSession:
             if at is None:
                 wait_ms = _CALLER_SLICE_MS
             else:
-                left = at - _monotonic()
+                left = at - time.monotonic()
                 if left <= 0:
                     return False
                 wait_ms = _CALLER_SLICE_MS if left >= _CALLER_SLICE else int(left * 1000) or 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from _thread import allocate_lock
 from typing import Any
 
 _new = object.__new__
@@ -65,7 +64,7 @@ class ResponseMux:
         token = str(next(self._tokens))
         # Waiter() without its __init__ call (on every request's path): the same fields.
         waiter = _new(Waiter)
-        waiter._lock = lock = allocate_lock()
+        waiter._lock = lock = threading.Lock()  # looked up now: a green library may patch it
         lock.acquire()
         waiter.value = None
         waiter.end = 0
