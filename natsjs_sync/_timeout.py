@@ -106,6 +106,9 @@ def resolve(timeout: TimeoutArg, default: float | None) -> float | None:
     return check_seconds(timeout)
 
 
+_new = object.__new__
+
+
 class Deadline:
     """A point in monotonic time; ``remaining()`` is the budget still left.
 
@@ -124,7 +127,14 @@ class Deadline:
     @classmethod
     def of(cls, timeout: TimeoutArg, default: float | None) -> Deadline:
         """The deadline of a public call's ``timeout`` argument (validated); a Deadline is itself."""
-        if isinstance(timeout, Deadline):
+        c = timeout.__class__
+        if c is float or c is int:
+            # A number of seconds (a call in a loop): resolve() and __init__ inline, one Python call.
+            if 0 <= timeout < WAIT_MAX:  # type: ignore[operator]
+                deadline = _new(cls)
+                deadline.at = time.monotonic() + timeout  # type: ignore[operator]
+                return deadline
+        elif isinstance(timeout, Deadline):
             return timeout
         return cls(resolve(timeout, default))
 

@@ -288,7 +288,7 @@ class Client:
             ConnectionClosedError: the client closed while waiting.
             ValueError, TypeError: a bad ``timeout`` (nothing is sent).
         """
-        return self._conn.request(subject, payload, Deadline.of(timeout, 1.0), headers)
+        return self._conn.request(subject, payload, timeout, headers)  # it makes the deadline first
 
     def typed(self, subject: str, type_: type[_T], codec: Codec | None = None,
               reply_type: Any = Any) -> TypedSubject[_T]:

@@ -85,7 +85,7 @@ class Subscription(TypedReads):
         self._lane: Lane[object] | None = None
         if cb is not None:
             self._lane = lane = conn.lane(self._handle, f"sub{sid}-{subject}")
-            put, qsize = lane.put, lane.__len__
+            put, qsize = lane.put, lane.queued
         else:
             put, qsize = self._q.put, self._q.qsize
         self._filter = status_filter

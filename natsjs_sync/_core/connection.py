@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._timeout import Deadline, TimeoutArg
+from .._timeout import WAIT_MAX, Deadline, TimeoutArg
 from ..errors import (
     AuthorizationError,
     BadSubscriptionError,
@@ -60,6 +60,7 @@ from ..protocol.connection import UP, ConnState, PingLedger, StateMachine, serve
 from ..protocol.headers import HeadersInput, encode_headers
 from ..protocol.jetstream.status import is_no_responders
 from ..protocol.nuid import NUID
+from ..protocol.subjects import PUB_SUBJECTS as _PUB_SUBJECTS
 from ..protocol.subjects import check_control_line, publish_subject, trusted_subject
 from . import fork
 from .dispatch import Dispatcher, Lane, Timer, TimerHandle, current_lane, on_dispatcher_thread
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
     from .transport import Transport
 
 log = logging.getLogger("natsjs_sync.connection")
+_new = object.__new__
 
 T = TypeVar("T")
 
@@ -156,6 +158,8 @@ class Connection:
         self.drain_start_hooks = Hooks("drain start", self.logs.to(spi_log))
         self.pid = os.getpid()
         self._reader: threading.Thread | None = None
+        #: ``self._reader.ident``, kept beside it: a request compares it without a Python call.
+        self._reader_ident: int | None = None
         self._readers: set[threading.Thread] = set()  # the current one and any still ending
         #: The current connection's read side; with ``requester_reads`` its role lets a
         #: requester read its own reply (see :class:`.reader.ReadSession`).
@@ -341,6 +345,7 @@ class Connection:
         session = ReadSession(self, opened.transport, opened.parser, fd)
         self.read_session = session
         self._reader = start_reader(self, opened.transport, opened.parser, opened.leftover, session)
+        self._reader_ident = self._reader.ident
         self._readers = {t for t in self._readers if t.is_alive()}
         self._readers.add(self._reader)
 
@@ -455,11 +460,11 @@ class Connection:
         """False on the reader threads (the current one and any still ending), a
         caller holding the read role and the timer thread: they must never block
         on a peer that stops reading."""
-        me = threading.current_thread()
-        if me in self._readers or me is self.timer.thread:
-            return False
         session = self.read_session
-        return session is None or not session.held_here()
+        if session is not None and session.role is not None and session.role.mine():
+            return False  # held_here(), inline: a responder's every reply asks
+        me = threading.current_thread()
+        return not (me in self._readers or me is self.timer.thread)
 
     def _check_may_wait_for_reply(self, what: str, subject: str | None = None) -> None:
         """Raise at once where a wait for the server's answer would wait for this very thread.
@@ -624,6 +629,14 @@ class Connection:
     def publish_now(self, subject: str, payload: Any = b"", reply: str | None = None,
                     headers: HeadersInput | None = None, trusted: bool = False) -> None:
         # trusted: a subject the server gave (a message's reply), sent as received.
+        if trusted and reply is None and headers is None and payload.__class__ is bytes:
+            # A responder's plain reply (Msg.respond): encode() inline, one format.
+            subj = subject.encode("utf-8", "surrogateescape")  # trusted_subject()
+            size = len(payload)
+            if size > self.writer.outlet.max_payload:
+                raise self.too_big(size)
+            self.append(b"PUB %b %d\r\n%b\r\n" % (subj, size, payload), size, now=True)
+            return
         self.append(*self.encode(subject, payload, reply, headers, trusted), now=True)
 
     def publish_with_reply(self, subject: str, payload: Any, reply: bytes, headers: HeadersInput | None) -> None:
@@ -871,29 +884,63 @@ class Connection:
                 headers: HeadersInput | None = None) -> Msg:
         """Publish a request and wait for the first reply (see :meth:`Client.request`).
 
+        Every request takes this path, most of them in a loop: the steps of
+        :meth:`_check_may_wait_for_reply`, :meth:`encode` and :meth:`_wait_reply`
+        are written out here for the common case (a validated subject, a bytes
+        payload, no headers), each Python call saved being a good part of the
+        request's own CPU time.
+
         Raises:
             NotSentError: the deadline passed while the request was still buffered:
                 it was withdrawn, nothing was sent.
             TimeoutError: the request was sent, no reply came in time.
         """
-        deadline = timeout if isinstance(timeout, Deadline) else Deadline.of(timeout, 1.0)
-        if self.machine.state is not ConnState.CONNECTED:
+        cls = timeout.__class__
+        if (cls is float or cls is int) and 0 <= timeout < WAIT_MAX:  # type: ignore[operator]
+            # Deadline.of(timeout, 1.0) for a number of seconds, without the call.
+            deadline = _new(Deadline)
+            deadline.at = time.monotonic() + timeout  # type: ignore[operator]
+        else:
+            deadline = timeout if cls is Deadline else Deadline.of(timeout, 1.0)  # type: ignore[assignment]
+        if self.machine.state is not _CONNECTED:
             self.ready()
-        self._check_may_wait_for_reply("request", subject)
-        self.ensure_response_inbox()
+        session = self.read_session
+        role = None if session is None else session.role
+        # Only the reader thread (its ident) and a holder of the read role can be refused:
+        # the full check runs for them alone.
+        if (role is not None and role.mine()) or threading.get_ident() == self._reader_ident:
+            self._check_may_wait_for_reply("request", subject)
         requests = self.requests
+        if requests.sid is None:
+            self.ensure_response_inbox()
         token, waiter = requests.register()
         try:
-            frame, size = self.encode(subject, payload, (requests.prefix + token).encode(), headers)
-            self.append(frame, size, now=True, deadline=deadline, waiter=waiter)
-            if not self._wait_reply(waiter, deadline):
+            reply = requests.prefix_bytes + token.encode()
+            if headers is None and payload.__class__ is bytes:
+                # encode() for the common case: the same checks, in the same order.
+                subj = _PUB_SUBJECTS.get(subject) if subject.__class__ is str else None
+                if subj is None:
+                    subj = publish_subject(subject)
+                if len(subj) + len(reply) > _LINE_ROOM:
+                    check_control_line(subj, reply)
+                size = len(payload)
+                if size > self.writer.outlet.max_payload:
+                    raise self.too_big(size)
+                frame = b"PUB %b %b %d\r\n%b\r\n" % (subj, reply, size, payload)
+            else:
+                frame, size = self.encode(subject, payload, reply, headers)
+            self.append(frame, size, True, deadline, waiter)  # now=True (positional: a cheaper call)
+            # _wait_reply(), with no second wait once this thread read the reply itself.
+            session = self.read_session
+            if (session is None or session.role is None or waiter.value is not None
+                    or not session.read_for(waiter, deadline)) and not waiter.wait(deadline.remaining()):
                 self._no_reply(subject, frame, waiter)
         finally:
-            requests.forget(token)
+            requests.waiting.pop(token, None)  # forget(token)
         msg = waiter.value
         if isinstance(msg, Exception):
             raise msg
-        if is_no_responders(msg.raw_headers, msg.data):
+        if msg.raw_headers is not None and is_no_responders(msg.raw_headers, msg.data):
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg  # type: ignore[no-any-return]
 
@@ -1097,6 +1144,7 @@ class Connection:
             if e.owner is not None:
                 e.owner.disown_after_fork()
         self._reader = None
+        self._reader_ident = None
         self._readers = set()
         self.read_session = None  # the parent's role (maybe held by a parent thread) is not ours
         self.read_end.clear()

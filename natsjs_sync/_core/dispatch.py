@@ -64,13 +64,16 @@ class Lane(Generic[T]):
     the handler itself. Thread-safe.
     """
 
-    __slots__ = ("_dispatcher", "_handler", "_items", "_on_error", "_scheduled", "closed", "name")
+    __slots__ = ("_dispatcher", "_handler", "_items", "_on_error", "_scheduled", "closed", "name", "queued")
 
     def __init__(self, dispatcher: Dispatcher, handler: Callable[[T], None], name: str,
                  on_error: Callable[[BaseException], None] | None):
         self._dispatcher = dispatcher
         self._handler = handler
         self._items: deque[T] = deque()
+        #: ``len(lane)`` as a compiled callable (the deque's own): a subscription's inlet
+        #: asks it for every message it queues, without a Python call.
+        self.queued: Callable[[], int] = self._items.__len__
         # Held while the lane is scheduled or running: taking it (without waiting)
         # is the one atomic "schedule it unless it already is".
         self._scheduled = threading.Lock()

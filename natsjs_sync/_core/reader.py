@@ -33,6 +33,7 @@ import _socket
 import _thread
 import signal
 import threading
+import time
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 #: its reply, the connection and a Ctrl-C it deferred (a bound, not a poll:
 #: bytes wake it at once).
 _CALLER_SLICE = 0.05
+_CALLER_SLICE_MS = 50
 #: The longest a caller that met the connection's loss waits for the reader thread to report it.
 _REPORT_WAIT = 2.0
 _MAIN_THREAD = threading.main_thread().ident
@@ -62,6 +64,7 @@ try:
     from _signal import getsignal as _getsignal  # type: ignore[import-not-found, unused-ignore]
 except ImportError:  # pragma: no cover - an interpreter without the C module
     _getsignal = signal.getsignal
+_SIGINT = signal.SIGINT
 
 
 def shared_role_fd(transport: Transport) -> int | None:
@@ -135,14 +138,14 @@ class ReadSession:
         role = self.role
         return role is not None and bool(role.mine())
 
-    def route(self, events: list[Any]) -> None:
-        """Role held: route one read's events as the reader thread does, then run
-        what routes asked to run at the end of a read."""
+    def route(self, events: list[Any], start: int = 0) -> None:
+        """Role held: route one read's events (from ``events[start]``) as the reader
+        thread does, then run what routes asked to run at the end of a read."""
         conn = self.conn
         routes = conn.registry.routes
         stats = conn.stats
         msg_cls = conn.msg_cls
-        i, n = 0, len(events)
+        i, n = start, len(events)
         while i < n:
             i = route_run(events, i, routes, msg_cls, stats)
             if i == n:
@@ -204,7 +207,8 @@ class ReadSession:
             return None
         gate: SigintGate | None = None
         if threading.get_ident() == _MAIN_THREAD:
-            gate = SigintGate.installed()
+            handler = _getsignal(_SIGINT)  # installed() in one step when the gate is in place already
+            gate = handler if handler.__class__ is SigintGate else SigintGate.installed()
             if gate is None:
                 return None  # a Ctrl-C could cut a read short here: the reader thread reads
         failure: BaseException | None = None
@@ -264,32 +268,56 @@ class ReadSession:
         exception raised between a read and its routing leaves it behind ``role.reads``
         (see :meth:`read_for`).
 
+        The steps of :meth:`consume` and :meth:`route` are written out for a read that
+        holds messages only (a reply, nearly always): it runs on every request's path.
+
         Raises:
             NatsConnectionError: the read failed. UnexpectedEOF, ProtocolError: see :meth:`consume`.
         """
         role = self.role
         conn = self.conn
         fd = self.fd
+        transport = self.transport
+        feed = self.parser.feed
         caller_read = role.caller_read
+        routes = conn.registry.routes
+        stats = conn.stats
+        msg_cls = conn.msg_cls
+        pending = conn.read_end
+        at = deadline.at  # deadline.remaining(), inline below
         self.routed = role.reads
         while waiter.value is None:
             if gate is not None and gate.noted is not None:
                 return None
-            left = deadline.remaining()
-            if left is not None and left <= 0:
-                return False
-            wait = _CALLER_SLICE if left is None else min(left, _CALLER_SLICE)
+            if at is None:
+                wait_ms = _CALLER_SLICE_MS
+            else:
+                left = at - time.monotonic()
+                if left <= 0:
+                    return False
+                wait_ms = _CALLER_SLICE_MS if left >= _CALLER_SLICE else int(left * 1000) or 1
             try:
-                data = caller_read(fd, RECV_SIZE, max(1, int(wait * 1000)))
+                data = caller_read(fd, RECV_SIZE, wait_ms)
             except OSError as exc:
                 if exc.errno is None:
                     raise  # not the socket's: a signal handler's, raised as the read returned
                 raise NatsConnectionError(f"connection to {conn.addr} lost: {exc.strerror or exc}") from exc
             if data is not None:
                 self.caller_reads += 1
-                self.consume(data)
+                if not data:
+                    self.consume(data)  # raises UnexpectedEOF
+                try:
+                    events = feed(data)
+                except ProtocolError:
+                    self.route(self.parser.parsed_before_error())
+                    raise
+                i = route_run(events, 0, routes, msg_cls, stats)
+                if i < len(events):
+                    self.route(events, i)  # a PING, PONG, INFO or -ERR among them, and the rest
+                elif pending:
+                    _run_read_end(pending)
                 self.routed += 1
-            if conn.transport is not self.transport:
+            if conn.transport is not transport:
                 return None  # lost meanwhile: the reader thread ends this session
         return True
 

@@ -11,6 +11,8 @@ import itertools
 import threading
 from typing import Any
 
+_new = object.__new__
+
 
 class Waiter:
     """A one-shot slot the reader fills and a caller waits on (a bare lock is the cheapest)."""
@@ -43,6 +45,8 @@ class ResponseMux:
 
     def __init__(self) -> None:
         self.prefix = ""
+        #: The prefix encoded once: a request's reply subject is this and its token.
+        self.prefix_bytes = b""
         self.prefix_len = 0
         self.sid: int | None = None
         self.waiting: dict[str, Waiter] = {}
@@ -52,12 +56,18 @@ class ResponseMux:
 
     def start(self, prefix: str, sid: int) -> None:
         self.prefix = prefix
+        self.prefix_bytes = prefix.encode()
         self.prefix_len = len(prefix)
         self.sid = sid
 
     def register(self) -> tuple[str, Waiter]:
         token = str(next(self._tokens))
-        waiter = Waiter()
+        # Waiter() without its __init__ call (on every request's path): the same fields.
+        waiter = _new(Waiter)
+        waiter._lock = lock = threading.Lock()  # looked up now: a green library may patch it
+        lock.acquire()
+        waiter.value = None
+        waiter.end = 0
         self.waiting[token] = waiter
         return token, waiter
 
@@ -72,7 +82,12 @@ class ResponseMux:
             # in order): a flush after a loss need not fear for those bytes.
             if waiter.end > self.replied_to:
                 self.replied_to = waiter.end
-            waiter.set(msg)
+            if waiter.value is None:  # waiter.set(msg), inline: every reply comes here
+                waiter.value = msg
+                try:
+                    waiter._lock.release()
+                except RuntimeError:  # already woken
+                    pass
 
     def fail_all(self, exc: Exception) -> None:
         waiting = list(self.waiting.values())
@@ -99,4 +114,5 @@ class ResponseMux:
         self.replied_to = 0  # the child's write stream starts again
         self.sid = None
         self.prefix = ""
+        self.prefix_bytes = b""
         self.prefix_len = 0

@@ -192,7 +192,16 @@ class Parser:
             work = data if data.__class__ is bytes else bytes(data)
         out: list[Event] = []
         try:
-            pos = self._parse(work, out)
+            scan = self._scan
+            if scan is not None and self._pending is None:
+                # A read of whole messages only (nearly every read) in one C call;
+                # anything after them goes on in _parse().
+                out, pos = scan(work, 0, self._factory, self._max_payload, self._max_cl)
+                if pos == len(work):
+                    return out
+                pos = self._parse(work, out, pos)
+            else:
+                pos = self._parse(work, out)
         except ProtocolError as exc:
             self._broken = exc
             self._pending = None
@@ -209,9 +218,8 @@ class Parser:
         events, self._before_error = self._before_error, []
         return events
 
-    def _parse(self, buf: bytes, out: list[Event]) -> int:
+    def _parse(self, buf: bytes, out: list[Event], pos: int = 0) -> int:
         n = len(buf)
-        pos = 0
         factory = self._factory
         max_cl = self._max_cl
         max_payload = self._max_payload

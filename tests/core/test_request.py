@@ -140,3 +140,50 @@ def test_many_threads_requesting_on_one_client_all_get_their_reply(nc: nats.Clie
         assert link(nc).requests.waiting == {}
     finally:
         responder.close()
+
+
+# The common request and reply (a bytes payload, no headers) are encoded inline, apart from
+# Connection.encode(): the same answers and the same refusals as the general path.
+PAYLOADS = {"bytes": bytes, "bytearray": bytearray, "memoryview": lambda b: memoryview(bytes(b))}
+
+
+@pytest.mark.parametrize("kind", list(PAYLOADS))
+def test_every_payload_kind_makes_the_same_request_and_reply(nc: nats.Client, kind: str) -> None:
+    make = PAYLOADS[kind]
+    nc.subscribe("req.kinds", cb=lambda m: m.respond(make(m.data[::-1])))
+    for body in (b"", b"abc", bytes(range(256)) * 40):
+        assert nc.request("req.kinds", make(body), timeout=5).data == body[::-1]
+        assert nc.request("req.kinds", make(body), timeout=5, headers={"K": "v"}).data == body[::-1]
+    assert not link(nc).requests.waiting
+
+
+@pytest.mark.parametrize("kind", list(PAYLOADS))
+def test_a_request_refused_before_sending_leaves_nothing_waiting(kind: str) -> None:
+    make = PAYLOADS[kind]
+    with NatsServer(max_payload=1024, jetstream=False) as server, nats.connect(server.url) as nc:
+        conn = link(nc)
+        with pytest.raises(nats.MaxPayloadError):
+            nc.request("req.big", make(b"x" * 1025), timeout=1)
+        for bad in ("req.*", "", "req. x", "req..x"):
+            with pytest.raises(nats.BadSubjectError):
+                nc.request(bad, make(b"x"), timeout=1)
+        with pytest.raises(TypeError):
+            nc.request("req.x", "text", timeout=1)  # type: ignore[arg-type]
+        assert not conn.requests.waiting
+        refused: list[Exception] = []
+
+        def answer(msg: nats.Msg) -> None:
+            try:
+                msg.respond(make(b"y" * 1025))
+            except nats.MaxPayloadError as exc:
+                refused.append(exc)  # before the answer that lets the request return
+                msg.respond(make(b"small"))
+
+        nc.subscribe("req.big", cb=answer)
+        assert nc.request("req.big", make(b"x" * 1024), timeout=5).data == b"small"
+        assert refused
+
+
+def test_a_lanes_queued_count_is_its_length(nc: nats.Client) -> None:
+    lane = link(nc).lane(lambda item: None, "req-count")
+    assert lane.queued() == len(lane) == 0
