@@ -1721,11 +1721,18 @@ typed_of(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
  * that gives None, after(msg, timeout, started) decides (the time the read
  * started bounds what comes after a dead letter). Any other call goes to
  * full(...) as made.
+ *
+ * With empty (an exception class) and on_empty, read is the source's next_msg
+ * in parts: read raising empty is the wait that timed out, and on_empty(timeout)
+ * raises the source's error for it (a subscription gives its inlet's take,
+ * queue.Empty and the method that words its TimeoutError: no Python frame per
+ * message between this call and the queue).
  */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt, *clock;
+    PyObject *empty, *on_empty; /* NULL: read raises what it raises */
 } TypedNext;
 
 static PyObject *str_timeout; /* interned at import */
@@ -1741,6 +1748,8 @@ tnext_traverse(TypedNext *self, visitproc visit, void *arg)
     Py_VISIT(self->full);
     Py_VISIT(self->dflt);
     Py_VISIT(self->clock);
+    Py_VISIT(self->empty);
+    Py_VISIT(self->on_empty);
     return 0;
 }
 
@@ -1755,6 +1764,8 @@ tnext_clear(TypedNext *self)
     Py_CLEAR(self->full);
     Py_CLEAR(self->dflt);
     Py_CLEAR(self->clock);
+    Py_CLEAR(self->empty);
+    Py_CLEAR(self->on_empty);
     return 0;
 }
 
@@ -1769,14 +1780,29 @@ tnext_dealloc(TypedNext *self)
 static int
 tnext_init(TypedNext *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"read", "blocks", "plain", "cls", "after", "full", "default", "clock", NULL};
-    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt, *clock;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOO", kwlist, &next, &blocks, &plain, &cls, &after, &full,
-                                     &dflt, &clock)) {
+    static char *kwlist[] = {"read", "blocks", "plain", "cls", "after", "full", "default", "clock", "empty",
+                             "on_empty", NULL};
+    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt, *clock, *empty = Py_None, *on_empty = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOO|OO", kwlist, &next, &blocks, &plain, &cls, &after, &full,
+                                     &dflt, &clock, &empty, &on_empty)) {
         return -1;
     }
     if (!typed_args_ok(blocks, cls)) {
         return -1;
+    }
+    if ((empty == Py_None) != (on_empty == Py_None) ||
+        (empty != Py_None && !PyExceptionClass_Check(empty))) {
+        PyErr_SetString(PyExc_TypeError, "TypedNext() takes empty (an exception class) and on_empty together");
+        return -1;
+    }
+    if (empty == Py_None) {
+        Py_CLEAR(self->empty);
+        Py_CLEAR(self->on_empty);
+    } else {
+        Py_INCREF(empty);
+        Py_XSETREF(self->empty, empty);
+        Py_INCREF(on_empty);
+        Py_XSETREF(self->on_empty, on_empty);
     }
     Py_INCREF(next);
     Py_XSETREF(self->next, next);
@@ -1835,9 +1861,17 @@ tnext_call(TypedNext *self, PyObject *const *args, size_t nargsf, PyObject *kwna
     }
     PyObject *msg = PyObject_CallOneArg(self->next, timeout);
     if (msg == NULL) {
+        PyObject *res = NULL;
+        if (self->empty != NULL && PyErr_ExceptionMatches(self->empty)) {
+            PyErr_Clear(); /* the wait timed out: the source words its error */
+            PyObject *on_empty = self->on_empty;
+            Py_INCREF(on_empty);
+            res = PyObject_CallOneArg(on_empty, timeout);
+            Py_DECREF(on_empty);
+        }
         Py_DECREF(timeout);
         Py_DECREF(started);
-        return NULL;
+        return res;
     }
     PyObject *typed = typed_of_impl(msg, self->blocks, self->plain, (PyTypeObject *)self->cls);
     if (typed != Py_None) {
@@ -1871,7 +1905,8 @@ static PyTypeObject TypedNextType = {
     .tp_basicsize = sizeof(TypedNext),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(TypedNext, vectorcall),
-    .tp_doc = "TypedNext(read, blocks, plain, cls, after, full, default, clock): a typed next_msg in one call.",
+    .tp_doc = "TypedNext(read, blocks, plain, cls, after, full, default, clock, empty=None, on_empty=None): "
+              "a typed next_msg in one call.",
     .tp_new = tnext_new,
     .tp_init = (initproc)tnext_init,
     .tp_dealloc = (destructor)tnext_dealloc,
