@@ -120,6 +120,10 @@ number(const char *s, Py_ssize_t len, Py_ssize_t *out)
     return 1;
 }
 
+/* The last header block scan() made, kept for the next call (up to this size). */
+static PyObject *shared_hdr = NULL;
+#define SHARED_HDR_MAX 512
+
 static PyObject *
 scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -161,9 +165,11 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t last_len = -1;
     /* Likewise the header block of the previous HMSG: a publisher's messages
      * often carry the same one (a content type), and one shared bytes object
-     * is hashed once for every reader that looks it up (bytes are immutable,
-     * so sharing it is invisible otherwise). */
-    PyObject *last_hdr = NULL;
+     * is hashed once for every reader that looks it up, and found by identity
+     * (bytes are immutable, so sharing it is invisible otherwise). It carries
+     * over from the previous call (any parser's: the GIL is held throughout). */
+    PyObject *last_hdr = shared_hdr;
+    Py_XINCREF(last_hdr);
     while (pos < n) {
         const char *p = data + pos;
         Py_ssize_t left = n - pos;
@@ -305,6 +311,10 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         pos = (start + total + 2) - data;
     }
     Py_XDECREF(last_subject);
+    if (last_hdr != NULL && last_hdr != shared_hdr && PyBytes_GET_SIZE(last_hdr) <= SHARED_HDR_MAX) {
+        Py_INCREF(last_hdr);
+        Py_XSETREF(shared_hdr, last_hdr);
+    }
     Py_XDECREF(last_hdr);
     PyObject *newpos = PyLong_FromSsize_t(pos);
     if (newpos == NULL) {

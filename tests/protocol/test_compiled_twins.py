@@ -446,3 +446,7 @@ def test_the_compiled_scanner_shares_a_header_block_repeated_from_one_message_to
     assert hdrs[0] is hdrs[1] is hdrs[3]  # a message without headers between changes nothing
     assert hdrs[4] is hdrs[5]
     assert hdrs[4] is not hdrs[3] and hdrs[6] is not hdrs[5] and hdrs[7] is not hdrs[6]
+    # The next read's first message with the same block gets it too (a block per read cost an
+    # allocation, and a typed reader's look-up a comparison of the bytes, for every read).
+    more, _ = _speedups.scan(b"HMSG s 1 %d %d\r\n%b{}\r\n" % (len(a), len(a) + 2, a), 0, Msg, 1 << 20, 4096)
+    assert more[0].raw_headers is hdrs[7]
