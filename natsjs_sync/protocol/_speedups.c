@@ -2075,6 +2075,67 @@ static PyTypeObject TypedPublishType = {
     .tp_call = PyVectorcall_Call,
 };
 
+/*
+ * cached_block(headers, blocks) -> bytes | None
+ *
+ * The header block blocks holds for headers when headers is a plain dict of
+ * 1 to 8 pairs of exact str (the key is the tuple of its pairs, in order),
+ * else None. The Python twin, and the reference, is
+ * natsjs_sync.protocol.headers.cached_block_py (8 is its _PAIRS_MAX). Only
+ * exact str go into the key: hashing and comparing them runs no Python code.
+ */
+#define CACHED_PAIRS_MAX 8
+
+static PyObject *
+cached_block(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "cached_block(headers, blocks: dict)");
+        return NULL;
+    }
+    PyObject *headers = args[0];
+    if (!PyDict_CheckExact(headers)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(headers);
+    if (n <= 0 || n > CACHED_PAIRS_MAX) {
+        Py_RETURN_NONE;
+    }
+    PyObject *key = PyTuple_New(n); /* unset items are NULL: freed as such on an early exit */
+    if (key == NULL) {
+        return NULL;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(headers, &pos, &k, &v)) {
+        if (i >= n || !PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v)) {
+            Py_DECREF(key);
+            Py_RETURN_NONE;
+        }
+        PyObject *pair = PyTuple_Pack(2, k, v);
+        if (pair == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(key, i, pair);
+        i++;
+    }
+    if (i != n) {
+        Py_DECREF(key);
+        Py_RETURN_NONE;
+    }
+    PyObject *block = PyDict_GetItemWithError(args[1], key); /* borrowed */
+    Py_DECREF(key);
+    if (block == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(block);
+    return block;
+}
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_O, "Read the slot offsets of the Msg class."},
     {"accepts", (PyCFunction)accepts, METH_O, "Whether scan() can build instances of this class."},
@@ -2087,6 +2148,8 @@ static PyMethodDef methods[] = {
      "typed_of(msg, blocks, plain, cls) -> a TypedMsg, or None: the slow path decides"},
     {"send_nowait", (PyCFunction)(void (*)(void))send_nowait, METH_FASTCALL,
      "send_nowait(fd, data) -> int: one send that never waits; the bytes taken (0: none)"},
+    {"cached_block", (PyCFunction)(void (*)(void))cached_block, METH_FASTCALL,
+     "cached_block(headers, blocks) -> the block cached for a plain dict of str pairs, or None"},
     {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
      "route_run(events, start, routes, cls, stats) -> stop: count a run of messages, then route it"},
     {NULL, NULL, 0, NULL},
