@@ -27,7 +27,7 @@ from ._timeout import USE_DEFAULT, Deadline, TimeoutArg
 from .errors import ConnectionClosedError
 from .msg import Msg
 from .protocol.connection import ConnState
-from .protocol.headers import HeadersInput
+from .protocol.headers import HeadersInput, encode_headers
 from .protocol.subjects import validate_subscribe_subject
 from .subscription import MsgHandler, Subscription
 
@@ -188,8 +188,20 @@ class Client:
             OutboundBufferLimitError: reconnecting and the buffer is full.
             ConnectionClosedError: the client is closed.
         """
-        if headers is None and not reply and self._outlet(subject, payload):
-            return  # the common case in one call (compiled where built; see _core/outlet.py)
+        if not reply:
+            if headers is None:
+                if self._outlet(subject, payload):
+                    return  # the common case in one call (compiled where built; see _core/outlet.py)
+            elif payload.__class__ is bytes:
+                # With headers, the same call lays out the HPUB frame around their block
+                # (encoded once per distinct set of str pairs, see encode_headers).
+                try:
+                    block = encode_headers(headers)
+                except Exception:  # the general path raises it (after checking the subject)
+                    pass
+                else:
+                    if self._outlet(subject, payload, block):
+                        return
         self._conn.publish(subject, payload, reply, headers)
 
     def publish_now(

@@ -6,7 +6,7 @@ import functools
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ._core.inlet import Inlet
 from ._core.options import DEFAULT_PENDING_BYTES_LIMIT, DEFAULT_PENDING_MSGS_LIMIT, UNLIMITED
@@ -275,7 +275,23 @@ class Subscription(TypedReads):
             msg: Msg = self._inlet.take(timeout)  # the common case in one call (compiled where built)
             return msg
         except queue.Empty:  # only from take's own wait, which takes a plain number of seconds
-            raise TimeoutError(f"no message on {self.subject!r} within {float(timeout)} s") from None  # type: ignore[arg-type]
+            self._timed_out(timeout)
+
+    def _timed_out(self, timeout: TimeoutArg) -> NoReturn:
+        """Raise :meth:`next_msg`'s error for a wait of ``timeout`` seconds that took nothing."""
+        raise TimeoutError(f"no message on {self.subject!r} within {float(timeout)} s") from None  # type: ignore[arg-type]
+
+    def _next_msg_parts(self) -> tuple[Callable[[TimeoutArg], Msg], type[BaseException],
+                                       Callable[[TimeoutArg], NoReturn]] | None:
+        """:meth:`next_msg` in parts for a compiled caller: ``(take, empty, timed_out)``.
+
+        ``take(timeout)`` is the message, or raises ``empty`` when its wait
+        timed out; ``timed_out(timeout)`` then raises the error :meth:`next_msg`
+        raises. ``None`` when a subclass reads otherwise.
+        """
+        if type(self).next_msg is not Subscription.next_msg:
+            return None
+        return self._inlet.take, queue.Empty, self._timed_out
 
     def _take_other(self, timeout: TimeoutArg, item: object) -> Msg:
         """:meth:`next_msg` beyond the common case (the inlet's ``on_take``): ``item``

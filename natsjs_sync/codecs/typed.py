@@ -388,11 +388,15 @@ class TypedReader(Generic[T]):
                 and type(self).next_msg is TypedReader.next_msg):
             # next_msg in one compiled call (the method below is its reference). It holds the
             # source and the decoding, not this view: dropping the view frees it at once.
+            # A subscription's next_msg comes in parts: its queue's take, called without a
+            # Python frame in between, and what words the timeout (as next_msg does).
+            parts = getattr(source, "_next_msg_parts", None)
+            read, empty, on_empty = (parts() if parts is not None else None) or (source.next_msg, None, None)
             self.next_msg = _TypedNext(  # type: ignore[method-assign]
-                source.next_msg, decoding._blocks, decoding._plain, TypedMsg,
+                read, decoding._blocks, decoding._plain, TypedMsg,
                 functools.partial(_after_next, source, decoding),
                 functools.partial(_read_next, source, decoding), 1.0,
-                None if on_decode_error is None else time.monotonic)
+                None if on_decode_error is None else time.monotonic, empty, on_empty)
 
     @property
     def source(self) -> Any:

@@ -120,6 +120,10 @@ number(const char *s, Py_ssize_t len, Py_ssize_t *out)
     return 1;
 }
 
+/* The last header block scan() made, kept for the next call (up to this size). */
+static PyObject *shared_hdr = NULL;
+#define SHARED_HDR_MAX 512
+
 static PyObject *
 scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -161,9 +165,11 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t last_len = -1;
     /* Likewise the header block of the previous HMSG: a publisher's messages
      * often carry the same one (a content type), and one shared bytes object
-     * is hashed once for every reader that looks it up (bytes are immutable,
-     * so sharing it is invisible otherwise). */
-    PyObject *last_hdr = NULL;
+     * is hashed once for every reader that looks it up, and found by identity
+     * (bytes are immutable, so sharing it is invisible otherwise). It carries
+     * over from the previous call (any parser's: the GIL is held throughout). */
+    PyObject *last_hdr = shared_hdr;
+    Py_XINCREF(last_hdr);
     while (pos < n) {
         const char *p = data + pos;
         Py_ssize_t left = n - pos;
@@ -305,6 +311,10 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         pos = (start + total + 2) - data;
     }
     Py_XDECREF(last_subject);
+    if (last_hdr != NULL && last_hdr != shared_hdr && PyBytes_GET_SIZE(last_hdr) <= SHARED_HDR_MAX) {
+        Py_INCREF(last_hdr);
+        Py_XSETREF(shared_hdr, last_hdr);
+    }
     Py_XDECREF(last_hdr);
     PyObject *newpos = PyLong_FromSsize_t(pos);
     if (newpos == NULL) {
@@ -1916,11 +1926,18 @@ typed_of(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
  * that gives None, after(msg, timeout, started) decides (the time the read
  * started bounds what comes after a dead letter). Any other call goes to
  * full(...) as made.
+ *
+ * With empty (an exception class) and on_empty, read is the source's next_msg
+ * in parts: read raising empty is the wait that timed out, and on_empty(timeout)
+ * raises the source's error for it (a subscription gives its inlet's take,
+ * queue.Empty and the method that words its TimeoutError: no Python frame per
+ * message between this call and the queue).
  */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt, *clock;
+    PyObject *empty, *on_empty; /* NULL: read raises what it raises */
 } TypedNext;
 
 static PyObject *str_timeout; /* interned at import */
@@ -1936,6 +1953,8 @@ tnext_traverse(TypedNext *self, visitproc visit, void *arg)
     Py_VISIT(self->full);
     Py_VISIT(self->dflt);
     Py_VISIT(self->clock);
+    Py_VISIT(self->empty);
+    Py_VISIT(self->on_empty);
     return 0;
 }
 
@@ -1950,6 +1969,8 @@ tnext_clear(TypedNext *self)
     Py_CLEAR(self->full);
     Py_CLEAR(self->dflt);
     Py_CLEAR(self->clock);
+    Py_CLEAR(self->empty);
+    Py_CLEAR(self->on_empty);
     return 0;
 }
 
@@ -1964,14 +1985,29 @@ tnext_dealloc(TypedNext *self)
 static int
 tnext_init(TypedNext *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"read", "blocks", "plain", "cls", "after", "full", "default", "clock", NULL};
-    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt, *clock;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOO", kwlist, &next, &blocks, &plain, &cls, &after, &full,
-                                     &dflt, &clock)) {
+    static char *kwlist[] = {"read", "blocks", "plain", "cls", "after", "full", "default", "clock", "empty",
+                             "on_empty", NULL};
+    PyObject *next, *blocks, *plain, *cls, *after, *full, *dflt, *clock, *empty = Py_None, *on_empty = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOO|OO", kwlist, &next, &blocks, &plain, &cls, &after, &full,
+                                     &dflt, &clock, &empty, &on_empty)) {
         return -1;
     }
     if (!typed_args_ok(blocks, cls)) {
         return -1;
+    }
+    if ((empty == Py_None) != (on_empty == Py_None) ||
+        (empty != Py_None && !PyExceptionClass_Check(empty))) {
+        PyErr_SetString(PyExc_TypeError, "TypedNext() takes empty (an exception class) and on_empty together");
+        return -1;
+    }
+    if (empty == Py_None) {
+        Py_CLEAR(self->empty);
+        Py_CLEAR(self->on_empty);
+    } else {
+        Py_INCREF(empty);
+        Py_XSETREF(self->empty, empty);
+        Py_INCREF(on_empty);
+        Py_XSETREF(self->on_empty, on_empty);
     }
     Py_INCREF(next);
     Py_XSETREF(self->next, next);
@@ -2030,9 +2066,17 @@ tnext_call(TypedNext *self, PyObject *const *args, size_t nargsf, PyObject *kwna
     }
     PyObject *msg = PyObject_CallOneArg(self->next, timeout);
     if (msg == NULL) {
+        PyObject *res = NULL;
+        if (self->empty != NULL && PyErr_ExceptionMatches(self->empty)) {
+            PyErr_Clear(); /* the wait timed out: the source words its error */
+            PyObject *on_empty = self->on_empty;
+            Py_INCREF(on_empty);
+            res = PyObject_CallOneArg(on_empty, timeout);
+            Py_DECREF(on_empty);
+        }
         Py_DECREF(timeout);
         Py_DECREF(started);
-        return NULL;
+        return res;
     }
     PyObject *typed = typed_of_impl(msg, self->blocks, self->plain, (PyTypeObject *)self->cls);
     if (typed != Py_None) {
@@ -2066,7 +2110,8 @@ static PyTypeObject TypedNextType = {
     .tp_basicsize = sizeof(TypedNext),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(TypedNext, vectorcall),
-    .tp_doc = "TypedNext(read, blocks, plain, cls, after, full, default, clock): a typed next_msg in one call.",
+    .tp_doc = "TypedNext(read, blocks, plain, cls, after, full, default, clock, empty=None, on_empty=None): "
+              "a typed next_msg in one call.",
     .tp_new = tnext_new,
     .tp_init = (initproc)tnext_init,
     .tp_dealloc = (destructor)tnext_dealloc,
@@ -2225,6 +2270,67 @@ static PyTypeObject TypedPublishType = {
     .tp_call = PyVectorcall_Call,
 };
 
+/*
+ * cached_block(headers, blocks) -> bytes | None
+ *
+ * The header block blocks holds for headers when headers is a plain dict of
+ * 1 to 8 pairs of exact str (the key is the tuple of its pairs, in order),
+ * else None. The Python twin, and the reference, is
+ * natsjs_sync.protocol.headers.cached_block_py (8 is its _PAIRS_MAX). Only
+ * exact str go into the key: hashing and comparing them runs no Python code.
+ */
+#define CACHED_PAIRS_MAX 8
+
+static PyObject *
+cached_block(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "cached_block(headers, blocks: dict)");
+        return NULL;
+    }
+    PyObject *headers = args[0];
+    if (!PyDict_CheckExact(headers)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(headers);
+    if (n <= 0 || n > CACHED_PAIRS_MAX) {
+        Py_RETURN_NONE;
+    }
+    PyObject *key = PyTuple_New(n); /* unset items are NULL: freed as such on an early exit */
+    if (key == NULL) {
+        return NULL;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(headers, &pos, &k, &v)) {
+        if (i >= n || !PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v)) {
+            Py_DECREF(key);
+            Py_RETURN_NONE;
+        }
+        PyObject *pair = PyTuple_Pack(2, k, v);
+        if (pair == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(key, i, pair);
+        i++;
+    }
+    if (i != n) {
+        Py_DECREF(key);
+        Py_RETURN_NONE;
+    }
+    PyObject *block = PyDict_GetItemWithError(args[1], key); /* borrowed */
+    Py_DECREF(key);
+    if (block == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(block);
+    return block;
+}
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_O, "Read the slot offsets of the Msg class."},
     {"accepts", (PyCFunction)accepts, METH_O, "Whether scan() can build instances of this class."},
@@ -2238,6 +2344,8 @@ static PyMethodDef methods[] = {
     {"send_nowait", (PyCFunction)(void (*)(void))send_nowait, METH_FASTCALL,
      "send_nowait(fd, data[, owner, record]) -> int: one send that never waits; the bytes taken "
      "(0: none); with owner, owner.written = record once data is taken whole"},
+    {"cached_block", (PyCFunction)(void (*)(void))cached_block, METH_FASTCALL,
+     "cached_block(headers, blocks) -> the block cached for a plain dict of str pairs, or None"},
     {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
      "route_run(events, start, routes, cls, stats) -> stop: count a run of messages, then route it"},
     {NULL, NULL, 0, NULL},

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Union
 
 from ..errors import BadHeaderError, ProtocolError
+from ._compiled import twin
 
 HEADER_LINE = b"NATS/1.0"
 _CRLF = b"\r\n"
@@ -116,6 +117,26 @@ _PAIRS_MAX = 8
 _BLOCK_BYTES_MAX = 1024
 
 
+def cached_block_py(headers: object, blocks: dict[tuple[tuple[str, str], ...], bytes]) -> bytes | None:
+    """The block ``blocks`` holds for ``headers``, when that is a plain dict of 1 to
+    ``_PAIRS_MAX`` pairs of exact ``str`` (its pairs, in order, are the key); else ``None``.
+
+    Any other value (a number, a list, a ``str`` subclass) may compare equal to a
+    ``str`` and format differently: such pairs are never looked up. The compiled
+    twin is ``_speedups.cached_block``.
+    """
+    if headers.__class__ is not dict or not 0 < len(headers) <= _PAIRS_MAX:
+        return None
+    key = tuple(headers.items())
+    for k, v in key:
+        if k.__class__ is not str or v.__class__ is not str:
+            return None
+    return blocks.get(key)
+
+
+_cached_block = twin("cached_block", cached_block_py)
+
+
 def encode_headers(
     headers: HeadersInput | None,
     status: int | None = None,
@@ -127,22 +148,21 @@ def encode_headers(
         BadHeaderError: a key or value that cannot be sent (a control character
             in a key, CR or LF in a value, a lone surrogate in either).
     """
-    if status is None and headers.__class__ is dict and 0 < len(headers) <= _PAIRS_MAX:
-        pairs_key = tuple(headers.items())
-        # Only pairs of exact str are kept: any other value (a number, a list, a str
-        # subclass) may compare equal to a str and format differently.
-        for k, v in pairs_key:
-            if k.__class__ is not str or v.__class__ is not str:
-                break
-        else:
-            block = _BLOCKS.get(pairs_key)
-            if block is None:
-                block = _encode_headers(headers, None, "")
+    if status is None:
+        block = _cached_block(headers, _BLOCKS)
+        if block is not None:
+            return block
+        if headers.__class__ is dict and 0 < len(headers) <= _PAIRS_MAX:
+            pairs_key = tuple(headers.items())
+            # Only pairs of exact str are kept: any other value (a number, a list, a str
+            # subclass) may compare equal to a str and format differently.
+            if all(k.__class__ is str and v.__class__ is str for k, v in pairs_key):
+                block = _encode_headers(headers, None, "")  # not cached yet
                 if len(block) <= _BLOCK_BYTES_MAX:
                     if len(_BLOCKS) >= _BLOCKS_MAX:
                         _BLOCKS.clear()
                     _BLOCKS[pairs_key] = block
-            return block
+                return block
     return _encode_headers(headers, status, description)
 
 

@@ -254,3 +254,46 @@ def test_a_typed_publish_in_one_call_encodes_as_often_as_the_method(nc: nats.Cli
     assert counts == [4, 4]  # twice for the refused value: the hot path's encoder, then encode() for the error
     nc.flush()
     assert [sub.next_msg(5).data for _ in range(4)] == [b'{"n":1}', b'{"n":2}'] * 2
+
+
+def test_a_typed_read_of_a_subscription_runs_no_python_code_per_message(nc: nats.Client) -> None:
+    """The compiled typed next_msg takes from the subscription's queue itself: no Python
+    frame (Subscription.next_msg's) between the call and the message, which cost a typed
+    reader more than the decode's own work."""
+    import sys
+
+    if typed_mod._TypedNext is None:
+        pytest.skip("without the compiled extension the method is the path")
+    subject = f"typed.frames.{next_nuid()}"
+    sub = nc.subscribe(subject)
+    reader = sub.typed(Order)
+    for _ in range(3):
+        nc.typed(subject, Order).publish(Order(1, "tea"))
+    nc.flush()
+    assert reader.next_msg(5).value == Order(1, "tea")  # the first one teaches the reader the header block
+    frames: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            frames.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        got = [reader.next_msg(5).value, reader.next_msg(5).value]  # no comprehension: it is a frame itself
+    finally:
+        sys.setprofile(None)
+    assert got == [Order(1, "tea")] * 2
+    assert frames == []
+
+
+def test_a_typed_read_of_a_subscription_times_out_as_next_msg_does(nc: nats.Client) -> None:
+    sub = nc.subscribe(f"typed.timeout.{next_nuid()}")
+    reader = sub.typed(Order)
+    errors = []
+    for read in (sub.next_msg, reader.next_msg, lambda timeout: TypedReader.next_msg(reader, timeout)):
+        with pytest.raises(nats.errors.TimeoutError) as info:
+            read(timeout=0.01)
+        errors.append(str(info.value))
+    assert errors == [errors[0]] * 3 and sub.subject in errors[0]
+    nc.publish(sub.subject, JSON_DATA)
+    assert reader.next_msg(timeout=5).value == Order(1, "tea")  # a timeout leaves the reader usable

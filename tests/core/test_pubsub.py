@@ -25,6 +25,38 @@ def test_publish_and_receive_with_headers(nc: nats.Client) -> None:
     assert m1.reply == "" and m3.reply == ""  # no reply subject: "" (nats-py and nats.go alike)
 
 
+def test_a_publish_with_headers_lays_out_its_frame_in_one_call(nc: nats.Client) -> None:
+    """Headers (encoded once per distinct set of pairs) go out through the same one-call
+    path as a plain publish, not the general one (which cost such a publish 2.7 us, 9x
+    a plain one); what arrives, the counters and the errors are the general path's."""
+    import sys
+
+    sub = nc.subscribe("pubsub.headed")
+    headers = {"content-type": "application/json", "X-Id": "1"}
+    nc.publish("pubsub.headed", b"{}", headers=headers)  # the first validates the subject
+    frames: list[str] = []
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        if event == "call":
+            frames.append(frame.f_code.co_name)  # type: ignore[attr-defined]
+
+    sys.setprofile(profile)
+    try:
+        nc.publish("pubsub.headed", b"{}", headers=headers)
+    finally:
+        sys.setprofile(None)
+    assert frames[:2] == ["publish", "encode_headers"]  # then, without the extension, the twins' own frames
+    assert not {"encode", "hpub", "append"} & set(frames)  # the general path's
+    nc.publish("pubsub.headed", b"[]", headers={"X-List": ["a", "b"]})  # not cached: encoded each time
+    got = [sub.next_msg(timeout=5) for _ in range(3)]
+    assert [m.headers for m in got[:2]] == [headers, headers] and got[0].raw_headers == got[1].raw_headers
+    assert got[2].headers is not None and got[2].headers.get_all("X-List") == ["a", "b"] and got[2].data == b"[]"
+    assert nc.stats.out_msgs == 3
+    assert nc.stats.out_bytes == sum(len(m.raw_headers or b"") + len(m.data) for m in got)
+    with pytest.raises(nats.BadSubjectError):  # the subject is checked first, as before
+        nc.publish("bad subject", b"", headers={"bad key": "v"})
+
+
 def test_empty_payload_and_binary_payload(nc: nats.Client) -> None:
     sub = nc.subscribe("pubsub.bin")
     payload = bytes(range(256)) + b"\r\nMSG fake 1 0\r\n\r\n"

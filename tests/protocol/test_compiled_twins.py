@@ -447,6 +447,37 @@ def test_the_compiled_scanner_shares_a_header_block_repeated_from_one_message_to
     assert hdrs[0] is hdrs[1] is hdrs[3]  # a message without headers between changes nothing
     assert hdrs[4] is hdrs[5]
     assert hdrs[4] is not hdrs[3] and hdrs[6] is not hdrs[5] and hdrs[7] is not hdrs[6]
+    # The next read's first message with the same block gets it too (a block per read cost an
+    # allocation, and a typed reader's look-up a comparison of the bytes, for every read).
+    more, _ = _speedups.scan(b"HMSG s 1 %d %d\r\n%b{}\r\n" % (len(a), len(a) + 2, a), 0, Msg, 1 << 20, 4096)
+    assert more[0].raw_headers is hdrs[7]
+
+
+def test_cached_block_twins_look_up_only_plain_dicts_of_str_pairs() -> None:
+    """The header block cache is read for a plain dict of 1 to 8 pairs of exact str (the
+    tuple of its pairs, in order, is the key), by both twins alike; anything else (a
+    value that may compare equal to a str and format differently) is never looked up."""
+    from natsjs_sync.protocol import _compiled
+    from natsjs_sync.protocol import headers as headers_mod
+
+    class Text(str):
+        pass
+
+    twins = [headers_mod.cached_block_py]
+    if _compiled.speedups is not None:
+        twins.append(_compiled.speedups.cached_block)
+        assert headers_mod._cached_block is _compiled.speedups.cached_block
+    eight = {f"k{i}": "v" for i in range(8)}
+    nine = {**eight, "k8": "v"}
+    blocks = {(("a", "1"),): b"A", (("a", "1"), ("b", "2")): b"AB", tuple(eight.items()): b"8",
+              tuple(nine.items()): b"9"}
+    cases: list[object] = [{"a": "1"}, {"a": "1", "b": "2"}, {"b": "2", "a": "1"}, eight, nine, {}, {"a": "2"},
+                           {"a": Text("1")}, {Text("a"): "1"}, {"a": ["1"]}, {"a": 1}, headers_mod.Headers(a="1"),
+                           [("a", "1")], None, "a"]
+    results = [[cached_block(case, blocks) for case in cases] for cached_block in twins]
+    assert results[0] == [b"A", b"AB", None, b"8", None, None, None, None, None, None, None, None, None, None,
+                          None]
+    assert all(r == results[0] for r in results)
 
 
 def _send_locks() -> list:
