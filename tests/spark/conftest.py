@@ -102,6 +102,28 @@ def spark(spark_server: NatsServer, tmp_path_factory: pytest.TempPathFactory) ->
                 os.environ[k] = v
 
 
+def make_active(spark: Any) -> None:
+    """Make ``spark`` the active session of the JVM thread that serves this Python thread.
+
+    A write (``DataFrameWriter.save``) looks a Python data source up in that thread's active
+    session (``DataSource.lookupDataSource``: ``SparkSession.getActiveSession``), not in the
+    DataFrame's session; a read resolves it inside the session's ``withActive``. PySpark sets
+    the active session only in the JVM thread where the session was created (and as a side
+    effect of ``createDataFrame``). When this process's Py4J connection for the thread is
+    replaced, its new JVM thread has none, and every write fails with DATA_SOURCE_NOT_FOUND
+    while reads go on working.
+    """
+    spark._jvm.org.apache.spark.sql.classic.SparkSession.setActiveSession(spark._jsparkSession)  # as PySpark does
+
+
+@pytest.fixture(autouse=True)
+def spark_active(request: pytest.FixtureRequest) -> None:
+    """Each test that uses the session starts with it active in its thread's JVM thread (see
+    :func:`make_active`), whatever an earlier test did to this process's Py4J connections."""
+    if "spark" in request.fixturenames:
+        make_active(request.getfixturevalue("spark"))
+
+
 @pytest.fixture(autouse=True)
 def close_shared_clients() -> Iterator[None]:
     """The driver side of the data source uses this process's shared clients: close them per test."""

@@ -152,6 +152,33 @@ def test_bad_options_fail_at_load_and_save_naming_them(spark: Any, server: NatsS
     assert js.stream("OPTS").info().state.messages == 0  # nothing was sent
 
 
+def test_a_write_finds_the_source_in_the_session_active_in_its_thread(spark: Any, server: NatsServer,
+                                                                       js: Any) -> None:
+    """Spark looks a Python data source up for a write in the session active in the JVM thread that
+    serves the calling thread, not in the DataFrame's session (a read looks in the DataFrame's): with
+    none there a write fails with DATA_SOURCE_NOT_FOUND, registered or not. Earlier tests can leave
+    this thread so (some Spark jobs end with it cleared, and a fork made from another thread cuts
+    the thread's Py4J connection: the new one is served by a new JVM thread, which has none); each
+    Spark test starts with the session made active again (``make_active``, a fixture of conftest)."""
+    from .conftest import make_active
+
+    _stream(js, "ACTIVE")
+    df = spark.range(3).selectExpr("'active.x' as subject", "cast(id as string) as data")
+
+    def write() -> None:
+        df.write.format("jetstream").option("servers", server.url).mode("append").save()
+
+    spark._jvm.org.apache.spark.sql.classic.SparkSession.clearActiveSession()
+    try:
+        assert _read(spark, server, "ACTIVE").count() == 0  # a read finds the source
+        with pytest.raises(Exception, match="DATA_SOURCE_NOT_FOUND"):
+            write()
+    finally:
+        make_active(spark)
+    write()
+    assert js.stream("ACTIVE").info().state.messages == 3
+
+
 def test_missing_stream_is_named_in_batch_and_streaming(spark: Any, server: NatsServer, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="stream 'NOPE' \\(option 'stream'\\) does not exist") as exc:
         _read(spark, server, "NOPE").count()
