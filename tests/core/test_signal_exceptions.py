@@ -136,6 +136,17 @@ def server() -> Iterator[NatsServer]:
         yield s
 
 
+@pytest.fixture(params=[pytest.param(True, id="compiled"), pytest.param(False, id="pure")])
+def send_lock_twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Runs a test with the compiled send lock, then with its Python twin (True: compiled)."""
+    compiled: bool = request.param
+    if compiled and speedups is None:
+        pytest.skip("the compiled extension is not in use")
+    if not compiled:
+        monkeypatch.setattr(writer_module, "speedups", None)  # the Python twin of SendLock
+    return compiled
+
+
 @pytest.mark.parametrize("compiled", [pytest.param(True, id="compiled"), pytest.param(False, id="pure")])
 def test_a_client_outlives_exceptions_raised_into_its_writes(server: NatsServer, compiled: bool) -> None:
     if compiled and speedups is None:
@@ -252,16 +263,11 @@ def _still_usable(client: nats.Client, where: str) -> bool:
     return lost
 
 
-@pytest.mark.parametrize("compiled", [pytest.param(True, id="compiled"), pytest.param(False, id="pure")])
-def test_an_exception_at_any_check_point_of_a_write_leaves_the_client_usable(
-        server: NatsServer, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_exception_at_any_check_point_of_a_write_leaves_the_client_usable(server: NatsServer,
+                                                                           send_lock_twin: bool) -> None:
     # Deterministic: each operation runs again and again with an exception raised at its
     # 1st, 2nd, ... check point, until it runs through. After each, the client flushes and
     # answers a request (a send lock left held would keep the PING and the request unsent).
-    if compiled and speedups is None:
-        pytest.skip("the compiled extension is not in use")
-    if not compiled:
-        monkeypatch.setattr(writer_module, "speedups", None)  # the Python twin of SendLock
     cache: dict[types.CodeType, frozenset[int]] = {}
     with nats.connect(server.url, name="responder") as responder, \
             nats.connect(server.url, name="interrupted", reconnect_time_wait=0.01, reconnect_jitter=0) as nc, \
@@ -445,17 +451,12 @@ class CallOnEntry:
             self.handler()
 
 
-@pytest.mark.parametrize("compiled", [pytest.param(True, id="compiled"), pytest.param(False, id="pure")])
 def test_a_signal_handler_closing_the_client_mid_write_never_lets_go_of_that_writes_hold(
-        server: NatsServer, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+        server: NatsServer, send_lock_twin: bool) -> None:
     # The handler (a SIGTERM's that closes the client, say) runs on the thread that holds the
     # send lock for the write it interrupted. The close's last flush let go of the send lock
     # because this thread held it: the interrupted write went on without it (another thread's
     # write could run beside it), and its own release failed: a RuntimeError from publish_now.
-    if compiled and speedups is None:
-        pytest.skip("the compiled extension is not in use")
-    if not compiled:
-        monkeypatch.setattr(writer_module, "speedups", None)
     with nats.connect(server.url, reconnect_time_wait=0.01, reconnect_jitter=0) as nc:
         nc.flush(timeout=5)
         send_lock = nc._conn.writer.send_lock
@@ -478,16 +479,10 @@ def test_a_signal_handler_closing_the_client_mid_write_never_lets_go_of_that_wri
         assert not send_lock.locked()
 
 
-@pytest.mark.parametrize("compiled", [pytest.param(True, id="compiled"), pytest.param(False, id="pure")])
-def test_a_signal_handler_whose_publish_fails_mid_write_never_lets_go_of_that_writes_hold(
-        compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_signal_handler_whose_publish_fails_mid_write_never_lets_go_of_that_writes_hold(send_lock_twin: bool) -> None:
     # The handler publishes while the client reconnects, past the reconnect buffer: its
     # publish_now fails (OutboundBufferLimitError), and its handler let go of the send lock
     # because this thread held it, for the write the signal interrupted.
-    if compiled and speedups is None:
-        pytest.skip("the compiled extension is not in use")
-    if not compiled:
-        monkeypatch.setattr(writer_module, "speedups", None)
     disconnected = threading.Event()
     with NatsServer(jetstream=False) as own, \
             nats.connect(own.url, pending_size=1024, reconnect_time_wait=30,
