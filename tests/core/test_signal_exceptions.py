@@ -369,21 +369,24 @@ def test_an_exception_as_the_send_returns_costs_no_reconnect(server: NatsServer,
 
 
 class RaiseOnEntry:
-    """A trace or profile function raising :class:`Injected` as ``code`` is entered (once:
-    a hook that raises is removed at once), after calling ``before``. A trace function and a
-    profile function are two hooks: one of each raises twice in one operation, as a second
-    signal's handler would."""
+    """A trace or profile function calling ``before`` as ``code`` is entered (once), then
+    raising :class:`Injected` (a hook that raises is removed at once) unless ``raises`` is
+    false: then it stands for a signal handler that uses the client at that point of the
+    thread it interrupted. A trace function and a profile function are two hooks: one of
+    each raises twice in one operation, as a second signal's handler would."""
 
-    def __init__(self, code: types.CodeType, before: Callable[[], object] = lambda: None):
+    def __init__(self, code: types.CodeType, before: Callable[[], object] = lambda: None, raises: bool = True):
         self.code = code
         self.before = before
+        self.raises = raises
         self.fired = False
 
     def __call__(self, frame: types.FrameType, event: str, arg: object) -> None:
         if event == "call" and frame.f_code is self.code and not self.fired:
             self.fired = True
             self.before()
-            raise Injected(self.code.co_qualname)
+            if self.raises:
+                raise Injected(self.code.co_qualname)
 
 
 def test_a_write_cut_short_leaves_what_others_buffered_meanwhile_to_the_next_connection(
@@ -436,19 +439,20 @@ def test_an_exception_raised_into_the_abort_of_a_cut_write_leaves_the_client_usa
         _still_usable(nc, "after a cut write whose abort was cut short")
 
 
-class CallOnEntry:
-    """A trace function calling ``handler`` as ``code`` is entered, once: a signal handler
-    that uses the client, run at that point of the thread it interrupted."""
-
-    def __init__(self, code: types.CodeType, handler: Callable[[], object]):
-        self.code = code
-        self.handler = handler
-        self.called = False
-
-    def __call__(self, frame: types.FrameType, event: str, arg: object) -> None:
-        if event == "call" and frame.f_code is self.code and not self.called:
-            self.called = True
-            self.handler()
+def _publish_now_interrupted_by(nc: nats.Client, handler: Callable[[], object]) -> bool:
+    """``nc.publish_now`` with ``handler`` run as its write enters the transport (a signal
+    handler using the client mid-write); whether it ran. The publish may fail: the handler
+    may close the client or lose its connection under it."""
+    tracer = RaiseOnEntry(transport_module.TcpTransport.write.__code__, handler, raises=False)
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        nc.publish_now("sink", b"p")
+    except NatsError:
+        pass
+    finally:
+        sys.settrace(previous)
+    return tracer.fired
 
 
 def test_a_signal_handler_closing_the_client_mid_write_never_lets_go_of_that_writes_hold(
@@ -466,16 +470,7 @@ def test_a_signal_handler_closing_the_client_mid_write_never_lets_go_of_that_wri
             nc.close()
             held.append(send_lock.mine())  # still the interrupted write's
 
-        tracer = CallOnEntry(transport_module.TcpTransport.write.__code__, on_signal)
-        previous = sys.gettrace()
-        sys.settrace(tracer)
-        try:
-            nc.publish_now("sink", b"p")
-        except NatsError:
-            pass  # closed under it: the write may fail
-        finally:
-            sys.settrace(previous)
-        assert tracer.called and held == [True]
+        assert _publish_now_interrupted_by(nc, on_signal) and held == [True]
         assert not send_lock.locked()
 
 
@@ -501,14 +496,5 @@ def test_a_signal_handler_whose_publish_fails_mid_write_never_lets_go_of_that_wr
                 failed.append(exc)  # the handler's own
             held.append(send_lock.mine())  # still the interrupted write's
 
-        tracer = CallOnEntry(transport_module.TcpTransport.write.__code__, on_signal)
-        previous = sys.gettrace()
-        sys.settrace(tracer)
-        try:
-            nc.publish_now("sink", b"p")
-        except NatsError:
-            pass  # the connection went under it
-        finally:
-            sys.settrace(previous)
-        assert tracer.called and failed and held == [True]
+        assert _publish_now_interrupted_by(nc, on_signal) and failed and held == [True]
         assert not send_lock.locked()
