@@ -179,6 +179,15 @@ _TRACED = {str(Path(m.__file__).resolve()) for m in (writer_module, connection_m
                                                       ledger_module)}
 
 
+#: The check points are found in CPython 3.11's bytecode (its exception table, CALL, JUMP_BACKWARD).
+needs_311_bytecode = pytest.mark.skipif(sys.version_info < (3, 11),
+                                        reason="check points are read from CPython 3.11+ bytecode")
+
+
+def _qualname(code: types.CodeType) -> str:
+    return getattr(code, "co_qualname", code.co_name)  # co_qualname: 3.11+
+
+
 def _handler(entries: list[Any], offset: int) -> int | None:
     """Where an exception raised at ``offset`` goes (the exception table's target; None: out)."""
     return next((e.target for e in entries if e.start <= offset < e.end), None)
@@ -225,7 +234,7 @@ class Injector:
 
     def _hit(self, frame: types.FrameType, where: str) -> None:
         if self.seen == self.target:
-            self.fired = f"{frame.f_code.co_qualname} {where}"
+            self.fired = f"{_qualname(frame.f_code)} {where}"
             raise Injected(self.fired)
         self.seen += 1
 
@@ -263,6 +272,7 @@ def _still_usable(client: nats.Client, where: str) -> bool:
     return lost
 
 
+@needs_311_bytecode
 def test_an_exception_at_any_check_point_of_a_write_leaves_the_client_usable(server: NatsServer,
                                                                            send_lock_twin: bool) -> None:
     # Deterministic: each operation runs again and again with an exception raised at its
@@ -315,7 +325,7 @@ def _after_the_send(code: types.CodeType) -> int:
         if ins.argval == "_nowait":
             return next(later.offset for later in instructions[i:]
                         if later.opname == "STORE_FAST" and later.argval == "sent")
-    raise AssertionError(f"{code.co_qualname} calls no _nowait")
+    raise AssertionError(f"{_qualname(code)} calls no _nowait")
 
 
 class AfterTheSend:
@@ -343,6 +353,7 @@ class AfterTheSend:
         return self._local
 
 
+@needs_311_bytecode
 @pytest.mark.skipif(speedups is None, reason="the record is made by the compiled send")
 @pytest.mark.parametrize("operation", ["request", "publish_now"])
 def test_an_exception_as_the_send_returns_costs_no_reconnect(server: NatsServer, operation: str) -> None:
@@ -386,7 +397,7 @@ class RaiseOnEntry:
             self.fired = True
             self.before()
             if self.raises:
-                raise Injected(self.code.co_qualname)
+                raise Injected(_qualname(self.code))
 
 
 def test_a_write_cut_short_leaves_what_others_buffered_meanwhile_to_the_next_connection(
