@@ -333,3 +333,28 @@ def test_a_typed_read_goes_through_a_next_msg_patched_on_the_class_or_the_subscr
     nc.publish(sub.subject, JSON_DATA)
     assert reader.next_msg(5).value == Order(1, "tea")
     assert calls == ["class", "instance"]
+
+
+def test_a_typed_reader_of_a_proxy_reads_through_the_proxys_next_msg(nc: nats.Client) -> None:
+    """A source that hands every other attribute on to a subscription (a proxy) and reads
+    by a next_msg of its own is read through that next_msg: the subscription's queue is
+    taken from directly only when the source is the subscription."""
+    calls: list[float] = []
+
+    class Counting:
+        def __init__(self, sub: Any) -> None:
+            self._sub = sub
+
+        def next_msg(self, timeout: float = 1.0) -> Msg:
+            calls.append(timeout)
+            msg: Msg = self._sub.next_msg(timeout)
+            return msg
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._sub, name)
+
+    sub = nc.subscribe(f"typed.proxy.{next_nuid()}")
+    reader = TypedReader(Counting(sub), Order)
+    nc.publish(sub.subject, JSON_DATA)
+    assert reader.next_msg(5).value == Order(1, "tea")
+    assert calls == [5]
