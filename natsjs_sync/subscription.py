@@ -287,9 +287,11 @@ class Subscription(TypedReads):
 
         ``take(timeout)`` is the message, or raises ``empty`` when its wait
         timed out; ``timed_out(timeout)`` then raises the error :meth:`next_msg`
-        raises. ``None`` when a subclass reads otherwise.
+        raises. ``None`` when :meth:`next_msg` is not the library's own: a
+        subclass's, a function put on the class in its place (by a tracing or
+        test library), or one set on this subscription.
         """
-        if type(self).next_msg is not Subscription.next_msg:
+        if type(self).next_msg is not _NEXT_MSG or "next_msg" in self.__dict__:
             return None
         return self._inlet.take, queue.Empty, self._timed_out
 
@@ -431,6 +433,10 @@ class Subscription(TypedReads):
     def __repr__(self) -> str:
         q = f" queue={self.queue!r}" if self.queue else ""
         return f"<Subscription sid={self.sid} subject={self.subject!r}{q}>"
+
+
+#: The library's own Subscription.next_msg, as defined (what _next_msg_parts takes apart).
+_NEXT_MSG = Subscription.next_msg
 
 
 def _report_slow(conn: Connection, subject: str, sid: int, dropped: int) -> None:

@@ -389,8 +389,9 @@ class TypedReader(Generic[T]):
             # next_msg in one compiled call (the method below is its reference). It holds the
             # source and the decoding, not this view: dropping the view frees it at once.
             # A subscription's next_msg comes in parts: its queue's take, called without a
-            # Python frame in between, and what words the timeout (as next_msg does).
-            parts = getattr(source, "_next_msg_parts", None)
+            # Python frame in between, and what words the timeout (as next_msg does). Asked
+            # of the source's class: a proxy would hand on the subscription's, not its own.
+            parts = getattr(source, "_next_msg_parts", None) if hasattr(type(source), "_next_msg_parts") else None
             read, empty, on_empty = (parts() if parts is not None else None) or (source.next_msg, None, None)
             self.next_msg = _TypedNext(  # type: ignore[method-assign]
                 read, decoding._blocks, decoding._plain, TypedMsg,

@@ -297,3 +297,64 @@ def test_a_typed_read_of_a_subscription_times_out_as_next_msg_does(nc: nats.Clie
     assert errors == [errors[0]] * 3 and sub.subject in errors[0]
     nc.publish(sub.subject, JSON_DATA)
     assert reader.next_msg(timeout=5).value == Order(1, "tea")  # a timeout leaves the reader usable
+
+
+def test_a_typed_read_goes_through_a_next_msg_patched_on_the_class_or_the_subscription(
+        nc: nats.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What replaces Subscription.next_msg (a plain function put on the class, as a tracing or
+    test library does, or an attribute of the subscription) is what a typed reader reads
+    through, as with any other source: the compiled read takes from the queue only under
+    the library's own method."""
+    from natsjs_sync.subscription import Subscription
+
+    calls: list[str] = []
+    library_next_msg = Subscription.next_msg
+
+    def on_the_class(self: Subscription, timeout: Any = 1.0) -> Msg:
+        calls.append("class")
+        return library_next_msg(self, timeout)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Subscription, "next_msg", on_the_class)
+        sub = nc.subscribe(f"typed.patched.{next_nuid()}")
+        reader = sub.typed(Order)
+        nc.publish(sub.subject, JSON_DATA)
+        assert reader.next_msg(5).value == Order(1, "tea")
+    assert calls == ["class"]
+    sub = nc.subscribe(f"typed.patched.{next_nuid()}")
+    own_next_msg = sub.next_msg
+
+    def on_the_subscription(timeout: Any = 1.0) -> Msg:
+        calls.append("instance")
+        return own_next_msg(timeout)
+
+    sub.next_msg = on_the_subscription  # type: ignore[method-assign]
+    reader = sub.typed(Order)
+    nc.publish(sub.subject, JSON_DATA)
+    assert reader.next_msg(5).value == Order(1, "tea")
+    assert calls == ["class", "instance"]
+
+
+def test_a_typed_reader_of_a_proxy_reads_through_the_proxys_next_msg(nc: nats.Client) -> None:
+    """A source that hands every other attribute on to a subscription (a proxy) and reads
+    by a next_msg of its own is read through that next_msg: the subscription's queue is
+    taken from directly only when the source is the subscription."""
+    calls: list[float] = []
+
+    class Counting:
+        def __init__(self, sub: Any) -> None:
+            self._sub = sub
+
+        def next_msg(self, timeout: float = 1.0) -> Msg:
+            calls.append(timeout)
+            msg: Msg = self._sub.next_msg(timeout)
+            return msg
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._sub, name)
+
+    sub = nc.subscribe(f"typed.proxy.{next_nuid()}")
+    reader = TypedReader(Counting(sub), Order)
+    nc.publish(sub.subject, JSON_DATA)
+    assert reader.next_msg(5).value == Order(1, "tea")
+    assert calls == [5]

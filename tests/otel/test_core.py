@@ -405,3 +405,12 @@ def test_spans_and_meters_carry_the_schema_url(otel: Telemetry, nc: nats.Client)
     span = otel.span("publish schema.x")
     assert span.instrumentation_scope is not None
     assert span.instrumentation_scope.schema_url == attributes.SCHEMA_URL
+
+
+def test_typed_reads_of_a_subscription_make_receive_spans(otel: Telemetry, nc: nats.Client) -> None:
+    """A typed view reads through the instrumented next_msg (not from the queue directly)."""
+    sub = nc.subscribe("typed.kinds")
+    reader = sub.typed(dict)
+    nc.publish("typed.kinds", b"{}")
+    assert reader.next_msg(timeout=10).value == {}
+    assert otel.span("receive typed.kinds").kind is SpanKind.CLIENT
