@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import builtins
+import linecache
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -187,3 +189,44 @@ def test_a_request_refused_before_sending_leaves_nothing_waiting(kind: str) -> N
 def test_a_lanes_queued_count_is_its_length(nc: nats.Client) -> None:
     lane = link(nc).lane(lambda item: None, "req-count")
     assert lane.queued() == len(lane) == 0
+
+
+def test_a_reply_routed_as_the_deadline_passes_is_returned(shared_server: NatsServer) -> None:
+    """The reader thread stores a reply in its waiter and then wakes the requester: a
+    deadline that passes between the two steps finds the reply there. The requester must
+    return it (the request was answered), not raise TimeoutError.
+
+    A tracer on the reader thread holds it between the two steps (at the waiter lock's
+    release) until the requester has come out of its request, whichever way.
+    """
+    out_of_request = threading.Event()
+    held = threading.Event()
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and not held.is_set() and \
+                "_lock.release()" in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+            held.set()
+            out_of_request.wait(10)  # bounded: the requester's deadline is 0.3 s
+        return local
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        # Only the functions that wake a request's waiter (inline in route, or Waiter.set).
+        return local if frame.f_code.co_name in ("route", "set") and "requests" in frame.f_code.co_filename else None
+
+    with nats.connect(shared_server.url, name="replier") as replier:
+        replier.subscribe("req.at.deadline", cb=lambda m: m.respond(b"answer"))
+        replier.flush()
+        threading.settrace(tracer)  # the threads of the next client only
+        try:
+            nc = nats.connect(shared_server.url, requester_reads=False)
+        finally:
+            threading.settrace(None)  # type: ignore[arg-type]
+        with nc:
+            try:
+                outcome: object = nc.request("req.at.deadline", b"?", timeout=0.3).data
+            except nats.TimeoutError as exc:
+                outcome = exc
+            finally:
+                out_of_request.set()
+            assert held.is_set()  # the reply was stored and the reader held before the wake-up
+            assert outcome == b"answer"
