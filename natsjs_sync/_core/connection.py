@@ -1002,7 +1002,9 @@ class Connection:
                 writer.wake_unlocked()
             raise
         t = deadline.remaining()
-        if not self._wait_reply(waiter, deadline):  # reads the PONG here when the read role is free
+        # Reads the PONG here when the read role is free. A PONG stored as the wait ran out
+        # counts (the reader stores it, then wakes the waiter).
+        if not self._wait_reply(waiter, deadline) and waiter.value is None:
             raise TimeoutError(f"flush: no PONG within {t} s")
         if isinstance(waiter.value, Exception):
             raise waiter.value
