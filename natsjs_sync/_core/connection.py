@@ -961,8 +961,10 @@ class Connection:
                      else "behind writes the server had not taken")
             raise NotSentError(f"no reply on {subject!r} in time: the request was still waiting to be sent"
                                f" ({where}) and was withdrawn; nothing was sent, a retry is safe")
-        if waiter.wait(0):
-            return  # the reply came as the wait ran out
+        if waiter.wait(0) or waiter.value is not None:
+            # The reply came as the wait ran out: woken, or stored by the reader and
+            # about to be (ResponseMux.route stores it first, then wakes the waiter).
+            return
         raise TimeoutError(f"no reply on {subject!r} in time; the request was sent and may have been acted on")
 
     def flush(self, deadline: Deadline | TimeoutArg = 10.0, vouch: bool = True) -> None:
@@ -1000,7 +1002,9 @@ class Connection:
                 writer.wake_unlocked()
             raise
         t = deadline.remaining()
-        if not self._wait_reply(waiter, deadline):  # reads the PONG here when the read role is free
+        # Reads the PONG here when the read role is free. A PONG stored as the wait ran out
+        # counts (the reader stores it, then wakes the waiter).
+        if not self._wait_reply(waiter, deadline) and waiter.value is None:
             raise TimeoutError(f"flush: no PONG within {t} s")
         if isinstance(waiter.value, Exception):
             raise waiter.value

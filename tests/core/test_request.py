@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import builtins
+import linecache
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -187,3 +189,73 @@ def test_a_request_refused_before_sending_leaves_nothing_waiting(kind: str) -> N
 def test_a_lanes_queued_count_is_its_length(nc: nats.Client) -> None:
     lane = link(nc).lane(lambda item: None, "req-count")
     assert lane.queued() == len(lane) == 0
+
+
+
+class _HeldAtWake:
+    """A client whose reader thread, once :attr:`armed`, stops where it has stored an
+    answer (a reply, a PONG) in its waiter and is about to wake the caller (the waiter
+    lock's release, in ResponseMux.route or Waiter.set), until :attr:`caller_done`.
+
+    A tracer set on the client's threads as they start does it: no other thread is traced.
+    """
+
+    def __init__(self, url: str):
+        self.armed = threading.Event()
+        self.held = threading.Event()
+        self.caller_done = threading.Event()
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "line" and self.armed.is_set() and not self.held.is_set() and \
+                    "_lock.release()" in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
+                self.held.set()
+                self.caller_done.wait(10)  # bounded: the callers' deadlines are 0.3 s
+            return local
+
+        def tracer(frame: Any, event: str, arg: Any) -> Any:
+            code = frame.f_code
+            return local if code.co_name in ("route", "set") and code.co_filename.endswith("requests.py") else None
+
+        threading.settrace(tracer)  # the threads of this client only: they start in connect()
+        try:
+            self.nc = nats.connect(url, requester_reads=False)  # the reader thread reads every answer
+        finally:
+            threading.settrace(None)  # type: ignore[arg-type]
+
+
+def test_a_reply_routed_as_the_deadline_passes_is_returned(shared_server: NatsServer) -> None:
+    """The reader thread stores a reply in its waiter and then wakes the requester: a
+    deadline that passes between the two steps finds the reply there. The requester must
+    return it (the request was answered), not raise TimeoutError."""
+    with nats.connect(shared_server.url, name="replier") as replier:
+        replier.subscribe("req.at.deadline", cb=lambda m: m.respond(b"answer"))
+        replier.flush()
+        client = _HeldAtWake(shared_server.url)
+        with client.nc as nc:
+            client.armed.set()
+            try:
+                outcome: object = nc.request("req.at.deadline", b"?", timeout=0.3).data
+            except nats.TimeoutError as exc:
+                outcome = exc
+            finally:
+                client.caller_done.set()
+            assert client.held.is_set()  # the reply was stored and the reader held before the wake-up
+            assert outcome == b"answer"
+
+
+def test_a_pong_routed_as_the_flush_deadline_passes_is_taken(shared_server: NatsServer) -> None:
+    """The same for a flush: its PONG stored, the wake-up not yet given, when the deadline
+    passes. The flush succeeds (the server answered), it does not raise TimeoutError."""
+    client = _HeldAtWake(shared_server.url)
+    with client.nc as nc:
+        nc.publish("flush.at.deadline", b"x")
+        client.armed.set()
+        try:
+            nc.flush(timeout=0.3)
+            outcome: object = "flushed"
+        except nats.TimeoutError as exc:
+            outcome = exc
+        finally:
+            client.caller_done.set()
+        assert client.held.is_set()  # the PONG was stored and the reader held before the wake-up
+        assert outcome == "flushed"
