@@ -361,6 +361,34 @@ class Writer:
             return False
         return self.send_lock.acquire(False)
 
+    def _round_locked(self, rounds: int, deadline: Deadline | None, mine: int) -> Transport | None:
+        """Lock held: the transport the next round of :meth:`send_held` writes to, or
+        ``None`` when its rounds end (no connection, nothing to send, the rounds or the
+        deadline spent, the caller's bytes settled); the flusher then takes what is left."""
+        transport = self._conn.transport
+        if transport is not None and transport is self._broken:
+            # Lost, and its reader thread not yet told: nothing more to it. Lost
+            # again (the abort is one more system call): the abort that wakes that
+            # thread may itself have been cut short, by another exception raised into
+            # the thread whose write was (a second signal); else only the keep-alive
+            # would find the connection stale, minutes later.
+            self._lose(transport, NatsConnectionError(
+                f"connection to {self._conn.addr} lost: a write was cut short"))
+            transport = None
+        buffer = self.buffer
+        behind = transport is not None and self._behind is transport
+        if (transport is None or not (buffer or behind) or rounds == _SEND_ROUNDS
+                or (rounds and deadline is not None and deadline.expired())
+                or (not rounds and mine and self._settled(mine))):
+            self.outlet.flush_requested = 0
+            # Looked at again after the flag is down: bytes appended
+            # without the lock before this are seen here, and an
+            # append after it finds the flag down and wakes the flusher.
+            if (buffer or behind) and transport is not None:
+                self.wake()
+            return None
+        return transport
+
     def send_held(self, deadline: Deadline | None = None, mine: int = 0) -> bool:
         """Send lock held (this releases it): send the buffer, then what others
         added meanwhile, for a few rounds; what is left then is the flusher's.
@@ -392,27 +420,8 @@ class Writer:
         try:
             while True:
                 with lock:
-                    transport = conn.transport
-                    if transport is not None and transport is self._broken:
-                        # Lost, and its reader thread not yet told: nothing more to it. Lost
-                        # again (the abort is one more system call): the abort that wakes that
-                        # thread may itself have been cut short, by another exception raised into
-                        # the thread whose write was (a second signal); else only the keep-alive
-                        # would find the connection stale, minutes later.
-                        self._lose(transport, NatsConnectionError(
-                            f"connection to {conn.addr} lost: a write was cut short"))
-                        transport = None
-                    buffer = self.buffer
-                    behind = transport is not None and self._behind is transport
-                    if (transport is None or not (buffer or behind) or rounds == _SEND_ROUNDS
-                            or (rounds and deadline is not None and deadline.expired())
-                            or (not rounds and mine and self._settled(mine))):
-                        self.outlet.flush_requested = 0
-                        # Looked at again after the flag is down: bytes appended
-                        # without the lock before this are seen here, and an
-                        # append after it finds the flag down and wakes the flusher.
-                        if (buffer or behind) and transport is not None:
-                            self.wake()
+                    transport = self._round_locked(rounds, deadline, mine)
+                    if transport is None:
                         # Released under the lock: a thread that buffered bytes
                         # and found the send lock taken is sure we saw them.
                         send_lock.release()
