@@ -363,6 +363,14 @@ class TcpTransport:
             if sent == total:
                 return True
             tried = True
+        return self._send_rounds(view, sent, tried, whole, deadline)
+
+    def _send_rounds(self, view: memoryview, sent: int, tried: bool, whole: object,
+                     deadline: Deadline | None) -> bool:
+        """The rest of a write from ``view[sent:]``, in partial sends (``tried``: one was
+        made already), each waiting no longer than the nearer of ``deadline`` (the rest is
+        kept as the backlog) and the write timeout (a stall)."""
+        total = len(view)
         # Both bounds as points in monotonic time (None: none), each round read
         # against one clock reading.
         stall_at = Deadline(self._write_timeout).at
