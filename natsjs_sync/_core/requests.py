@@ -11,8 +11,6 @@ import itertools
 import threading
 from typing import Any
 
-_new = object.__new__
-
 
 class Waiter:
     """A one-shot slot the reader fills and a caller waits on (a bare lock is the cheapest)."""
@@ -62,12 +60,7 @@ class ResponseMux:
 
     def register(self) -> tuple[str, Waiter]:
         token = str(next(self._tokens))
-        # Waiter() without its __init__ call (on every request's path): the same fields.
-        waiter = _new(Waiter)
-        waiter._lock = lock = threading.Lock()  # looked up now: a green library may patch it
-        lock.acquire()
-        waiter.value = None
-        waiter.end = 0
+        waiter = Waiter()
         self.waiting[token] = waiter
         return token, waiter
 
@@ -82,12 +75,7 @@ class ResponseMux:
             # in order): a flush after a loss need not fear for those bytes.
             if waiter.end > self.replied_to:
                 self.replied_to = waiter.end
-            if waiter.value is None:  # waiter.set(msg), inline: every reply comes here
-                waiter.value = msg
-                try:
-                    waiter._lock.release()
-                except RuntimeError:  # already woken
-                    pass
+            waiter.set(msg)
 
     def fail_all(self, exc: Exception) -> None:
         waiting = list(self.waiting.values())
