@@ -4,9 +4,11 @@
 
 Rows: core publish 16 B, publish+subscribe 16 B (separate connections),
 request/reply p50 and p99 (each client answers its own requests from a second
-process), JetStream pipelined publish (4,000 in flight, 128 B), pull consume
-with explicit acks and with ack policy none (a durable consumer over a
-pre-filled memory stream), ordered consumer, KV get (sequential).
+process), the same with the responder a subscription on the requesting
+connection (``reqlocal``: a service and its caller in one process), JetStream
+pipelined publish (4,000 in flight, 128 B), pull consume with explicit acks
+and with ack policy none (a durable consumer over a pre-filled memory stream),
+ordered consumer, KV get (sequential).
 
 The clients take turns within each run (natsjs_sync, nats-py, nats.js,
 nats.go, then again), so the machine's drift lands on all of them; every
@@ -35,10 +37,12 @@ from core import (
     ours_publish,
     ours_pubsub,
     ours_request,
+    ours_request_local,
     pct,
     theirs_publish,
     theirs_pubsub,
     theirs_request,
+    theirs_request_local,
 )
 from jetstream import (
     _drop_stream,
@@ -159,7 +163,8 @@ def main() -> None:
     ap.add_argument("--server", default=os.environ.get("NATS_URL"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="a tenth of the messages (a smoke run)")
-    ap.add_argument("--only", default="", help="comma-separated row keys: pub,pubsub,req,jspub,ack,noack,ordered,kv")
+    ap.add_argument("--only", default="",
+                    help="comma-separated row keys: pub,pubsub,req,reqlocal,jspub,ack,noack,ordered,kv")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
 
@@ -204,6 +209,16 @@ def main() -> None:
                     proc.communicate("", timeout=10)
             table.add("request p50 (lower is better)", "us", {c: pct(v, 0.5) for c, v in lat.items()}, False)
             table.add("request p99 (lower is better)", "us", {c: pct(v, 0.99) for c, v in lat.items()}, False)
+        if want("reqlocal"):
+            lat = {c: [] for c in clients}
+            for _ in range(args.runs):
+                lat[OURS] += ours_request_local(url, n_req)
+                if other:
+                    lat[NATS_PY] += theirs_request_local(url, n_req)
+                for p in peers:
+                    lat[p.name] += p.run("requestlocal", url, n_req)["lat"]
+            table.add("request, responder in-process, p50", "us", {c: pct(v, 0.5) for c, v in lat.items()}, False)
+            table.add("request, responder in-process, p99", "us", {c: pct(v, 0.99) for c, v in lat.items()}, False)
         if want("jspub"):
             row("JetStream pipelined publish", with_stream(url, 0, ours_pipelined(url, n_js)),
                 with_stream(url, 0, theirs_pipelined(url, n_js)) if other else None,  # type: ignore[arg-type]

@@ -222,6 +222,31 @@ def theirs_request(url: str, n: int) -> list[float]:
     return asyncio.run(run())
 
 
+def theirs_request_local(url: str, n: int) -> list[float]:
+    """nats-py's request latencies with the responder on the same client."""
+    import nats
+
+    async def run() -> list[float]:
+        nc = await nats.connect(url)
+
+        async def echo(m):  # type: ignore[no-untyped-def]
+            await m.respond(m.data)
+
+        await nc.subscribe("bench.local", cb=echo)
+        await nc.flush()
+        for _ in range(50):
+            await nc.request("bench.local", b"ping", timeout=5)
+        lat = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await nc.request("bench.local", b"ping", timeout=5)
+            lat.append(time.perf_counter() - t0)
+        await nc.close()
+        return lat
+
+    return asyncio.run(run())
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] * 1e6

@@ -634,9 +634,11 @@ class Connection:
             size = len(payload)
             if size > self.writer.outlet.max_payload:
                 raise self.too_big(size)
-            self.append(b"PUB %b %d\r\n%b\r\n" % (subj, size, payload), size, now=True)
-            return
-        self.append(*self.encode(subject, payload, reply, headers, trusted), now=True)
+            frame = b"PUB %b %d\r\n%b\r\n" % (subj, size, payload)
+        else:
+            frame, size = self.encode(subject, payload, reply, headers, trusted)
+        if not self.writer.send_direct(frame, size, None, None):
+            self.append(frame, size, now=True)
 
     def publish_with_reply(self, subject: str, payload: Any, reply: bytes, headers: HeadersInput | None) -> None:
         if headers is None and payload.__class__ is bytes:
@@ -909,7 +911,8 @@ class Connection:
         token, waiter = requests.register()
         try:
             frame, size = self._request_frame(subject, payload, requests.prefix_bytes + token.encode(), headers)
-            self.append(frame, size, True, deadline, waiter)  # now=True (positional: a cheaper call)
+            if not self.writer.send_direct(frame, size, waiter, deadline):
+                self.append(frame, size, True, deadline, waiter)  # now=True (positional: a cheaper call)
             # _wait_reply(), with no second wait once this thread read the reply itself.
             session = self.read_session
             if (session is None or session.role is None or waiter.value is not None

@@ -124,7 +124,7 @@ class TcpTransport:
     """
 
     __slots__ = ("_backlog", "_closing", "_send_flags", "_send_nowait", "_sock", "_tls", "_write_timeout", "addr",
-                 "is_tls", "written")
+                 "direct", "is_tls", "written")
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         self._sock = sock
@@ -135,6 +135,12 @@ class TcpTransport:
         #: plain sockets only, not TLS (OpenSSL owns those bytes) nor a green library's socket.
         self._send_nowait: Callable[..., int] | None = (
             speedups.send_nowait if speedups is not None and plain else None)
+        #: The socket a waiting caller's frame may be sent on straight from its thread, the buffer
+        #: skipped (the compiled ``Sender`` of :meth:`Writer.send_direct
+        #: <natsjs_sync._core.writer.Writer.send_direct>`, which also reads ``_closing`` and
+        #: ``_backlog`` and sets the backlog): a plain socket only, None for TLS, WebSocket frames
+        #: and green libraries' sockets, whose writes take the general path.
+        self.direct: socket.socket | None = sock if self._send_nowait is not None else None
         #: The data of the last write handed over whole: set as the bytes leave (by the compiled
         #: send itself on its fast path), so that a writer whose write an exception cut short as
         #: it returned (a signal handler's) can tell it was done (see Writer.send_held).
@@ -190,6 +196,7 @@ class TcpTransport:
         """From here on one call at a time into the TLS connection, the socket non-blocking,
         and no write past OpenSSL (the bytes on the socket are its records now)."""
         self._send_nowait = None
+        self.direct = None
         self._send_flags = 0
         self._sock.setblocking(False)
         self._tls = threading.Lock()
@@ -460,6 +467,7 @@ class WebSocketTransport(TcpTransport):
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         super().__init__(sock, addr)
+        self.direct = None  # every write is framed (see write)
         self._frames = ws.FrameReader()
         self._wlock = threading.Lock()  # frames from the writer and PONGs from the reader never interleave
         #: PONG frames the reader could not send (the write lock was busy): whoever holds it next sends

@@ -53,7 +53,10 @@ from .outlet import Outlet
 from .reader import _threads_are_native
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .connection import Connection
+    from .requests import Waiter
     from .transport import Transport
 
 #: Appends without the connection lock rely on the GIL (see the module
@@ -174,6 +177,18 @@ class Writer:
         #: (offset, length), which shift where later offsets sit in the buffer.
         self._front = 0
         self._holes: list[tuple[int, int]] = []
+        #: A waiting caller's write past an idle writer, in one compiled call (see send_direct).
+        self._sender: Callable[[bytes, int, Waiter | None], int] | None = self._new_sender()
+
+    def _new_sender(self) -> Callable[[bytes, int, Waiter | None], int] | None:
+        """The compiled ``Sender`` over this writer's lock, send lock, buffer and outlet, or
+        None (no extension, green threads, no GIL): :meth:`send_direct` then does nothing."""
+        if (speedups is None or not APPEND_WITHOUT_LOCK or not isinstance(self.send_lock, speedups.SendLock)
+                or not isinstance(self.outlet, speedups.Outlet)):
+            return None
+        sender: Callable[[bytes, int, Waiter | None], int] = speedups.Sender(
+            self, self._conn, self.lock.acquire, self.lock.release, self.send_lock, self.buffer, self.outlet)
+        return sender
 
     def start(self) -> None:
         if self._thread is None:
@@ -335,6 +350,57 @@ class Writer:
                 pass  # not held here: never taken, or let go already
             else:
                 self.wake_unlocked()  # bytes others left to this thread go out with the flusher
+            raise
+
+    def send_direct(self, frame: bytes, size: int, waiter: Waiter | None, deadline: Deadline | None) -> bool:
+        """A caller that waits for an answer (a request, a responder's reply) sends ``frame``
+        from its own thread past an idle writer: nothing buffered, nobody sending, a plain
+        socket (:attr:`TcpTransport.direct <natsjs_sync._core.transport.TcpTransport.direct>`).
+        The compiled sender takes the frame as the stream's next bytes and sends it in one
+        call, which skips the buffer, the send lock's rounds and their Python steps (a third
+        of a lone request's own time, and as much of a responder's reply).
+
+        The offsets, counters and the request's ``waiter.end`` come out as if the frame had
+        been buffered and taken by :meth:`send_held`. Bytes others buffered during the send
+        go out from here, as the send lock's holder would send them (:meth:`send_held`),
+        and so does the rest of a frame the socket took only in part (it is the transport's
+        backlog, written first, within ``deadline``; on a thread that may not wait for the
+        socket the flusher sends it). Without the compiled extension nothing is done.
+
+        Returns:
+            True when the frame went this way; False when the writer was not idle (nothing
+            was done: :meth:`Connection.append <natsjs_sync._core.connection.Connection.append>`
+            buffers it).
+
+        Raises:
+            NatsError: the write that carried the rest of the frame failed (see :meth:`send_held`).
+        """
+        sender = self._sender
+        if sender is None:
+            return False
+        send_lock = self.send_lock
+        try:
+            status = sender(frame, size, waiter)
+            if status < 2:
+                return status == 1
+            # Held here still: others' bytes buffered meanwhile (2), or the frame's rest (3).
+            if deadline is None and not self._conn.may_wait_for_socket():
+                with self.lock:
+                    send_lock.release()  # under the lock, as send_held lets go
+                    self.wake()
+                return True
+            # While this thread holds the send lock, nobody takes: ``taken`` ends at the frame.
+            self.send_held(deadline, 0 if status == 2 else self.taken)
+            return True
+        except BaseException:
+            # A signal handler's exception as the sender returned (it holds the lock for 2 and
+            # 3), or send_held's own: this thread's hold only (see SendLock).
+            try:
+                send_lock.release()
+            except RuntimeError:
+                pass
+            else:
+                self.wake_unlocked()  # what is left goes out with the flusher
             raise
 
     def claim_locked(self) -> bool:
@@ -560,3 +626,4 @@ class Writer:
         self.taken = self.sent_to = self.lost_from = self.lost_to = self._front = 0
         self._holes = []
         self._lost = self._behind = self._broken = None
+        self._sender = self._new_sender()

@@ -1791,6 +1791,377 @@ static PyTypeObject SendLockType = {
     .tp_new = sendlock_new,
 };
 
+/* ---------------------------------------------------------------- the sender
+ *
+ * Sender(writer, conn, acquire, release, send_lock, buffer, outlet): a caller's
+ * write that skips the buffer when the writer is idle (natsjs_sync._core.writer,
+ * Writer.send_direct, is the Python side and says when it is used). Called with
+ * (frame, size, waiter): under the connection's lock (taken without waiting,
+ * with its acquire and release), when the connection is up, nothing is
+ * buffered, nothing was put in front or withdrawn, no write is behind or cut,
+ * the transport has a plain socket to send on directly (its ``direct``), no
+ * backlog, and its ``_closing`` lock and the send lock are free, it takes the
+ * frame as the next bytes of the stream (``writer.taken``, ``waiter.end``, the
+ * outlet's counters), lets go of the connection's lock and sends the frame in
+ * one non-blocking system call. Returns:
+ *
+ *   0  not idle: nothing was done (the general path buffers and sends);
+ *   1  sent whole, the send lock let go of under the connection's lock;
+ *   2  sent whole (``writer.sent_to`` says so), the send lock still held:
+ *      others buffered bytes meanwhile, or the lock was busy (the caller
+ *      goes on as the send lock's holder, for their bytes);
+ *   3  the socket took part of it or failed: the rest is the transport's
+ *      backlog and the writer is behind on that transport; the send lock is
+ *      still held (the caller's next write sends the backlog first and
+ *      reports a failure, as a write of the general path would).
+ *
+ * No Python code runs in it (locks, sockets, attributes: all C), so no signal
+ * handler's exception can come between its steps: it is done, or not begun,
+ * when one is raised as it returns. Nothing in it waits.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *writer, *conn, *acquire, *release, *send_lock, *buffer, *outlet;
+} Sender;
+
+static PyObject *str_front, *str_holes, *str_behind, *str_broken, *str_taken, *str_sent_to, *str_transport,
+    *str_direct, *str_closing, *str_backlog, *str_end, *str_acquire, *str_release, *str_fileno;
+
+static int
+sender_traverse(Sender *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->writer);
+    Py_VISIT(self->conn);
+    Py_VISIT(self->acquire);
+    Py_VISIT(self->release);
+    Py_VISIT(self->send_lock);
+    Py_VISIT(self->buffer);
+    Py_VISIT(self->outlet);
+    return 0;
+}
+
+static int
+sender_clear(Sender *self)
+{
+    Py_CLEAR(self->writer);
+    Py_CLEAR(self->conn);
+    Py_CLEAR(self->acquire);
+    Py_CLEAR(self->release);
+    Py_CLEAR(self->send_lock);
+    Py_CLEAR(self->buffer);
+    Py_CLEAR(self->outlet);
+    return 0;
+}
+
+static void
+sender_dealloc(Sender *self)
+{
+    PyObject_GC_UnTrack(self);
+    sender_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+sender_init(Sender *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"writer", "conn", "acquire", "release", "send_lock", "buffer", "outlet", NULL};
+    PyObject *writer, *conn, *acquire, *release, *send_lock, *buffer, *outlet;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO!O!O!", kwlist, &writer, &conn, &acquire, &release,
+                                     &SendLockType, &send_lock, &PyByteArray_Type, &buffer, &OutletType,
+                                     &outlet)) {
+        return -1;
+    }
+    PyObject *refs[] = {writer, conn, acquire, release, send_lock, buffer, outlet};
+    PyObject **slots[] = {&self->writer, &self->conn, &self->acquire, &self->release, &self->send_lock,
+                          &self->buffer, &self->outlet};
+    for (int i = 0; i < 7; i++) {
+        Py_INCREF(refs[i]);
+        Py_XSETREF(*slots[i], refs[i]);
+    }
+    return 0;
+}
+
+/* fn(False) for a lock's acquire: 1 taken, 0 not, -1 error */
+static int
+try_acquire(PyObject *acquire)
+{
+    PyObject *arg[1] = {Py_False};
+    PyObject *r = PyObject_Vectorcall(acquire, arg, 1, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    int got = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return got;
+}
+
+static int
+call_release(PyObject *release)
+{
+    PyObject *r = PyObject_CallNoArgs(release);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* lock.release() for a lock object: 0, or -1 error */
+static int
+release_lock(PyObject *lock)
+{
+    PyObject *r = PyObject_CallMethodNoArgs(lock, str_release);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* obj.<name> is 0 (an int) or an empty list: 1; otherwise 0; -1 error */
+static int
+attr_is_empty(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) {
+        return -1;
+    }
+    int truth = PyObject_IsTrue(v); /* an int or a list: C, no Python code */
+    Py_DECREF(v);
+    return truth < 0 ? -1 : !truth;
+}
+
+/* whether obj.<name> is target: 1, 0, -1 error */
+static int
+attr_is(PyObject *obj, PyObject *name, PyObject *target)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) {
+        return -1;
+    }
+    int is = v == target;
+    Py_DECREF(v);
+    return is;
+}
+
+static PyObject *
+sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a sender takes (frame, size, waiter)");
+        return NULL;
+    }
+    PyObject *frame = args[0], *waiter = args[2];
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    if (size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Outlet *outlet = (Outlet *)self->outlet;
+    SendLockObject *send_lock = (SendLockObject *)self->send_lock;
+    unsigned long me = PyThread_get_thread_ident();
+    if (self->writer == NULL || !outlet->open || !PyBytes_CheckExact(frame) || send_lock->owner == me) {
+        return PyLong_FromLong(0); /* the send lock's holder: a signal handler's write, see SendLock */
+    }
+    int got = try_acquire(self->acquire);
+    if (got <= 0) {
+        return got < 0 ? NULL : PyLong_FromLong(0);
+    }
+    /* The connection's lock held: is the writer idle? */
+    PyObject *transport = NULL, *direct = NULL, *closing = NULL, *fdobj = NULL, *takenobj = NULL, *endobj = NULL;
+    long status = 0;
+    int fail = 0, closing_held = 0, ok;
+    if (!outlet->open || PyByteArray_GET_SIZE(self->buffer) != 0) {
+        goto unlock;
+    }
+    if ((ok = attr_is_empty(self->writer, str_front)) <= 0 || (ok = attr_is_empty(self->writer, str_holes)) <= 0) {
+        fail = ok < 0;
+        goto unlock;
+    }
+    transport = PyObject_GetAttr(self->conn, str_transport);
+    if (transport == NULL) {
+        fail = 1;
+        goto unlock;
+    }
+    if (transport == Py_None) {
+        goto unlock;
+    }
+    if ((ok = attr_is(self->writer, str_behind, transport)) != 0 ||
+        (ok = attr_is(self->writer, str_broken, transport)) != 0) {
+        fail = ok < 0;
+        goto unlock;
+    }
+    direct = PyObject_GetAttr(transport, str_direct);
+    if (direct == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            fail = 1;
+            goto unlock;
+        }
+        PyErr_Clear(); /* a transport of another kind (a custom factory's): the general path */
+        direct = Py_NewRef(Py_None);
+    }
+    if (direct == Py_None) {
+        goto unlock;
+    }
+    PyObject *backlog = PyObject_GetAttr(transport, str_backlog);
+    if (backlog == NULL) {
+        fail = 1;
+        goto unlock;
+    }
+    ok = PyBytes_CheckExact(backlog) && PyBytes_GET_SIZE(backlog) == 0;
+    Py_DECREF(backlog);
+    if (!ok) {
+        goto unlock;
+    }
+    /* _closing: the descriptor's number stays this socket's until the send is done (see TcpTransport) */
+    closing = PyObject_GetAttr(transport, str_closing);
+    PyObject *closing_acquire = closing == NULL ? NULL : PyObject_GetAttr(closing, str_acquire);
+    if (closing_acquire == NULL) {
+        fail = 1;
+        goto unlock;
+    }
+    got = try_acquire(closing_acquire);
+    Py_DECREF(closing_acquire);
+    if (got <= 0) {
+        fail = got < 0;
+        goto unlock;
+    }
+    closing_held = 1;
+    fdobj = PyObject_CallMethodNoArgs(direct, str_fileno);
+    if (fdobj == NULL) {
+        fail = 1;
+        goto unlock;
+    }
+    long fd = PyLong_AsLong(fdobj);
+    if (fd == -1 && PyErr_Occurred()) {
+        fail = 1;
+        goto unlock;
+    }
+    takenobj = PyObject_GetAttr(self->writer, str_taken);
+    Py_ssize_t taken = takenobj == NULL ? -1 : PyLong_AsSsize_t(takenobj);
+    if (taken == -1 && PyErr_Occurred()) {
+        fail = 1;
+        goto unlock;
+    }
+    Py_ssize_t len = PyBytes_GET_SIZE(frame);
+    endobj = PyLong_FromSsize_t(taken + len);
+    if (endobj == NULL) {
+        fail = 1;
+        goto unlock;
+    }
+    if (fd < 0 || PyThread_acquire_lock_timed(send_lock->lock, 0, 0) != PY_LOCK_ACQUIRED) {
+        goto unlock; /* closed under us, or another thread is sending */
+    }
+    send_lock->owner = me;
+    /* The take: the frame is the stream's next bytes, as if buffered and taken at once. */
+    if (PyObject_SetAttr(self->writer, str_taken, endobj) < 0 ||
+        (waiter != Py_None && PyObject_SetAttr(waiter, str_end, endobj) < 0)) {
+        fail = 1; /* the send lock stays held: the caller's handler lets go (see Writer.send_direct) */
+        goto unlock;
+    }
+    outlet->out_msgs++;
+    outlet->out_bytes += size;
+    if (call_release(self->release) < 0) {
+        fail = 1;
+        goto release_closing;
+    }
+    /* A failure (n < 0) is not raised here: the frame is kept as the backlog (below), whose
+     * write by the caller meets the failure again and reports it as the general path does. */
+    ssize_t n;
+    Py_BEGIN_ALLOW_THREADS
+    do {
+        n = send((int)fd, PyBytes_AS_STRING(frame), (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    Py_END_ALLOW_THREADS
+    closing_held = 0;
+    if (release_lock(closing) < 0) {
+        fail = 1;
+    }
+    if (n == len) {
+        if (PyObject_SetAttr(self->writer, str_sent_to, endobj) < 0 ||
+            PyObject_SetAttr(self->writer, str_behind, Py_None) < 0) {
+            fail = 1;
+            goto done;
+        }
+        status = 2;
+        got = try_acquire(self->acquire);
+        if (got < 0) {
+            fail = 1;
+            goto done;
+        }
+        if (got) {
+            /* Let go under the connection's lock, as Writer.send_held does: a thread that
+             * buffered bytes and found the send lock taken is sure they are seen. */
+            if (PyByteArray_GET_SIZE(self->buffer) == 0) {
+                send_lock->owner = 0;
+                PyThread_release_lock(send_lock->lock);
+                status = 1;
+            }
+            if (call_release(self->release) < 0) {
+                fail = 1;
+            }
+        }
+        goto done;
+    }
+    Py_ssize_t sent = n < 0 ? 0 : n;
+    PyObject *rest = PyBytes_FromStringAndSize(PyBytes_AS_STRING(frame) + sent, len - sent);
+    if (rest == NULL || PyObject_SetAttr(transport, str_backlog, rest) < 0 ||
+        PyObject_SetAttr(self->writer, str_behind, transport) < 0) {
+        Py_XDECREF(rest);
+        fail = 1;
+        goto done;
+    }
+    Py_DECREF(rest);
+    status = 3;
+    goto done;
+
+unlock:
+    if (call_release(self->release) < 0) {
+        fail = 1;
+    }
+release_closing:
+    if (closing_held && release_lock(closing) < 0) {
+        fail = 1;
+    }
+done:
+    Py_XDECREF(transport);
+    Py_XDECREF(direct);
+    Py_XDECREF(closing);
+    Py_XDECREF(fdobj);
+    Py_XDECREF(takenobj);
+    Py_XDECREF(endobj);
+    if (fail) {
+        return NULL;
+    }
+    return PyLong_FromLong(status);
+}
+
+static PyObject *
+sender_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    Sender *self = (Sender *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->vectorcall = (vectorcallfunc)sender_call;
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject SenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.Sender",
+    .tp_basicsize = sizeof(Sender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Sender, vectorcall),
+    .tp_doc = "Sender(writer, conn, acquire, release, send_lock, buffer, outlet): a waiting caller's write "
+              "that skips an idle writer's buffer.",
+    .tp_new = sender_new,
+    .tp_init = (initproc)sender_init,
+    .tp_dealloc = (destructor)sender_dealloc,
+    .tp_traverse = (traverseproc)sender_traverse,
+    .tp_clear = (inquiry)sender_clear,
+    .tp_call = PyVectorcall_Call,
+};
+
 /*
  * typed_of(msg, blocks, plain, cls) -> cls(msg, value, codec) or None
  *
@@ -2377,13 +2748,23 @@ PyInit__speedups(void)
     }
     if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0 || PyType_Ready(&RoleType) < 0 ||
         PyType_Ready(&SendLockType) < 0 || PyType_Ready(&TypedNextType) < 0 ||
-        PyType_Ready(&TypedPublishType) < 0) {
+        PyType_Ready(&TypedPublishType) < 0 || PyType_Ready(&SenderType) < 0) {
         return NULL;
     }
     str_timeout = PyUnicode_InternFromString("timeout");
     str_written = PyUnicode_InternFromString("written");
     if (str_timeout == NULL || str_written == NULL) {
         return NULL;
+    }
+    const char *names[] = {"_front", "_holes", "_behind", "_broken", "taken", "sent_to", "transport", "direct",
+                           "_closing", "_backlog", "end", "acquire", "release", "fileno"};
+    PyObject **interned[] = {&str_front, &str_holes, &str_behind, &str_broken, &str_taken, &str_sent_to,
+                             &str_transport, &str_direct, &str_closing, &str_backlog, &str_end, &str_acquire,
+                             &str_release, &str_fileno};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if ((*interned[i] = PyUnicode_InternFromString(names[i])) == NULL) {
+            return NULL;
+        }
     }
     str_in_msgs = PyUnicode_InternFromString("in_msgs");
     str_in_bytes = PyUnicode_InternFromString("in_bytes");
@@ -2415,6 +2796,12 @@ PyInit__speedups(void)
     Py_INCREF(&SendLockType);
     if (PyModule_AddObject(m, "SendLock", (PyObject *)&SendLockType) < 0) {
         Py_DECREF(&SendLockType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&SenderType);
+    if (PyModule_AddObject(m, "Sender", (PyObject *)&SenderType) < 0) {
+        Py_DECREF(&SenderType);
         Py_DECREF(m);
         return NULL;
     }

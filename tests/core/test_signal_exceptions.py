@@ -317,27 +317,28 @@ def test_an_exception_at_any_check_point_of_a_write_leaves_the_client_usable(ser
         assert cut > 0  # some points were in a write (the connection was lost and came back)
 
 
-def _after_the_send(code: types.CodeType) -> int:
-    """The offset of the check point right after ``code``'s ``sent = self._nowait(...)``
+def _after_the_send(code: types.CodeType, send: str, result: str) -> int:
+    """The offset of the check point right after ``code``'s ``result = ...send(...)``
     returns: the store of its result."""
     instructions = list(dis.get_instructions(code))
     for i, ins in enumerate(instructions):
-        if ins.argval == "_nowait":
+        if ins.argval == send:
             return next(later.offset for later in instructions[i:]
-                        if later.opname == "STORE_FAST" and later.argval == "sent")
-    raise AssertionError(f"{_qualname(code)} calls no _nowait")
+                        if later.opname == "STORE_FAST" and later.argval == result)
+    raise AssertionError(f"{_qualname(code)} calls no {send}")
 
 
 class AfterTheSend:
     """A trace function raising :class:`Injected` as the non-blocking send returns: where the
     handler of a signal that came during the send system call (or while the thread waited for
-    the GIL after it) runs."""
+    the GIL after it) runs. The sends: the transport's (a write of the buffer) and the
+    compiled sender's (a waiting caller's frame past an idle writer)."""
 
     def __init__(self) -> None:
-        self.points = {getattr(transport_module.TcpTransport, name).__code__: 0
-                       for name in ("_send_all", "_send_until")}
-        for code in self.points:
-            self.points[code] = _after_the_send(code)
+        sends = [(getattr(transport_module.TcpTransport, name).__code__, "_nowait", "sent")
+                 for name in ("_send_all", "_send_until")]
+        sends.append((writer_module.Writer.send_direct.__code__, "sender", "status"))
+        self.points = {code: _after_the_send(code, send, result) for code, send, result in sends}
         self.fired = False
 
     def __call__(self, frame: types.FrameType, event: str, arg: object) -> object:
@@ -410,6 +411,7 @@ def test_a_write_cut_short_leaves_what_others_buffered_meanwhile_to_the_next_con
         arrived = threading.Event()
         watcher.subscribe("sink", cb=lambda m: arrived.set() if m.data == b"other" else None)
         watcher.flush(timeout=5)
+        _through_the_buffer(nc)
         tracer = RaiseOnEntry(transport_module.TcpTransport.write.__code__,
                               before=lambda: nc.publish("sink", b"other"))
         previous = sys.gettrace()
@@ -435,6 +437,7 @@ def test_an_exception_raised_into_the_abort_of_a_cut_write_leaves_the_client_usa
             nats.connect(server.url, reconnect_time_wait=0.01, reconnect_jitter=0) as nc:
         responder.subscribe("echo", cb=lambda m: m.respond(m.data))
         responder.flush(timeout=5)
+        _through_the_buffer(nc)
         first = RaiseOnEntry(transport_module.TcpTransport.write.__code__)
         second = RaiseOnEntry(transport_module.TcpTransport.abort.__code__)
         previous, previous_profile = sys.gettrace(), sys.getprofile()
@@ -450,10 +453,19 @@ def test_an_exception_raised_into_the_abort_of_a_cut_write_leaves_the_client_usa
         _still_usable(nc, "after a cut write whose abort was cut short")
 
 
+def _through_the_buffer(nc: nats.Client) -> None:
+    """From here on ``nc``'s waiting callers write through the buffer and the send lock's
+    rounds (:meth:`Writer.send_held`), as they do whenever the writer is not idle: the
+    compiled sender, which skips them for an idle writer, is taken away (its own cases are
+    the tests of ``send_direct`` below)."""
+    nc._conn.writer._sender = None
+
+
 def _publish_now_interrupted_by(nc: nats.Client, handler: Callable[[], object]) -> bool:
     """``nc.publish_now`` with ``handler`` run as its write enters the transport (a signal
     handler using the client mid-write); whether it ran. The publish may fail: the handler
     may close the client or lose its connection under it."""
+    _through_the_buffer(nc)
     tracer = RaiseOnEntry(transport_module.TcpTransport.write.__code__, handler, raises=False)
     previous = sys.gettrace()
     sys.settrace(tracer)

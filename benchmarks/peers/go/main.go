@@ -8,6 +8,7 @@
 //	pub URL N SIZE                  publish N messages, flush; {"rate": msg/s}
 //	pubsub URL N SIZE               publisher and subscriber connections; {"rate": msg/s}
 //	request URL N                   N sequential requests; {"lat": [seconds...]}
+//	requestlocal URL N              the same, answered by a subscription on the same connection
 //	jspub URL SUBJECT N             PublishAsync, 4000 in flight; {"rate": msg/s}
 //	consume URL STREAM SUBJECT N ACK  durable pull consumer, Fetch batches; {"rate": msg/s}
 //	ordered URL STREAM SUBJECT N    ordered consumer with a callback; {"rate": msg/s}
@@ -112,6 +113,26 @@ func main() {
 		for i := 0; i < n; i++ {
 			t0 := time.Now()
 			_, err := nc.Request("bench.req", []byte("ping"), 5*time.Second)
+			must(err)
+			lat = append(lat, time.Since(t0).Seconds())
+		}
+		out("lat", lat)
+		nc.Close()
+
+	case "requestlocal":
+		n := atoi(args[0])
+		nc := connect(url)
+		_, err := nc.Subscribe("bench.local", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+		must(err)
+		must(nc.Flush())
+		for i := 0; i < 50; i++ {
+			_, err := nc.Request("bench.local", []byte("ping"), 5*time.Second)
+			must(err)
+		}
+		lat := make([]float64, 0, n)
+		for i := 0; i < n; i++ {
+			t0 := time.Now()
+			_, err := nc.Request("bench.local", []byte("ping"), 5*time.Second)
 			must(err)
 			lat = append(lat, time.Since(t0).Seconds())
 		}

@@ -75,6 +75,23 @@ async function main() {
       await nc.close();
       break;
     }
+    case "requestlocal": {
+      const n = Number(args[0]);
+      const nc = await conn();
+      nc.subscribe("bench.local", { callback: (_err, m) => m.respond(m.data) });
+      await nc.flush();
+      const ping = new TextEncoder().encode("ping");
+      for (let i = 0; i < 50; i++) await nc.request("bench.local", ping, { timeout: 5000 });
+      const lat = [];
+      for (let i = 0; i < n; i++) {
+        const t0 = now();
+        await nc.request("bench.local", ping, { timeout: 5000 });
+        lat.push(now() - t0);
+      }
+      out("lat", lat);
+      await nc.close();
+      break;
+    }
     case "jspub": {
       const [subject, n] = [args[0], Number(args[1])];
       const payload = new Uint8Array(128);
