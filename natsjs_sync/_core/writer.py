@@ -386,8 +386,10 @@ class Writer:
             # Held here still: others' bytes buffered meanwhile (2), or the frame's rest (3).
             if deadline is None and not self._conn.may_wait_for_socket():
                 with self.lock:
-                    send_lock.release()  # under the lock, as send_held lets go
+                    # The flusher asked first, as send_held does: an exception raised as the
+                    # release returns would leave the rest with nobody to send it.
                     self.wake()
+                    send_lock.release()  # under the lock, as send_held lets go
                 return True
             # While this thread holds the send lock, nobody takes: ``taken`` ends at the frame.
             self.send_held(deadline, 0 if status == 2 else self.taken)

@@ -13,6 +13,7 @@ Real servers; the fault proxy stops reading to fill the socket.
 
 from __future__ import annotations
 
+import dis
 import sys
 import threading
 import types
@@ -293,3 +294,69 @@ def test_a_handler_closing_the_client_while_the_sender_holds_the_lock_never_lets
         assert tracer.fired and held == [True], (outcome, held)
         assert outcome is None or isinstance(outcome, NatsError)
         assert not send_lock.locked()
+
+
+class AfterLettingGo:
+    """A trace function raising :class:`Injected` right after :meth:`Writer.send_direct` lets
+    go of the send lock on a thread that may not wait for the socket (the frame's rest is left
+    to the flusher): where a signal handler's exception, or one raised into the thread by
+    ``PyThreadState_SetAsyncExc``, can land."""
+
+    def __init__(self) -> None:
+        self.code = writer_module.Writer.send_direct.__code__
+        instructions = list(dis.get_instructions(self.code))
+        first = next(i for i, ins in enumerate(instructions) if ins.argval == "release")
+        call = next(i for i in range(first, len(instructions)) if instructions[i].opname.startswith("CALL"))
+        self.point = instructions[call + 1].offset
+        self.fired = False
+
+    def __call__(self, frame: types.FrameType, event: str, arg: object) -> object:
+        if event == "call" and frame.f_code is self.code:
+            frame.f_trace_opcodes = True
+            return self._local
+        return None
+
+    def _local(self, frame: types.FrameType, event: str, arg: object) -> object:
+        if event == "opcode" and not self.fired and frame.f_lasti == self.point:
+            self.fired = True
+            raise Injected("as the send lock was let go")
+        return self._local
+
+
+def test_an_exception_as_a_thread_that_may_not_wait_lets_go_still_leaves_the_rest_to_the_flusher(
+        server: NatsServer) -> None:
+    # The timer thread never waits for the socket: the rest of a frame the socket took in part
+    # is the flusher's. An exception raised as that thread lets go of the send lock must not
+    # leave the rest with nobody asked to send it (nothing else may write for minutes).
+    with FaultProxy(server.url) as proxy, nats.connect(server.url, name="receiver") as receiver:
+        got = threading.Event()
+        receiver.subscribe("big", cb=lambda m: got.set())
+        receiver.flush(timeout=5)
+        nc = _stalled(proxy)
+        try:
+            outcome: list[str] = []
+            done = threading.Event()
+            tracer = AfterLettingGo()
+
+            def on_timer() -> None:
+                sys.settrace(tracer)
+                try:
+                    nc.publish_now("big", b"w" * HUGE)
+                    outcome.append("returned")
+                except Injected:
+                    outcome.append("raised")
+                finally:
+                    sys.settrace(None)
+                    done.set()
+
+            nc._conn.call_later(0, on_timer)
+            assert done.wait(30) and tracer.fired and outcome == ["raised"], outcome
+            writer = nc._conn.writer
+            with nc._conn.lock:
+                # The rest cannot go out while the proxy does not read: the flusher is asked
+                # to send it, or is at it already (holding the send lock until it went).
+                assert writer.outlet.flush_requested or writer.send_lock.locked()
+            proxy.heal()
+            assert got.wait(30)
+        finally:
+            nc.close()
