@@ -138,9 +138,11 @@ class TcpTransport:
         #: The socket a waiting caller's frame may be sent on straight from its thread, the buffer
         #: skipped (the compiled ``Sender`` of :meth:`Writer.send_direct
         #: <natsjs_sync._core.writer.Writer.send_direct>`, which also reads ``_closing`` and
-        #: ``_backlog`` and sets the backlog): a plain socket only, None for TLS, WebSocket frames
-        #: and green libraries' sockets, whose writes take the general path.
-        self.direct: socket.socket | None = sock if self._send_nowait is not None else None
+        #: ``_backlog`` and sets the backlog): a plain socket under this class's own ``write``
+        #: only. None for TLS, WebSocket frames, green libraries' sockets and a subclass with a
+        #: write of its own (a meter, a tunnel: it must see every byte), which take the buffer.
+        self.direct: socket.socket | None = (
+            sock if self._send_nowait is not None and type(self).write is TcpTransport.write else None)
         #: The data of the last write handed over whole: set as the bytes leave (by the compiled
         #: send itself on its fast path), so that a writer whose write an exception cut short as
         #: it returned (a signal handler's) can tell it was done (see Writer.send_held).
@@ -467,7 +469,6 @@ class WebSocketTransport(TcpTransport):
 
     def __init__(self, sock: socket.socket, addr: ServerAddress):
         super().__init__(sock, addr)
-        self.direct = None  # every write is framed (see write)
         self._frames = ws.FrameReader()
         self._wlock = threading.Lock()  # frames from the writer and PONGs from the reader never interleave
         #: PONG frames the reader could not send (the write lock was busy): whoever holds it next sends

@@ -360,3 +360,42 @@ def test_an_exception_as_a_thread_that_may_not_wait_lets_go_still_leaves_the_res
             assert got.wait(30)
         finally:
             nc.close()
+
+
+# ---------------------------------------------------------------- a transport with a write of its own
+
+def test_a_transport_with_a_write_of_its_own_sees_every_request_and_reply(server: NatsServer) -> None:
+    # A transport subclass that overrides write (a byte meter, a shaper, a tunnel) must see
+    # every byte: the direct write would send past it on the socket it inherited.
+    from natsjs_sync._core.opener import open_transport
+    from natsjs_sync._core.options import ConnectOptions
+    from natsjs_sync._core.spi import link
+    from natsjs_sync._core.transport import TcpTransport
+
+    seen: list[bytes] = []
+
+    class Metered(TcpTransport):
+        __slots__ = ()
+
+        def write(self, data: bytes | bytearray | memoryview, deadline: object = None) -> bool:
+            seen.append(bytes(data))
+            return super().write(data, deadline)  # type: ignore[arg-type]
+
+    def factory(*args: object, **kwargs: object) -> TcpTransport:
+        plain = open_transport(*args, **kwargs)  # type: ignore[arg-type]
+        return Metered(plain._sock, plain.addr)
+
+    client = nats.Client(ConnectOptions.build(server.url))
+    link(client).transport_factory = factory  # type: ignore[attr-defined]
+    client._start()
+    with client as nc:
+        nc.subscribe("m.svc", cb=lambda m: m.respond(b"re:" + m.data))
+        nc.request("m.svc", b"warm", timeout=5)
+        nc.flush(timeout=5)
+        seen.clear()
+        for i in range(20):
+            assert nc.request("m.svc", b"q%d" % i, timeout=5).data == b"re:q%d" % i
+        wire = b"".join(seen)
+        for i in range(20):
+            assert b"\r\nq%d\r\n" % i in wire  # the request
+            assert b"\r\nre:q%d\r\n" % i in wire  # the reply
