@@ -204,17 +204,24 @@ def theirs_pubsub(url: str, n: int, size: int) -> float:
     return asyncio.run(run())
 
 
-def theirs_request(url: str, n: int) -> list[float]:
+def theirs_request(url: str, n: int, subject: str = "bench.req", local: bool = False) -> list[float]:
+    """nats-py's request latencies; with ``local`` its own client answers them."""
     import nats
 
     async def run() -> list[float]:
         nc = await nats.connect(url)
+        if local:
+            async def echo(m):  # type: ignore[no-untyped-def]
+                await m.respond(m.data)
+
+            await nc.subscribe(subject, cb=echo)
+            await nc.flush()
         for _ in range(50):
-            await nc.request("bench.req", b"ping", timeout=5)
+            await nc.request(subject, b"ping", timeout=5)
         lat = []
         for _ in range(n):
             t0 = time.perf_counter()
-            await nc.request("bench.req", b"ping", timeout=5)
+            await nc.request(subject, b"ping", timeout=5)
             lat.append(time.perf_counter() - t0)
         await nc.close()
         return lat
@@ -224,27 +231,7 @@ def theirs_request(url: str, n: int) -> list[float]:
 
 def theirs_request_local(url: str, n: int) -> list[float]:
     """nats-py's request latencies with the responder on the same client."""
-    import nats
-
-    async def run() -> list[float]:
-        nc = await nats.connect(url)
-
-        async def echo(m):  # type: ignore[no-untyped-def]
-            await m.respond(m.data)
-
-        await nc.subscribe("bench.local", cb=echo)
-        await nc.flush()
-        for _ in range(50):
-            await nc.request("bench.local", b"ping", timeout=5)
-        lat = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            await nc.request("bench.local", b"ping", timeout=5)
-            lat.append(time.perf_counter() - t0)
-        await nc.close()
-        return lat
-
-    return asyncio.run(run())
+    return theirs_request(url, n, "bench.local", local=True)
 
 
 def pct(values: list[float], q: float) -> float:

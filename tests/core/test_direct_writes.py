@@ -211,22 +211,34 @@ def test_a_direct_write_that_fails_reports_it_to_the_caller(server: NatsServer) 
 
 # ---------------------------------------------------------------- a signal handler while it holds the lock
 
-class AfterHeldReturn:
-    """A trace function that runs ``handler`` (a signal handler on this thread) right after
-    the compiled sender returned with the send lock still held, before the caller goes on:
-    where such a handler's code runs. Raises :class:`Injected` after it when ``raises``."""
+class InSendDirect:
+    """A trace function that follows :meth:`Writer.send_direct` opcode by opcode; ``_local``
+    says what it does there."""
 
-    def __init__(self, handler: Callable[[], object], raises: bool):
-        self.handler = handler
-        self.raises = raises
+    code = writer_module.Writer.send_direct.__code__
+
+    def __init__(self) -> None:
         self.fired = False
-        self.code = writer_module.Writer.send_direct.__code__
 
     def __call__(self, frame: types.FrameType, event: str, arg: object) -> object:
         if event == "call" and frame.f_code is self.code:
             frame.f_trace_opcodes = True
             return self._local
         return None
+
+    def _local(self, frame: types.FrameType, event: str, arg: object) -> object:
+        raise NotImplementedError
+
+
+class AfterHeldReturn(InSendDirect):
+    """Runs ``handler`` (a signal handler on this thread) right after the compiled sender
+    returned with the send lock still held, before the caller goes on: where such a
+    handler's code runs. Raises :class:`Injected` after it when ``raises``."""
+
+    def __init__(self, handler: Callable[[], object], raises: bool):
+        super().__init__()
+        self.handler = handler
+        self.raises = raises
 
     def _local(self, frame: types.FrameType, event: str, arg: object) -> object:
         if (event == "opcode" and not self.fired and isinstance(frame.f_locals.get("status"), int)
@@ -296,25 +308,18 @@ def test_a_handler_closing_the_client_while_the_sender_holds_the_lock_never_lets
         assert not send_lock.locked()
 
 
-class AfterLettingGo:
-    """A trace function raising :class:`Injected` right after :meth:`Writer.send_direct` lets
-    go of the send lock on a thread that may not wait for the socket (the frame's rest is left
-    to the flusher): where a signal handler's exception, or one raised into the thread by
+class AfterLettingGo(InSendDirect):
+    """Raises :class:`Injected` right after :meth:`Writer.send_direct` lets go of the send
+    lock on a thread that may not wait for the socket (the frame's rest is left to the
+    flusher): where a signal handler's exception, or one raised into the thread by
     ``PyThreadState_SetAsyncExc``, can land."""
 
     def __init__(self) -> None:
-        self.code = writer_module.Writer.send_direct.__code__
+        super().__init__()
         instructions = list(dis.get_instructions(self.code))
         first = next(i for i, ins in enumerate(instructions) if ins.argval == "release")
         call = next(i for i in range(first, len(instructions)) if instructions[i].opname.startswith("CALL"))
         self.point = instructions[call + 1].offset
-        self.fired = False
-
-    def __call__(self, frame: types.FrameType, event: str, arg: object) -> object:
-        if event == "call" and frame.f_code is self.code:
-            frame.f_trace_opcodes = True
-            return self._local
-        return None
 
     def _local(self, frame: types.FrameType, event: str, arg: object) -> object:
         if event == "opcode" and not self.fired and frame.f_lasti == self.point:
