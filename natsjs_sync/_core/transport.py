@@ -142,7 +142,7 @@ class TcpTransport:
         #: only. None for TLS, WebSocket frames, green libraries' sockets and a subclass with a
         #: write of its own (a meter, a tunnel: it must see every byte), which take the buffer.
         self.direct: socket.socket | None = (
-            sock if self._send_nowait is not None and type(self).write is TcpTransport.write else None)
+            sock if self._send_nowait is not None and type(self).write is _TCP_WRITE else None)
         #: The data of the last write handed over whole: set as the bytes leave (by the compiled
         #: send itself on its fast path), so that a writer whose write an exception cut short as
         #: it returned (a signal handler's) can tell it was done (see Writer.send_held).
@@ -459,6 +459,11 @@ class TcpTransport:
             os.close(self._sock.detach())
         except OSError:
             pass
+
+
+#: TcpTransport's own write, as defined: a write put on the class later (a spy, an
+#: instrumentation's wrapper) is another write, which a direct write would go past.
+_TCP_WRITE = TcpTransport.write
 
 
 class WebSocketTransport(TcpTransport):

@@ -1991,7 +1991,9 @@ sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         fail = ok < 0;
         goto unlock;
     }
-    direct = PyObject_GetAttr(transport, str_direct);
+    /* Not through a __getattr__: a wrapper that hands out what it wraps (a meter's) has a
+     * write of its own, and the backlog set below would be the wrapper's, never sent. */
+    direct = PyObject_GenericGetAttr(transport, str_direct);
     if (direct == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
             fail = 1;

@@ -425,3 +425,67 @@ def test_a_transport_with_a_write_of_its_own_sees_every_request_and_reply(server
         for i in range(20):
             assert b"\r\nq%d\r\n" % i in wire  # the request
             assert b"\r\nre:q%d\r\n" % i in wire  # the reply
+
+
+class _Delegating:
+    """A transport wrapped by delegation (a meter, as a test's counting transport is): its own
+    write, everything else the wrapped transport's (``__getattr__``)."""
+
+    def __init__(self, transport: object) -> None:
+        self._transport = transport
+        self.seen: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview, deadline: object = None) -> bool:
+        self.seen.append(bytes(data))
+        return bool(self._transport.write(data, deadline))  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._transport, name)
+
+
+def test_a_transport_wrapped_by_delegation_sees_every_request_and_reply(server: NatsServer) -> None:
+    # The wrapper's __getattr__ hands out the wrapped socket as ``direct``: a write past the
+    # wrapper's write skips what it does with the bytes, and the rest of a frame the socket
+    # took in part would be kept as the wrapper's backlog, which the wrapped write never sends.
+    from natsjs_sync._core.spi import link
+
+    with nats.connect(server.url) as nc:
+        nc.subscribe("w.svc", cb=lambda m: m.respond(b"re:" + m.data))
+        nc.request("w.svc", b"warm", timeout=5)
+        nc.flush(timeout=5)
+        core = link(nc)
+        wrapper = _Delegating(core.transport)
+        core.transport = wrapper  # type: ignore[attr-defined]
+        for i in range(20):
+            assert nc.request("w.svc", b"q%d" % i, timeout=5).data == b"re:q%d" % i
+        nc.flush(timeout=5)
+        wire = b"".join(wrapper.seen)
+        for i in range(20):
+            assert b"\r\nq%d\r\n" % i in wire  # the request
+            assert b"\r\nre:q%d\r\n" % i in wire  # the reply
+
+
+def test_a_write_patched_on_the_transport_class_sees_every_request(
+        server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A spy put on TcpTransport.write itself (a test's, an instrumentation's) is the class's
+    # write as the transport is made: it is not the write the direct path stands in for.
+    from natsjs_sync._core.transport import TcpTransport
+
+    seen: list[bytes] = []
+    original = TcpTransport.write
+
+    def spy(self: TcpTransport, data: bytes | bytearray | memoryview, deadline: object = None) -> bool:
+        seen.append(bytes(data))
+        return original(self, data, deadline)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TcpTransport, "write", spy)
+    with nats.connect(server.url) as nc:
+        nc.subscribe("s.svc", cb=lambda m: m.respond(b"ok"))
+        nc.request("s.svc", b"warm", timeout=5)
+        nc.flush(timeout=5)
+        seen.clear()
+        for i in range(20):
+            assert nc.request("s.svc", b"q%d" % i, timeout=5).data == b"ok"
+        wire = b"".join(seen)
+        for i in range(20):
+            assert b"\r\nq%d\r\n" % i in wire

@@ -356,13 +356,18 @@ class AfterTheSend:
 
 @needs_311_bytecode
 @pytest.mark.skipif(speedups is None, reason="the record is made by the compiled send")
+@pytest.mark.parametrize("way", ["direct", "buffered"])
 @pytest.mark.parametrize("operation", ["request", "publish_now"])
-def test_an_exception_as_the_send_returns_costs_no_reconnect(server: NatsServer, operation: str) -> None:
+def test_an_exception_as_the_send_returns_costs_no_reconnect(server: NatsServer, operation: str, way: str) -> None:
     # The write was done: the transport records it in the call that hands the bytes over, and
-    # the writer, cut short after it, keeps the connection.
+    # the writer, cut short after it, keeps the connection. An idle writer's caller sends past
+    # the buffer: "buffered" takes the transport's write (send_held and its record), as a
+    # caller does whenever the writer is not idle.
     with nats.connect(server.url, name="responder") as responder, nats.connect(server.url) as nc:
         responder.subscribe("echo", cb=lambda m: m.respond(m.data))
         responder.flush(timeout=5)
+        if way == "buffered":
+            _through_the_buffer(nc)
         injector = AfterTheSend()
         previous = sys.gettrace()
         sys.settrace(injector)
