@@ -55,6 +55,22 @@ func rate(n int, start time.Time) float64 {
 	return float64(n) / time.Since(start).Seconds()
 }
 
+// requestLatencies: 50 requests to warm up, then n timed ones (seconds each).
+func requestLatencies(nc *nats.Conn, subject string, n int) []float64 {
+	for i := 0; i < 50; i++ {
+		_, err := nc.Request(subject, []byte("ping"), 5*time.Second)
+		must(err)
+	}
+	lat := make([]float64, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		_, err := nc.Request(subject, []byte("ping"), 5*time.Second)
+		must(err)
+		lat = append(lat, time.Since(t0).Seconds())
+	}
+	return lat
+}
+
 func main() {
 	mode, url, args := os.Args[1], os.Args[2], os.Args[3:]
 	switch mode {
@@ -103,40 +119,16 @@ func main() {
 		pubNc.Close()
 
 	case "request":
-		n := atoi(args[0])
 		nc := connect(url)
-		for i := 0; i < 50; i++ {
-			_, err := nc.Request("bench.req", []byte("ping"), 5*time.Second)
-			must(err)
-		}
-		lat := make([]float64, 0, n)
-		for i := 0; i < n; i++ {
-			t0 := time.Now()
-			_, err := nc.Request("bench.req", []byte("ping"), 5*time.Second)
-			must(err)
-			lat = append(lat, time.Since(t0).Seconds())
-		}
-		out("lat", lat)
+		out("lat", requestLatencies(nc, "bench.req", atoi(args[0])))
 		nc.Close()
 
 	case "requestlocal":
-		n := atoi(args[0])
 		nc := connect(url)
 		_, err := nc.Subscribe("bench.local", func(m *nats.Msg) { _ = m.Respond(m.Data) })
 		must(err)
 		must(nc.Flush())
-		for i := 0; i < 50; i++ {
-			_, err := nc.Request("bench.local", []byte("ping"), 5*time.Second)
-			must(err)
-		}
-		lat := make([]float64, 0, n)
-		for i := 0; i < n; i++ {
-			t0 := time.Now()
-			_, err := nc.Request("bench.local", []byte("ping"), 5*time.Second)
-			must(err)
-			lat = append(lat, time.Since(t0).Seconds())
-		}
-		out("lat", lat)
+		out("lat", requestLatencies(nc, "bench.local", atoi(args[0])))
 		nc.Close()
 
 	case "jspub":

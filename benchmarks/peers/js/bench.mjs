@@ -14,6 +14,19 @@ const now = () => performance.now() / 1000;
 const out = (key, value) => console.log(JSON.stringify({ [key]: value }));
 const conn = () => connect({ servers: url, name: "bench-js" });
 
+// 50 requests to warm up, then n timed ones (seconds each).
+async function requestLatencies(nc, subject, n) {
+  const ping = new TextEncoder().encode("ping");
+  for (let i = 0; i < 50; i++) await nc.request(subject, ping, { timeout: 5000 });
+  const lat = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = now();
+    await nc.request(subject, ping, { timeout: 5000 });
+    lat.push(now() - t0);
+  }
+  return lat;
+}
+
 async function main() {
   switch (mode) {
     case "respond": {
@@ -61,34 +74,16 @@ async function main() {
       break;
     }
     case "request": {
-      const n = Number(args[0]);
       const nc = await conn();
-      const ping = new TextEncoder().encode("ping");
-      for (let i = 0; i < 50; i++) await nc.request("bench.req", ping, { timeout: 5000 });
-      const lat = [];
-      for (let i = 0; i < n; i++) {
-        const t0 = now();
-        await nc.request("bench.req", ping, { timeout: 5000 });
-        lat.push(now() - t0);
-      }
-      out("lat", lat);
+      out("lat", await requestLatencies(nc, "bench.req", Number(args[0])));
       await nc.close();
       break;
     }
     case "requestlocal": {
-      const n = Number(args[0]);
       const nc = await conn();
       nc.subscribe("bench.local", { callback: (_err, m) => m.respond(m.data) });
       await nc.flush();
-      const ping = new TextEncoder().encode("ping");
-      for (let i = 0; i < 50; i++) await nc.request("bench.local", ping, { timeout: 5000 });
-      const lat = [];
-      for (let i = 0; i < n; i++) {
-        const t0 = now();
-        await nc.request("bench.local", ping, { timeout: 5000 });
-        lat.push(now() - t0);
-      }
-      out("lat", lat);
+      out("lat", await requestLatencies(nc, "bench.local", Number(args[0])));
       await nc.close();
       break;
     }
