@@ -187,7 +187,7 @@ class Writer:
                 or not isinstance(self.outlet, speedups.Outlet)):
             return None
         sender: Callable[[bytes, int, Waiter | None], int] = speedups.Sender(
-            self, self._conn, self.lock.acquire, self.lock.release, self.send_lock, self.buffer, self.outlet)
+            self, self._conn, self.lock, self.send_lock, self.buffer, self.outlet)
         return sender
 
     def start(self) -> None:

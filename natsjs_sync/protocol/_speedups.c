@@ -1793,17 +1793,17 @@ static PyTypeObject SendLockType = {
 
 /* ---------------------------------------------------------------- the sender
  *
- * Sender(writer, conn, acquire, release, send_lock, buffer, outlet): a caller's
- * write that skips the buffer when the writer is idle (natsjs_sync._core.writer,
+ * Sender(writer, conn, lock, send_lock, buffer, outlet): a caller's write that
+ * skips the buffer when the writer is idle (natsjs_sync._core.writer,
  * Writer.send_direct, is the Python side and says when it is used). Called with
- * (frame, size, waiter): under the connection's lock (taken without waiting,
- * with its acquire and release), when the connection is up, nothing is
- * buffered, nothing was put in front or withdrawn, no write is behind or cut,
- * the transport has a plain socket to send on directly (its ``direct``), no
- * backlog, and its ``_closing`` lock and the send lock are free, it takes the
- * frame as the next bytes of the stream (``writer.taken``, ``waiter.end``, the
- * outlet's counters), lets go of the connection's lock and sends the frame in
- * one non-blocking system call. Returns:
+ * (frame, size, waiter): under the connection's lock (taken without waiting),
+ * when the connection is up, nothing is buffered, nothing was put in front or
+ * withdrawn, no write is behind or cut, the transport has a plain socket to
+ * send on directly (its ``direct``), no backlog, and its ``_closing`` lock and
+ * the send lock are free, it takes the frame as the next bytes of the stream
+ * (``writer.taken``, ``waiter.end``, the outlet's counters), lets go of the
+ * connection's lock and sends the frame in one non-blocking system call.
+ * Returns:
  *
  *   0  not idle: nothing was done (the general path buffers and sends);
  *   1  sent whole, the send lock let go of under the connection's lock;
@@ -1822,7 +1822,7 @@ static PyTypeObject SendLockType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *writer, *conn, *acquire, *release, *send_lock, *buffer, *outlet;
+    PyObject *writer, *conn, *lock, *send_lock, *buffer, *outlet;
 } Sender;
 
 static PyObject *str_front, *str_holes, *str_behind, *str_broken, *str_taken, *str_sent_to, *str_transport,
@@ -1833,8 +1833,7 @@ sender_traverse(Sender *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->writer);
     Py_VISIT(self->conn);
-    Py_VISIT(self->acquire);
-    Py_VISIT(self->release);
+    Py_VISIT(self->lock);
     Py_VISIT(self->send_lock);
     Py_VISIT(self->buffer);
     Py_VISIT(self->outlet);
@@ -1846,8 +1845,7 @@ sender_clear(Sender *self)
 {
     Py_CLEAR(self->writer);
     Py_CLEAR(self->conn);
-    Py_CLEAR(self->acquire);
-    Py_CLEAR(self->release);
+    Py_CLEAR(self->lock);
     Py_CLEAR(self->send_lock);
     Py_CLEAR(self->buffer);
     Py_CLEAR(self->outlet);
@@ -1865,29 +1863,26 @@ sender_dealloc(Sender *self)
 static int
 sender_init(Sender *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"writer", "conn", "acquire", "release", "send_lock", "buffer", "outlet", NULL};
-    PyObject *writer, *conn, *acquire, *release, *send_lock, *buffer, *outlet;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO!O!O!", kwlist, &writer, &conn, &acquire, &release,
-                                     &SendLockType, &send_lock, &PyByteArray_Type, &buffer, &OutletType,
-                                     &outlet)) {
+    static char *kwlist[] = {"writer", "conn", "lock", "send_lock", "buffer", "outlet", NULL};
+    PyObject *writer, *conn, *lock, *send_lock, *buffer, *outlet;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!O!O!", kwlist, &writer, &conn, &lock, &SendLockType,
+                                     &send_lock, &PyByteArray_Type, &buffer, &OutletType, &outlet)) {
         return -1;
     }
-    PyObject *refs[] = {writer, conn, acquire, release, send_lock, buffer, outlet};
-    PyObject **slots[] = {&self->writer, &self->conn, &self->acquire, &self->release, &self->send_lock,
-                          &self->buffer, &self->outlet};
-    for (int i = 0; i < 7; i++) {
+    PyObject *refs[] = {writer, conn, lock, send_lock, buffer, outlet};
+    PyObject **slots[] = {&self->writer, &self->conn, &self->lock, &self->send_lock, &self->buffer, &self->outlet};
+    for (int i = 0; i < 6; i++) {
         Py_INCREF(refs[i]);
         Py_XSETREF(*slots[i], refs[i]);
     }
     return 0;
 }
 
-/* fn(False) for a lock's acquire: 1 taken, 0 not, -1 error */
+/* lock.acquire(False) for a threading lock: 1 taken, 0 not, -1 error */
 static int
-try_acquire(PyObject *acquire)
+lock_try(PyObject *lock)
 {
-    PyObject *arg[1] = {Py_False};
-    PyObject *r = PyObject_Vectorcall(acquire, arg, 1, NULL);
+    PyObject *r = PyObject_CallMethodOneArg(lock, str_acquire, Py_False);
     if (r == NULL) {
         return -1;
     }
@@ -1896,20 +1891,9 @@ try_acquire(PyObject *acquire)
     return got;
 }
 
+/* lock.release() for a threading lock: 0, or -1 error */
 static int
-call_release(PyObject *release)
-{
-    PyObject *r = PyObject_CallNoArgs(release);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
-    return 0;
-}
-
-/* lock.release() for a lock object: 0, or -1 error */
-static int
-release_lock(PyObject *lock)
+lock_release(PyObject *lock)
 {
     PyObject *r = PyObject_CallMethodNoArgs(lock, str_release);
     if (r == NULL) {
@@ -1945,6 +1929,68 @@ attr_is(PyObject *obj, PyObject *name, PyObject *target)
     return is;
 }
 
+/* The connection's lock held: the transport to send on when the writer is idle (1, with the
+ * transport's ``_closing`` lock taken and the descriptor in *fd), 0 when it is not, -1 error.
+ * *transport and *closing are new references (NULL when not found). */
+static int
+sender_idle(Sender *self, PyObject **transport, PyObject **closing, long *fd)
+{
+    int ok;
+    if (!((Outlet *)self->outlet)->open || PyByteArray_GET_SIZE(self->buffer) != 0) {
+        return 0;
+    }
+    if ((ok = attr_is_empty(self->writer, str_front)) <= 0 || (ok = attr_is_empty(self->writer, str_holes)) <= 0) {
+        return ok;
+    }
+    if ((*transport = PyObject_GetAttr(self->conn, str_transport)) == NULL) {
+        return -1;
+    }
+    if (*transport == Py_None) {
+        return 0;
+    }
+    if ((ok = attr_is(self->writer, str_behind, *transport)) != 0 ||
+        (ok = attr_is(self->writer, str_broken, *transport)) != 0) {
+        return ok < 0 ? -1 : 0;
+    }
+    /* Not through a __getattr__: a wrapper that hands out what it wraps (a meter's) has a
+     * write of its own, and the backlog set by the caller would be the wrapper's, never sent. */
+    PyObject *direct = PyObject_GenericGetAttr(*transport, str_direct);
+    if (direct == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear(); /* a transport of another kind (a custom factory's): the general path */
+        return 0;
+    }
+    PyObject *backlog = direct == Py_None ? NULL : PyObject_GetAttr(*transport, str_backlog);
+    ok = backlog != NULL && PyBytes_CheckExact(backlog) && PyBytes_GET_SIZE(backlog) == 0;
+    Py_XDECREF(backlog);
+    if (!ok) {
+        Py_DECREF(direct);
+        return direct == Py_None || backlog != NULL ? 0 : -1;
+    }
+    /* _closing: the descriptor's number stays this socket's until the send is done (see TcpTransport) */
+    if ((*closing = PyObject_GetAttr(*transport, str_closing)) == NULL || (ok = lock_try(*closing)) <= 0) {
+        Py_DECREF(direct);
+        if (*closing != NULL && ok == 0) {
+            return 0;
+        }
+        return -1;
+    }
+    PyObject *fdobj = PyObject_CallMethodNoArgs(direct, str_fileno);
+    Py_DECREF(direct);
+    *fd = fdobj == NULL ? -1 : PyLong_AsLong(fdobj);
+    Py_XDECREF(fdobj);
+    if ((fdobj == NULL || (*fd == -1 && PyErr_Occurred())) || *fd < 0) {
+        int err = PyErr_Occurred() != NULL;
+        if (lock_release(*closing) < 0) {
+            return -1;
+        }
+        return err ? -1 : 0; /* closed under us: the general path */
+    }
+    return 1;
+}
+
 static PyObject *
 sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -1963,96 +2009,30 @@ sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwname
     if (self->writer == NULL || !outlet->open || !PyBytes_CheckExact(frame) || send_lock->owner == me) {
         return PyLong_FromLong(0); /* the send lock's holder: a signal handler's write, see SendLock */
     }
-    int got = try_acquire(self->acquire);
+    int got = lock_try(self->lock);
     if (got <= 0) {
         return got < 0 ? NULL : PyLong_FromLong(0);
     }
-    /* The connection's lock held: is the writer idle? */
-    PyObject *transport = NULL, *direct = NULL, *closing = NULL, *fdobj = NULL, *takenobj = NULL, *endobj = NULL;
-    long status = 0;
-    int fail = 0, closing_held = 0, ok;
-    if (!outlet->open || PyByteArray_GET_SIZE(self->buffer) != 0) {
-        goto unlock;
-    }
-    if ((ok = attr_is_empty(self->writer, str_front)) <= 0 || (ok = attr_is_empty(self->writer, str_holes)) <= 0) {
-        fail = ok < 0;
-        goto unlock;
-    }
-    transport = PyObject_GetAttr(self->conn, str_transport);
-    if (transport == NULL) {
-        fail = 1;
-        goto unlock;
-    }
-    if (transport == Py_None) {
-        goto unlock;
-    }
-    if ((ok = attr_is(self->writer, str_behind, transport)) != 0 ||
-        (ok = attr_is(self->writer, str_broken, transport)) != 0) {
-        fail = ok < 0;
-        goto unlock;
-    }
-    /* Not through a __getattr__: a wrapper that hands out what it wraps (a meter's) has a
-     * write of its own, and the backlog set below would be the wrapper's, never sent. */
-    direct = PyObject_GenericGetAttr(transport, str_direct);
-    if (direct == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            fail = 1;
-            goto unlock;
-        }
-        PyErr_Clear(); /* a transport of another kind (a custom factory's): the general path */
-        direct = Py_NewRef(Py_None);
-    }
-    if (direct == Py_None) {
-        goto unlock;
-    }
-    PyObject *backlog = PyObject_GetAttr(transport, str_backlog);
-    if (backlog == NULL) {
-        fail = 1;
-        goto unlock;
-    }
-    ok = PyBytes_CheckExact(backlog) && PyBytes_GET_SIZE(backlog) == 0;
-    Py_DECREF(backlog);
-    if (!ok) {
-        goto unlock;
-    }
-    /* _closing: the descriptor's number stays this socket's until the send is done (see TcpTransport) */
-    closing = PyObject_GetAttr(transport, str_closing);
-    PyObject *closing_acquire = closing == NULL ? NULL : PyObject_GetAttr(closing, str_acquire);
-    if (closing_acquire == NULL) {
-        fail = 1;
-        goto unlock;
-    }
-    got = try_acquire(closing_acquire);
-    Py_DECREF(closing_acquire);
-    if (got <= 0) {
-        fail = got < 0;
+    /* The connection's lock held. */
+    PyObject *transport = NULL, *closing = NULL, *endobj = NULL;
+    long status = 0, fd = -1;
+    int fail = 0, closing_held = 0;
+    int idle = sender_idle(self, &transport, &closing, &fd);
+    if (idle <= 0) {
+        fail = idle < 0;
         goto unlock;
     }
     closing_held = 1;
-    fdobj = PyObject_CallMethodNoArgs(direct, str_fileno);
-    if (fdobj == NULL) {
-        fail = 1;
-        goto unlock;
-    }
-    long fd = PyLong_AsLong(fdobj);
-    if (fd == -1 && PyErr_Occurred()) {
-        fail = 1;
-        goto unlock;
-    }
-    takenobj = PyObject_GetAttr(self->writer, str_taken);
+    PyObject *takenobj = PyObject_GetAttr(self->writer, str_taken);
     Py_ssize_t taken = takenobj == NULL ? -1 : PyLong_AsSsize_t(takenobj);
-    if (taken == -1 && PyErr_Occurred()) {
-        fail = 1;
-        goto unlock;
-    }
+    Py_XDECREF(takenobj);
     Py_ssize_t len = PyBytes_GET_SIZE(frame);
-    endobj = PyLong_FromSsize_t(taken + len);
-    if (endobj == NULL) {
+    if ((taken == -1 && PyErr_Occurred()) || (endobj = PyLong_FromSsize_t(taken + len)) == NULL) {
         fail = 1;
         goto unlock;
     }
-    if (fd < 0 || PyThread_acquire_lock_timed(send_lock->lock, 0, 0) != PY_LOCK_ACQUIRED) {
-        goto unlock; /* closed under us, or another thread is sending */
+    if (PyThread_acquire_lock_timed(send_lock->lock, 0, 0) != PY_LOCK_ACQUIRED) {
+        goto unlock; /* another thread is sending */
     }
     send_lock->owner = me;
     /* The take: the frame is the stream's next bytes, as if buffered and taken at once. */
@@ -2063,7 +2043,7 @@ sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwname
     }
     outlet->out_msgs++;
     outlet->out_bytes += size;
-    if (call_release(self->release) < 0) {
+    if (lock_release(self->lock) < 0) {
         fail = 1;
         goto release_closing;
     }
@@ -2076,21 +2056,16 @@ sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwname
     } while (n < 0 && errno == EINTR);
     Py_END_ALLOW_THREADS
     closing_held = 0;
-    if (release_lock(closing) < 0) {
+    if (lock_release(closing) < 0) {
         fail = 1;
     }
     if (n == len) {
         if (PyObject_SetAttr(self->writer, str_sent_to, endobj) < 0 ||
-            PyObject_SetAttr(self->writer, str_behind, Py_None) < 0) {
+            PyObject_SetAttr(self->writer, str_behind, Py_None) < 0 || (got = lock_try(self->lock)) < 0) {
             fail = 1;
             goto done;
         }
         status = 2;
-        got = try_acquire(self->acquire);
-        if (got < 0) {
-            fail = 1;
-            goto done;
-        }
         if (got) {
             /* Let go under the connection's lock, as Writer.send_held does: a thread that
              * buffered bytes and found the send lock taken is sure they are seen. */
@@ -2099,7 +2074,7 @@ sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwname
                 PyThread_release_lock(send_lock->lock);
                 status = 1;
             }
-            if (call_release(self->release) < 0) {
+            if (lock_release(self->lock) < 0) {
                 fail = 1;
             }
         }
@@ -2118,19 +2093,16 @@ sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwname
     goto done;
 
 unlock:
-    if (call_release(self->release) < 0) {
+    if (lock_release(self->lock) < 0) {
         fail = 1;
     }
 release_closing:
-    if (closing_held && release_lock(closing) < 0) {
+    if (closing_held && lock_release(closing) < 0) {
         fail = 1;
     }
 done:
     Py_XDECREF(transport);
-    Py_XDECREF(direct);
     Py_XDECREF(closing);
-    Py_XDECREF(fdobj);
-    Py_XDECREF(takenobj);
     Py_XDECREF(endobj);
     if (fail) {
         return NULL;
@@ -2154,7 +2126,7 @@ static PyTypeObject SenderType = {
     .tp_basicsize = sizeof(Sender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(Sender, vectorcall),
-    .tp_doc = "Sender(writer, conn, acquire, release, send_lock, buffer, outlet): a waiting caller's write "
+    .tp_doc = "Sender(writer, conn, lock, send_lock, buffer, outlet): a waiting caller's write "
               "that skips an idle writer's buffer.",
     .tp_new = sender_new,
     .tp_init = (initproc)sender_init,
