@@ -441,7 +441,8 @@ class Client(_NativeClient):
         if not isinstance(old_style, bool):  # request(subject, payload, timeout, headers)
             headers, old_style = old_style, False
         if not old_style:
-            return super().request(subject, payload, timeout, headers)
+            # The native request's one step (no super(): every request passes here).
+            return self._conn.request(subject, payload, timeout, headers)
         inbox = self.new_inbox()
         sub = super().subscribe(inbox, max_msgs=1)
         try:
