@@ -877,7 +877,7 @@ class Connection:
                 return
             prefix = f"{self.options.inbox_prefix}.{self.nuid.next()}."
             sid = self.registry.next_sid()
-            self.registry.add(Entry(sid, prefix + "*", None, self.requests.route))
+            self.registry.add(Entry(sid, prefix + "*", None, self.requests.reply_route))
             self.control_locked(commands.sub((prefix + "*").encode(), sid))
             self.requests.start(prefix, sid)
 

@@ -532,6 +532,191 @@ route_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 }
 
 /*
+ * ReplyRoute(mux, waiter_cls): the response inbox's route (the Python twin,
+ * and the reference, is natsjs_sync._core.requests.ResponseMux.route).
+ * Called with a reply, it pops the Waiter of the reply's token (the subject
+ * after mux.prefix_len characters) from mux.waiting, raises mux.replied_to to
+ * the waiter's end, stores the reply in the waiter and lets its lock go
+ * (Waiter.set): no Python code runs for a plain Waiter. Anything else (a
+ * message that is not a compiled Msg, a waiter of another class) goes to
+ * mux.route itself.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *mux;
+    PyTypeObject *waiter_cls;
+    Py_ssize_t off_value, off_end, off_lock;
+} ReplyRoute;
+
+static PyObject *str_waiting, *str_prefix_len, *str_replied_to, *str_route;
+static PyObject *str_release; /* interned at import, with the Sender's names */
+
+static PyObject *
+reply_route_call(ReplyRoute *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "ReplyRoute takes one message");
+        return NULL;
+    }
+    PyObject *msg = args[0];
+    PyObject *subject = NULL;
+    if (msg_base != NULL && Py_TYPE(msg)->tp_basicsize == msg_base->tp_basicsize && PyObject_TypeCheck(msg, msg_base)) {
+        subject = *(PyObject **)((char *)msg + off_subject);
+    }
+    if (subject == NULL || !PyUnicode_CheckExact(subject)) {
+        return PyObject_CallMethodOneArg(self->mux, str_route, msg);
+    }
+    PyObject *waiting = PyObject_GetAttr(self->mux, str_waiting);
+    PyObject *prefix_len = waiting == NULL ? NULL : PyObject_GetAttr(self->mux, str_prefix_len);
+    if (prefix_len == NULL) {
+        Py_XDECREF(waiting);
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(prefix_len);
+    Py_DECREF(prefix_len);
+    if (start == -1 && PyErr_Occurred()) {
+        Py_DECREF(waiting);
+        return NULL;
+    }
+    if (!PyDict_CheckExact(waiting) || start < 0) {
+        Py_DECREF(waiting);
+        return PyObject_CallMethodOneArg(self->mux, str_route, msg);
+    }
+    PyObject *token = PyUnicode_Substring(subject, start, PyUnicode_GET_LENGTH(subject));
+    if (token == NULL) {
+        Py_DECREF(waiting);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    PyObject *waiter = PyDict_GetItemWithError(waiting, token); /* borrowed */
+    if (waiter == NULL) {
+        if (!PyErr_Occurred()) {
+            result = Py_NewRef(Py_None); /* nobody waits for it any more (timed out) */
+        }
+        goto done;
+    }
+    if (Py_TYPE(waiter) != self->waiter_cls) {
+        result = PyObject_CallMethodOneArg(self->mux, str_route, msg);
+        goto done;
+    }
+    Py_INCREF(waiter);
+    if (PyDict_DelItem(waiting, token) < 0) {
+        Py_DECREF(waiter);
+        goto done;
+    }
+    /* The server took everything written before the request: see ResponseMux.route. */
+    PyObject *end = *(PyObject **)((char *)waiter + self->off_end); /* borrowed */
+    PyObject *replied = end == NULL ? NULL : PyObject_GetAttr(self->mux, str_replied_to);
+    int later = replied == NULL ? -1 : PyObject_RichCompareBool(end, replied, Py_GT);
+    Py_XDECREF(replied);
+    if (later < 0 || (later && PyObject_SetAttr(self->mux, str_replied_to, end) < 0)) {
+        if (end == NULL && !PyErr_Occurred()) {
+            PyErr_SetString(PyExc_AttributeError, "end");
+        }
+        Py_DECREF(waiter);
+        goto done;
+    }
+    /* Waiter.set(msg): the first value stays; the lock let go once. */
+    PyObject **value = (PyObject **)((char *)waiter + self->off_value);
+    PyObject *lock = *(PyObject **)((char *)waiter + self->off_lock); /* borrowed */
+    if (*value == Py_None && lock != NULL) {
+        Py_INCREF(msg);
+        Py_SETREF(*value, msg);
+        Py_INCREF(lock);
+        PyObject *r = PyObject_CallMethodNoArgs(lock, str_release);
+        Py_DECREF(lock);
+        if (r == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_RuntimeError)) { /* RuntimeError: already woken */
+                Py_DECREF(waiter);
+                goto done;
+            }
+            PyErr_Clear();
+        }
+        Py_XDECREF(r);
+    } else if (*value == NULL || lock == NULL) {
+        PyErr_SetString(PyExc_AttributeError, *value == NULL ? "value" : "_lock");
+        Py_DECREF(waiter);
+        goto done;
+    }
+    Py_DECREF(waiter);
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(token);
+    Py_DECREF(waiting);
+    return result;
+}
+
+static int
+reply_route_traverse(ReplyRoute *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->mux);
+    Py_VISIT(self->waiter_cls);
+    return 0;
+}
+
+static int
+reply_route_clear(ReplyRoute *self)
+{
+    Py_CLEAR(self->mux);
+    Py_CLEAR(self->waiter_cls);
+    return 0;
+}
+
+static void
+reply_route_dealloc(ReplyRoute *self)
+{
+    PyObject_GC_UnTrack(self);
+    reply_route_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+reply_route_init(ReplyRoute *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"mux", "waiter_cls", NULL};
+    PyObject *mux, *cls;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!", kwlist, &mux, &PyType_Type, &cls)) {
+        return -1;
+    }
+    PyTypeObject *t = (PyTypeObject *)cls;
+    if (slot_offset(t, "value", &self->off_value) < 0 || slot_offset(t, "end", &self->off_end) < 0 ||
+        slot_offset(t, "_lock", &self->off_lock) < 0) {
+        return -1;
+    }
+    Py_INCREF(mux);
+    Py_XSETREF(self->mux, mux);
+    Py_INCREF(cls);
+    Py_XSETREF(self->waiter_cls, t);
+    return 0;
+}
+
+static PyObject *
+reply_route_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    ReplyRoute *self = (ReplyRoute *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->vectorcall = (vectorcallfunc)reply_route_call;
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject ReplyRouteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.ReplyRoute",
+    .tp_basicsize = sizeof(ReplyRoute),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(ReplyRoute, vectorcall),
+    .tp_doc = "ReplyRoute(mux, waiter_cls): the response inbox's route, ResponseMux.route in one call.",
+    .tp_new = reply_route_new,
+    .tp_init = (initproc)reply_route_init,
+    .tp_dealloc = (destructor)reply_route_dealloc,
+    .tp_traverse = (traverseproc)reply_route_traverse,
+    .tp_clear = (inquiry)reply_route_clear,
+    .tp_call = PyVectorcall_Call,
+};
+
+/*
  * Inlet: the reader-thread end of a subscription's queue (the Python twin,
  * and the reference, is natsjs_sync._core.inlet.InletPy). Calling it with a
  * message counts it and either puts it on the queue or, over the pending
@@ -2722,7 +2907,7 @@ PyInit__speedups(void)
     }
     if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0 || PyType_Ready(&RoleType) < 0 ||
         PyType_Ready(&SendLockType) < 0 || PyType_Ready(&TypedNextType) < 0 ||
-        PyType_Ready(&TypedPublishType) < 0 || PyType_Ready(&SenderType) < 0) {
+        PyType_Ready(&TypedPublishType) < 0 || PyType_Ready(&SenderType) < 0 || PyType_Ready(&ReplyRouteType) < 0) {
         return NULL;
     }
     str_timeout = PyUnicode_InternFromString("timeout");
@@ -2731,10 +2916,12 @@ PyInit__speedups(void)
         return NULL;
     }
     const char *names[] = {"_front", "_holes", "_behind", "_broken", "taken", "sent_to", "transport", "direct",
-                           "_closing", "_backlog", "end", "acquire", "release", "fileno"};
+                           "_closing", "_backlog", "end", "acquire", "release", "fileno", "waiting",
+                           "prefix_len", "replied_to", "route"};
     PyObject **interned[] = {&str_front, &str_holes, &str_behind, &str_broken, &str_taken, &str_sent_to,
                              &str_transport, &str_direct, &str_closing, &str_backlog, &str_end, &str_acquire,
-                             &str_release, &str_fileno};
+                             &str_release, &str_fileno, &str_waiting, &str_prefix_len, &str_replied_to,
+                             &str_route};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*interned[i] = PyUnicode_InternFromString(names[i])) == NULL) {
             return NULL;
@@ -2776,6 +2963,12 @@ PyInit__speedups(void)
     Py_INCREF(&SenderType);
     if (PyModule_AddObject(m, "Sender", (PyObject *)&SenderType) < 0) {
         Py_DECREF(&SenderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&ReplyRouteType);
+    if (PyModule_AddObject(m, "ReplyRoute", (PyObject *)&ReplyRouteType) < 0) {
+        Py_DECREF(&ReplyRouteType);
         Py_DECREF(m);
         return NULL;
     }

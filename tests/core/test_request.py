@@ -198,6 +198,8 @@ class _HeldAtWake:
     lock's release, in ResponseMux.route or Waiter.set), until :attr:`caller_done`.
 
     A tracer set on the client's threads as they start does it: no other thread is traced.
+    Replies take the Python route here (the reference): the compiled one stores and wakes
+    in one step no other thread can run between.
     """
 
     def __init__(self, url: str):
@@ -221,6 +223,8 @@ class _HeldAtWake:
             self.nc = nats.connect(url, requester_reads=False)  # the reader thread reads every answer
         finally:
             threading.settrace(None)  # type: ignore[arg-type]
+        requests = self.nc._conn.requests
+        requests.reply_route = requests.route  # before the first request makes the inbox
 
 
 def test_a_reply_routed_as_the_deadline_passes_is_returned(shared_server: NatsServer) -> None:

@@ -550,3 +550,97 @@ def test_send_lock_twins_hand_over_to_a_waiting_thread(lock_cls: type) -> None:
     assert got.wait(10)
     worker.join(10)
     assert not lock.locked()
+
+
+def _reply_routes() -> list:
+    """Each way a response mux can route a reply: its Python method, and the compiled
+    ReplyRoute where the extension is in use."""
+    import os
+
+    from natsjs_sync._core.requests import Waiter
+
+    ways = [lambda mux: mux.route]
+    try:
+        from natsjs_sync.protocol import _speedups
+    except ImportError:
+        return ways
+    if not os.environ.get("NATSJS_SYNC_PURE_PYTHON"):  # it needs Msg's slots, then not registered
+        ways.append(lambda mux: _speedups.ReplyRoute(mux, Waiter))
+    return ways
+
+
+def test_reply_route_twins_wake_the_waiter_of_the_token_once_and_ignore_the_rest() -> None:
+    from natsjs_sync._core.requests import ResponseMux
+    from natsjs_sync.msg import Msg
+
+    for make in _reply_routes():
+        mux = ResponseMux()
+        mux.start("_INBOX.abc.", 7)
+        route = make(mux)
+        token, waiter = mux.register()
+        other_token, other = mux.register()
+        waiter.end, other.end = 120, 80
+        reply = Msg(f"_INBOX.abc.{token}", 7, "", None, b"yes")
+        route(reply)
+        assert waiter.value is reply and waiter.wait(0)  # stored and woken
+        assert token not in mux.waiting and other_token in mux.waiting
+        assert mux.replied_to == 120  # the server read everything written before that request
+        route(Msg(f"_INBOX.abc.{other_token}", 7, "", None, b"late"))
+        assert mux.replied_to == 120  # an earlier request's reply does not lower it
+        assert other.value.data == b"late"
+        route(Msg(f"_INBOX.abc.{token}", 7, "", None, b"again"))  # a second reply: nobody waits
+        route(Msg("_INBOX.abc.999", 7, "", None, b"unknown"))
+        route(Msg("_INBOX.a", 7, "", None, b"shorter than the prefix"))
+        assert waiter.value is reply and mux.waiting == {}
+        # A waiter failed meanwhile (the connection lost) keeps its failure: the value is set once.
+        token, waiter = mux.register()
+        failure = ConnectionError("lost")
+        waiter.set(failure)
+        route(Msg(f"_INBOX.abc.{token}", 7, "", None, b"too late"))
+        assert waiter.value is failure and waiter.wait(0) and not waiter.wait(0)
+        assert token not in mux.waiting
+
+
+def test_reply_route_twins_hand_what_they_do_not_know_to_the_python_route() -> None:
+    from natsjs_sync._core.requests import ResponseMux, Waiter
+    from natsjs_sync.msg import Msg
+
+    class TracedWaiter(Waiter):
+        __slots__ = ("seen",)
+
+        def set(self, value: object) -> None:
+            self.seen = value
+            super().set(value)
+
+    class PlainMsg:  # not a compiled Msg: only its subject is read
+        def __init__(self, subject: str) -> None:
+            self.subject = subject
+
+    for make in _reply_routes():
+        mux = ResponseMux()
+        mux.start("_INBOX.x.", 3)
+        route = make(mux)
+        waiter = TracedWaiter()
+        mux.waiting["1"] = waiter
+        route(Msg("_INBOX.x.1", 3, "", None, b"a"))
+        assert waiter.seen.data == b"a" and waiter.value is waiter.seen and "1" not in mux.waiting
+        token, plain = mux.register()
+        msg = PlainMsg(f"_INBOX.x.{token}")
+        route(msg)
+        assert plain.value is msg and token not in mux.waiting
+
+
+def test_a_compiled_reply_route_in_a_reference_cycle_is_collected() -> None:
+    import gc
+    import weakref
+
+    from natsjs_sync._core.requests import ResponseMux
+
+    if len(_reply_routes()) == 1:
+        pytest.skip("the compiled extension is not in use (not built, or NATSJS_SYNC_PURE_PYTHON)")
+    mux = ResponseMux()  # mux -> its compiled route -> mux
+    assert type(mux.reply_route).__name__ == "ReplyRoute"
+    ref = weakref.ref(mux)
+    del mux
+    gc.collect()
+    assert ref() is None
