@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from .._timeout import WAIT_MAX
+from ..protocol._compiled import speedups
 
 log = logging.getLogger("natsjs_sync.dispatch")
 
@@ -60,11 +61,11 @@ def on_dispatcher_thread(dispatcher: Dispatcher | None = None) -> bool:
 class Lane(Generic[T]):
     """Items run in order by ``handler``, one at a time, on the dispatcher's workers.
 
-    :meth:`put` may be called from any thread and never blocks and never runs
+    :attr:`put` may be called from any thread and never blocks and never runs
     the handler itself. Thread-safe.
     """
 
-    __slots__ = ("_dispatcher", "_handler", "_items", "_on_error", "_scheduled", "closed", "name", "queued")
+    __slots__ = ("_dispatcher", "_handler", "_items", "_on_error", "_scheduled", "closed", "name", "put", "queued")
 
     def __init__(self, dispatcher: Dispatcher, handler: Callable[[T], None], name: str,
                  on_error: Callable[[BaseException], None] | None):
@@ -80,12 +81,19 @@ class Lane(Generic[T]):
         self._on_error = on_error
         self.closed = False
         self.name = name
+        #: Queue ``item``; a worker runs the handler on it soon, after the items before it.
+        #: :meth:`_put`, in one compiled call where the extension is in use: the reader
+        #: thread puts every message of a callback subscription or a consume() here.
+        self.put: Callable[[T], None] = (
+            self._put if speedups is None or type(dispatcher) is not Dispatcher
+            else speedups.LanePut(self, self._items, self._scheduled, dispatcher))
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def put(self, item: T) -> None:
-        """Queue ``item``; a worker runs the handler on it soon, after the items before it."""
+    def _put(self, item: T) -> None:
+        """:attr:`put` (the reference of the compiled ``LanePut``: a change here, with
+        :meth:`Dispatcher._schedule`, is made there too)."""
         self._items.append(item)
         # A lane already scheduled will find the item: the worker re-checks the
         # queue after releasing _scheduled (see _run), so no item is stranded.
@@ -198,6 +206,7 @@ class Dispatcher:
         return len(self._workers)
 
     def _schedule(self, lane: Lane[Any]) -> None:
+        # Its steps are the compiled LanePut's too (see Lane.put).
         self._runq.put(lane)
         try:
             self._idle.pop()  # an idle worker is promised to this lane

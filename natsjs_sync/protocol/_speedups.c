@@ -2322,6 +2322,137 @@ static PyTypeObject SenderType = {
 };
 
 /*
+ * LanePut(lane, items, scheduled, dispatcher): a dispatcher lane's put in one
+ * call (the Python twin, and the reference, is natsjs_sync._core.dispatch.
+ * Lane._put with Dispatcher._schedule). The item is appended to items (the
+ * lane's deque); when the lane's scheduled lock is free it is taken and the
+ * lane queued on dispatcher._runq, and an idle worker's entry taken from
+ * dispatcher._idle (a worker promised to it), or, with none left,
+ * dispatcher._spawn() called. It runs on the reader thread for every message
+ * of a callback subscription or a consume(): no Python frame per message.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *lane, *items, *scheduled, *dispatcher;
+} LanePut;
+
+static PyObject *str_append, *str_put, *str_runq, *str_idle, *str_spawn, *str_schedule;
+
+static PyObject *
+lane_put_call(LanePut *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a lane's put takes one item");
+        return NULL;
+    }
+    PyObject *r = PyObject_CallMethodOneArg(self->items, str_append, args[0]);
+    if (r == NULL) {
+        return NULL;
+    }
+    Py_DECREF(r);
+    /* A lane already scheduled finds the item: its worker looks again after it lets go. */
+    int got = lock_try(self->scheduled);
+    if (got <= 0) {
+        return got < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *idle = PyObject_GetAttr(self->dispatcher, str_idle);
+    if (idle == NULL) {
+        return NULL;
+    }
+    if (!PyList_CheckExact(idle)) {
+        Py_DECREF(idle);
+        return PyObject_CallMethodOneArg(self->dispatcher, str_schedule, self->lane);
+    }
+    PyObject *runq = PyObject_GetAttr(self->dispatcher, str_runq);
+    r = runq == NULL ? NULL : PyObject_CallMethodOneArg(runq, str_put, self->lane);
+    Py_XDECREF(runq);
+    if (r == NULL) {
+        Py_DECREF(idle);
+        return NULL;
+    }
+    Py_DECREF(r);
+    Py_ssize_t n = PyList_GET_SIZE(idle);
+    if (n > 0) { /* idle.pop(): an idle worker is promised to this lane */
+        int failed = PyList_SetSlice(idle, n - 1, n, NULL);
+        Py_DECREF(idle);
+        return failed ? NULL : Py_NewRef(Py_None);
+    }
+    Py_DECREF(idle);
+    return PyObject_CallMethodNoArgs(self->dispatcher, str_spawn);
+}
+
+static int
+lane_put_traverse(LanePut *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->lane);
+    Py_VISIT(self->items);
+    Py_VISIT(self->scheduled);
+    Py_VISIT(self->dispatcher);
+    return 0;
+}
+
+static int
+lane_put_clear(LanePut *self)
+{
+    Py_CLEAR(self->lane);
+    Py_CLEAR(self->items);
+    Py_CLEAR(self->scheduled);
+    Py_CLEAR(self->dispatcher);
+    return 0;
+}
+
+static void
+lane_put_dealloc(LanePut *self)
+{
+    PyObject_GC_UnTrack(self);
+    lane_put_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+lane_put_init(LanePut *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"lane", "items", "scheduled", "dispatcher", NULL};
+    PyObject *lane, *items, *scheduled, *dispatcher;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO", kwlist, &lane, &items, &scheduled, &dispatcher)) {
+        return -1;
+    }
+    PyObject *refs[] = {lane, items, scheduled, dispatcher};
+    PyObject **slots[] = {&self->lane, &self->items, &self->scheduled, &self->dispatcher};
+    for (int i = 0; i < 4; i++) {
+        Py_INCREF(refs[i]);
+        Py_XSETREF(*slots[i], refs[i]);
+    }
+    return 0;
+}
+
+static PyObject *
+lane_put_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    LanePut *self = (LanePut *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->vectorcall = (vectorcallfunc)lane_put_call;
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject LanePutType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.LanePut",
+    .tp_basicsize = sizeof(LanePut),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(LanePut, vectorcall),
+    .tp_doc = "LanePut(lane, items, scheduled, dispatcher): a dispatcher lane's put in one call.",
+    .tp_new = lane_put_new,
+    .tp_init = (initproc)lane_put_init,
+    .tp_dealloc = (destructor)lane_put_dealloc,
+    .tp_traverse = (traverseproc)lane_put_traverse,
+    .tp_clear = (inquiry)lane_put_clear,
+    .tp_call = PyVectorcall_Call,
+};
+
+/*
  * typed_of(msg, blocks, plain, cls) -> cls(msg, value, codec) or None
  *
  * A typed reader's common case in one call (the Python twin, and the
@@ -2907,7 +3038,8 @@ PyInit__speedups(void)
     }
     if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0 || PyType_Ready(&RoleType) < 0 ||
         PyType_Ready(&SendLockType) < 0 || PyType_Ready(&TypedNextType) < 0 ||
-        PyType_Ready(&TypedPublishType) < 0 || PyType_Ready(&SenderType) < 0 || PyType_Ready(&ReplyRouteType) < 0) {
+        PyType_Ready(&TypedPublishType) < 0 || PyType_Ready(&SenderType) < 0 || PyType_Ready(&ReplyRouteType) < 0 ||
+        PyType_Ready(&LanePutType) < 0) {
         return NULL;
     }
     str_timeout = PyUnicode_InternFromString("timeout");
@@ -2917,11 +3049,13 @@ PyInit__speedups(void)
     }
     const char *names[] = {"_front", "_holes", "_behind", "_broken", "taken", "sent_to", "transport", "direct",
                            "_closing", "_backlog", "end", "acquire", "release", "fileno", "waiting",
-                           "prefix_len", "replied_to", "route"};
+                           "prefix_len", "replied_to", "route", "append", "put", "_runq", "_idle", "_spawn",
+                           "_schedule"};
     PyObject **interned[] = {&str_front, &str_holes, &str_behind, &str_broken, &str_taken, &str_sent_to,
                              &str_transport, &str_direct, &str_closing, &str_backlog, &str_end, &str_acquire,
                              &str_release, &str_fileno, &str_waiting, &str_prefix_len, &str_replied_to,
-                             &str_route};
+                             &str_route, &str_append, &str_put, &str_runq, &str_idle, &str_spawn,
+                             &str_schedule};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*interned[i] = PyUnicode_InternFromString(names[i])) == NULL) {
             return NULL;
@@ -2969,6 +3103,12 @@ PyInit__speedups(void)
     Py_INCREF(&ReplyRouteType);
     if (PyModule_AddObject(m, "ReplyRoute", (PyObject *)&ReplyRouteType) < 0) {
         Py_DECREF(&ReplyRouteType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&LanePutType);
+    if (PyModule_AddObject(m, "LanePut", (PyObject *)&LanePutType) < 0) {
+        Py_DECREF(&LanePutType);
         Py_DECREF(m);
         return NULL;
     }

@@ -17,9 +17,20 @@ from natsjs_sync._timeout import USE_DEFAULT, WAIT_MAX, Deadline, check_seconds,
 from ..conftest import wait_until
 
 
+class PythonPutDispatcher(Dispatcher):
+    """A dispatcher whose lanes put with the Python reference (Lane._put and
+    _schedule): the compiled LanePut serves the library's own Dispatcher only."""
+
+
+@pytest.fixture(params=[Dispatcher, PythonPutDispatcher], ids=["put-compiled-where-built", "put-python"])
+def kind(request: pytest.FixtureRequest) -> type[Dispatcher]:
+    """Each test of lanes runs with both ways a lane's put is made."""
+    return request.param  # type: ignore[no-any-return]
+
+
 @pytest.fixture
-def dispatcher() -> object:
-    d = Dispatcher("t", max_workers=4, idle_timeout=0.2)
+def dispatcher(kind: type[Dispatcher]) -> object:
+    d = kind("t", max_workers=4, idle_timeout=0.2)
     yield d
     d.close()
 
@@ -93,16 +104,16 @@ def _lanes_run_while_one_blocks(d: Dispatcher, others: int) -> None:
         release.set()
 
 
-def test_a_blocked_lane_does_not_hold_back_lanes_scheduled_in_the_same_burst() -> None:
-    d = Dispatcher("burst", max_workers=8)
+def test_a_blocked_lane_does_not_hold_back_lanes_scheduled_in_the_same_burst(kind: type[Dispatcher]) -> None:
+    d = kind("burst", max_workers=8)
     try:
         _lanes_run_while_one_blocks(d, 3)  # no worker yet: the first one is spawned for the slow lane
     finally:
         d.close()
 
 
-def test_an_idle_worker_is_promised_to_one_lane_only() -> None:
-    d = Dispatcher("warm", max_workers=8)
+def test_an_idle_worker_is_promised_to_one_lane_only(kind: type[Dispatcher]) -> None:
+    d = kind("warm", max_workers=8)
     try:
         warm = threading.Event()
         d.lane(lambda _: warm.set(), "warm").put(None)
@@ -114,8 +125,8 @@ def test_an_idle_worker_is_promised_to_one_lane_only() -> None:
         d.close()
 
 
-def test_lanes_queued_while_every_worker_is_busy_run_and_leave_no_phantom_idle_worker() -> None:
-    d = Dispatcher("full", max_workers=2, idle_timeout=60)
+def test_lanes_queued_while_every_worker_is_busy_run_and_leave_no_phantom_idle_worker(kind: type[Dispatcher]) -> None:
+    d = kind("full", max_workers=2, idle_timeout=60)
     try:
         release = threading.Event()
         started = threading.Semaphore(0)
@@ -168,8 +179,8 @@ def test_current_lane_tells_a_callback_where_it_runs(dispatcher: Dispatcher) -> 
     assert current_lane() is None and not on_dispatcher_thread()
 
 
-def test_close_finishes_what_is_queued_and_ends_every_worker() -> None:
-    d = Dispatcher("closing", max_workers=2)
+def test_close_finishes_what_is_queued_and_ends_every_worker(kind: type[Dispatcher]) -> None:
+    d = kind("closing", max_workers=2)
     seen: list[int] = []
     lane = d.lane(seen.append, "q")
     for i in range(100):
@@ -180,8 +191,8 @@ def test_close_finishes_what_is_queued_and_ends_every_worker() -> None:
     assert not [t for t in threading.enumerate() if t.name.startswith("natsjs-dispatch-closing")]
 
 
-def test_idle_workers_beyond_the_first_go_away() -> None:
-    d = Dispatcher("idle", max_workers=4, idle_timeout=0.05)
+def test_idle_workers_beyond_the_first_go_away(kind: type[Dispatcher]) -> None:
+    d = kind("idle", max_workers=4, idle_timeout=0.05)
     try:
         release = threading.Event()
         started = threading.Semaphore(0)
@@ -301,3 +312,84 @@ def test_a_deadline_is_spent_across_steps_and_passes_through() -> None:
     assert Deadline(None).remaining() is None and not Deadline(None).expired()
     assert Deadline(0).expired() and Deadline(0).remaining() == 0.0
     assert d.min(1.0) == 1.0 and Deadline(None).min(None) is None
+
+
+def test_the_library_dispatcher_puts_with_the_compiled_lane_put_where_built() -> None:
+    import os
+
+    from natsjs_sync.protocol._compiled import speedups
+
+    d = Dispatcher("which", max_workers=1)
+    try:
+        put = d.lane(lambda _: None, "l").put
+        compiled = speedups is not None and not os.environ.get("NATSJS_SYNC_PURE_PYTHON")
+        assert type(put).__name__ == ("LanePut" if compiled else "method")
+        assert type(PythonPutDispatcher("py", max_workers=1).lane(lambda _: None, "l").put).__name__ == "method"
+    finally:
+        d.close()
+
+
+def test_a_lane_with_a_compiled_put_is_collected() -> None:
+    import gc
+    import weakref
+
+    class Handler:
+        def __call__(self, _item: object) -> None:
+            pass
+
+    d = Dispatcher("gc", max_workers=1)
+    try:
+        handler = Handler()
+        lane = d.lane(handler, "cycle")  # lane -> its put -> lane; the lane holds the handler
+        ref = weakref.ref(handler)
+        del lane, handler
+        gc.collect()
+        assert ref() is None  # the lane went with the cycle
+    finally:
+        d.close()
+
+
+def test_a_put_from_many_threads_runs_every_item_once_per_lane_in_each_threads_order(kind: type[Dispatcher]) -> None:
+    """The reader thread is one producer; Dispatcher.call and consume() controls put from
+    other threads: a lane takes them all, once each, never two at once."""
+    d = kind("many", max_workers=3, idle_timeout=0.05)
+    try:
+        per_lane: list[list[tuple[int, int]]] = [[] for _ in range(4)]
+        running = [0] * 4
+        overlap: list[int] = []
+        done = threading.Semaphore(0)
+
+        def handler(k: int) -> object:
+            def handle(item: tuple[int, int]) -> None:
+                running[k] += 1
+                if running[k] > 1:
+                    overlap.append(k)
+                per_lane[k].append(item)
+                running[k] -= 1
+                if len(per_lane[k]) == 4 * 500:
+                    done.release()
+            return handle
+
+        lanes = [d.lane(handler(k), f"m{k}") for k in range(4)]
+
+        def produce(t: int) -> None:
+            for i in range(500):
+                for lane in lanes:
+                    lane.put((t, i))
+
+        threads = [threading.Thread(target=produce, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        for _ in lanes:
+            assert done.acquire(timeout=30)
+        assert not overlap
+        for items in per_lane:
+            assert sorted(items) == [(t, i) for t in range(4) for i in range(500)]
+            for t in range(4):
+                assert [i for (u, i) in items if u == t] == list(range(500))
+        # Every worker is idle again and promised to no lane: the counts agree.
+        assert wait_until(lambda: len(d._idle) == d.threads, timeout=10), (len(d._idle), d.threads)
+    finally:
+        d.close()
