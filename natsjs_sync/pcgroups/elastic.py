@@ -519,9 +519,14 @@ class ElasticConsumeContext(ConsumerGroupConsumeContext):
             if current and elastic_get_partition_filters(self.config, self.member) == filters:
                 self._start_consuming(consumer)
                 return
+            if not current and not self._stopping.is_set():
+                # The key could not be read. Not consumed, not deleted either: with the same
+                # name and filters it may be the live consumer of another instance of this
+                # member (the create then changed nothing); one nobody uses goes once idle.
+                return
             self._withdraw(filters)
             if not current:
-                return  # not known to be the group's (or it stopped): tried again when idle
+                return  # it stopped (the group deleted, or its fixed settings changed)
             fresh = True  # read just now
         # The config kept changing under it: tried again when idle.
 

@@ -256,6 +256,39 @@ def test_a_member_removed_while_it_makes_its_consumer_lets_go_of_it(
                 sub.unsubscribe()
 
 
+def test_an_instance_that_cannot_read_the_config_after_its_create_leaves_the_consumer_alone(
+        js: JetStream, estream: str, shared_server: Any) -> None:
+    # Two instances of one member: the first consumes. The second joins (its create finds the
+    # consumer as it is and changes nothing), then cannot read the group's key to check. It
+    # must not delete what may be its sibling's live consumer: it only does not consume.
+    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    pcgroups.add_members(js, estream, "g", ["a"])
+    cg = f"{estream}-g"
+    first = pcgroups.elastic_consume(js, estream, "g", "a", lambda m: m.ack(), ConsumerConfig(ack_wait=1.0))
+    try:
+        assert wait_until(lambda: first.consuming, 10)
+        created = js.consumer(cg, "a").cached_info.created
+        with nats.connect(shared_server.url, name="second-a") as snc:
+            second = pcgroups.elastic_consume(snc.jetstream(), estream, "g", "a", lambda m: m.ack(),
+                                              ConsumerConfig(ack_wait=1.0))
+            try:
+                assert wait_until(lambda: second.consuming, 10)
+                second._stop_consuming()
+                # Its key reads now go through a client that is closed: each one fails.
+                with nats.connect(shared_server.url, name="closed") as cnc:
+                    unreadable = cnc.jetstream().key_value(pcgroups.ELASTIC_BUCKET)
+                second._kv = unreadable
+                second._join()  # read before the create fails: nothing made
+                second._join(fresh=True)  # made (unchanged), then the read after it fails
+                assert not second.consuming
+            finally:
+                second.stop()
+        assert "a" in js.consumer_names(cg) and js.consumer(cg, "a").cached_info.created == created
+        assert first.consuming
+    finally:
+        first.stop()
+
+
 def test_a_creator_acting_on_a_stale_read_never_removes_a_member_added_meanwhile(
         nc: nats.Client, js: JetStream, estream: str, shared_server: Any) -> None:
     # Two hosts start at once and both create the group ("every start may call it"); the
