@@ -23,6 +23,7 @@ import msgspec
 from ..errors import (
     APIError,
     ConsumerNotFoundError,
+    KeyNotFoundError,
     KeyWrongLastSequenceError,
     NatsError,
     StreamNameInUseError,
@@ -72,6 +73,8 @@ __all__ = [
 # JSConsumerWQConsumerNotUniqueErr: another member still holds a partition
 # that moves to us; expected while members converge, retried when idle.
 _WQ_CONSUMER_NOT_UNIQUE = 10100
+# Joins in a row a member tries while the config changes under each (then: when idle).
+_JOIN_ATTEMPTS = 3
 # Concurrent membership writers (every process of a pre-forked pool adding
 # itself at start) lose a compare-and-set now and then: read and try again.
 _UPDATE_ATTEMPTS = 20
@@ -393,26 +396,61 @@ class ElasticConsumeContext(ConsumerGroupConsumeContext):
 
     def _initial_join(self) -> None:
         if self.config.is_in_membership(self.member):
-            self._join()
+            self._join(fresh=True)
 
     def _on_config(self, value: bytes, revision: int) -> None:
+        if revision <= self.config.revision:
+            return  # read from the bucket already, by a join
+        seen = self.config
+        if not self._take(value, revision):
+            return
+        if self.config.same_membership(seen) and self.consuming:
+            return
+        self._membership_changed()
+
+    def _take(self, value: bytes, revision: int) -> bool:
+        """Make a newer entry of the group's key the config; whether the member goes on.
+
+        Returns:
+            ``False`` when it stopped: the entry is not a valid config, or the
+            group's fixed settings changed.
+        """
         try:
             cfg = ElasticConsumerGroupConfig.from_json(value, revision)
         except ConsumerGroupError as exc:
             self._stop_consuming()
             self._finish(exc)
-            return
+            return False
         if cfg.fixed_part() != self.config.fixed_part():
             self._stop_consuming()
             self._finish(GroupConfigChangedError(
                 f"the fixed settings of elastic consumer group {self.group!r} changed (partitions, filters or "
                 "buffer limits); this member stopped"))
-            return
-        same = cfg.same_membership(self.config)
+            return False
         self.config = cfg
-        if same and self.consuming:
-            return
-        self._membership_changed()
+        return True
+
+    def _catch_up(self) -> bool:
+        """Read the group's key now and take a newer entry than the config (the watch may lag).
+
+        Any replica of the bucket answers (a direct get): one a moment behind a
+        write may still give the entry before it, as if the read came first;
+        the watch brings the newer one then.
+
+        Returns:
+            Whether :attr:`config` is now as new as the bucket's: ``False`` when
+            the key could not be read (reported), or the member stopped.
+        """
+        try:
+            entry = self._kv.get(self._key)
+        except KeyNotFoundError:  # deleted (KeyDeletedError) or purged
+            self._on_group_deleted()
+            return False
+        except NatsError as exc:
+            self._report(exc)
+            return False
+        # An older one: a replica behind the one the watch or an earlier read saw.
+        return entry.revision <= self.config.revision or self._take(entry.value, entry.revision)
 
     def _on_idle(self) -> None:
         if self._consuming is not None and not self.consuming:
@@ -442,26 +480,65 @@ class ElasticConsumeContext(ConsumerGroupConsumeContext):
             return
         self._join()
 
-    def _join(self) -> None:
-        filters = elastic_get_partition_filters(self.config, self.member)
-        # Never two handler calls at once: a handler of the previous consumer
-        # may still run (longer than ack_wait); consuming starts after it.
-        if not filters or not self._wait_handler_done(None):
-            return
-        cfg = msgspec.structs.replace(self._member_config(self.member, filters, durable=False),
-                                      inactive_threshold=self.ack_wait * CONSUMER_IDLE_TIMEOUT_FACTOR)
-        try:
-            consumer = self._create_consumer(self.stream, cfg, spare_pinned=True)
-        except PinnedElsewhere:
-            return  # its pinned instance lets it go first; tried again when idle
-        except APIError as exc:
-            if exc.err_code != _WQ_CONSUMER_NOT_UNIQUE:
+    def _join(self, *, fresh: bool = False) -> None:
+        """Make the member's consumer for the config in the bucket now and consume from it.
+
+        The watch is not enough to go by: after its server died it may lag for
+        a while, and a member that joined on the config it last saw would take
+        partitions back after its removal. So the key is read before the
+        consumer is made, and again once it is made: one removed or moved
+        while its create was under way deletes what it made instead of
+        consuming from it. A change written after that second read reaches it
+        through the watch, as any change does.
+
+        Args:
+            fresh: :attr:`config` was just read from the bucket.
+        """
+        for _ in range(_JOIN_ATTEMPTS):
+            if not fresh and not self._catch_up():
+                return
+            filters = elastic_get_partition_filters(self.config, self.member)
+            # Never two handler calls at once: a handler of the previous consumer
+            # may still run (longer than ack_wait); consuming starts after it.
+            if not filters or not self._wait_handler_done(None):
+                return
+            cfg = msgspec.structs.replace(self._member_config(self.member, filters, durable=False),
+                                          inactive_threshold=self.ack_wait * CONSUMER_IDLE_TIMEOUT_FACTOR)
+            try:
+                consumer = self._create_consumer(self.stream, cfg, spare_pinned=True)
+            except PinnedElsewhere:
+                return  # its pinned instance lets it go first; tried again when idle
+            except APIError as exc:
+                if exc.err_code != _WQ_CONSUMER_NOT_UNIQUE:
+                    self._report(exc)
+                return  # tried again when idle
+            except NatsError as exc:
                 self._report(exc)
-            return  # tried again when idle
-        except NatsError as exc:
-            self._report(exc)
-            return
-        self._start_consuming(consumer)
+                return
+            current = self._catch_up()
+            if current and elastic_get_partition_filters(self.config, self.member) == filters:
+                self._start_consuming(consumer)
+                return
+            if not current and not self._stopping.is_set():
+                # The key could not be read. Not consumed, not deleted either: with the same
+                # name and filters it may be the live consumer of another instance of this
+                # member (the create then changed nothing); one nobody uses goes once idle.
+                return
+            self._withdraw(filters)
+            if not current:
+                return  # it stopped (the group deleted, or its fixed settings changed)
+            fresh = True  # read just now
+        # The config kept changing under it: tried again when idle.
+
+    def _withdraw(self, filters: list[str]) -> None:
+        """Delete the member's consumer if it still has ``filters``: this instance made it
+        from a config the group has left behind (or one it could not check)."""
+        try:
+            info = self._js.consumer(self.stream, self.member).cached_info
+            if list(info.config.filter_subjects or ()) == filters:
+                self._js.delete_consumer(self.stream, self.member)
+        except NatsError:
+            pass  # gone already, or unreachable: it goes once idle past its inactive threshold
 
 
 def elastic_consume(js: JetStream, stream: str, group: str, member: str, handler: MessageHandler,

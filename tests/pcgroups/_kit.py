@@ -154,9 +154,11 @@ def start_publisher(js: JetStream, subject_of: Callable[[int], str], n: int, pau
 
 
 def wait_until_left(js: JetStream, stream: str, group: str, member: str, timeout: float = 90.0) -> bool:
-    """Wait until an elastic ``member`` removed from the group has no consumer left: from then on
-    no message can reach it, however late it saw the change (it deletes its consumer then, or the
-    server does once it is idle). Whether that happened within ``timeout`` seconds."""
+    """Wait until an elastic ``member`` removed from the group has no consumer left (it deletes its
+    consumer on seeing the change, or the server does once it is idle): from then on no message
+    can reach it, however late it sees the change, since a member consumes only from a consumer
+    that the config in the bucket, read once the consumer is made, still gives it. Whether that
+    happened within ``timeout`` seconds."""
     def gone() -> bool:
         try:
             return member not in js.consumer_names(f"{stream}-{group}")

@@ -6,6 +6,7 @@ import json
 import threading
 from collections import defaultdict
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,107 @@ def test_sigkilled_elastic_member_taken_over_and_removed_member_rebalanced(
         assert late and {r["member"] for r in late} == {"m1"}
     parts = key_partitions(js, KEYS, 4)
     check_delivery(recs.snapshot(), {i: parts[KEYS[i % 16]] for i in range(n)}, key="id")
+
+
+def _hold_back_watch(js: JetStream, stream: str, group: str) -> None:
+    """Pause the member's watch of the group's config (its consumer on the bucket's stream) for a
+    minute: changes stay unseen by it and nothing tells it so (heartbeats go on), as while a watch
+    that lost its server waits for missed heartbeats before it heals."""
+    bucket_stream = f"KV_{pcgroups.ELASTIC_BUCKET}"
+    key = f"$KV.{pcgroups.ELASTIC_BUCKET}.{stream}.{group}"
+    watches = [name for name in js.consumer_names(bucket_stream)
+               if key in {*(js.consumer(bucket_stream, name).cached_info.config.filter_subjects or ()),
+                          js.consumer(bucket_stream, name).cached_info.config.filter_subject}]
+    assert len(watches) == 1, watches
+    js.pause_consumer(bucket_stream, watches[0], until=datetime.now(timezone.utc) + timedelta(seconds=60))
+
+
+def test_a_removed_member_whose_watch_lags_never_joins_again_on_the_config_it_last_saw(
+        js: JetStream, estream: str) -> None:
+    # The member's consumer goes for another reason than its removal (idle past its inactive
+    # threshold while it reconnected after a server died) and its watch has not delivered the
+    # removal yet: when idle it joins again, on the config in the bucket, not the one it saw.
+    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    pcgroups.add_members(js, estream, "g", ["a"])
+    cg = f"{estream}-g"
+    a = pcgroups.elastic_consume(js, estream, "g", "a", lambda m: m.ack(), ConsumerConfig(ack_wait=1.0))
+    try:
+        assert wait_until(lambda: a.consuming, 10)
+        _hold_back_watch(js, estream, "g")
+        pcgroups.delete_members(js, estream, "g", ["a"])
+        removed = pcgroups.get_elastic_config(js, estream, "g").revision
+        js.delete_consumer(cg, "a")
+        # Its next idle round either reads the removal or makes the consumer again.
+        assert wait_until(lambda: a.config.revision >= removed or "a" in js.consumer_names(cg), 20)
+        assert "a" not in js.consumer_names(cg) and not a.consuming
+    finally:
+        a.stop()
+
+
+def test_a_member_removed_while_it_makes_its_consumer_lets_go_of_it(
+        nc: nats.Client, js: JetStream, estream: str, shared_server: Any) -> None:
+    # The removal lands between the member's read of the config and the answer to its
+    # create: the consumer it made is from a config already left behind. Its watch lags.
+    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    pcgroups.add_members(js, estream, "g", ["a"])
+    cg = f"{estream}-g"
+    creating = threading.Event()
+    subs = [nc.subscribe(subject, cb=lambda _: creating.set())
+            for subject in (f"$JS.API.CONSUMER.CREATE.{cg}.a", f"$JS.API.CONSUMER.CREATE.{cg}.a.>")]
+    nc.flush()
+    with FaultProxy(shared_server.url) as proxy, nats.connect(proxy.url, name="member-a") as anc:
+        a = pcgroups.elastic_consume(anc.jetstream(), estream, "g", "a", lambda m: m.ack(),
+                                     ConsumerConfig(ack_wait=1.0))
+        try:
+            assert wait_until(lambda: a.consuming, 10)
+            _hold_back_watch(js, estream, "g")
+            creating.clear()
+            proxy.latency(1.5, "to_client")  # every answer reaches the member 1.5 s late
+            js.delete_consumer(cg, "a")  # it joins again when idle
+            assert creating.wait(30)
+            pcgroups.delete_members(js, estream, "g", ["a"])  # while the answer is on its way
+            removed = pcgroups.get_elastic_config(js, estream, "g").revision
+            assert wait_until(lambda: a.config.revision >= removed or a.consuming, 30)
+            assert not a.consuming
+            assert wait_until(lambda: "a" not in js.consumer_names(cg), 10)
+        finally:
+            proxy.heal()
+            a.stop()
+            for sub in subs:
+                sub.unsubscribe()
+
+
+def test_an_instance_that_cannot_read_the_config_after_its_create_leaves_the_consumer_alone(
+        js: JetStream, estream: str, shared_server: Any) -> None:
+    # Two instances of one member: the first consumes. The second joins (its create finds the
+    # consumer as it is and changes nothing), then cannot read the group's key to check. It
+    # must not delete what may be its sibling's live consumer: it only does not consume.
+    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    pcgroups.add_members(js, estream, "g", ["a"])
+    cg = f"{estream}-g"
+    first = pcgroups.elastic_consume(js, estream, "g", "a", lambda m: m.ack(), ConsumerConfig(ack_wait=1.0))
+    try:
+        assert wait_until(lambda: first.consuming, 10)
+        created = js.consumer(cg, "a").cached_info.created
+        with nats.connect(shared_server.url, name="second-a") as snc:
+            second = pcgroups.elastic_consume(snc.jetstream(), estream, "g", "a", lambda m: m.ack(),
+                                              ConsumerConfig(ack_wait=1.0))
+            try:
+                assert wait_until(lambda: second.consuming, 10)
+                second._stop_consuming()
+                # Its key reads now go through a client that is closed: each one fails.
+                with nats.connect(shared_server.url, name="closed") as cnc:
+                    unreadable = cnc.jetstream().key_value(pcgroups.ELASTIC_BUCKET)
+                second._kv = unreadable
+                second._join()  # read before the create fails: nothing made
+                second._join(fresh=True)  # made (unchanged), then the read after it fails
+                assert not second.consuming
+            finally:
+                second.stop()
+        assert "a" in js.consumer_names(cg) and js.consumer(cg, "a").cached_info.created == created
+        assert first.consuming
+    finally:
+        first.stop()
 
 
 def test_a_creator_acting_on_a_stale_read_never_removes_a_member_added_meanwhile(
