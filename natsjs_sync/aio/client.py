@@ -441,8 +441,9 @@ class Client(_NativeClient):
         if not isinstance(old_style, bool):  # request(subject, payload, timeout, headers)
             headers, old_style = old_style, False
         if not old_style:
-            # The native request's one step (no super(): every request passes here).
-            return self._conn.request(subject, payload, timeout, headers)
+            # Through the native Client.request, not around it: what wraps that method (the
+            # OpenTelemetry instrumentation, a subclass's override) must see this request too.
+            return super().request(subject, payload, timeout, headers)
         inbox = self.new_inbox()
         sub = super().subscribe(inbox, max_msgs=1)
         try:

@@ -559,6 +559,10 @@ reply_route_call(ReplyRoute *self, PyObject *const *args, size_t nargsf, PyObjec
         PyErr_SetString(PyExc_TypeError, "ReplyRoute takes one message");
         return NULL;
     }
+    if (self->mux == NULL || self->waiter_cls == NULL) {
+        PyErr_SetString(PyExc_TypeError, "ReplyRoute was not initialised");
+        return NULL;
+    }
     PyObject *msg = args[0];
     PyObject *subject = NULL;
     if (msg_base != NULL && Py_TYPE(msg)->tp_basicsize == msg_base->tp_basicsize && PyObject_TypeCheck(msg, msg_base)) {
@@ -680,14 +684,24 @@ reply_route_init(ReplyRoute *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     PyTypeObject *t = (PyTypeObject *)cls;
-    if (slot_offset(t, "value", &self->off_value) < 0 || slot_offset(t, "end", &self->off_end) < 0 ||
-        slot_offset(t, "_lock", &self->off_lock) < 0) {
+    /* The offsets go with their class: a refused __init__ leaves both as they were, and
+       the old references go only once the new ones are in place (a release may run code). */
+    Py_ssize_t off_value, off_end, off_lock;
+    if (slot_offset(t, "value", &off_value) < 0 || slot_offset(t, "end", &off_end) < 0 ||
+        slot_offset(t, "_lock", &off_lock) < 0) {
         return -1;
     }
+    PyObject *old_mux = self->mux;
+    PyTypeObject *old_cls = self->waiter_cls;
     Py_INCREF(mux);
-    Py_XSETREF(self->mux, mux);
     Py_INCREF(cls);
-    Py_XSETREF(self->waiter_cls, t);
+    self->mux = mux;
+    self->waiter_cls = t;
+    self->off_value = off_value;
+    self->off_end = off_end;
+    self->off_lock = off_lock;
+    Py_XDECREF(old_mux);
+    Py_XDECREF(old_cls);
     return 0;
 }
 
@@ -2344,6 +2358,10 @@ lane_put_call(LanePut *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 {
     if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
         PyErr_SetString(PyExc_TypeError, "a lane's put takes one item");
+        return NULL;
+    }
+    if (self->lane == NULL || self->items == NULL || self->scheduled == NULL || self->dispatcher == NULL) {
+        PyErr_SetString(PyExc_TypeError, "LanePut was not initialised");
         return NULL;
     }
     PyObject *r = PyObject_CallMethodOneArg(self->items, str_append, args[0]);

@@ -71,6 +71,29 @@ def test_request_reply_chain_and_temporary_names(otel: Telemetry, nc: nats.Clien
     assert str(resp.attributes[M.MESSAGING_DESTINATION_NAME]).startswith("_INBOX.")
 
 
+def test_a_request_of_the_nats_py_style_client_is_traced_as_the_native_one(otel: Telemetry,
+                                                                          shared_server: NatsServer) -> None:
+    """natsjs_sync.aio's Client is the native Client underneath: its request() passes through
+    the instrumented Client.request (a span, and its context in the request's headers), as
+    its publish() and subscribe() do."""
+    from natsjs_sync.aio.client import Client as NatsPyClient
+
+    seen: list[nats.Msg] = []
+    with nats.connect(shared_server.url, name="responder") as other:
+        other.subscribe("svc.aio", cb=lambda m: (seen.append(m), m.respond(b"ok")))
+        other.flush()
+        nc = NatsPyClient()
+        nc.connect(shared_server.url)
+        try:
+            assert nc.request("svc.aio", b"hi", timeout=10).data == b"ok"
+        finally:
+            nc.close()
+    req = otel.span("request svc.aio")
+    assert req.kind is SpanKind.PRODUCER
+    headers = seen[0].headers
+    assert headers is not None and headers["traceparent"].split("-")[2] == format(req.context.span_id, "016x")
+
+
 def test_a_reply_echoes_the_request_headers_with_its_own_trace_context(otel: Telemetry, nc: nats.Client,
                                                                        shared_server: NatsServer) -> None:
     """respond() without headers sends the request's back (nats-py's respond), but the trace

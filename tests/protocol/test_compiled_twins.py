@@ -644,3 +644,45 @@ def test_a_compiled_reply_route_in_a_reference_cycle_is_collected() -> None:
     del mux
     gc.collect()
     assert ref() is None
+
+
+_HALF_MADE = r"""
+from natsjs_sync._core.requests import ResponseMux, Waiter
+from natsjs_sync.msg import Msg
+from natsjs_sync.protocol import _speedups
+
+for cls in (_speedups.ReplyRoute, _speedups.LanePut):
+    try:
+        cls.__new__(cls)(Msg("_INBOX.x.1", 1, "", None, b""))
+    except TypeError:
+        pass
+
+class Wide:  # a "value" slot far past a Waiter's, and no "end"
+    __slots__ = tuple(f"pad{i}" for i in range(40)) + ("value",)
+
+mux = ResponseMux()
+mux.start("_INBOX.x.", 1)
+route = _speedups.ReplyRoute(mux, Waiter)
+try:
+    route.__init__(mux, Wide)
+except TypeError:
+    pass
+token, waiter = mux.register()
+reply = Msg(f"_INBOX.x.{token}", 1, "", None, b"yes")
+route(reply)
+assert waiter.value is reply and waiter.wait(0)
+print("ok")
+"""
+
+
+def test_reply_route_and_lane_put_refuse_when_not_initialised_and_keep_their_slots_when_a_new_init_fails() -> None:
+    """A bare ReplyRoute or LanePut (made by __new__ alone) raises TypeError when called,
+    as an inlet does; a refused __init__ leaves the offsets it had (not another class's)."""
+    import subprocess
+    import sys
+
+    if len(_reply_routes()) == 1:
+        pytest.skip("the compiled extension is not in use (not built, or NATSJS_SYNC_PURE_PYTHON)")
+    # A child process: the failure is a crash.
+    done = subprocess.run([sys.executable, "-c", _HALF_MADE], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
