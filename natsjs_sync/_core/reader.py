@@ -176,7 +176,7 @@ class ReadSession:
         if not data:
             raise UnexpectedEOF(f"the server closed the connection{self.conn.last_server_error_suffix()}")
         try:
-            events = self.parser.feed(data)
+            events = self.parser.feeder(data)
         except ProtocolError:
             self.route(self.parser.parsed_before_error())
             raise
@@ -278,7 +278,7 @@ class ReadSession:
         conn = self.conn
         fd = self.fd
         transport = self.transport
-        feed = self.parser.feed
+        feed = self.parser.feeder
         caller_read = role.caller_read
         routes = conn.registry.routes
         stats = conn.stats
@@ -466,7 +466,7 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
     stats = conn.stats
     msg_cls = conn.msg_cls
     read = transport.read
-    feed = parser.feed
+    feed = parser.feeder
     events: list[Any] = leftover
     pending = conn.read_end  # functions routes asked to run once this read's events are routed
     failure: ProtocolError | None = None

@@ -460,6 +460,163 @@ add_to(PyObject *stats, PyObject *name, Py_ssize_t n)
 }
 
 /*
+ * Feed(parser, buf, cls, max_payload, max_control_line): a reader's
+ * parser.feed(data) in one call for the common read (the Python twin, and
+ * the reference, is natsjs_sync.protocol.parser.Parser.feed): data is bytes,
+ * the parser is not broken, nothing is left over (buf, its bytearray, is
+ * empty) and no payload is pending: scan() takes it; whatever follows the
+ * whole messages goes on in parser._parse_rest. Any other read is
+ * parser.feed's. cls and the limits are the parser's, fixed when it was made.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *parser, *buf, *cls, *max_payload, *max_control;
+} Feed;
+
+static PyObject *str_feed, *str_parse_rest, *str_pending;
+static PyObject *str_broken; /* interned at import, with the Sender's names */
+
+static PyObject *
+feed_call(Feed *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "feed takes the bytes read");
+        return NULL;
+    }
+    if (self->parser == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Feed was not initialised");
+        return NULL;
+    }
+    PyObject *data = args[0];
+    if (!PyBytes_CheckExact(data) || !PyByteArray_Check(self->buf) || PyByteArray_GET_SIZE(self->buf) != 0) {
+        return PyObject_CallMethodOneArg(self->parser, str_feed, data);
+    }
+    PyObject *broken = PyObject_GetAttr(self->parser, str_broken);
+    if (broken == NULL) {
+        return NULL;
+    }
+    PyObject *pending = broken == Py_None ? PyObject_GetAttr(self->parser, str_pending) : NULL;
+    Py_DECREF(broken);
+    if (pending == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        return PyObject_CallMethodOneArg(self->parser, str_feed, data); /* broken: it raises */
+    }
+    int clean = pending == Py_None;
+    Py_DECREF(pending);
+    if (!clean) {
+        return PyObject_CallMethodOneArg(self->parser, str_feed, data);
+    }
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) {
+        return NULL;
+    }
+    PyObject *scan_args[] = {data, zero, self->cls, self->max_payload, self->max_control};
+    PyObject *res = scan(NULL, scan_args, 5);
+    Py_DECREF(zero);
+    if (res == NULL) {
+        return NULL;
+    }
+    /* scan returns (out, pos) */
+    PyObject *out = PyTuple_GET_ITEM(res, 0);
+    PyObject *pos = PyTuple_GET_ITEM(res, 1);
+    Py_ssize_t at = PyLong_AsSsize_t(pos);
+    if (at == -1 && PyErr_Occurred()) {
+        Py_DECREF(res);
+        return NULL;
+    }
+    PyObject *result;
+    if (at == PyBytes_GET_SIZE(data)) {
+        result = Py_NewRef(out);
+    } else {
+        PyObject *rest_args[] = {self->parser, data, out, pos};
+        result = PyObject_VectorcallMethod(str_parse_rest, rest_args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+    Py_DECREF(res);
+    return result;
+}
+
+static int
+feed_traverse(Feed *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->parser);
+    Py_VISIT(self->buf);
+    Py_VISIT(self->cls);
+    Py_VISIT(self->max_payload);
+    Py_VISIT(self->max_control);
+    return 0;
+}
+
+static int
+feed_clear(Feed *self)
+{
+    Py_CLEAR(self->parser);
+    Py_CLEAR(self->buf);
+    Py_CLEAR(self->cls);
+    Py_CLEAR(self->max_payload);
+    Py_CLEAR(self->max_control);
+    return 0;
+}
+
+static void
+feed_dealloc(Feed *self)
+{
+    PyObject_GC_UnTrack(self);
+    feed_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+feed_init(Feed *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"parser", "buf", "cls", "max_payload", "max_control_line", NULL};
+    PyObject *parser, *buf, *cls, *max_payload, *max_control;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O!O!O!", kwlist, &parser, &PyByteArray_Type, &buf,
+                                     &PyType_Type, &cls, &PyLong_Type, &max_payload, &PyLong_Type, &max_control)) {
+        return -1;
+    }
+    if (msg_base == NULL || !PyType_IsSubtype((PyTypeObject *)cls, msg_base) ||
+        ((PyTypeObject *)cls)->tp_basicsize != msg_base->tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "Feed needs a Msg class after setup()");
+        return -1;
+    }
+    PyObject *refs[] = {parser, buf, cls, max_payload, max_control};
+    PyObject **slots[] = {&self->parser, &self->buf, &self->cls, &self->max_payload, &self->max_control};
+    for (int i = 0; i < 5; i++) {
+        Py_INCREF(refs[i]);
+        Py_XSETREF(*slots[i], refs[i]);
+    }
+    return 0;
+}
+
+static PyObject *
+feed_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds))
+{
+    Feed *self = (Feed *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->vectorcall = (vectorcallfunc)feed_call;
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject FeedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "natsjs_sync.protocol._speedups.Feed",
+    .tp_basicsize = sizeof(Feed),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Feed, vectorcall),
+    .tp_doc = "Feed(parser, buf, cls, max_payload, max_control_line): a reader's parser.feed in one call.",
+    .tp_new = feed_new,
+    .tp_init = (initproc)feed_init,
+    .tp_dealloc = (destructor)feed_dealloc,
+    .tp_traverse = (traverseproc)feed_traverse,
+    .tp_clear = (inquiry)feed_clear,
+    .tp_call = PyVectorcall_Call,
+};
+
+/*
  * route_run(events, start, routes, cls, stats) -> stop
  *
  * The reader thread's inner loop. From events[start], the messages (instances
@@ -3057,7 +3214,7 @@ PyInit__speedups(void)
     if (PyType_Ready(&InletType) < 0 || PyType_Ready(&OutletType) < 0 || PyType_Ready(&RoleType) < 0 ||
         PyType_Ready(&SendLockType) < 0 || PyType_Ready(&TypedNextType) < 0 ||
         PyType_Ready(&TypedPublishType) < 0 || PyType_Ready(&SenderType) < 0 || PyType_Ready(&ReplyRouteType) < 0 ||
-        PyType_Ready(&LanePutType) < 0) {
+        PyType_Ready(&LanePutType) < 0 || PyType_Ready(&FeedType) < 0) {
         return NULL;
     }
     str_timeout = PyUnicode_InternFromString("timeout");
@@ -3068,12 +3225,12 @@ PyInit__speedups(void)
     const char *names[] = {"_front", "_holes", "_behind", "_broken", "taken", "sent_to", "transport", "direct",
                            "_closing", "_backlog", "end", "acquire", "release", "fileno", "waiting",
                            "prefix_len", "replied_to", "route", "append", "put", "_runq", "_idle", "_spawn",
-                           "_schedule"};
+                           "_schedule", "feed", "_parse_rest", "_pending"};
     PyObject **interned[] = {&str_front, &str_holes, &str_behind, &str_broken, &str_taken, &str_sent_to,
                              &str_transport, &str_direct, &str_closing, &str_backlog, &str_end, &str_acquire,
                              &str_release, &str_fileno, &str_waiting, &str_prefix_len, &str_replied_to,
                              &str_route, &str_append, &str_put, &str_runq, &str_idle, &str_spawn,
-                             &str_schedule};
+                             &str_schedule, &str_feed, &str_parse_rest, &str_pending};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*interned[i] = PyUnicode_InternFromString(names[i])) == NULL) {
             return NULL;
@@ -3121,6 +3278,12 @@ PyInit__speedups(void)
     Py_INCREF(&ReplyRouteType);
     if (PyModule_AddObject(m, "ReplyRoute", (PyObject *)&ReplyRouteType) < 0) {
         Py_DECREF(&ReplyRouteType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FeedType);
+    if (PyModule_AddObject(m, "Feed", (PyObject *)&FeedType) < 0) {
+        Py_DECREF(&FeedType);
         Py_DECREF(m);
         return NULL;
     }

@@ -130,7 +130,7 @@ class Parser:
     """
 
     __slots__ = ("_before_error", "_broken", "_buf", "_factory", "_max_cl", "_max_payload", "_pending", "_ready",
-                 "_scan")
+                 "_scan", "feeder")
 
     def __init__(
         self,
@@ -150,6 +150,11 @@ class Parser:
         self._before_error: list[Event] = []
         # The compiled scanner builds natsjs_sync.msg.Msg subclasses (registered by that module).
         self._scan = _speedups.scan if _speedups is not None and _speedups.accepts(self._factory) else None
+        #: :meth:`feed` for a reader: in one compiled call when the read holds whole messages
+        #: only and nothing is left over (nearly every read), else :meth:`feed` itself.
+        self.feeder: Callable[[bytes], list[Event]] = self.feed
+        if self._scan is not None and _speedups is not None:
+            self.feeder = _speedups.Feed(self, self._buf, self._factory, self._max_payload, self._max_cl)
 
     @property
     def buffered(self) -> int:
@@ -190,25 +195,28 @@ class Parser:
         else:
             # The common case: nothing left over, parse the read itself.
             work = data if data.__class__ is bytes else bytes(data)
-        out: list[Event] = []
+        scan = self._scan
+        if scan is not None and self._pending is None:
+            # A read of whole messages only (nearly every read) in one C call;
+            # anything after them goes on in _parse().
+            out, pos = scan(work, 0, self._factory, self._max_payload, self._max_cl)
+            if pos == len(work):
+                return out  # type: ignore[no-any-return]
+            return self._parse_rest(work, out, pos)
+        return self._parse_rest(work, [], 0)
+
+    def _parse_rest(self, work: bytes, out: list[Event], pos: int) -> list[Event]:
+        """:meth:`feed` from ``pos`` of ``work`` on (``out``: the events before it); what is
+        left of an incomplete frame stays in the buffer. The compiled feed's rest too."""
         try:
-            scan = self._scan
-            if scan is not None and self._pending is None:
-                # A read of whole messages only (nearly every read) in one C call;
-                # anything after them goes on in _parse().
-                out, pos = scan(work, 0, self._factory, self._max_payload, self._max_cl)
-                if pos == len(work):
-                    return out
-                pos = self._parse(work, out, pos)
-            else:
-                pos = self._parse(work, out)
+            pos = self._parse(work, out, pos)
         except ProtocolError as exc:
             self._broken = exc
             self._pending = None
             self._before_error = out
             raise
         if pos < len(work):
-            buf += work[pos:] if pos else work
+            self._buf += work[pos:] if pos else work
         return out
 
     def parsed_before_error(self) -> list[Event]:

@@ -651,7 +651,7 @@ from natsjs_sync._core.requests import ResponseMux, Waiter
 from natsjs_sync.msg import Msg
 from natsjs_sync.protocol import _speedups
 
-for cls in (_speedups.ReplyRoute, _speedups.LanePut):
+for cls in (_speedups.ReplyRoute, _speedups.LanePut, _speedups.Feed):
     try:
         cls.__new__(cls)(Msg("_INBOX.x.1", 1, "", None, b""))
     except TypeError:
@@ -676,7 +676,7 @@ print("ok")
 
 
 def test_reply_route_and_lane_put_refuse_when_not_initialised_and_keep_their_slots_when_a_new_init_fails() -> None:
-    """A bare ReplyRoute or LanePut (made by __new__ alone) raises TypeError when called,
+    """A bare ReplyRoute, LanePut or Feed (made by __new__ alone) raises TypeError when called,
     as an inlet does; a refused __init__ leaves the offsets it had (not another class's)."""
     import subprocess
     import sys
@@ -686,3 +686,40 @@ def test_reply_route_and_lane_put_refuse_when_not_initialised_and_keep_their_slo
     # A child process: the failure is a crash.
     done = subprocess.run([sys.executable, "-c", _HALF_MADE], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
+
+
+def test_a_readers_feeder_gives_what_feed_gives_for_every_kind_of_read() -> None:
+    """The reader feeds through ``parser.feeder`` (compiled where built): reads that are not
+    bytes, a frame split across reads, a large payload pending, and a broken stream all go as
+    through ``feed`` itself."""
+    from natsjs_sync.errors import ProtocolError
+    from natsjs_sync.msg import Msg
+    from natsjs_sync.protocol.parser import Parser
+
+    reads: list[object] = [
+        b"MSG a 1 2\r\nhi\r\nMSG b 1 3\r\nab",  # one whole, one split
+        b"c\r\nPING\r\n",
+        bytearray(b"MSG c 1 1\r\nx\r\n"),
+        memoryview(b"MSG d 1 2\r\nyz\r\n"),
+        b"MSG e 1 3000\r\n" + b"p" * 1000,  # its payload pending
+        b"p" * 2000 + b"\r\nMSG f 1 1\r\nq\r\n",
+        b"MSG g 1 1\r\nr\r\nBOGUS\r\n",  # a message, then bad bytes
+        b"MSG h 1 1\r\ns\r\n",  # after the error: the parser stays broken
+    ]
+
+    def run(reader: bool) -> list[object]:
+        p = Parser(256, 4096, msg_factory=Msg)
+        feed = p.feeder if reader else p.feed
+        seen: list[object] = []
+        for data in reads:
+            try:
+                events = feed(data)  # type: ignore[arg-type]
+            except ProtocolError as exc:
+                seen.append(("error", str(exc), [(m.subject, m.data) for m in p.parsed_before_error()]))
+                continue
+            seen.append([(m.subject, m.data) if isinstance(m, Msg) else repr(m) for m in events])
+        return seen
+
+    expected = run(False)
+    assert expected[6][0] == "error" and expected[6][2] == [("g", b"r")] and expected[7][0] == "error"
+    assert run(True) == expected

@@ -49,12 +49,15 @@ frames = st.one_of(
 )
 
 
-def feed_all(p: Parser, data: bytes, cuts: list[int]) -> list[object]:
+def feed_all(p: Parser, data: bytes, cuts: list[int], reader: bool = False) -> list[object]:
+    """Every event of ``data`` fed in pieces cut at ``cuts``; ``reader``: through the
+    parser's ``feeder``, as the reader feeds it (compiled where built)."""
     events: list[object] = []
     prev = 0
+    feed = p.feeder if reader else p.feed
     for c in [*sorted(set(cuts)), len(data)]:
         c = min(c, len(data))
-        events += p.feed(data[prev:c])
+        events += feed(data[prev:c])
         prev = c
         # The buffer never holds more than a control line, one payload and one read.
         assert p.buffered <= MAX_CL + MAX_PAYLOAD + 2 + len(data)
@@ -139,7 +142,10 @@ def test_compiled_and_python_parsers_give_the_same_events(chunks: list[bytes], c
     fast = Parser(MAX_CL, MAX_PAYLOAD, msg_factory=Msg)
     pure = Parser(MAX_CL, MAX_PAYLOAD, msg_factory=Msg)
     pure._scan = None  # the reference path
-    assert [_as_tuple(e) for e in feed_all(fast, data, cuts)] == [_as_tuple(e) for e in feed_all(pure, data, cuts)]
+    expected = [_as_tuple(e) for e in feed_all(pure, data, cuts)]
+    assert [_as_tuple(e) for e in feed_all(fast, data, cuts)] == expected
+    read = Parser(MAX_CL, MAX_PAYLOAD, msg_factory=Msg)
+    assert [_as_tuple(e) for e in feed_all(read, data, cuts, reader=True)] == expected
 
 
 def test_the_compiled_parser_is_in_use_where_it_was_built() -> None:
@@ -175,18 +181,22 @@ def test_compiled_parser_fails_like_the_python_one_on_garbage(junk: bytes, cuts:
 _PROBES = [b" ", b"\t", b"  ", b" \t", b"\r", b"\n", b"\r\n", b"\x0b", b"\x0c", b"\x00", b"\xff", b"\xc3", b"0", b"9"]
 
 
-def _outcome(fast: bool, data: bytes, cuts: list[int], max_cl: int) -> tuple[list[tuple[object, ...]], str | None]:
-    """The events fed out before any error, and the error's type (None: no error)."""
+def _outcome(fast: bool, data: bytes, cuts: list[int], max_cl: int,
+             reader: bool = False) -> tuple[list[tuple[object, ...]], str | None]:
+    """The events fed out before any error (with those the failing feed completed), and
+    the error's type (None: no error). ``reader``: fed through the parser's ``feeder``."""
     p = Parser(max_cl, MAX_PAYLOAD, msg_factory=Msg)
     if not fast:
         p._scan = None
+    feed = p.feeder if reader else p.feed
     events: list[tuple[object, ...]] = []
     prev = 0
     for c in [*sorted(set(cuts)), len(data)]:
         c = min(c, len(data))
         try:
-            events += [_as_tuple(e) for e in p.feed(data[prev:c])]
+            events += [_as_tuple(e) for e in feed(data[prev:c])]
         except Exception as exc:  # the twins must fail alike, whatever the error
+            events += [_as_tuple(e) for e in p.parsed_before_error()]
             return events, type(exc).__name__
         prev = c
     return events, None
@@ -209,4 +219,6 @@ def test_twins_agree_on_mutated_frames(chunks: list[bytes], data: st.DataObject)
     cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=5))
     max_cl = data.draw(st.sampled_from([24, 40, MAX_CL]))
     raw = bytes(stream)
-    assert _outcome(True, raw, cuts, max_cl) == _outcome(False, raw, cuts, max_cl)
+    expected = _outcome(False, raw, cuts, max_cl)
+    assert _outcome(True, raw, cuts, max_cl) == expected
+    assert _outcome(True, raw, cuts, max_cl, reader=True) == expected
