@@ -908,9 +908,9 @@ class Connection:
         requests = self.requests
         if requests.sid is None:
             self.ensure_response_inbox()
-        token, waiter = requests.register()
+        token, waiter, reply = requests.register_one()
         try:
-            frame, size = self._request_frame(subject, payload, requests.prefix_bytes + token.encode(), headers)
+            frame, size = self._request_frame(subject, payload, reply, headers)
             if not self.writer.send_direct(frame, size, waiter, deadline):
                 self.append(frame, size, True, deadline, waiter)  # now=True (positional: a cheaper call)
             # _wait_reply(), with no second wait once this thread read the reply itself.

@@ -872,6 +872,112 @@ reply_route_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUS
     return (PyObject *)self;
 }
 
+/*
+ * route.register() -> (token, waiter, reply): ResponseMux.register_one in one
+ * call (its Python body is the reference): the next token, a new waiter of
+ * the route's class made as Waiter.__init__ makes one (a threading.Lock,
+ * taken; no value; end 0), entered in mux.waiting, and the reply subject's
+ * bytes (mux.prefix_bytes and the token).
+ */
+static PyObject *str_tokens, *str_prefix_bytes, *str_Lock, *threading_module;
+static PyObject *str_acquire; /* interned at import, with the Sender's names */
+
+static PyObject *
+reply_route_register(ReplyRoute *self, PyObject *Py_UNUSED(arg))
+{
+    if (self->mux == NULL || self->waiter_cls == NULL) {
+        PyErr_SetString(PyExc_TypeError, "ReplyRoute was not initialised");
+        return NULL;
+    }
+    PyObject *token = NULL, *waiter = NULL, *lock = NULL, *waiting = NULL, *prefix = NULL, *result = NULL;
+    PyObject *tokens = PyObject_GetAttr(self->mux, str_tokens);
+    if (tokens == NULL) {
+        return NULL;
+    }
+    PyObject *n = PyIter_Next(tokens);
+    Py_DECREF(tokens);
+    if (n == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetNone(PyExc_StopIteration);
+        }
+        return NULL;
+    }
+    token = PyObject_Str(n);
+    Py_DECREF(n);
+    if (token == NULL) {
+        return NULL;
+    }
+    PyObject *lock_cls = PyObject_GetAttr(threading_module, str_Lock); /* threading.Lock, as patched */
+    if (lock_cls == NULL) {
+        goto done;
+    }
+    lock = PyObject_CallNoArgs(lock_cls);
+    Py_DECREF(lock_cls);
+    if (lock == NULL) {
+        goto done;
+    }
+    PyObject *r = PyObject_CallMethodNoArgs(lock, str_acquire);
+    if (r == NULL) {
+        goto done;
+    }
+    Py_DECREF(r);
+    waiter = self->waiter_cls->tp_alloc(self->waiter_cls, 0);
+    if (waiter == NULL) {
+        goto done;
+    }
+    *(PyObject **)((char *)waiter + self->off_lock) = Py_NewRef(lock);
+    *(PyObject **)((char *)waiter + self->off_value) = Py_NewRef(Py_None);
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) {
+        goto done;
+    }
+    *(PyObject **)((char *)waiter + self->off_end) = zero;
+    waiting = PyObject_GetAttr(self->mux, str_waiting);
+    if (waiting == NULL || PyObject_SetItem(waiting, token, waiter) < 0) {
+        goto done;
+    }
+    prefix = PyObject_GetAttr(self->mux, str_prefix_bytes);
+    if (prefix == NULL) {
+        goto done;
+    }
+    if (!PyBytes_Check(prefix)) {
+        PyErr_SetString(PyExc_TypeError, "prefix_bytes must be bytes");
+        goto done;
+    }
+    Py_ssize_t tlen;
+    const char *t = PyUnicode_AsUTF8AndSize(token, &tlen);
+    if (t == NULL) {
+        goto done;
+    }
+    PyObject *reply = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(prefix) + tlen);
+    if (reply == NULL) {
+        goto done;
+    }
+    memcpy(PyBytes_AS_STRING(reply), PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix));
+    memcpy(PyBytes_AS_STRING(reply) + PyBytes_GET_SIZE(prefix), t, tlen);
+    result = PyTuple_New(3);
+    if (result == NULL) {
+        Py_DECREF(reply);
+        goto done;
+    }
+    PyTuple_SET_ITEM(result, 0, Py_NewRef(token));
+    PyTuple_SET_ITEM(result, 1, Py_NewRef(waiter));
+    PyTuple_SET_ITEM(result, 2, reply);
+done:
+    Py_XDECREF(prefix);
+    Py_XDECREF(waiting);
+    Py_XDECREF(waiter);
+    Py_XDECREF(lock);
+    Py_DECREF(token);
+    return result;
+}
+
+static PyMethodDef reply_route_methods[] = {
+    {"register", (PyCFunction)reply_route_register, METH_NOARGS,
+     "register() -> (token, waiter, reply): ResponseMux.register_one in one call"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyTypeObject ReplyRouteType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "natsjs_sync.protocol._speedups.ReplyRoute",
@@ -885,6 +991,7 @@ static PyTypeObject ReplyRouteType = {
     .tp_traverse = (traverseproc)reply_route_traverse,
     .tp_clear = (inquiry)reply_route_clear,
     .tp_call = PyVectorcall_Call,
+    .tp_methods = reply_route_methods,
 };
 
 /*
@@ -3202,7 +3309,7 @@ PyInit__speedups(void)
         return NULL;
     }
     PyObject *wait_max = PyObject_GetAttrString(threading, "TIMEOUT_MAX");
-    Py_DECREF(threading);
+    threading_module = threading; /* kept: ReplyRoute.register makes its locks with threading.Lock */
     if (wait_max == NULL) {
         return NULL;
     }
@@ -3225,12 +3332,14 @@ PyInit__speedups(void)
     const char *names[] = {"_front", "_holes", "_behind", "_broken", "taken", "sent_to", "transport", "direct",
                            "_closing", "_backlog", "end", "acquire", "release", "fileno", "waiting",
                            "prefix_len", "replied_to", "route", "append", "put", "_runq", "_idle", "_spawn",
-                           "_schedule", "feed", "_parse_rest", "_pending"};
+                           "_schedule", "feed", "_parse_rest", "_pending", "_tokens", "prefix_bytes",
+                           "Lock"};
     PyObject **interned[] = {&str_front, &str_holes, &str_behind, &str_broken, &str_taken, &str_sent_to,
                              &str_transport, &str_direct, &str_closing, &str_backlog, &str_end, &str_acquire,
                              &str_release, &str_fileno, &str_waiting, &str_prefix_len, &str_replied_to,
                              &str_route, &str_append, &str_put, &str_runq, &str_idle, &str_spawn,
-                             &str_schedule, &str_feed, &str_parse_rest, &str_pending};
+                             &str_schedule, &str_feed, &str_parse_rest, &str_pending, &str_tokens,
+                             &str_prefix_bytes, &str_Lock};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*interned[i] = PyUnicode_InternFromString(names[i])) == NULL) {
             return NULL;

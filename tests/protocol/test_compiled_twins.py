@@ -601,6 +601,31 @@ def test_reply_route_twins_wake_the_waiter_of_the_token_once_and_ignore_the_rest
         assert token not in mux.waiting
 
 
+def test_register_one_twins_make_a_waiting_waiter_and_its_reply_subject() -> None:
+    from natsjs_sync._core.requests import ResponseMux, Waiter
+    from natsjs_sync.msg import Msg
+
+    ways: list = [ResponseMux._register_one]
+    compiled = ResponseMux().register_one
+    if type(compiled).__name__ == "builtin_function_or_method":  # the compiled ReplyRoute.register
+        ways.append(lambda mux: mux.register_one())
+    for register_one in ways:
+        mux = ResponseMux()
+        mux.start("_INBOX.abc.", 7)
+        made = [register_one(mux) for _ in range(3)]
+        assert [(t, r) for t, _, r in made] == [("1", b"_INBOX.abc.1"), ("2", b"_INBOX.abc.2"),
+                                               ("3", b"_INBOX.abc.3")]
+        for token, waiter, _ in made:
+            assert type(waiter) is Waiter and mux.waiting[token] is waiter
+            assert waiter.value is None and waiter.end == 0
+            assert not waiter.wait(0)  # its lock is held until the reply
+        token, waiter, reply = made[1]
+        waiter.end = 5
+        mux.reply_route(Msg(reply.decode(), 7, "", None, b"r"))
+        assert waiter.wait(0) and waiter.value.data == b"r" and mux.replied_to == 5
+        assert set(mux.waiting) == {"1", "3"}
+
+
 def test_reply_route_twins_hand_what_they_do_not_know_to_the_python_route() -> None:
     from natsjs_sync._core.requests import ResponseMux, Waiter
     from natsjs_sync.msg import Msg
@@ -656,6 +681,10 @@ for cls in (_speedups.ReplyRoute, _speedups.LanePut, _speedups.Feed):
         cls.__new__(cls)(Msg("_INBOX.x.1", 1, "", None, b""))
     except TypeError:
         pass
+try:
+    _speedups.ReplyRoute.__new__(_speedups.ReplyRoute).register()
+except TypeError:
+    pass
 
 class Wide:  # a "value" slot far past a Waiter's, and no "end"
     __slots__ = tuple(f"pad{i}" for i in range(40)) + ("value",)
