@@ -908,7 +908,10 @@ class Connection:
         requests = self.requests
         if requests.sid is None:
             self.ensure_response_inbox()
-        token, waiter, reply = requests.register_one()
+        token, waiter, reply = requests.prepare_one()
+        # Entered here, not in the call above: no check point (a call's return) lies between this
+        # and the try that forgets it, where a signal handler's exception would leave it behind.
+        requests.waiting[token] = waiter
         try:
             frame, size = self._request_frame(subject, payload, reply, headers)
             if not self.writer.send_direct(frame, size, waiter, deadline):

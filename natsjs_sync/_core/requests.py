@@ -58,9 +58,9 @@ class ResponseMux:
         #: compiled call where the extension is in use (it runs on every request's path).
         route = None if speedups is None else speedups.ReplyRoute(self, Waiter)
         self.reply_route: Callable[[Any], None] = self.route if route is None else route
-        #: :meth:`register_one`, in one compiled call where the extension is in use.
-        self.register_one: Callable[[], tuple[str, Waiter, bytes]] = (
-            self._register_one if route is None else route.register)
+        #: :meth:`_prepare_one`, in one compiled call where the extension is in use.
+        self.prepare_one: Callable[[], tuple[str, Waiter, bytes]] = (
+            self._prepare_one if route is None else route.prepare)
 
     def start(self, prefix: str, sid: int) -> None:
         self.prefix = prefix
@@ -74,11 +74,16 @@ class ResponseMux:
         self.waiting[token] = waiter
         return token, waiter
 
-    def _register_one(self) -> tuple[str, Waiter, bytes]:
-        """:attr:`register_one`: :meth:`register`, and the reply subject's bytes (the reference
-        of the compiled ``ReplyRoute.register``: a change here is made there too)."""
-        token, waiter = self.register()
-        return token, waiter, self.prefix_bytes + token.encode()
+    def _prepare_one(self) -> tuple[str, Waiter, bytes]:
+        """:attr:`prepare_one`: a request's token, its new waiter and its reply subject's bytes
+        (the reference of the compiled ``ReplyRoute.prepare``: a change here is made there too).
+
+        The waiter is not entered in :attr:`waiting`: the caller does it (``waiting[token] =
+        waiter``: no call, so no check point) right before the ``try`` that forgets it. An
+        exception a signal handler raises as this call (or a call in it) returns then leaves
+        no waiter behind; one left there would stay for the connection's life."""
+        token = str(next(self._tokens))
+        return token, Waiter(), self.prefix_bytes + token.encode()
 
     def forget(self, token: str) -> None:
         self.waiting.pop(token, None)

@@ -873,23 +873,25 @@ reply_route_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUS
 }
 
 /*
- * route.register() -> (token, waiter, reply): ResponseMux.register_one in one
+ * route.prepare() -> (token, waiter, reply): ResponseMux.prepare_one in one
  * call (its Python body is the reference): the next token, a new waiter of
  * the route's class made as Waiter.__init__ makes one (a threading.Lock,
- * taken; no value; end 0), entered in mux.waiting, and the reply subject's
- * bytes (mux.prefix_bytes and the token).
+ * taken; no value; end 0), and the reply subject's bytes (mux.prefix_bytes
+ * and the token). The waiter is not entered in mux.waiting: the caller does
+ * it, with no check point between that and the try that forgets it (a signal
+ * handler's exception raised as this call returns must leave nothing there).
  */
 static PyObject *str_tokens, *str_prefix_bytes, *str_Lock, *threading_module;
 static PyObject *str_acquire; /* interned at import, with the Sender's names */
 
 static PyObject *
-reply_route_register(ReplyRoute *self, PyObject *Py_UNUSED(arg))
+reply_route_prepare(ReplyRoute *self, PyObject *Py_UNUSED(arg))
 {
     if (self->mux == NULL || self->waiter_cls == NULL) {
         PyErr_SetString(PyExc_TypeError, "ReplyRoute was not initialised");
         return NULL;
     }
-    PyObject *token = NULL, *waiter = NULL, *lock = NULL, *waiting = NULL, *prefix = NULL, *result = NULL;
+    PyObject *token = NULL, *waiter = NULL, *lock = NULL, *prefix = NULL, *result = NULL;
     PyObject *tokens = PyObject_GetAttr(self->mux, str_tokens);
     if (tokens == NULL) {
         return NULL;
@@ -932,10 +934,6 @@ reply_route_register(ReplyRoute *self, PyObject *Py_UNUSED(arg))
         goto done;
     }
     *(PyObject **)((char *)waiter + self->off_end) = zero;
-    waiting = PyObject_GetAttr(self->mux, str_waiting);
-    if (waiting == NULL || PyObject_SetItem(waiting, token, waiter) < 0) {
-        goto done;
-    }
     prefix = PyObject_GetAttr(self->mux, str_prefix_bytes);
     if (prefix == NULL) {
         goto done;
@@ -965,7 +963,6 @@ reply_route_register(ReplyRoute *self, PyObject *Py_UNUSED(arg))
     PyTuple_SET_ITEM(result, 2, reply);
 done:
     Py_XDECREF(prefix);
-    Py_XDECREF(waiting);
     Py_XDECREF(waiter);
     Py_XDECREF(lock);
     Py_DECREF(token);
@@ -973,8 +970,8 @@ done:
 }
 
 static PyMethodDef reply_route_methods[] = {
-    {"register", (PyCFunction)reply_route_register, METH_NOARGS,
-     "register() -> (token, waiter, reply): ResponseMux.register_one in one call"},
+    {"prepare", (PyCFunction)reply_route_prepare, METH_NOARGS,
+     "prepare() -> (token, waiter, reply): ResponseMux.prepare_one in one call"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -3309,7 +3306,7 @@ PyInit__speedups(void)
         return NULL;
     }
     PyObject *wait_max = PyObject_GetAttrString(threading, "TIMEOUT_MAX");
-    threading_module = threading; /* kept: ReplyRoute.register makes its locks with threading.Lock */
+    threading_module = threading; /* kept: ReplyRoute.prepare makes its locks with threading.Lock */
     if (wait_max == NULL) {
         return NULL;
     }

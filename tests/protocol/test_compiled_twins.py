@@ -601,24 +601,26 @@ def test_reply_route_twins_wake_the_waiter_of_the_token_once_and_ignore_the_rest
         assert token not in mux.waiting
 
 
-def test_register_one_twins_make_a_waiting_waiter_and_its_reply_subject() -> None:
+def test_prepare_one_twins_make_a_waiter_and_its_reply_subject_and_leave_the_entry_to_the_caller() -> None:
     from natsjs_sync._core.requests import ResponseMux, Waiter
     from natsjs_sync.msg import Msg
 
-    ways: list = [ResponseMux._register_one]
-    compiled = ResponseMux().register_one
-    if type(compiled).__name__ == "builtin_function_or_method":  # the compiled ReplyRoute.register
-        ways.append(lambda mux: mux.register_one())
-    for register_one in ways:
+    ways: list = [ResponseMux._prepare_one]
+    compiled = ResponseMux().prepare_one
+    if type(compiled).__name__ == "builtin_function_or_method":  # the compiled ReplyRoute.prepare
+        ways.append(lambda mux: mux.prepare_one())
+    for prepare_one in ways:
         mux = ResponseMux()
         mux.start("_INBOX.abc.", 7)
-        made = [register_one(mux) for _ in range(3)]
+        made = [prepare_one(mux) for _ in range(3)]
         assert [(t, r) for t, _, r in made] == [("1", b"_INBOX.abc.1"), ("2", b"_INBOX.abc.2"),
                                                ("3", b"_INBOX.abc.3")]
+        assert mux.waiting == {}  # the caller enters each (see Connection.request)
         for token, waiter, _ in made:
-            assert type(waiter) is Waiter and mux.waiting[token] is waiter
+            assert type(waiter) is Waiter
             assert waiter.value is None and waiter.end == 0
             assert not waiter.wait(0)  # its lock is held until the reply
+            mux.waiting[token] = waiter
         token, waiter, reply = made[1]
         waiter.end = 5
         mux.reply_route(Msg(reply.decode(), 7, "", None, b"r"))
@@ -682,7 +684,7 @@ for cls in (_speedups.ReplyRoute, _speedups.LanePut, _speedups.Feed):
     except TypeError:
         pass
 try:
-    _speedups.ReplyRoute.__new__(_speedups.ReplyRoute).register()
+    _speedups.ReplyRoute.__new__(_speedups.ReplyRoute).prepare()
 except TypeError:
     pass
 
