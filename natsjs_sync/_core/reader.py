@@ -107,13 +107,15 @@ class ReadSession:
     its holder touches the parser.
     """
 
-    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "parser", "role", "routed", "started",
+    __slots__ = ("caller_reads", "conn", "ended", "failure", "fd", "feed", "parser", "role", "routed", "started",
                  "thread", "transport")
 
     def __init__(self, conn: Connection, transport: Transport, parser: Parser, fd: int | None):
         self.conn = conn
         self.transport = transport
         self.parser = parser
+        #: The parser's feed for a role holder (see Parser.reader_feed).
+        self.feed = parser.reader_feed()
         self.fd = fd
         #: ``None``: callers never read this connection (the reader thread reads alone).
         self.role: Any = speedups.ReadRole() if fd is not None and speedups is not None else None
@@ -176,7 +178,7 @@ class ReadSession:
         if not data:
             raise UnexpectedEOF(f"the server closed the connection{self.conn.last_server_error_suffix()}")
         try:
-            events = self.parser.feeder(data)
+            events = self.feed(data)
         except ProtocolError:
             self.route(self.parser.parsed_before_error())
             raise
@@ -278,7 +280,7 @@ class ReadSession:
         conn = self.conn
         fd = self.fd
         transport = self.transport
-        feed = self.parser.feeder
+        feed = self.feed
         caller_read = role.caller_read
         routes = conn.registry.routes
         stats = conn.stats
@@ -466,7 +468,7 @@ def read_loop(conn: Connection, transport: Transport, parser: Parser, leftover: 
     stats = conn.stats
     msg_cls = conn.msg_cls
     read = transport.read
-    feed = parser.feeder
+    feed = parser.reader_feed()
     events: list[Any] = leftover
     pending = conn.read_end  # functions routes asked to run once this read's events are routed
     failure: ProtocolError | None = None

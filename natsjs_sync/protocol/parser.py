@@ -130,7 +130,7 @@ class Parser:
     """
 
     __slots__ = ("_before_error", "_broken", "_buf", "_factory", "_max_cl", "_max_payload", "_pending", "_ready",
-                 "_scan", "feeder")
+                 "_scan")
 
     def __init__(
         self,
@@ -150,11 +150,6 @@ class Parser:
         self._before_error: list[Event] = []
         # The compiled scanner builds natsjs_sync.msg.Msg subclasses (registered by that module).
         self._scan = _speedups.scan if _speedups is not None and _speedups.accepts(self._factory) else None
-        #: :meth:`feed` for a reader: in one compiled call when the read holds whole messages
-        #: only and nothing is left over (nearly every read), else :meth:`feed` itself.
-        self.feeder: Callable[[bytes], list[Event]] = self.feed
-        if self._scan is not None and _speedups is not None:
-            self.feeder = _speedups.Feed(self, self._buf, self._factory, self._max_payload, self._max_cl)
 
     @property
     def buffered(self) -> int:
@@ -218,6 +213,16 @@ class Parser:
         if pos < len(work):
             self._buf += work[pos:] if pos else work
         return out
+
+    def reader_feed(self) -> Callable[[bytes], list[Event]]:
+        """:meth:`feed` for a reader to keep and call for every read: in one compiled call
+        when the read holds whole messages only and nothing is left over (nearly every
+        read), else :meth:`feed` itself. The parser does not hold it (no reference cycle)."""
+        if self._scan is not None and _speedups is not None:
+            feed: Callable[[bytes], list[Event]] = _speedups.Feed(self, self._buf, self._factory,
+                                                                   self._max_payload, self._max_cl)
+            return feed
+        return self.feed
 
     def parsed_before_error(self) -> list[Event]:
         """The events the ``feed()`` that raised :class:`ProtocolError` completed

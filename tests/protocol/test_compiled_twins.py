@@ -720,7 +720,7 @@ def test_reply_route_and_lane_put_refuse_when_not_initialised_and_keep_their_slo
 
 
 def test_a_readers_feeder_gives_what_feed_gives_for_every_kind_of_read() -> None:
-    """The reader feeds through ``parser.feeder`` (compiled where built): reads that are not
+    """The reader feeds through ``parser.reader_feed()`` (compiled where built): reads that are not
     bytes, a frame split across reads, a large payload pending, and a broken stream all go as
     through ``feed`` itself."""
     from natsjs_sync.errors import ProtocolError
@@ -740,7 +740,7 @@ def test_a_readers_feeder_gives_what_feed_gives_for_every_kind_of_read() -> None
 
     def run(reader: bool) -> list[object]:
         p = Parser(256, 4096, msg_factory=Msg)
-        feed = p.feeder if reader else p.feed
+        feed = p.reader_feed() if reader else p.feed
         seen: list[object] = []
         for data in reads:
             try:
@@ -754,3 +754,19 @@ def test_a_readers_feeder_gives_what_feed_gives_for_every_kind_of_read() -> None
     expected = run(False)
     assert expected[6][0] == "error" and expected[6][2] == [("g", b"r")] and expected[7][0] == "error"
     assert run(True) == expected
+
+
+def test_a_parser_does_not_hold_its_readers_feed() -> None:
+    """A reader keeps the feed; the parser does not point back at it, so a parser dropped
+    with a large payload pending (a lost connection's) is freed at once, not by the cyclic
+    garbage collector."""
+    import gc
+
+    from natsjs_sync.msg import Msg
+    from natsjs_sync.protocol.parser import Parser
+
+    p = Parser(msg_factory=Msg)
+    feed = p.reader_feed()
+    assert feed(b"MSG a 1 3000\r\n" + b"x" * 100) == []
+    assert not any(r is feed for r in gc.get_referents(p))
+    assert p.buffered == 100

@@ -51,10 +51,10 @@ frames = st.one_of(
 
 def feed_all(p: Parser, data: bytes, cuts: list[int], reader: bool = False) -> list[object]:
     """Every event of ``data`` fed in pieces cut at ``cuts``; ``reader``: through the
-    parser's ``feeder``, as the reader feeds it (compiled where built)."""
+    parser's ``reader_feed()``, as the reader feeds it (compiled where built)."""
     events: list[object] = []
     prev = 0
-    feed = p.feeder if reader else p.feed
+    feed = p.reader_feed() if reader else p.feed
     for c in [*sorted(set(cuts)), len(data)]:
         c = min(c, len(data))
         events += feed(data[prev:c])
@@ -184,11 +184,11 @@ _PROBES = [b" ", b"\t", b"  ", b" \t", b"\r", b"\n", b"\r\n", b"\x0b", b"\x0c", 
 def _outcome(fast: bool, data: bytes, cuts: list[int], max_cl: int,
              reader: bool = False) -> tuple[list[tuple[object, ...]], str | None]:
     """The events fed out before any error (with those the failing feed completed), and
-    the error's type (None: no error). ``reader``: fed through the parser's ``feeder``."""
+    the error's type (None: no error). ``reader``: fed through the parser's ``reader_feed()``."""
     p = Parser(max_cl, MAX_PAYLOAD, msg_factory=Msg)
     if not fast:
         p._scan = None
-    feed = p.feeder if reader else p.feed
+    feed = p.reader_feed() if reader else p.feed
     events: list[tuple[object, ...]] = []
     prev = 0
     for c in [*sorted(set(cuts)), len(data)]:
