@@ -201,17 +201,28 @@ def _hold_back_watch(js: JetStream, stream: str, group: str) -> None:
     js.pause_consumer(bucket_stream, watches[0], until=datetime.now(timezone.utc) + timedelta(seconds=60))
 
 
+def _group_of_a(js: JetStream, estream: str) -> str:
+    """An elastic group "g" on ``estream`` whose one member is "a"; the stream of its consumers."""
+    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    pcgroups.add_members(js, estream, "g", ["a"])
+    return f"{estream}-g"
+
+
+def _consuming_a(js: JetStream, estream: str) -> pcgroups.ElasticConsumeContext:
+    """An instance of member "a" (acks each message, ``ack_wait`` 1 s), once it consumes."""
+    a = pcgroups.elastic_consume(js, estream, "g", "a", lambda m: m.ack(), ConsumerConfig(ack_wait=1.0))
+    assert wait_until(lambda: a.consuming, 10)
+    return a
+
+
 def test_a_removed_member_whose_watch_lags_never_joins_again_on_the_config_it_last_saw(
         js: JetStream, estream: str) -> None:
     # The member's consumer goes for another reason than its removal (idle past its inactive
     # threshold while it reconnected after a server died) and its watch has not delivered the
     # removal yet: when idle it joins again, on the config in the bucket, not the one it saw.
-    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
-    pcgroups.add_members(js, estream, "g", ["a"])
-    cg = f"{estream}-g"
-    a = pcgroups.elastic_consume(js, estream, "g", "a", lambda m: m.ack(), ConsumerConfig(ack_wait=1.0))
+    cg = _group_of_a(js, estream)
+    a = _consuming_a(js, estream)
     try:
-        assert wait_until(lambda: a.consuming, 10)
         _hold_back_watch(js, estream, "g")
         pcgroups.delete_members(js, estream, "g", ["a"])
         removed = pcgroups.get_elastic_config(js, estream, "g").revision
@@ -227,9 +238,7 @@ def test_a_member_removed_while_it_makes_its_consumer_lets_go_of_it(
         nc: nats.Client, js: JetStream, estream: str, shared_server: Any) -> None:
     # The removal lands between the member's read of the config and the answer to its
     # create: the consumer it made is from a config already left behind. Its watch lags.
-    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
-    pcgroups.add_members(js, estream, "g", ["a"])
-    cg = f"{estream}-g"
+    cg = _group_of_a(js, estream)
     creating = threading.Event()
     subs = [nc.subscribe(subject, cb=lambda _: creating.set())
             for subject in (f"$JS.API.CONSUMER.CREATE.{cg}.a", f"$JS.API.CONSUMER.CREATE.{cg}.a.>")]
@@ -261,12 +270,9 @@ def test_an_instance_that_cannot_read_the_config_after_its_create_leaves_the_con
     # Two instances of one member: the first consumes. The second joins (its create finds the
     # consumer as it is and changes nothing), then cannot read the group's key to check. It
     # must not delete what may be its sibling's live consumer: it only does not consume.
-    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
-    pcgroups.add_members(js, estream, "g", ["a"])
-    cg = f"{estream}-g"
-    first = pcgroups.elastic_consume(js, estream, "g", "a", lambda m: m.ack(), ConsumerConfig(ack_wait=1.0))
+    cg = _group_of_a(js, estream)
+    first = _consuming_a(js, estream)
     try:
-        assert wait_until(lambda: first.consuming, 10)
         created = js.consumer(cg, "a").cached_info.created
         with nats.connect(shared_server.url, name="second-a") as snc:
             second = pcgroups.elastic_consume(snc.jetstream(), estream, "g", "a", lambda m: m.ack(),
