@@ -531,11 +531,18 @@ class ElasticConsumeContext(ConsumerGroupConsumeContext):
         # The config kept changing under it: tried again when idle.
 
     def _withdraw(self, filters: list[str]) -> None:
-        """Delete the member's consumer if it still has ``filters``: this instance made it
-        from a config the group has left behind (or one it could not check)."""
+        """Delete the member's consumer if it still has ``filters`` and no instance holds its pin:
+        this instance made it from a config the group has left behind (or one it could not check).
+
+        A pinned one is another instance's (this one has not pulled from it): its create found
+        that consumer as it was. That instance deletes it itself on seeing the change, once its
+        running handler is done, as every rebalance goes; deleting it here would hand the message
+        that handler has to the next consumer while the handler still runs.
+        """
         try:
             info = self._js.consumer(self.stream, self.member).cached_info
-            if list(info.config.filter_subjects or ()) == filters:
+            if list(info.config.filter_subjects or ()) == filters and not any(
+                    g.group == PRIORITY_GROUP and g.pinned_client_id for g in info.priority_groups or ()):
                 self._js.delete_consumer(self.stream, self.member)
         except NatsError:
             pass  # gone already, or unreachable: it goes once idle past its inactive threshold

@@ -295,6 +295,65 @@ def test_an_instance_that_cannot_read_the_config_after_its_create_leaves_the_con
         first.stop()
 
 
+def test_an_instance_whose_join_spans_a_change_never_deletes_the_consumer_a_pinned_sibling_handles_from(
+        nc: nats.Client, js: JetStream, estream: str, shared_server: Any) -> None:
+    # Two instances of member a. The first is pinned and its handler is busy with message X.
+    # The second starts; while its create (which finds the consumer as it is) is under way,
+    # b joins the group, and X's partition stays a's. The second reads the change after its
+    # create: it must leave the consumer to the pinned instance, which deletes it once its
+    # handler is done, not delete it under that handler (X would then go to the second
+    # instance while the first still handles it).
+    pcgroups.create_elastic(js, estream, "g", 4, _filters(estream))
+    pcgroups.add_members(js, estream, "g", ["a"])
+    parts = key_partitions(js, KEYS, 4)
+    stay = next(k for k in KEYS if parts[k] in (0, 1))  # a's partitions once b has joined too
+    cg = f"{estream}-g"
+    busy, release = threading.Event(), threading.Event()
+    second_got: list[str] = []
+
+    def first_handler(msg: nats.Msg) -> None:
+        busy.set()
+        release.wait(20)
+        msg.ack_sync(timeout=5)
+
+    first = pcgroups.elastic_consume(js, estream, "g", "a", first_handler, ConsumerConfig(ack_wait=15.0))
+    creating = threading.Event()
+    subs = [nc.subscribe(subject, cb=lambda _: creating.set())
+            for subject in (f"$JS.API.CONSUMER.CREATE.{cg}.a", f"$JS.API.CONSUMER.CREATE.{cg}.a.>")]
+    nc.flush()
+    try:
+        assert wait_until(lambda: first.consuming, 10)
+        js.publish(f"{estream}.{stay}", b"X")
+        assert busy.wait(10)
+        created = js.consumer(cg, "a").cached_info.created
+        with FaultProxy(shared_server.url) as proxy, nats.connect(proxy.url, name="second-a") as snc:
+            proxy.latency(0.5, "to_client")  # every answer reaches the second instance 0.5 s late
+            second: list[pcgroups.ElasticConsumeContext] = []
+            starting = threading.Thread(target=lambda: second.append(pcgroups.elastic_consume(
+                snc.jetstream(), estream, "g", "a", lambda m: (second_got.append(m.subject), m.ack()),
+                ConsumerConfig(ack_wait=15.0))))
+            starting.start()
+            try:
+                assert creating.wait(30)
+                pcgroups.add_members(js, estream, "g", ["b"])  # while the answer is on its way
+                starting.join(30)
+                assert second, "the second instance did not start"
+                # Its join is over, and the first instance's handler still runs.
+                assert js.consumer(cg, "a").cached_info.created == created
+                assert not second_got
+            finally:
+                release.set()
+                proxy.heal()
+                starting.join(30)
+                for ctx in second:
+                    ctx.stop()
+    finally:
+        release.set()
+        first.stop()
+        for sub in subs:
+            sub.unsubscribe()
+
+
 def test_a_creator_acting_on_a_stale_read_never_removes_a_member_added_meanwhile(
         nc: nats.Client, js: JetStream, estream: str, shared_server: Any) -> None:
     # Two hosts start at once and both create the group ("every start may call it"); the
