@@ -68,12 +68,6 @@ class ResponseMux:
         self.prefix_len = len(prefix)
         self.sid = sid
 
-    def register(self) -> tuple[str, Waiter]:
-        token = str(next(self._tokens))
-        waiter = Waiter()
-        self.waiting[token] = waiter
-        return token, waiter
-
     def _prepare_one(self) -> tuple[str, Waiter, bytes]:
         """:attr:`prepare_one`: a request's token, its new waiter and its reply subject's bytes
         (the reference of the compiled ``ReplyRoute.prepare``: a change here is made there too).

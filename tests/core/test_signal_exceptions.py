@@ -142,7 +142,7 @@ def send_lock_twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     """Runs a test with the compiled send lock, then with its Python twin (True: compiled)."""
     compiled: bool = request.param
     if compiled and speedups is None:
-        pytest.skip("the compiled extension is not in use")
+        pytest.skip("the compiled extension is not in use (not built, or NATSJS_SYNC_PURE_PYTHON)")
     if not compiled:
         monkeypatch.setattr(writer_module, "speedups", None)  # the Python twin of SendLock
     return compiled
@@ -151,7 +151,7 @@ def send_lock_twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize("compiled", [pytest.param(True, id="compiled"), pytest.param(False, id="pure")])
 def test_a_client_outlives_exceptions_raised_into_its_writes(server: NatsServer, compiled: bool) -> None:
     if compiled and speedups is None:
-        pytest.skip("the compiled extension is not in use")
+        pytest.skip("the compiled extension is not in use (not built, or NATSJS_SYNC_PURE_PYTHON)")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("NATSJS_SYNC_PURE_PYTHON", None)
     if not compiled:
@@ -553,7 +553,7 @@ def test_an_exception_at_any_check_point_of_a_request_leaves_no_waiter_behind(
     # that forgets it), or as the Python twin's encode of the reply subject returned: a SIGALRM
     # every 100 us left 1038 of them in 10 s of requests (0 before the compiled call).
     if compiled and speedups is None:
-        pytest.skip("the compiled extension is not in use")
+        pytest.skip("the compiled extension is not in use (not built, or NATSJS_SYNC_PURE_PYTHON)")
     if not compiled:
         monkeypatch.setattr(requests_module, "speedups", None)  # the client's mux takes the Python twin
     cache: dict[types.CodeType, frozenset[int]] = {}

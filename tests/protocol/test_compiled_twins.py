@@ -552,6 +552,13 @@ def test_send_lock_twins_hand_over_to_a_waiting_thread(lock_cls: type) -> None:
     assert not lock.locked()
 
 
+def _register(mux: object) -> tuple[str, object]:
+    """A request's token and waiter, entered as Connection.request enters them."""
+    token, waiter, _ = mux.prepare_one()  # type: ignore[attr-defined]
+    mux.waiting[token] = waiter  # type: ignore[attr-defined]
+    return token, waiter
+
+
 def _reply_routes() -> list:
     """Each way a response mux can route a reply: its Python method, and the compiled
     ReplyRoute where the extension is in use."""
@@ -577,8 +584,8 @@ def test_reply_route_twins_wake_the_waiter_of_the_token_once_and_ignore_the_rest
         mux = ResponseMux()
         mux.start("_INBOX.abc.", 7)
         route = make(mux)
-        token, waiter = mux.register()
-        other_token, other = mux.register()
+        token, waiter = _register(mux)
+        other_token, other = _register(mux)
         waiter.end, other.end = 120, 80
         reply = Msg(f"_INBOX.abc.{token}", 7, "", None, b"yes")
         route(reply)
@@ -593,7 +600,7 @@ def test_reply_route_twins_wake_the_waiter_of_the_token_once_and_ignore_the_rest
         route(Msg("_INBOX.a", 7, "", None, b"shorter than the prefix"))
         assert waiter.value is reply and mux.waiting == {}
         # A waiter failed meanwhile (the connection lost) keeps its failure: the value is set once.
-        token, waiter = mux.register()
+        token, waiter = _register(mux)
         failure = ConnectionError("lost")
         waiter.set(failure)
         route(Msg(f"_INBOX.abc.{token}", 7, "", None, b"too late"))
@@ -651,7 +658,7 @@ def test_reply_route_twins_hand_what_they_do_not_know_to_the_python_route() -> N
         mux.waiting["1"] = waiter
         route(Msg("_INBOX.x.1", 3, "", None, b"a"))
         assert waiter.seen.data == b"a" and waiter.value is waiter.seen and "1" not in mux.waiting
-        token, plain = mux.register()
+        token, plain = _register(mux)
         msg = PlainMsg(f"_INBOX.x.{token}")
         route(msg)
         assert plain.value is msg and token not in mux.waiting
@@ -698,7 +705,8 @@ try:
     route.__init__(mux, Wide)
 except TypeError:
     pass
-token, waiter = mux.register()
+token, waiter, _ = mux.prepare_one()
+mux.waiting[token] = waiter
 reply = Msg(f"_INBOX.x.{token}", 1, "", None, b"yes")
 route(reply)
 assert waiter.value is reply and waiter.wait(0)
