@@ -111,8 +111,12 @@ def test_messages_iterator_and_consume_handler(otel: Telemetry, js: JetStream, s
         first.ack()
     recv = otel.span(f"receive {name}")
     assert recv.attributes[A.NATS_STREAM_SEQUENCE] == 1
-    # A for loop over the iterator, the usual way to read it, records the same spans.
-    with cons.messages() as it:
+    # A for loop over the iterator, the usual way to read it, records the same spans. On a consumer
+    # of its own from message 2: the first iterator's prefetch holds message 2 unacked, and this
+    # consumer would see it again only once its ack wait ran out.
+    rest = js.create_consumer(name, durable_name="loop", ack_policy="explicit",
+                              deliver_policy="by_start_sequence", opt_start_seq=2)
+    with rest.messages() as it:
         for msg in it:
             msg.ack()
             break
