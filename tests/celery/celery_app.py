@@ -25,6 +25,10 @@ def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
         task_routes={"t.where_alpha": {"queue": "alpha"}, "t.where_beta": {"queue": "beta"}},
         broker_connection_retry_on_startup=True,
         worker_prefetch_multiplier=1,
+        # How long a prefork worker waits for the result a pool child that died may have sent
+        # before it calls the job lost (default 10 s): the tests kill children mid-task only,
+        # which never sent one.
+        worker_lost_wait=1.0,
     )
     if os.environ.get("CELERY_TEST_QUEUE_MAX_PRIORITY"):
         app.conf.task_queue_max_priority = int(os.environ["CELERY_TEST_QUEUE_MAX_PRIORITY"])
