@@ -19,8 +19,11 @@ import natsjs_sync.contrib.celery  # noqa: F401  # registers natsjs:// with Komb
 # give it the first app's callables under the same names (Celery warns, the suite fails).
 def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
     app = Celery("celery_app", broker=url, backend=url)
+    transport_options: dict[str, float] = {"visibility_timeout": visibility_timeout}
+    if os.environ.get("CELERY_TEST_FETCH_WAIT"):
+        transport_options["fetch_wait"] = float(os.environ["CELERY_TEST_FETCH_WAIT"])
     app.conf.update(
-        broker_transport_options={"visibility_timeout": visibility_timeout},
+        broker_transport_options=transport_options,
         result_expires=float(os.environ.get("CELERY_TEST_RESULT_EXPIRES", "3600")),
         task_routes={"t.where_alpha": {"queue": "alpha"}, "t.where_beta": {"queue": "beta"}},
         broker_connection_retry_on_startup=True,
