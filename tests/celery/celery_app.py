@@ -19,12 +19,19 @@ import natsjs_sync.contrib.celery  # noqa: F401  # registers natsjs:// with Komb
 # give it the first app's callables under the same names (Celery warns, the suite fails).
 def make_app(url: str, visibility_timeout: float = 30.0) -> Celery:
     app = Celery("celery_app", broker=url, backend=url)
+    transport_options: dict[str, float] = {"visibility_timeout": visibility_timeout}
+    if os.environ.get("CELERY_TEST_FETCH_WAIT"):
+        transport_options["fetch_wait"] = float(os.environ["CELERY_TEST_FETCH_WAIT"])
     app.conf.update(
-        broker_transport_options={"visibility_timeout": visibility_timeout},
+        broker_transport_options=transport_options,
         result_expires=float(os.environ.get("CELERY_TEST_RESULT_EXPIRES", "3600")),
         task_routes={"t.where_alpha": {"queue": "alpha"}, "t.where_beta": {"queue": "beta"}},
         broker_connection_retry_on_startup=True,
         worker_prefetch_multiplier=1,
+        # How long a prefork worker waits for the result a pool child that died may have sent
+        # before it calls the job lost (default 10 s): the tests kill children mid-task only,
+        # which never sent one.
+        worker_lost_wait=1.0,
     )
     if os.environ.get("CELERY_TEST_QUEUE_MAX_PRIORITY"):
         app.conf.task_queue_max_priority = int(os.environ["CELERY_TEST_QUEUE_MAX_PRIORITY"])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import signal
+import threading
 import time
 from typing import Any
 
@@ -116,12 +119,16 @@ def _server(version: str | None) -> NatsServer:
     return server
 
 
-def _publish_with_eta(url: str, queue_name: str, eta: datetime.datetime) -> None:
+def _publish_with_eta(url: str, queue_name: str, ahead: datetime.timedelta) -> datetime.datetime:
+    """Publish ``{"n": 0}``, then ``{"n": 1}`` with an eta ``ahead`` of the moment the first one
+    is in (its stream made); returns that eta."""
     queue = Queue(queue_name)
     with Connection(url) as conn:
         producer = conn.Producer()
         producer.publish({"n": 0}, routing_key=queue_name, declare=[queue])
+        eta = datetime.datetime.now(datetime.timezone.utc) + ahead
         producer.publish({"n": 1}, routing_key=queue_name, declare=[queue], headers={"eta": eta.isoformat()})
+    return eta
 
 
 def _consume_all(url: str, queue_name: str, n: int) -> list[Any]:
@@ -141,10 +148,10 @@ def test_eta_messages_wait_in_the_server_until_due(version: str | None) -> None:
     server = _server(version)
     try:
         url = f"natsjs://127.0.0.1:{server.port}"
-        # Far enough ahead that a loaded machine's connect and stream creation cannot reach the
-        # moment the task is due (then it goes to the queue at once, unscheduled).
-        eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=10)
-        _publish_with_eta(url, "later", eta)
+        # Far enough ahead of the first message (connected, its stream made) that a loaded
+        # machine cannot reach the moment the task is due before its own publish (then it goes
+        # to the queue at once, unscheduled): seconds for one publish on an open connection.
+        eta = _publish_with_eta(url, "later", datetime.timedelta(seconds=4))
         with natsjs_sync.connect(server.url) as nc:
             stream = nc.jetstream().stream("STREAM_later")
             assert stream.config.allow_msg_schedules
@@ -177,8 +184,7 @@ def test_eta_messages_go_to_the_queue_at_once_without_usable_schedules(version: 
     server = _server(version)
     try:
         url = f"natsjs://127.0.0.1:{server.port}"
-        eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3600)
-        _publish_with_eta(url, "later", eta)
+        _publish_with_eta(url, "later", datetime.timedelta(seconds=3600))
         with natsjs_sync.connect(server.url) as nc:
             stream = nc.jetstream().stream("STREAM_later")
             assert stream.config.subjects == ["later"]
@@ -194,8 +200,7 @@ def test_eta_messages_in_a_stream_made_without_schedules_go_to_the_queue(nats_se
     with natsjs_sync.connect(nats_server.url) as nc:
         nc.jetstream().create_stream(name="STREAM_older", subjects=["older"], retention="workqueue")
     url = f"natsjs://127.0.0.1:{nats_server.port}"
-    eta = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3600)
-    _publish_with_eta(url, "older", eta)
+    _publish_with_eta(url, "older", datetime.timedelta(seconds=3600))
     with natsjs_sync.connect(nats_server.url) as nc:
         assert nc.jetstream().stream("STREAM_older").info().state.messages == 2
     assert sorted(b["n"] for b in _consume_all(url, "older", 2)) == [0, 1]
@@ -309,3 +314,29 @@ def test_a_stream_that_discards_new_messages_is_made_without_schedules(nats_serv
         assert (stream.config.subjects, stream.config.discard) == (["bounded"], "new")
         assert stream.info().state.messages == 2
     assert sorted(b["n"] for b in _consume_all(url, "bounded", 2)) == [0, 1]
+
+
+def test_a_worker_shutdown_ends_the_drain_at_once(nats_server: NatsServer) -> None:
+    # Celery's warm shutdown (SIGTERM) only sets a flag in its signal handler and sends
+    # worker_shutting_down; its loop looks at the flag between two drains of up to 2 s, and
+    # drains once more after that. Sent from a signal handler that interrupts the main thread's
+    # drain, as in a worker: that drain returns, and the next one does not wait.
+    pytest.importorskip("celery")
+    from celery.signals import worker_shutting_down
+
+    def handler(signum: int, frame: Any) -> None:
+        worker_shutting_down.send(sender="w1@test", sig="SIGTERM", how="Warm", exitcode=0)
+
+    url = f"natsjs://127.0.0.1:{nats_server.port}"
+    with Connection(url) as conn, conn.Consumer([Queue("quiet")], callbacks=[lambda b, m: None]):
+        previous = signal.signal(signal.SIGUSR1, handler)
+        try:
+            threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGUSR1)).start()
+            started = time.monotonic()
+            for _ in range(2):
+                with pytest.raises(TimeoutError):
+                    conn.drain_events(timeout=30)
+            # Each drain would wait its 30 s for a message that never comes.
+            assert time.monotonic() - started < 15
+        finally:
+            signal.signal(signal.SIGUSR1, previous)
