@@ -78,8 +78,10 @@ class ResumeWindow:
     window (threads named ``natsjs-*-<client name>``), the thread stops and
     offers the test a turn (:meth:`run`); it goes on when the test is done,
     or after 0.2 s when the test's action waits for something that stopped
-    thread holds. No private name of the client is used: whatever the core's
-    structure, each step between "handshake done" and "connected" is a turn.
+    thread holds (and from then on takes its steps without waiting, until that
+    action is done: it cannot be done before). No private name of the client
+    is used: whatever the core's structure, each step between "handshake done"
+    and "connected" is a turn.
 
     Install it before ``connect()`` (``threading.setprofile`` reaches threads
     started later); :meth:`close` removes it.
@@ -95,6 +97,8 @@ class ResumeWindow:
         self._go_on = threading.Event()
         self._idle = threading.Event()  # the test is not in the middle of an action
         self._idle.set()
+        self._turn = -1  # the test's action under way (or last done)
+        self._gave_up: dict[int, int] = {}  # client thread -> the action it stopped waiting for
         self.stops = 0
         self._active = True
         threading.setprofile(self._hook)
@@ -126,8 +130,16 @@ class ResumeWindow:
             return
         # The test's last action may wait for something this thread held a
         # moment ago: give it a moment to finish, here, inside the window.
-        # If it waits for something this thread still holds, go on without it.
-        if not self._idle.wait(0.1) or not self._ready.wait(0.2):
+        # If it waits for something this thread still holds, go on without it,
+        # and without that moment at each later step: the action can only end
+        # once this thread has let go.
+        me, turn = threading.get_ident(), self._turn
+        if self._gave_up.get(me) == turn and not self._idle.is_set():
+            return
+        if not self._idle.wait(0.1):
+            self._gave_up[me] = turn
+            return
+        if not self._ready.wait(0.2):
             return
         self._ready.clear()
         self.stops += 1
@@ -149,6 +161,7 @@ class ResumeWindow:
             if not self._paused.wait(0.05):
                 continue
             self._paused.clear()
+            self._turn = taken
             self._idle.clear()
             try:
                 act(taken)

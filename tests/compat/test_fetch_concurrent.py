@@ -94,7 +94,11 @@ def test_the_same_property_under_nats_py(nats_server: NatsServer) -> None:
         async def worker(batch: int) -> None:
             while len(got) < TOTAL and time.monotonic() < deadline:
                 try:
-                    msgs = await psub.fetch(batch, timeout=1)
+                    # nats-py's fetches share one queue: the one-message fetch takes what the
+                    # others' pulls bring, and they wait out their timeout for a full batch
+                    # (some 30 messages a round). A short round; a message that comes after
+                    # it stays queued for the next fetch.
+                    msgs = await psub.fetch(batch, timeout=0.25)
                 except (nats_py.errors.TimeoutError, asyncio.TimeoutError):  # nats-py raises either
                     continue
                 for m in msgs:

@@ -324,7 +324,7 @@ from natsjs_sync.testing import FaultProxy, NatsServer
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 with NatsServer(jetstream=False) as server, FaultProxy(server.url) as proxy:
     reconnected = threading.Event()
-    nc = nats.connect(proxy.url, reconnect_time_wait=0.05, max_reconnect_attempts=-1,
+    nc = nats.connect(proxy.url, reconnect_time_wait=0.01, reconnect_jitter=0.0, max_reconnect_attempts=-1,
                       reconnected_cb=reconnected.set, error_cb=lambda e: None)
     stop = threading.Event()
 

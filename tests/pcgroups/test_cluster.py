@@ -3,7 +3,9 @@ all while publishing; order per partition from the members' records, completenes
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -23,6 +25,7 @@ pytestmark = pytest.mark.server("2.11")
 KEYS = [f"k{i}" for i in range(16)]
 N = 300
 LEAVE = 240  # the message after which member m2 leaves the elastic group
+QUICK, PATIENT = 2.0, 10.0  # seconds a call waits for its answer: at first, later (see _timeouts)
 
 
 @pytest.fixture
@@ -34,12 +37,26 @@ def cluster_js(nats_cluster: NatsCluster) -> Iterator[tuple[nats.Client, JetStre
         nc.close()
 
 
+def _timeouts(attempts: int | None) -> Iterator[float]:
+    """Seconds each of ``attempts`` tries of a call waits for its answer (``None``: no end; the
+    caller's wait is bounded).
+
+    A request the cluster drops while it elects a leader is never answered. For
+    the first 20 s of tries (an election's time, and more) each waits 2 s and
+    the call is made again, so the new leader is heard soon after its election;
+    after that 10 s, for a live cluster that a loaded machine slows.
+    """
+    patient = time.monotonic() + 20.0
+    for _ in itertools.repeat(None) if attempts is None else range(attempts):
+        yield QUICK if time.monotonic() < patient else PATIENT
+
+
 def _publish(js: JetStream, subject: str, i: int) -> None:
     """Publish message ``i`` until the stream has it (the msg id keeps a retried one single)."""
     backoff = threading.Event()
-    for _ in range(60):
+    for timeout in _timeouts(30):
         try:
-            js.publish(subject, str(i).encode(), msg_id=f"m{i}", timeout=5.0)
+            js.publish(subject, str(i).encode(), msg_id=f"m{i}", timeout=timeout)
             return
         except nats.NatsError:
             backoff.wait(0.25)  # a leader election under way
@@ -49,24 +66,31 @@ def _publish(js: JetStream, subject: str, i: int) -> None:
 T = TypeVar("T")
 
 
-def _retry(call: Callable[[], T]) -> T:
-    """An admin call, again while a leader election makes it time out (bounded); its result."""
+def _retry(nc: nats.Client, call: Callable[[JetStream], T]) -> T:
+    """``call(js)``, again while a leader election makes it time out (bounded); its result."""
     backoff = threading.Event()
-    for _ in range(30):
+    for timeout in _timeouts(30):
         try:
-            return call()
+            return call(nc.jetstream(timeout=timeout))
         except nats.NatsError:
             backoff.wait(0.5)
-    return call()
+    return call(nc.jetstream(timeout=PATIENT))
 
 
-def _holds(predicate: Callable[[], bool]) -> Callable[[], bool]:
-    """``predicate`` for wait_until, false while the cluster cannot answer."""
+def _holds(nc: nats.Client, predicate: Callable[[JetStream], bool]) -> Callable[[], bool]:
+    """``predicate(js)`` for wait_until, false while the cluster cannot answer (a call
+    that found no answer is made with the next of :func:`_timeouts`)."""
+    timeouts = _timeouts(None)
+    js = nc.jetstream(timeout=next(timeouts))
+
     def check() -> bool:
+        nonlocal js
         try:
-            return predicate()
+            return predicate(js)
         except nats.NatsError:
+            js = nc.jetstream(timeout=next(timeouts))
             return False
+
     return check
 
 
@@ -86,7 +110,7 @@ def _kill_a_node(nats_cluster: NatsCluster, js: JetStream, stream: str, spare: i
 @pytest.mark.timeout(600)
 def test_elastic_group_on_three_nodes_join_leave_kill_member_and_server(
         nats_cluster: NatsCluster, cluster_js: tuple[nats.Client, JetStream], tmp_path: Path) -> None:
-    _, js = cluster_js
+    nc, js = cluster_js
     name = "EC"
     js.create_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, timeout=30)
     pcgroups.create_elastic(js, name, "g", 4, [pcgroups.PartitioningFilter(filter=f"{name}.*",
@@ -107,21 +131,21 @@ def test_elastic_group_on_three_nodes_join_leave_kill_member_and_server(
                     m1[victim].kill()
                     m1[victim].wait(10)
                 elif i == 120:  # m3 joins
-                    _retry(lambda: pcgroups.add_members(js, name, "g", ["m3"]))
+                    _retry(nc, lambda j: pcgroups.add_members(j, name, "g", ["m3"]))
                 elif i == 180:  # a server dies
                     _kill_a_node(nats_cluster, js, f"{name}-g", spare)
                 elif i == LEAVE:  # m2 leaves
-                    _retry(lambda: pcgroups.delete_members(js, name, "g", ["m2"]))
+                    _retry(nc, lambda j: pcgroups.delete_members(j, name, "g", ["m2"]))
                     # It has left once its consumer is gone: deleted by m2 on seeing the change, or gone
                     # otherwise (idle while m2 reconnected after the kill) while m2's watch still lags. A
                     # member consumes only from a consumer that the config in the bucket, read once the
                     # consumer is made, still gives it: from then on nothing can reach m2, however late
                     # its watch brings the change.
-                    assert wait_until(_holds(lambda: "m2" not in js.consumer_names(f"{name}-g")), 90, 0.2)
+                    assert wait_until(_holds(nc, lambda j: "m2" not in j.consumer_names(f"{name}-g")), 90, 0.2)
             # The server's view: every message copied into the work queue and acknowledged.
             cg = f"{name}-g"
-            assert wait_until(_holds(lambda: (lambda s: s.last_seq >= N and s.messages == 0)(
-                js.stream(cg).cached_info.state)), 90, 0.2), js.stream(cg).cached_info.state
+            assert wait_until(_holds(nc, lambda j: (lambda s: s.last_seq >= N and s.messages == 0)(
+                j.stream(cg).cached_info.state)), 90, 0.2), js.stream(cg).cached_info.state
             records = recs.snapshot()
     finally:
         rnc.close()
@@ -130,14 +154,14 @@ def test_elastic_group_on_three_nodes_join_leave_kill_member_and_server(
     assert len(set(range(N)) - got) <= 5, sorted(set(range(N)) - got)
     assert {r["member"] for r in records if r["id"] > LEAVE} <= {"m1", "m3"}
     assert any(r["member"] == "m3" for r in records)
-    parts = _retry(lambda: key_partitions(js, KEYS, 4))  # the cluster may still be electing after the kill
+    parts = _retry(nc, lambda j: key_partitions(j, KEYS, 4))  # the cluster may still be electing after the kill
     check_delivery(records, {i: parts[KEYS[i % 16]] for i in range(N)}, key="id")
 
 
 @pytest.mark.timeout(600)
 def test_static_group_on_three_nodes_kill_member_and_server(
         nats_cluster: NatsCluster, cluster_js: tuple[nats.Client, JetStream], tmp_path: Path) -> None:
-    _, js = cluster_js
+    nc, js = cluster_js
     name = "SC"
     js.create_stream(name=name, subjects=[f"{name}.*"], num_replicas=3, timeout=30, subject_transform=SubjectTransform(
         src=f"{name}.*", dest=f"{{{{Partition(4,1)}}}}.{name}.{{{{Wildcard(1)}}}}"))
@@ -158,11 +182,11 @@ def test_static_group_on_three_nodes_kill_member_and_server(
                 elif i == 180:
                     _kill_a_node(nats_cluster, js, name, spare)
 
-            def settled() -> bool:
-                infos = [js.consumer(name, f"g-{m}").cached_info for m in ("m1", "m2")]
+            def settled(j: JetStream) -> bool:
+                infos = [j.consumer(name, f"g-{m}").cached_info for m in ("m1", "m2")]
                 return all(i.num_pending == 0 and i.num_ack_pending == 0 for i in infos)
 
-            assert wait_until(_holds(settled), 90, 0.2)
+            assert wait_until(_holds(nc, settled), 90, 0.2)
             records = recs.snapshot()
     finally:
         rnc.close()
