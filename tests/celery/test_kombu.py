@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import signal
-import threading
 import time
 from typing import Any
 
@@ -314,29 +311,3 @@ def test_a_stream_that_discards_new_messages_is_made_without_schedules(nats_serv
         assert (stream.config.subjects, stream.config.discard) == (["bounded"], "new")
         assert stream.info().state.messages == 2
     assert sorted(b["n"] for b in _consume_all(url, "bounded", 2)) == [0, 1]
-
-
-def test_a_worker_shutdown_ends_the_drain_at_once(nats_server: NatsServer) -> None:
-    # Celery's warm shutdown (SIGTERM) only sets a flag in its signal handler and sends
-    # worker_shutting_down; its loop looks at the flag between two drains of up to 2 s, and
-    # drains once more after that. Sent from a signal handler that interrupts the main thread's
-    # drain, as in a worker: that drain returns, and the next one does not wait.
-    pytest.importorskip("celery")
-    from celery.signals import worker_shutting_down
-
-    def handler(signum: int, frame: Any) -> None:
-        worker_shutting_down.send(sender="w1@test", sig="SIGTERM", how="Warm", exitcode=0)
-
-    url = f"natsjs://127.0.0.1:{nats_server.port}"
-    with Connection(url) as conn, conn.Consumer([Queue("quiet")], callbacks=[lambda b, m: None]):
-        previous = signal.signal(signal.SIGUSR1, handler)
-        try:
-            threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGUSR1)).start()
-            started = time.monotonic()
-            for _ in range(2):
-                with pytest.raises(TimeoutError):
-                    conn.drain_events(timeout=30)
-            # Each drain would wait its 30 s for a message that never comes.
-            assert time.monotonic() - started < 15
-        finally:
-            signal.signal(signal.SIGUSR1, previous)

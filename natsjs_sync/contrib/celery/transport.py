@@ -746,12 +746,8 @@ class Transport(virtual.Transport):
         self._nc: Any = None
         self._js: Any = None
         self._nc_lock = threading.Lock()
-        # (queue, payload, channel that received it); None wakes a drain (at close, at a worker's
-        # shutdown). A SimpleQueue: its put is safe in a signal handler that interrupted a get.
-        self._inbox: queue_module.SimpleQueue[tuple[str, dict[str, Any], Channel] | None] = \
-            queue_module.SimpleQueue()
-        #: Set when the Celery worker of this process begins its shutdown: drains wait no more.
-        self._worker_stopping = False
+        # (queue, payload, channel that received it); None wakes a drain at close.
+        self._inbox: queue_module.Queue[tuple[str, dict[str, Any], Channel] | None] = queue_module.Queue()
         self._ticker_stop = threading.Event()
         self._ticker_wake = threading.Event()  # set at close and when the interval shrinks
         self._ticker: threading.Thread | None = None
@@ -762,12 +758,6 @@ class Transport(virtual.Transport):
         self.progress_interval = max(0.2, self.visibility_timeout / 3)
         #: Bindings of direct and topic exchanges, shared through the server.
         self.bindings = BindingRegistry(self)
-        try:  # Celery is optional: Kombu alone can use the transport.
-            from celery.signals import worker_shutting_down
-        except ImportError:  # pragma: no cover - Kombu without Celery
-            pass
-        else:  # a weak reference: the receiver goes with the transport
-            worker_shutting_down.connect(self._on_worker_shutting_down, weak=True)
 
     def nats(self) -> Any:
         """The NATS client of this connection, connected on first use."""
@@ -829,18 +819,9 @@ class Transport(virtual.Transport):
                 except Exception as exc:
                     log.debug("natsjs: in-progress acks failed: %s", exc)
 
-    def _on_worker_shutting_down(self, **kwargs: Any) -> None:
-        """Celery's ``worker_shutting_down`` (sent by the worker's signal handler, in its main
-        thread, maybe while that thread waits in :meth:`drain_events`): the drain waiting for a
-        message returns now, and later ones do not wait. Celery's loop notices the shutdown only
-        between two drains, and drains once more after that (each up to 2 s, as it asks): a
-        warm shutdown would wait out both for messages that cannot come."""
-        self._worker_stopping = True
-        self._inbox.put(None)
-
     def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
         try:
-            item = self._inbox.get(block=not self._worker_stopping, timeout=timeout)
+            item = self._inbox.get(timeout=timeout)
         except queue_module.Empty:
             raise TimeoutError() from None
         if item is None:
